@@ -1,0 +1,57 @@
+/*
+ * auth_file.h - the userlist loader (PgBouncer's auth_file format).
+ *
+ * Each line: "user" "secret" [anything ignored]; inside quotes "" is a
+ * literal quote. Secrets are plain text, "md5" + 32 hex digits, or
+ * "SCRAM-SHA-256$<iter>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>".
+ * A malformed line logs a warning with its line number and is skipped.
+ *
+ * The store is immutable once loaded; reload builds a new one and swaps it.
+ */
+#ifndef PGVALVE_AUTH_FILE_H
+#define PGVALVE_AUTH_FILE_H
+
+#include "pgvalve/common.h"
+
+#define AUTH_NAME_MAX 64		/* PostgreSQL's NAMEDATALEN */
+#define AUTH_SECRET_MAX 512
+
+enum secret_type {
+	SECRET_NONE = 0,	/* user listed with an empty secret */
+	SECRET_PLAIN,
+	SECRET_MD5,		/* "md5" + hex(md5(password || user)) */
+	SECRET_SCRAM,
+};
+
+struct scram_secret {
+	int iterations;
+	uint8_t salt[64];
+	int salt_len;
+	uint8_t stored_key[32];
+	uint8_t server_key[32];
+};
+
+struct auth_secret {
+	char user[AUTH_NAME_MAX];
+	enum secret_type type;
+	char secret[AUTH_SECRET_MAX];	/* the text as written in the file */
+	struct scram_secret scram;	/* decoded, when type == SECRET_SCRAM */
+};
+
+struct auth_store;
+
+/*
+ * Loads path into a new store. Returns NULL (and logs why) only when the
+ * file cannot be read at all; malformed lines are skipped with a warning.
+ */
+struct auth_store *auth_file_load(const char *path);
+/* Parses text already in memory; `origin` names it in warnings. Never NULL. */
+struct auth_store *auth_file_parse(const char *text, size_t len, const char *origin);
+void auth_store_free(struct auth_store *store);
+const struct auth_secret *auth_store_find(const struct auth_store *store, const char *user);
+size_t auth_store_count(const struct auth_store *store);
+
+/* Classifies and decodes a secret string; false if it claims to be SCRAM/md5 but is malformed. */
+bool auth_secret_parse(const char *user, const char *secret, struct auth_secret *out);
+
+#endif

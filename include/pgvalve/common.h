@@ -1,0 +1,52 @@
+/*
+ * common.h - includes, basic types and small macros shared by every module.
+ *
+ * Nothing here owns state. Keep it small: a module that needs something
+ * specific includes that module's header instead.
+ */
+#ifndef PGVALVE_COMMON_H
+#define PGVALVE_COMMON_H
+
+#include "autoconf.h"	/* autoconf results (top build dir) */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <errno.h>
+#include <sys/types.h>
+
+/* Microseconds: every duration and timestamp inside pgvalve uses this unit. */
+typedef int64_t usec_t;
+#define USEC_PER_SEC ((usec_t)1000000)
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* Allocation that cannot fail: out of memory aborts with a log line. */
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t size);
+char *xstrdup(const char *s);
+
+/* Wall clock and monotonic clock in microseconds. */
+usec_t now_usec(void);
+usec_t monotonic_usec(void);
+
+/* Bounded string copy that always terminates; returns strlen(src). */
+size_t strlcpy_s(char *dst, const char *src, size_t size);
+
+/* Constant-time comparison of two byte strings of equal length. */
+bool secure_equal(const void *a, const void *b, size_t len);
+
+#endif

@@ -1,0 +1,36 @@
+/*
+ * crypto.h - the password hashing PostgreSQL's protocol needs, on OpenSSL.
+ *
+ * Stateless helpers: md5 password hashes and challenge responses, random
+ * bytes, base64, and the SCRAM-SHA-256 primitives (HMAC, H, Hi).
+ */
+#ifndef PGVALVE_CRYPTO_H
+#define PGVALVE_CRYPTO_H
+
+#include "pgvalve/common.h"
+
+#define MD5_PASSWD_LEN 35	/* "md5" + 32 hex digits, without NUL */
+
+/* out = "md5" + hex(md5(password || user)); out must hold 36 bytes. */
+void crypto_md5_password(const char *password, const char *user, char out[36]);
+/*
+ * The response to AuthenticationMD5Password: "md5" + hex(md5(hashhex || salt))
+ * where hashhex is the 32 hex digits after "md5" in an md5 secret.
+ */
+void crypto_md5_response(const char md5_secret[36], const uint8_t salt[4], char out[36]);
+
+/* Cryptographically strong random bytes; dies if OpenSSL cannot provide them. */
+void crypto_random(void *buf, size_t len);
+
+/* Base64 (standard alphabet, with padding). Return the output length, or -1 on bad input / no room. */
+int crypto_b64_encode(const uint8_t *in, size_t len, char *out, size_t outsize);
+int crypto_b64_decode(const char *in, size_t len, uint8_t *out, size_t outsize);
+
+/* SCRAM-SHA-256 building blocks (RFC 5802 / 7677). */
+void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, size_t msglen, uint8_t out[32]);
+void crypto_sha256(const uint8_t *msg, size_t len, uint8_t out[32]);
+/* SaltedPassword = Hi(password, salt, iterations); password should be SASLprep'd by the caller. */
+void crypto_scram_salted_password(const char *password, const uint8_t *salt, size_t saltlen,
+				  int iterations, uint8_t out[32]);
+
+#endif

@@ -1,0 +1,2 @@
+/* auth.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,2 @@
+/* auth_file.c - placeholder, being written */
+#include "pgvalve/common.h"

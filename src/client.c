@@ -1,0 +1,2 @@
+/* client.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,2 @@
+/* config.c - placeholder, being written */
+#include "pgvalve/common.h"

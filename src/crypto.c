@@ -1,0 +1,2 @@
+/* crypto.c - placeholder, being written */
+#include "pgvalve/common.h"

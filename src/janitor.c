@@ -1,0 +1,2 @@
+/* janitor.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,2 @@
+/* listener.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,2 @@
+/* loop.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,2 @@
+#include "pgvalve/common.h"
+int main(void) { return 0; }

@@ -1,0 +1,2 @@
+/* netbuf.c - placeholder, being written */
+#include "pgvalve/common.h"

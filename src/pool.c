@@ -1,0 +1,2 @@
+/* pool.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,2 @@
+/* proto.c - placeholder, being written */
+#include "pgvalve/common.h"

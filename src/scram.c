@@ -1,0 +1,2 @@
+/* scram.c - placeholder, being written */
+#include "pgvalve/common.h"

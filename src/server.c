@@ -1,0 +1,2 @@
+/* server.c - placeholder, being written */
+#include "pgvalve/common.h"

@@ -1,0 +1,76 @@
+/*
+ * util.c - allocation wrappers, clocks and small string helpers.
+ *
+ * Stateless; safe to call from any module.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/log.h"
+
+#include <time.h>
+#include <sys/time.h>
+
+void *xmalloc(size_t size)
+{
+	void *p = malloc(size ? size : 1);
+	if (!p)
+		die("out of memory allocating %zu bytes", size);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		die("out of memory allocating %zu x %zu bytes", n, size);
+	return p;
+}
+
+void *xrealloc(void *old, size_t size)
+{
+	void *p = realloc(old, size ? size : 1);
+	if (!p)
+		die("out of memory reallocating %zu bytes", size);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s ? s : "");
+	if (!p)
+		die("out of memory duplicating a string");
+	return p;
+}
+
+usec_t now_usec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (usec_t)ts.tv_sec * USEC_PER_SEC + ts.tv_nsec / 1000;
+}
+
+usec_t monotonic_usec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (usec_t)ts.tv_sec * USEC_PER_SEC + ts.tv_nsec / 1000;
+}
+
+size_t strlcpy_s(char *dst, const char *src, size_t size)
+{
+	size_t len = strlen(src);
+	if (size) {
+		size_t n = len < size - 1 ? len : size - 1;
+		memcpy(dst, src, n);
+		dst[n] = '\0';
+	}
+	return len;
+}
+
+bool secure_equal(const void *a, const void *b, size_t len)
+{
+	const volatile unsigned char *x = a, *y = b;
+	unsigned char diff = 0;
+	for (size_t i = 0; i < len; i++)
+		diff |= x[i] ^ y[i];
+	return diff == 0;
+}
