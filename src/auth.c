@@ -1,2 +1,175 @@
-/* auth.c - placeholder, being written */
+/*
+ * auth.c - client-side authentication (trust, any, plain, md5).
+ *
+ * Decides the method for a login from auth_type, sends the matching
+ * Authentication request, and checks the PasswordMessage against the
+ * auth_file secret. An unknown user is asked for a password all the same
+ * and then refused exactly like a wrong password, so the answer reveals
+ * nothing about which names exist.
+ *
+ * Touches only the client it is given; success is handed to pool.c.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/auth.h"
+#include "pgvalve/auth_file.h"
+#include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/crypto.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/proto.h"
+
+static void send_auth_request(struct client *client, uint32_t code, const void *extra, uint32_t extra_len)
+{
+	uint8_t mem[64];
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	proto_put_auth_request(&b, code, extra, extra_len);
+	netbuf_send(&client->nb, b.buf, b.len);
+}
+
+static void auth_fail(struct client *client)
+{
+	char msg[160];
+	snprintf(msg, sizeof(msg), "password authentication failed for user \"%s\"", client->login->user);
+	client_close(client, "28P01", msg);
+}
+
+static void auth_succeed(struct client *client)
+{
+	client->login->phase = LOGIN_DONE;
+	pool_client_logged_in(client);
+}
+
+void auth_begin(struct client *client)
+{
+	struct client_login *login = client->login;
+	const struct config *cfg = pgv.cfg;
+	int method = cfg->auth_type;
+	const struct auth_secret *secret = NULL;
+
+	if (method != AUTH_TYPE_ANY) {
+		secret = pgv.auth ? auth_store_find(pgv.auth, login->user) : NULL;
+		if (secret) {
+			login->secret_type = secret->type;
+			strlcpy_s(login->secret, secret->secret, sizeof(login->secret));
+		} else {
+			login->fake_auth = true;
+		}
+	}
+	login->auth_method = method;
+
+	switch (method) {
+	case AUTH_TYPE_ANY:
+		auth_succeed(client);
+		return;
+	case AUTH_TYPE_TRUST:
+		if (login->fake_auth) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "no such user: %s", login->user);
+			client_close(client, "28000", msg);
+			return;
+		}
+		auth_succeed(client);
+		return;
+	case AUTH_TYPE_PLAIN:
+		login->phase = LOGIN_PASSWORD;
+		send_auth_request(client, AUTH_REQ_CLEARTEXT, NULL, 0);
+		return;
+	case AUTH_TYPE_MD5:
+		if (!login->fake_auth && login->secret_type == SECRET_SCRAM) {
+			/* PostgreSQL would switch to SCRAM here; that arrives with auth_type scram-sha-256. */
+			client_close(client, "28000", "SCRAM secrets are not supported with auth_type md5 yet");
+			return;
+		}
+		crypto_random(login->md5_salt, sizeof(login->md5_salt));
+		login->phase = LOGIN_PASSWORD;
+		send_auth_request(client, AUTH_REQ_MD5, login->md5_salt, sizeof(login->md5_salt));
+		return;
+	default: {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "auth_type \"%s\" is not supported yet",
+			 method == AUTH_TYPE_SCRAM_SHA_256 ? "scram-sha-256" :
+			 method == AUTH_TYPE_HBA ? "hba" : method == AUTH_TYPE_CERT ? "cert" :
+			 method == AUTH_TYPE_PAM ? "pam" : method == AUTH_TYPE_PEER ? "peer" : "unknown");
+		log_warning("%s", msg);
+		client_close(client, "28000", msg);
+		return;
+	}
+	}
+}
+
+/* The md5 form of the stored secret ("md5" + 32 hex), from a plain or md5 secret. */
+static bool stored_md5(const struct client_login *login, char out[36])
+{
+	if (login->secret_type == SECRET_MD5) {
+		memcpy(out, login->secret, MD5_PASSWD_LEN);
+		out[MD5_PASSWD_LEN] = '\0';
+		return true;
+	}
+	if (login->secret_type == SECRET_PLAIN) {
+		crypto_md5_password(login->secret, login->user, out);
+		return true;
+	}
+	return false;
+}
+
+static bool check_plain(const struct client_login *login, const char *given)
+{
+	size_t glen = strlen(given);
+	if (login->secret_type == SECRET_PLAIN) {
+		size_t slen = strlen(login->secret);
+		/* Compare full length in constant time; the length check alone leaks only the length. */
+		return glen == slen && secure_equal(given, login->secret, slen);
+	}
+	if (login->secret_type == SECRET_MD5) {
+		char computed[36];
+		crypto_md5_password(given, login->user, computed);
+		return secure_equal(computed, login->secret, MD5_PASSWD_LEN);
+	}
+	if (login->secret_type == SECRET_SCRAM) {
+		const struct auth_secret *s = auth_store_find(pgv.auth, login->user);
+		if (!s || s->type != SECRET_SCRAM)
+			return false;
+		uint8_t salted[32], client_key[32], stored[32];
+		crypto_scram_salted_password(given, s->scram.salt, (size_t)s->scram.salt_len,
+					     s->scram.iterations, salted);
+		crypto_hmac_sha256(salted, sizeof(salted), (const uint8_t *)"Client Key", 10, client_key);
+		crypto_sha256(client_key, sizeof(client_key), stored);
+		return secure_equal(stored, s->scram.stored_key, sizeof(stored));
+	}
+	return false;
+}
+
+void auth_handle_password(struct client *client, const uint8_t *body, uint32_t len)
+{
+	struct client_login *login = client->login;
+	struct pkt_reader r;
+	pkt_reader_init(&r, body, len);
+	const char *given = pkt_get_string(&r);
+
+	if (!given || pkt_remaining(&r) != 0) {
+		client_close(client, "08P01", "invalid password packet");
+		return;
+	}
+	if (login->fake_auth) {
+		auth_fail(client);
+		return;
+	}
+
+	bool ok = false;
+	if (login->auth_method == AUTH_TYPE_PLAIN) {
+		ok = check_plain(login, given);
+	} else if (login->auth_method == AUTH_TYPE_MD5) {
+		char secret_md5[36], expected[36];
+		if (stored_md5(login, secret_md5) && strlen(given) == MD5_PASSWD_LEN) {
+			crypto_md5_response(secret_md5, login->md5_salt, expected);
+			ok = secure_equal(expected, given, MD5_PASSWD_LEN);
+		}
+	}
+	if (!ok) {
+		auth_fail(client);
+		return;
+	}
+	auth_succeed(client);
+}

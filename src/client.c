@@ -1,2 +1,444 @@
-/* client.c - placeholder, being written */
+/*
+ * client.c - client connections: the startup handshake, then the message
+ * loop that hands each message to the client's server.
+ *
+ * State diagram: see client.h. client_set_state() is the only place that
+ * changes a client's state and the list it sits in.
+ *
+ * The hot path (client_data_packet) looks at the message type only: it
+ * asks the pool for a server when the client has none, tells the server
+ * which replies to expect, and forwards the bytes untouched.
+ *
+ * Owns: struct client and its login data. Must not touch a server's
+ * sockets directly: it goes through server.c and pool.c.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/client.h"
+#include "pgvalve/auth.h"
+#include "pgvalve/config.h"
+#include "pgvalve/crypto.h"
+#include "pgvalve/log.h"
+#include "pgvalve/loop.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/proto.h"
+#include "pgvalve/server.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
+
+/* ---------------------------------------------------------------- naming */
+
+static void format_addr(const union conn_addr *addr, bool is_unix, char *buf, size_t size, int *port)
+{
+	if (is_unix) {
+		snprintf(buf, size, "unix");
+		*port = pgv.cfg->listen_port;
+		return;
+	}
+	if (addr->sa.sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &addr->in6.sin6_addr, buf, (socklen_t)size);
+		*port = ntohs(addr->in6.sin6_port);
+	} else {
+		inet_ntop(AF_INET, &addr->in.sin_addr, buf, (socklen_t)size);
+		*port = ntohs(addr->in.sin_port);
+	}
+}
+
+const char *client_user_name(const struct client *client)
+{
+	if (client->login)
+		return client->login->user[0] ? client->login->user : "(nouser)";
+	return client->username ? client->username : "(nouser)";
+}
+
+const char *client_db_name(const struct client *client)
+{
+	if (client->login)
+		return client->login->dbname[0] ? client->login->dbname : "(nodb)";
+	return client->pool ? client->pool->db->name : "(nodb)";
+}
+
+const char *client_prefix(const struct client *client, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN];
+	int port = 0;
+	format_addr(&client->addr, client->is_unix, host, sizeof(host), &port);
+	snprintf(buf, size, "C-%p: %s/%s@%s:%d", (const void *)client,
+		 client_db_name(client), client_user_name(client), host, port);
+	return buf;
+}
+
+/* ---------------------------------------------------------------- state */
+
+static struct list *client_state_list(struct client *client, enum client_state state)
+{
+	struct pool *pool = client->pool;
+	switch (state) {
+	case CL_LOGIN:
+		return &pgv.login_clients;
+	case CL_WELCOME:
+		return &pool->welcome_clients;
+	case CL_ACTIVE:
+		return &pool->active_clients;
+	case CL_WAITING:
+		return &pool->waiting_clients;
+	case CL_CLOSED:
+		return &pgv.dead_clients;
+	}
+	return NULL;
+}
+
+void client_set_state(struct client *client, enum client_state state)
+{
+	if (list_node_linked(&client->node))
+		list_remove(client_state_list(client, client->state), &client->node);
+	client->state = state;
+	list_append(client_state_list(client, state), &client->node);
+	if (state == CL_CLOSED)
+		loop_schedule_reap();
+}
+
+/* ---------------------------------------------------------------- accept */
+
+void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool is_unix)
+{
+	struct client *client = xcalloc(1, sizeof(*client));
+
+	netbuf_init(&client->nb, client_handler, PROTO_STARTUP_MAX);
+	client->nb.startup = true;
+	client->id = ++pgv.next_conn_id;
+	client->connect_time = now_usec();
+	client->request_time = client->connect_time;
+	client->is_unix = is_unix;
+	if (!is_unix && addrlen <= sizeof(client->addr))
+		memcpy(&client->addr, addr, addrlen);
+	client->login = xcalloc(1, sizeof(*client->login));
+	client->login->phase = LOGIN_STARTUP;
+	list_node_init(&client->node);
+	client_set_state(client, CL_LOGIN);
+	pgv.client_count++;
+	netbuf_accept(&client->nb, fd);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+void client_send_error(struct client *client, const char *severity, const char *sqlstate, const char *msg)
+{
+	uint8_t mem[1024];
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	proto_put_error(&b, severity, sqlstate, msg);
+	if (b.failed) {
+		pktbuf_reset(&b);
+		proto_put_error(&b, severity, sqlstate, "error message too long");
+	}
+	netbuf_send(&client->nb, b.buf, b.len);
+}
+
+void client_close(struct client *client, const char *sqlstate, const char *reason)
+{
+	if (client->state == CL_CLOSED)
+		return;
+
+	struct pool *pool = client->pool;
+	usec_t age = (now_usec() - client->connect_time) / USEC_PER_SEC;
+
+	if (sqlstate) {
+		client_send_error(client, "FATAL", sqlstate, reason);
+		if (pgv.cfg->log_pooler_errors)
+			client_log(LOG_LEVEL_WARNING, client, "pooler error: %s", reason);
+	}
+	if (!client->quiet && (client->logged_in ? pgv.cfg->log_disconnections :
+				(sqlstate != NULL || pgv.cfg->log_connections)))
+		client_log(LOG_LEVEL_INFO, client, "closing because: %s (age=%llds)", reason, (long long)age);
+
+	if (client->link) {
+		struct server *server = client->link;
+		pool_release_server(server);
+	}
+	cancel_index_remove(client);
+	netbuf_close(&client->nb);
+	client_set_state(client, CL_CLOSED);
+	pgv.client_count--;
+	if (pool)
+		pool_after_change(pool);
+	loop_client_gone();
+}
+
+void client_free(struct client *client)
+{
+	free(client->login);
+	varcache_free(client->vars);
+	free(client->username);
+	free(client);
+}
+
+/* ---------------------------------------------------------------- login */
+
+static void handle_ssl_request(struct client *client)
+{
+	/* TLS arrives with the TLS issue; until then the client continues in plain text. */
+	netbuf_send(&client->nb, "N", 1);
+}
+
+/*
+ * Startup parameters PgBouncer always accepts; anything else needs
+ * ignore_startup_parameters (or track_extra_parameters).
+ */
+static bool startup_param_allowed(const char *name)
+{
+	static const char *const accepted[] = { "user", "database", "replication" };
+	for (size_t i = 0; i < ARRAY_SIZE(accepted); i++)
+		if (strcmp(name, accepted[i]) == 0)
+			return true;
+	return varcache_index(name) >= 0;
+}
+
+static void handle_startup(struct client *client, const struct startup_params *sp)
+{
+	struct client_login *login = client->login;
+	const char *user = startup_param(sp, "user");
+	const char *dbname = startup_param(sp, "database");
+	char msg[256];
+
+	if (!user || !user[0]) {
+		client_close(client, "08P01", "no username supplied");
+		return;
+	}
+	if (!dbname || !dbname[0])
+		dbname = user;
+	if (strlen(user) >= sizeof(login->user) || strlen(dbname) >= sizeof(login->dbname)) {
+		client_close(client, "08P01", "user or database name too long");
+		return;
+	}
+	strlcpy_s(login->user, user, sizeof(login->user));
+	strlcpy_s(login->dbname, dbname, sizeof(login->dbname));
+
+	for (int i = 0; i < sp->count; i++) {
+		const char *name = sp->names[i];
+		if (startup_param_allowed(name))
+			continue;
+		if (config_list_contains(pgv.cfg->ignore_startup_parameters, name))
+			continue;
+		snprintf(msg, sizeof(msg), "unsupported startup parameter: %s", name);
+		client_close(client, "08P01", msg);
+		return;
+	}
+	const char *replication = startup_param(sp, "replication");
+	if (replication && strcmp(replication, "false") != 0 && strcmp(replication, "0") != 0 &&
+	    strcmp(replication, "off") != 0 && strcmp(replication, "no") != 0) {
+		client_close(client, "08P01", "replication connections are not supported yet");
+		return;
+	}
+
+	if (pgv.shutting_down) {
+		client_close(client, "57P03", "pooler is shutting down");
+		return;
+	}
+	if (pgv.client_count > (uint32_t)pgv.cfg->max_client_conn) {
+		client_close(client, "08P01", "no more connections allowed (max_client_conn)");
+		return;
+	}
+
+	struct db *db = pool_find_or_autodb(dbname);
+	if (!db) {
+		if (pgv.cfg->log_connections)
+			client_log(LOG_LEVEL_INFO, client, "login failed: db=%s user=%s", dbname, user);
+		snprintf(msg, sizeof(msg), "no such database: %s", dbname);
+		client_close(client, "08P01", msg);
+		return;
+	}
+	if (pgv.cfg->log_connections)
+		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=no", dbname, user);
+
+	/* Remember tracked parameters the client asked for. */
+	for (int i = 0; i < sp->count; i++)
+		varcache_set_by_name(&client->vars, sp->names[i], sp->values[i]);
+
+	client->pool = pool_get(db, user);
+	client->username = xstrdup(user);
+	auth_begin(client);
+}
+
+static bool client_login_packet(struct client *client, const struct pkt *pkt)
+{
+	struct client_login *login = client->login;
+
+	if (login->phase == LOGIN_STARTUP) {
+		if (!pkt_complete(pkt))
+			return true;	/* bounded by PROTO_STARTUP_MAX */
+		struct pkt_reader r;
+		pkt_reader_init(&r, pkt->data + 4, pkt->len - 4);
+		uint32_t code = pkt_get_uint32(&r);
+		netbuf_skip(&client->nb, pkt->len);
+
+		if (code == PROTO_SSL_REQUEST || code == PROTO_GSSENC_REQUEST) {
+			if (pkt->len != 8) {
+				client_close(client, "08P01", "bad SSL request");
+				return false;
+			}
+			handle_ssl_request(client);
+			return true;
+		}
+		if (code == PROTO_CANCEL_REQUEST) {
+			if (pkt->len != 16) {
+				client_close(client, NULL, "bad cancel request");
+				return false;
+			}
+			uint32_t pid = pkt_get_uint32(&r);
+			uint32_t key = pkt_get_uint32(&r);
+			client_handle_cancel(pid, key);
+			client->quiet = true;
+			client_close(client, NULL, "cancel request");
+			return false;
+		}
+		if ((code >> 16) != 3) {
+			client_close(client, "08P01", "unsupported startup packet: protocol version not supported");
+			return false;
+		}
+		struct startup_params sp;
+		const char *err = NULL;
+		if (!proto_parse_startup(pkt->data + 4, pkt->len - 4, &sp, &err)) {
+			client_close(client, "08P01", err);
+			return false;
+		}
+		client->nb.startup = false;
+		client->nb.max_packet = 8192;	/* login messages are small */
+		handle_startup(client, &sp);
+		return client->state != CL_CLOSED;
+	}
+
+	if (login->phase == LOGIN_PASSWORD) {
+		if (pkt->type != 'p') {
+			client_close(client, "08P01", "expected a password message");
+			return false;
+		}
+		if (!pkt_complete(pkt))
+			return true;
+		netbuf_skip(&client->nb, pkt->len);
+		auth_handle_password(client, pkt_body(pkt), pkt_body_len(pkt));
+		return client->state != CL_CLOSED;
+	}
+
+	/* LOGIN_DONE: waiting for the pool; nothing may arrive before ReadyForQuery. */
+	netbuf_pause(&client->nb);
+	return true;
+}
+
+void client_finish_login(struct client *client)
+{
+	struct pool *pool = client->pool;
+	struct pktbuf b;
+	pktbuf_init(&b, 512);
+
+	proto_put_auth_request(&b, AUTH_REQ_OK, NULL, 0);
+	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	for (int i = 0; i < pool->welcome_count; i++) {
+		const char *name = pool->welcome[i].name;
+		const char *value = pool->welcome[i].value;
+		int idx = varcache_index(name);
+		if (idx >= 0 && varcache_get(client->vars, idx))
+			value = varcache_get(client->vars, idx);
+		proto_put_parameter_status(&b, name, value);
+	}
+	do {
+		crypto_random(&client->cancel_pid, sizeof(client->cancel_pid));
+		crypto_random(&client->cancel_key, sizeof(client->cancel_key));
+	} while (cancel_index_find(client->cancel_pid, client->cancel_key));
+	cancel_index_add(client);
+	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
+	proto_put_ready(&b, 'I');
+	netbuf_send(&client->nb, b.buf, b.len);
+	pktbuf_free(&b);
+
+	free(client->login);
+	client->login = NULL;
+	client->logged_in = true;
+	client->nb.max_packet = (uint32_t)MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX);
+	client_set_state(client, CL_ACTIVE);
+	netbuf_resume(&client->nb);
+}
+
+/* ---------------------------------------------------------------- data */
+
+static bool client_data_packet(struct client *client, const struct pkt *pkt)
+{
+	switch (pkt->type) {
+	case 'X':	/* Terminate: the server stays with the pool */
+		netbuf_skip(&client->nb, pkt->len);
+		client_close(client, NULL, "client close request");
+		return false;
+	case 'Q': case 'P': case 'B': case 'D': case 'E': case 'C': case 'H': case 'S':
+	case 'F': case 'd': case 'c': case 'f':
+		break;
+	default: {
+		char msg[64];
+		snprintf(msg, sizeof(msg), "unsupported message type: 0x%02x", pkt->type);
+		client_close(client, "08P01", msg);
+		return false;
+	}
+	}
+
+	if (!client->link) {
+		if (!pool_request_server(client))
+			return true;	/* queued and paused; offered again when linked */
+		if (client->nb.paused)
+			return true;	/* linked, server is applying our parameters first */
+	}
+	server_note_client_message(client->link, pkt->type);
+	netbuf_forward(&client->nb, pkt->len);
+	return true;
+}
+
+void client_linked(struct client *client)
+{
+	client->request_time = now_usec();
+	client_set_state(client, CL_ACTIVE);
+}
+
+/* ---------------------------------------------------------------- events */
+
+static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt)
+{
+	struct client *client = container_of(nb, struct client, nb);
+
+	switch (ev) {
+	case NETBUF_EV_PACKET:
+		if (client->state == CL_LOGIN || client->state == CL_WELCOME)
+			return client_login_packet(client, pkt);
+		return client_data_packet(client, pkt);
+	case NETBUF_EV_BAD_PACKET:
+		client_close(client, "08P01", client->state == CL_LOGIN ? "bad packet header in startup" :
+			     "bad packet header");
+		return false;
+	case NETBUF_EV_RECV_FAILED:
+		client_close(client, NULL, client->logged_in ? "client unexpected eof" : "client closed during login");
+		return false;
+	case NETBUF_EV_SEND_FAILED:
+		client_close(client, NULL, "client send failed");
+		return false;
+	case NETBUF_EV_CONNECT_OK:
+	case NETBUF_EV_CONNECT_FAILED:
+	case NETBUF_EV_DRAINED:
+		break;
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------------- cancel */
+
+void client_handle_cancel(uint32_t pid, uint32_t key)
+{
+	struct client *target = cancel_index_find(pid, key);
+	if (!target) {
+		log_debug("cancel request for unknown key, ignored");
+		return;
+	}
+	if (!target->link) {
+		client_log(LOG_LEVEL_DEBUG, target, "cancel request while not running a query, ignored");
+		return;
+	}
+	server_send_cancel(target->link);
+}

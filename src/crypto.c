@@ -1,2 +1,157 @@
-/* crypto.c - placeholder, being written */
+/*
+ * crypto.c - md5 password hashing, random bytes, base64 and the SCRAM-SHA-256
+ * primitives, on OpenSSL 3 (EVP / HMAC / PKCS5_PBKDF2_HMAC only; no
+ * deprecated low-level digest APIs).
+ *
+ * Stateless: owns nothing, logs nothing except a fatal line when OpenSSL
+ * cannot do what must not fail (digest, HMAC, RNG).
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/log.h"
+#include "pgvalve/crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+static const char hex_digits[] = "0123456789abcdef";
+
+static void hex_encode(const uint8_t *in, size_t len, char *out)
+{
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = hex_digits[in[i] >> 4];
+		out[2 * i + 1] = hex_digits[in[i] & 0x0f];
+	}
+}
+
+/* "md5" + hex(md5(a || b)) into out[36]. */
+static void md5_hex_of_two(const void *a, size_t alen, const void *b, size_t blen, char out[36])
+{
+	uint8_t digest[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (!ctx
+	    || EVP_DigestInit_ex(ctx, EVP_md5(), NULL) != 1
+	    || EVP_DigestUpdate(ctx, a, alen) != 1
+	    || EVP_DigestUpdate(ctx, b, blen) != 1
+	    || EVP_DigestFinal_ex(ctx, digest, &dlen) != 1
+	    || dlen != 16)
+		die("OpenSSL cannot compute MD5 (is the default provider available?)");
+	EVP_MD_CTX_free(ctx);
+	memcpy(out, "md5", 3);
+	hex_encode(digest, 16, out + 3);
+	out[MD5_PASSWD_LEN] = '\0';
+}
+
+void crypto_md5_password(const char *password, const char *user, char out[36])
+{
+	md5_hex_of_two(password, strlen(password), user, strlen(user), out);
+}
+
+void crypto_md5_response(const char md5_secret[36], const uint8_t salt[4], char out[36])
+{
+	md5_hex_of_two(md5_secret + 3, MD5_PASSWD_LEN - 3, salt, 4, out);
+}
+
+void crypto_random(void *buf, size_t len)
+{
+	while (len > 0) {
+		int chunk = len > INT32_MAX ? INT32_MAX : (int)len;
+		if (RAND_bytes(buf, chunk) != 1)
+			die("OpenSSL cannot provide random bytes");
+		buf = (uint8_t *)buf + chunk;
+		len -= (size_t)chunk;
+	}
+}
+
+int crypto_b64_encode(const uint8_t *in, size_t len, char *out, size_t outsize)
+{
+	if (len > (size_t)INT32_MAX / 2 || CRYPTO_B64_ENC_LEN(len) + 1 > outsize)
+		return -1;
+	return EVP_EncodeBlock((unsigned char *)out, in, (int)len);
+}
+
+/* Value of a base64 alphabet character, or -1. */
+static int b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/*
+ * Own decoder rather than EVP_DecodeBlock: that one skips whitespace and
+ * returns padding bytes as output, and we want a strict yes/no, with one
+ * accepted spelling per byte string.
+ */
+int crypto_b64_decode(const char *in, size_t len, uint8_t *out, size_t outsize)
+{
+	size_t pad = 0, outlen;
+
+	if (len % 4 != 0 || len > (size_t)INT32_MAX)
+		return -1;
+	if (len > 0 && in[len - 1] == '=')
+		pad = (len > 1 && in[len - 2] == '=') ? 2 : 1;
+	outlen = len / 4 * 3 - pad;
+	if (outlen > outsize)
+		return -1;
+
+	size_t o = 0;
+	for (size_t i = 0; i < len; i += 4) {
+		int v[4];
+		bool last = i + 4 == len;
+		for (int k = 0; k < 4; k++) {
+			unsigned char c = (unsigned char)in[i + k];
+			if (c == '=' && last && k >= 4 - (int)pad)
+				v[k] = 0;
+			else if ((v[k] = b64_value(c)) < 0)
+				return -1;
+		}
+		uint32_t group = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+		/* Canonical form only: the bits padding leaves over must be zero. */
+		if (last && (pad == 2 ? group & 0xffff : pad == 1 ? group & 0xff : 0))
+			return -1;
+		out[o++] = (uint8_t)(group >> 16);
+		if (!last || pad < 2)
+			out[o++] = (uint8_t)(group >> 8);
+		if (!last || pad < 1)
+			out[o++] = (uint8_t)group;
+	}
+	return (int)o;
+}
+
+void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, size_t msglen, uint8_t out[32])
+{
+	unsigned int outlen = 0;
+	if (keylen > INT32_MAX
+	    || !HMAC(EVP_sha256(), key, (int)keylen, msg, msglen, out, &outlen)
+	    || outlen != CRYPTO_SHA256_LEN)
+		die("OpenSSL cannot compute HMAC-SHA-256");
+}
+
+void crypto_sha256(const uint8_t *msg, size_t len, uint8_t out[32])
+{
+	unsigned int outlen = 0;
+	if (EVP_Digest(msg, len, out, &outlen, EVP_sha256(), NULL) != 1 || outlen != CRYPTO_SHA256_LEN)
+		die("OpenSSL cannot compute SHA-256");
+}
+
+void crypto_scram_salted_password(const char *password, const uint8_t *salt, size_t saltlen,
+				  int iterations, uint8_t out[32])
+{
+	size_t plen = strlen(password);
+	if (iterations <= 0 || plen > INT32_MAX || saltlen > INT32_MAX
+	    || PKCS5_PBKDF2_HMAC(password, (int)plen, salt, (int)saltlen, iterations,
+				 EVP_sha256(), CRYPTO_SHA256_LEN, out) != 1)
+		die("OpenSSL cannot compute PBKDF2-HMAC-SHA-256");
+}

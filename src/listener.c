@@ -1,2 +1,256 @@
-/* listener.c - placeholder, being written */
+/*
+ * listener.c - listening sockets and the accept loop.
+ *
+ * Owns the listening file descriptors and their events, nothing else: an
+ * accepted socket is configured (non-blocking, keepalive, no Nagle) and
+ * handed to client.c at once.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/listener.h"
+#include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAX_LISTENERS 16
+#define ACCEPTS_PER_WAKEUP 64
+
+struct listener {
+	int fd;
+	bool is_unix;
+	struct event *ev;
+};
+
+static struct {
+	struct listener list[MAX_LISTENERS];
+	int count;
+	char unix_path[108];
+	struct event *resume_timer;	/* after running out of file descriptors */
+} lst;
+
+static void tune_client_socket(int fd, bool is_unix)
+{
+	const struct config *cfg = pgv.cfg;
+	if (is_unix)
+		return;
+	int on = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	if (cfg->tcp_keepalive) {
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+		if (cfg->tcp_keepidle > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &cfg->tcp_keepidle, sizeof(cfg->tcp_keepidle));
+		if (cfg->tcp_keepintvl > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &cfg->tcp_keepintvl, sizeof(cfg->tcp_keepintvl));
+		if (cfg->tcp_keepcnt > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cfg->tcp_keepcnt, sizeof(cfg->tcp_keepcnt));
+	}
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	if (pgv.shutting_down)
+		return;
+	for (int i = 0; i < lst.count; i++)
+		event_add(lst.list[i].ev, NULL);
+}
+
+static void accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+	(void)what;
+	for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+		struct sockaddr_storage addr;
+		socklen_t len = sizeof(addr);
+		int cfd = accept4(fd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+				return;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				log_error("accept() failed: %s; not accepting for 1 s", strerror(errno));
+				for (int j = 0; j < lst.count; j++)
+					event_del(lst.list[j].ev);
+				struct timeval tv = { 1, 0 };
+				event_add(lst.resume_timer, &tv);
+				return;
+			}
+			log_error("accept() failed: %s", strerror(errno));
+			return;
+		}
+		tune_client_socket(cfd, l->is_unix);
+		client_accept(cfd, (struct sockaddr *)&addr, len, l->is_unix);
+	}
+}
+
+static int add_listener(int fd, bool is_unix)
+{
+	if (lst.count >= MAX_LISTENERS) {
+		close(fd);
+		log_error("too many listening sockets");
+		return -1;
+	}
+	struct listener *l = &lst.list[lst.count++];
+	l->fd = fd;
+	l->is_unix = is_unix;
+	l->ev = event_new(pgv.base, fd, EV_READ | EV_PERSIST, accept_cb, l);
+	event_add(l->ev, NULL);
+	return 0;
+}
+
+static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *what)
+{
+	const struct config *cfg = pgv.cfg;
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_error("socket() for %s failed: %s", what, strerror(errno));
+		return -1;
+	}
+	int on = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (cfg->so_reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0)
+		log_warning("so_reuseport: %s", strerror(errno));
+	if (sa->sa_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	if (bind(fd, sa, salen) < 0) {
+		log_error("could not bind %s: %s", what, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (listen(fd, cfg->listen_backlog > 0 ? cfg->listen_backlog : 128) < 0) {
+		log_error("listen() on %s failed: %s", what, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	log_info("listening on %s", what);
+	return add_listener(fd, false);
+}
+
+static int listen_address(const char *host, int port)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res = NULL;
+	char portstr[16], what[300];
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	bool any = strcmp(host, "*") == 0;
+	int rc = getaddrinfo(any ? NULL : host, portstr, &hints, &res);
+	if (rc != 0) {
+		log_error("listen_addr \"%s\": %s", host, gai_strerror(rc));
+		return -1;
+	}
+	int opened = 0;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+			continue;
+		char addrtxt[INET6_ADDRSTRLEN + 2] = "?";
+		getnameinfo(ai->ai_addr, ai->ai_addrlen, addrtxt, sizeof(addrtxt), NULL, 0, NI_NUMERICHOST);
+		snprintf(what, sizeof(what), "%s:%d", addrtxt, port);
+		if (listen_tcp(ai->ai_addr, ai->ai_addrlen, what) < 0) {
+			freeaddrinfo(res);
+			return -1;
+		}
+		opened++;
+	}
+	freeaddrinfo(res);
+	return opened ? 0 : -1;
+}
+
+static int listen_unix(const char *dir, int port)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int n = snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/.s.PGSQL.%d", dir, port);
+	if (n < 0 || (size_t)n >= sizeof(sun.sun_path)) {
+		log_error("unix_socket_dir \"%s\" is too long", dir);
+		return -1;
+	}
+	/* A socket file left by a dead process is removed; a live one means another pooler owns the port. */
+	int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0) {
+		if (connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+			close(probe);
+			log_error("unix socket %s is in use by another process", sun.sun_path);
+			return -1;
+		}
+		close(probe);
+	}
+	unlink(sun.sun_path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		log_error("could not bind unix socket %s: %s", sun.sun_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	chmod(sun.sun_path, (mode_t)pgv.cfg->unix_socket_mode);
+	if (listen(fd, pgv.cfg->listen_backlog > 0 ? pgv.cfg->listen_backlog : 128) < 0) {
+		log_error("listen() on %s failed: %s", sun.sun_path, strerror(errno));
+		close(fd);
+		unlink(sun.sun_path);
+		return -1;
+	}
+	strlcpy_s(lst.unix_path, sun.sun_path, sizeof(lst.unix_path));
+	log_info("listening on %s", sun.sun_path);
+	return add_listener(fd, true);
+}
+
+int listener_start(void)
+{
+	const struct config *cfg = pgv.cfg;
+	lst.resume_timer = evtimer_new(pgv.base, resume_cb, NULL);
+
+	const char *p = cfg->listen_addr;
+	while (*p) {
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		const char *start = p;
+		while (*p && *p != ',' && *p != ' ' && *p != '\t')
+			p++;
+		if (p == start)
+			continue;
+		char host[256];
+		size_t len = MIN((size_t)(p - start), sizeof(host) - 1);
+		memcpy(host, start, len);
+		host[len] = '\0';
+		if (listen_address(host, cfg->listen_port) < 0)
+			return -1;
+	}
+	if (cfg->unix_socket_dir[0] && listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
+		return -1;
+	if (lst.count == 0) {
+		log_error("nothing to listen on: set listen_addr or unix_socket_dir");
+		return -1;
+	}
+	return 0;
+}
+
+void listener_pause(void)
+{
+	for (int i = 0; i < lst.count; i++)
+		event_del(lst.list[i].ev);
+	if (lst.resume_timer)
+		event_del(lst.resume_timer);
+}
+
+void listener_close(void)
+{
+	for (int i = 0; i < lst.count; i++) {
+		event_free(lst.list[i].ev);
+		close(lst.list[i].fd);
+	}
+	lst.count = 0;
+	if (lst.unix_path[0]) {
+		unlink(lst.unix_path);
+		lst.unix_path[0] = '\0';
+	}
+	if (lst.resume_timer)
+		event_free(lst.resume_timer);
+	lst.resume_timer = NULL;
+}

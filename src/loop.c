@@ -1,2 +1,129 @@
-/* loop.c - placeholder, being written */
+/*
+ * loop.c - the libevent loop's own duties: signal handling, graceful and
+ * immediate shutdown, and the reaper that frees closed clients and servers.
+ *
+ * Freeing is deferred to the reaper so a handler deep in a call chain can
+ * close any connection (its own or its peer's) without the caller ever
+ * touching freed memory.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/loop.h"
+#include "pgvalve/client.h"
+#include "pgvalve/listener.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/server.h"
+
+#include <signal.h>
+#include <event2/event.h>
+
+static struct {
+	struct event *reap_ev;
+	struct event *sig_int;
+	struct event *sig_term;
+	struct event *sig_hup;
+	struct event *sig_quit;
+	int exit_code;
+} loop_state;
+
+static void reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	while (!list_empty(&pgv.dead_clients)) {
+		struct list_node *n = list_first(&pgv.dead_clients);
+		list_remove(&pgv.dead_clients, n);
+		client_free(container_of(n, struct client, node));
+	}
+	while (!list_empty(&pgv.dead_servers)) {
+		struct list_node *n = list_first(&pgv.dead_servers);
+		list_remove(&pgv.dead_servers, n);
+		server_free(container_of(n, struct server, node));
+	}
+}
+
+void loop_schedule_reap(void)
+{
+	if (loop_state.reap_ev)
+		event_active(loop_state.reap_ev, 0, 0);
+}
+
+void loop_client_gone(void)
+{
+	if (pgv.shutting_down && pgv.client_count == 0) {
+		log_info("all clients are gone, shutting down");
+		event_base_loopexit(pgv.base, NULL);
+	}
+}
+
+void loop_begin_graceful_shutdown(void)
+{
+	if (pgv.shutting_down)
+		return;
+	pgv.shutting_down = true;
+	listener_pause();
+	log_info("got SIGINT, shutting down once all clients are gone");
+	loop_client_gone();
+}
+
+void loop_exit_now(void)
+{
+	event_base_loopbreak(pgv.base);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what; (void)arg;
+	switch (sig) {
+	case SIGINT:
+		loop_begin_graceful_shutdown();
+		break;
+	case SIGTERM:
+	case SIGQUIT:
+		log_info("got %s, exiting now", sig == SIGTERM ? "SIGTERM" : "SIGQUIT");
+		loop_exit_now();
+		break;
+	case SIGHUP:
+		log_reopen();
+		log_info("got SIGHUP: logfile reopened; configuration reload is not supported yet");
+		break;
+	default:
+		break;
+	}
+}
+
+void loop_init(void)
+{
+	pgv.base = event_base_new();
+	if (!pgv.base)
+		die("could not create the event loop");
+	signal(SIGPIPE, SIG_IGN);
+	loop_state.reap_ev = event_new(pgv.base, -1, 0, reap_cb, NULL);
+	loop_state.sig_int = evsignal_new(pgv.base, SIGINT, signal_cb, NULL);
+	loop_state.sig_term = evsignal_new(pgv.base, SIGTERM, signal_cb, NULL);
+	loop_state.sig_hup = evsignal_new(pgv.base, SIGHUP, signal_cb, NULL);
+	loop_state.sig_quit = evsignal_new(pgv.base, SIGQUIT, signal_cb, NULL);
+	event_add(loop_state.sig_int, NULL);
+	event_add(loop_state.sig_term, NULL);
+	event_add(loop_state.sig_hup, NULL);
+	event_add(loop_state.sig_quit, NULL);
+}
+
+int loop_run(void)
+{
+	event_base_dispatch(pgv.base);
+	return loop_state.exit_code;
+}
+
+void loop_cleanup(void)
+{
+	pool_close_all_connections("pooler is shutting down");
+	server_cancel_requests_free_all();
+	reap_cb(-1, 0, NULL);
+	struct event **evs[] = { &loop_state.reap_ev, &loop_state.sig_int, &loop_state.sig_term,
+				 &loop_state.sig_hup, &loop_state.sig_quit };
+	for (size_t i = 0; i < ARRAY_SIZE(evs); i++) {
+		if (*evs[i])
+			event_free(*evs[i]);
+		*evs[i] = NULL;
+	}
+}

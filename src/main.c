@@ -1,2 +1,227 @@
+/*
+ * main.c - start-up and shutdown: command line, config, privileges,
+ * daemon mode, pidfile, then the event loop.
+ *
+ * Builds the process instance (pgv) from the config and tears it down in
+ * reverse order on exit, so a sanitizer build reports real leaks only.
+ */
 #include "pgvalve/common.h"
-int main(void) { return 0; }
+#include "pgvalve/auth_file.h"
+#include "pgvalve/config.h"
+#include "pgvalve/janitor.h"
+#include "pgvalve/listener.h"
+#include "pgvalve/log.h"
+#include "pgvalve/loop.h"
+#include "pgvalve/netbuf.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/varcache.h"
+
+#include <event2/event.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <openssl/opensslv.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PGVALVE_VERSION_STRING "pgvalve " PACKAGE_VERSION
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"%s is a PostgreSQL connection pooler, compatible with PgBouncer's configuration.\n\n"
+		"Usage:\n"
+		"  pgvalve [OPTION]... CONFIG_FILE\n\n"
+		"Options:\n"
+		"  -d, --daemon     run in the background (needs logfile or syslog)\n"
+		"  -q, --quiet      do not log to stderr\n"
+		"  -v, --verbose    more log output (repeat for more)\n"
+		"  -u, --user=USER  switch to USER after start (required when started as root)\n"
+		"  -V, --version    print version and exit\n"
+		"  -h, --help       print this help and exit\n\n"
+		"Signals: SIGINT waits for clients to leave, then exits; SIGTERM exits now;\n"
+		"SIGHUP reopens the logfile.\n",
+		PGVALVE_VERSION_STRING);
+}
+
+static void print_version(void)
+{
+	printf("%s\n", PGVALVE_VERSION_STRING);
+	printf("libevent %s\n", event_get_version());
+	printf("tls: %s\n", OPENSSL_VERSION_TEXT);
+}
+
+static void drop_privileges(const char *user)
+{
+	struct passwd *pw = getpwnam(user);
+	if (!pw)
+		die("user \"%s\" does not exist", user);
+	if (setgroups(0, NULL) < 0 && errno != EPERM)
+		die("setgroups: %s", strerror(errno));
+	if (initgroups(pw->pw_name, pw->pw_gid) < 0)
+		die("initgroups: %s", strerror(errno));
+	if (setgid(pw->pw_gid) < 0)
+		die("setgid: %s", strerror(errno));
+	if (setuid(pw->pw_uid) < 0)
+		die("setuid: %s", strerror(errno));
+}
+
+static void daemonize(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		die("setsid: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0)
+		_exit(0);
+	int fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
+static bool pidfile_written;
+
+static void write_pidfile(const char *path)
+{
+	if (!path[0])
+		return;
+	FILE *f = fopen(path, "r");
+	if (f) {
+		long old = 0;
+		if (fscanf(f, "%ld", &old) == 1 && old > 0 && kill((pid_t)old, 0) == 0)
+			die("pidfile %s names a running process (%ld): is another pgvalve running?", path, old);
+		fclose(f);
+	}
+	char tmp[1024];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		die("could not write pidfile %s: %s", tmp, strerror(errno));
+	fprintf(f, "%d\n", (int)getpid());
+	if (fclose(f) != 0 || rename(tmp, path) != 0)
+		die("could not write pidfile %s: %s", path, strerror(errno));
+	pidfile_written = true;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_opts[] = {
+		{ "daemon", no_argument, NULL, 'd' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool daemon_mode = false, quiet = false;
+	int verbose = 0;
+	const char *run_as = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "dqvu:Vh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': daemon_mode = true; break;
+		case 'q': quiet = true; break;
+		case 'v': verbose++; break;
+		case 'u': run_as = optarg; break;
+		case 'V': print_version(); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 1;
+	}
+	const char *config_path = argv[optind];
+
+	struct config_error err;
+	struct config *cfg = NULL;
+	if (config_load(config_path, &cfg, &err) < 0) {
+		fprintf(stderr, "FATAL %s\n", err.message);
+		return 1;
+	}
+	pgv.cfg = cfg;
+	pgv.config_generation = 1;
+
+	if (!run_as && cfg->user[0])
+		run_as = cfg->user;
+	if (geteuid() == 0) {
+		if (!run_as)
+			die("pgvalve should not run as root: use -u USER (or user = USER in the config)");
+		drop_privileges(run_as);
+	}
+	if (daemon_mode && !cfg->logfile[0] && !cfg->syslog)
+		die("daemon mode needs a logfile or syslog");
+
+	struct log_settings ls = {
+		.logfile = cfg->logfile,
+		.to_stderr = !quiet && !daemon_mode,
+		.use_syslog = cfg->syslog,
+		.syslog_ident = cfg->syslog_ident,
+		.syslog_facility = cfg->syslog_facility,
+		.verbose = MAX(verbose, cfg->verbose),
+	};
+	if (daemon_mode)
+		daemonize();
+	if (log_setup(&ls) < 0)
+		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
+
+	/* Lists must exist before anything can be put in them. */
+	list_init(&pgv.databases);
+	list_init(&pgv.login_clients);
+	list_init(&pgv.dead_clients);
+	list_init(&pgv.dead_servers);
+	list_init(&pgv.cancel_requests);
+
+	if (cfg->auth_file[0]) {
+		pgv.auth = auth_file_load(cfg->auth_file);
+		if (pgv.auth)
+			log_info("loaded %zu users from auth_file %s", auth_store_count(pgv.auth), cfg->auth_file);
+	}
+
+	loop_init();
+	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
+	varcache_configure(cfg->track_extra_parameters);
+	pool_setup_databases();
+	if (listener_start() < 0) {
+		listener_close();
+		die("could not open the listening sockets");
+	}
+	write_pidfile(cfg->pidfile);
+	janitor_start();
+	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
+		 OPENSSL_VERSION_TEXT);
+
+	int rc = loop_run();
+
+	log_info("shutting down");
+	janitor_stop();
+	listener_close();
+	loop_cleanup();
+	pool_free_all();
+	netbuf_global_cleanup();
+	varcache_configure(NULL);
+	if (pgv.auth)
+		auth_store_free(pgv.auth);
+	event_base_free(pgv.base);
+	if (pidfile_written)
+		unlink(cfg->pidfile);
+	config_free(cfg);
+	log_close();
+	return rc;
+}

@@ -1,2 +1,660 @@
-/* netbuf.c - placeholder, being written */
+/*
+ * netbuf.c - socket I/O for every connection: read, frame, forward, queue.
+ *
+ * Owns the input buffers (a per-process free list), the output queues and
+ * the libevent registration of each socket. It knows nothing about
+ * clients, servers or pools: decisions about a message belong to the
+ * owner's handler (see netbuf.h for the contract).
+ *
+ * Re-entrancy rule: a handler may act on other netbufs (forward to them,
+ * send to them, resume them) but the netbuf layer never calls another
+ * connection's handler from inside a handler. Anything that would
+ * (resuming a paused reader, reporting a write error found while
+ * forwarding) is put on the run queue and handled from the loop.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/netbuf.h"
+#include "pgvalve/log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+struct iobuf {
+	struct iobuf *next_free;
+	uint32_t size;
+	uint32_t start;		/* first byte not yet sent or skipped */
+	uint32_t pos;		/* first byte not yet decided; [start,pos) is forwarded, unsent */
+	uint32_t end;		/* end of received bytes */
+	bool pooled;
+	uint8_t data[];
+};
+
+struct outq {
+	uint32_t start;
+	uint32_t end;
+	uint32_t size;
+	uint8_t data[];
+};
+
+/*
+ * Process-wide state of this module (documented globals): the loop, the
+ * buffer free list, and the run queue of netbufs to revisit.
+ */
+static struct {
+	struct event_base *base;
+	uint32_t buf_size;
+	uint32_t queue_limit;
+	struct iobuf *free_list;
+	uint32_t free_count;
+	uint32_t used_count;
+	struct event *run_ev;
+	struct netbuf **runq;
+	uint32_t runq_len;
+	uint32_t runq_size;
+} nbg;
+
+/* Marks on a netbuf that is on the run queue. */
+#define RUN_PROCESS 1
+#define RUN_SEND_FAILED 2
+
+static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg);
+static void run_queue_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---------------------------------------------------------------- buffers */
+
+void netbuf_global_init(struct event_base *base, uint32_t buf_size)
+{
+	nbg.base = base;
+	nbg.buf_size = buf_size < 1024 ? 1024 : buf_size;
+	/* A slow reader may hold this much forwarded data before its source stops reading. */
+	nbg.queue_limit = MAX(nbg.buf_size * 4, 64 * 1024);
+	if (!nbg.run_ev)
+		nbg.run_ev = event_new(base, -1, 0, run_queue_cb, NULL);
+}
+
+void netbuf_global_cleanup(void)
+{
+	while (nbg.free_list) {
+		struct iobuf *b = nbg.free_list;
+		nbg.free_list = b->next_free;
+		free(b);
+	}
+	nbg.free_count = 0;
+	if (nbg.run_ev)
+		event_free(nbg.run_ev);
+	nbg.run_ev = NULL;
+	free(nbg.runq);
+	nbg.runq = NULL;
+	nbg.runq_len = nbg.runq_size = 0;
+}
+
+void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size)
+{
+	*free_count = nbg.free_count;
+	*used_count = nbg.used_count;
+	*size = nbg.buf_size;
+}
+
+static struct iobuf *iobuf_get(void)
+{
+	struct iobuf *b = nbg.free_list;
+	if (b) {
+		nbg.free_list = b->next_free;
+		nbg.free_count--;
+	} else {
+		b = xmalloc(sizeof(*b) + nbg.buf_size);
+		b->size = nbg.buf_size;
+		b->pooled = true;
+	}
+	b->start = b->pos = b->end = 0;
+	b->next_free = NULL;
+	nbg.used_count++;
+	return b;
+}
+
+static void iobuf_put(struct iobuf *b)
+{
+	nbg.used_count--;
+	if (!b->pooled) {
+		free(b);
+		return;
+	}
+	b->next_free = nbg.free_list;
+	nbg.free_list = b;
+	nbg.free_count++;
+}
+
+/* ---------------------------------------------------------------- run queue */
+
+static void runq_add(struct netbuf *nb, uint8_t what)
+{
+	if (!nb->run_flags) {
+		if (nbg.runq_len == nbg.runq_size) {
+			nbg.runq_size = nbg.runq_size ? nbg.runq_size * 2 : 64;
+			nbg.runq = xrealloc(nbg.runq, nbg.runq_size * sizeof(*nbg.runq));
+		}
+		nbg.runq[nbg.runq_len++] = nb;
+		if (nbg.runq_len == 1)
+			event_active(nbg.run_ev, 0, 0);
+	}
+	nb->run_flags |= what;
+}
+
+static void runq_remove(struct netbuf *nb)
+{
+	if (!nb->run_flags)
+		return;
+	nb->run_flags = 0;
+	for (uint32_t i = 0; i < nbg.runq_len; i++) {
+		if (nbg.runq[i] == nb) {
+			nbg.runq[i] = NULL;	/* the runner skips holes */
+			break;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void sync_events(struct netbuf *nb)
+{
+	short want = 0;
+
+	if (nb->fd < 0)
+		return;
+	if (nb->connecting) {
+		want = EV_WRITE;
+	} else {
+		if (!nb->paused && !nb->blocked)
+			want |= EV_READ;
+		if (nb->out && nb->out->end > nb->out->start)
+			want |= EV_WRITE;
+	}
+	if (want == nb->ev_registered)
+		return;
+	if (nb->ev_registered)
+		event_del(&nb->ev);
+	if (want) {
+		event_assign(&nb->ev, nbg.base, nb->fd, want | EV_PERSIST, netbuf_event_cb, nb);
+		if (event_add(&nb->ev, NULL) < 0)
+			log_error("event_add failed on fd %d", nb->fd);
+	}
+	nb->ev_registered = want;
+}
+
+void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_packet)
+{
+	memset(nb, 0, sizeof(*nb));
+	nb->fd = -1;
+	nb->handler = handler;
+	nb->max_packet = max_packet;
+}
+
+static void set_socket_options(int fd)
+{
+	int on = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));	/* fails harmlessly on Unix sockets */
+}
+
+void netbuf_accept(struct netbuf *nb, int fd)
+{
+	nb->fd = fd;
+	nb->paused = false;
+	set_socket_options(fd);
+	sync_events(nb);
+}
+
+int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (sa->sa_family != AF_UNIX)
+		set_socket_options(fd);
+	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS) {
+		int save = errno;
+		close(fd);
+		errno = save;
+		return -1;
+	}
+	nb->fd = fd;
+	nb->connecting = true;
+	sync_events(nb);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static void outq_append(struct netbuf *nb, const uint8_t *data, uint32_t len)
+{
+	struct outq *q = nb->out;
+	if (!q) {
+		uint32_t size = MAX(len, nbg.buf_size);
+		q = xmalloc(sizeof(*q) + size);
+		q->start = q->end = 0;
+		q->size = size;
+		nb->out = q;
+	} else if (q->size - q->end < len) {
+		uint32_t used = q->end - q->start;
+		memmove(q->data, q->data + q->start, used);
+		q->start = 0;
+		q->end = used;
+		if (q->size - used < len) {
+			uint32_t size = q->size;
+			while (size - used < len)
+				size *= 2;
+			q = xrealloc(q, sizeof(*q) + size);
+			q->size = size;
+			nb->out = q;
+		}
+	}
+	memcpy(q->data + q->end, data, len);
+	q->end += len;
+}
+
+/*
+ * Writes len bytes to dst's socket, behind whatever is queued there. `src`
+ * is the netbuf they came from, if any: it is stopped when dst's queue
+ * grows past the limit.
+ */
+static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struct netbuf *src)
+{
+	if (dst->fd < 0 || dst->send_failed || len == 0)
+		return;
+	if (!dst->out || dst->out->end == dst->out->start) {
+		ssize_t n = send(dst->fd, data, len, MSG_NOSIGNAL);
+		if (n == (ssize_t)len) {
+			dst->bytes_out += len;
+			return;
+		}
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+				dst->send_failed = true;
+				dst->send_errno = errno;
+				runq_add(dst, RUN_SEND_FAILED);
+				return;
+			}
+			n = 0;
+		}
+		dst->bytes_out += (uint64_t)n;
+		data += n;
+		len -= (uint32_t)n;
+	}
+	outq_append(dst, data, len);
+	sync_events(dst);
+	if (src && dst->out->end - dst->out->start > nbg.queue_limit && !src->blocked) {
+		src->blocked = true;
+		dst->blocked_src = src;
+		sync_events(src);
+	}
+}
+
+void netbuf_flush_forwarded(struct netbuf *nb)
+{
+	struct iobuf *in = nb->in;
+	if (!in || in->pos == in->start)
+		return;
+	const uint8_t *data = in->data + in->start;
+	uint32_t len = in->pos - in->start;
+	in->start = in->pos;
+	struct netbuf *dst = nb->dst;
+	if (!dst)
+		return;
+	if (dst->feeder == nb)
+		dst->feeder = NULL;
+	deliver(dst, data, len, nb);
+}
+
+bool netbuf_send(struct netbuf *nb, const void *data, uint32_t len)
+{
+	if (nb->feeder)
+		netbuf_flush_forwarded(nb->feeder);
+	if (nb->fd < 0 || nb->send_failed)
+		return false;
+	deliver(nb, data, len, NULL);
+	return !nb->send_failed;
+}
+
+uint32_t netbuf_queue_len(const struct netbuf *nb)
+{
+	return nb->out ? nb->out->end - nb->out->start : 0;
+}
+
+uint32_t netbuf_buffered(const struct netbuf *nb)
+{
+	return nb->in ? nb->in->end - nb->in->pos : 0;
+}
+
+void netbuf_set_dst(struct netbuf *nb, struct netbuf *dst)
+{
+	netbuf_flush_forwarded(nb);
+	if (nb->dst && nb->dst->feeder == nb)
+		nb->dst->feeder = NULL;
+	if (nb->dst && nb->dst->blocked_src == nb) {
+		nb->dst->blocked_src = NULL;
+		nb->blocked = false;
+		runq_add(nb, RUN_PROCESS);
+	}
+	nb->dst = dst;
+}
+
+static void unblock_source(struct netbuf *nb)
+{
+	struct netbuf *src = nb->blocked_src;
+	if (!src)
+		return;
+	nb->blocked_src = NULL;
+	src->blocked = false;
+	sync_events(src);
+	runq_add(src, RUN_PROCESS);
+}
+
+/* Returns false if the handler closed the owner. */
+static bool write_queue(struct netbuf *nb)
+{
+	struct outq *q = nb->out;
+	if (!q)
+		return true;
+	while (q->end > q->start) {
+		ssize_t n = send(nb->fd, q->data + q->start, q->end - q->start, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			nb->send_failed = true;
+			nb->send_errno = errno;
+			return nb->handler(nb, NETBUF_EV_SEND_FAILED, NULL);
+		}
+		q->start += (uint32_t)n;
+		nb->bytes_out += (uint64_t)n;
+	}
+	if (q->end == q->start) {
+		free(q);
+		nb->out = NULL;
+		unblock_source(nb);
+		sync_events(nb);
+		if (nb->want_drained)
+			return nb->handler(nb, NETBUF_EV_DRAINED, NULL);
+		return true;
+	}
+	if (nb->blocked_src && q->end - q->start <= nbg.queue_limit / 2)
+		unblock_source(nb);
+	sync_events(nb);
+	return true;
+}
+
+/* ---------------------------------------------------------------- input */
+
+/*
+ * Both act on the message at the parse position: what of it is already
+ * buffered is taken now (so a handler may release or relink right after),
+ * the rest as it arrives.
+ */
+void netbuf_forward(struct netbuf *nb, uint32_t len)
+{
+	struct iobuf *in = nb->in;
+	uint32_t take = MIN(in->end - in->pos, len);
+
+	nb->decided = true;
+	if (nb->dst) {
+		in->pos += take;
+		nb->dst->feeder = nb;
+	} else {
+		netbuf_flush_forwarded(nb);
+		in->pos += take;
+		in->start = in->pos;
+	}
+	nb->pkt_remaining = len - take;
+	nb->pkt_forward = true;
+}
+
+void netbuf_skip(struct netbuf *nb, uint32_t len)
+{
+	struct iobuf *in = nb->in;
+	uint32_t take = MIN(in->end - in->pos, len);
+
+	nb->decided = true;
+	netbuf_flush_forwarded(nb);
+	in->pos += take;
+	in->start = in->pos;
+	nb->pkt_remaining = len - take;
+	nb->pkt_forward = false;
+}
+
+void netbuf_pause(struct netbuf *nb)
+{
+	if (nb->paused)
+		return;
+	nb->paused = true;
+	sync_events(nb);
+}
+
+void netbuf_resume(struct netbuf *nb)
+{
+	if (!nb->paused || nb->fd < 0)
+		return;
+	nb->paused = false;
+	sync_events(nb);
+	if (nb->in && nb->in->end > nb->in->pos)
+		runq_add(nb, RUN_PROCESS);
+}
+
+/* Makes room so that `need` bytes starting at pos fit; first sends what is forwarded. */
+static void make_room(struct netbuf *nb, uint32_t need)
+{
+	netbuf_flush_forwarded(nb);	/* now start == pos */
+	struct iobuf *in = nb->in;
+	if (in->size - in->pos >= need)
+		return;
+	uint32_t used = in->end - in->start;
+	if (need <= in->size) {
+		memmove(in->data, in->data + in->start, used);
+	} else {
+		struct iobuf *big = xmalloc(sizeof(*big) + need);
+		big->size = need;
+		big->pooled = false;
+		big->next_free = NULL;
+		memcpy(big->data, in->data + in->start, used);
+		nbg.used_count++;
+		iobuf_put(in);
+		nb->in = in = big;
+	}
+	in->pos -= in->start;
+	in->end = used;
+	in->start = 0;
+}
+
+/*
+ * Offers buffered messages to the handler until it pauses or the buffer
+ * runs out. Returns false if the owner was closed by its handler.
+ */
+static bool process_input(struct netbuf *nb)
+{
+	while (!nb->paused && !nb->blocked && nb->in) {
+		struct iobuf *in = nb->in;
+		uint32_t avail = in->end - in->pos;
+
+		if (nb->pkt_remaining) {
+			if (!avail)
+				break;
+			uint32_t take = MIN(avail, nb->pkt_remaining);
+			if (nb->pkt_forward && nb->dst) {
+				in->pos += take;
+				nb->dst->feeder = nb;
+			} else {
+				netbuf_flush_forwarded(nb);
+				in->pos += take;
+				in->start = in->pos;
+			}
+			nb->pkt_remaining -= take;
+			continue;
+		}
+
+		struct pkt pkt;
+		enum proto_header_result res = proto_parse_header(in->data + in->pos, avail, nb->startup,
+								  nb->max_packet, &pkt);
+		if (res == PROTO_HDR_NEED_MORE)
+			break;
+		if (res == PROTO_HDR_INVALID) {
+			netbuf_flush_forwarded(nb);
+			nb->paused = true;
+			sync_events(nb);
+			return nb->handler(nb, NETBUF_EV_BAD_PACKET, NULL);
+		}
+		nb->decided = false;
+		if (!nb->handler(nb, NETBUF_EV_PACKET, &pkt))
+			return false;
+		if (nb->decided || nb->paused || nb->blocked)
+			continue;
+		if (pkt_complete(&pkt)) {
+			/* A handler must decide on a whole message; dropping it keeps the stream framed. */
+			log_error("internal: message '%c' left undecided, skipped", pkt.type ? pkt.type : '0');
+			netbuf_skip(nb, pkt.len);
+			continue;
+		}
+		make_room(nb, pkt.len);
+		break;
+	}
+	netbuf_flush_forwarded(nb);
+	return true;
+}
+
+static void release_input_if_empty(struct netbuf *nb)
+{
+	struct iobuf *in = nb->in;
+	if (in && in->start == in->end) {
+		iobuf_put(in);
+		nb->in = NULL;
+	}
+}
+
+/* Returns false if the owner was closed. */
+static bool read_input(struct netbuf *nb)
+{
+	if (!nb->in)
+		nb->in = iobuf_get();
+	struct iobuf *in = nb->in;
+	if (in->end == in->size) {
+		/* Drop the consumed head, or grow if the whole buffer is one message in progress. */
+		make_room(nb, in->end - in->pos + (in->start == 0 ? nbg.buf_size : 1));
+		in = nb->in;
+	}
+	ssize_t n = recv(nb->fd, in->data + in->end, in->size - in->end, 0);
+	if (n > 0) {
+		in->end += (uint32_t)n;
+		nb->bytes_in += (uint64_t)n;
+		if (!process_input(nb))
+			return false;
+	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+		if (n < 0)
+			nb->recv_errno = errno;
+		release_input_if_empty(nb);
+		netbuf_flush_forwarded(nb);
+		nb->paused = true;
+		sync_events(nb);
+		return nb->handler(nb, NETBUF_EV_RECV_FAILED, NULL);
+	}
+	release_input_if_empty(nb);
+	return true;
+}
+
+static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct netbuf *nb = arg;
+	(void)fd;
+
+	if (nb->connecting) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (getsockopt(nb->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		nb->connecting = false;
+		nb->paused = true;	/* the owner decides when to read */
+		sync_events(nb);
+		if (err) {
+			nb->connect_errno = err;
+			nb->handler(nb, NETBUF_EV_CONNECT_FAILED, NULL);
+		} else {
+			nb->handler(nb, NETBUF_EV_CONNECT_OK, NULL);
+		}
+		return;
+	}
+	if (what & EV_WRITE) {
+		if (!write_queue(nb))
+			return;
+	}
+	if ((what & EV_READ) && !nb->paused && !nb->blocked && nb->fd >= 0)
+		read_input(nb);
+}
+
+static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	/* Entries added while running are handled in this same pass. */
+	for (uint32_t i = 0; i < nbg.runq_len; i++) {
+		struct netbuf *nb = nbg.runq[i];
+		if (!nb)
+			continue;
+		nbg.runq[i] = NULL;
+		uint8_t flags = nb->run_flags;
+		nb->run_flags = 0;
+		if (nb->fd < 0)
+			continue;
+		if (flags & RUN_SEND_FAILED) {
+			if (!nb->handler(nb, NETBUF_EV_SEND_FAILED, NULL))
+				continue;
+			if (nb->fd < 0)
+				continue;
+		}
+		if ((flags & RUN_PROCESS) && !nb->paused && !nb->blocked && nb->in) {
+			if (process_input(nb))
+				release_input_if_empty(nb);
+		}
+	}
+	nbg.runq_len = 0;
+}
+
+void netbuf_close(struct netbuf *nb)
+{
+	if (nb->fd < 0 && !nb->in && !nb->out)
+		return;
+	runq_remove(nb);
+	if (nb->feeder) {
+		/* The feeder's unsent bytes were meant for us; they go nowhere now. */
+		struct iobuf *fin = nb->feeder->in;
+		if (fin)
+			fin->start = fin->pos;
+		nb->feeder = NULL;
+	}
+	unblock_source(nb);
+	if (nb->dst) {
+		if (nb->dst->feeder == nb)
+			nb->dst->feeder = NULL;
+		if (nb->dst->blocked_src == nb)
+			nb->dst->blocked_src = NULL;
+		nb->dst = NULL;
+	}
+	if (nb->fd >= 0) {
+		/* Best effort: a final error message queued for this peer. */
+		if (nb->out && nb->out->end > nb->out->start && !nb->send_failed) {
+			ssize_t n = send(nb->fd, nb->out->data + nb->out->start, nb->out->end - nb->out->start,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			(void)n;
+		}
+		if (nb->ev_registered)
+			event_del(&nb->ev);
+		nb->ev_registered = 0;
+		close(nb->fd);
+		nb->fd = -1;
+	}
+	if (nb->in) {
+		iobuf_put(nb->in);
+		nb->in = NULL;
+	}
+	free(nb->out);
+	nb->out = NULL;
+	nb->pkt_remaining = 0;
+	nb->paused = true;
+}

@@ -1,2 +1,424 @@
-/* pool.c - placeholder, being written */
+/*
+ * pool.c - databases and pools: who gets which server, and when a new
+ * server connection is opened.
+ *
+ * Clients wait in FIFO order; a released server goes to the longest
+ * waiting client first, so nobody starves. New servers are opened only
+ * while the pool is below its size (and the database below
+ * max_db_connections), and not more often than server_login_retry allows
+ * after a failed login.
+ *
+ * Owns: struct db, struct pool, the cancel-key index and the process
+ * instance (pgv). Moves clients and servers only through their
+ * set_state functions.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/auth_file.h"
+#include "pgvalve/client.h"
+#include "pgvalve/log.h"
+#include "pgvalve/server.h"
+
+struct instance pgv;
+
+/* ---------------------------------------------------------------- databases */
+
+static struct db *db_create(const struct db_config *cfg, const char *name, bool is_autodb)
+{
+	struct db *db = xcalloc(1, sizeof(*db));
+	db->name = xstrdup(name);
+	db->cfg = *cfg;		/* strings stay owned by the running config */
+	db->is_autodb = is_autodb;
+	list_init(&db->pools);
+	list_append(&pgv.databases, &db->node);
+	return db;
+}
+
+void pool_setup_databases(void)
+{
+	for (const struct db_config *dc = pgv.cfg->databases; dc; dc = dc->next) {
+		if (strcmp(dc->name, "*") == 0)
+			continue;
+		if (!pool_find_db(dc->name))
+			db_create(dc, dc->name, false);
+	}
+}
+
+struct db *pool_find_db(const char *name)
+{
+	list_for_each(pos, &pgv.databases) {
+		struct db *db = container_of(pos, struct db, node);
+		if (strcmp(db->name, name) == 0)
+			return db;
+	}
+	return NULL;
+}
+
+struct db *pool_find_or_autodb(const char *name)
+{
+	struct db *db = pool_find_db(name);
+	if (db)
+		return db;
+	const struct db_config *fallback = config_find_db(pgv.cfg, "*");
+	if (!fallback)
+		return NULL;
+	db = db_create(fallback, name, true);
+	log_info("registered new auto-database: db=%s", name);
+	return db;
+}
+
+/* ---------------------------------------------------------------- pools */
+
+struct pool *pool_get(struct db *db, const char *client_user)
+{
+	const char *user = db->cfg.user[0] ? db->cfg.user : client_user;
+
+	list_for_each(pos, &db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		if (strcmp(pool->user, user) == 0)
+			return pool;
+	}
+
+	struct pool *pool = xcalloc(1, sizeof(*pool));
+	pool->db = db;
+	pool->user = xstrdup(user);
+	if (db->cfg.password[0]) {
+		pool->password = xstrdup(db->cfg.password);
+	} else {
+		const struct auth_secret *s = pgv.auth ? auth_store_find(pgv.auth, user) : NULL;
+		/* A SCRAM secret cannot log in by itself; pass-through arrives with the SCRAM issue. */
+		pool->password = xstrdup(s && (s->type == SECRET_PLAIN || s->type == SECRET_MD5) ? s->secret : "");
+	}
+	list_init(&pool->active_clients);
+	list_init(&pool->waiting_clients);
+	list_init(&pool->welcome_clients);
+	list_init(&pool->active_servers);
+	list_init(&pool->idle_servers);
+	list_init(&pool->used_servers);
+	list_init(&pool->tested_servers);
+	list_init(&pool->login_servers);
+	list_append(&db->pools, &pool->node);
+	return pool;
+}
+
+int pool_effective_size(const struct pool *pool)
+{
+	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
+	if (uc && uc->pool_size >= 0)
+		return uc->pool_size;
+	if (pool->db->cfg.pool_size >= 0)
+		return pool->db->cfg.pool_size;
+	return pgv.cfg->default_pool_size;
+}
+
+int pool_effective_mode(const struct pool *pool)
+{
+	if (pool->mode_cached_gen == pgv.config_generation)
+		return pool->mode_cached;
+	struct pool *p = (struct pool *)pool;	/* cache only */
+	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
+	int mode = pgv.cfg->pool_mode;
+	if (pool->db->cfg.pool_mode >= 0)
+		mode = pool->db->cfg.pool_mode;
+	if (uc && uc->pool_mode >= 0)
+		mode = uc->pool_mode;
+	p->mode_cached = mode;
+	p->mode_cached_gen = pgv.config_generation;
+	return mode;
+}
+
+int pool_server_count(const struct pool *pool)
+{
+	return (int)(pool->active_servers.count + pool->idle_servers.count + pool->used_servers.count +
+		     pool->tested_servers.count + pool->login_servers.count);
+}
+
+static bool db_may_open_server(const struct db *db)
+{
+	int limit = db->cfg.max_db_connections >= 0 ? db->cfg.max_db_connections : pgv.cfg->max_db_connections;
+	return limit <= 0 || db->server_count < limit;
+}
+
+void pool_launch_servers(struct pool *pool)
+{
+	int demand = (int)pool->waiting_clients.count;
+	if (!pool->welcome_ready && pool->welcome_clients.count > 0 && demand == 0)
+		demand = 1;
+	if (demand == 0)
+		return;
+	/* Servers on their way back (logging in, being reset) will take waiters too. */
+	int coming = (int)(pool->login_servers.count + pool->used_servers.count + pool->tested_servers.count);
+	if (coming >= demand)
+		return;
+	if (pool->last_login_failure &&
+	    now_usec() - pool->last_login_failure < pgv.cfg->server_login_retry)
+		return;	/* the janitor tries again once server_login_retry has passed */
+
+	int size = pool_effective_size(pool);
+	int total = pool_server_count(pool);
+	if (!pool->welcome_ready && size < 1)
+		size = 1;	/* one connection is needed to learn the server's parameters */
+	while (coming < demand && total < size && db_may_open_server(pool->db)) {
+		if (!server_connect(pool))
+			break;
+		coming++;
+		total++;
+	}
+}
+
+void pool_after_change(struct pool *pool)
+{
+	if (pool->waiting_clients.count || (!pool->welcome_ready && pool->welcome_clients.count))
+		pool_launch_servers(pool);
+}
+
+/* ---------------------------------------------------------------- matching */
+
+static struct server *take_idle_server(struct pool *pool)
+{
+	struct list_node *n = list_first(&pool->idle_servers);
+	return n ? container_of(n, struct server, node) : NULL;
+}
+
+static void link_pair(struct client *client, struct server *server)
+{
+	bool was_waiting = client->state == CL_WAITING;
+	server_link(server, client);
+	client_linked(client);
+	if (server_apply_client_vars(server, client))
+		netbuf_pause(&client->nb);	/* resumed when the server has answered */
+	else if (was_waiting)
+		netbuf_resume(&client->nb);
+}
+
+bool pool_request_server(struct client *client)
+{
+	struct pool *pool = client->pool;
+
+	/* Only skip the queue when there is none. */
+	if (list_empty(&pool->waiting_clients)) {
+		struct server *server = take_idle_server(pool);
+		if (server) {
+			link_pair(client, server);
+			return true;
+		}
+	}
+	client->request_time = now_usec();
+	netbuf_pause(&client->nb);
+	client_set_state(client, CL_WAITING);
+	pool_launch_servers(pool);
+	return false;
+}
+
+void pool_server_ready(struct server *server)
+{
+	struct pool *pool = server->pool;
+
+	if (server->close_needed) {
+		server_close(server, "server is scheduled to close");
+		return;
+	}
+	struct list_node *n = list_first(&pool->waiting_clients);
+	if (n) {
+		link_pair(container_of(n, struct client, node), server);
+		return;
+	}
+	server_set_state(server, SV_IDLE);
+}
+
+void pool_release_server(struct server *server)
+{
+	struct pool *pool = server->pool;
+
+	if (server->link)
+		server_unlink(server);
+	if (server->cancels_in_flight > 0) {
+		/* Never hand on a server a cancel may still hit; cancel completion releases it again. */
+		server_set_state(server, SV_USED);
+		return;
+	}
+	if (server->close_needed) {
+		server_close(server, "server is scheduled to close");
+		return;
+	}
+	if (!server_is_clean(server)) {
+		server_close(server, "client disconnected while the server was not idle");
+		return;
+	}
+	int mode = pool_effective_mode(pool);
+	const char *reset = pgv.cfg->server_reset_query;
+	if ((mode == POOL_MODE_SESSION || pgv.cfg->server_reset_query_always) && reset[0]) {
+		server_set_state(server, SV_TESTED);
+		server_run_internal(server, SV_INTERNAL_RESET, reset, (uint32_t)strlen(reset));
+		return;
+	}
+	pool_server_ready(server);
+}
+
+/* ---------------------------------------------------------------- login */
+
+void pool_learn_welcome(struct pool *pool, const struct server *server)
+{
+	pool->welcome = xcalloc((size_t)server->param_count + 1, sizeof(*pool->welcome));
+	for (int i = 0; i < server->param_count; i++) {
+		pool->welcome[i].name = xstrdup(server->params[i].name);
+		pool->welcome[i].value = xstrdup(server->params[i].value);
+		varcache_set_by_name(&pool->welcome_vars, server->params[i].name, server->params[i].value);
+	}
+	pool->welcome_count = server->param_count;
+	pool->welcome_ready = true;
+	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		client_finish_login(client);
+	}
+}
+
+void pool_client_logged_in(struct client *client)
+{
+	struct pool *pool = client->pool;
+	if (pool->welcome_ready) {
+		client_finish_login(client);
+		return;
+	}
+	netbuf_pause(&client->nb);
+	client_set_state(client, CL_WELCOME);
+	pool_launch_servers(pool);
+}
+
+void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message)
+{
+	pool->last_login_failure = now_usec();
+	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
+	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
+	/* Clients still logging in cannot finish without a server: tell them why. */
+	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		client_close(client, sqlstate, message);
+	}
+}
+
+/* ---------------------------------------------------------------- cancel keys */
+
+static uint32_t cancel_hash(uint32_t pid, uint32_t key)
+{
+	return (pid * 2654435761u) ^ (key * 2246822519u);
+}
+
+static void cancel_table_grow(void)
+{
+	uint32_t size = pgv.cancel_table_size ? pgv.cancel_table_size * 2 : 1024;
+	struct client **table = xcalloc(size, sizeof(*table));
+	for (uint32_t i = 0; i < pgv.cancel_table_size; i++) {
+		struct client *c = pgv.cancel_table[i];
+		while (c) {
+			struct client *next = c->cancel_next;
+			uint32_t h = cancel_hash(c->cancel_pid, c->cancel_key) & (size - 1);
+			c->cancel_next = table[h];
+			table[h] = c;
+			c = next;
+		}
+	}
+	free(pgv.cancel_table);
+	pgv.cancel_table = table;
+	pgv.cancel_table_size = size;
+}
+
+void cancel_index_add(struct client *client)
+{
+	if (pgv.cancel_count >= pgv.cancel_table_size)
+		cancel_table_grow();
+	uint32_t h = cancel_hash(client->cancel_pid, client->cancel_key) & (pgv.cancel_table_size - 1);
+	client->cancel_next = pgv.cancel_table[h];
+	pgv.cancel_table[h] = client;
+	client->in_cancel_index = true;
+	pgv.cancel_count++;
+}
+
+void cancel_index_remove(struct client *client)
+{
+	if (!client->in_cancel_index)
+		return;
+	uint32_t h = cancel_hash(client->cancel_pid, client->cancel_key) & (pgv.cancel_table_size - 1);
+	for (struct client **pp = &pgv.cancel_table[h]; *pp; pp = &(*pp)->cancel_next) {
+		if (*pp == client) {
+			*pp = client->cancel_next;
+			break;
+		}
+	}
+	client->in_cancel_index = false;
+	pgv.cancel_count--;
+}
+
+struct client *cancel_index_find(uint32_t pid, uint32_t key)
+{
+	if (!pgv.cancel_table_size)
+		return NULL;
+	uint32_t h = cancel_hash(pid, key) & (pgv.cancel_table_size - 1);
+	for (struct client *c = pgv.cancel_table[h]; c; c = c->cancel_next)
+		if (c->cancel_pid == pid && c->cancel_key == key)
+			return c;
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- teardown */
+
+static void close_servers(struct list *l, const char *reason)
+{
+	list_for_each_safe(pos, tmp, l) {
+		struct server *server = container_of(pos, struct server, node);
+		server_close(server, reason);
+	}
+}
+
+static void close_clients(struct list *l, const char *reason)
+{
+	list_for_each_safe(pos, tmp, l) {
+		struct client *client = container_of(pos, struct client, node);
+		client_close(client, "57P01", reason);
+	}
+}
+
+void pool_close_all_connections(const char *reason)
+{
+	close_clients(&pgv.login_clients, reason);
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			close_clients(&pool->welcome_clients, reason);
+			close_clients(&pool->waiting_clients, reason);
+			close_clients(&pool->active_clients, reason);
+			close_servers(&pool->active_servers, reason);
+			close_servers(&pool->idle_servers, reason);
+			close_servers(&pool->used_servers, reason);
+			close_servers(&pool->tested_servers, reason);
+			close_servers(&pool->login_servers, reason);
+		}
+	}
+}
+
+void pool_free_all(void)
+{
+	list_for_each_safe(dpos, dtmp, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each_safe(ppos, ptmp, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			for (int i = 0; i < pool->welcome_count; i++) {
+				free(pool->welcome[i].name);
+				free(pool->welcome[i].value);
+			}
+			free(pool->welcome);
+			varcache_free(pool->welcome_vars);
+			free(pool->user);
+			free(pool->password);
+			list_remove(&db->pools, &pool->node);
+			free(pool);
+		}
+		list_remove(&pgv.databases, &db->node);
+		free(db->name);
+		free(db);
+	}
+	free(pgv.cancel_table);
+	pgv.cancel_table = NULL;
+	pgv.cancel_table_size = pgv.cancel_count = 0;
+}

@@ -1,2 +1,528 @@
-/* scram.c - placeholder, being written */
+/*
+ * scram.c - SCRAM-SHA-256 (RFC 5802 / RFC 7677) message parsing and building,
+ * client and server side, as PostgreSQL speaks it: no channel binding, no
+ * authzid, the user name taken from the startup packet.
+ *
+ * Pure functions over the caller's struct scram_client / scram_server: no
+ * I/O, no logging, no global state. Error strings are static and never
+ * contain secrets or message contents (except the sanitised text of a
+ * server's "e=" error, kept in struct scram_client).
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/crypto.h"
+#include "pgvalve/scram.h"
+
+#include <limits.h>
+
+#include <openssl/crypto.h>
+
+#define SCRAM_PREFIX "SCRAM-SHA-256$"
+#define GS2_HEADER "n,,"
+#define GS2_HEADER_B64 "biws"	/* base64("n,,") */
+
+/* ------------------------------------------------------------ helpers */
+
+/*
+ * SASLprep stand-in: see the comment at the top of scram.h. ASCII passwords
+ * are what SASLprep would return anyway; non-ASCII ones are used raw.
+ */
+static const char *scram_prep_password(const char *password)
+{
+	return password;
+}
+
+/* nonce = 1*printable, printable = %x21-2B / %x2D-7E (RFC 5802). */
+static bool nonce_valid(const char *s, size_t len)
+{
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x21 || c > 0x7e || c == ',')
+			return false;
+	}
+	return true;
+}
+
+static void random_nonce(char *out, size_t outsize)
+{
+	uint8_t raw[SCRAM_NONCE_LEN];
+	crypto_random(raw, sizeof(raw));
+	if (crypto_b64_encode(raw, sizeof(raw), out, outsize) < 0)
+		abort();	/* compile-time sizes: cannot happen */
+}
+
+/* Copies a message into a NUL-terminated private buffer; false if too long or has a NUL byte. */
+static bool copy_msg(char dst[SCRAM_MSG_MAX], const char *src, size_t len)
+{
+	if (!src || len >= SCRAM_MSG_MAX || memchr(src, '\0', len))
+		return false;
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+	return true;
+}
+
+/*
+ * Takes the attribute "<name>=<value>" at *p (a private copy), NUL-
+ * terminating the value in place. A non-last attribute must be followed by
+ * ',' (*p moves past it); the last one runs to the end of the message.
+ */
+static char *take_attr(char **p, char name, bool last)
+{
+	char *s = *p;
+	if (s[0] != name || s[1] != '=')
+		return NULL;
+	char *value = s + 2;
+	char *comma = strchr(value, ',');
+	if (last) {
+		if (comma)
+			return NULL;
+		*p = value + strlen(value);
+	} else {
+		if (!comma)
+			return NULL;
+		*comma = '\0';
+		*p = comma + 1;
+	}
+	return value;
+}
+
+/* Decimal 1..SCRAM_ITERATIONS_MAX, digits only; -1 otherwise. */
+static int parse_iterations(const char *s)
+{
+	long v = 0;
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+		if (v > SCRAM_ITERATIONS_MAX)
+			return -1;
+	}
+	return v > 0 ? (int)v : -1;
+}
+
+static void xor32(uint8_t out[32], const uint8_t a[32], const uint8_t b[32])
+{
+	for (int i = 0; i < SCRAM_KEY_LEN; i++)
+		out[i] = a[i] ^ b[i];
+}
+
+static void hmac_str(const uint8_t key[32], const char *msg, uint8_t out[32])
+{
+	crypto_hmac_sha256(key, SCRAM_KEY_LEN, (const uint8_t *)msg, strlen(msg), out);
+}
+
+/* ClientKey and ServerKey from SaltedPassword. */
+static void keys_from_salted(const uint8_t salted[32], uint8_t client_key[32], uint8_t server_key[32])
+{
+	hmac_str(salted, "Client Key", client_key);
+	hmac_str(salted, "Server Key", server_key);
+}
+
+/* AuthMessage = client-first-bare "," server-first "," client-final-without-proof; -1 if too long. */
+static int build_auth_message(char *out, size_t outsize, const char *client_first_bare,
+			      const char *server_first, const char *client_final_wo_proof)
+{
+	int n = snprintf(out, outsize, "%s,%s,%s", client_first_bare, server_first, client_final_wo_proof);
+	return n < 0 || (size_t)n >= outsize ? -1 : n;
+}
+
+#define AUTH_MESSAGE_MAX (3 * SCRAM_MSG_MAX + 16)
+
+/* ------------------------------------------------------------ client */
+
+void scram_client_init(struct scram_client *sc, const char *user, const char *nonce)
+{
+	char *p;
+	size_t room;
+
+	memset(sc, 0, sizeof(*sc));
+	sc->state = SCRAM_CLIENT_INIT;
+	if (nonce && strlen(nonce) < sizeof(sc->client_nonce) && nonce_valid(nonce, strlen(nonce)))
+		strlcpy_s(sc->client_nonce, nonce, sizeof(sc->client_nonce));
+	else
+		random_nonce(sc->client_nonce, sizeof(sc->client_nonce));
+
+	/* saslname: ',' and '=' escaped as =2C and =3D. */
+	p = sc->client_first_bare;
+	room = sizeof(sc->client_first_bare) - sizeof(sc->client_nonce) - 8;
+	memcpy(p, "n=", 2);
+	p += 2;
+	for (const char *u = user ? user : ""; *u && room > 3; u++, room--) {
+		if (*u == ',' || *u == '=') {
+			memcpy(p, *u == ',' ? "=2C" : "=3D", 3);
+			p += 3;
+			room -= 2;
+		} else {
+			*p++ = *u;
+		}
+	}
+	snprintf(p, sizeof(sc->client_first_bare) - (size_t)(p - sc->client_first_bare),
+		 ",r=%s", sc->client_nonce);
+}
+
+void scram_client_set_keys(struct scram_client *sc, const uint8_t client_key[32], const uint8_t server_key[32])
+{
+	memcpy(sc->client_key, client_key, SCRAM_KEY_LEN);
+	memcpy(sc->server_key, server_key, SCRAM_KEY_LEN);
+	sc->has_keys = true;
+}
+
+int scram_client_first(struct scram_client *sc, char *out, size_t outsize)
+{
+	if (sc->state != SCRAM_CLIENT_INIT)
+		return -1;
+	int n = snprintf(out, outsize, GS2_HEADER "%s", sc->client_first_bare);
+	if (n < 0 || (size_t)n >= outsize)
+		return -1;
+	sc->state = SCRAM_CLIENT_SENT_FIRST;
+	return n;
+}
+
+int scram_client_final(struct scram_client *sc, const char *password,
+		       const char *server_first, size_t server_first_len,
+		       char *out, size_t outsize, const char **err)
+{
+	char msg[SCRAM_MSG_MAX], work[SCRAM_MSG_MAX];
+	char auth_message[AUTH_MESSAGE_MAX];
+	char final_wo_proof[SCRAM_MSG_MAX + 16];
+	char proof_b64[CRYPTO_B64_ENC_LEN(SCRAM_KEY_LEN) + 1];
+	uint8_t salt[CRYPTO_B64_DEC_MAX(SCRAM_MSG_MAX)];
+	uint8_t client_key[32], stored_key[32], client_sig[32], proof[32];
+	char *p = work, *nonce, *salt_b64, *iter_s;
+	int salt_len, iterations, amlen, n;
+
+	*err = NULL;
+	if (sc->state != SCRAM_CLIENT_SENT_FIRST) {
+		*err = "SCRAM exchange out of order";
+		return -1;
+	}
+	sc->state = SCRAM_CLIENT_DONE;	/* any failure ends the exchange */
+	if (!copy_msg(msg, server_first, server_first_len)) {
+		*err = "malformed SCRAM server-first-message (too long or contains NUL)";
+		return -1;
+	}
+	memcpy(work, msg, server_first_len + 1);	/* parsing cuts work; AuthMessage needs msg */
+	if (!(nonce = take_attr(&p, 'r', false))
+	    || !(salt_b64 = take_attr(&p, 's', false))
+	    || !(iter_s = take_attr(&p, 'i', true))) {
+		*err = "malformed SCRAM server-first-message";
+		return -1;
+	}
+	size_t cnlen = strlen(sc->client_nonce);
+	if (!nonce_valid(nonce, strlen(nonce)) || strlen(nonce) <= cnlen
+	    || memcmp(nonce, sc->client_nonce, cnlen) != 0) {
+		*err = "SCRAM server nonce does not extend the client nonce";
+		return -1;
+	}
+	salt_len = crypto_b64_decode(salt_b64, strlen(salt_b64), salt, sizeof(salt));
+	if (salt_len <= 0) {
+		*err = "invalid salt in SCRAM server-first-message";
+		return -1;
+	}
+	iterations = parse_iterations(iter_s);
+	if (iterations < 0) {
+		*err = "invalid iteration count in SCRAM server-first-message";
+		return -1;
+	}
+	if (!sc->has_keys && !password) {
+		*err = "no password available for SCRAM authentication";
+		return -1;
+	}
+
+	n = snprintf(final_wo_proof, sizeof(final_wo_proof), "c=" GS2_HEADER_B64 ",r=%s", nonce);
+	amlen = build_auth_message(auth_message, sizeof(auth_message), sc->client_first_bare, msg, final_wo_proof);
+	if (n < 0 || (size_t)n >= sizeof(final_wo_proof) || amlen < 0) {
+		*err = "SCRAM message too long";
+		return -1;
+	}
+
+	if (sc->has_keys) {
+		memcpy(client_key, sc->client_key, SCRAM_KEY_LEN);
+	} else {
+		crypto_scram_salted_password(scram_prep_password(password), salt, (size_t)salt_len,
+					     iterations, sc->salted_password);
+		keys_from_salted(sc->salted_password, client_key, sc->server_key);
+	}
+	crypto_sha256(client_key, SCRAM_KEY_LEN, stored_key);
+	crypto_hmac_sha256(stored_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, (size_t)amlen, client_sig);
+	xor32(proof, client_key, client_sig);
+	crypto_hmac_sha256(sc->server_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, (size_t)amlen,
+			   sc->server_signature);
+	crypto_b64_encode(sc->server_signature, SCRAM_KEY_LEN, sc->server_signature_b64,
+			  sizeof(sc->server_signature_b64));
+	crypto_b64_encode(proof, SCRAM_KEY_LEN, proof_b64, sizeof(proof_b64));
+	OPENSSL_cleanse(client_key, sizeof(client_key));
+	OPENSSL_cleanse(proof, sizeof(proof));
+
+	n = snprintf(out, outsize, "%s,p=%s", final_wo_proof, proof_b64);
+	if (n < 0 || (size_t)n >= outsize) {
+		*err = "SCRAM client-final-message does not fit";
+		return -1;
+	}
+	sc->state = SCRAM_CLIENT_SENT_FINAL;
+	return n;
+}
+
+bool scram_client_verify(struct scram_client *sc, const char *server_final, size_t len, const char **err)
+{
+	char msg[SCRAM_MSG_MAX];
+	uint8_t sig[SCRAM_KEY_LEN];
+	char *p = msg, *v;
+
+	*err = NULL;
+	if (sc->state != SCRAM_CLIENT_SENT_FINAL) {
+		*err = "SCRAM exchange out of order";
+		return false;
+	}
+	sc->state = SCRAM_CLIENT_DONE;
+	if (!copy_msg(msg, server_final, len)) {
+		*err = "malformed SCRAM server-final-message (too long or contains NUL)";
+		return false;
+	}
+	if (msg[0] == 'e' && msg[1] == '=') {
+		size_t o = 0;
+		for (const char *e = msg + 2; *e && *e != ',' && o + 1 < sizeof(sc->server_error); e++)
+			sc->server_error[o++] = (*e >= 0x20 && *e < 0x7f) ? *e : '?';
+		sc->server_error[o] = '\0';
+		*err = sc->server_error;
+		return false;
+	}
+	if (!(v = take_attr(&p, 'v', true))
+	    || crypto_b64_decode(v, strlen(v), sig, sizeof(sig)) != SCRAM_KEY_LEN) {
+		*err = "malformed SCRAM server-final-message";
+		return false;
+	}
+	if (!secure_equal(sig, sc->server_signature, SCRAM_KEY_LEN)) {
+		*err = "incorrect server signature in SCRAM server-final-message";
+		return false;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------ secrets */
+
+void scram_secret_from_password(const char *password, int iterations,
+				const uint8_t *salt, size_t saltlen, struct scram_secret *out)
+{
+	uint8_t salted[32], client_key[32];
+
+	if (saltlen > sizeof(out->salt))
+		saltlen = sizeof(out->salt);
+	memset(out, 0, sizeof(*out));
+	out->iterations = iterations;
+	memcpy(out->salt, salt, saltlen);
+	out->salt_len = (int)saltlen;
+	crypto_scram_salted_password(scram_prep_password(password), salt, saltlen, iterations, salted);
+	keys_from_salted(salted, client_key, out->server_key);
+	crypto_sha256(client_key, SCRAM_KEY_LEN, out->stored_key);
+	OPENSSL_cleanse(salted, sizeof(salted));
+	OPENSSL_cleanse(client_key, sizeof(client_key));
+}
+
+int scram_secret_format(const struct scram_secret *secret, char *out, size_t outsize)
+{
+	char salt[CRYPTO_B64_ENC_LEN(sizeof(secret->salt)) + 1];
+	char stored[CRYPTO_B64_ENC_LEN(SCRAM_KEY_LEN) + 1];
+	char server[CRYPTO_B64_ENC_LEN(SCRAM_KEY_LEN) + 1];
+
+	if (secret->iterations <= 0 || secret->salt_len <= 0 || (size_t)secret->salt_len > sizeof(secret->salt))
+		return -1;
+	crypto_b64_encode(secret->salt, (size_t)secret->salt_len, salt, sizeof(salt));
+	crypto_b64_encode(secret->stored_key, SCRAM_KEY_LEN, stored, sizeof(stored));
+	crypto_b64_encode(secret->server_key, SCRAM_KEY_LEN, server, sizeof(server));
+	int n = snprintf(out, outsize, SCRAM_PREFIX "%d:%s$%s:%s", secret->iterations, salt, stored, server);
+	return n < 0 || (size_t)n >= outsize ? -1 : n;
+}
+
+int scram_build_secret(const char *password, int iterations, char *out, size_t outsize)
+{
+	uint8_t salt[SCRAM_SALT_LEN];
+	struct scram_secret secret;
+
+	if (iterations <= 0)
+		return -1;
+	crypto_random(salt, sizeof(salt));
+	scram_secret_from_password(password, iterations, salt, sizeof(salt), &secret);
+	int n = scram_secret_format(&secret, out, outsize);
+	OPENSSL_cleanse(&secret, sizeof(secret));
+	return n;
+}
+
+/* ------------------------------------------------------------ server */
+
+bool scram_verify_proof(const struct scram_secret *secret, const char *auth_message, size_t len,
+			const uint8_t proof[32], uint8_t client_key[32])
+{
+	uint8_t client_sig[32], key[32], stored[32];
+
+	crypto_hmac_sha256(secret->stored_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, len, client_sig);
+	xor32(key, proof, client_sig);
+	crypto_sha256(key, SCRAM_KEY_LEN, stored);
+	bool ok = secure_equal(stored, secret->stored_key, SCRAM_KEY_LEN);
+	if (ok && client_key)
+		memcpy(client_key, key, SCRAM_KEY_LEN);
+	OPENSSL_cleanse(key, sizeof(key));
+	return ok;
+}
+
+void scram_server_init(struct scram_server *ss, const struct scram_secret *secret, const char *server_nonce)
+{
+	memset(ss, 0, sizeof(*ss));
+	ss->state = SCRAM_SERVER_INIT;
+	ss->secret = *secret;
+	/* The server nonce is kept in ss->nonce until the client's is known. */
+	if (server_nonce && strlen(server_nonce) < 64 && nonce_valid(server_nonce, strlen(server_nonce)))
+		strlcpy_s(ss->nonce, server_nonce, sizeof(ss->nonce));
+	else
+		random_nonce(ss->nonce, sizeof(ss->nonce));
+}
+
+int scram_server_first(struct scram_server *ss, const char *client_first, size_t len,
+		       char *out, size_t outsize, const char **err)
+{
+	char msg[SCRAM_MSG_MAX];
+	char server_nonce[64];
+	char salt_b64[CRYPTO_B64_ENC_LEN(sizeof(ss->secret.salt)) + 1];
+	char *p, *bare, *cnonce;
+	int n;
+
+	*err = NULL;
+	if (ss->state != SCRAM_SERVER_INIT) {
+		*err = "SCRAM exchange out of order";
+		return -1;
+	}
+	ss->state = SCRAM_SERVER_DONE;
+	if (!copy_msg(msg, client_first, len)) {
+		*err = "malformed SCRAM client-first-message (too long or contains NUL)";
+		return -1;
+	}
+	/* gs2-header: gs2-cbind-flag "," [authzid] "," */
+	if (msg[0] == 'p') {
+		*err = "SCRAM channel binding is not supported";
+		return -1;
+	}
+	if ((msg[0] != 'n' && msg[0] != 'y') || msg[1] != ',') {
+		*err = "malformed SCRAM client-first-message";
+		return -1;
+	}
+	if (msg[2] == 'a' && msg[3] == '=') {
+		*err = "SCRAM authorization identity is not supported";
+		return -1;
+	}
+	if (msg[2] != ',') {
+		*err = "malformed SCRAM client-first-message";
+		return -1;
+	}
+	memcpy(ss->gs2_header, msg, 3);
+	ss->gs2_header[3] = '\0';
+	bare = msg + 3;
+	strlcpy_s(ss->client_first_bare, bare, sizeof(ss->client_first_bare));
+
+	/* client-first-bare: [reserved-mext ","] username "," nonce ["," extensions] */
+	if (bare[0] == 'm' && bare[1] == '=') {
+		*err = "SCRAM mandatory extensions are not supported";
+		return -1;
+	}
+	p = bare;
+	if (!take_attr(&p, 'n', false)) {	/* PostgreSQL uses the startup packet's user */
+		*err = "malformed SCRAM client-first-message";
+		return -1;
+	}
+	char *comma = strchr(p, ',');
+	if (comma)
+		*comma = '\0';	/* extensions after the nonce are ignored */
+	if (!(cnonce = take_attr(&p, 'r', true)) || !nonce_valid(cnonce, strlen(cnonce))) {
+		*err = "malformed SCRAM client-first-message";
+		return -1;
+	}
+
+	strlcpy_s(server_nonce, ss->nonce, sizeof(server_nonce));
+	n = snprintf(ss->nonce, sizeof(ss->nonce), "%s%s", cnonce, server_nonce);
+	if (n < 0 || (size_t)n >= sizeof(ss->nonce)) {
+		*err = "SCRAM client nonce too long";
+		return -1;
+	}
+	crypto_b64_encode(ss->secret.salt, (size_t)ss->secret.salt_len, salt_b64, sizeof(salt_b64));
+	n = snprintf(ss->server_first, sizeof(ss->server_first), "r=%s,s=%s,i=%d",
+		     ss->nonce, salt_b64, ss->secret.iterations);
+	if (n < 0 || (size_t)n >= sizeof(ss->server_first) || (size_t)n >= outsize) {
+		*err = "SCRAM server-first-message does not fit";
+		return -1;
+	}
+	memcpy(out, ss->server_first, (size_t)n + 1);
+	ss->state = SCRAM_SERVER_SENT_FIRST;
+	return n;
+}
+
+int scram_server_final(struct scram_server *ss, const char *client_final, size_t len,
+		       char *out, size_t outsize, const char **err)
+{
+	char msg[SCRAM_MSG_MAX];
+	char auth_message[AUTH_MESSAGE_MAX];
+	char sig_b64[CRYPTO_B64_ENC_LEN(SCRAM_KEY_LEN) + 1];
+	uint8_t cbind[sizeof(ss->gs2_header)], proof[SCRAM_KEY_LEN], sig[SCRAM_KEY_LEN];
+	char *p = msg, *c, *r, *proof_attr = NULL, *pv;
+	int amlen, n;
+
+	*err = NULL;
+	if (ss->state != SCRAM_SERVER_SENT_FIRST) {
+		*err = "SCRAM exchange out of order";
+		return -1;
+	}
+	ss->state = SCRAM_SERVER_DONE;
+	if (!copy_msg(msg, client_final, len)) {
+		*err = "malformed SCRAM client-final-message (too long or contains NUL)";
+		return -1;
+	}
+	/* client-final-message-without-proof "," proof; proof is the last attribute. */
+	for (char *q = msg; (q = strstr(q, ",p=")); q++)
+		proof_attr = q;
+	if (!proof_attr) {
+		*err = "malformed SCRAM client-final-message (no proof)";
+		return -1;
+	}
+	*proof_attr = '\0';
+	amlen = build_auth_message(auth_message, sizeof(auth_message), ss->client_first_bare,
+				   ss->server_first, msg);
+	pv = proof_attr + 1;
+	if (amlen < 0 || !(pv = take_attr(&pv, 'p', true))
+	    || crypto_b64_decode(pv, strlen(pv), proof, sizeof(proof)) != SCRAM_KEY_LEN) {
+		*err = "malformed SCRAM client-final-message (invalid proof)";
+		return -1;
+	}
+	/* The part before the proof: c=..., r=...[, extensions ignored] */
+	if ((c = take_attr(&p, 'c', false))) {
+		char *ext = strchr(p, ',');
+		if (ext)
+			*ext = '\0';
+	}
+	if (!c || !(r = take_attr(&p, 'r', true))) {
+		*err = "malformed SCRAM client-final-message";
+		return -1;
+	}
+	n = crypto_b64_decode(c, strlen(c), cbind, sizeof(cbind));
+	if (n != (int)strlen(ss->gs2_header) || memcmp(cbind, ss->gs2_header, (size_t)n) != 0) {
+		*err = "SCRAM channel binding check failed";
+		return -1;
+	}
+	if (strcmp(r, ss->nonce) != 0) {
+		*err = "SCRAM nonce mismatch in client-final-message";
+		return -1;
+	}
+	if (!scram_verify_proof(&ss->secret, auth_message, (size_t)amlen, proof, ss->client_key)) {
+		*err = "SCRAM proof is wrong (password authentication failed)";
+		return -2;
+	}
+	ss->has_client_key = true;
+	crypto_hmac_sha256(ss->secret.server_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, (size_t)amlen, sig);
+	crypto_b64_encode(sig, SCRAM_KEY_LEN, sig_b64, sizeof(sig_b64));
+	n = snprintf(out, outsize, "v=%s", sig_b64);
+	if (n < 0 || (size_t)n >= outsize) {
+		*err = "SCRAM server-final-message does not fit";
+		return -1;
+	}
+	return n;
+}

@@ -1,2 +1,843 @@
-/* server.c - placeholder, being written */
+/*
+ * server.c - server connections: connect, log in (trust, cleartext, md5,
+ * SCRAM-SHA-256), then relay a client's replies and keep the bookkeeping
+ * that tells the pool when the server may be reused.
+ *
+ * State diagram: see server.h. server_set_state() is the only place that
+ * changes a server's state and list.
+ *
+ * The hot path (server_active_packet) forwards every reply untouched and
+ * reads only ReadyForQuery's status byte and ParameterStatus values.
+ * Replies to pgvalve's own queries (parameter SETs, reset and check
+ * queries) are consumed here and never reach a client.
+ *
+ * Owns: struct server, the login exchange, cancel connections. Must not
+ * touch a client's socket except through netbuf forwarding and client.c.
+ */
 #include "pgvalve/common.h"
+#include "pgvalve/server.h"
+#include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/crypto.h"
+#include "pgvalve/log.h"
+#include "pgvalve/loop.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/proto.h"
+#include "pgvalve/scram.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
+static void server_forget_cancels(struct server *server);
+
+/* ---------------------------------------------------------------- naming */
+
+const char *server_prefix(const struct server *server, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN + 8] = "unix";
+	int port = server->pool->db->cfg.port;
+	if (server->addr.sa.sa_family == AF_INET)
+		inet_ntop(AF_INET, &server->addr.in.sin_addr, host, sizeof(host));
+	else if (server->addr.sa.sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &server->addr.in6.sin6_addr, host, sizeof(host));
+	snprintf(buf, size, "S-%p: %s/%s@%s:%d", (const void *)server, server->pool->db->name,
+		 server->pool->user, host, port);
+	return buf;
+}
+
+/* ---------------------------------------------------------------- state */
+
+static struct list *server_state_list(struct server *server, enum server_state state)
+{
+	struct pool *pool = server->pool;
+	switch (state) {
+	case SV_LOGIN:
+		return &pool->login_servers;
+	case SV_IDLE:
+		return &pool->idle_servers;
+	case SV_ACTIVE:
+		return &pool->active_servers;
+	case SV_USED:
+		return &pool->used_servers;
+	case SV_TESTED:
+		return &pool->tested_servers;
+	case SV_CLOSED:
+		return &pgv.dead_servers;
+	}
+	return NULL;
+}
+
+void server_set_state(struct server *server, enum server_state state)
+{
+	if (list_node_linked(&server->node))
+		list_remove(server_state_list(server, server->state), &server->node);
+	server->state = state;
+	struct list *l = server_state_list(server, state);
+	/*
+	 * Idle servers are taken from the head. LIFO (the default) puts the
+	 * most recently used one first, so a few hot connections serve most
+	 * traffic; server_round_robin cycles through all of them.
+	 */
+	if (state == SV_IDLE && !pgv.cfg->server_round_robin)
+		list_prepend(l, &server->node);
+	else
+		list_append(l, &server->node);
+	if (state == SV_CLOSED)
+		loop_schedule_reap();
+}
+
+/* ---------------------------------------------------------------- connect */
+
+static int resolve_address(struct server *server, const struct db *db)
+{
+	const char *host = db->cfg.host;
+	int port = db->cfg.port > 0 ? db->cfg.port : 5432;
+	char first[256];
+
+	/* Host lists arrive with load_balance_hosts; the first entry is used for now. */
+	size_t n = strcspn(host, ",");
+	if (n >= sizeof(first))
+		n = sizeof(first) - 1;
+	memcpy(first, host, n);
+	first[n] = '\0';
+
+	if (first[0] == '\0' || first[0] == '/') {
+		const char *dir = first[0] ? first : "/var/run/postgresql";
+		struct stat st;
+		if (!first[0] && stat(dir, &st) != 0)
+			dir = "/tmp";
+		int len = snprintf(server->addr.un.sun_path, sizeof(server->addr.un.sun_path),
+				   "%s/.s.PGSQL.%d", dir, port);
+		if (len < 0 || (size_t)len >= sizeof(server->addr.un.sun_path))
+			return -1;
+		server->addr.un.sun_family = AF_UNIX;
+		server->addrlen = (socklen_t)sizeof(server->addr.un);
+		return 0;
+	}
+	if (inet_pton(AF_INET, first, &server->addr.in.sin_addr) == 1) {
+		server->addr.in.sin_family = AF_INET;
+		server->addr.in.sin_port = htons((uint16_t)port);
+		server->addrlen = sizeof(server->addr.in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, first, &server->addr.in6.sin6_addr) == 1) {
+		server->addr.in6.sin6_family = AF_INET6;
+		server->addr.in6.sin6_port = htons((uint16_t)port);
+		server->addrlen = sizeof(server->addr.in6);
+		return 0;
+	}
+	/*
+	 * Host names: resolved synchronously until the c-ares resolver lands
+	 * (issue 7). Acceptable for names in /etc/hosts such as localhost.
+	 */
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	if (getaddrinfo(first, NULL, &hints, &res) != 0 || !res)
+		return -1;
+	if (res->ai_family == AF_INET) {
+		memcpy(&server->addr.in, res->ai_addr, sizeof(server->addr.in));
+		server->addr.in.sin_port = htons((uint16_t)port);
+		server->addrlen = sizeof(server->addr.in);
+	} else {
+		memcpy(&server->addr.in6, res->ai_addr, sizeof(server->addr.in6));
+		server->addr.in6.sin6_port = htons((uint16_t)port);
+		server->addrlen = sizeof(server->addr.in6);
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
+struct server *server_connect(struct pool *pool)
+{
+	struct server *server = xcalloc(1, sizeof(*server));
+	struct db *db = pool->db;
+
+	server->pool = pool;
+	server->id = ++pgv.next_conn_id;
+	server->connect_time = server->last_used = now_usec();
+	server->txn_status = 'I';
+	list_node_init(&server->node);
+	netbuf_init(&server->nb, server_handler, INT32_MAX);
+
+	if (resolve_address(server, db) < 0) {
+		pool_server_login_failed(pool, "08006", "could not resolve server address");
+		free(server);
+		return NULL;
+	}
+	if (netbuf_connect(&server->nb, &server->addr.sa, server->addrlen) < 0) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "could not connect to server: %s", strerror(errno));
+		log_warning("%s/%s: %s", db->name, pool->user, msg);
+		pool_server_login_failed(pool, "08006", msg);
+		free(server);
+		return NULL;
+	}
+	server_set_state(server, SV_LOGIN);
+	pgv.server_count++;
+	db->server_count++;
+	return server;
+}
+
+static void send_startup(struct server *server)
+{
+	const struct db *db = server->pool->db;
+	struct pktbuf b;
+	pktbuf_init(&b, 256);
+	pktbuf_begin(&b, 0);
+	pktbuf_put_uint32(&b, PROTO_VERSION_3);
+	pktbuf_put_string(&b, "user");
+	pktbuf_put_string(&b, server->pool->user);
+	pktbuf_put_string(&b, "database");
+	pktbuf_put_string(&b, db->cfg.dbname[0] ? db->cfg.dbname : db->name);
+	static const struct { const char *key; size_t off; } extras[] = {
+		{ "client_encoding", offsetof(struct db_config, client_encoding) },
+		{ "datestyle", offsetof(struct db_config, datestyle) },
+		{ "timezone", offsetof(struct db_config, timezone) },
+		{ "application_name", offsetof(struct db_config, application_name) },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
+		const char *v = *(char *const *)((const char *)&db->cfg + extras[i].off);
+		if (v && v[0]) {
+			pktbuf_put_string(&b, extras[i].key);
+			pktbuf_put_string(&b, v);
+		}
+	}
+	pktbuf_put_byte(&b, 0);
+	pktbuf_end(&b);
+	netbuf_send(&server->nb, b.buf, b.len);
+	pktbuf_free(&b);
+}
+
+/* ---------------------------------------------------------------- close */
+
+static void free_login_state(struct server *server)
+{
+	if (server->scram) {
+		OPENSSL_cleanse(server->scram, sizeof(*server->scram));
+		free(server->scram);
+		server->scram = NULL;
+	}
+}
+
+void server_close(struct server *server, const char *reason)
+{
+	if (server->state == SV_CLOSED)
+		return;
+	struct pool *pool = server->pool;
+	usec_t age = (now_usec() - server->connect_time) / USEC_PER_SEC;
+
+	server_log(LOG_LEVEL_INFO, server, "closing because: %s (age=%llds)", reason, (long long)age);
+	if (server->link)
+		server_unlink(server);
+	if (netbuf_is_open(&server->nb) && server->state != SV_LOGIN && server_is_clean(server)) {
+		uint8_t term[5];
+		struct pktbuf b;
+		pktbuf_init_fixed(&b, term, sizeof(term));
+		proto_put_terminate(&b);
+		netbuf_send(&server->nb, b.buf, b.len);
+	}
+	server_forget_cancels(server);
+	free_login_state(server);
+	netbuf_close(&server->nb);
+	server_set_state(server, SV_CLOSED);
+	pgv.server_count--;
+	pool->db->server_count--;
+	pool_after_change(pool);
+}
+
+void server_free(struct server *server)
+{
+	varcache_free(server->vars);
+	for (int i = 0; i < server->param_count; i++) {
+		free(server->params[i].name);
+		free(server->params[i].value);
+	}
+	free(server->params);
+	free_login_state(server);
+	free(server);
+}
+
+/* ---------------------------------------------------------------- link */
+
+void server_link(struct server *server, struct client *client)
+{
+	server->link = client;
+	client->link = server;
+	server->last_used = now_usec();
+	netbuf_set_dst(&server->nb, &client->nb);
+	netbuf_set_dst(&client->nb, &server->nb);
+	server_set_state(server, SV_ACTIVE);
+}
+
+void server_unlink(struct server *server)
+{
+	struct client *client = server->link;
+	if (!client)
+		return;
+	netbuf_set_dst(&server->nb, NULL);
+	netbuf_set_dst(&client->nb, NULL);
+	client->link = NULL;
+	server->link = NULL;
+}
+
+bool server_is_clean(const struct server *server)
+{
+	return server->expect_ready == 0 && !server->unsynced && server->txn_status == 'I' &&
+	       !server->copy_in && server->internal == SV_INTERNAL_NONE;
+}
+
+void server_note_client_message(struct server *server, uint8_t type)
+{
+	switch (type) {
+	case 'Q':
+	case 'F':
+		server->expect_ready++;
+		break;
+	case 'S':
+		server->expect_ready++;
+		server->unsynced = false;
+		break;
+	case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+		server->unsynced = true;
+		break;
+	case 'c': case 'f':
+		server->copy_in = false;
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---------------------------------------------------------------- internal queries */
+
+void server_run_internal(struct server *server, enum server_internal what, const char *sql, uint32_t sql_len)
+{
+	struct pktbuf b;
+	pktbuf_init(&b, sql_len + 16);
+	pktbuf_begin(&b, 'Q');
+	pktbuf_put_bytes(&b, sql, sql_len);
+	pktbuf_put_byte(&b, 0);
+	pktbuf_end(&b);
+	server->internal = what;
+	server->internal_failed = false;
+	server->expect_ready++;
+	netbuf_send(&server->nb, b.buf, b.len);
+	pktbuf_free(&b);
+	netbuf_resume(&server->nb);
+}
+
+bool server_apply_client_vars(struct server *server, struct client *client)
+{
+	struct pktbuf sql;
+	pktbuf_init(&sql, 256);
+	int n = varcache_diff_sql(client->vars, server->vars, &sql);
+	if (n > 0)
+		server_run_internal(server, SV_INTERNAL_SET_PARAMS, (const char *)sql.buf, sql.len);
+	pktbuf_free(&sql);
+	return n > 0;
+}
+
+/* The server answered pgvalve's own query with ReadyForQuery. */
+static void internal_query_done(struct server *server)
+{
+	enum server_internal what = server->internal;
+	server->internal = SV_INTERNAL_NONE;
+
+	switch (what) {
+	case SV_INTERNAL_SET_PARAMS:
+		if (server->link) {
+			struct client *client = server->link;
+			if (server->internal_failed)
+				client_log(LOG_LEVEL_WARNING, client, "could not apply its session parameters to the server");
+			netbuf_resume(&client->nb);
+		}
+		break;
+	case SV_INTERNAL_RESET:
+	case SV_INTERNAL_CHECK:
+		if (server->internal_failed || server->txn_status != 'I') {
+			server_close(server, what == SV_INTERNAL_RESET ? "reset query failed" : "server check query failed");
+			return;
+		}
+		pool_server_ready(server);
+		break;
+	case SV_INTERNAL_NONE:
+		break;
+	}
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+static void remember_param(struct server *server, const char *name, const char *value)
+{
+	varcache_set_by_name(&server->vars, name, value);
+	if (server->state != SV_LOGIN)
+		return;
+	for (int i = 0; i < server->param_count; i++) {
+		if (strcmp(server->params[i].name, name) == 0) {
+			free(server->params[i].value);
+			server->params[i].value = xstrdup(value);
+			return;
+		}
+	}
+	server->params = xrealloc(server->params, (size_t)(server->param_count + 1) * sizeof(*server->params));
+	server->params[server->param_count].name = xstrdup(name);
+	server->params[server->param_count].value = xstrdup(value);
+	server->param_count++;
+}
+
+static bool parse_parameter_status(const struct pkt *pkt, const char **name, const char **value)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	*name = pkt_get_string(&r);
+	*value = pkt_get_string(&r);
+	return *name && *value;
+}
+
+/* ---------------------------------------------------------------- login */
+
+static void login_failed(struct server *server, const char *sqlstate, const char *message)
+{
+	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s", message);
+	pool_server_login_failed(server->pool, sqlstate, message);
+	server_close(server, "server login failed");
+}
+
+static void send_sasl(struct server *server, const char *mechanism, const char *data, int len)
+{
+	struct pktbuf b;
+	pktbuf_init(&b, 128 + (uint32_t)len);
+	pktbuf_begin(&b, 'p');
+	if (mechanism) {
+		pktbuf_put_string(&b, mechanism);
+		pktbuf_put_uint32(&b, (uint32_t)len);
+	}
+	pktbuf_put_bytes(&b, data, (uint32_t)len);
+	pktbuf_end(&b);
+	netbuf_send(&server->nb, b.buf, b.len);
+	OPENSSL_cleanse(b.buf, b.len);
+	pktbuf_free(&b);
+}
+
+static bool password_is_md5(const char *password)
+{
+	return strncmp(password, "md5", 3) == 0 && strlen(password) == MD5_PASSWD_LEN;
+}
+
+static void handle_auth_request(struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	const char *password = server->pool->password;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	uint32_t code = pkt_get_uint32(&r);
+
+	switch (code) {
+	case AUTH_REQ_OK:
+		return;
+	case AUTH_REQ_CLEARTEXT: {
+		if (!password[0] || password_is_md5(password)) {
+			login_failed(server, "28000", "server asked for a cleartext password, but no plain password is configured");
+			return;
+		}
+		struct pktbuf b;
+		pktbuf_init(&b, 64 + (uint32_t)strlen(password));
+		proto_put_password(&b, password);
+		netbuf_send(&server->nb, b.buf, b.len);
+		OPENSSL_cleanse(b.buf, b.len);
+		pktbuf_free(&b);
+		return;
+	}
+	case AUTH_REQ_MD5: {
+		const uint8_t *salt = pkt_get_bytes(&r, 4);
+		if (!salt) {
+			login_failed(server, "08P01", "bad md5 authentication request from server");
+			return;
+		}
+		if (!password[0]) {
+			login_failed(server, "28000", "server asked for an md5 password, but none is configured");
+			return;
+		}
+		char secret[36], response[36];
+		if (password_is_md5(password))
+			memcpy(secret, password, 36);
+		else
+			crypto_md5_password(password, server->pool->user, secret);
+		crypto_md5_response(secret, salt, response);
+		struct pktbuf b;
+		uint8_t mem[64];
+		pktbuf_init_fixed(&b, mem, sizeof(mem));
+		proto_put_password(&b, response);
+		netbuf_send(&server->nb, b.buf, b.len);
+		OPENSSL_cleanse(secret, sizeof(secret));
+		return;
+	}
+	case AUTH_REQ_SASL: {
+		bool has_scram = false;
+		for (;;) {
+			const char *mech = pkt_get_string(&r);
+			if (!mech || !mech[0])
+				break;
+			if (strcmp(mech, "SCRAM-SHA-256") == 0)
+				has_scram = true;
+		}
+		if (!has_scram) {
+			login_failed(server, "28000", "server offered no supported SASL mechanism");
+			return;
+		}
+		if (!password[0] || password_is_md5(password)) {
+			login_failed(server, "28000", "cannot do SCRAM authentication: wrong password type");
+			return;
+		}
+		char msg[SCRAM_MSG_MAX];
+		server->scram = xcalloc(1, sizeof(*server->scram));
+		scram_client_init(server->scram, NULL, NULL);
+		int len = scram_client_first(server->scram, msg, sizeof(msg));
+		if (len < 0) {
+			login_failed(server, "08P01", "SCRAM: could not build the first message");
+			return;
+		}
+		send_sasl(server, "SCRAM-SHA-256", msg, len);
+		return;
+	}
+	case AUTH_REQ_SASL_CONTINUE: {
+		char msg[SCRAM_MSG_MAX];
+		const char *err = "unexpected SASL message";
+		int len = -1;
+		if (server->scram)
+			len = scram_client_final(server->scram, password, (const char *)pkt_body(pkt) + 4,
+						 pkt_body_len(pkt) - 4, msg, sizeof(msg), &err);
+		if (len < 0) {
+			login_failed(server, "08P01", err);
+			return;
+		}
+		send_sasl(server, NULL, msg, len);
+		OPENSSL_cleanse(msg, sizeof(msg));
+		return;
+	}
+	case AUTH_REQ_SASL_FINAL: {
+		const char *err = "unexpected SASL final message";
+		if (!server->scram || !scram_client_verify(server->scram, (const char *)pkt_body(pkt) + 4,
+							     pkt_body_len(pkt) - 4, &err)) {
+			login_failed(server, "08P01", err);
+			return;
+		}
+		free_login_state(server);
+		return;
+	}
+	default: {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "server asked for an unsupported authentication method (%u)", code);
+		login_failed(server, "28000", msg);
+		return;
+	}
+	}
+}
+
+static void login_complete(struct server *server)
+{
+	struct pool *pool = server->pool;
+	free_login_state(server);
+	if (pgv.cfg->log_connections) {
+		struct sockaddr_storage local;
+		socklen_t len = sizeof(local);
+		char host[INET6_ADDRSTRLEN] = "unix";
+		int port = 0;
+		if (getsockname(server->nb.fd, (struct sockaddr *)&local, &len) == 0) {
+			if (local.ss_family == AF_INET) {
+				struct sockaddr_in *in = (struct sockaddr_in *)&local;
+				inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+				port = ntohs(in->sin_port);
+			} else if (local.ss_family == AF_INET6) {
+				struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&local;
+				inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+				port = ntohs(in6->sin6_port);
+			}
+		}
+		server_log(LOG_LEVEL_INFO, server, "new connection to server (from %s:%d)", host, port);
+	}
+	pool->last_login_failure = 0;
+	if (!pool->welcome_ready)
+		pool_learn_welcome(pool, server);
+	pool_server_ready(server);
+}
+
+static bool server_login_packet(struct server *server, const struct pkt *pkt)
+{
+	if (!pkt_complete(pkt)) {
+		if (pkt->len > 64 * 1024) {
+			login_failed(server, "08P01", "oversized message from server during login");
+			return false;
+		}
+		return true;
+	}
+	netbuf_skip(&server->nb, pkt->len);
+
+	switch (pkt->type) {
+	case 'R':
+		handle_auth_request(server, pkt);
+		break;
+	case 'S': {
+		const char *name, *value;
+		if (parse_parameter_status(pkt, &name, &value))
+			remember_param(server, name, value);
+		break;
+	}
+	case 'K': {
+		struct pkt_reader r;
+		pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+		server->be_pid = pkt_get_uint32(&r);
+		server->be_key = pkt_get_uint32(&r);
+		break;
+	}
+	case 'Z':
+		server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
+		login_complete(server);
+		break;
+	case 'E': {
+		const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
+		const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
+		login_failed(server, code && strlen(code) == 5 ? code : "08P01", msg ? msg : "server login failed");
+		break;
+	}
+	case 'N':
+		break;
+	default:
+		login_failed(server, "08P01", "unexpected message from server during login");
+		break;
+	}
+	return server->state != SV_CLOSED;
+}
+
+/* ---------------------------------------------------------------- serving */
+
+static bool server_active_packet(struct server *server, const struct pkt *pkt)
+{
+	bool internal = server->internal != SV_INTERNAL_NONE;
+
+	switch (pkt->type) {
+	case 'Z': {
+		if (!pkt_complete(pkt))
+			return true;
+		server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
+		if (server->expect_ready > 0)
+			server->expect_ready--;
+		if (internal) {
+			netbuf_skip(&server->nb, pkt->len);
+			if (server->expect_ready == 0)
+				internal_query_done(server);
+			return server->state != SV_CLOSED;
+		}
+		netbuf_forward(&server->nb, pkt->len);
+		if (server->link && pool_effective_mode(server->pool) != POOL_MODE_SESSION && server_is_clean(server))
+			pool_release_server(server);
+		return true;
+	}
+	case 'S': {
+		if (!pkt_complete(pkt))
+			return true;
+		const char *name, *value;
+		if (parse_parameter_status(pkt, &name, &value)) {
+			remember_param(server, name, value);
+			/* The client's own command changed it: that is now what the client wants. */
+			if (server->link && !internal)
+				varcache_set_by_name(&server->link->vars, name, value);
+		}
+		break;
+	}
+	case 'E':
+		if (internal) {
+			if (!pkt_complete(pkt))
+				return true;
+			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
+			server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
+			server->internal_failed = true;
+		}
+		break;
+	case 'G':	/* CopyInResponse: the client now streams CopyData */
+		if (!internal)
+			server->copy_in = true;
+		break;
+	default:
+		break;
+	}
+	if (internal || !server->link)
+		netbuf_skip(&server->nb, pkt->len);
+	else
+		netbuf_forward(&server->nb, pkt->len);
+	return true;
+}
+
+/* Messages from a server nobody is using. */
+static bool server_idle_packet(struct server *server, const struct pkt *pkt)
+{
+	switch (pkt->type) {
+	case 'S': {
+		if (!pkt_complete(pkt))
+			return true;
+		const char *name, *value;
+		if (parse_parameter_status(pkt, &name, &value))
+			remember_param(server, name, value);
+		netbuf_skip(&server->nb, pkt->len);
+		return true;
+	}
+	case 'N':
+	case 'A':
+		netbuf_skip(&server->nb, pkt->len);
+		return true;
+	case 'E': {
+		if (!pkt_complete(pkt))
+			return true;
+		const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
+		char reason[256];
+		snprintf(reason, sizeof(reason), "server sent an error while idle: %s", msg ? msg : "?");
+		netbuf_skip(&server->nb, pkt->len);
+		server_close(server, reason);
+		return false;
+	}
+	default:
+		netbuf_skip(&server->nb, pkt->len);
+		server_close(server, "idle server got dirty");
+		return false;
+	}
+}
+
+static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt)
+{
+	struct server *server = container_of(nb, struct server, nb);
+
+	switch (ev) {
+	case NETBUF_EV_CONNECT_OK:
+		send_startup(server);
+		netbuf_resume(&server->nb);
+		return true;
+	case NETBUF_EV_CONNECT_FAILED: {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "could not connect to server: %s", strerror(server->nb.connect_errno));
+		login_failed(server, "08006", msg);
+		return false;
+	}
+	case NETBUF_EV_PACKET:
+		switch (server->state) {
+		case SV_LOGIN:
+			return server_login_packet(server, pkt);
+		case SV_ACTIVE:
+		case SV_TESTED:
+			return server_active_packet(server, pkt);
+		default:
+			return server_idle_packet(server, pkt);
+		}
+	case NETBUF_EV_BAD_PACKET:
+		if (server->link)
+			client_close(server->link, "08P01", "server sent a bad packet header");
+		server_close(server, "bad packet header from server");
+		return false;
+	case NETBUF_EV_RECV_FAILED:
+	case NETBUF_EV_SEND_FAILED:
+		if (server->state == SV_LOGIN) {
+			login_failed(server, "08006", "server closed the connection during login");
+			return false;
+		}
+		if (server->link) {
+			struct client *client = server->link;
+			server_unlink(server);
+			client_close(client, "08P01", "server conn crashed?");
+		}
+		server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" : "server send failed");
+		return false;
+	case NETBUF_EV_DRAINED:
+		break;
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------------- cancel */
+
+struct cancel_request {
+	struct netbuf nb;
+	struct list_node node;		/* pgv.cancel_requests */
+	struct server *server;		/* NULL once that server is gone */
+	uint32_t be_pid;
+	uint32_t be_key;
+};
+
+static void cancel_request_finish(struct cancel_request *req)
+{
+	struct server *server = req->server;
+	netbuf_close(&req->nb);
+	list_remove(&pgv.cancel_requests, &req->node);
+	free(req);
+	if (server) {
+		server->cancels_in_flight--;
+		/* A server released while its cancel was in flight was held back; now it may be reused. */
+		if (server->cancels_in_flight == 0 && server->state == SV_USED && !server->link)
+			pool_release_server(server);
+	}
+}
+
+static bool cancel_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt)
+{
+	struct cancel_request *req = container_of(nb, struct cancel_request, nb);
+	(void)pkt;
+	if (ev == NETBUF_EV_CONNECT_OK) {
+		uint8_t mem[16];
+		struct pktbuf b;
+		pktbuf_init_fixed(&b, mem, sizeof(mem));
+		pktbuf_begin(&b, 0);
+		pktbuf_put_uint32(&b, PROTO_CANCEL_REQUEST);
+		pktbuf_put_uint32(&b, req->be_pid);
+		pktbuf_put_uint32(&b, req->be_key);
+		pktbuf_end(&b);
+		netbuf_send(&req->nb, b.buf, b.len);
+		netbuf_resume(&req->nb);	/* the server answers by closing */
+		return true;
+	}
+	if (ev == NETBUF_EV_PACKET) {
+		netbuf_skip(nb, pkt->len);
+		return true;
+	}
+	cancel_request_finish(req);
+	return false;
+}
+
+void server_send_cancel(struct server *server)
+{
+	struct cancel_request *req = xcalloc(1, sizeof(*req));
+	netbuf_init(&req->nb, cancel_handler, 1024);
+	req->server = server;
+	req->be_pid = server->be_pid;
+	req->be_key = server->be_key;
+	if (netbuf_connect(&req->nb, &server->addr.sa, server->addrlen) < 0) {
+		server_log(LOG_LEVEL_WARNING, server, "could not connect to send a cancel request: %s", strerror(errno));
+		free(req);
+		return;
+	}
+	list_append(&pgv.cancel_requests, &req->node);
+	server->cancels_in_flight++;
+	server_log(LOG_LEVEL_DEBUG, server, "sending cancel request");
+}
+
+static void server_forget_cancels(struct server *server)
+{
+	if (!server->cancels_in_flight)
+		return;
+	list_for_each(pos, &pgv.cancel_requests) {
+		struct cancel_request *req = container_of(pos, struct cancel_request, node);
+		if (req->server == server)
+			req->server = NULL;
+	}
+	server->cancels_in_flight = 0;
+}
+
+void server_cancel_requests_free_all(void)
+{
+	list_for_each_safe(pos, tmp, &pgv.cancel_requests) {
+		struct cancel_request *req = container_of(pos, struct cancel_request, node);
+		netbuf_close(&req->nb);
+		list_remove(&pgv.cancel_requests, &req->node);
+		free(req);
+	}
+}

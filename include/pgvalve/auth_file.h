@@ -4,7 +4,11 @@
  * Each line: "user" "secret" [anything ignored]; inside quotes "" is a
  * literal quote. Secrets are plain text, "md5" + 32 hex digits, or
  * "SCRAM-SHA-256$<iter>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>".
- * A malformed line logs a warning with its line number and is skipped.
+ * Blank lines and lines starting with ';' or '#' are skipped. A malformed
+ * line (unterminated quote, missing secret, user name longer than 63 bytes,
+ * secret longer than AUTH_SECRET_MAX - 1, unparsable SCRAM secret) logs a
+ * warning with its line number - never its contents - and is skipped. When a
+ * user appears twice, the later line wins.
  *
  * The store is immutable once loaded; reload builds a new one and swaps it.
  */
@@ -51,7 +55,13 @@ void auth_store_free(struct auth_store *store);
 const struct auth_secret *auth_store_find(const struct auth_store *store, const char *user);
 size_t auth_store_count(const struct auth_store *store);
 
-/* Classifies and decodes a secret string; false if it claims to be SCRAM/md5 but is malformed. */
+/*
+ * Classifies and decodes a secret string into out (user and secret copied).
+ * As PostgreSQL decides: "" is SECRET_NONE; "md5" + exactly 32 lowercase hex
+ * digits is SECRET_MD5; anything else not starting with "SCRAM-SHA-256$" is
+ * SECRET_PLAIN. Returns false if it claims to be SCRAM but is malformed, or if
+ * user/secret do not fit (>= AUTH_NAME_MAX / AUTH_SECRET_MAX bytes).
+ */
 bool auth_secret_parse(const char *user, const char *secret, struct auth_secret *out);
 
 #endif

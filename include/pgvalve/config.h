@@ -14,11 +14,28 @@
  * Field naming: struct config has one field per parameter, named exactly as
  * the parameter. Strings are never NULL ("" when unset). Times are usec_t
  * (config values are seconds, fractions allowed). Booleans are bool.
+ *
+ * File format, as PgBouncer reads it:
+ *   - section names are case-insensitive; [pgbouncer] and [pgvalve] are the
+ *     same section; an unknown section is an error; the main section must
+ *     be present; a section may be opened again later;
+ *   - "key = value" lines, leading whitespace allowed, value trimmed; no
+ *     inline comments (";" and "#" only start comment lines);
+ *   - "%include path" (relative paths resolve against the working directory,
+ *     like PgBouncer), nested up to CONFIG_MAX_INCLUDE_DEPTH;
+ *   - a repeated key: the last one wins;
+ *   - an unknown [pgbouncer] key warns, a not-yet-implemented one warns once
+ *     per load ("... is not supported yet, ignored"), an invalid value fails
+ *     the whole load.
+ * Error messages never contain a line of the file ([databases] lines carry
+ * passwords): they name the key.
  */
 #ifndef PGVALVE_CONFIG_H
 #define PGVALVE_CONFIG_H
 
 #include "pgvalve/common.h"
+
+#define CONFIG_MAX_INCLUDE_DEPTH 10
 
 enum pool_mode {
 	POOL_MODE_SESSION = 0,
@@ -35,8 +52,9 @@ enum auth_type {
 	AUTH_TYPE_CERT,
 	AUTH_TYPE_HBA,
 	AUTH_TYPE_PAM,
-	AUTH_TYPE_PEER,
+	AUTH_TYPE_PEER,		/* only reachable through hba */
 	AUTH_TYPE_REJECT,	/* only reachable through hba */
+	AUTH_TYPE_LDAP,
 };
 
 enum load_balance_hosts {
@@ -44,7 +62,20 @@ enum load_balance_hosts {
 	LOAD_BALANCE_HOSTS_DISABLE,
 };
 
-/* One [databases] entry. Ints are -1 when not given (use the global value). */
+/* client_tls_sslmode / server_tls_sslmode, in PgBouncer's (and libpq's) order. */
+enum tls_sslmode {
+	TLS_SSLMODE_DISABLE = 0,
+	TLS_SSLMODE_ALLOW,
+	TLS_SSLMODE_PREFER,
+	TLS_SSLMODE_REQUIRE,
+	TLS_SSLMODE_VERIFY_CA,
+	TLS_SSLMODE_VERIFY_FULL,
+};
+
+/*
+ * One [databases] entry. Ints are -1 when not given (use the global value),
+ * strings "" when not given. Create with config_db_new().
+ */
 struct db_config {
 	struct db_config *next;
 	char *name;		/* the key; "*" is the fallback database */
@@ -63,7 +94,7 @@ struct db_config {
 	int max_db_connections;
 	int max_db_client_connections;
 	usec_t server_lifetime;	/* -1 = global */
-	int load_balance_hosts;	/* enum load_balance_hosts, or -1 */
+	int load_balance_hosts;	/* enum load_balance_hosts, or -1 (PgBouncer: round-robin) */
 	char *connect_query;
 	char *client_encoding;
 	char *datestyle;
@@ -72,7 +103,7 @@ struct db_config {
 	char *origin;		/* "file:line" where it was defined, for messages */
 };
 
-/* One [users] entry. */
+/* One [users] entry. Ints and times are -1 when not given. */
 struct user_config {
 	struct user_config *next;
 	char *name;
@@ -91,10 +122,10 @@ struct user_config {
 /* One [peers] entry. */
 struct peer_config {
 	struct peer_config *next;
-	int peer_id;
-	char *host;
-	int port;
-	int pool_size;
+	int peer_id;		/* the key: 1..65535 */
+	char *host;		/* required */
+	int port;		/* default 6432 */
+	int pool_size;		/* -1 = default_pool_size */
 	char *origin;
 };
 
@@ -116,10 +147,15 @@ struct param_def {
 	bool implemented;		/* false: warn "not supported yet" when set */
 	const char *const *enum_names;	/* PARAM_ENUM: NULL-terminated, index = stored value */
 	int min_value;			/* PARAM_INT / PARAM_TIME(seconds): lowest accepted */
+	int max_value;			/* PARAM_INT / PARAM_OCTAL: highest accepted */
+	unsigned enum_unsettable;	/* PARAM_ENUM: bit i set = enum_names[i] is shown but cannot be set */
+	const char *alias_of;		/* non-NULL: another name for that parameter (same field) */
 };
 
 struct config {
 	/* [pgbouncer] / [pgvalve]: one field per parameter (see config.c's table). */
+
+	/* generic */
 	char *logfile;
 	char *pidfile;
 	char *listen_addr;
@@ -129,14 +165,7 @@ struct config {
 	int unix_socket_mode;
 	char *unix_socket_group;
 	char *user;
-	int pool_mode;
-	int auth_type;
-	char *auth_file;
-	char *auth_hba_file;
-	char *auth_ident_file;
-	char *auth_user;
-	char *auth_query;
-	char *auth_dbname;
+	int pool_mode;			/* enum pool_mode */
 	int max_client_conn;
 	int default_pool_size;
 	int min_pool_size;
@@ -146,66 +175,106 @@ struct config {
 	int max_user_connections;
 	int max_db_client_connections;
 	int max_user_client_connections;
-	char *server_reset_query;
-	bool server_reset_query_always;
-	char *server_check_query;
-	usec_t server_check_delay;
 	bool server_round_robin;
-	usec_t server_lifetime;
-	usec_t server_idle_timeout;
-	usec_t server_connect_timeout;
-	usec_t server_login_retry;
-	bool server_fast_close;
-	usec_t client_login_timeout;
-	usec_t client_idle_timeout;
-	usec_t query_timeout;
-	usec_t query_wait_timeout;
-	usec_t idle_transaction_timeout;
-	usec_t transaction_timeout;
-	usec_t cancel_wait_timeout;
-	usec_t suspend_timeout;
-	usec_t autodb_idle_timeout;
-	usec_t pool_idle_timeout;	/* hypothetical in 1.25? keep if listed */
-	char *ignore_startup_parameters;
 	char *track_extra_parameters;
-	char *admin_users;
-	char *stats_users;
+	char *ignore_startup_parameters;
+	int peer_id;
+	bool disable_pqexec;
+	bool application_name_add_host;
+	char *conffile;			/* the main file unless the file sets it */
+	char *job_name;			/* service_name is an alias */
 	usec_t stats_period;
+	int max_prepared_statements;
+	int scram_iterations;
+
+	/* authentication */
+	int auth_type;			/* enum auth_type */
+	char *auth_hba_file;
+	char *auth_ident_file;
+	char *auth_file;
+	char *auth_user;
+	char *auth_query;
+	char *auth_dbname;
+	char *auth_ldap_options;
+
+	/* log */
+	bool syslog;
+	char *syslog_ident;
+	char *syslog_facility;
 	bool log_connections;
 	bool log_disconnections;
 	bool log_pooler_errors;
 	bool log_stats;
 	int verbose;
-	bool syslog;
-	char *syslog_ident;
-	char *syslog_facility;
+
+	/* console access */
+	char *admin_users;
+	char *stats_users;
+
+	/* connection sanity checks, timeouts */
+	char *server_reset_query;
+	bool server_reset_query_always;
+	usec_t server_check_delay;
+	char *server_check_query;	/* "" = no check; "<empty>" (default) = send an empty query */
+	bool server_fast_close;
+	usec_t server_lifetime;
+	usec_t server_idle_timeout;
+	usec_t server_connect_timeout;
+	usec_t server_login_retry;
+	usec_t client_login_timeout;
+	usec_t autodb_idle_timeout;
+	usec_t dns_max_ttl;
+	usec_t dns_nxdomain_ttl;
+	usec_t dns_zone_check_period;
+	char *resolv_conf;
+	usec_t query_wait_notify;
+
+	/* TLS */
+	int client_tls_sslmode;		/* enum tls_sslmode */
+	char *client_tls_key_file;
+	char *client_tls_cert_file;
+	char *client_tls_ca_file;
+	char *client_tls_protocols;
+	char *client_tls_ciphers;
+	char *client_tls13_ciphers;
+	char *client_tls_ecdhcurve;
+	char *client_tls_dheparams;
+	int server_tls_sslmode;		/* enum tls_sslmode */
+	char *server_tls_ca_file;
+	char *server_tls_key_file;
+	char *server_tls_cert_file;
+	char *server_tls_protocols;
+	char *server_tls_ciphers;
+	char *server_tls13_ciphers;
+
+	/* dangerous timeouts */
+	usec_t query_timeout;
+	usec_t query_wait_timeout;
+	usec_t cancel_wait_timeout;
+	usec_t client_idle_timeout;
+	usec_t idle_transaction_timeout;
+	usec_t transaction_timeout;
+	usec_t suspend_timeout;
+
+	/* low-level network */
 	int pkt_buf;
 	int max_packet_size;
 	int sbuf_loopcnt;
-	bool disable_pqexec;
-	char *application_name_add_host;	/* bool in PgBouncer; see table */
 	bool so_reuseport;
-	int peer_id;
 	bool tcp_defer_accept;
 	int tcp_socket_buffer;
 	bool tcp_keepalive;
 	int tcp_keepcnt;
 	int tcp_keepidle;
 	int tcp_keepintvl;
-	usec_t tcp_user_timeout;
-	int max_prepared_statements;
-	int scram_iterations;
-	char *client_tls_sslmode;
-	char *server_tls_sslmode;
-	/* ... every other PgBouncer 1.25 parameter, see config.c ... */
+	int tcp_user_timeout;		/* milliseconds, as in PgBouncer */
 
 	/* Sections. */
-	struct db_config *databases;	/* in file order */
+	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */
 	struct user_config *users;
 	struct peer_config *peers;
 
-	char *path;		/* the main file */
-	/* Keys set in the file but not implemented yet: warned once each at load. */
+	char *path;		/* the main file (or the origin given to config_load_string) */
 };
 
 /* Error details of config_load(): "file:line: message". */
@@ -222,25 +291,40 @@ struct config *config_defaults(void);
 void config_free(struct config *cfg);
 
 const struct param_def *config_params(size_t *count);
+/* Case-insensitive lookup; NULL if unknown. */
 const struct param_def *config_find_param(const char *name);
 /* Formats a parameter's current value the way SHOW CONFIG prints it. */
 void config_format_value(const struct config *cfg, const struct param_def *p, char *buf, size_t size);
-/* Sets one parameter from text (used by SET and by the loader). */
+/* Sets one parameter from text (used by SET and by the loader). On error returns -1,
+ * writes the reason to errbuf and leaves the old value untouched. */
 int config_set_param(struct config *cfg, const struct param_def *p, const char *value,
 		     char *errbuf, size_t errsize);
 
+/* Exact, case-sensitive name match. config_find_db does not fall back to "*". */
 const struct db_config *config_find_db(const struct config *cfg, const char *name);
 const struct user_config *config_find_user(const struct config *cfg, const char *name);
 
+/* A [databases] entry with nothing given (ints -1, strings "", port 5432). */
+struct db_config *config_db_new(const char *name);
+/* A deep copy under another name (e.g. an autodb made from "*"); next is NULL. */
+struct db_config *config_db_clone(const struct db_config *src, const char *name);
+void config_db_free(struct db_config *db);
+
 /*
  * Parses a libpq-style "key=value key='quoted value'" string into db,
- * filling only the keys given. Returns 0, or -1 with errbuf set.
+ * filling only the keys given. Inside single quotes, '' and \' stand for a
+ * quote and \\ for a backslash. Returns 0, or -1 with errbuf set (the
+ * message names the key, never a password value); db may then be partly
+ * filled. db must come from config_db_new().
  */
 int config_parse_db_string(const char *str, struct db_config *db, char *errbuf, size_t errsize);
 
-/* Whether a comma/space separated list (admin_users, ignore_startup_parameters...) holds name. */
+/* Whether a comma/space separated list (admin_users, ignore_startup_parameters...) holds name.
+ * Exact, case-sensitive comparison. */
 bool config_list_contains(const char *list, const char *name);
 
 const char *pool_mode_name(int mode);
+/* "md5", "scram-sha-256", ...; "unknown" for anything else. */
+const char *auth_type_name(int type);
 
 #endif

@@ -5,6 +5,16 @@
  * for SASL; the server side is what it speaks to its own clients (used by
  * auth_type scram-sha-256, a later issue). Each call consumes one SASL
  * message body and produces the next one; the caller frames it.
+ *
+ * Only the mechanism "SCRAM-SHA-256" without channel binding is spoken (gs2
+ * header "n,,", c=biws), as libpq does when the server offers no -PLUS.
+ *
+ * Password normalisation: PostgreSQL runs SASLprep (RFC 4013) on passwords.
+ * pgvalve uses ASCII passwords as-is (SASLprep leaves them unchanged) and,
+ * for non-ASCII ones, the raw bytes: this matches PostgreSQL whenever
+ * SASLprep would not change the string (e.g. already-NFKC UTF-8, or invalid
+ * UTF-8, which PostgreSQL also uses raw), and fails to authenticate for
+ * passwords containing characters SASLprep maps or normalises.
  */
 #ifndef PGVALVE_SCRAM_H
 #define PGVALVE_SCRAM_H
@@ -14,6 +24,16 @@
 
 #define SCRAM_NONCE_LEN 18	/* raw bytes before base64 */
 #define SCRAM_MSG_MAX 512
+#define SCRAM_KEY_LEN 32
+#define SCRAM_SALT_LEN 16	/* what scram_build_secret generates, as PostgreSQL */
+#define SCRAM_DEFAULT_ITERATIONS 4096
+/*
+ * Upper bound on the iteration count accepted from a server: Hi() runs on
+ * the event loop, and a hostile or broken server must not stall it for
+ * minutes. 10 million is far above any sane setting (PostgreSQL's default
+ * is 4096).
+ */
+#define SCRAM_ITERATIONS_MAX 10000000
 
 enum scram_client_state {
 	SCRAM_CLIENT_INIT,
@@ -32,15 +52,26 @@ struct scram_client {
 	/*
 	 * Either a plain password, or keys recovered from a client's proof
 	 * (SCRAM pass-through): then has_keys is set and client_key/server_key
-	 * are used instead of deriving them from a password.
+	 * are used instead of deriving them from a password. Set them with
+	 * scram_client_set_keys() after scram_client_init(), which clears them.
 	 */
 	bool has_keys;
 	uint8_t client_key[32];
+	uint8_t server_signature[32];	/* expected in server-final */
+	char server_error[128];		/* text of an "e=" server-final, sanitised */
 };
 
-/* Starts the exchange. If nonce is NULL a random one is made (tests pass a fixed one). */
-void scram_client_init(struct scram_client *sc, const char *nonce);
-/* client-first-message ("n,,n=,r=<nonce>") into out; returns its length or -1. */
+/*
+ * Starts the exchange, clearing the whole struct. user goes into the
+ * client-first-message (escaped per RFC 5802); NULL or "" gives "n=," as
+ * libpq sends (PostgreSQL takes the user from the startup packet). If nonce
+ * is NULL a random one is made (tests pass a fixed one; it must be printable
+ * ASCII without ',' and shorter than 64 bytes, else a random one is used).
+ */
+void scram_client_init(struct scram_client *sc, const char *user, const char *nonce);
+/* Uses these keys instead of a password (SCRAM pass-through). */
+void scram_client_set_keys(struct scram_client *sc, const uint8_t client_key[32], const uint8_t server_key[32]);
+/* client-first-message ("n,,n=,r=<nonce>") into out (NUL-terminated); returns its length or -1. */
 int scram_client_first(struct scram_client *sc, char *out, size_t outsize);
 /*
  * Consumes server-first-message, writes client-final-message. `password` is
@@ -50,10 +81,75 @@ int scram_client_first(struct scram_client *sc, char *out, size_t outsize);
 int scram_client_final(struct scram_client *sc, const char *password,
 		       const char *server_first, size_t server_first_len,
 		       char *out, size_t outsize, const char **err);
-/* Checks server-final-message ("v=<signature>"). */
+/*
+ * Checks server-final-message ("v=<signature>") in constant time. An
+ * "e=<error>" message is a failure; then *err points at sc->server_error
+ * (valid while sc lives). Other *err values are static strings.
+ */
 bool scram_client_verify(struct scram_client *sc, const char *server_final, size_t len, const char **err);
 
-/* Builds a "SCRAM-SHA-256$iter:salt$stored:server" secret from a plain password. */
+/* ---------------------------------------------------------------- secrets */
+
+/* Derives a SCRAM secret (StoredKey, ServerKey) from a plain password and the given salt. */
+void scram_secret_from_password(const char *password, int iterations,
+				const uint8_t *salt, size_t saltlen, struct scram_secret *out);
+/* Formats "SCRAM-SHA-256$iter:salt$stored:server"; returns its length or -1 if it does not fit. */
+int scram_secret_format(const struct scram_secret *secret, char *out, size_t outsize);
+/*
+ * Builds a "SCRAM-SHA-256$iter:salt$stored:server" secret from a plain
+ * password with a random 16-byte salt. Returns its length, or -1 if
+ * iterations <= 0 or out is too small.
+ */
 int scram_build_secret(const char *password, int iterations, char *out, size_t outsize);
+
+/* ---------------------------------------------------------------- server */
+
+/*
+ * Verifies a ClientProof against a stored secret for the given AuthMessage:
+ * ClientKey = proof XOR HMAC(StoredKey, AuthMessage), accepted when
+ * H(ClientKey) == StoredKey (constant time). On success client_key (if not
+ * NULL) receives the recovered ClientKey, usable with scram_client_set_keys.
+ */
+bool scram_verify_proof(const struct scram_secret *secret, const char *auth_message, size_t len,
+			const uint8_t proof[32], uint8_t client_key[32]);
+
+enum scram_server_state {
+	SCRAM_SERVER_INIT,
+	SCRAM_SERVER_SENT_FIRST,
+	SCRAM_SERVER_DONE,
+};
+
+struct scram_server {
+	enum scram_server_state state;
+	struct scram_secret secret;
+	char gs2_header[8];		/* "n,," or "y,,", as the client sent it */
+	char nonce[SCRAM_MSG_MAX];	/* client nonce + server nonce */
+	char client_first_bare[SCRAM_MSG_MAX];
+	char server_first[SCRAM_MSG_MAX];
+	/* Set by a successful scram_server_final(): the client's ClientKey. */
+	bool has_client_key;
+	uint8_t client_key[32];
+};
+
+/*
+ * Starts an exchange against a stored secret (for a plain-text userlist
+ * entry, derive one first with scram_secret_from_password and a random
+ * salt). server_nonce NULL makes a random one; tests pass a fixed one.
+ */
+void scram_server_init(struct scram_server *ss, const struct scram_secret *secret, const char *server_nonce);
+/*
+ * Consumes client-first-message (the SASLInitialResponse data), writes
+ * server-first-message. Returns its length, or -1 with *err set (malformed
+ * message, channel binding requested, authzid given).
+ */
+int scram_server_first(struct scram_server *ss, const char *client_first, size_t len,
+		       char *out, size_t outsize, const char **err);
+/*
+ * Consumes client-final-message, writes server-final-message ("v=..").
+ * Returns its length; -1 with *err when the message is malformed; -2 with
+ * *err when the proof is wrong (password authentication failed).
+ */
+int scram_server_final(struct scram_server *ss, const char *client_final, size_t len,
+		       char *out, size_t outsize, const char **err);
 
 #endif

@@ -1,0 +1,107 @@
+/*
+ * client.h - a client connection: login, then the message loop.
+ *
+ * State diagram (client_set_state is the only place that changes it, and
+ * moves the client between lists):
+ *
+ *   LOGIN --auth ok--> WELCOME --pool knows server params--> ACTIVE
+ *     |                   |                                 |   ^
+ *     |                   |                       needs server  | got server
+ *     |                   |                                 v   |
+ *     +---------+---------+------------------------------ WAITING
+ *               |
+ *               v
+ *            CLOSED (any state, on error, Terminate or EOF)
+ */
+#ifndef PGVALVE_CLIENT_H
+#define PGVALVE_CLIENT_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/netbuf.h"
+#include "pgvalve/list.h"
+#include "pgvalve/varcache.h"
+#include "pgvalve/auth_file.h"
+
+#include <netinet/in.h>
+#include <sys/un.h>
+
+enum client_state {
+	CL_LOGIN,
+	CL_WELCOME,
+	CL_ACTIVE,
+	CL_WAITING,
+	CL_CLOSED,
+};
+
+union conn_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+/* Data needed only while logging in; freed once the client is ACTIVE. */
+struct client_login {
+	char user[AUTH_NAME_MAX];
+	char dbname[AUTH_NAME_MAX];
+	uint8_t md5_salt[4];
+	enum {
+		LOGIN_STARTUP,		/* expecting StartupMessage / SSLRequest / CancelRequest */
+		LOGIN_PASSWORD,		/* expecting PasswordMessage */
+		LOGIN_DONE,
+	} phase;
+	int auth_method;		/* enum auth_type actually used */
+	bool fake_auth;			/* unknown user: fail after the password, revealing nothing */
+	char secret[AUTH_SECRET_MAX];
+	enum secret_type secret_type;
+};
+
+struct client {
+	struct netbuf nb;		/* first: handlers get &client->nb */
+	enum client_state state;
+	struct list_node node;		/* the list of its state */
+	struct pool *pool;
+	struct server *link;
+	struct client_login *login;
+	struct varcache *vars;
+	struct client *cancel_next;
+	uint32_t cancel_pid;
+	uint32_t cancel_key;
+	uint64_t id;
+	usec_t connect_time;
+	usec_t request_time;		/* when it last started waiting or was linked */
+	union conn_addr addr;
+	char *username;			/* the name it logged in with */
+	bool is_unix;
+	bool is_admin;
+	bool logged_in;
+	bool in_cancel_index;
+	bool quiet;			/* a cancel-request connection: no disconnect log line */
+};
+
+/* Takes an accepted socket. */
+void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool is_unix);
+void client_set_state(struct client *client, enum client_state state);
+/* Sends an error (if message != NULL) and closes. reason is logged as "closing because: ...". */
+void client_close(struct client *client, const char *sqlstate, const char *reason);
+/* Frees a closed client (from the loop's reaper). */
+void client_free(struct client *client);
+/* Sends AuthenticationOk..ReadyForQuery with the pool's parameters. */
+void client_finish_login(struct client *client);
+/* The pool gave this client a server (called by pool.c). */
+void client_linked(struct client *client);
+/* Sends an ErrorResponse without closing. */
+void client_send_error(struct client *client, const char *severity, const char *sqlstate, const char *msg);
+/* Log prefix "C-0x...: db/user@addr:port". */
+const char *client_prefix(const struct client *client, char *buf, size_t size);
+const char *client_user_name(const struct client *client);
+const char *client_db_name(const struct client *client);
+
+/* Cancels: handles a CancelRequest from a new connection. */
+void client_handle_cancel(uint32_t pid, uint32_t key);
+
+#define client_log(level, c, fmt, ...) do { \
+	if (log_enabled(level)) { char _pfx[256]; \
+		log_msg(level, "%s " fmt, client_prefix((c), _pfx, sizeof(_pfx)), ##__VA_ARGS__); } \
+	} while (0)
+
+#endif

@@ -1,0 +1,19 @@
+/*
+ * janitor.h - periodic maintenance: login and connect timeouts, clients
+ * waiting too long, idle and old servers, retrying server logins.
+ *
+ * Runs once per JANITOR_PERIOD and walks only the short lists where
+ * something can expire (logging-in clients, waiting clients, idle and
+ * logging-in servers), never every connection.
+ */
+#ifndef PGVALVE_JANITOR_H
+#define PGVALVE_JANITOR_H
+
+#include "pgvalve/common.h"
+
+#define JANITOR_PERIOD_USEC (USEC_PER_SEC / 3)
+
+void janitor_start(void);
+void janitor_stop(void);
+
+#endif

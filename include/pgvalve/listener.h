@@ -1,0 +1,20 @@
+/*
+ * listener.h - the listening sockets: TCP on listen_addr:listen_port and
+ * the Unix socket .s.PGSQL.<port> in unix_socket_dir.
+ *
+ * Accepted sockets are made non-blocking, given the configured TCP
+ * options, and handed to client_accept().
+ */
+#ifndef PGVALVE_LISTENER_H
+#define PGVALVE_LISTENER_H
+
+#include "pgvalve/common.h"
+
+/* Opens every configured listener; -1 (logged) if any cannot be opened. */
+int listener_start(void);
+/* Stops accepting (graceful shutdown); sockets stay bound until listener_close(). */
+void listener_pause(void);
+/* Closes all listeners and removes the Unix socket file. */
+void listener_close(void);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * netbuf.h - one socket, its input buffer and its output queue, driven by
+ * one libevent event.
+ *
+ * Contract with the owner (client.c, server.c):
+ *  - The netbuf reads, frames messages (proto.h) and calls the owner's
+ *    handler with NETBUF_EV_PACKET for each header. Inside that call the
+ *    owner decides, by calling exactly one of:
+ *        netbuf_forward(nb, len)  the message goes to nb->dst unchanged
+ *        netbuf_skip(nb, len)     the message is consumed and dropped
+ *        netbuf_pause(nb)         stop; the same message is offered again
+ *                                 after netbuf_resume()
+ *    or none of them, which means "I need the whole message in the
+ *    buffer": the netbuf reads on and offers it again when complete.
+ *  - Forwarded bytes are sent straight from this buffer to the peer's
+ *    socket, batched into one send() per read. What the peer's socket does
+ *    not take is queued on the peer (netbuf_queue_len); when that queue is
+ *    over its limit the sender stops reading until it drains.
+ *  - Bytes pgvalve makes itself go out with netbuf_send(), after anything
+ *    already forwarded to that socket, so replies never overtake data.
+ *  - The handler returns false when it has closed or freed the owner; the
+ *    netbuf then touches nothing more.
+ * Input buffers come from a per-process free list and are returned as soon
+ * as they are empty, so an idle connection holds no buffer at all.
+ */
+#ifndef PGVALVE_NETBUF_H
+#define PGVALVE_NETBUF_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/proto.h"
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <sys/socket.h>
+
+struct iobuf;
+struct outq;
+struct netbuf;
+
+enum netbuf_event {
+	NETBUF_EV_PACKET,		/* pkt holds a header (and maybe more) */
+	NETBUF_EV_BAD_PACKET,		/* a header with an impossible length; pkt NULL */
+	NETBUF_EV_RECV_FAILED,		/* peer closed or read error */
+	NETBUF_EV_SEND_FAILED,		/* write error on this socket */
+	NETBUF_EV_CONNECT_OK,
+	NETBUF_EV_CONNECT_FAILED,
+	NETBUF_EV_DRAINED,		/* the output queue became empty (only if asked) */
+};
+
+typedef bool (*netbuf_handler_fn)(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
+
+struct netbuf {
+	int fd;
+	struct event ev;
+	short ev_registered;		/* flags currently added to the loop, 0 if none */
+	bool paused;			/* the owner stopped reading */
+	bool blocked;			/* stopped because dst's queue is full */
+	bool connecting;
+	bool send_failed;
+	uint8_t run_flags;		/* on the run queue, and why */
+	bool startup;			/* untyped startup-phase packets expected */
+	bool decided;			/* the handler took an action for the offered packet */
+	bool want_drained;		/* deliver NETBUF_EV_DRAINED */
+	int send_errno;
+	int recv_errno;
+	int connect_errno;
+	uint32_t max_packet;		/* header validation limit, whole message */
+	uint32_t pkt_remaining;		/* bytes of the current message still to pass */
+	bool pkt_forward;		/* those bytes are forwarded (else skipped) */
+	struct iobuf *in;
+	struct outq *out;
+	struct netbuf *dst;		/* where forwarded bytes go */
+	struct netbuf *feeder;		/* a source with unsent forwarded bytes for us */
+	struct netbuf *blocked_src;	/* a source paused until our queue drains */
+	netbuf_handler_fn handler;
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+};
+
+/* Process-wide setup: the buffer size (pkt_buf) and the loop to register with. */
+void netbuf_global_init(struct event_base *base, uint32_t buf_size);
+void netbuf_global_cleanup(void);
+/* Buffers held in the free list and in use, for SHOW MEM. */
+void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size);
+
+void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_packet);
+/* Takes an accepted non-blocking socket and starts reading. */
+void netbuf_accept(struct netbuf *nb, int fd);
+/* Starts a non-blocking connect; CONNECT_OK/CONNECT_FAILED follow. -1 on immediate failure (errno). */
+int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen);
+/* Closes the socket, frees buffers, detaches from peers. Safe to call twice. */
+void netbuf_close(struct netbuf *nb);
+
+void netbuf_forward(struct netbuf *nb, uint32_t len);
+void netbuf_skip(struct netbuf *nb, uint32_t len);
+void netbuf_pause(struct netbuf *nb);
+/* Resumes reading; buffered messages are offered again from the event loop, not from this call. */
+void netbuf_resume(struct netbuf *nb);
+/* Sets the forwarding target (NULL: forwarded bytes are dropped). */
+void netbuf_set_dst(struct netbuf *nb, struct netbuf *dst);
+
+/* Sends bytes pgvalve generated; false if the socket is already broken. */
+bool netbuf_send(struct netbuf *nb, const void *data, uint32_t len);
+/* Bytes waiting to be written to this socket. */
+uint32_t netbuf_queue_len(const struct netbuf *nb);
+/* Unparsed bytes buffered from this socket. */
+uint32_t netbuf_buffered(const struct netbuf *nb);
+/* Pushes out forwarded bytes still held in nb's buffer (before a release or a generated reply). */
+void netbuf_flush_forwarded(struct netbuf *nb);
+
+static inline bool netbuf_is_open(const struct netbuf *nb) { return nb->fd >= 0; }
+
+#endif

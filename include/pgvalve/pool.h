@@ -1,0 +1,138 @@
+/*
+ * pool.h - databases, pools, and the process instance.
+ *
+ * A pool is keyed by (database, user) and owns the lists its clients and
+ * servers sit in, one list per state. pool.c matches waiting clients to
+ * idle servers (FIFO for clients, LIFO or round robin for servers),
+ * decides when to open a new server connection, and takes servers back
+ * when a client is done with them.
+ *
+ * struct instance is the documented set of process globals: the loop, the
+ * running config, the auth store, the databases and the cancel-key index.
+ * Everything else is reached from a client or server.
+ */
+#ifndef PGVALVE_POOL_H
+#define PGVALVE_POOL_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/list.h"
+#include "pgvalve/config.h"
+#include "pgvalve/varcache.h"
+
+#include <event2/event.h>
+#include <sys/socket.h>
+
+struct client;
+struct server;
+struct auth_store;
+
+/* One ParameterStatus pair the pool learned from its first server. */
+struct welcome_param {
+	char *name;
+	char *value;
+};
+
+struct db {
+	struct list_node node;		/* instance.databases */
+	char *name;
+	struct db_config cfg;		/* deep copy; strings owned */
+	bool is_autodb;			/* made from the "*" entry */
+	bool is_admin;			/* the virtual pgbouncer/pgvalve database */
+	struct list pools;
+	int server_count;		/* all servers of all its pools */
+	usec_t last_used;
+};
+
+struct pool {
+	struct list_node node;		/* db->pools */
+	struct db *db;
+	char *user;			/* the user servers log in as */
+	char *password;			/* server login secret: plain or md5..., "" if none */
+
+	/* clients by state */
+	struct list active_clients;	/* logged in: idle or holding a server */
+	struct list waiting_clients;	/* FIFO: want a server */
+	struct list welcome_clients;	/* authenticated, waiting for server parameters */
+	/* servers by state */
+	struct list active_servers;	/* linked to a client */
+	struct list idle_servers;	/* ready */
+	struct list used_servers;	/* released, reset or check pending */
+	struct list tested_servers;	/* running reset/check query */
+	struct list login_servers;	/* connecting / authenticating */
+
+	bool welcome_ready;
+	struct welcome_param *welcome;
+	int welcome_count;
+	struct varcache *welcome_vars;
+
+	int mode_cached;		/* pool_effective_mode, valid for config_generation */
+	uint64_t mode_cached_gen;
+	usec_t last_login_failure;	/* for server_login_retry */
+	char last_error[256];		/* the last server login error, sent to waiting clients */
+	char last_error_sqlstate[6];
+};
+
+struct instance {
+	struct event_base *base;
+	struct config *cfg;
+	struct auth_store *auth;
+	struct list databases;
+	struct list login_clients;	/* clients before they belong to a pool */
+	struct list dead_clients;	/* closed, freed by the loop's reaper */
+	struct list dead_servers;
+	struct list cancel_requests;	/* cancel connections in flight */
+	uint32_t client_count;		/* every client socket, for max_client_conn */
+	uint32_t server_count;
+	uint64_t next_conn_id;
+	uint64_t config_generation;	/* bumped when cfg changes; invalidates per-pool caches */
+	bool shutting_down;		/* SIGINT: no new clients, exit when the last one leaves */
+	/* cancel key index: open hash over client BackendKeyData */
+	struct client **cancel_table;
+	uint32_t cancel_table_size;
+	uint32_t cancel_count;
+};
+
+extern struct instance pgv;
+
+/* Builds databases from pgv.cfg (start-up). */
+void pool_setup_databases(void);
+struct db *pool_find_db(const char *name);
+/* Finds a database, or makes one from the "*" entry. NULL if neither. */
+struct db *pool_find_or_autodb(const char *name);
+struct pool *pool_get(struct db *db, const char *client_user);
+
+int pool_effective_size(const struct pool *pool);
+int pool_effective_mode(const struct pool *pool);
+int pool_server_count(const struct pool *pool);
+
+/*
+ * The client has a message for a server. Links an idle server now, or
+ * queues the client (and opens a server if the pool may). Returns true if
+ * the client is linked on return.
+ */
+bool pool_request_server(struct client *client);
+/* A client was authenticated: finish login now or wait for server parameters. */
+void pool_client_logged_in(struct client *client);
+/* Server finished login or a reset: hand it to a waiting client or park it. */
+void pool_server_ready(struct server *server);
+/* Client is done with its server (end of transaction, statement, or session). */
+void pool_release_server(struct server *server);
+/* A server login failed: remember why for clients waiting on this pool. */
+void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message);
+/* Opens new servers if clients are waiting and limits allow. */
+void pool_launch_servers(struct pool *pool);
+/* Called after a server or client left, to keep things moving. */
+void pool_after_change(struct pool *pool);
+
+void pool_learn_welcome(struct pool *pool, const struct server *server);
+
+/* Cancel-key index of clients. */
+void cancel_index_add(struct client *client);
+void cancel_index_remove(struct client *client);
+struct client *cancel_index_find(uint32_t pid, uint32_t key);
+
+/* Closes every client and server (shutdown). */
+void pool_close_all_connections(const char *reason);
+void pool_free_all(void);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * server.h - a server connection: connect, log in, serve one client at a
+ * time, get reset or checked, close.
+ *
+ * State diagram (server_set_state changes it and moves the server between
+ * its pool's lists):
+ *
+ *   LOGIN --ReadyForQuery--> IDLE <--reset/check done-- TESTED
+ *                            |  ^                          ^
+ *                  pool links|  |released, clean           | reset/check query sent
+ *                            v  |                          |
+ *                          ACTIVE --released, needs reset--> USED
+ *
+ *   any state --error, EOF, lifetime--> CLOSED
+ */
+#ifndef PGVALVE_SERVER_H
+#define PGVALVE_SERVER_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/netbuf.h"
+#include "pgvalve/list.h"
+#include "pgvalve/varcache.h"
+#include "pgvalve/scram.h"
+
+#include <sys/un.h>
+
+enum server_state {
+	SV_LOGIN,
+	SV_IDLE,
+	SV_ACTIVE,
+	SV_USED,
+	SV_TESTED,
+	SV_CLOSED,
+};
+
+/* What the server is doing for pgvalve itself, whose replies are not forwarded. */
+enum server_internal {
+	SV_INTERNAL_NONE,
+	SV_INTERNAL_SET_PARAMS,		/* applying a client's parameters before its own messages */
+	SV_INTERNAL_RESET,		/* server_reset_query */
+	SV_INTERNAL_CHECK,		/* server_check_query */
+};
+
+struct server {
+	struct netbuf nb;		/* first: handlers get &server->nb */
+	enum server_state state;
+	enum server_internal internal;
+	struct list_node node;
+	struct pool *pool;
+	struct client *link;
+	struct varcache *vars;
+	struct welcome_param *params;	/* every ParameterStatus seen at login */
+	int param_count;
+	struct scram_client *scram;	/* during login only */
+	uint32_t be_pid;
+	uint32_t be_key;
+	uint64_t id;
+	usec_t connect_time;
+	usec_t last_used;
+	int expect_ready;		/* ReadyForQuery still owed (one per Query/Sync/FunctionCall) */
+	bool unsynced;			/* extended-protocol messages sent since the last Sync */
+	bool copy_in;			/* COPY FROM STDIN in progress */
+	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */
+	bool close_needed;		/* close instead of reuse when released */
+	bool internal_failed;
+	int cancels_in_flight;
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+		struct sockaddr_un un;
+	} addr;
+	socklen_t addrlen;
+};
+
+/* Opens a new server connection for pool (state LOGIN). NULL if it could not even start. */
+struct server *server_connect(struct pool *pool);
+void server_set_state(struct server *server, enum server_state state);
+void server_close(struct server *server, const char *reason);
+/* Frees a closed server (from the loop's reaper). */
+void server_free(struct server *server);
+/* Closes cancel connections still open (shutdown). */
+void server_cancel_requests_free_all(void);
+/* Link/unlink with a client; set up forwarding both ways. */
+void server_link(struct server *server, struct client *client);
+void server_unlink(struct server *server);
+/* Runs a query whose results pgvalve consumes (reset, check, SET). */
+void server_run_internal(struct server *server, enum server_internal what, const char *sql, uint32_t sql_len);
+/* Brings the server's parameters in line with the client's; returns true if a query was sent. */
+bool server_apply_client_vars(struct server *server, struct client *client);
+/* Called for each message a client forwards to it: keeps the ReadyForQuery accounting. */
+void server_note_client_message(struct server *server, uint8_t type);
+/* Whether the server is between transactions with nothing outstanding. */
+bool server_is_clean(const struct server *server);
+const char *server_prefix(const struct server *server, char *buf, size_t size);
+/* Sends a CancelRequest for whatever it runs, on a new connection. */
+void server_send_cancel(struct server *server);
+
+#define server_log(level, s, fmt, ...) do { \
+	if (log_enabled(level)) { char _pfx[256]; \
+		log_msg(level, "%s " fmt, server_prefix((s), _pfx, sizeof(_pfx)), ##__VA_ARGS__); } \
+	} while (0)
+
+#endif
