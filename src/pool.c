@@ -174,10 +174,39 @@ void pool_after_change(struct pool *pool)
 
 /* ---------------------------------------------------------------- matching */
 
+/* server_check_query's "<empty>" means an empty query: the cheapest round trip there is. */
+static void run_check_query(struct server *server)
+{
+	const char *q = pgv.cfg->server_check_query;
+	if (strcmp(q, "<empty>") == 0)
+		q = "";
+	server_set_state(server, SV_TESTED);
+	server_run_internal(server, SV_INTERNAL_CHECK, q, (uint32_t)strlen(q));
+}
+
+static bool needs_check(const struct server *server)
+{
+	const struct config *cfg = pgv.cfg;
+	if (!cfg->server_check_query[0])
+		return false;
+	return cfg->server_check_delay == 0 || now_usec() - server->last_used >= cfg->server_check_delay;
+}
+
+/*
+ * An idle server ready to use now. Servers unused for server_check_delay
+ * are sent to run server_check_query first; they come back through
+ * pool_server_ready() and serve whoever waits by then.
+ */
 static struct server *take_idle_server(struct pool *pool)
 {
-	struct list_node *n = list_first(&pool->idle_servers);
-	return n ? container_of(n, struct server, node) : NULL;
+	struct list_node *n;
+	while ((n = list_first(&pool->idle_servers))) {
+		struct server *server = container_of(n, struct server, node);
+		if (!needs_check(server))
+			return server;
+		run_check_query(server);
+	}
+	return NULL;
 }
 
 static void link_pair(struct client *client, struct server *server)
@@ -223,6 +252,7 @@ void pool_server_ready(struct server *server)
 		link_pair(container_of(n, struct client, node), server);
 		return;
 	}
+	server->last_used = now_usec();
 	server_set_state(server, SV_IDLE);
 }
 

@@ -353,15 +353,20 @@ static void internal_query_done(struct server *server)
 			struct client *client = server->link;
 			if (server->internal_failed)
 				client_log(LOG_LEVEL_WARNING, client, "could not apply its session parameters to the server");
+			else	/* parameters the server does not report (search_path on PostgreSQL 15) */
+				varcache_copy_set(&server->vars, client->vars);
 			netbuf_resume(&client->nb);
 		}
 		break;
 	case SV_INTERNAL_RESET:
 	case SV_INTERNAL_CHECK:
+		if (what == SV_INTERNAL_RESET)	/* reported values came back as ParameterStatus; the rest are unknown */
+			varcache_forget_except(server->vars, server->reported_mask);
 		if (server->internal_failed || server->txn_status != 'I') {
 			server_close(server, what == SV_INTERNAL_RESET ? "reset query failed" : "server check query failed");
 			return;
 		}
+		server->last_used = now_usec();
 		pool_server_ready(server);
 		break;
 	case SV_INTERNAL_NONE:
@@ -373,7 +378,11 @@ static void internal_query_done(struct server *server)
 
 static void remember_param(struct server *server, const char *name, const char *value)
 {
-	varcache_set_by_name(&server->vars, name, value);
+	int idx = varcache_index(name);
+	if (idx >= 0) {
+		varcache_set(&server->vars, idx, value);
+		server->reported_mask |= 1u << idx;
+	}
 	if (server->state != SV_LOGIN)
 		return;
 	for (int i = 0; i < server->param_count; i++) {
@@ -631,8 +640,19 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 				internal_query_done(server);
 			return server->state != SV_CLOSED;
 		}
+		int mode = pool_effective_mode(server->pool);
+		if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
+			/* As PgBouncer: the client may not hold a server across statements. */
+			static const char msg[] = "transaction blocks not allowed in statement pooling mode";
+			struct client *client = server->link;
+			netbuf_skip(&server->nb, pkt->len);
+			server_unlink(server);
+			client_close(client, "08P01", msg);
+			server_close(server, msg);
+			return false;
+		}
 		netbuf_forward(&server->nb, pkt->len);
-		if (server->link && pool_effective_mode(server->pool) != POOL_MODE_SESSION && server_is_clean(server))
+		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
 			pool_release_server(server);
 		return true;
 	}

@@ -117,6 +117,27 @@ void varcache_copy_missing(struct varcache **dst, const struct varcache *src)
 			varcache_set(dst, i, src->values[i]);
 }
 
+void varcache_copy_set(struct varcache **dst, const struct varcache *src)
+{
+	if (!src)
+		return;
+	for (int i = 0; i < vtab.count; i++)
+		if (src->values[i])
+			varcache_set(dst, i, src->values[i]);
+}
+
+void varcache_forget_except(struct varcache *vc, uint32_t keep_mask)
+{
+	if (!vc)
+		return;
+	for (int i = 0; i < VARCACHE_MAX; i++) {
+		if (!(keep_mask & (1u << i))) {
+			free(vc->values[i]);
+			vc->values[i] = NULL;
+		}
+	}
+}
+
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)
 {
 	int added = 0;

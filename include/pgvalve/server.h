@@ -49,6 +49,7 @@ struct server {
 	struct pool *pool;
 	struct client *link;
 	struct varcache *vars;
+	uint32_t reported_mask;		/* tracked parameters this server reports in ParameterStatus */
 	struct welcome_param *params;	/* every ParameterStatus seen at login */
 	int param_count;
 	struct scram_client *scram;	/* during login only */

@@ -35,6 +35,10 @@ void varcache_set(struct varcache **vc, int idx, const char *value);
 bool varcache_set_by_name(struct varcache **vc, const char *name, const char *value);
 void varcache_free(struct varcache *vc);
 void varcache_copy_missing(struct varcache **dst, const struct varcache *src);
+/* Copies every value src has into *dst (after dst was brought in line with src). */
+void varcache_copy_set(struct varcache **dst, const struct varcache *src);
+/* Forgets the values whose bit is not in keep_mask (bit i = index i). */
+void varcache_forget_except(struct varcache *vc, uint32_t keep_mask);
 
 /*
  * Appends to sql one "SELECT pg_catalog.set_config(name, value, false), ..."

@@ -227,7 +227,8 @@ static const char *const implemented_params[] = {
 	"verbose", "syslog", "syslog_ident", "syslog_facility", "pkt_buf", "max_packet_size",
 	"tcp_keepalive", "tcp_keepcnt", "tcp_keepidle", "tcp_keepintvl", "server_connect_timeout",
 	"server_login_retry", "admin_users", "stats_users", "track_extra_parameters",
-	"application_name_add_host",
+	"application_name_add_host", "query_wait_timeout", "server_check_delay", "server_check_query",
+	"server_idle_timeout", "server_lifetime", "server_round_robin", "so_reuseport", "max_db_connections",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -276,7 +277,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 36);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 44);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -592,18 +593,18 @@ START_TEST(test_not_supported_warns_once_per_load)
 	const char *text =
 		"[pgbouncer]\n"
 		"listen_port = 7000\n"
-		"so_reuseport = 1\n"
-		"so_reuseport = 0\n"
-		"server_round_robin = 1\n";
+		"tcp_defer_accept = 1\n"
+		"tcp_defer_accept = 0\n"
+		"suspend_timeout = 5\n";
 
 	capture_start();
 	cfg = load_ok(text);
 	log = capture_end();
-	ck_assert_int_eq(count_occurrences(log, "parameter \"so_reuseport\" is not supported yet, ignored"), 1);
-	assert_contains(log, "t.ini:3: parameter \"so_reuseport\" is not supported yet, ignored");
-	assert_contains(log, "t.ini:5: parameter \"server_round_robin\" is not supported yet, ignored");
+	ck_assert_int_eq(count_occurrences(log, "parameter \"tcp_defer_accept\" is not supported yet, ignored"), 1);
+	assert_contains(log, "t.ini:3: parameter \"tcp_defer_accept\" is not supported yet, ignored");
+	assert_contains(log, "t.ini:5: parameter \"suspend_timeout\" is not supported yet, ignored");
 	ck_assert_ptr_null(strstr(log, "listen_port"));
-	ck_assert(!cfg->so_reuseport);	/* validated and stored; last one wins */
+	ck_assert(!cfg->tcp_defer_accept);	/* validated and stored; last one wins */
 	config_free(cfg);
 	free(log);
 
@@ -611,12 +612,12 @@ START_TEST(test_not_supported_warns_once_per_load)
 	capture_start();
 	cfg = load_ok(text);
 	log = capture_end();
-	ck_assert_int_eq(count_occurrences(log, "\"so_reuseport\" is not supported yet"), 1);
+	ck_assert_int_eq(count_occurrences(log, "\"tcp_defer_accept\" is not supported yet"), 1);
 	config_free(cfg);
 	free(log);
 
 	/* an invalid value for an unsupported parameter is still an error */
-	assert_contains(load_fail("[pgbouncer]\nso_reuseport = perhaps\n"), "t.ini:2:");
+	assert_contains(load_fail("[pgbouncer]\ntcp_defer_accept = perhaps\n"), "t.ini:2:");
 }
 END_TEST
 

@@ -1,2 +1,257 @@
+/*
+ * test_proto.c - the wire-protocol layer: header validation, bounded
+ * readers, startup parsing and message builders.
+ */
 #include <check.h>
-int main(void) { return 0; }
+#include <stdlib.h>
+
+#include "pgvalve/common.h"
+#include "pgvalve/proto.h"
+#include "pgvalve/varcache.h"
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+START_TEST(header_typed_ok_and_partial)
+{
+	uint8_t buf[16] = { 'Q' };
+	struct pkt pkt;
+	put_be32(buf + 1, 9);	/* 4 length + 5 payload */
+	ck_assert_int_eq(proto_parse_header(buf, 3, false, 1024, &pkt), PROTO_HDR_NEED_MORE);
+	ck_assert_int_eq(proto_parse_header(buf, 7, false, 1024, &pkt), PROTO_HDR_OK);
+	ck_assert_int_eq(pkt.type, 'Q');
+	ck_assert_uint_eq(pkt.len, 10);
+	ck_assert_uint_eq(pkt.avail, 7);
+	ck_assert(!pkt_complete(&pkt));
+	ck_assert_int_eq(proto_parse_header(buf, 16, false, 1024, &pkt), PROTO_HDR_OK);
+	ck_assert_uint_eq(pkt.avail, 10);
+	ck_assert(pkt_complete(&pkt));
+}
+END_TEST
+
+START_TEST(header_rejects_bad_lengths)
+{
+	uint8_t buf[8] = { 'Q' };
+	struct pkt pkt;
+	put_be32(buf + 1, 3);		/* shorter than the length field itself */
+	ck_assert_int_eq(proto_parse_header(buf, 8, false, 1024, &pkt), PROTO_HDR_INVALID);
+	put_be32(buf + 1, 0xFFFFFFFFu);	/* "negative" */
+	ck_assert_int_eq(proto_parse_header(buf, 8, false, 1024, &pkt), PROTO_HDR_INVALID);
+	put_be32(buf + 1, 0x80000000u);
+	ck_assert_int_eq(proto_parse_header(buf, 8, false, 0x7fffffffu, &pkt), PROTO_HDR_INVALID);
+	put_be32(buf + 1, 2000);	/* over the caller's limit */
+	ck_assert_int_eq(proto_parse_header(buf, 8, false, 1024, &pkt), PROTO_HDR_INVALID);
+	put_be32(buf + 1, 1023);	/* exactly at the limit with the type byte */
+	ck_assert_int_eq(proto_parse_header(buf, 8, false, 1024, &pkt), PROTO_HDR_OK);
+	buf[0] = 0;			/* type byte 0 is never valid after startup */
+	ck_assert_int_eq(proto_parse_header(buf, 8, false, 1024, &pkt), PROTO_HDR_INVALID);
+}
+END_TEST
+
+START_TEST(header_startup)
+{
+	uint8_t buf[8];
+	struct pkt pkt;
+	put_be32(buf, 8);
+	put_be32(buf + 4, PROTO_SSL_REQUEST);
+	ck_assert_int_eq(proto_parse_header(buf, 7, true, PROTO_STARTUP_MAX, &pkt), PROTO_HDR_NEED_MORE);
+	ck_assert_int_eq(proto_parse_header(buf, 8, true, PROTO_STARTUP_MAX, &pkt), PROTO_HDR_OK);
+	ck_assert_uint_eq(pkt.len, 8);
+	ck_assert_int_eq(pkt.type, 0);
+	put_be32(buf, 7);
+	ck_assert_int_eq(proto_parse_header(buf, 8, true, PROTO_STARTUP_MAX, &pkt), PROTO_HDR_INVALID);
+	put_be32(buf, 0x7fffffff);
+	ck_assert_int_eq(proto_parse_header(buf, 8, true, PROTO_STARTUP_MAX, &pkt), PROTO_HDR_INVALID);
+	put_be32(buf, PROTO_STARTUP_MAX + 1);
+	ck_assert_int_eq(proto_parse_header(buf, 8, true, PROTO_STARTUP_MAX, &pkt), PROTO_HDR_INVALID);
+}
+END_TEST
+
+START_TEST(reader_never_overruns)
+{
+	const uint8_t data[] = { 0, 0, 0, 7, 'a', 'b' };	/* int, then an unterminated string */
+	struct pkt_reader r;
+	pkt_reader_init(&r, data, sizeof(data));
+	ck_assert_uint_eq(pkt_get_uint32(&r), 7);
+	ck_assert_ptr_null(pkt_get_string(&r));
+	ck_assert(r.failed);
+	ck_assert_uint_eq(pkt_get_uint32(&r), 0);	/* stays failed */
+
+	pkt_reader_init(&r, data, 3);
+	ck_assert_uint_eq(pkt_get_uint32(&r), 0);
+	ck_assert(r.failed);
+	pkt_reader_init(&r, data, sizeof(data));
+	ck_assert_ptr_null(pkt_get_bytes(&r, 7));
+	ck_assert(r.failed);
+}
+END_TEST
+
+static uint32_t build_startup(uint8_t *buf, const char *const *kv, int n, bool terminate)
+{
+	uint32_t pos = 0;
+	put_be32(buf, PROTO_VERSION_3);
+	pos = 4;
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(kv[i]) + 1;
+		memcpy(buf + pos, kv[i], l);
+		pos += (uint32_t)l;
+	}
+	if (terminate)
+		buf[pos++] = 0;
+	return pos;
+}
+
+START_TEST(startup_parse)
+{
+	uint8_t buf[512];
+	const char *kv[] = { "user", "alice", "database", "app", "application_name", "psql" };
+	struct startup_params sp;
+	const char *err = NULL;
+	uint32_t len = build_startup(buf, kv, 6, true);
+	ck_assert(proto_parse_startup(buf, len, &sp, &err));
+	ck_assert_uint_eq(sp.version, PROTO_VERSION_3);
+	ck_assert_int_eq(sp.count, 3);
+	ck_assert_str_eq(startup_param(&sp, "user"), "alice");
+	ck_assert_str_eq(startup_param(&sp, "application_name"), "psql");
+	ck_assert_ptr_null(startup_param(&sp, "options"));
+
+	/* missing final terminator */
+	len = build_startup(buf, kv, 6, false);
+	ck_assert(!proto_parse_startup(buf, len, &sp, &err));
+	/* a name without a value */
+	len = build_startup(buf, kv, 5, true);
+	ck_assert(!proto_parse_startup(buf, len, &sp, &err));
+	ck_assert_ptr_nonnull(err);
+	/* junk after the terminator */
+	len = build_startup(buf, kv, 6, true);
+	buf[len++] = 'x';
+	ck_assert(!proto_parse_startup(buf, len, &sp, &err));
+	/* too short for the version */
+	ck_assert(!proto_parse_startup(buf, 3, &sp, &err));
+}
+END_TEST
+
+START_TEST(startup_too_many_params)
+{
+	uint8_t buf[4096];
+	const char *kv[2 * (STARTUP_MAX_PARAMS + 1)];
+	char names[STARTUP_MAX_PARAMS + 1][8];
+	for (int i = 0; i <= STARTUP_MAX_PARAMS; i++) {
+		snprintf(names[i], sizeof(names[i]), "p%d", i);
+		kv[2 * i] = names[i];
+		kv[2 * i + 1] = "v";
+	}
+	struct startup_params sp;
+	const char *err = NULL;
+	uint32_t len = build_startup(buf, kv, 2 * (STARTUP_MAX_PARAMS + 1), true);
+	ck_assert(!proto_parse_startup(buf, len, &sp, &err));
+	ck_assert_str_eq(err, "too many startup parameters");
+}
+END_TEST
+
+START_TEST(builders_roundtrip)
+{
+	struct pktbuf b;
+	struct pkt pkt;
+	pktbuf_init(&b, 8);	/* forces growth */
+	proto_put_error(&b, "FATAL", "28P01", "password authentication failed for user \"x\"");
+	proto_put_ready(&b, 'T');
+	ck_assert(!b.failed);
+
+	ck_assert_int_eq(proto_parse_header(b.buf, b.len, false, 1 << 20, &pkt), PROTO_HDR_OK);
+	ck_assert_int_eq(pkt.type, 'E');
+	ck_assert(pkt_complete(&pkt));
+	ck_assert_str_eq(proto_error_field(pkt_body(&pkt), pkt_body_len(&pkt), 'C'), "28P01");
+	ck_assert_str_eq(proto_error_field(pkt_body(&pkt), pkt_body_len(&pkt), 'S'), "FATAL");
+	ck_assert_ptr_null(proto_error_field(pkt_body(&pkt), pkt_body_len(&pkt), 'D'));
+
+	uint32_t off = pkt.len;
+	ck_assert_int_eq(proto_parse_header(b.buf + off, b.len - off, false, 1 << 20, &pkt), PROTO_HDR_OK);
+	ck_assert_int_eq(pkt.type, 'Z');
+	ck_assert_uint_eq(pkt.len, 6);
+	ck_assert_int_eq(pkt_body(&pkt)[0], 'T');
+	ck_assert_uint_eq(off + pkt.len, b.len);
+	pktbuf_free(&b);
+}
+END_TEST
+
+START_TEST(fixed_builder_overflow_flags_failure)
+{
+	uint8_t mem[8];
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	proto_put_query(&b, "SELECT 1");
+	ck_assert(b.failed);
+}
+END_TEST
+
+START_TEST(error_field_malformed)
+{
+	const uint8_t unterminated[] = { 'C', '2', '8' };
+	ck_assert_ptr_null(proto_error_field(unterminated, sizeof(unterminated), 'C'));
+	ck_assert_ptr_null(proto_error_field(unterminated, 0, 'C'));
+}
+END_TEST
+
+START_TEST(quote_literal)
+{
+	char out[64];
+	ck_assert(proto_quote_literal("it's a \\ test", out, sizeof(out)));
+	ck_assert_str_eq(out, "E'it''s a \\\\ test'");
+	ck_assert(!proto_quote_literal("0123456789", out, 8));
+}
+END_TEST
+
+START_TEST(varcache_diff)
+{
+	varcache_configure("extra_float_digits");
+	struct varcache *client = NULL, *server = NULL;
+	struct pktbuf sql;
+	pktbuf_init(&sql, 64);
+	varcache_set_by_name(&client, "TimeZone", "UTC");
+	varcache_set_by_name(&client, "application_name", "a'b");
+	varcache_set_by_name(&client, "EXTRA_FLOAT_DIGITS", "3");
+	varcache_set_by_name(&server, "timezone", "UTC");
+	ck_assert(!varcache_set_by_name(&client, "work_mem", "1MB"));
+	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 2);
+	pktbuf_put_byte(&sql, 0);
+	ck_assert_str_eq((char *)sql.buf,
+			 "SELECT pg_catalog.set_config(E'application_name', E'a''b', false), "
+			 "pg_catalog.set_config(E'extra_float_digits', E'3', false)");
+	varcache_copy_set(&server, client);
+	pktbuf_reset(&sql);
+	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 0);
+	varcache_forget_except(server, 1u << varcache_index("TimeZone"));
+	ck_assert_ptr_null(varcache_get(server, varcache_index("application_name")));
+	ck_assert_str_eq(varcache_get(server, varcache_index("TimeZone")), "UTC");
+	pktbuf_free(&sql);
+	varcache_free(client);
+	varcache_free(server);
+	varcache_configure(NULL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, header_typed_ok_and_partial);
+	tcase_add_test(tc, header_rejects_bad_lengths);
+	tcase_add_test(tc, header_startup);
+	tcase_add_test(tc, reader_never_overruns);
+	tcase_add_test(tc, startup_parse);
+	tcase_add_test(tc, startup_too_many_params);
+	tcase_add_test(tc, builders_roundtrip);
+	tcase_add_test(tc, fixed_builder_overflow_flags_failure);
+	tcase_add_test(tc, error_field_malformed);
+	tcase_add_test(tc, quote_literal);
+	tcase_add_test(tc, varcache_diff);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
