@@ -1,0 +1,962 @@
+/*
+ * harness.c - process, file and socket plumbing for the integration tests
+ * (see harness.h for the contract).
+ *
+ * Owns: the pgvalve instances and helper programs a test starts (a small
+ * registry of PIDs so the teardown fixture can stop them), the instance
+ * dirs under PGV_TEST_DIR, and a cached superuser connection to PostgreSQL.
+ * It knows nothing of pgvalve's internals: only its command line, its
+ * config file format, its files and its sockets.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <openssl/evp.h>
+
+#ifndef PGV_TEST_SRCDIR
+#error "PGV_TEST_SRCDIR must name the source tree (set by Makefile.am)"
+#endif
+#ifndef PGV_TEST_BUILDDIR
+#error "PGV_TEST_BUILDDIR must name the build tree (set by Makefile.am)"
+#endif
+
+#define START_TIMEOUT_S 10.0
+#define STOP_TIMEOUT_S 5.0
+#define MAX_INSTANCES 8
+#define MAX_HELPERS 8
+#define TAIL_BYTES 1500
+
+/* Copies, not pointers: a test's struct pgv lives on its stack. */
+static struct pgv instances[MAX_INSTANCES];
+static pid_t helpers[MAX_HELPERS];
+static PGconn *direct_conn;
+
+/* ---------------------------------------------------------------- small things */
+
+double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static const char *env_required(const char *name)
+{
+	const char *v = getenv(name);
+
+	if (v == NULL || *v == '\0')
+		ck_abort_msg("%s is not set: run this test through test/integration/run.sh", name);
+	return v;
+}
+
+static int pg_port(void)
+{
+	return atoi(env_required("PGV_TEST_PGPORT"));
+}
+
+/* The user pgvalve runs as (-u), or NULL when the tests do not run as root. */
+static const char *runas_user(void)
+{
+	const char *u = getenv("PGV_TEST_RUNAS");
+
+	if (u == NULL || *u == '\0' || geteuid() != 0)
+		return NULL;
+	return u;
+}
+
+static void chown_runas(const char *path)
+{
+	const char *u = runas_user();
+	struct passwd *pw;
+
+	if (u == NULL)
+		return;
+	pw = getpwnam(u);
+	if (pw == NULL)
+		ck_abort_msg("user %s (PGV_TEST_RUNAS) does not exist", u);
+	if (chown(path, pw->pw_uid, pw->pw_gid) != 0)
+		ck_abort_msg("chown %s to %s: %s", path, u, strerror(errno));
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	size_t len = strlen(text), off = 0;
+
+	if (fd < 0)
+		ck_abort_msg("create %s: %s", path, strerror(errno));
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			ck_abort_msg("write %s: %s", path, strerror(errno));
+		off += (size_t)n;
+	}
+	if (fchmod(fd, mode) != 0)
+		ck_abort_msg("chmod %s: %s", path, strerror(errno));
+	close(fd);
+	chown_runas(path);
+}
+
+static const char *tail_into(char *buf, size_t size, const char *path, size_t bytes)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	ssize_t n;
+	off_t from;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	if (bytes > size - 1)
+		bytes = size - 1;
+	if (fstat(fd, &st) == 0 && st.st_size > (off_t)bytes)
+		from = st.st_size - (off_t)bytes;
+	else
+		from = 0;
+	n = pread(fd, buf, bytes, from);
+	close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	return buf;
+}
+
+const char *read_file_tail(const char *path, size_t bytes)
+{
+	static char buf[16384];
+
+	return tail_into(buf, sizeof(buf), path, bytes);
+}
+
+static void instance_path(const struct pgv *p, const char *name, char *out, size_t size)
+{
+	snprintf(out, size, "%s/%s", p->dir, name);
+}
+
+const char *pgv_log_tail(struct pgv *p, size_t bytes)
+{
+	static char out[2 * TAIL_BYTES + 4096];
+	char logbuf[TAIL_BYTES + 1], errbuf[TAIL_BYTES + 1], errpath[700];
+
+	if (bytes > TAIL_BYTES)
+		bytes = TAIL_BYTES;
+	instance_path(p, "stderr.log", errpath, sizeof(errpath));
+	tail_into(logbuf, sizeof(logbuf), p->log, bytes);
+	tail_into(errbuf, sizeof(errbuf), errpath, bytes);
+	if (strcmp(logbuf, errbuf) == 0)	/* logging to both, as in the foreground */
+		snprintf(out, sizeof(out), "--- end of %s (and of stderr.log):\n%s", p->log, logbuf);
+	else
+		snprintf(out, sizeof(out), "--- end of %s:\n%s\n--- end of %s:\n%s", p->log, logbuf, errpath, errbuf);
+	return out;
+}
+
+bool pgv_log_contains(struct pgv *p, const char *needle)
+{
+	FILE *f = fopen(p->log, "re");
+	char *text = NULL;
+	size_t cap = 0, len = 0;
+	bool found;
+
+	if (f == NULL)
+		return false;
+	for (;;) {
+		size_t n;
+
+		if (cap - len < 4096) {
+			cap = cap ? cap * 2 : 65536;
+			text = realloc(text, cap + 1);
+			ck_assert_ptr_nonnull(text);
+		}
+		n = fread(text + len, 1, cap - len, f);
+		if (n == 0)
+			break;
+		len += n;
+	}
+	fclose(f);
+	text[len] = '\0';
+	found = strstr(text, needle) != NULL;
+	free(text);
+	return found;
+}
+
+/* ---------------------------------------------------------------- processes */
+
+static void registry_add_helper(pid_t pid)
+{
+	for (size_t i = 0; i < MAX_HELPERS; i++)
+		if (helpers[i] == 0) {
+			helpers[i] = pid;
+			return;
+		}
+}
+
+static void registry_drop_helper(pid_t pid)
+{
+	for (size_t i = 0; i < MAX_HELPERS; i++)
+		if (helpers[i] == pid)
+			helpers[i] = 0;
+}
+
+/*
+ * fork + exec with stdout/stderr appended to outfile. The child stays in
+ * the test's process group and gets SIGKILL when the test process dies.
+ */
+static pid_t spawn(char *const argv[], char *const env[], const char *outfile, const char *cwd)
+{
+	pid_t parent = getpid(), pid;
+	int out = open(outfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	if (out < 0)
+		ck_abort_msg("open %s: %s", outfile, strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		ck_abort_msg("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDONLY);
+		long maxfd = sysconf(_SC_OPEN_MAX);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+			_exit(127);
+		if (maxfd < 0 || maxfd > 65536)
+			maxfd = 65536;
+		for (int fd = 3; fd < maxfd; fd++)
+			close(fd);
+		if (cwd != NULL && chdir(cwd) != 0)
+			_exit(127);
+		for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+			putenv(env[i]);
+		execvp(argv[0], argv);
+		dprintf(2, "harness: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(out);
+	return pid;
+}
+
+/* waitpid with a deadline; true (and *status) once the child is reaped. */
+static bool wait_child(pid_t pid, int *status, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return true;
+		if (r < 0 && errno != EINTR)
+			return true;	/* not our child any more: nothing to wait for */
+		if (now_s() >= deadline)
+			return false;
+		sleep_ms(20);
+	}
+}
+
+static void describe_status(int status, char *out, size_t size)
+{
+	if (WIFEXITED(status))
+		snprintf(out, size, "exit status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(out, size, "signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(out, size, "wait status 0x%x", (unsigned)status);
+}
+
+int run_program(char *const argv[], char *const env[], const char *outfile, int timeout_s)
+{
+	char path[PATH_MAX];
+	const char *pgbin = getenv("PGV_TEST_PGBIN");
+	char **args;
+	size_t argc = 0;
+	pid_t pid;
+	int status;
+
+	while (argv[argc] != NULL)
+		argc++;
+	args = calloc(argc + 1, sizeof(*args));
+	ck_assert_ptr_nonnull(args);
+	memcpy(args, argv, argc * sizeof(*args));
+	if (strchr(argv[0], '/') == NULL && pgbin != NULL && *pgbin != '\0') {
+		snprintf(path, sizeof(path), "%s/%s", pgbin, argv[0]);
+		if (access(path, X_OK) == 0)
+			args[0] = path;
+	}
+	pid = spawn(args, env, outfile, NULL);
+	free(args);
+	registry_add_helper(pid);
+	if (!wait_child(pid, &status, timeout_s)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		registry_drop_helper(pid);
+		return -1;
+	}
+	registry_drop_helper(pid);
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* ---------------------------------------------------------------- pgvalve */
+
+static bool port_is_free(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* no SO_REUSEADDR: a port with connections in TIME_WAIT counts as taken */
+	ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * A port below the kernel's ephemeral range (32768+ on Debian), so no
+ * client socket can be holding it. Spread by PID: every test is a new
+ * process, and the previous test's port may still be in TIME_WAIT.
+ */
+static int pick_port(void)
+{
+	int pg = pg_port();
+	int start = (int)(getpid() % 3000) * 2;
+
+	for (int i = 0; i < 3000; i++) {
+		int port = 26000 + (start + i) % 6000;
+
+		if (port != pg && port_is_free(port))
+			return port;
+	}
+	ck_abort_msg("no free TCP port in 26000-31999");
+	return -1;
+}
+
+/* True once something listens on 127.0.0.1:port (or 0.0.0.0:port). */
+static bool port_listening(int port)
+{
+	FILE *f = fopen("/proc/net/tcp", "re");
+	char line[512];
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		unsigned int addr, lport, state;
+
+		if (sscanf(line, " %*u: %8X:%4X %*8X:%*4X %2X", &addr, &lport, &state) == 3 &&
+		    (int)lport == port && state == 0x0A && (addr == 0x0100007F || addr == 0))
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+static void registry_add(const struct pgv *p)
+{
+	for (size_t i = 0; i < MAX_INSTANCES; i++)
+		if (instances[i].pid == 0) {
+			instances[i] = *p;
+			return;
+		}
+	ck_abort_msg("more than %d pgvalve instances in one test", MAX_INSTANCES);
+}
+
+static void registry_drop(pid_t pid)
+{
+	for (size_t i = 0; i < MAX_INSTANCES; i++)
+		if (instances[i].pid == pid)
+			memset(&instances[i], 0, sizeof(instances[i]));
+}
+
+void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
+{
+	static unsigned seq;
+	const char *testdir = env_required("PGV_TEST_DIR");
+	const char *binary = env_required("PGV_BINARY");
+	const char *user = runas_user();
+	/* PGV_TEST_INI_SECTION=pgbouncer runs the suite against PgBouncer itself */
+	const char *section = getenv("PGV_TEST_INI_SECTION") ? getenv("PGV_TEST_INI_SECTION") : "pgvalve";
+	char authfile[700], pidfile[700], errfile[700], *ini_text = NULL;
+	size_t ini_len = 0;
+	FILE *ini;
+	char *argv[6];
+	int argc = 0;
+	double deadline;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->dir, sizeof(p->dir), "%s/pgv-%ld-%u", testdir, (long)getpid(), seq++);
+	if (mkdir(p->dir, 0755) != 0)
+		ck_abort_msg("mkdir %s: %s", p->dir, strerror(errno));
+	chown_runas(p->dir);
+	snprintf(p->ini, sizeof(p->ini), "%s/pgvalve.ini", p->dir);
+	snprintf(p->log, sizeof(p->log), "%s/pgvalve.log", p->dir);
+	instance_path(p, "userlist.txt", authfile, sizeof(authfile));
+	instance_path(p, "pgvalve.pid", pidfile, sizeof(pidfile));
+	instance_path(p, "stderr.log", errfile, sizeof(errfile));
+	p->port = pick_port();
+
+	write_file(authfile, userlist ? userlist : "", 0600);
+	write_file(p->log, "", 0644);
+
+	ini = open_memstream(&ini_text, &ini_len);
+	ck_assert_ptr_nonnull(ini);
+	fprintf(ini,
+		"; written by the integration test harness\n"
+		"[databases]\n%s\n\n"
+		"[%s]\n"
+		"listen_addr = 127.0.0.1\n"
+		"listen_port = %d\n"
+		"unix_socket_dir = %s\n"
+		"auth_file = %s\n"
+		"logfile = %s\n"
+		"pidfile = %s\n"
+		"%s\n",
+		databases ? databases : "", section, p->port, p->dir, authfile, p->log, pidfile,
+		pgbouncer_extra ? pgbouncer_extra : "");
+	fclose(ini);
+	write_file(p->ini, ini_text, 0644);
+	free(ini_text);
+
+	argv[argc++] = (char *)binary;
+	if (user != NULL) {
+		argv[argc++] = "-u";
+		argv[argc++] = (char *)user;
+	}
+	argv[argc++] = p->ini;
+	argv[argc] = NULL;
+	p->pid = spawn(argv, NULL, errfile, p->dir);
+	registry_add(p);
+
+	deadline = now_s() + START_TIMEOUT_S;
+	for (;;) {
+		int status;
+		char how[96];
+
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			registry_drop(p->pid);
+			p->pid = 0;
+			describe_status(status, how, sizeof(how));
+			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
+				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
+		}
+		if (port_listening(p->port))
+			return;
+		if (now_s() >= deadline) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, &status, 0);
+			registry_drop(p->pid);
+			p->pid = 0;
+			ck_abort_msg("pgvalve was not listening on 127.0.0.1:%d after %.0f s; config %s\n%s",
+				     p->port, START_TIMEOUT_S, p->ini, pgv_log_tail(p, TAIL_BYTES));
+		}
+		sleep_ms(25);
+	}
+}
+
+bool pgv_running(struct pgv *p)
+{
+	int status;
+
+	if (p->pid <= 0)
+		return false;
+	if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+		registry_drop(p->pid);
+		p->pid = 0;
+		return false;
+	}
+	return true;
+}
+
+/* The first sanitizer report in pgvalve's stderr, or NULL. */
+static const char *sanitizer_report(struct pgv *p)
+{
+	static const char *const markers[] = {
+		"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+		"WARNING: ThreadSanitizer", "ERROR: UndefinedBehaviorSanitizer",
+	};
+	static char buf[4096];
+	char errfile[700];
+	FILE *f;
+	char line[1024];
+	bool started = false;
+
+	instance_path(p, "stderr.log", errfile, sizeof(errfile));
+	f = fopen(errfile, "re");
+	if (f == NULL)
+		return NULL;
+	buf[0] = '\0';
+	while (fgets(line, sizeof(line), f) != NULL) {
+		for (size_t i = 0; !started && i < sizeof(markers) / sizeof(markers[0]); i++)
+			started = strstr(line, markers[i]) != NULL;
+		if (!started)
+			continue;
+		if (strlen(buf) + strlen(line) >= sizeof(buf))
+			break;
+		strcat(buf, line);
+	}
+	fclose(f);
+	return buf[0] ? buf : NULL;
+}
+
+void pgv_stop(struct pgv *p)
+{
+	pid_t pid = p->pid;
+	int status = 0;
+	bool forced = false;
+	const char *report;
+	char how[96];
+
+	if (pid <= 0)
+		return;
+	kill(pid, SIGTERM);
+	if (!wait_child(pid, &status, STOP_TIMEOUT_S)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		forced = true;
+	}
+	registry_drop(pid);
+	p->pid = 0;
+	report = sanitizer_report(p);
+	if (report != NULL)
+		ck_abort_msg("pgvalve's sanitizers reported (full output in %s/stderr.log):\n%s", p->dir, report);
+	if (forced)
+		ck_abort_msg("pgvalve was still running %.0f s after SIGTERM\n%s",
+			     STOP_TIMEOUT_S, pgv_log_tail(p, TAIL_BYTES));
+	if (WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM) {
+		describe_status(status, how, sizeof(how));
+		ck_abort_msg("pgvalve died of %s on SIGTERM\n%s", how, pgv_log_tail(p, TAIL_BYTES));
+	}
+}
+
+static void pgv_teardown(void)
+{
+	for (size_t i = 0; i < MAX_HELPERS; i++)
+		if (helpers[i] > 0) {
+			kill(helpers[i], SIGKILL);
+			waitpid(helpers[i], NULL, 0);
+			helpers[i] = 0;
+		}
+	if (direct_conn != NULL) {
+		PQfinish(direct_conn);
+		direct_conn = NULL;
+	}
+	for (size_t i = 0; i < MAX_INSTANCES; i++)
+		if (instances[i].pid > 0) {
+			struct pgv copy = instances[i];
+
+			pgv_stop(&copy);
+		}
+}
+
+/* ---------------------------------------------------------------- libpq */
+
+void pgv_conn_params(struct pgv *p, const char *dbname, const char *user, const char *password,
+		     const char *keywords[10], const char *values[10], char portbuf[16])
+{
+	int n = 0;
+
+	snprintf(portbuf, 16, "%d", p->port);
+	keywords[n] = "host", values[n++] = "127.0.0.1";
+	keywords[n] = "port", values[n++] = portbuf;
+	keywords[n] = "dbname", values[n++] = dbname;
+	keywords[n] = "user", values[n++] = user;
+	keywords[n] = "sslmode", values[n++] = "disable";
+	keywords[n] = "gssencmode", values[n++] = "disable";
+	keywords[n] = "connect_timeout", values[n++] = "10";
+	if (password != NULL)
+		keywords[n] = "password", values[n++] = password;
+	keywords[n] = NULL, values[n] = NULL;
+}
+
+PGconn *pgv_connect(struct pgv *p, const char *dbname, const char *user, const char *password)
+{
+	const char *kw[10], *val[10];
+	char port[16];
+	PGconn *conn;
+
+	pgv_conn_params(p, dbname, user, password, kw, val, port);
+	conn = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(conn != NULL, "libpq out of memory");
+	return conn;
+}
+
+PGconn *pg_direct(void)
+{
+	const char *kw[] = { "host", "port", "dbname", "user", "connect_timeout", NULL };
+	const char *val[] = { env_required("PGV_TEST_PGSOCKDIR"), env_required("PGV_TEST_PGPORT"),
+			      "pgvtest", "pgvadmin", "10", NULL };
+	PGconn *conn = PQconnectdbParams(kw, val, 0);
+
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+		ck_abort_msg("cannot reach PostgreSQL directly: %s", conn ? PQerrorMessage(conn) : "out of memory");
+	return conn;
+}
+
+const char *query_value(PGconn *conn, const char *sql)
+{
+	static char buf[1024];
+	PGresult *res = PQexec(conn, sql);
+
+	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+		PQclear(res);
+		ck_abort_msg("query \"%s\" failed: %s", sql, msg);
+	}
+	if (PQgetisnull(res, 0, 0))
+		snprintf(buf, sizeof(buf), "(null)");
+	else
+		snprintf(buf, sizeof(buf), "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return buf;
+}
+
+int pg_count_backends(const char *usename)
+{
+	const char *params[1] = { usename };
+	PGresult *res;
+	int n;
+
+	if (direct_conn == NULL || PQstatus(direct_conn) != CONNECTION_OK) {
+		PQfinish(direct_conn);
+		direct_conn = pg_direct();
+	}
+	res = PQexecParams(direct_conn,
+			   "SELECT count(*) FROM pg_stat_activity WHERE usename = $1"
+			   " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+			   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(res));
+		PQclear(res);
+		ck_abort_msg("counting backends failed: %s", msg);
+	}
+	n = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return n;
+}
+
+/* ---------------------------------------------------------------- raw sockets */
+
+int raw_connect(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		ck_abort_msg("connect to 127.0.0.1:%d: %s", port, strerror(errno));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+bool raw_send(int fd, const void *buf, size_t len)
+{
+	const char *b = buf;
+
+	while (len > 0) {
+		ssize_t n = send(fd, b, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		b += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+bool raw_wait_closed(int fd, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+	char buf[4096];
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int left = (int)((deadline - now_s()) * 1000);
+		ssize_t n;
+
+		if (left <= 0)
+			return false;
+		if (poll(&pfd, 1, left) <= 0)
+			continue;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0)
+			return true;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return true;	/* ECONNRESET and the like */
+	}
+}
+
+/* Reads exactly len bytes before the deadline. */
+static bool read_exact(int fd, void *buf, size_t len, double deadline)
+{
+	char *b = buf;
+
+	while (len > 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int left = (int)((deadline - now_s()) * 1000);
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, left) <= 0)
+			return false;
+		n = recv(fd, b, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		b += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+static void md5_hex(const void *data, size_t len, char out[33])
+{
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0;
+
+	if (EVP_Digest(data, len, digest, &dlen, EVP_md5(), NULL) != 1 || dlen != 16)
+		ck_abort_msg("MD5 unavailable from OpenSSL");
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
+void md5_secret(const char *user, const char *password, char out[36])
+{
+	size_t lp = strlen(password), lu = strlen(user);
+	char *buf = malloc(lp + lu + 1);
+
+	ck_assert_ptr_nonnull(buf);
+	memcpy(buf, password, lp);
+	memcpy(buf + lp, user, lu);
+	memcpy(out, "md5", 3);
+	md5_hex(buf, lp + lu, out + 3);
+	free(buf);
+}
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static bool send_password(int fd, const char *text)
+{
+	size_t len = strlen(text) + 1;
+	unsigned char hdr[5];
+
+	hdr[0] = 'p';
+	put_u32(hdr + 1, (uint32_t)(len + 4));
+	return raw_send(fd, hdr, 5) && raw_send(fd, text, len);
+}
+
+static void parse_error(const unsigned char *body, size_t len, struct raw_error *err)
+{
+	size_t i = 0;
+
+	while (i < len && body[i] != 0) {
+		char field = (char)body[i++];
+		const char *value = (const char *)body + i;
+		size_t vlen = strnlen(value, len - i);
+
+		if (field == 'S' && err->severity[0] == '\0')
+			snprintf(err->severity, sizeof(err->severity), "%.*s", (int)vlen, value);
+		else if (field == 'V')
+			snprintf(err->severity, sizeof(err->severity), "%.*s", (int)vlen, value);
+		else if (field == 'C')
+			snprintf(err->sqlstate, sizeof(err->sqlstate), "%.*s", (int)vlen, value);
+		else if (field == 'M')
+			snprintf(err->message, sizeof(err->message), "%.*s", (int)vlen, value);
+		i += vlen + 1;
+	}
+}
+
+int raw_login(int port, const char *dbname, const char *user, const char *password, struct raw_error *err)
+{
+	double deadline = now_s() + 10;
+	unsigned char startup[512], hdr[5], *body = NULL;
+	size_t off = 8;
+	int fd, rc = -2;
+
+	memset(err, 0, sizeof(*err));
+	off += (size_t)snprintf((char *)startup + off, sizeof(startup) - off - 1, "user%c%s%cdatabase%c%s%c",
+				0, user, 0, 0, dbname, 0);
+	ck_assert_msg(off < sizeof(startup) - 1, "startup packet too long");
+	startup[off++] = 0;
+	put_u32(startup, (uint32_t)off);
+	put_u32(startup + 4, 196608);	/* protocol 3.0 */
+
+	fd = raw_connect(port);
+	if (!raw_send(fd, startup, off))
+		goto out;
+	for (;;) {
+		uint32_t len;
+
+		if (!read_exact(fd, hdr, 5, deadline))
+			goto out;
+		len = get_u32(hdr + 1);
+		if (len < 4 || len > 1024 * 1024)
+			goto out;
+		free(body);
+		body = malloc(len - 4 + 1);
+		ck_assert_ptr_nonnull(body);
+		if (!read_exact(fd, body, len - 4, deadline))
+			goto out;
+		body[len - 4] = 0;
+		switch (hdr[0]) {
+		case 'R': {
+			uint32_t code = len >= 8 ? get_u32(body) : 99;
+
+			if (code == 0)
+				break;
+			if (code == 3) {
+				if (!send_password(fd, password))
+					goto out;
+			} else if (code == 5 && len >= 12) {
+				char secret[36], reply[36], salted[32 + 4];
+
+				md5_secret(user, password, secret);
+				memcpy(salted, secret + 3, 32);
+				memcpy(salted + 32, body + 4, 4);
+				memcpy(reply, "md5", 3);
+				md5_hex(salted, sizeof(salted), reply + 3);
+				if (!send_password(fd, reply))
+					goto out;
+			} else {
+				goto out;	/* SASL and others: not spoken here */
+			}
+			break;
+		}
+		case 'E':
+			parse_error(body, len - 4, err);
+			rc = -1;
+			goto out;
+		case 'Z':
+			rc = 0;
+			raw_send(fd, "X\0\0\0\4", 5);
+			goto out;
+		case 'S':
+		case 'K':
+		case 'N':
+			break;
+		default:
+			goto out;
+		}
+	}
+out:
+	free(body);
+	close(fd);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- fixtures */
+
+const char *std_databases(void)
+{
+	static char buf[256];
+
+	snprintf(buf, sizeof(buf), "pgvtest = host=127.0.0.1 port=%d dbname=pgvtest\n", pg_port());
+	return buf;
+}
+
+const char *std_userlist(void)
+{
+	static char buf[512];
+	char md5[36];
+
+	md5_secret("md5_user", "md5_pass", md5);
+	snprintf(buf, sizeof(buf),
+		 "\"scram_user\" \"scram_pass\"\n"
+		 "\"md5_user\" \"%s\"\n"
+		 "\"pgbench_user\" \"bench_pass\"\n", md5);
+	return buf;
+}
+
+TCase *pgv_tcase_create(const char *name, double timeout_s)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_add_checked_fixture(tc, NULL, pgv_teardown);
+	tcase_set_timeout(tc, timeout_s);
+	return tc;
+}
+
+int pgv_run_suite(Suite *s)
+{
+	SRunner *sr;
+	int failed;
+
+	if (getenv("PGV_TEST_DIR") == NULL) {
+		/* Not under run.sh: start over under it, with this binary as its argument. */
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		if (n <= 0) {
+			perror("readlink /proc/self/exe");
+			return 99;
+		}
+		self[n] = '\0';
+		setenv("abs_top_srcdir", PGV_TEST_SRCDIR, 0);
+		setenv("abs_top_builddir", PGV_TEST_BUILDDIR, 0);
+		execlp("bash", "bash", PGV_TEST_SRCDIR "/test/integration/run.sh", self, (char *)NULL);
+		perror("exec bash " PGV_TEST_SRCDIR "/test/integration/run.sh");
+		return 99;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

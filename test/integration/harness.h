@@ -1,0 +1,117 @@
+/*
+ * harness.h - what the integration tests use to drive a real pgvalve
+ * against the PostgreSQL cluster test/integration/run.sh sets up.
+ *
+ * A test binary's main() calls pgv_run_suite(). Run by hand or by `make
+ * check` it re-executes itself under run.sh; run.sh provides the cluster
+ * through PGV_TEST_* variables (see run.sh) and PGV_BINARY.
+ *
+ * Each test runs in a child process (Check's fork mode). Add
+ * pgv_tcase_create()'s fixture to every TCase: its teardown stops whatever
+ * pgvalve and helper processes the test started and fails the test if
+ * pgvalve's stderr shows a sanitizer report. When a test fails or times
+ * out, Check kills the child's whole process group, which holds every
+ * process started here (they are also tied to the test by
+ * PR_SET_PDEATHSIG, except pgvalve after -u changes its user); run.sh
+ * sweeps whatever is left at the end.
+ *
+ * Failures inside these helpers abort the current test with a message that
+ * says what pgvalve logged.
+ */
+#ifndef PGVALVE_TEST_HARNESS_H
+#define PGVALVE_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <check.h>
+#include <libpq-fe.h>
+
+struct pgv {
+	pid_t pid;		/* 0 when not running */
+	int port;		/* listen_port on 127.0.0.1 */
+	char dir[512];		/* instance dir: ini, userlist, logs, pidfile, unix socket */
+	char ini[600];		/* <dir>/pgvalve.ini */
+	char log[600];		/* <dir>/pgvalve.log (the logfile setting) */
+};
+
+/*
+ * Writes <dir>/pgvalve.ini:
+ *   [databases] + `databases`
+ *   [pgvalve]   (or [$PGV_TEST_INI_SECTION]: "pgbouncer" lets the suite run
+ *               against PgBouncer as a reference) listen_addr, listen_port (a free port), unix_socket_dir,
+ *               auth_file (holding `userlist`), logfile, pidfile,
+ *               then `pgbouncer_extra` (later keys win)
+ * and starts PGV_BINARY on it (with -u PGV_TEST_RUNAS when root). Returns
+ * once the port accepts; fails the test with the log's tail if pgvalve
+ * exits first or is not listening within 10 s. Any argument may be NULL.
+ */
+void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist);
+/* SIGTERM, up to 5 s, then SIGKILL (and a failed test). Idempotent. */
+void pgv_stop(struct pgv *p);
+bool pgv_running(struct pgv *p);
+
+/* libpq connection to pgvalve over TCP (sslmode=disable); never NULL. password may be NULL. */
+PGconn *pgv_connect(struct pgv *p, const char *dbname, const char *user, const char *password);
+/* Keyword/value arrays for PQconnectStartParams(), the same parameters as pgv_connect(). */
+void pgv_conn_params(struct pgv *p, const char *dbname, const char *user, const char *password,
+		     const char *keywords[10], const char *values[10], char portbuf[16]);
+
+/* Superuser pgvadmin straight to PostgreSQL over its unix socket (database pgvtest). */
+PGconn *pg_direct(void);
+/* Client backends of usename in pg_stat_activity (not counting the asking one). */
+int pg_count_backends(const char *usename);
+
+bool pgv_log_contains(struct pgv *p, const char *needle);
+/* The last `bytes` of pgvalve's logfile and stderr, for failure messages (static buffer). */
+const char *pgv_log_tail(struct pgv *p, size_t bytes);
+
+/* A connected TCP socket to 127.0.0.1:port, for sending anything at all. */
+int raw_connect(int port);
+/* Writes all of buf; false if pgvalve closed the socket first. */
+bool raw_send(int fd, const void *buf, size_t len);
+/* Reads and discards until the peer closes (EOF or reset); false after timeout_ms. */
+bool raw_wait_closed(int fd, int timeout_ms);
+
+/* An ErrorResponse's fields, as a raw client saw them. */
+struct raw_error {
+	char severity[16];
+	char sqlstate[6];
+	char message[256];
+};
+/*
+ * Logs in speaking the protocol by hand (cleartext or md5 password only).
+ * Returns 0 at ReadyForQuery, -1 with *err filled on an ErrorResponse,
+ * -2 on anything else (closed, timeout, unsupported request).
+ */
+int raw_login(int port, const char *dbname, const char *user, const char *password, struct raw_error *err);
+
+/* "md5" + hex(md5(password || user)), the way auth_file and pg_authid store it. */
+void md5_secret(const char *user, const char *password, char out[36]);
+
+/* "pgvtest = host=127.0.0.1 port=<pgport> dbname=pgvtest\n" (static buffer). */
+const char *std_databases(void);
+/* scram_user and pgbench_user with plain passwords, md5_user with its md5 secret (static buffer). */
+const char *std_userlist(void);
+
+/*
+ * Runs argv[0] (found in PGV_TEST_PGBIN, then PATH) with extra "NAME=value"
+ * environment entries (NULL-terminated, may be NULL), stdout and stderr into
+ * outfile; returns its exit status, or -1 if it ran past timeout_s (then it
+ * is killed).
+ */
+int run_program(char *const argv[], char *const env[], const char *outfile, int timeout_s);
+
+/* Seconds on the monotonic clock. */
+double now_s(void);
+/* Reads a whole small file into a static buffer ("" if missing). */
+const char *read_file_tail(const char *path, size_t bytes);
+
+/* Runs one query and returns the first column of the first row (static buffer); fails the test on error. */
+const char *query_value(PGconn *conn, const char *sql);
+
+/* A TCase with the harness fixture and a timeout in seconds. */
+TCase *pgv_tcase_create(const char *name, double timeout_s);
+/* main() of every integration test binary. */
+int pgv_run_suite(Suite *s);
+
+#endif

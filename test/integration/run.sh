@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+#
+# test/integration/run.sh - the PostgreSQL fixture of the integration tests.
+#
+#   run.sh [TEST_BINARY...]
+#
+# Brings up a throwaway PostgreSQL 15 cluster in a new temp dir (as system
+# user pgvtest when run as root: PostgreSQL refuses root), creates the roles
+# and the database the tests expect, runs each test binary (default: every
+# built test/integration/test_*), then stops PostgreSQL, ends any pgvalve a
+# test left behind and removes the temp dir, whatever happened.
+#
+# `make check` reaches it through the test binaries themselves: started
+# without PGV_TEST_DIR, a binary re-executes itself under this script.
+#
+# What the tests get (environment):
+#   PGV_TEST_DIR        the temp dir (mode 755, owned by PGV_TEST_RUNAS)
+#   PGV_TEST_PGHOST     127.0.0.1          PGV_TEST_PGPORT   PostgreSQL's port
+#   PGV_TEST_PGSOCKDIR  its unix socket dir (superuser pgvadmin, trust)
+#   PGV_TEST_RUNAS      pgvtest when root, else empty (pgvalve gets -u then)
+#   PGV_TEST_PGBIN      PostgreSQL's bin dir (pgbench)
+#   PGV_BINARY          the pgvalve binary under test
+# Roles: scram_user/scram_pass (SCRAM), md5_user/md5_pass (md5 stored),
+# pgbench_user/bench_pass (SCRAM); database pgvtest (owner scram_user) with
+# `pgbench -i -s 1` tables all three may read and write. pg_hba: local trust;
+# TCP from 127.0.0.1: md5 for md5_user, scram-sha-256 for everyone else.
+#
+# Exit: 0 all passed, 1 a test failed, 77 skipped (no PostgreSQL 15 server
+# binaries), 99 the fixture itself failed. PGV_KEEP_TMP=1 keeps the temp dir.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
+# shellcheck source=../../scripts/deps.sh
+. "$srcdir/scripts/deps.sh"
+
+log() { echo "run.sh: $*"; }
+hard_error() { echo "run.sh: ERROR: $*" >&2; exit 99; }
+
+# ---------------------------------------------------------------- inputs
+tests=()
+for t in "$@"; do
+	case $t in /*) ;; *) t="$PWD/$t" ;; esac
+	tests+=("$t")
+done
+if [ -z "${abs_top_builddir:-}" ]; then
+	if [ ${#tests[@]} -gt 0 ]; then
+		abs_top_builddir=$(cd "$(dirname "${tests[0]}")/../.." && pwd)
+	elif [ -x "$PWD/src/pgvalve" ]; then
+		abs_top_builddir=$PWD
+	else
+		abs_top_builddir=$srcdir/build
+	fi
+fi
+if [ ${#tests[@]} -eq 0 ]; then
+	for t in "$abs_top_builddir"/test/integration/test_*; do
+		case $t in *.c | *.h | *.o | *.log | *.trs) continue ;; esac
+		[ -f "$t" ] && [ -x "$t" ] && tests+=("$t")
+	done
+fi
+[ ${#tests[@]} -gt 0 ] || hard_error "no test binaries given or built under $abs_top_builddir/test/integration"
+
+PGV_BINARY=${PGV_BINARY:-$abs_top_builddir/src/pgvalve}
+[ -x "$PGV_BINARY" ] || hard_error "pgvalve binary $PGV_BINARY not built"
+for b in initdb pg_ctl postgres psql pgbench; do
+	if [ ! -x "$PGBIN/$b" ]; then
+		echo "SKIP: $PGBIN/$b not found (install postgresql-15 and postgresql-client-15)"
+		exit 77
+	fi
+done
+
+# The tests choose every connection parameter themselves.
+while IFS= read -r v; do
+	case $v in PGV_* | PGBIN) ;; PG*) unset "$v" ;; esac
+done < <(compgen -e)
+
+# ---------------------------------------------------------------- cleanup
+tmp=
+runas=
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
+		pgv_pg_stop "$tmp/pgdata" "$runas"
+		# pgvalve instances a test left: their pidfiles, then anything still
+		# running with the temp dir on its command line (pgvalve, pgbench).
+		local f pid
+		for f in "$tmp"/*/*.pid; do
+			[ -f "$f" ] || continue
+			pid=$(head -n 1 "$f" 2>/dev/null)
+			case $pid in '' | *[!0-9]*) continue ;; esac
+			if pgv_alive "$pid" && [[ "$(pgv_cmdline "$pid")" == *"$tmp/"* ]]; then
+				log "ending pgvalve $pid left by a test"
+				pgv_kill_pids "$pid"
+			fi
+		done
+		pgv_kill_matching "$tmp/"
+		if [ "${PGV_KEEP_TMP:-0}" = 1 ]; then
+			log "kept $tmp"
+		else
+			rm -rf "$tmp"
+		fi
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- cluster
+if [ "$(id -u)" -eq 0 ]; then
+	runas=pgvtest
+	pgv_ensure_user "$runas" || hard_error "cannot create system user $runas"
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pgvtest.XXXXXX") || hard_error "mktemp failed"
+chmod 755 "$tmp"
+if [ -n "$runas" ]; then
+	chown "$runas:" "$tmp"
+	if ! runuser -u "$runas" -- test -w "$tmp"; then
+		# TMPDIR inside a directory the test user cannot enter
+		rmdir "$tmp"
+		tmp=$(mktemp -d /tmp/pgvtest.XXXXXX) || hard_error "mktemp failed"
+		chmod 755 "$tmp"
+		chown "$runas:" "$tmp"
+	fi
+fi
+
+pgport=$(pgv_free_port 25000) || hard_error "no free port for PostgreSQL"
+pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" pgvadmin || exit 99
+cat >"$tmp/pgdata/pg_hba.conf" <<'EOF'
+# TYPE  DATABASE  USER        ADDRESS        METHOD
+local   all       all                        trust
+host    all       scram_user  127.0.0.1/32   scram-sha-256
+host    all       md5_user    127.0.0.1/32   md5
+host    all       all         127.0.0.1/32   scram-sha-256
+EOF
+pgv_pg_start "$tmp/pgdata" "$runas" "$tmp/postgresql.log" || exit 99
+log "PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }') on 127.0.0.1:$pgport, socket in $tmp"
+
+psql_admin() {
+	"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp" -p "$pgport" -U pgvadmin "$@"
+}
+psql_admin -d postgres >"$tmp/setup.log" 2>&1 <<'EOF' || { cat "$tmp/setup.log"; hard_error "creating roles and database failed"; }
+CREATE ROLE scram_user LOGIN PASSWORD 'scram_pass';
+SET password_encryption = 'md5';
+CREATE ROLE md5_user LOGIN PASSWORD 'md5_pass';
+RESET password_encryption;
+CREATE ROLE pgbench_user LOGIN PASSWORD 'bench_pass';
+CREATE DATABASE pgvtest OWNER scram_user;
+GRANT CONNECT ON DATABASE pgvtest TO PUBLIC;
+\connect pgvtest
+GRANT USAGE, CREATE ON SCHEMA public TO pgbench_user;
+EOF
+"$PGBIN/pgbench" -i -q -s 1 -h "$tmp" -p "$pgport" -U pgbench_user pgvtest >>"$tmp/setup.log" 2>&1 ||
+	{ cat "$tmp/setup.log"; hard_error "pgbench -i failed"; }
+psql_admin -d pgvtest >>"$tmp/setup.log" 2>&1 <<'EOF' || { cat "$tmp/setup.log"; hard_error "granting pgbench tables failed"; }
+GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA public TO scram_user, md5_user;
+EOF
+
+# The fixture is only useful if the server asks for what the tests expect.
+stored=$(psql_admin -d postgres -At -c "SELECT string_agg(rolname || '=' || split_part(rolpassword, '\$', 1), ' ' ORDER BY rolname)
+	FROM pg_authid WHERE rolname IN ('scram_user', 'md5_user', 'pgbench_user')")
+case $stored in
+"md5_user=md5"*" pgbench_user=SCRAM-SHA-256 scram_user=SCRAM-SHA-256") ;;
+*) hard_error "unexpected stored passwords: $stored" ;;
+esac
+for login in scram_user:scram_pass md5_user:md5_pass pgbench_user:bench_pass; do
+	PGPASSWORD=${login#*:} PGSSLMODE=disable "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$pgport" \
+		-U "${login%%:*}" -d pgvtest -c "SELECT count(*) FROM pgbench_branches" >/dev/null 2>>"$tmp/setup.log" ||
+		{ cat "$tmp/setup.log"; hard_error "direct TCP login of ${login%%:*} failed"; }
+done
+export PGV_TEST_DIR=$tmp PGV_TEST_PGHOST=127.0.0.1 PGV_TEST_PGPORT=$pgport
+export PGV_TEST_PGSOCKDIR=$tmp PGV_TEST_RUNAS=$runas PGV_TEST_PGBIN=$PGBIN PGV_BINARY
+export CK_VERBOSITY=${CK_VERBOSITY:-verbose}
+
+# ---------------------------------------------------------------- tests
+# Each binary has per-test timeouts (Check's); this bounds a binary as a whole.
+overall=0
+summaries=()
+for t in "${tests[@]}"; do
+	name=$(basename "$t")
+	log "running $name"
+	out="$tmp/$name.out"
+	timeout -k 10 "${PGV_TEST_BINARY_TIMEOUT:-900}" "$t" >"$out" 2>&1 </dev/null
+	rc=$?
+	cat "$out"
+	summary=$(grep -E '^[0-9]+%: Checks: ' "$out" | tail -n 1)
+	case $rc in
+	0) ;;
+	77) summary="${summary:-skipped}" ;;
+	124 | 137) summary="timed out after ${PGV_TEST_BINARY_TIMEOUT:-900} s${summary:+; $summary}"; overall=1 ;;
+	*) summary="${summary:-no Check summary} (exit $rc)"; overall=1 ;;
+	esac
+	summaries+=("$name: $summary")
+done
+echo
+for s in "${summaries[@]}"; do echo "$s"; done
+exit "$overall"
