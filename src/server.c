@@ -332,12 +332,22 @@ void server_run_internal(struct server *server, enum server_internal what, const
 
 bool server_apply_client_vars(struct server *server, struct client *client)
 {
+	/* The common case in transaction mode: the same client again, nothing changed since. */
+	if (server->synced_client_id == client->id && server->synced_vars_gen == client->vars_gen)
+		return false;
+	uint8_t mem[2048];
 	struct pktbuf sql;
-	pktbuf_init(&sql, 256);
+	pktbuf_init_fixed(&sql, mem, sizeof(mem));
 	int n = varcache_diff_sql(client->vars, server->vars, &sql);
+	if (sql.failed) {	/* many long values: build it on the heap */
+		pktbuf_init(&sql, 8192);
+		n = varcache_diff_sql(client->vars, server->vars, &sql);
+	}
 	if (n > 0)
 		server_run_internal(server, SV_INTERNAL_SET_PARAMS, (const char *)sql.buf, sql.len);
 	pktbuf_free(&sql);
+	server->synced_client_id = client->id;
+	server->synced_vars_gen = client->vars_gen;
 	return n > 0;
 }
 
@@ -663,8 +673,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		if (parse_parameter_status(pkt, &name, &value)) {
 			remember_param(server, name, value);
 			/* The client's own command changed it: that is now what the client wants. */
-			if (server->link && !internal)
-				varcache_set_by_name(&server->link->vars, name, value);
+			if (server->link && !internal && varcache_set_by_name(&server->link->vars, name, value))
+				server->link->vars_gen++;
 		}
 		break;
 	}

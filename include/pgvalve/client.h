@@ -63,6 +63,7 @@ struct client {
 	struct server *link;
 	struct client_login *login;
 	struct varcache *vars;
+	uint32_t vars_gen;		/* bumped whenever vars change */
 	struct client *cancel_next;
 	uint32_t cancel_pid;
 	uint32_t cancel_key;

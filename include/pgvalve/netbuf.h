@@ -55,6 +55,7 @@ struct netbuf {
 	short ev_registered;		/* flags currently added to the loop, 0 if none */
 	bool paused;			/* the owner stopped reading */
 	bool blocked;			/* stopped because dst's queue is full */
+	bool read_fired_paused;		/* readable while paused: read interest dropped */
 	bool connecting;
 	bool send_failed;
 	uint8_t run_flags;		/* on the run queue, and why */

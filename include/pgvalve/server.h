@@ -49,7 +49,9 @@ struct server {
 	struct pool *pool;
 	struct client *link;
 	struct varcache *vars;
-	uint32_t reported_mask;		/* tracked parameters this server reports in ParameterStatus */
+	uint32_t reported_mask;
+	uint64_t synced_client_id;	/* vars were last brought in line with this client ... */
+	uint32_t synced_vars_gen;	/* ... at this generation of its vars */		/* tracked parameters this server reports in ParameterStatus */
 	struct welcome_param *params;	/* every ParameterStatus seen at login */
 	int param_count;
 	struct scram_client *scram;	/* during login only */
