@@ -20,6 +20,96 @@ static struct {
 	int count;
 } vtab;
 
+/*
+ * Values are interned: equal strings share one copy, so comparing a
+ * client's parameters with a server's (on every link in transaction mode)
+ * is a pointer comparison. Refcounted; the table is process state.
+ */
+struct interned {
+	struct interned *next;
+	uint32_t hash;
+	uint32_t refs;
+	char text[];
+};
+
+static struct {
+	struct interned **buckets;
+	uint32_t size;
+	uint32_t count;
+} itab;
+
+static uint32_t str_hash(const char *s)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static void itab_grow(void)
+{
+	uint32_t size = itab.size ? itab.size * 2 : 64;
+	struct interned **b = xcalloc(size, sizeof(*b));
+	for (uint32_t i = 0; i < itab.size; i++) {
+		struct interned *e = itab.buckets[i];
+		while (e) {
+			struct interned *next = e->next;
+			e->next = b[e->hash & (size - 1)];
+			b[e->hash & (size - 1)] = e;
+			e = next;
+		}
+	}
+	free(itab.buckets);
+	itab.buckets = b;
+	itab.size = size;
+}
+
+static const char *intern_get(const char *s)
+{
+	uint32_t h = str_hash(s);
+	if (itab.size) {
+		for (struct interned *e = itab.buckets[h & (itab.size - 1)]; e; e = e->next) {
+			if (e->hash == h && strcmp(e->text, s) == 0) {
+				e->refs++;
+				return e->text;
+			}
+		}
+	}
+	if (itab.count >= itab.size)
+		itab_grow();
+	size_t len = strlen(s);
+	struct interned *e = xmalloc(sizeof(*e) + len + 1);
+	memcpy(e->text, s, len + 1);
+	e->hash = h;
+	e->refs = 1;
+	e->next = itab.buckets[h & (itab.size - 1)];
+	itab.buckets[h & (itab.size - 1)] = e;
+	itab.count++;
+	return e->text;
+}
+
+static void intern_put(const char *s)
+{
+	if (!s)
+		return;
+	struct interned *e = container_of(s, struct interned, text);
+	if (--e->refs)
+		return;
+	for (struct interned **pp = &itab.buckets[e->hash & (itab.size - 1)]; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	itab.count--;
+	free(e);
+	if (itab.count == 0) {
+		free(itab.buckets);
+		itab.buckets = NULL;
+		itab.size = 0;
+	}
+}
+
 void varcache_configure(const char *extra)
 {
 	for (int i = 0; i < vtab.count; i++)
@@ -83,11 +173,9 @@ void varcache_set(struct varcache **vc, int idx, const char *value)
 		return;
 	if (!*vc)
 		*vc = xcalloc(1, sizeof(**vc));
-	char *old = (*vc)->values[idx];
-	if (old && strcmp(old, value) == 0)
-		return;
-	(*vc)->values[idx] = xstrdup(value);
-	free(old);
+	const char *old = (*vc)->values[idx];
+	(*vc)->values[idx] = intern_get(value);
+	intern_put(old);
 }
 
 bool varcache_set_by_name(struct varcache **vc, const char *name, const char *value)
@@ -104,7 +192,7 @@ void varcache_free(struct varcache *vc)
 	if (!vc)
 		return;
 	for (int i = 0; i < VARCACHE_MAX; i++)
-		free(vc->values[i]);
+		intern_put(vc->values[i]);
 	free(vc);
 }
 
@@ -132,7 +220,7 @@ void varcache_forget_except(struct varcache *vc, uint32_t keep_mask)
 		return;
 	for (int i = 0; i < VARCACHE_MAX; i++) {
 		if (!(keep_mask & (1u << i))) {
-			free(vc->values[i]);
+			intern_put(vc->values[i]);
 			vc->values[i] = NULL;
 		}
 	}
@@ -147,9 +235,8 @@ int varcache_diff_sql(const struct varcache *client, const struct varcache *serv
 		return 0;
 	for (int i = 0; i < vtab.count; i++) {
 		const char *want = client->values[i];
-		const char *have = varcache_get(server, i);
-		if (!want || (have && strcmp(want, have) == 0))
-			continue;
+		if (!want || want == varcache_get(server, i))
+			continue;	/* interned: equal values are the same pointer */
 		/* set_config() takes the value as data, so list values like search_path keep their meaning. */
 		if (!proto_quote_literal(vtab.names[i], name_lit, sizeof(name_lit)) ||
 		    !proto_quote_literal(want, value_lit, sizeof(value_lit)))

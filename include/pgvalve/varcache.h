@@ -18,7 +18,7 @@
 #define VARCACHE_MAX 16
 
 struct varcache {
-	char *values[VARCACHE_MAX];	/* NULL = not known */
+	const char *values[VARCACHE_MAX];	/* interned; NULL = not known */
 };
 
 /* Rebuilds the tracked-name table from track_extra_parameters (comma list). */
