@@ -35,6 +35,7 @@ static struct {
 	struct listener list[MAX_LISTENERS];
 	int count;
 	char unix_path[108];
+	ino_t unix_inode;		/* to remove the socket file only while it is still ours */
 	struct event *resume_timer;	/* after running out of file descriptors */
 } lst;
 
@@ -197,6 +198,8 @@ static int listen_unix(const char *dir, int port)
 		return -1;
 	}
 	strlcpy_s(lst.unix_path, sun.sun_path, sizeof(lst.unix_path));
+	struct stat st;
+	lst.unix_inode = stat(sun.sun_path, &st) == 0 ? st.st_ino : 0;
 	log_info("listening on %s", sun.sun_path);
 	return add_listener(fd, true);
 }
@@ -247,7 +250,10 @@ void listener_close(void)
 	}
 	lst.count = 0;
 	if (lst.unix_path[0]) {
-		unlink(lst.unix_path);
+		/* A new instance may already have bound the same path (rolling restart). */
+		struct stat st;
+		if (stat(lst.unix_path, &st) == 0 && st.st_ino == lst.unix_inode)
+			unlink(lst.unix_path);
 		lst.unix_path[0] = '\0';
 	}
 	if (lst.resume_timer)

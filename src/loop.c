@@ -60,7 +60,8 @@ void loop_begin_graceful_shutdown(void)
 	if (pgv.shutting_down)
 		return;
 	pgv.shutting_down = true;
-	listener_pause();
+	/* Closed, not just ignored: the kernel must stop queueing connections for us. */
+	listener_close();
 	log_info("got SIGINT, shutting down once all clients are gone");
 	loop_client_gone();
 }

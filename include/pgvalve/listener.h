@@ -14,7 +14,7 @@
 int listener_start(void);
 /* Stops accepting (graceful shutdown); sockets stay bound until listener_close(). */
 void listener_pause(void);
-/* Closes all listeners and removes the Unix socket file. */
+/* Closes all listeners and removes the Unix socket file if it is still ours. Idempotent. */
 void listener_close(void);
 
 #endif

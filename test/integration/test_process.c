@@ -1,0 +1,225 @@
+/*
+ * test_process.c - pgvalve as a process: command line, config errors,
+ * refusing root, the Unix socket, pidfile, daemon mode and the shutdown
+ * signals.
+ */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DB "pgvtest"
+
+static const char *binary(void)
+{
+	const char *b = getenv("PGV_BINARY");
+	ck_assert_ptr_nonnull(b);
+	return b;
+}
+
+static int run_pgvalve(char *const args[], const char *out)
+{
+	return run_program(args, NULL, out, 20);
+}
+
+static void tmp_path(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s.%d", getenv("PGV_TEST_DIR"), name, (int)getpid());
+}
+
+START_TEST(version_and_help)
+{
+	char out[600];
+	tmp_path(out, sizeof(out), "version.out");
+	char *v[] = { (char *)binary(), "--version", NULL };
+	ck_assert_int_eq(run_pgvalve(v, out), 0);
+	ck_assert_msg(strncmp(read_file_tail(out, 4000), "pgvalve ", 8) == 0, "%s", read_file_tail(out, 4000));
+	char *h[] = { (char *)binary(), "-h", NULL };
+	ck_assert_int_eq(run_pgvalve(h, out), 0);
+	const char *text = read_file_tail(out, 4000);
+	ck_assert_msg(strstr(text, "--daemon") && strstr(text, "--user") && strstr(text, "--verbose"), "%s", text);
+	char *bad[] = { (char *)binary(), "--no-such-option", "x.ini", NULL };
+	ck_assert_int_ne(run_pgvalve(bad, out), 0);
+}
+END_TEST
+
+START_TEST(bad_config_refuses_to_start)
+{
+	static const struct { const char *text; const char *needle; } cases[] = {
+		{ "[pgvalve]\nlisten_port = sixty\n", ":2:" },
+		{ "[pgvalve]\npool_mode = sometimes\n", ":2:" },
+		{ "[pgvalve]\ndefault_pool_size = -5\n", ":2:" },
+		{ "[databases]\nx = host='unterminated\n[pgvalve]\n", ":2:" },
+		{ "[pgvalve]\n%include /nonexistent/pgvalve-extra.ini\n", ":2:" },
+	};
+	char ini[600], out[600];
+	tmp_path(ini, sizeof(ini), "bad.ini");
+	tmp_path(out, sizeof(out), "bad.out");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		FILE *f = fopen(ini, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(cases[i].text, f);
+		fclose(f);
+		chmod(ini, 0644);
+		char *args[] = { (char *)binary(), "-u", getenv("PGV_TEST_RUNAS") && *getenv("PGV_TEST_RUNAS") ?
+				 getenv("PGV_TEST_RUNAS") : "nobody", ini, NULL };
+		int rc = run_pgvalve(args, out);
+		const char *text = read_file_tail(out, 4000);
+		ck_assert_msg(rc == 1, "case %zu: exit %d\n%s", i, rc, text);
+		ck_assert_msg(strstr(text, ini) && strstr(text, cases[i].needle), "case %zu: no file:line in\n%s", i, text);
+	}
+	/* a missing config file */
+	char *args[] = { (char *)binary(), "/nonexistent/pgvalve.ini", NULL };
+	ck_assert_int_eq(run_pgvalve(args, out), 1);
+	ck_assert(strstr(read_file_tail(out, 4000), "/nonexistent/pgvalve.ini") != NULL);
+}
+END_TEST
+
+START_TEST(refuses_root_without_user)
+{
+	if (geteuid() != 0)
+		return;	/* only meaningful as root; CI runs as root */
+	char ini[600], out[600];
+	tmp_path(ini, sizeof(ini), "root.ini");
+	tmp_path(out, sizeof(out), "root.out");
+	FILE *f = fopen(ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("[pgvalve]\nlisten_addr = 127.0.0.1\nlisten_port = 1\n", f);
+	fclose(f);
+	char *args[] = { (char *)binary(), ini, NULL };
+	ck_assert_int_eq(run_pgvalve(args, out), 1);
+	ck_assert_msg(strstr(read_file_tail(out, 4000), "should not run as root"), "%s", read_file_tail(out, 4000));
+}
+END_TEST
+
+START_TEST(unix_socket_and_pidfile)
+{
+	struct pgv p;
+	char pidfile[700], conninfo[900];
+	pgv_start(&p, "auth_type = md5\n", std_databases(), std_userlist());
+	snprintf(pidfile, sizeof(pidfile), "%s/pgvalve.pid", p.dir);
+	ck_assert_int_eq(atoi(read_file_tail(pidfile, 64)), p.pid);
+
+	snprintf(conninfo, sizeof(conninfo), "host=%s port=%d dbname=%s user=md5_user password=md5_pass", p.dir,
+		 p.port, DB);
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "unix socket: %s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SELECT current_user"), "md5_user");
+	PQfinish(c);
+	pgv_stop(&p);
+	ck_assert_msg(access(pidfile, F_OK) != 0, "pidfile left behind");
+}
+END_TEST
+
+START_TEST(sigint_waits_for_clients)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\n", std_databases(), std_userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+
+	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	usleep(300 * 1000);
+	ck_assert_msg(pgv_running(&p), "pgvalve exited with a client still connected");
+	/* no new clients */
+	PGconn *late = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);
+	PQfinish(late);
+	/* the connected client keeps working */
+	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
+	PQfinish(c);
+	double t0 = now_s();
+	while (pgv_running(&p) && now_s() - t0 < 5)
+		usleep(50 * 1000);
+	ck_assert_msg(!pgv_running(&p), "pgvalve still running after its last client left\n%s", pgv_log_tail(&p, 1500));
+	ck_assert(pgv_log_contains(&p, "all clients are gone"));
+	pgv_stop(&p);
+}
+END_TEST
+
+START_TEST(sigterm_exits_now)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\n", std_databases(), std_userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
+	double t0 = now_s();
+	while (pgv_running(&p) && now_s() - t0 < 3)
+		usleep(50 * 1000);
+	ck_assert_msg(!pgv_running(&p), "SIGTERM did not end pgvalve with a client connected");
+	PGresult *r = PQexec(c, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+START_TEST(daemon_mode)
+{
+	struct pgv p;
+	/* Start normally to get a config written, then stop and rerun it with -d. */
+	pgv_start(&p, "auth_type = md5\n", std_databases(), std_userlist());
+	pgv_stop(&p);
+	char pidfile[700], out[700];
+	snprintf(pidfile, sizeof(pidfile), "%s/pgvalve.pid", p.dir);
+	snprintf(out, sizeof(out), "%s/daemon.out", p.dir);
+	const char *runas = getenv("PGV_TEST_RUNAS");
+	char *args_root[] = { (char *)binary(), "-d", "-u", (char *)runas, p.ini, NULL };
+	char *args_user[] = { (char *)binary(), "-d", p.ini, NULL };
+	int rc = run_pgvalve(runas && *runas ? args_root : args_user, out);
+	ck_assert_msg(rc == 0, "pgvalve -d exited %d: %s", rc, read_file_tail(out, 2000));
+	pid_t pid = 0;
+	for (int i = 0; i < 50 && pid <= 0; i++) {
+		pid = (pid_t)atoi(read_file_tail(pidfile, 64));
+		if (pid <= 0)
+			usleep(100 * 1000);
+	}
+	ck_assert_msg(pid > 0, "no pidfile from the daemon");
+	PGconn *c = NULL;
+	for (int i = 0; i < 50; i++) {
+		c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+		if (PQstatus(c) == CONNECTION_OK)
+			break;
+		PQfinish(c);
+		c = NULL;
+		usleep(100 * 1000);
+	}
+	ck_assert_msg(c != NULL, "daemon does not accept connections");
+	ck_assert_str_eq(query_value(c, "SELECT 'daemon'"), "daemon");
+	PQfinish(c);
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+		usleep(100 * 1000);
+	ck_assert_msg(kill(pid, 0) != 0, "daemon still running");
+}
+END_TEST
+
+static Suite *process_suite(void)
+{
+	Suite *s = suite_create("process");
+	TCase *tc = pgv_tcase_create("cli", 30);
+	tcase_add_test(tc, version_and_help);
+	tcase_add_test(tc, bad_config_refuses_to_start);
+	tcase_add_test(tc, refuses_root_without_user);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("lifecycle", 30);
+	tcase_add_test(tc, unix_socket_and_pidfile);
+	tcase_add_test(tc, sigint_waits_for_clients);
+	tcase_add_test(tc, sigterm_exits_now);
+	tcase_add_test(tc, daemon_mode);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return pgv_run_suite(process_suite());
+}
