@@ -58,7 +58,7 @@ static void check_pool(struct pool *pool, usec_t now)
 			}
 		}
 	}
-	usec_t lifetime = pool->db->cfg.server_lifetime >= 0 ? pool->db->cfg.server_lifetime : cfg->server_lifetime;
+	usec_t lifetime = pool->db->cfg->server_lifetime >= 0 ? pool->db->cfg->server_lifetime : cfg->server_lifetime;
 	list_for_each_safe(pos, tmp, &pool->idle_servers) {
 		struct server *server = container_of(pos, struct server, node);
 		if (lifetime > 0 && now - server->connect_time >= lifetime)

@@ -18,6 +18,7 @@ static struct {
 	char *path;
 	bool to_stderr;
 	bool use_syslog;
+	char syslog_ident[64];		/* openlog() keeps the pointer: it must outlive the config */
 	int verbose;
 } log_state = { .to_stderr = true };
 
@@ -57,9 +58,11 @@ int log_setup(const struct log_settings *s)
 	if (log_state.use_syslog)
 		closelog();
 	log_state.use_syslog = s->use_syslog;
-	if (s->use_syslog)
-		openlog(s->syslog_ident && s->syslog_ident[0] ? s->syslog_ident : "pgvalve",
-			LOG_PID, syslog_facility_code(s->syslog_facility));
+	if (s->use_syslog) {
+		strlcpy_s(log_state.syslog_ident, s->syslog_ident && s->syslog_ident[0] ? s->syslog_ident : "pgvalve",
+			  sizeof(log_state.syslog_ident));
+		openlog(log_state.syslog_ident, LOG_PID, syslog_facility_code(s->syslog_facility));
+	}
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/reload.h"
 #include "pgvalve/server.h"
 
 #include <signal.h>
@@ -83,10 +84,12 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		log_info("got %s, exiting now", sig == SIGTERM ? "SIGTERM" : "SIGQUIT");
 		loop_exit_now();
 		break;
-	case SIGHUP:
-		log_reopen();
-		log_info("got SIGHUP: logfile reopened; configuration reload is not supported yet");
+	case SIGHUP: {
+		char err[512];
+		log_info("got SIGHUP, reloading");
+		reload_config(err, sizeof(err));
 		break;
+	}
 	default:
 		break;
 	}

@@ -156,6 +156,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pgv.cfg = cfg;
+	pgv.config_path = config_path;
 	pgv.config_generation = 1;
 
 	if (!run_as && cfg->user[0])
@@ -176,6 +177,8 @@ int main(int argc, char **argv)
 		.syslog_facility = cfg->syslog_facility,
 		.verbose = MAX(verbose, cfg->verbose),
 	};
+	pgv.log_to_stderr = ls.to_stderr;
+	pgv.cli_verbose = verbose;
 	if (daemon_mode)
 		daemonize();
 	if (log_setup(&ls) < 0)
@@ -220,8 +223,8 @@ int main(int argc, char **argv)
 		auth_store_free(pgv.auth);
 	event_base_free(pgv.base);
 	if (pidfile_written)
-		unlink(cfg->pidfile);
-	config_free(cfg);
+		unlink(pgv.cfg->pidfile);
+	config_free(pgv.cfg);
 	log_close();
 	return rc;
 }

@@ -27,7 +27,7 @@ static struct db *db_create(const struct db_config *cfg, const char *name, bool 
 {
 	struct db *db = xcalloc(1, sizeof(*db));
 	db->name = xstrdup(name);
-	db->cfg = *cfg;		/* strings stay owned by the running config */
+	db->cfg = config_db_clone(cfg, name);
 	db->is_autodb = is_autodb;
 	list_init(&db->pools);
 	list_append(&pgv.databases, &db->node);
@@ -58,7 +58,7 @@ struct db *pool_find_or_autodb(const char *name)
 {
 	struct db *db = pool_find_db(name);
 	if (db)
-		return db;
+		return db->removed ? NULL : db;
 	const struct db_config *fallback = config_find_db(pgv.cfg, "*");
 	if (!fallback)
 		return NULL;
@@ -67,11 +67,101 @@ struct db *pool_find_or_autodb(const char *name)
 	return db;
 }
 
+/* Keys that change how a server connection is made: a change means new servers. */
+static bool db_connection_changed(const struct db_config *a, const struct db_config *b)
+{
+	const char *const sa[] = { a->host, a->dbname, a->user, a->password, a->auth_user, a->connect_query,
+				   a->client_encoding, a->datestyle, a->timezone, a->application_name };
+	const char *const sb[] = { b->host, b->dbname, b->user, b->password, b->auth_user, b->connect_query,
+				   b->client_encoding, b->datestyle, b->timezone, b->application_name };
+	for (size_t i = 0; i < ARRAY_SIZE(sa); i++)
+		if (strcmp(sa[i], sb[i]) != 0)
+			return true;
+	return a->port != b->port;
+}
+
+/* Servers of db are replaced: idle ones now, busy ones when released. */
+static void db_retire_servers(struct db *db, const char *reason)
+{
+	list_for_each(ppos, &db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
+		struct list *lists[] = { &pool->active_servers, &pool->used_servers, &pool->tested_servers,
+					 &pool->login_servers };
+		for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+			list_for_each(pos, lists[i])
+				container_of(pos, struct server, node)->close_needed = true;
+		}
+		list_for_each_safe(pos, tmp, &pool->idle_servers)
+			server_close(container_of(pos, struct server, node), reason);
+	}
+}
+
+static char *pool_login_password(const struct db *db, const char *user)
+{
+	if (db->cfg->password[0])
+		return xstrdup(db->cfg->password);
+	const struct auth_secret *s = pgv.auth ? auth_store_find(pgv.auth, user) : NULL;
+	/* A SCRAM secret cannot log in by itself; pass-through arrives with the SCRAM issue. */
+	return xstrdup(s && (s->type == SECRET_PLAIN || s->type == SECRET_MD5) ? s->secret : "");
+}
+
+static void db_take_config(struct db *db, const struct db_config *dc)
+{
+	bool changed = db_connection_changed(db->cfg, dc);
+	config_db_free(db->cfg);
+	db->cfg = config_db_clone(dc, db->name);
+	db->removed = false;
+	if (changed) {
+		log_info("database %s: connection settings changed, servers will be replaced", db->name);
+		db_retire_servers(db, "database configuration changed");
+	}
+}
+
+void pool_apply_config(void)
+{
+	const struct db_config *fallback = config_find_db(pgv.cfg, "*");
+
+	list_for_each(pos, &pgv.databases) {
+		struct db *db = container_of(pos, struct db, node);
+		if (db->is_admin)
+			continue;
+		const struct db_config *dc = config_find_db(pgv.cfg, db->name);
+		if (!dc && db->is_autodb)
+			dc = fallback;
+		if (dc) {
+			db_take_config(db, dc);
+		} else if (!db->removed) {
+			log_info("database %s was removed from the configuration", db->name);
+			db->removed = true;
+			db_retire_servers(db, "database removed from the configuration");
+		}
+	}
+	for (const struct db_config *dc = pgv.cfg->databases; dc; dc = dc->next) {
+		if (strcmp(dc->name, "*") == 0 || pool_find_db(dc->name))
+			continue;
+		db_create(dc, dc->name, false);
+		log_info("database %s added", dc->name);
+	}
+	/* New passwords from the config or auth_file serve the next server logins. */
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			char *password = pool_login_password(db, pool->user);
+			if (strcmp(password, pool->password) != 0)
+				pool->last_login_failure = 0;	/* retry at once with the new secret */
+			free(pool->password);
+			pool->password = password;
+			pool_after_change(pool);
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- pools */
 
 struct pool *pool_get(struct db *db, const char *client_user)
 {
-	const char *user = db->cfg.user[0] ? db->cfg.user : client_user;
+	const char *user = db->cfg->user[0] ? db->cfg->user : client_user;
 
 	list_for_each(pos, &db->pools) {
 		struct pool *pool = container_of(pos, struct pool, node);
@@ -82,13 +172,7 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	struct pool *pool = xcalloc(1, sizeof(*pool));
 	pool->db = db;
 	pool->user = xstrdup(user);
-	if (db->cfg.password[0]) {
-		pool->password = xstrdup(db->cfg.password);
-	} else {
-		const struct auth_secret *s = pgv.auth ? auth_store_find(pgv.auth, user) : NULL;
-		/* A SCRAM secret cannot log in by itself; pass-through arrives with the SCRAM issue. */
-		pool->password = xstrdup(s && (s->type == SECRET_PLAIN || s->type == SECRET_MD5) ? s->secret : "");
-	}
+	pool->password = pool_login_password(db, user);
 	list_init(&pool->active_clients);
 	list_init(&pool->waiting_clients);
 	list_init(&pool->welcome_clients);
@@ -106,8 +190,8 @@ int pool_effective_size(const struct pool *pool)
 	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
 	if (uc && uc->pool_size >= 0)
 		return uc->pool_size;
-	if (pool->db->cfg.pool_size >= 0)
-		return pool->db->cfg.pool_size;
+	if (pool->db->cfg->pool_size >= 0)
+		return pool->db->cfg->pool_size;
 	return pgv.cfg->default_pool_size;
 }
 
@@ -118,8 +202,8 @@ int pool_effective_mode(const struct pool *pool)
 	struct pool *p = (struct pool *)pool;	/* cache only */
 	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
 	int mode = pgv.cfg->pool_mode;
-	if (pool->db->cfg.pool_mode >= 0)
-		mode = pool->db->cfg.pool_mode;
+	if (pool->db->cfg->pool_mode >= 0)
+		mode = pool->db->cfg->pool_mode;
 	if (uc && uc->pool_mode >= 0)
 		mode = uc->pool_mode;
 	p->mode_cached = mode;
@@ -135,7 +219,7 @@ int pool_server_count(const struct pool *pool)
 
 static bool db_may_open_server(const struct db *db)
 {
-	int limit = db->cfg.max_db_connections >= 0 ? db->cfg.max_db_connections : pgv.cfg->max_db_connections;
+	int limit = db->cfg->max_db_connections >= 0 ? db->cfg->max_db_connections : pgv.cfg->max_db_connections;
 	return limit <= 0 || db->server_count < limit;
 }
 
@@ -445,6 +529,7 @@ void pool_free_all(void)
 			free(pool);
 		}
 		list_remove(&pgv.databases, &db->node);
+		config_db_free(db->cfg);
 		free(db->name);
 		free(db);
 	}

@@ -40,7 +40,7 @@ static void server_forget_cancels(struct server *server);
 const char *server_prefix(const struct server *server, char *buf, size_t size)
 {
 	char host[INET6_ADDRSTRLEN + 8] = "unix";
-	int port = server->pool->db->cfg.port;
+	int port = server->pool->db->cfg->port;
 	if (server->addr.sa.sa_family == AF_INET)
 		inet_ntop(AF_INET, &server->addr.in.sin_addr, host, sizeof(host));
 	else if (server->addr.sa.sa_family == AF_INET6)
@@ -95,8 +95,8 @@ void server_set_state(struct server *server, enum server_state state)
 
 static int resolve_address(struct server *server, const struct db *db)
 {
-	const char *host = db->cfg.host;
-	int port = db->cfg.port > 0 ? db->cfg.port : 5432;
+	const char *host = db->cfg->host;
+	int port = db->cfg->port > 0 ? db->cfg->port : 5432;
 	char first[256];
 
 	/* Host lists arrive with load_balance_hosts; the first entry is used for now. */
@@ -192,7 +192,7 @@ static void send_startup(struct server *server)
 	pktbuf_put_string(&b, "user");
 	pktbuf_put_string(&b, server->pool->user);
 	pktbuf_put_string(&b, "database");
-	pktbuf_put_string(&b, db->cfg.dbname[0] ? db->cfg.dbname : db->name);
+	pktbuf_put_string(&b, db->cfg->dbname[0] ? db->cfg->dbname : db->name);
 	static const struct { const char *key; size_t off; } extras[] = {
 		{ "client_encoding", offsetof(struct db_config, client_encoding) },
 		{ "datestyle", offsetof(struct db_config, datestyle) },
@@ -200,7 +200,7 @@ static void send_startup(struct server *server)
 		{ "application_name", offsetof(struct db_config, application_name) },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
-		const char *v = *(char *const *)((const char *)&db->cfg + extras[i].off);
+		const char *v = *(char *const *)((const char *)db->cfg + extras[i].off);
 		if (v && v[0]) {
 			pktbuf_put_string(&b, extras[i].key);
 			pktbuf_put_string(&b, v);

@@ -35,9 +35,10 @@ struct welcome_param {
 struct db {
 	struct list_node node;		/* instance.databases */
 	char *name;
-	struct db_config cfg;		/* deep copy; strings owned */
+	struct db_config *cfg;		/* own copy (config_db_clone), replaced on reload */
 	bool is_autodb;			/* made from the "*" entry */
 	bool is_admin;			/* the virtual pgbouncer/pgvalve database */
+	bool removed;			/* gone from the config: no new logins, closes when unused */
 	struct list pools;
 	int server_count;		/* all servers of all its pools */
 	usec_t last_used;
@@ -75,6 +76,7 @@ struct pool {
 struct instance {
 	struct event_base *base;
 	struct config *cfg;
+	const char *config_path;
 	struct auth_store *auth;
 	struct list databases;
 	struct list login_clients;	/* clients before they belong to a pool */
@@ -85,6 +87,8 @@ struct instance {
 	uint32_t server_count;
 	uint64_t next_conn_id;
 	uint64_t config_generation;	/* bumped when cfg changes; invalidates per-pool caches */
+	bool log_to_stderr;		/* as started (-q, -d) */
+	int cli_verbose;		/* -v count */
 	bool shutting_down;		/* SIGINT: no new clients, exit when the last one leaves */
 	/* cancel key index: open hash over client BackendKeyData */
 	struct client **cancel_table;
@@ -96,6 +100,8 @@ extern struct instance pgv;
 
 /* Builds databases from pgv.cfg (start-up). */
 void pool_setup_databases(void);
+/* Reload: brings databases and pools in line with the new pgv.cfg and pgv.auth. */
+void pool_apply_config(void);
 struct db *pool_find_db(const char *name);
 /* Finds a database, or makes one from the "*" entry. NULL if neither. */
 struct db *pool_find_or_autodb(const char *name);

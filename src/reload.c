@@ -1,0 +1,85 @@
+/*
+ * reload.c - online reload of the config file and the auth_file
+ * (SIGHUP and the admin console's RELOAD).
+ *
+ * Loads everything into new objects first; only when all of it parsed
+ * does it swap them in and let pool.c bring databases and pools in line.
+ * Owns nothing after it returns.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/reload.h"
+#include "pgvalve/auth_file.h"
+#include "pgvalve/config.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+
+/* Restart-only parameters keep the value the process started with. */
+static void keep_restart_only(const struct config *running, struct config *fresh)
+{
+	size_t n;
+	const struct param_def *params = config_params(&n);
+	char was[1024], now[1024], err[256];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct param_def *p = &params[i];
+		if (p->reloadable)
+			continue;
+		config_format_value(running, p, was, sizeof(was));
+		config_format_value(fresh, p, now, sizeof(now));
+		if (strcmp(was, now) == 0)
+			continue;
+		log_warning("parameter %s changed from \"%s\" to \"%s\": a restart is needed to apply it", p->name, was, now);
+		if (config_set_param(fresh, p, was, err, sizeof(err)) < 0)
+			log_error("could not keep the running value of %s: %s", p->name, err);
+	}
+}
+
+int reload_config(char *errbuf, size_t errsize)
+{
+	struct config_error err;
+	struct config *fresh = NULL;
+
+	log_info("reloading configuration from %s", pgv.config_path);
+	if (config_load(pgv.config_path, &fresh, &err) < 0) {
+		snprintf(errbuf, errsize, "%s", err.message);
+		log_error("reload failed, keeping the running configuration: %s", err.message);
+		return -1;
+	}
+	struct auth_store *auth = NULL;
+	if (fresh->auth_file[0]) {
+		auth = auth_file_load(fresh->auth_file);
+		if (!auth) {
+			snprintf(errbuf, errsize, "could not read auth_file %s", fresh->auth_file);
+			log_error("reload failed, keeping the running configuration: %s", errbuf);
+			config_free(fresh);
+			return -1;
+		}
+	}
+	keep_restart_only(pgv.cfg, fresh);
+
+	struct config *old = pgv.cfg;
+	struct auth_store *old_auth = pgv.auth;
+	pgv.cfg = fresh;
+	pgv.auth = auth;
+	pgv.config_generation++;
+
+	struct log_settings ls = {
+		.logfile = fresh->logfile,
+		.to_stderr = pgv.log_to_stderr,
+		.use_syslog = fresh->syslog,
+		.syslog_ident = fresh->syslog_ident,
+		.syslog_facility = fresh->syslog_facility,
+		.verbose = MAX(pgv.cli_verbose, fresh->verbose),
+	};
+	if (log_setup(&ls) < 0)
+		log_error("could not open logfile %s: %s", fresh->logfile, strerror(errno));
+
+	pool_apply_config();
+	config_free(old);
+	if (old_auth)
+		auth_store_free(old_auth);
+	if (auth)
+		log_info("loaded %zu users from auth_file %s", auth_store_count(auth), fresh->auth_file);
+	log_info("configuration reloaded");
+	return 0;
+}
