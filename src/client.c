@@ -356,6 +356,7 @@ void client_finish_login(struct client *client)
 	free(client->login);
 	client->login = NULL;
 	client->logged_in = true;
+	pool->db->stats.total.client_login_count++;
 	client->nb.max_packet = (uint32_t)MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX);
 	client_set_state(client, CL_ACTIVE);
 	netbuf_resume(&client->nb);
@@ -386,6 +387,14 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 			return true;	/* queued and paused; offered again when linked */
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */
+	}
+	struct stats *st = &client->pool->db->stats.total;
+	st->bytes_received += pkt->len;
+	if (pkt->type == 'P') {
+		st->client_parse_count++;
+		st->server_parse_count++;	/* every Parse reaches the server until statements are tracked */
+	} else if (pkt->type == 'B') {
+		st->bind_count++;
 	}
 	server_note_client_message(client->link, pkt->type);
 	netbuf_forward(&client->nb, pkt->len);

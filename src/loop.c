@@ -42,6 +42,14 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+usec_t loop_now(void)
+{
+	struct timeval tv;
+	if (!pgv.base || event_base_gettimeofday_cached(pgv.base, &tv) < 0)
+		return now_usec();
+	return (usec_t)tv.tv_sec * USEC_PER_SEC + tv.tv_usec;
+}
+
 void loop_schedule_reap(void)
 {
 	if (loop_state.reap_ev)

@@ -17,6 +17,7 @@
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/log.h"
+#include "pgvalve/loop.h"
 #include "pgvalve/server.h"
 
 struct instance pgv;
@@ -296,6 +297,10 @@ static struct server *take_idle_server(struct pool *pool)
 static void link_pair(struct client *client, struct server *server)
 {
 	bool was_waiting = client->state == CL_WAITING;
+	struct stats *st = &server->pool->db->stats.total;
+	st->server_assignment_count++;
+	if (was_waiting)
+		st->wait_time += (uint64_t)MAX(loop_now() - client->request_time, 0);
 	server_link(server, client);
 	client_linked(client);
 	if (server_apply_client_vars(server, client))

@@ -24,6 +24,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
+#include "pgvalve/stats.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -292,6 +293,11 @@ bool server_is_clean(const struct server *server)
 
 void server_note_client_message(struct server *server, uint8_t type)
 {
+	if (!server->query_start) {
+		server->query_start = loop_now();
+		if (!server->xact_start)
+			server->xact_start = server->query_start;
+	}
 	switch (type) {
 	case 'Q':
 	case 'F':
@@ -633,6 +639,25 @@ static bool server_login_packet(struct server *server, const struct pkt *pkt)
 
 /* ---------------------------------------------------------------- serving */
 
+/* A ReadyForQuery went to the client: a query, and maybe a transaction, ended. */
+static void count_ready(struct server *server, uint32_t len)
+{
+	struct stats *st = &server->pool->db->stats.total;
+	usec_t now = loop_now();
+	st->bytes_sent += len;
+	if (server->query_start) {
+		st->query_count++;
+		st->query_time += (uint64_t)MAX(now - server->query_start, 0);
+		server->query_start = 0;
+	}
+	if (server->txn_status == 'I' && server->xact_start) {
+		st->xact_count++;
+		st->xact_time += (uint64_t)MAX(now - server->xact_start, 0);
+		server->xact_start = 0;
+	}
+}
+
+
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
@@ -662,6 +687,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			return false;
 		}
 		netbuf_forward(&server->nb, pkt->len);
+		count_ready(server, pkt->len);
 		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
 			pool_release_server(server);
 		return true;
@@ -694,10 +720,12 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	default:
 		break;
 	}
-	if (internal || !server->link)
+	if (internal || !server->link) {
 		netbuf_skip(&server->nb, pkt->len);
-	else
+	} else {
+		server->pool->db->stats.total.bytes_sent += pkt->len;
 		netbuf_forward(&server->nb, pkt->len);
+	}
 	return true;
 }
 

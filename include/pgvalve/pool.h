@@ -18,6 +18,7 @@
 #include "pgvalve/list.h"
 #include "pgvalve/config.h"
 #include "pgvalve/varcache.h"
+#include "pgvalve/stats.h"
 
 #include <event2/event.h>
 #include <sys/socket.h>
@@ -40,6 +41,7 @@ struct db {
 	bool is_admin;			/* the virtual pgbouncer/pgvalve database */
 	bool removed;			/* gone from the config: no new logins, closes when unused */
 	struct list pools;
+	struct stats_period stats;
 	int server_count;		/* all servers of all its pools */
 	usec_t last_used;
 };

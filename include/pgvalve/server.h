@@ -67,6 +67,8 @@ struct server {
 	bool close_needed;		/* close instead of reuse when released */
 	bool internal_failed;
 	int cancels_in_flight;
+	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */
+	usec_t xact_start;		/* ... since the last ReadyForQuery with status I */
 	union {
 		struct sockaddr sa;
 		struct sockaddr_in in;
