@@ -1,0 +1,318 @@
+# shellcheck shell=bash
+#
+# scripts/deps.sh - shell helpers shared by scripts/test.sh,
+# scripts/quickstart.sh, .ci/run and test/integration/run.sh. Source it; it
+# runs nothing by itself.
+#
+#   pgv_deps_ensure MODE     install (root, apt-get) or name (otherwise) the
+#                            Debian packages MODE needs: build, quickstart, test
+#   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
+#   pgv_free_port START      first TCP port >= START free on 127.0.0.1
+#   pgv_ensure_user NAME     create system user NAME (root only)
+#   pgv_as USER CMD...       run CMD as USER (runuser) or, USER empty, as is
+#   pgv_pg_init / pgv_pg_start / pgv_pg_stop   a throwaway PostgreSQL cluster
+#   pgv_kill_matching TEXT   end processes whose command line contains TEXT
+#   pgv_kill_env NAME=VALUE  end processes whose environment has an entry
+#                            starting with NAME=VALUE
+#
+# Everything here stops only processes it can tie to a path it was given,
+# by PID: never by program name. The functions work under `set -euo
+# pipefail`; only pgv_alive returns non-zero as an answer.
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+
+# "package|probe" pairs: the package is missing when the probe fails.
+_pgv_dep_table() {
+	local mode=$1
+	cat <<'EOF'
+build-essential|command -v cc && command -v make
+autoconf|command -v autoreconf
+automake|command -v automake && command -v aclocal
+pkg-config|command -v pkg-config
+libevent-dev|pkg-config --exists 'libevent >= 2.1'
+libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
+libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
+EOF
+	case $mode in
+	quickstart | test)
+		cat <<EOF
+postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
+postgresql-client-15|test -x '$PGBIN/psql'
+python3|command -v python3
+EOF
+		;;
+	esac
+	case $mode in
+	test)
+		cat <<'EOF'
+check|pkg-config --exists 'check >= 0.10'
+libpq-dev|pkg-config --exists 'libpq >= 10'
+EOF
+		;;
+	esac
+}
+
+_pgv_missing_packages() {
+	local pkg probe
+	while IFS='|' read -r pkg probe; do
+		[ -n "$pkg" ] || continue
+		bash -c "$probe" >/dev/null 2>&1 || printf '%s\n' "$pkg"
+	done < <(_pgv_dep_table "$1")
+}
+
+pgv_deps_ensure() {
+	local mode=${1:-build} missing
+	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
+	missing=${missing% }
+	[ -n "$missing" ] || return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "pgvalve: missing packages: $missing" >&2
+		echo "pgvalve: install them with: sudo apt-get install -y $missing" >&2
+		return 1
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "pgvalve: missing packages: $missing (no apt-get here: install the equivalents by hand)" >&2
+		return 1
+	fi
+	echo "pgvalve: installing $missing"
+	# A fresh postgresql-common would create and start a "main" cluster on
+	# port 5432; nothing here uses it, so ask it not to.
+	case " $missing " in *" postgresql-15 "*)
+		if [ ! -e /etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf ] &&
+			! dpkg-query -W -f='${Status}' postgresql-common 2>/dev/null | grep -q 'ok installed'; then
+			mkdir -p /etc/postgresql-common/createcluster.d
+			echo "create_main_cluster = false" \
+				>/etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf
+		fi
+		;;
+	esac
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q || return 1
+	# shellcheck disable=SC2086 # word splitting wanted: one package per word
+	# --no-upgrade: never touch a package that is already there (a running
+	# PostgreSQL of someone else's, say); only what is missing comes in.
+	apt-get install -y -q --no-install-recommends --no-upgrade \
+		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+		$missing </dev/null || return 1
+	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
+	if [ -n "${missing% }" ]; then
+		echo "pgvalve: still missing after apt-get install: $missing" >&2
+		return 1
+	fi
+}
+
+# pgv_build DIR [CONFIGURE ARGS...]: regenerates the build system in the
+# source tree, configures out of tree in DIR and builds. DIR is wiped when it
+# was configured with other arguments, so objects of a sanitizer build never
+# mix with a plain one.
+pgv_build() {
+	local src dir=$1 stamp want
+	shift
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	if [ -f "$src/config.status" ]; then
+		echo "pgvalve: $src is configured in the source tree; run 'make distclean' there first" >&2
+		return 1
+	fi
+	(cd "$src" && autoreconf -fi) || return 1
+	mkdir -p "$dir"
+	stamp="$dir/.pgvalve-configure-args"
+	want="$*"
+	if [ -f "$dir/config.status" ] && [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+		echo "pgvalve: $dir was configured differently; starting it afresh"
+		find "$dir" -mindepth 1 -delete
+	fi
+	(cd "$dir" && "$src/configure" -q "$@") || return 1
+	printf '%s' "$want" >"$stamp"
+	make -C "$dir" -j2 || return 1
+}
+
+# First TCP port >= $1 (and < $1 + 2000) a server can listen on at
+# 127.0.0.1 (with SO_REUSEADDR, as PostgreSQL and pgvalve do: connections
+# left in TIME_WAIT do not count). Prints it; fails if none.
+pgv_free_port() {
+	local start=$1
+	if command -v python3 >/dev/null 2>&1; then
+		python3 - "$start" <<'EOF'
+import socket, sys
+start = int(sys.argv[1])
+for port in range(start, start + 2000):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    sys.exit(0)
+sys.exit(1)
+EOF
+		return
+	fi
+	local port used
+	used=$(ss -Htln 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }')
+	for ((port = start; port < start + 2000; port++)); do
+		grep -qx "$port" <<<"$used" || { echo "$port"; return 0; }
+	done
+	return 1
+}
+
+pgv_ensure_user() {
+	local name=$1
+	id -u "$name" >/dev/null 2>&1 && return 0
+	useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$name" 2>/dev/null
+	# another run may have created it at the same moment
+	id -u "$name" >/dev/null 2>&1
+}
+
+pgv_as() {
+	local user=$1
+	shift
+	if [ -n "$user" ]; then
+		runuser -u "$user" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# True while PID exists and is not a zombie.
+pgv_alive() {
+	local state
+	[ -r "/proc/$1/stat" ] || return 1
+	state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+pgv_cmdline() {
+	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null
+}
+
+pgv_children() {
+	{ grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null || true; } | cut -d/ -f3
+}
+
+pgv_descendants() {
+	local kid
+	for kid in $(pgv_children "$1"); do
+		echo "$kid"
+		pgv_descendants "$kid"
+	done
+}
+
+# pgv_kill_pids PID...: SIGTERM, up to 5 s for them to go, then SIGKILL.
+pgv_kill_pids() {
+	local pid left i
+	[ $# -gt 0 ] || return 0
+	kill -TERM "$@" 2>/dev/null
+	for ((i = 0; i < 50; i++)); do
+		left=
+		for pid in "$@"; do pgv_alive "$pid" && left="$left $pid"; done
+		[ -n "$left" ] || return 0
+		sleep 0.1
+	done
+	# shellcheck disable=SC2086
+	kill -KILL $left 2>/dev/null
+	return 0
+}
+
+# Ends every process (other than this shell and its ancestors) whose command
+# line contains TEXT (how=cmdline), or whose environment has an entry
+# starting with TEXT (how=environ; readable for our own processes, or all
+# as root). Prints what it ends.
+_pgv_kill_where() {
+	local how=$1 text=$2 f pid cmd victims="" self ancestors=" "
+	[ -n "$text" ] || return 0
+	self=${BASHPID:-$$}
+	pid=$self
+	while [ -n "$pid" ] && [ "$pid" -gt 1 ]; do
+		ancestors="$ancestors$pid "
+		pid=$(awk '/^PPid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+	done
+	for f in /proc/[0-9]*/cmdline; do
+		pid=${f#/proc/}
+		pid=${pid%/cmdline}
+		case $ancestors in *" $pid "*) continue ;; esac
+		if [ "$how" = cmdline ]; then
+			cmd=$(pgv_cmdline "$pid")
+			case $cmd in *"$text"*) ;; *) continue ;; esac
+		else
+			{ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null |
+				awk -v t="$text" 'index($0, t) == 1 { found = 1 } END { exit !found }' ||
+				continue
+			cmd=$(pgv_cmdline "$pid")
+		fi
+		pgv_alive "$pid" || continue
+		echo "pgvalve: ending leftover process $pid: $cmd" >&2
+		victims="$victims $pid"
+	done
+	# shellcheck disable=SC2086
+	pgv_kill_pids $victims
+}
+pgv_kill_matching() { _pgv_kill_where cmdline "$1"; }
+pgv_kill_env() { _pgv_kill_where environ "$1"; }
+
+# pgv_pg_init DATADIR RUNAS PORT SOCKDIR SUPERUSER: initdb plus the settings
+# every throwaway cluster here wants. The caller appends to postgresql.conf
+# and writes pg_hba.conf before pgv_pg_start.
+pgv_pg_init() {
+	local data=$1 runas=$2 port=$3 sockdir=$4 superuser=$5
+	(cd "$(dirname "$data")" &&
+		pgv_as "$runas" "$PGBIN/initdb" -D "$data" -U "$superuser" -A trust -E UTF8 \
+			--locale=C --no-sync >"$data.initdb.log" 2>&1) || {
+		echo "pgvalve: initdb failed:" >&2
+		cat "$data.initdb.log" >&2
+		return 1
+	}
+	cat >>"$data/postgresql.conf" <<EOF
+
+# throwaway cluster for pgvalve
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$sockdir'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 64MB
+max_connections = 200
+password_encryption = 'scram-sha-256'
+logging_collector = off
+log_min_messages = warning
+EOF
+}
+
+# pgv_pg_start DATADIR RUNAS LOGFILE: starts and waits (60 s at most).
+pgv_pg_start() {
+	local data=$1 runas=$2 log=$3
+	(cd "$(dirname "$data")" &&
+		pgv_as "$runas" "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null) || {
+		echo "pgvalve: PostgreSQL did not start:" >&2
+		tail -n 30 "$log" >&2
+		return 1
+	}
+	head -n 1 "$data/postmaster.pid" >"$data.pid"
+}
+
+# pgv_pg_stop DATADIR RUNAS: fast shutdown; if that fails, SIGKILL to the
+# postmaster recorded by pgv_pg_start and to its children.
+pgv_pg_stop() {
+	local data=$1 runas=$2 pid kids i
+	[ -f "$data.pid" ] || return 0
+	pid=$(cat "$data.pid")
+	if pgv_alive "$pid" && [[ "$(pgv_cmdline "$pid")" == *"$data"* ]]; then
+		(cd / && pgv_as "$runas" "$PGBIN/pg_ctl" -D "$data" -m fast -w -t 20 stop >/dev/null 2>&1)
+		if pgv_alive "$pid"; then
+			kids=$(pgv_children "$pid")
+			echo "pgvalve: PostgreSQL did not stop; killing postmaster $pid" >&2
+			# shellcheck disable=SC2086
+			kill -KILL "$pid" $kids 2>/dev/null
+		fi
+	fi
+	rm -f "$data.pid"
+	# let init reap it, so that nothing of ours shows in ps afterwards
+	for ((i = 0; i < 50; i++)); do
+		[ -e "/proc/$pid" ] || break
+		sleep 0.1
+	done
+	return 0
+}
