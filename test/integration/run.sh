@@ -8,7 +8,8 @@
 # user pgvtest when run as root: PostgreSQL refuses root), creates the roles
 # and the database the tests expect, runs each test binary (default: every
 # built test/integration/test_*), then stops PostgreSQL, ends any pgvalve a
-# test left behind and removes the temp dir, whatever happened.
+# test left behind (anything carrying PGV_TEST_DIR in its environment or the
+# temp dir on its command line) and removes the temp dir, whatever happened.
 #
 # `make check` reaches it through the test binaries themselves: started
 # without PGV_TEST_DIR, a binary re-executes itself under this script.
@@ -31,7 +32,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
-# shellcheck source=../../scripts/deps.sh
+# shellcheck source=scripts/deps.sh
 . "$srcdir/scripts/deps.sh"
 
 log() { echo "run.sh: $*"; }
@@ -77,9 +78,18 @@ done < <(compgen -e)
 # ---------------------------------------------------------------- cleanup
 tmp=
 runas=
+testpid=
+# shellcheck disable=SC2317 # called by the traps below
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	# the helpers below must not carry the marker they look for
+	export -n PGV_TEST_DIR
+	if [ -n "$testpid" ]; then
+		log "stopping the running test binary"
+		# shellcheck disable=SC2046
+		pgv_kill_pids "$testpid" $(pgv_descendants "$testpid")
+	fi
 	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
 		pgv_pg_stop "$tmp/pgdata" "$runas"
 		# pgvalve instances a test left: their pidfiles, then anything still
@@ -95,6 +105,7 @@ cleanup() {
 			fi
 		done
 		pgv_kill_matching "$tmp/"
+		pgv_kill_env "PGV_TEST_DIR=$tmp"
 		if [ "${PGV_KEEP_TMP:-0}" = 1 ]; then
 			log "kept $tmp"
 		else
@@ -181,8 +192,12 @@ for t in "${tests[@]}"; do
 	name=$(basename "$t")
 	log "running $name"
 	out="$tmp/$name.out"
-	timeout -k 10 "${PGV_TEST_BINARY_TIMEOUT:-900}" "$t" >"$out" 2>&1 </dev/null
+	# in the background and waited for, so that a signal reaches the trap at once
+	timeout -k 10 "${PGV_TEST_BINARY_TIMEOUT:-900}" "$t" >"$out" 2>&1 </dev/null &
+	testpid=$!
+	wait "$testpid"
 	rc=$?
+	testpid=
 	cat "$out"
 	summary=$(grep -E '^[0-9]+%: Checks: ' "$out" | tail -n 1)
 	case $rc in
