@@ -19,6 +19,9 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 static void send_auth_request(struct client *client, uint32_t code, const void *extra, uint32_t extra_len)
 {
 	uint8_t mem[64];
@@ -58,6 +61,20 @@ void auth_begin(struct client *client)
 		}
 	}
 	login->auth_method = method;
+
+	/*
+	 * As PgBouncer: user "pgbouncer" on the Unix socket from the OS user
+	 * pgvalve runs as may use the admin console whatever auth_type says.
+	 */
+	if (client->is_admin && client->is_unix && strcmp(login->user, "pgbouncer") == 0) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		if (getsockopt(client->nb.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid()) {
+			client->admin_superuser = true;
+			auth_succeed(client);
+			return;
+		}
+	}
 
 	switch (method) {
 	case AUTH_TYPE_ANY:

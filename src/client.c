@@ -14,6 +14,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/client.h"
+#include "pgvalve/admin.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
@@ -145,7 +146,9 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	struct pool *pool = client->pool;
 	usec_t age = (now_usec() - client->connect_time) / USEC_PER_SEC;
 
-	if (sqlstate) {
+	/* An error in the middle of a forwarded server message would corrupt the client's stream. */
+	bool mid_message = client->link && client->link->nb.pkt_remaining;
+	if (sqlstate && !mid_message) {
 		client_send_error(client, "FATAL", sqlstate, reason);
 		if (pgv.cfg->log_pooler_errors)
 			client_log(LOG_LEVEL_WARNING, client, "pooler error: %s", reason);
@@ -162,8 +165,12 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	netbuf_close(&client->nb);
 	client_set_state(client, CL_CLOSED);
 	pgv.client_count--;
-	if (pool)
-		pool_after_change(pool);
+	/*
+	 * No pool_after_change() here: a leaving client creates no demand, and
+	 * opening servers from inside a close could close sibling clients that
+	 * a caller is iterating over.
+	 */
+	(void)pool;
 	loop_client_gone();
 }
 
@@ -237,12 +244,14 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		client_close(client, "57P03", "pooler is shutting down");
 		return;
 	}
-	if (pgv.client_count > (uint32_t)pgv.cfg->max_client_conn) {
+	bool is_admin = admin_is_admin_dbname(dbname);
+	/* As PgBouncer: the admin console stays reachable when the pooler is full. */
+	if (!is_admin && pgv.client_count > (uint32_t)pgv.cfg->max_client_conn) {
 		client_close(client, "08P01", "no more connections allowed (max_client_conn)");
 		return;
 	}
 
-	struct db *db = pool_find_or_autodb(dbname);
+	struct db *db = is_admin ? admin_db() : pool_find_or_autodb(dbname);
 	if (!db) {
 		if (pgv.cfg->log_connections)
 			client_log(LOG_LEVEL_INFO, client, "login failed: db=%s user=%s", dbname, user);
@@ -250,6 +259,12 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		client_close(client, "08P01", msg);
 		return;
 	}
+	if (db->disabled) {
+		snprintf(msg, sizeof(msg), "database \"%s\" does not allow connections", dbname);
+		client_close(client, "08P01", msg);
+		return;
+	}
+	client->is_admin = is_admin;
 	if (pgv.cfg->log_connections)
 		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=no", dbname, user);
 
@@ -357,7 +372,8 @@ void client_finish_login(struct client *client)
 	client->login = NULL;
 	client->logged_in = true;
 	pool->db->stats.total.client_login_count++;
-	client->nb.max_packet = (uint32_t)MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX);
+	client->nb.max_packet = (uint32_t)MAX(MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX),
+					      (int64_t)PROTO_HEADER_LEN);
 	client_set_state(client, CL_ACTIVE);
 	netbuf_resume(&client->nb);
 }
@@ -382,6 +398,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	}
 	}
 
+	if (client->is_admin)
+		return admin_handle_packet(client, pkt);
 	if (!client->link) {
 		if (!pool_request_server(client))
 			return true;	/* queued and paused; offered again when linked */

@@ -8,6 +8,8 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/janitor.h"
+#include "pgvalve/admin.h"
+#include "pgvalve/stats.h"
 #include "pgvalve/client.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
@@ -69,10 +71,38 @@ static void check_pool(struct pool *pool, usec_t now)
 	pool_after_change(pool);
 }
 
+/* Every stats_period: averages, and the log_stats line per database. */
+static void roll_stats(usec_t now)
+{
+	static usec_t last_roll;
+	usec_t period = pgv.cfg->stats_period > 0 ? pgv.cfg->stats_period : 60 * USEC_PER_SEC;
+	if (!last_roll)
+		last_roll = now;
+	if (now - last_roll < period)
+		return;
+	last_roll = now;
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		stats_roll(&db->stats, period);
+		if (!pgv.cfg->log_stats || db->is_admin)
+			continue;
+		const struct stats_averages *a = &db->stats.avg;
+		log_info("[%s] stats: %llu xacts/s, %llu queries/s, %llu client parses/s, %llu server parses/s, "
+			 "%llu binds/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, wait %llu us",
+			 db->name, (unsigned long long)a->xact_count, (unsigned long long)a->query_count,
+			 (unsigned long long)a->client_parse_count, (unsigned long long)a->server_parse_count,
+			 (unsigned long long)a->bind_count, (unsigned long long)a->bytes_received,
+			 (unsigned long long)a->bytes_sent, (unsigned long long)a->xact_time,
+			 (unsigned long long)a->query_time, (unsigned long long)a->wait_time);
+	}
+}
+
 static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
 	usec_t now = now_usec();
+	roll_stats(now);
+	admin_check_waits();
 	check_login_clients(now);
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);

@@ -8,6 +8,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/admin.h"
 #include "pgvalve/client.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
@@ -24,6 +25,8 @@ static struct {
 	struct event *sig_term;
 	struct event *sig_hup;
 	struct event *sig_quit;
+	struct event *sig_usr1;
+	struct event *sig_usr2;
 	int exit_code;
 } loop_state;
 
@@ -58,7 +61,7 @@ void loop_schedule_reap(void)
 
 void loop_client_gone(void)
 {
-	if (pgv.shutting_down && pgv.client_count == 0) {
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0) {
 		log_info("all clients are gone, shutting down");
 		event_base_loopexit(pgv.base, NULL);
 	}
@@ -66,12 +69,9 @@ void loop_client_gone(void)
 
 void loop_begin_graceful_shutdown(void)
 {
-	if (pgv.shutting_down)
-		return;
 	pgv.shutting_down = true;
 	/* Closed, not just ignored: the kernel must stop queueing connections for us. */
 	listener_close();
-	log_info("got SIGINT, shutting down once all clients are gone");
 	loop_client_gone();
 }
 
@@ -84,13 +84,30 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what; (void)arg;
 	switch (sig) {
-	case SIGINT:
-		loop_begin_graceful_shutdown();
+	case SIGINT:	/* PgBouncer 1.25: SHUTDOWN WAIT_FOR_SERVERS */
+		log_info("got SIGINT");
+		admin_shutdown_wait_for_servers();
 		break;
-	case SIGTERM:
+	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS; a second SIGTERM exits now */
+		if (++pgv.sigterm_count > 1) {
+			log_info("got SIGTERM again, exiting now");
+			loop_exit_now();
+			break;
+		}
+		log_info("got SIGTERM");
+		admin_shutdown_wait_for_clients();
+		break;
 	case SIGQUIT:
-		log_info("got %s, exiting now", sig == SIGTERM ? "SIGTERM" : "SIGQUIT");
+		log_info("got SIGQUIT, exiting now");
 		loop_exit_now();
+		break;
+	case SIGUSR1:
+		log_info("got SIGUSR1, pausing");
+		admin_pause_all();
+		break;
+	case SIGUSR2:
+		log_info("got SIGUSR2, resuming");
+		admin_resume_all();
 		break;
 	case SIGHUP: {
 		char err[512];
@@ -118,6 +135,10 @@ void loop_init(void)
 	event_add(loop_state.sig_term, NULL);
 	event_add(loop_state.sig_hup, NULL);
 	event_add(loop_state.sig_quit, NULL);
+	loop_state.sig_usr1 = evsignal_new(pgv.base, SIGUSR1, signal_cb, NULL);
+	loop_state.sig_usr2 = evsignal_new(pgv.base, SIGUSR2, signal_cb, NULL);
+	event_add(loop_state.sig_usr1, NULL);
+	event_add(loop_state.sig_usr2, NULL);
 }
 
 int loop_run(void)
@@ -132,7 +153,8 @@ void loop_cleanup(void)
 	server_cancel_requests_free_all();
 	reap_cb(-1, 0, NULL);
 	struct event **evs[] = { &loop_state.reap_ev, &loop_state.sig_int, &loop_state.sig_term,
-				 &loop_state.sig_hup, &loop_state.sig_quit };
+				 &loop_state.sig_hup, &loop_state.sig_quit, &loop_state.sig_usr1,
+				 &loop_state.sig_usr2 };
 	for (size_t i = 0; i < ARRAY_SIZE(evs); i++) {
 		if (*evs[i])
 			event_free(*evs[i]);

@@ -6,6 +6,7 @@
  * reverse order on exit, so a sanitizer build reports real leaks only.
  */
 #include "pgvalve/common.h"
+#include "pgvalve/admin.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/config.h"
 #include "pgvalve/janitor.h"
@@ -200,6 +201,7 @@ int main(int argc, char **argv)
 	loop_init();
 	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
 	varcache_configure(cfg->track_extra_parameters);
+	admin_setup();
 	pool_setup_databases();
 	if (listener_start() < 0) {
 		listener_close();

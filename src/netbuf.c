@@ -596,7 +596,16 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 		if (!nb->paused && !nb->blocked) {
 			read_input(nb);
 		} else {
-			nb->read_fired_paused = true;	/* now really stop listening */
+			/* A waiting client that hung up must not keep its place (or have its query run). */
+			char probe;
+			ssize_t n = recv(nb->fd, &probe, 1, MSG_PEEK);
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+				if (n < 0)
+					nb->recv_errno = errno;
+				nb->handler(nb, NETBUF_EV_RECV_FAILED, NULL);
+				return;
+			}
+			nb->read_fired_paused = true;	/* data, not EOF: now really stop listening */
 			sync_events(nb);
 		}
 	}

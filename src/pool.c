@@ -14,6 +14,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/admin.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/log.h"
@@ -21,6 +22,8 @@
 #include "pgvalve/server.h"
 
 struct instance pgv;
+
+static void pool_set_admin_welcome(struct pool *pool);
 
 /* ---------------------------------------------------------------- databases */
 
@@ -30,6 +33,7 @@ static struct db *db_create(const struct db_config *cfg, const char *name, bool 
 	db->name = xstrdup(name);
 	db->cfg = config_db_clone(cfg, name);
 	db->is_autodb = is_autodb;
+	db->paused = pgv.paused_all;
 	list_init(&db->pools);
 	list_append(&pgv.databases, &db->node);
 	return db;
@@ -183,6 +187,8 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	list_init(&pool->tested_servers);
 	list_init(&pool->login_servers);
 	list_append(&db->pools, &pool->node);
+	if (db->is_admin)
+		pool_set_admin_welcome(pool);
 	return pool;
 }
 
@@ -226,6 +232,8 @@ static bool db_may_open_server(const struct db *db)
 
 void pool_launch_servers(struct pool *pool)
 {
+	if (pool->db->paused || pool->db->is_admin)
+		return;
 	int demand = (int)pool->waiting_clients.count;
 	if (!pool->welcome_ready && pool->welcome_clients.count > 0 && demand == 0)
 		demand = 1;
@@ -313,8 +321,8 @@ bool pool_request_server(struct client *client)
 {
 	struct pool *pool = client->pool;
 
-	/* Only skip the queue when there is none. */
-	if (list_empty(&pool->waiting_clients)) {
+	/* Only skip the queue when there is none (and the database is not paused). */
+	if (list_empty(&pool->waiting_clients) && !pool->db->paused) {
 		struct server *server = take_idle_server(pool);
 		if (server) {
 			link_pair(client, server);
@@ -336,6 +344,10 @@ void pool_server_ready(struct server *server)
 		server_close(server, "server is scheduled to close");
 		return;
 	}
+	if (pool->db->paused) {
+		server_close(server, "database is paused");
+		return;
+	}
 	struct list_node *n = list_first(&pool->waiting_clients);
 	if (n) {
 		link_pair(container_of(n, struct client, node), server);
@@ -349,8 +361,12 @@ void pool_release_server(struct server *server)
 {
 	struct pool *pool = server->pool;
 
+	/* Judged while still linked: a client half-way through a message makes it unclean. */
+	bool clean = server_is_clean(server);
 	if (server->link)
 		server_unlink(server);
+	if (!clean)
+		server->dirty = true;	/* stays so even if held for a cancel first */
 	if (server->cancels_in_flight > 0) {
 		/* Never hand on a server a cancel may still hit; cancel completion releases it again. */
 		server_set_state(server, SV_USED);
@@ -360,7 +376,11 @@ void pool_release_server(struct server *server)
 		server_close(server, "server is scheduled to close");
 		return;
 	}
-	if (!server_is_clean(server)) {
+	if (pool->db->paused && !server->dirty && server_is_clean(server)) {
+		server_close(server, "database is paused");
+		return;
+	}
+	if (server->dirty || !server_is_clean(server)) {
 		server_close(server, "client disconnected while the server was not idle");
 		return;
 	}
@@ -395,6 +415,8 @@ void pool_learn_welcome(struct pool *pool, const struct server *server)
 void pool_client_logged_in(struct client *client)
 {
 	struct pool *pool = client->pool;
+	if (client->is_admin && !admin_check_access(client))
+		return;
 	if (pool->welcome_ready) {
 		client_finish_login(client);
 		return;
@@ -410,10 +432,9 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
 	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
 	/* Clients still logging in cannot finish without a server: tell them why. */
-	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
-		struct client *client = container_of(pos, struct client, node);
-		client_close(client, sqlstate, message);
-	}
+	struct list_node *n;
+	while ((n = list_first(&pool->welcome_clients)))
+		client_close(container_of(n, struct client, node), sqlstate, message);
 }
 
 /* ---------------------------------------------------------------- cancel keys */
@@ -477,6 +498,63 @@ struct client *cancel_index_find(uint32_t pid, uint32_t key)
 		if (c->cancel_pid == pid && c->cancel_key == key)
 			return c;
 	return NULL;
+}
+
+/* ---------------------------------------------------------------- admin */
+
+struct db *pool_create_admin_db(const char *name)
+{
+	struct db_config *dc = config_db_new(name);
+	struct db *db = db_create(dc, name, false);
+	config_db_free(dc);
+	db->is_admin = true;
+	return db;
+}
+
+static void pool_set_admin_welcome(struct pool *pool)
+{
+	static const char *const params[][2] = {
+		{ "server_version", "1.25.0/pgvalve-" PACKAGE_VERSION },
+		{ "server_encoding", "UTF8" },
+		{ "client_encoding", "UTF8" },
+		{ "DateStyle", "ISO, MDY" },
+		{ "TimeZone", "UTC" },
+		{ "IntervalStyle", "postgres" },
+		{ "integer_datetimes", "on" },
+		{ "standard_conforming_strings", "on" },
+		{ "application_name", "" },
+		{ "is_superuser", "off" },
+	};
+	pool->welcome = xcalloc(ARRAY_SIZE(params), sizeof(*pool->welcome));
+	for (size_t i = 0; i < ARRAY_SIZE(params); i++) {
+		pool->welcome[i].name = xstrdup(params[i][0]);
+		pool->welcome[i].value = xstrdup(params[i][1]);
+	}
+	pool->welcome_count = (int)ARRAY_SIZE(params);
+	pool->welcome_ready = true;
+}
+
+void pool_db_pause(struct db *db)
+{
+	list_for_each(ppos, &db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
+		list_for_each_safe(pos, tmp, &pool->idle_servers)
+			server_close(container_of(pos, struct server, node), "database is paused");
+	}
+}
+
+void pool_db_resume(struct db *db)
+{
+	list_for_each(ppos, &db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
+		pool_after_change(pool);
+	}
+}
+
+void pool_db_reconnect(struct db *db)
+{
+	if (!db->is_admin)
+		db_retire_servers(db, "reconnect requested");
 }
 
 /* ---------------------------------------------------------------- teardown */

@@ -33,7 +33,8 @@ enum proto_header_result proto_parse_header(const uint8_t *buf, uint32_t avail, 
 			return PROTO_HDR_NEED_MORE;
 		len = read_be32(buf + 1);
 		/* The length covers itself but not the type byte. */
-		if (len < 4 || len > max_len - 1 || buf[0] == 0)
+		/* 64-bit: neither max_len 0 nor len 0xFFFFFFFF may wrap around */
+		if (len < 4 || (uint64_t)len + 1 > (uint64_t)max_len || buf[0] == 0)
 			return PROTO_HDR_INVALID;
 		pkt->type = buf[0];
 		pkt->len = len + 1;

@@ -287,6 +287,9 @@ void server_unlink(struct server *server)
 
 bool server_is_clean(const struct server *server)
 {
+	/* A client half-way through a message still owes the server its rest. */
+	if (server->link && server->link->nb.pkt_remaining && server->link->nb.pkt_forward)
+		return false;
 	return server->expect_ready == 0 && !server->unsynced && server->txn_status == 'I' &&
 	       !server->copy_in && server->internal == SV_INTERNAL_NONE;
 }
@@ -367,17 +370,21 @@ static void internal_query_done(struct server *server)
 	case SV_INTERNAL_SET_PARAMS:
 		if (server->link) {
 			struct client *client = server->link;
-			if (server->internal_failed)
+			if (server->internal_failed) {
 				client_log(LOG_LEVEL_WARNING, client, "could not apply its session parameters to the server");
-			else	/* parameters the server does not report (search_path on PostgreSQL 15) */
-				varcache_copy_set(&server->vars, client->vars);
+				server->synced_client_id = 0;	/* try again next time */
+			} else {	/* parameters the server does not report (search_path on PostgreSQL 15) */
+				varcache_sync_applied(&server->vars, client->vars);
+			}
 			netbuf_resume(&client->nb);
 		}
 		break;
 	case SV_INTERNAL_RESET:
 	case SV_INTERNAL_CHECK:
-		if (what == SV_INTERNAL_RESET)	/* reported values came back as ParameterStatus; the rest are unknown */
+		if (what == SV_INTERNAL_RESET) {	/* reported values came back as ParameterStatus; the rest are unknown */
 			varcache_forget_except(server->vars, server->reported_mask);
+			server->synced_client_id = 0;
+		}
 		if (server->internal_failed || server->txn_status != 'I') {
 			server_close(server, what == SV_INTERNAL_RESET ? "reset query failed" : "server check query failed");
 			return;
@@ -518,6 +525,7 @@ static void handle_auth_request(struct server *server, const struct pkt *pkt)
 			return;
 		}
 		char msg[SCRAM_MSG_MAX];
+		free_login_state(server);	/* a second AuthenticationSASL starts over */
 		server->scram = xcalloc(1, sizeof(*server->scram));
 		scram_client_init(server->scram, NULL, NULL);
 		int len = scram_client_first(server->scram, msg, sizeof(msg));
@@ -789,8 +797,11 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			return server_idle_packet(server, pkt);
 		}
 	case NETBUF_EV_BAD_PACKET:
-		if (server->link)
-			client_close(server->link, "08P01", "server sent a bad packet header");
+		if (server->link) {
+			struct client *client = server->link;
+			server_unlink(server);
+			client_close(client, "08P01", "server sent a bad packet header");
+		}
 		server_close(server, "bad packet header from server");
 		return false;
 	case NETBUF_EV_RECV_FAILED:

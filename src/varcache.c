@@ -214,6 +214,19 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src)
 			varcache_set(dst, i, src->values[i]);
 }
 
+void varcache_sync_applied(struct varcache **server, const struct varcache *client)
+{
+	for (int i = 0; i < vtab.count; i++) {
+		const char *want = varcache_get(client, i);
+		if (want)
+			varcache_set(server, i, want);
+		else if (*server && (*server)->values[i]) {
+			intern_put((*server)->values[i]);	/* RESET: the server's default, value unknown */
+			(*server)->values[i] = NULL;
+		}
+	}
+}
+
 void varcache_forget_except(struct varcache *vc, uint32_t keep_mask)
 {
 	if (!vc)
@@ -243,6 +256,20 @@ int varcache_diff_sql(const struct varcache *client, const struct varcache *serv
 			continue;	/* absurdly long value: leave the server's */
 		int n = snprintf(expr, sizeof(expr), "%spg_catalog.set_config(%s, %s, false)",
 				 added ? ", " : "SELECT ", name_lit, value_lit);
+		if (n <= 0 || (size_t)n >= sizeof(expr))
+			continue;
+		pktbuf_put_bytes(sql, expr, (uint32_t)n);
+		added++;
+	}
+	/*
+	 * A parameter this client never set but the server carries from an
+	 * earlier client (search_path, which PostgreSQL 15 does not report)
+	 * goes back to the server's default.
+	 */
+	for (int i = 0; i < vtab.count; i++) {
+		if (client->values[i] || !varcache_get(server, i))
+			continue;
+		int n = snprintf(expr, sizeof(expr), "%sRESET %s", added ? "; " : "", vtab.names[i]);
 		if (n <= 0 || (size_t)n >= sizeof(expr))
 			continue;
 		pktbuf_put_bytes(sql, expr, (uint32_t)n);

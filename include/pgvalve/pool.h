@@ -40,6 +40,8 @@ struct db {
 	bool is_autodb;			/* made from the "*" entry */
 	bool is_admin;			/* the virtual pgbouncer/pgvalve database */
 	bool removed;			/* gone from the config: no new logins, closes when unused */
+	bool paused;			/* PAUSE: no server is handed out, released ones close */
+	bool disabled;			/* DISABLE: new clients are refused */
 	struct list pools;
 	struct stats_period stats;
 	int server_count;		/* all servers of all its pools */
@@ -91,7 +93,10 @@ struct instance {
 	uint64_t config_generation;	/* bumped when cfg changes; invalidates per-pool caches */
 	bool log_to_stderr;		/* as started (-q, -d) */
 	int cli_verbose;		/* -v count */
-	bool shutting_down;		/* SIGINT: no new clients, exit when the last one leaves */
+	bool shutting_down;
+	bool paused_all;		/* PAUSE without a database name (or SIGUSR1) */
+	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
+	int sigterm_count;		/* SIGINT: no new clients, exit when the last one leaves */
 	/* cancel key index: open hash over client BackendKeyData */
 	struct client **cancel_table;
 	uint32_t cancel_table_size;
@@ -142,5 +147,14 @@ struct client *cancel_index_find(uint32_t pid, uint32_t key);
 /* Closes every client and server (shutdown). */
 void pool_close_all_connections(const char *reason);
 void pool_free_all(void);
+
+/* The admin console's database: no servers, fixed welcome parameters. */
+struct db *pool_create_admin_db(const char *name);
+/* PAUSE: close idle servers now; busy ones close when released. */
+void pool_db_pause(struct db *db);
+/* RESUME: waiting clients get servers again. */
+void pool_db_resume(struct db *db);
+/* RECONNECT: replace every server once it is released. */
+void pool_db_reconnect(struct db *db);
 
 #endif

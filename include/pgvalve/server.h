@@ -65,6 +65,7 @@ struct server {
 	bool copy_in;			/* COPY FROM STDIN in progress */
 	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */
 	bool close_needed;		/* close instead of reuse when released */
+	bool dirty;			/* released in an unknown protocol state: never reused */
 	bool internal_failed;
 	int cancels_in_flight;
 	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */

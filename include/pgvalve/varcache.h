@@ -37,6 +37,8 @@ void varcache_free(struct varcache *vc);
 void varcache_copy_missing(struct varcache **dst, const struct varcache *src);
 /* Copies every value src has into *dst (after dst was brought in line with src). */
 void varcache_copy_set(struct varcache **dst, const struct varcache *src);
+/* After the diff SQL ran: the server now has the client's values, and defaults where the client has none. */
+void varcache_sync_applied(struct varcache **server, const struct varcache *client);
 /* Forgets the values whose bit is not in keep_mask (bit i = index i). */
 void varcache_forget_except(struct varcache *vc, uint32_t keep_mask);
 

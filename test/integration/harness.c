@@ -546,7 +546,8 @@ void pgv_stop(struct pgv *p)
 
 	if (pid <= 0)
 		return;
-	kill(pid, SIGTERM);
+	/* SIGQUIT is the immediate shutdown (SIGTERM waits for clients, as in PgBouncer 1.25). */
+	kill(pid, SIGQUIT);
 	if (!wait_child(pid, &status, STOP_TIMEOUT_S)) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
@@ -558,11 +559,11 @@ void pgv_stop(struct pgv *p)
 	if (report != NULL)
 		ck_abort_msg("pgvalve's sanitizers reported (full output in %s/stderr.log):\n%s", p->dir, report);
 	if (forced)
-		ck_abort_msg("pgvalve was still running %.0f s after SIGTERM\n%s",
+		ck_abort_msg("pgvalve was still running %.0f s after SIGQUIT\n%s",
 			     STOP_TIMEOUT_S, pgv_log_tail(p, TAIL_BYTES));
-	if (WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM) {
+	if (WIFSIGNALED(status)) {
 		describe_status(status, how, sizeof(how));
-		ck_abort_msg("pgvalve died of %s on SIGTERM\n%s", how, pgv_log_tail(p, TAIL_BYTES));
+		ck_abort_msg("pgvalve died of %s on SIGQUIT\n%s", how, pgv_log_tail(p, TAIL_BYTES));
 	}
 }
 
@@ -822,16 +823,25 @@ static void parse_error(const unsigned char *body, size_t len, struct raw_error 
 	}
 }
 
-int raw_login(int port, const char *dbname, const char *user, const char *password, struct raw_error *err)
+int raw_login_ex(int port, const char *dbname, const char *user, const char *password,
+		 const char *const *extra, struct raw_error *err, int *fd_out)
 {
 	double deadline = now_s() + 10;
-	unsigned char startup[512], hdr[5], *body = NULL;
+	unsigned char startup[1024], hdr[5], *body = NULL;
 	size_t off = 8;
 	int fd, rc = -2;
 
 	memset(err, 0, sizeof(*err));
 	off += (size_t)snprintf((char *)startup + off, sizeof(startup) - off - 1, "user%c%s%cdatabase%c%s%c",
 				0, user, 0, 0, dbname, 0);
+	for (int i = 0; extra && extra[i] && extra[i + 1]; i += 2) {
+		size_t a = strlen(extra[i]) + 1, b = strlen(extra[i + 1]) + 1;
+		ck_assert_msg(off + a + b < sizeof(startup) - 1, "startup packet too long");
+		memcpy(startup + off, extra[i], a);
+		off += a;
+		memcpy(startup + off, extra[i + 1], b);
+		off += b;
+	}
 	ck_assert_msg(off < sizeof(startup) - 1, "startup packet too long");
 	startup[off++] = 0;
 	put_u32(startup, (uint32_t)off);
@@ -884,6 +894,11 @@ int raw_login(int port, const char *dbname, const char *user, const char *passwo
 			goto out;
 		case 'Z':
 			rc = 0;
+			if (fd_out) {
+				*fd_out = fd;
+				free(body);
+				return rc;
+			}
 			raw_send(fd, "X\0\0\0\4", 5);
 			goto out;
 		case 'S':
@@ -897,6 +912,63 @@ int raw_login(int port, const char *dbname, const char *user, const char *passwo
 out:
 	free(body);
 	close(fd);
+	if (fd_out)
+		*fd_out = -1;
+	return rc;
+}
+
+int raw_login(int port, const char *dbname, const char *user, const char *password, struct raw_error *err)
+{
+	return raw_login_ex(port, dbname, user, password, NULL, err, NULL);
+}
+
+int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_error *err)
+{
+	double deadline = now_s() + 10;
+	size_t n = strlen(sql) + 1;
+	unsigned char *msg = malloc(n + 5), hdr[5], *body = NULL;
+	int rc = -2;
+
+	ck_assert_ptr_nonnull(msg);
+	msg[0] = 'Q';
+	put_u32(msg + 1, (uint32_t)(n + 4));
+	memcpy(msg + 5, sql, n);
+	memset(err, 0, sizeof(*err));
+	if (value && size)
+		value[0] = '\0';
+	bool sent = raw_send(fd, msg, n + 5);
+	free(msg);
+	if (!sent)
+		return -2;
+	for (;;) {
+		if (!read_exact(fd, hdr, 5, deadline))
+			break;
+		uint32_t len = get_u32(hdr + 1);
+		if (len < 4 || len > 16 * 1024 * 1024)
+			break;
+		free(body);
+		body = malloc(len - 4 + 1);
+		ck_assert_ptr_nonnull(body);
+		if (!read_exact(fd, body, len - 4, deadline))
+			break;
+		body[len - 4] = 0;
+		if (hdr[0] == 'D' && value && size && value[0] == '\0' && len >= 4 + 6) {
+			uint32_t vlen = get_u32(body + 2);
+			if (vlen != 0xFFFFFFFFu && 6 + vlen <= len - 4) {
+				size_t c = vlen < size - 1 ? vlen : size - 1;
+				memcpy(value, body + 6, c);
+				value[c] = '\0';
+			}
+		} else if (hdr[0] == 'E') {
+			parse_error(body, len - 4, err);
+			rc = -1;
+		} else if (hdr[0] == 'Z') {
+			if (rc != -1)
+				rc = 0;
+			break;
+		}
+	}
+	free(body);
 	return rc;
 }
 

@@ -46,7 +46,7 @@ struct pgv {
  * exits first or is not listening within 10 s. Any argument may be NULL.
  */
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist);
-/* SIGTERM, up to 5 s, then SIGKILL (and a failed test). Idempotent. */
+/* SIGQUIT (immediate shutdown), up to 5 s, then SIGKILL (and a failed test). Idempotent. */
 void pgv_stop(struct pgv *p);
 bool pgv_running(struct pgv *p);
 
@@ -84,6 +84,18 @@ struct raw_error {
  * -2 on anything else (closed, timeout, unsupported request).
  */
 int raw_login(int port, const char *dbname, const char *user, const char *password, struct raw_error *err);
+
+/*
+ * The same with extra startup parameters (name, value, ..., NULL); with
+ * fd_out the logged-in socket is handed back (-1 on failure) instead of closed.
+ */
+int raw_login_ex(int port, const char *dbname, const char *user, const char *password,
+		 const char *const *extra, struct raw_error *err, int *fd_out);
+/*
+ * Runs one simple query on a raw_login_ex() socket up to ReadyForQuery;
+ * value gets the first column of the first row. 0 ok, -1 ErrorResponse, -2 broken.
+ */
+int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_error *err);
 
 /* "md5" + hex(md5(password || user)), the way auth_file and pg_authid store it. */
 void md5_secret(const char *user, const char *password, char out[36]);

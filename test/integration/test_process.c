@@ -116,7 +116,15 @@ START_TEST(unix_socket_and_pidfile)
 }
 END_TEST
 
-START_TEST(sigint_waits_for_clients)
+static void wait_exit(struct pgv *p, double seconds)
+{
+	double t0 = now_s();
+	while (pgv_running(p) && now_s() - t0 < seconds)
+		usleep(50 * 1000);
+}
+
+/* SIGTERM (PgBouncer 1.25: SHUTDOWN WAIT_FOR_CLIENTS): no new clients, exit after the last one. */
+START_TEST(sigterm_waits_for_clients)
 {
 	struct pgv p;
 	pgv_start(&p, "auth_type = md5\npool_mode = transaction\n", std_databases(), std_userlist());
@@ -124,39 +132,75 @@ START_TEST(sigint_waits_for_clients)
 	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
 	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
 
-	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
 	usleep(300 * 1000);
 	ck_assert_msg(pgv_running(&p), "pgvalve exited with a client still connected");
-	/* no new clients */
 	PGconn *late = pgv_connect(&p, DB, "md5_user", "md5_pass");
 	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);
 	PQfinish(late);
-	/* the connected client keeps working */
 	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
 	PQfinish(c);
-	double t0 = now_s();
-	while (pgv_running(&p) && now_s() - t0 < 5)
-		usleep(50 * 1000);
+	wait_exit(&p, 5);
 	ck_assert_msg(!pgv_running(&p), "pgvalve still running after its last client left\n%s", pgv_log_tail(&p, 1500));
 	ck_assert(pgv_log_contains(&p, "all clients are gone"));
 	pgv_stop(&p);
 }
 END_TEST
 
-START_TEST(sigterm_exits_now)
+START_TEST(second_sigterm_exits_now)
 {
 	struct pgv p;
 	pgv_start(&p, "auth_type = md5\n", std_databases(), std_userlist());
 	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
 	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
-	double t0 = now_s();
-	while (pgv_running(&p) && now_s() - t0 < 3)
-		usleep(50 * 1000);
-	ck_assert_msg(!pgv_running(&p), "SIGTERM did not end pgvalve with a client connected");
+	usleep(200 * 1000);
+	ck_assert(pgv_running(&p));
+	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
+	wait_exit(&p, 3);
+	ck_assert_msg(!pgv_running(&p), "a second SIGTERM did not end pgvalve");
 	PGresult *r = PQexec(c, "SELECT 1");
 	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
 	PQclear(r);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+START_TEST(sigquit_exits_now)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\n", std_databases(), std_userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	ck_assert_int_eq(kill(p.pid, SIGQUIT), 0);
+	wait_exit(&p, 3);
+	ck_assert_msg(!pgv_running(&p), "SIGQUIT did not end pgvalve");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SIGINT (SHUTDOWN WAIT_FOR_SERVERS): a transaction in flight finishes, then pgvalve exits. */
+START_TEST(sigint_waits_for_servers)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\n", std_databases(), std_userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PGresult *r = PQexec(c, "BEGIN");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	usleep(300 * 1000);
+	ck_assert_msg(pgv_running(&p), "pgvalve exited while a server was in a transaction");
+	ck_assert_str_eq(query_value(c, "SELECT 'inside'"), "inside");
+	r = PQexec(c, "COMMIT");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	wait_exit(&p, 5);
+	ck_assert_msg(!pgv_running(&p), "pgvalve still running after its servers were released\n%s",
+		      pgv_log_tail(&p, 1500));
 	PQfinish(c);
 	pgv_stop(&p);
 }
@@ -212,8 +256,10 @@ static Suite *process_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("lifecycle", 30);
 	tcase_add_test(tc, unix_socket_and_pidfile);
-	tcase_add_test(tc, sigint_waits_for_clients);
-	tcase_add_test(tc, sigterm_exits_now);
+	tcase_add_test(tc, sigterm_waits_for_clients);
+	tcase_add_test(tc, second_sigterm_exits_now);
+	tcase_add_test(tc, sigquit_exits_now);
+	tcase_add_test(tc, sigint_waits_for_servers);
 	tcase_add_test(tc, daemon_mode);
 	suite_add_tcase(s, tc);
 	return s;

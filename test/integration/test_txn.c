@@ -476,6 +476,125 @@ START_TEST(waiting_clients_are_served_in_order)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- review regressions */
+
+/* A startup-packet search_path (PostgreSQL 15 does not report it) must not follow the server. */
+START_TEST(startup_search_path_stays_with_its_client)
+{
+	struct pgv p;
+	struct raw_error err;
+	char value[256];
+	int fd = -1;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), std_userlist());
+	PGconn *setup = connect_ok(&p, "scram_user", "scram_pass");
+	PQclear(PQexec(setup, "DROP SCHEMA IF EXISTS tenant_a CASCADE"));
+	exec_ok(setup, "CREATE SCHEMA tenant_a");
+	exec_ok(setup, "CREATE TABLE tenant_a.secret_t (x text)");
+	exec_ok(setup, "INSERT INTO tenant_a.secret_t VALUES ('tenant A secret')");
+	PQfinish(setup);
+
+	const char *extra[] = { "search_path", "tenant_a", NULL };
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "scram_user", "scram_pass", extra, &err, &fd), 0);
+	ck_assert_int_eq(raw_query(fd, "SELECT x FROM secret_t", value, sizeof(value), &err), 0);
+	ck_assert_str_eq(value, "tenant A secret");
+
+	/* Another client, no search_path: same server, but the default search_path. */
+	PGconn *b = connect_ok(&p, "scram_user", "scram_pass");
+	ck_assert_str_ne(query_value(b, "SHOW search_path"), "tenant_a");
+	PGresult *r = PQexec(b, "SELECT x FROM secret_t");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	/* and the first client still has its own */
+	ck_assert_int_eq(raw_query(fd, "SHOW search_path", value, sizeof(value), &err), 0);
+	ck_assert_str_eq(value, "tenant_a");
+	raw_send(fd, "X\0\0\0\4", 5);
+	close(fd);
+	exec_ok(b, "DROP SCHEMA tenant_a CASCADE");
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A client that stops in the middle of a message never gets its server handed to someone else. */
+START_TEST(half_sent_message_keeps_server)
+{
+	struct pgv p;
+	struct raw_error err;
+	char value[64];
+	int fd = -1;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), std_userlist());
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &fd), 0);
+	ck_assert_int_eq(raw_query(fd, "SELECT 1", value, sizeof(value), &err), 0);
+	/* Query + the header of a 64-byte CopyData with only 20 bytes of it */
+	unsigned char junk[5 + 20] = { 'd', 0, 0, 0, 68 };
+	memset(junk + 5, 'x', 20);
+	ck_assert(raw_send(fd, junk, sizeof(junk)));
+	usleep(200 * 1000);
+
+	/* Another client must either wait or get a fresh server, never the half-fed one. */
+	PGconn *b = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(b), CONNECTION_OK);
+	ck_assert_int_eq(PQsendQuery(b, "SELECT 'b ok'"), 1);
+	usleep(300 * 1000);
+	close(fd);	/* the half-fed server is closed, not reused */
+	PGresult *r = PQgetResult(b);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "b: %s\n%s", PQerrorMessage(b), pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "b ok");
+	PQclear(r);
+	while ((r = PQgetResult(b)))
+		PQclear(r);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A client that gives up while queued leaves the queue; its query never runs. */
+START_TEST(vanished_waiter_query_not_run)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), std_userlist());
+	PGconn *holder = connect_ok(&p, "scram_user", "scram_pass");
+	PQclear(PQexec(holder, "DROP TABLE IF EXISTS ghost_t"));
+	exec_ok(holder, "CREATE TABLE ghost_t (v int)");
+	exec_ok(holder, "BEGIN");	/* holds the only server */
+
+	PGconn *ghost = connect_ok(&p, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQsendQuery(ghost, "INSERT INTO ghost_t VALUES (1)"), 1);
+	usleep(200 * 1000);
+	/* Gone while waiting, like a crashed client: no Terminate. (After a Terminate the
+	 * query would run, as PostgreSQL itself runs a complete query that precedes one.) */
+	shutdown(PQsocket(ghost), SHUT_RDWR);
+	PQfinish(ghost);
+	usleep(300 * 1000);
+	exec_ok(holder, "COMMIT");
+	usleep(300 * 1000);
+	ck_assert_str_eq(query_value(holder, "SELECT count(*) FROM ghost_t"), "0");
+	exec_ok(holder, "DROP TABLE ghost_t");
+	PQfinish(holder);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* max_packet_size = 0 (nonsense, but accepted) must not let a header hang the process. */
+START_TEST(huge_length_with_tiny_max_packet)
+{
+	struct pgv p;
+	struct raw_error err;
+	int fd = -1;
+	pgv_start(&p, TXN "max_packet_size = 0\n", std_databases(), std_userlist());
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &fd), 0);
+	unsigned char bad[5] = { 'Q', 0xff, 0xff, 0xff, 0xff };
+	raw_send(fd, bad, sizeof(bad));
+	ck_assert(raw_wait_closed(fd, 3000));
+	close(fd);
+	/* still serving */
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *txn_suite(void)
 {
 	Suite *s = suite_create("transaction");
@@ -496,6 +615,10 @@ static Suite *txn_suite(void)
 	tcase_add_test(tc, uncommitted_rows_stay_private);
 	tcase_add_test(tc, client_killed_mid_transaction);
 	tcase_add_test(tc, waiting_clients_are_served_in_order);
+	tcase_add_test(tc, startup_search_path_stays_with_its_client);
+	tcase_add_test(tc, half_sent_message_keeps_server);
+	tcase_add_test(tc, vanished_waiter_query_not_run);
+	tcase_add_test(tc, huge_length_with_tiny_max_packet);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("cancel", 30);

@@ -1,0 +1,36 @@
+/*
+ * admin.h - the admin console: the virtual database "pgbouncer" (also
+ * "pgvalve") that answers SHOW and control commands the way PgBouncer
+ * does, so existing monitoring and scripts work unchanged.
+ *
+ * Speaks the simple query protocol only; extended-protocol messages get an
+ * error and a ReadyForQuery at their Sync, never a hang. Users in
+ * admin_users may run everything, users in stats_users the SHOW commands.
+ */
+#ifndef PGVALVE_ADMIN_H
+#define PGVALVE_ADMIN_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/proto.h"
+
+struct client;
+struct db;
+
+bool admin_is_admin_dbname(const char *name);
+/* The admin database object (made at start-up). */
+struct db *admin_db(void);
+void admin_setup(void);
+/* After authentication: may this user use the console? Closes the client if not. */
+bool admin_check_access(struct client *client);
+/* A message from a logged-in console client. Returns false if the client was closed. */
+bool admin_handle_packet(struct client *client, const struct pkt *pkt);
+/* Janitor tick: finishes PAUSE / WAIT_CLOSE / SHUTDOWN waits whose condition now holds. */
+void admin_check_waits(void);
+/* PAUSE / RESUME for all databases (SIGUSR1 / SIGUSR2). */
+void admin_pause_all(void);
+void admin_resume_all(void);
+/* SHUTDOWN WAIT_FOR_SERVERS / WAIT_FOR_CLIENTS (SIGINT / SIGTERM). */
+void admin_shutdown_wait_for_servers(void);
+void admin_shutdown_wait_for_clients(void);
+
+#endif
