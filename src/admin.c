@@ -27,6 +27,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stdarg.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -34,12 +35,10 @@
 #define ADMIN_QUERY_MAX (64 * 1024)
 
 /* PostgreSQL type OIDs used in RowDescription. */
-#define OID_BOOL 16
 #define OID_INT8 20
 #define OID_INT4 23
 #define OID_TEXT 25
 #define OID_NUMERIC 1700
-#define OID_TIMESTAMPTZ 1184
 
 static struct {
 	struct db *db;
@@ -65,9 +64,9 @@ void admin_setup(void)
 /* ---------------------------------------------------------------- result writer */
 
 /*
- * A reply being built: RowDescription from a type string ('s' text,
- * 'i' int4, 'q' int8, 'n' numeric, 'T' timestamptz, 'b' bool) and column
- * names, then DataRows of text values.
+ * A reply being built: RowDescription from a type string in PgBouncer's
+ * letters ('s' text, 'i' int4, 'q' int8, 'N' numeric, 'T' a time sent as
+ * text) and column names, then DataRows of text values.
  */
 struct result {
 	struct pktbuf b;
@@ -89,10 +88,8 @@ static void result_begin(struct result *r, const char *types, const char *const 
 		switch (types[i]) {
 		case 'i': oid = OID_INT4; len = 4; break;
 		case 'q': oid = OID_INT8; len = 8; break;
-		case 'n': oid = OID_NUMERIC; break;
-		case 'T': oid = OID_TIMESTAMPTZ; len = 8; break;
-		case 'b': oid = OID_BOOL; len = 1; break;
-		default: break;
+		case 'N': oid = OID_NUMERIC; break;
+		default: break;		/* 's' and 'T' */
 		}
 		pktbuf_put_string(&r->b, names[i]);
 		pktbuf_put_uint32(&r->b, 0);
@@ -186,18 +183,58 @@ static void cell_ptr(struct cells *c, const void *p)
 	c->n++;
 }
 
-/* ---------------------------------------------------------------- iteration helpers */
+/* ---------------------------------------------------------------- ordered views */
 
-/* Iterate without list_for_each's node variable leaking into the caller's names. */
-#define for_each_db(dbvar) \
-	for (struct list_node *_dn = pgv.databases.head.next; \
-	     _dn != &pgv.databases.head && (((dbvar) = container_of(_dn, struct db, node)) != NULL); \
-	     _dn = _dn->next)
+/*
+ * PgBouncer lists databases by name and pools by (database, user), byte
+ * order; pgvalve keeps insertion order internally and sorts for display.
+ */
+struct dbs_view {
+	struct db **v;
+	size_t n;
+};
 
-#define for_each_pool(dbvar, poolvar) \
-	for (struct list_node *_pn = (dbvar)->pools.head.next; \
-	     _pn != &(dbvar)->pools.head && (((poolvar) = container_of(_pn, struct pool, node)) != NULL); \
-	     _pn = _pn->next)
+static int cmp_db(const void *a, const void *b)
+{
+	return strcmp((*(struct db *const *)a)->name, (*(struct db *const *)b)->name);
+}
+
+static void dbs_sorted(struct dbs_view *out)
+{
+	out->n = pgv.databases.count;
+	out->v = xcalloc(out->n ? out->n : 1, sizeof(*out->v));
+	size_t i = 0;
+	list_for_each(pos, &pgv.databases)
+		out->v[i++] = container_of(pos, struct db, node);
+	qsort(out->v, out->n, sizeof(*out->v), cmp_db);
+}
+
+struct pools_view {
+	struct pool **v;
+	size_t n;
+};
+
+static int cmp_pool(const void *a, const void *b)
+{
+	const struct pool *x = *(struct pool *const *)a, *y = *(struct pool *const *)b;
+	int c = strcmp(x->db->name, y->db->name);
+	return c ? c : strcmp(x->user, y->user);
+}
+
+static void pools_sorted(struct pools_view *out)
+{
+	size_t n = 0;
+	list_for_each(dpos, &pgv.databases)
+		n += container_of(dpos, struct db, node)->pools.count;
+	out->v = xcalloc(n ? n : 1, sizeof(*out->v));
+	out->n = 0;
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools)
+			out->v[out->n++] = container_of(ppos, struct pool, node);
+	}
+	qsort(out->v, out->n, sizeof(*out->v), cmp_pool);
+}
 
 static int db_client_count(const struct db *db)
 {
@@ -211,6 +248,13 @@ static int db_client_count(const struct db *db)
 
 /* ---------------------------------------------------------------- SHOW commands */
 
+static const char *load_balance_text(const struct db *db)
+{
+	if (db->is_admin || !strchr(db->cfg->host, ','))
+		return NULL;
+	return db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ? "disable" : "round-robin";
+}
+
 static void show_pools(struct result *r)
 {
 	static const char *const names[] = {
@@ -218,58 +262,52 @@ static void show_pools(struct result *r)
 		"sv_active", "sv_active_cancel", "sv_being_canceled", "sv_idle", "sv_used", "sv_tested",
 		"sv_login", "maxwait", "maxwait_us", "pool_mode", "load_balance_hosts",
 	};
-	struct db *db;
-	struct pool *pool;
+	struct pools_view pv;
 	struct cells c;
-	usec_t now = now_usec();
+	usec_t now = loop_now();
 
 	result_begin(r, "ssiiiiiiiiiiiiiss", names);
-	for_each_db(db) {
-		for_each_pool(db, pool) {
-			usec_t maxwait = 0;
-			struct list_node *first = list_first(&pool->waiting_clients);
-			if (first)
-				maxwait = now - container_of(first, struct client, node)->request_time;
-			int being_canceled = 0, active_cancel = 0;
-			list_for_each(pos, &pool->used_servers)
-				if (container_of(pos, struct server, node)->cancels_in_flight)
-					being_canceled++;
-			list_for_each(pos, &pool->active_servers)
-				if (container_of(pos, struct server, node)->cancels_in_flight)
-					active_cancel++;
-			cells_reset(&c);
-			cell_str(&c, db->name);
-			cell_str(&c, pool->user);
-			cell_int(&c, pool->active_clients.count);
-			cell_int(&c, pool->waiting_clients.count + pool->welcome_clients.count);
-			cell_int(&c, 0);
-			cell_int(&c, 0);
-			cell_int(&c, (long long)pool->active_servers.count - active_cancel);
-			cell_int(&c, active_cancel);
-			cell_int(&c, being_canceled);
-			cell_int(&c, pool->idle_servers.count);
-			cell_int(&c, (long long)pool->used_servers.count - being_canceled);
-			cell_int(&c, pool->tested_servers.count);
-			cell_int(&c, pool->login_servers.count);
-			cell_int(&c, maxwait / USEC_PER_SEC);
-			cell_int(&c, maxwait % USEC_PER_SEC);
-			cell_str(&c, db->is_admin ? "statement" : pool_mode_name(pool_effective_mode(pool)));
-			cell_str(&c, db->is_admin || db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ? "disable" :
-				     strchr(db->cfg->host, ',') ? "round-robin" : "");
-			result_row(r, c.v);
-		}
+	pools_sorted(&pv);
+	for (size_t k = 0; k < pv.n; k++) {
+		struct pool *pool = pv.v[k];
+		struct db *db = pool->db;
+		usec_t maxwait = 0;
+		struct list_node *first = list_first(&pool->waiting_clients);
+		if (!first)
+			first = list_first(&pool->welcome_clients);
+		if (first)
+			maxwait = MAX(now - container_of(first, struct client, node)->request_time, 0);
+		int being_canceled = 0, active_cancel = 0;
+		list_for_each(pos, &pool->used_servers)
+			if (container_of(pos, struct server, node)->cancels_in_flight)
+				being_canceled++;
+		list_for_each(pos, &pool->active_servers)
+			if (container_of(pos, struct server, node)->cancels_in_flight)
+				active_cancel++;
+		cells_reset(&c);
+		cell_str(&c, db->name);
+		cell_str(&c, pool->user);
+		cell_int(&c, pool->active_clients.count);
+		cell_int(&c, pool->waiting_clients.count + pool->welcome_clients.count);
+		cell_int(&c, 0);
+		cell_int(&c, 0);
+		cell_int(&c, (long long)pool->active_servers.count - active_cancel);
+		cell_int(&c, active_cancel);
+		cell_int(&c, being_canceled);
+		cell_int(&c, pool->idle_servers.count);
+		cell_int(&c, (long long)pool->used_servers.count - being_canceled);
+		cell_int(&c, pool->tested_servers.count);
+		cell_int(&c, pool->login_servers.count);
+		cell_int(&c, maxwait / USEC_PER_SEC);
+		cell_int(&c, maxwait % USEC_PER_SEC);
+		cell_str(&c, db->is_admin ? "statement" : pool_mode_name(pool_effective_mode(pool)));
+		cell_str(&c, load_balance_text(db));
+		result_row(r, c.v);
 	}
+	free(pv.v);
 }
 
-static const char *const stats_names[] = {
-	"database", "total_server_assignment_count", "total_xact_count", "total_query_count",
-	"total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time",
-	"total_client_parse_count", "total_server_parse_count", "total_bind_count",
-	"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_recv", "avg_sent",
-	"avg_xact_time", "avg_query_time", "avg_wait_time", "avg_client_parse_count",
-	"avg_server_parse_count", "avg_bind_count",
-};
-
+/* Counters in SHOW order: the first 11 of every stats view. */
 static void cells_totals(struct cells *c, const struct stats *t)
 {
 	cell_uint(c, t->server_assignment_count);
@@ -300,65 +338,86 @@ static void cells_averages(struct cells *c, const struct stats_averages *a)
 	cell_uint(c, a->bind_count);
 }
 
-static void show_stats(struct result *r, bool totals, bool averages)
-{
-	const char *names[ARRAY_SIZE(stats_names)];
-	char types[ARRAY_SIZE(stats_names) + 1];
-	int n = 0;
-	struct db *db;
-	struct cells c;
+enum stats_view { STATS_ALL, STATS_TOTALS_ONLY, STATS_AVERAGES_ONLY };
 
-	names[n] = stats_names[0];
-	types[n++] = 's';
-	for (size_t i = 1; i < ARRAY_SIZE(stats_names); i++) {
-		bool is_avg = strncmp(stats_names[i], "avg_", 4) == 0;
-		if ((is_avg && averages) || (!is_avg && totals)) {
-			names[n] = stats_names[i];
-			types[n++] = 'q';
-		}
-	}
-	types[n] = '\0';
-	result_begin(r, types, names);
-	for_each_db(db) {
+static void show_stats(struct result *r, enum stats_view view)
+{
+	/* PgBouncer's names differ between the three views; kept exactly. */
+	static const char *const all[] = {
+		"database", "total_server_assignment_count", "total_xact_count", "total_query_count",
+		"total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time",
+		"total_client_parse_count", "total_server_parse_count", "total_bind_count",
+		"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_recv", "avg_sent",
+		"avg_xact_time", "avg_query_time", "avg_wait_time", "avg_client_parse_count",
+		"avg_server_parse_count", "avg_bind_count",
+	};
+	static const char *const totals[] = {
+		"database", "server_assignment_count", "xact_count", "query_count", "bytes_received",
+		"bytes_sent", "xact_time", "query_time", "wait_time", "client_parse_count",
+		"server_parse_count", "bind_count",
+	};
+	static const char *const avgs[] = {
+		"database", "server_assignment_count", "xact_count", "query_count", "bytes_received",
+		"bytes_sent", "xact_time", "query_time", "wait_time", "avg_client_parse_count",
+		"avg_server_parse_count", "avg_bind_count",
+	};
+	struct dbs_view dv;
+	struct cells c;
+	usec_t now = loop_now();
+
+	if (view == STATS_ALL)
+		result_begin(r, "sNNNNNNNNNNNNNNNNNNNNNN", all);
+	else
+		result_begin(r, "sNNNNNNNNNNN", view == STATS_TOTALS_ONLY ? totals : avgs);
+	dbs_sorted(&dv);
+	for (size_t k = 0; k < dv.n; k++) {
+		struct db *db = dv.v[k];
+		if (list_empty(&db->pools))
+			continue;	/* as PgBouncer: databases that have a pool */
+		struct stats_averages a;
+		stats_live_averages(&db->stats, now, &a);
 		cells_reset(&c);
 		cell_str(&c, db->name);
-		if (totals)
+		if (view != STATS_AVERAGES_ONLY)
 			cells_totals(&c, &db->stats.total);
-		if (averages)
-			cells_averages(&c, &db->stats.avg);
+		if (view != STATS_TOTALS_ONLY)
+			cells_averages(&c, &a);
 		result_row(r, c.v);
 	}
+	free(dv.v);
 }
 
-/* SHOW TOTALS: the sums over every database, one (name, value) row per counter. */
+/* SHOW TOTALS: sums over every database, one (name, value) row per counter. */
 static void show_totals(struct result *r)
 {
 	static const char *const names[] = { "name", "value" };
-	struct stats sum = { 0 };
-	struct stats_averages avg = { 0 };
-	struct db *db;
-	for_each_db(db) {
-		stats_add(&sum, &db->stats.total);
-		const struct stats_averages *a = &db->stats.avg;
-		avg.server_assignment_count += a->server_assignment_count;
-		avg.xact_count += a->xact_count;
-		avg.query_count += a->query_count;
-		avg.bytes_received += a->bytes_received;
-		avg.bytes_sent += a->bytes_sent;
-		avg.xact_time += a->xact_time;
-		avg.query_time += a->query_time;
-		avg.wait_time += a->wait_time;
-		avg.client_parse_count += a->client_parse_count;
-		avg.server_parse_count += a->server_parse_count;
-		avg.bind_count += a->bind_count;
+	static const char *const rows[] = {
+		"total_server_assignment_count", "total_xact_count", "total_query_count", "total_client_bytes",
+		"total_server_bytes", "total_xact_time", "total_query_time", "total_wait_time",
+		"total_ps_client_parse_count", "total_ps_server_parse_count", "total_ps_bind_count",
+		"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_client_bytes",
+		"avg_server_bytes", "avg_xact_time", "avg_query_time", "avg_wait_time",
+		"avg_ps_client_parse_count", "avg_ps_server_parse_count", "avg_ps_bind_count",
+	};
+	struct stats_period sum;
+	usec_t now = loop_now();
+	memset(&sum, 0, sizeof(sum));
+	sum.older_stamp = now;
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		stats_add(&sum.total, &db->stats.total);
+		stats_add(&sum.older, &db->stats.older);
+		sum.older_stamp = MIN(sum.older_stamp, db->stats.older_stamp);
 	}
+	struct stats_averages a;
+	stats_live_averages(&sum, now, &a);
 	struct cells c;
 	cells_reset(&c);
-	cells_totals(&c, &sum);
-	cells_averages(&c, &avg);
-	result_begin(r, "sq", names);
-	for (int i = 0; i < c.n; i++) {
-		const char *row[2] = { stats_names[i + 1], c.v[i] };
+	cells_totals(&c, &sum.total);
+	cells_averages(&c, &a);
+	result_begin(r, "sN", names);
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		const char *row[2] = { rows[i], c.v[i] };
 		result_row(r, row);
 	}
 }
@@ -366,9 +425,11 @@ static void show_totals(struct result *r)
 static const char *const conn_names[] = {
 	"type", "user", "database", "replication", "state", "addr", "port", "local_addr", "local_port",
 	"connect_time", "request_time", "wait", "wait_us", "close_needed", "ptr", "link", "remote_pid",
-	"tls", "application_name", "prepared_statements", "id",
+	"tls", "application_name", "prepared_statements", "id", "recv_pos", "pkt_pos", "pkt_remain",
+	"send_pos", "send_remain", "pkt_avail", "send_avail",
 };
-#define CONN_TYPES "sssssssisTTiiississsq"
+#define CONN_TYPES "ssssssisiTTiiississii"
+#define SOCKET_TYPES CONN_TYPES "iiiiiii"
 
 static void addr_text(const struct sockaddr *sa, char *host, size_t size, int *port)
 {
@@ -398,40 +459,40 @@ static void local_addr_text(int fd, char *host, size_t size, int *port)
 	addr_text((struct sockaddr *)&ss, host, size, port);
 }
 
-static const char *client_state_name(const struct client *client)
+/* The debug columns of SHOW SOCKETS, from what netbuf can tell. */
+static void socket_cells(struct cells *c, const struct netbuf *nb)
 {
-	switch (client->state) {
-	case CL_ACTIVE:
-		return "active";
-	case CL_WAITING:
-	case CL_WELCOME:
-		return "waiting";
-	case CL_LOGIN:
-		return "login";
-	default:
-		return "closed";
-	}
+	uint32_t buffered = netbuf_buffered(nb), queued = netbuf_queue_len(nb);
+	cell_int(c, buffered);
+	cell_int(c, 0);
+	cell_int(c, nb->pkt_remaining);
+	cell_int(c, 0);
+	cell_int(c, 0);
+	cell_int(c, buffered);
+	cell_int(c, queued);
 }
 
-static void client_row(struct result *r, const struct client *client)
+static void client_row(struct result *r, const struct client *client, const char *state, bool debug)
 {
 	struct cells c;
 	char host[INET6_ADDRSTRLEN], lhost[INET6_ADDRSTRLEN];
 	int port = 0, lport = 0;
-	usec_t now = now_usec();
+	usec_t now = loop_now();
+	struct sockaddr unix_sa = { .sa_family = AF_UNIX };
 
-	addr_text(client->is_unix ? &(struct sockaddr){ .sa_family = AF_UNIX } : &client->addr.sa, host,
-		  sizeof(host), &port);
+	addr_text(client->is_unix ? &unix_sa : &client->addr.sa, host, sizeof(host), &port);
 	local_addr_text(client->nb.fd, lhost, sizeof(lhost), &lport);
-	usec_t wait = client->state == CL_WAITING ? now - client->request_time : 0;
-	int app = varcache_index("application_name");
-	const char *appname = varcache_get(client->vars, app);
+	/* wait: how long its current request has taken, queued or running */
+	usec_t since = client->state == CL_WAITING || client->state == CL_WELCOME ? client->request_time :
+		client->link && client->link->query_start ? client->link->query_start : 0;
+	usec_t wait = since ? MAX(now - since, 0) : 0;
+	const char *appname = varcache_get(client->vars, varcache_index("application_name"));
 	cells_reset(&c);
 	cell_str(&c, "C");
 	cell_str(&c, client_user_name(client));
 	cell_str(&c, client_db_name(client));
 	cell_str(&c, "none");
-	cell_str(&c, client_state_name(client));
+	cell_str(&c, state);
 	cell_str(&c, host);
 	cell_int(&c, port);
 	cell_str(&c, lhost);
@@ -448,28 +509,12 @@ static void client_row(struct result *r, const struct client *client)
 	cell_str(&c, appname ? appname : "");
 	cell_int(&c, 0);
 	cell_uint(&c, client->id);
+	if (debug)
+		socket_cells(&c, &client->nb);
 	result_row(r, c.v);
 }
 
-static const char *server_state_name(const struct server *server)
-{
-	switch (server->state) {
-	case SV_ACTIVE:
-		return server->cancels_in_flight ? "active_cancel" : "active";
-	case SV_IDLE:
-		return "idle";
-	case SV_USED:
-		return server->cancels_in_flight ? "being_canceled" : "used";
-	case SV_TESTED:
-		return "tested";
-	case SV_LOGIN:
-		return "login";
-	default:
-		return "closed";
-	}
-}
-
-static void server_row(struct result *r, const struct server *server)
+static void server_row(struct result *r, const struct server *server, const char *state, bool debug)
 {
 	struct cells c;
 	char host[INET6_ADDRSTRLEN], lhost[INET6_ADDRSTRLEN];
@@ -482,14 +527,13 @@ static void server_row(struct result *r, const struct server *server)
 		addr_text(&server->addr.sa, host, sizeof(host), &port);
 	}
 	local_addr_text(server->nb.fd, lhost, sizeof(lhost), &lport);
-	int app = varcache_index("application_name");
-	const char *appname = varcache_get(server->vars, app);
+	const char *appname = varcache_get(server->vars, varcache_index("application_name"));
 	cells_reset(&c);
 	cell_str(&c, "S");
 	cell_str(&c, server->pool->user);
 	cell_str(&c, server->pool->db->name);
 	cell_str(&c, "none");
-	cell_str(&c, server_state_name(server));
+	cell_str(&c, state);
 	cell_str(&c, host);
 	cell_int(&c, port);
 	cell_str(&c, lhost);
@@ -506,112 +550,90 @@ static void server_row(struct result *r, const struct server *server)
 	cell_str(&c, appname ? appname : "");
 	cell_int(&c, 0);
 	cell_uint(&c, server->id);
+	if (debug)
+		socket_cells(&c, &server->nb);
 	result_row(r, c.v);
 }
 
 static void show_clients(struct result *r)
 {
-	struct db *db;
-	struct pool *pool;
+	struct pools_view pv;
 	result_begin(r, CONN_TYPES, conn_names);
-	for_each_db(db) {
-		for_each_pool(db, pool) {
-			const struct list *lists[] = { &pool->active_clients, &pool->waiting_clients, &pool->welcome_clients };
-			for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
-				list_for_each(pos, lists[i])
-					client_row(r, container_of(pos, struct client, node));
+	pools_sorted(&pv);
+	for (size_t k = 0; k < pv.n; k++) {
+		struct pool *pool = pv.v[k];
+		list_for_each(pos, &pool->active_clients) {
+			const struct client *cl = container_of(pos, struct client, node);
+			client_row(r, cl, cl->link ? "active" : "idle", false);	/* 1.25: idle when no server */
 		}
+		list_for_each(pos, &pool->waiting_clients)
+			client_row(r, container_of(pos, struct client, node), "waiting", false);
+		list_for_each(pos, &pool->welcome_clients)
+			client_row(r, container_of(pos, struct client, node), "waiting", false);
 	}
+	free(pv.v);
 }
 
 static void show_servers(struct result *r)
 {
-	struct db *db;
-	struct pool *pool;
+	struct pools_view pv;
 	result_begin(r, CONN_TYPES, conn_names);
-	for_each_db(db) {
-		for_each_pool(db, pool) {
-			const struct list *lists[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
-						       &pool->tested_servers, &pool->login_servers };
-			for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
-				list_for_each(pos, lists[i])
-					server_row(r, container_of(pos, struct server, node));
+	pools_sorted(&pv);
+	for (size_t k = 0; k < pv.n; k++) {
+		struct pool *pool = pv.v[k];
+		list_for_each(pos, &pool->active_servers) {
+			const struct server *sv = container_of(pos, struct server, node);
+			server_row(r, sv, sv->cancels_in_flight ? "active_cancel" : "active", false);
 		}
+		list_for_each(pos, &pool->idle_servers)
+			server_row(r, container_of(pos, struct server, node), "idle", false);
+		list_for_each(pos, &pool->used_servers) {
+			const struct server *sv = container_of(pos, struct server, node);
+			server_row(r, sv, sv->cancels_in_flight ? "being_canceled" : "used", false);
+		}
+		list_for_each(pos, &pool->tested_servers)
+			server_row(r, container_of(pos, struct server, node), "tested", false);
+		list_for_each(pos, &pool->login_servers)
+			server_row(r, container_of(pos, struct server, node), "new", false);
 	}
+	free(pv.v);
 }
 
 static void show_sockets(struct result *r, bool active_only)
 {
-	static const char *const names[] = {
-		"type", "user", "database", "replication", "state", "addr", "port", "local_addr", "local_port",
-		"connect_time", "request_time", "wait", "wait_us", "close_needed", "ptr", "link", "remote_pid",
-		"tls", "application_name", "prepared_statements", "id", "recv_pos", "pkt_pos", "pkt_remain",
-		"send_pos", "send_remain", "pkt_avail", "send_avail",
-	};
-	/* The socket columns describe buffer positions; pgvalve's buffers are transient, so report queues. */
-	struct result tmp;
-	(void)tmp;
-	char types[sizeof(CONN_TYPES) + 7];
-	snprintf(types, sizeof(types), "%siiiiiii", CONN_TYPES);
-	result_begin(r, types, names);
-	struct db *db;
-	struct pool *pool;
-	for_each_db(db) {
-		for_each_pool(db, pool) {
-			const struct list *clists[] = { &pool->active_clients, &pool->waiting_clients, &pool->welcome_clients };
-			const struct list *slists[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
-							&pool->tested_servers, &pool->login_servers };
-			for (size_t i = 0; i < ARRAY_SIZE(clists) + ARRAY_SIZE(slists); i++) {
-				const struct list *l = i < ARRAY_SIZE(clists) ? clists[i] : slists[i - ARRAY_SIZE(clists)];
-				list_for_each(pos, l) {
-					/* Reuse the client/server row, then append the buffer columns. */
-					struct result one;
-					pktbuf_init(&one.b, 512);
-					one.types = CONN_TYPES;
-					one.ncols = (int)strlen(CONN_TYPES);
-					const struct netbuf *nb;
-					if (i < ARRAY_SIZE(clists)) {
-						const struct client *cl = container_of(pos, struct client, node);
-						nb = &cl->nb;
-						client_row(&one, cl);
-					} else {
-						const struct server *sv = container_of(pos, struct server, node);
-						nb = &sv->nb;
-						server_row(&one, sv);
-					}
-					uint32_t buffered = netbuf_buffered(nb), queued = netbuf_queue_len(nb);
-					if (active_only && !buffered && !queued && !nb->pkt_remaining) {
-						pktbuf_free(&one.b);
-						continue;
-					}
-					/* one.b holds a DataRow with 21 columns: rebuild with 7 more. */
-					struct pkt_reader rd;
-					pkt_reader_init(&rd, one.b.buf + 7, one.b.len - 7);
-					const char *vals[28];
-					char extra[7][24], cellbuf[21][256];
-					for (int k = 0; k < 21; k++) {
-						uint32_t len = pkt_get_uint32(&rd);
-						if (len == 0xFFFFFFFFu) {
-							vals[k] = NULL;
-							continue;
-						}
-						const uint8_t *p = pkt_get_bytes(&rd, len);
-						size_t n = MIN((size_t)len, sizeof(cellbuf[k]) - 1);
-						memcpy(cellbuf[k], p ? p : (const uint8_t *)"", p ? n : 0);
-						cellbuf[k][p ? n : 0] = '\0';
-						vals[k] = cellbuf[k];
-					}
-					long long ex[7] = { buffered, 0, nb->pkt_remaining, queued, queued, buffered, queued };
-					for (int k = 0; k < 7; k++) {
-						snprintf(extra[k], sizeof(extra[k]), "%lld", ex[k]);
-						vals[21 + k] = extra[k];
-					}
-					result_row(r, vals);
-					pktbuf_free(&one.b);
+	struct pools_view pv;
+	result_begin(r, SOCKET_TYPES, conn_names);
+	pools_sorted(&pv);
+#define BUSY(nb) (!active_only || netbuf_buffered(nb) || netbuf_queue_len(nb) || (nb)->pkt_remaining)
+	for (size_t k = 0; k < pv.n; k++) {
+		struct pool *pool = pv.v[k];
+		const struct { struct list *l; const char *state; bool client; } lists[] = {
+			{ &pool->active_clients, "cl_active", true }, { &pool->waiting_clients, "cl_waiting", true },
+			{ &pool->welcome_clients, "cl_waiting", true }, { &pool->active_servers, "sv_active", false },
+			{ &pool->idle_servers, "sv_idle", false }, { &pool->used_servers, "sv_used", false },
+			{ &pool->tested_servers, "sv_tested", false }, { &pool->login_servers, "sv_login", false },
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+			list_for_each(pos, lists[i].l) {
+				if (lists[i].client) {
+					const struct client *cl = container_of(pos, struct client, node);
+					if (BUSY(&cl->nb))
+						client_row(r, cl, lists[i].state, true);
+				} else {
+					const struct server *sv = container_of(pos, struct server, node);
+					if (BUSY(&sv->nb))
+						server_row(r, sv, lists[i].state, true);
 				}
 			}
 		}
 	}
+	list_for_each(pos, &pgv.login_clients) {
+		const struct client *cl = container_of(pos, struct client, node);
+		if (BUSY(&cl->nb))
+			client_row(r, cl, "cl_login", true);
+	}
+#undef BUSY
+	free(pv.v);
 }
 
 static void show_config(struct result *r)
@@ -622,9 +644,14 @@ static void show_config(struct result *r)
 	char value[1024];
 	result_begin(r, "ssss", names);
 	for (size_t i = 0; i < n; i++) {
-		config_format_value(pgv.cfg, &params[i], value, sizeof(value));
-		const char *row[4] = { params[i].name, value, params[i].default_value,
-				       params[i].reloadable ? "yes" : "no" };
+		const struct param_def *p = &params[i];
+		if (p->alias_of)
+			continue;	/* service_name: the same setting as job_name */
+		if (p->type == PARAM_OCTAL)	/* PgBouncer prints the number, e.g. 511 for 0777 */
+			snprintf(value, sizeof(value), "%d", *(const int *)((const char *)pgv.cfg + p->offset));
+		else
+			config_format_value(pgv.cfg, p, value, sizeof(value));
+		const char *row[4] = { p->name, value, p->default_value, p->reloadable ? "yes" : "no" };
 		result_row(r, row);
 	}
 }
@@ -636,47 +663,95 @@ static void show_databases(struct result *r)
 		"reserve_pool_size", "server_lifetime", "pool_mode", "load_balance_hosts", "max_connections",
 		"current_connections", "max_client_connections", "current_client_connections", "paused", "disabled",
 	};
-	struct db *db;
+	const struct config *cfg = pgv.cfg;
+	struct dbs_view dv;
 	struct cells c;
-	result_begin(r, "ssissiiiisssiiiii", names);
-	for_each_db(db) {
+	result_begin(r, "ssissiiiissiiiiii", names);
+	dbs_sorted(&dv);
+	for (size_t k = 0; k < dv.n; k++) {
+		const struct db *db = dv.v[k];
 		const struct db_config *dc = db->cfg;
 		cells_reset(&c);
 		cell_str(&c, db->name);
 		if (db->is_admin) {
 			cell_null(&c);
-			cell_int(&c, pgv.cfg->listen_port);
+			cell_int(&c, cfg->listen_port);
 			cell_str(&c, "pgbouncer");
 			cell_str(&c, "pgbouncer");
 			cell_int(&c, 2);
-			cell_int(&c, 0);
-			cell_int(&c, 0);
-			cell_int(&c, 0);
-			cell_str(&c, "statement");
-			cell_null(&c);
-			cell_int(&c, 0);
 		} else {
-			cell_str(&c, dc->host);
+			cell_str(&c, dc->host[0] ? dc->host : NULL);
 			cell_int(&c, dc->port);
 			cell_str(&c, dc->dbname[0] ? dc->dbname : db->name);
 			cell_str(&c, dc->user[0] ? dc->user : NULL);
-			cell_int(&c, dc->pool_size >= 0 ? dc->pool_size : pgv.cfg->default_pool_size);
-			cell_int(&c, dc->min_pool_size >= 0 ? dc->min_pool_size : pgv.cfg->min_pool_size);
-			cell_int(&c, dc->reserve_pool_size >= 0 ? dc->reserve_pool_size : pgv.cfg->reserve_pool_size);
-			cell_int(&c, (dc->server_lifetime >= 0 ? dc->server_lifetime : pgv.cfg->server_lifetime) / USEC_PER_SEC);
-			cell_str(&c, dc->pool_mode >= 0 ? pool_mode_name(dc->pool_mode) : NULL);
-			cell_str(&c, strchr(dc->host, ',') ? (dc->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ?
-							       "disable" : "round-robin") : NULL);
-			cell_int(&c, dc->max_db_connections >= 0 ? dc->max_db_connections : pgv.cfg->max_db_connections);
+			cell_int(&c, dc->pool_size >= 0 ? dc->pool_size : cfg->default_pool_size);
 		}
+		cell_int(&c, dc->min_pool_size >= 0 ? dc->min_pool_size : cfg->min_pool_size);
+		cell_int(&c, dc->reserve_pool_size >= 0 ? dc->reserve_pool_size : cfg->reserve_pool_size);
+		cell_int(&c, (dc->server_lifetime > 0 ? dc->server_lifetime : cfg->server_lifetime) / USEC_PER_SEC);
+		cell_str(&c, db->is_admin ? "statement" : dc->pool_mode >= 0 ? pool_mode_name(dc->pool_mode) : NULL);
+		cell_str(&c, load_balance_text(db));
+		cell_int(&c, dc->max_db_connections > 0 ? dc->max_db_connections : cfg->max_db_connections);
 		cell_int(&c, db->server_count);
-		cell_int(&c, db->is_admin ? 0 : (dc->max_db_client_connections >= 0 ? dc->max_db_client_connections :
-						     pgv.cfg->max_db_client_connections));
+		cell_int(&c, dc->max_db_client_connections > 0 ? dc->max_db_client_connections :
+							       cfg->max_db_client_connections);
 		cell_int(&c, db_client_count(db));
 		cell_int(&c, db->paused ? 1 : 0);
 		cell_int(&c, db->disabled ? 1 : 0);
 		result_row(r, c.v);
 	}
+	free(dv.v);
+}
+
+struct user_row {
+	const char *name;
+	int servers;
+	int clients;
+};
+
+static int cmp_user_row(const void *a, const void *b)
+{
+	return strcmp(((const struct user_row *)a)->name, ((const struct user_row *)b)->name);
+}
+
+/* Users PgBouncer knows: auth_file, [users], pool users, and the built-in pgbouncer. */
+static size_t collect_users(struct user_row **out)
+{
+	size_t cap = 16 + auth_store_count(pgv.auth), n = 0;
+	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
+		cap++;
+	list_for_each(dpos, &pgv.databases)
+		cap += container_of(dpos, struct db, node)->pools.count;
+	struct user_row *rows = xcalloc(cap, sizeof(*rows));
+	rows[n++] = (struct user_row){ "pgbouncer", 0, 0 };
+	for (size_t i = 0; i < auth_store_count(pgv.auth); i++)
+		rows[n++] = (struct user_row){ auth_store_entry(pgv.auth, i)->user, 0, 0 };
+	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
+		rows[n++] = (struct user_row){ uc->name, 0, 0 };
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools)
+			rows[n++] = (struct user_row){ container_of(ppos, struct pool, node)->user, 0, 0 };
+	}
+	qsort(rows, n, sizeof(*rows), cmp_user_row);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++)
+		if (w == 0 || strcmp(rows[w - 1].name, rows[i].name) != 0)
+			rows[w++] = rows[i];
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct user_row key = { pool->user, 0, 0 };
+			struct user_row *row = bsearch(&key, rows, w, sizeof(*rows), cmp_user_row);
+			if (row) {
+				row->servers += pool_server_count(pool);
+				row->clients += (int)(pool->active_clients.count + pool->waiting_clients.count);
+			}
+		}
+	}
+	*out = rows;
+	return w;
 }
 
 static void show_users(struct result *r)
@@ -685,71 +760,53 @@ static void show_users(struct result *r)
 		"name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
 		"current_connections", "max_user_client_connections", "current_client_connections",
 	};
+	struct user_row *rows;
+	size_t n = collect_users(&rows);
 	struct cells c;
-	result_begin(r, "siisiiii", names);
-	/* Every user with a pool or a [users] entry, once. */
-	struct name_count { const char *name; int servers; int clients; } seen[1024];
-	int nseen = 0;
-	struct db *db;
-	struct pool *pool;
-	for_each_db(db) {
-		for_each_pool(db, pool) {
-			int k;
-			for (k = 0; k < nseen && strcmp(seen[k].name, pool->user) != 0; k++)
-				;
-			if (k == nseen) {
-				if (nseen == (int)ARRAY_SIZE(seen))
-					continue;
-				seen[nseen++] = (struct name_count){ pool->user, 0, 0 };
-			}
-			seen[k].servers += pool_server_count(pool);
-			seen[k].clients += (int)(pool->active_clients.count + pool->waiting_clients.count);
-		}
-	}
-	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next) {
-		int k;
-		for (k = 0; k < nseen && strcmp(seen[k].name, uc->name) != 0; k++)
-			;
-		if (k == nseen && nseen < (int)ARRAY_SIZE(seen))
-			seen[nseen++] = (struct name_count){ uc->name, 0, 0 };
-	}
-	for (int k = 0; k < nseen; k++) {
-		const struct user_config *uc = config_find_user(pgv.cfg, seen[k].name);
+	result_begin(r, "ssssiiii", names);
+	for (size_t k = 0; k < n; k++) {
+		const struct user_config *uc = config_find_user(pgv.cfg, rows[k].name);
 		cells_reset(&c);
-		cell_str(&c, seen[k].name);
-		cell_int(&c, uc && uc->pool_size >= 0 ? uc->pool_size : 0);
-		cell_int(&c, uc && uc->reserve_pool_size >= 0 ? uc->reserve_pool_size : 0);
+		cell_str(&c, rows[k].name);
+		/* As PgBouncer: a right-aligned number, or "" when the user sets none. */
+		if (uc && uc->pool_size >= 0)
+			snprintf(c.buf[c.n], sizeof(c.buf[0]), "%9d", uc->pool_size);
+		else
+			c.buf[c.n][0] = '\0';
+		c.v[c.n] = c.buf[c.n];
+		c.n++;
+		if (uc && uc->reserve_pool_size >= 0)
+			snprintf(c.buf[c.n], sizeof(c.buf[0]), "%9d", uc->reserve_pool_size);
+		else
+			c.buf[c.n][0] = '\0';
+		c.v[c.n] = c.buf[c.n];
+		c.n++;
 		cell_str(&c, uc && uc->pool_mode >= 0 ? pool_mode_name(uc->pool_mode) : NULL);
-		cell_int(&c, uc && uc->max_user_connections >= 0 ? uc->max_user_connections : pgv.cfg->max_user_connections);
-		cell_int(&c, seen[k].servers);
-		cell_int(&c, uc && uc->max_user_client_connections >= 0 ? uc->max_user_client_connections :
-				     pgv.cfg->max_user_client_connections);
-		cell_int(&c, seen[k].clients);
+		cell_int(&c, uc && uc->max_user_connections > 0 ? uc->max_user_connections : pgv.cfg->max_user_connections);
+		cell_int(&c, rows[k].servers);
+		cell_int(&c, uc && uc->max_user_client_connections > 0 ? uc->max_user_client_connections :
+									 pgv.cfg->max_user_client_connections);
+		cell_int(&c, rows[k].clients);
 		result_row(r, c.v);
 	}
+	free(rows);
 }
 
 static void show_lists(struct result *r)
 {
 	static const char *const names[] = { "list", "items" };
-	int dbs = 0, pools = 0, used_clients = 0, used_servers = 0, users = 0;
-	struct db *db;
-	struct pool *pool;
-	for_each_db(db) {
-		dbs++;
-		for_each_pool(db, pool) {
-			pools++;
-			used_clients += (int)(pool->active_clients.count + pool->waiting_clients.count +
-					      pool->welcome_clients.count);
-			used_servers += pool_server_count(pool);
-		}
-	}
-	users = pgv.auth ? (int)auth_store_count(pgv.auth) : 0;
-	uint32_t free_bufs, used_bufs, bufsize;
-	netbuf_buffer_stats(&free_bufs, &used_bufs, &bufsize);
+	int pools = 0, used_clients = (int)pgv.client_count, used_servers = (int)pgv.server_count;
+	list_for_each(dpos, &pgv.databases)
+		pools += (int)container_of(dpos, struct db, node)->pools.count;
+	struct user_row *urows;
+	size_t users = collect_users(&urows);
+	free(urows);
+	int peers = 0;
+	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)
+		peers++;
 	struct { const char *name; long long v; } rows[] = {
-		{ "databases", dbs }, { "users", users }, { "peers", 0 }, { "pools", pools },
-		{ "peer_pools", 0 }, { "free_clients", 0 }, { "used_clients", used_clients },
+		{ "databases", pgv.databases.count }, { "users", (long long)users }, { "peers", peers },
+		{ "pools", pools }, { "peer_pools", 0 }, { "free_clients", 0 }, { "used_clients", used_clients },
 		{ "login_clients", pgv.login_clients.count }, { "free_servers", 0 },
 		{ "used_servers", used_servers }, { "dns_names", 0 }, { "dns_zones", 0 },
 		{ "dns_queries", 0 }, { "dns_pending", 0 },
@@ -769,23 +826,14 @@ static void show_mem(struct result *r)
 	static const char *const names[] = { "name", "size", "used", "free", "memtotal" };
 	uint32_t free_bufs, used_bufs, bufsize;
 	netbuf_buffer_stats(&free_bufs, &used_bufs, &bufsize);
-	int clients = 0, servers = 0, pools = 0, dbs = 0;
-	struct db *db;
-	struct pool *pool;
-	for_each_db(db) {
-		dbs++;
-		for_each_pool(db, pool) {
-			pools++;
-			clients += (int)(pool->active_clients.count + pool->waiting_clients.count + pool->welcome_clients.count);
-			servers += pool_server_count(pool);
-		}
-	}
-	clients += (int)pgv.login_clients.count;
+	int pools = 0;
+	list_for_each(dpos, &pgv.databases)
+		pools += (int)container_of(dpos, struct db, node)->pools.count;
 	struct { const char *name; long long size, used, free; } rows[] = {
-		{ "client_cache", (long long)sizeof(struct client), clients, 0 },
-		{ "server_cache", (long long)sizeof(struct server), servers, 0 },
+		{ "db_cache", (long long)sizeof(struct db), pgv.databases.count, 0 },
 		{ "pool_cache", (long long)sizeof(struct pool), pools, 0 },
-		{ "db_cache", (long long)sizeof(struct db), dbs, 0 },
+		{ "server_cache", (long long)sizeof(struct server), pgv.server_count, 0 },
+		{ "client_cache", (long long)sizeof(struct client), pgv.client_count, 0 },
 		{ "iobuf_cache", bufsize, used_bufs, free_bufs },
 	};
 	struct cells c;
@@ -804,7 +852,7 @@ static void show_mem(struct result *r)
 static void show_version(struct result *r)
 {
 	static const char *const names[] = { "version" };
-	const char *row[1] = { "pgvalve " PACKAGE_VERSION };
+	const char *row[1] = { PGVALVE_VERSION_STRING };
 	result_begin(r, "s", names);
 	result_row(r, row);
 }
@@ -813,18 +861,13 @@ static void show_state(struct result *r)
 {
 	static const char *const names[] = { "key", "value" };
 	const char *rows[][2] = {
-		{ "active", pgv.paused_all || pgv.shutting_down ? "no" : "yes" },
+		{ "active", pgv.paused_all ? "no" : "yes" },
 		{ "paused", pgv.paused_all ? "yes" : "no" },
 		{ "suspended", "no" },
 	};
 	result_begin(r, "ss", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
 		result_row(r, rows[i]);
-}
-
-static void show_empty(struct result *r, const char *types, const char *const *names)
-{
-	result_begin(r, types, names);
 }
 
 static void show_peers(struct result *r)
@@ -837,88 +880,178 @@ static void show_peers(struct result *r)
 		cell_int(&c, pc->peer_id);
 		cell_str(&c, pc->host);
 		cell_int(&c, pc->port);
-		cell_int(&c, pc->pool_size);
+		cell_int(&c, pc->pool_size >= 0 ? pc->pool_size : pgv.cfg->default_pool_size);
 		result_row(r, c.v);
 	}
 }
 
+static void show_peer_pools(struct result *r)
+{
+	static const char *const names[] = { "peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req",
+					     "sv_active_cancel", "sv_login" };
+	result_begin(r, "iiiii", names);
+}
+
+static void show_dns_hosts(struct result *r)
+{
+	static const char *const names[] = { "hostname", "ttl", "addrs" };
+	result_begin(r, "sqs", names);
+}
+
+static void show_dns_zones(struct result *r)
+{
+	static const char *const names[] = { "zonename", "serial", "count" };
+	result_begin(r, "sqi", names);
+}
+
 static const char help_text[] =
-	"Console usage\n"
-	"\tSHOW HELP|CONFIG|USERS|DATABASES|POOLS|CLIENTS|SERVERS|PEERS|PEER_POOLS\n"
-	"\tSHOW LISTS|STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS|VERSION|STATE\n"
-	"\tSHOW MEM|SOCKETS|ACTIVE_SOCKETS|DNS_HOSTS|DNS_ZONES\n"
-	"\tSET key = arg\n"
-	"\tRELOAD\n"
-	"\tPAUSE [<db>]\n"
-	"\tRESUME [<db>]\n"
-	"\tDISABLE <db>\n"
-	"\tENABLE <db>\n"
-	"\tRECONNECT [<db>]\n"
-	"\tKILL <db>\n"
-	"\tKILL_CLIENT <client_id>\n"
-	"\tWAIT_CLOSE [<db>]\n"
-	"\tSHUTDOWN\n"
-	"\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS";
+	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
+	"\n\tSHOW PEERS|PEER_POOLS"
+	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
+	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
+	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
+	"\n\tSET key = arg"
+	"\n\tRELOAD"
+	"\n\tPAUSE [<db>]"
+	"\n\tRESUME [<db>]"
+	"\n\tDISABLE <db>"
+	"\n\tENABLE <db>"
+	"\n\tRECONNECT [<db>]"
+	"\n\tKILL [<db>]"
+	"\n\tKILL_CLIENT <client_id>"
+	"\n\tSHUTDOWN"
+	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
+	"\n\tWAIT_CLOSE [<db>]";
+
+/* SHOW <parameter> as PgBouncer fakes it, for drivers that ask on connect. */
+static const char *const fake_params[][2] = {
+	{ "client_encoding", "UTF-8" },
+	{ "default_transaction_isolation", "read committed" },
+	{ "standard_conforming_strings", "on" },
+	{ "datestyle", "ISO" },
+	{ "timezone", "GMT" },
+	{ "extra_float_digits", "2" },
+};
 
 /* ---------------------------------------------------------------- command parsing */
 
-#define MAX_WORDS 8
-
+/*
+ * PgBouncer's grammar: COMMAND [ARG] [;] or SET KEY (=|TO) VALUE [;].
+ * A word is [0-9a-zA-Z_]+ or a double-quoted identifier ("" escapes a
+ * quote); a SET value may also be a single-quoted string ('' escapes).
+ * Commands are below 16 bytes, arguments below 64, SET values below 256.
+ */
 struct command {
-	char *words[MAX_WORDS];
-	int nwords;
-	char text[1024];
+	char verb[16];
+	char arg[64];
+	char key[64];
+	char value[256];
+	bool has_arg;
+	bool is_set;
 };
 
-/* Splits on white space, keeping a quoted word whole; strips one trailing ';'. */
-static bool parse_command(const char *query, struct command *cmd)
+enum parse_result { PARSE_OK, PARSE_INVALID, PARSE_TOO_LONG };
+
+static const char *skip_ws(const char *p)
 {
-	size_t len = strlen(query);
-	if (len >= sizeof(cmd->text))
-		return false;
-	memcpy(cmd->text, query, len + 1);
-	while (len > 0 && (isspace((unsigned char)cmd->text[len - 1]) || cmd->text[len - 1] == ';'))
-		cmd->text[--len] = '\0';
-	cmd->nwords = 0;
-	char *p = cmd->text;
-	while (*p) {
-		while (isspace((unsigned char)*p))
-			p++;
-		if (!*p)
-			break;
-		if (cmd->nwords == MAX_WORDS)
-			return false;
-		if (*p == '"' || *p == '\'') {
-			char q = *p++;
-			cmd->words[cmd->nwords++] = p;
-			while (*p && *p != q)
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+/* Reads a word or quoted token into out; false on bad syntax, *too_long when it does not fit. */
+static bool read_token(const char **pp, char quote_ok, char *out, size_t size, bool *too_long)
+{
+	const char *p = *pp;
+	size_t n = 0, raw = 0;
+	if (*p == '"' || (quote_ok && *p == '\'')) {
+		char q = *p++;
+		raw++;
+		for (;;) {
+			if (!*p)
+				return false;
+			if (*p == q) {
+				if (p[1] != q)
+					break;
 				p++;
-			if (*p != q)
-				return false;
-			*p++ = '\0';
-			continue;
-		}
-		cmd->words[cmd->nwords++] = p;
-		while (*p && !isspace((unsigned char)*p) && *p != '=')
-			p++;
-		if (*p == '=') {
-			/* "key=value": make '=' a word of its own */
-			if (p == cmd->words[cmd->nwords - 1]) {
-				*p++ = '\0';
-				cmd->words[cmd->nwords - 1] = "=";
-				continue;
+				raw++;
 			}
-			memmove(p + 1, p, strlen(p) + 1);	/* room for a terminator */
-			if (strlen(cmd->text) + 1 >= sizeof(cmd->text))
-				return false;
-			*p = '\0';
+			if (n + 1 < size)
+				out[n++] = *p;
 			p++;
-			continue;
+			raw++;
 		}
-		if (*p)
-			*p++ = '\0';
+		p++;
+		raw++;
+		if (n == 0 && q == '"')
+			return false;
+	} else {
+		while (isalnum((unsigned char)*p) || *p == '_') {
+			if (n + 1 < size)
+				out[n++] = *p;
+			p++;
+			raw++;
+		}
+		if (raw == 0)
+			return false;
 	}
+	out[n] = '\0';
+	if (raw >= size)
+		*too_long = true;
+	*pp = p;
 	return true;
+}
+
+static enum parse_result parse_command(const char *q, struct command *cmd)
+{
+	bool too_long = false;
+	memset(cmd, 0, sizeof(*cmd));
+	const char *p = skip_ws(q);
+	if (!read_token(&p, 0, cmd->verb, sizeof(cmd->verb), &too_long))
+		return PARSE_INVALID;
+	if (strcasecmp(cmd->verb, "set") == 0 && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) {
+		const char *s = skip_ws(p);
+		if (read_token(&s, 0, cmd->key, sizeof(cmd->key), &too_long)) {
+			s = skip_ws(s);
+			bool eq = false;
+			if (*s == '=') {
+				s++;
+				eq = true;
+			} else if (strncasecmp(s, "to", 2) == 0 && (s[2] == ' ' || s[2] == '\t' || s[2] == '\'' ||
+								    s[2] == '"')) {
+				s += 2;
+				eq = true;
+			}
+			if (eq) {
+				s = skip_ws(s);
+				if (read_token(&s, '\'', cmd->value, sizeof(cmd->value), &too_long)) {
+					s = skip_ws(s);
+					if (*s == ';')
+						s = skip_ws(s + 1);
+					if (!*s) {
+						cmd->is_set = true;
+						return too_long ? PARSE_TOO_LONG : PARSE_OK;
+					}
+				}
+			}
+		}
+		too_long = false;
+	}
+	const char *after_verb = p;
+	p = skip_ws(p);
+	if (*p && *p != ';') {
+		if (p == after_verb)
+			return PARSE_INVALID;	/* no white space between the words */
+		if (!read_token(&p, 0, cmd->arg, sizeof(cmd->arg), &too_long))
+			return PARSE_INVALID;
+		cmd->has_arg = true;
+		p = skip_ws(p);
+	}
+	if (*p == ';')
+		p = skip_ws(p + 1);
+	if (*p)
+		return PARSE_INVALID;
+	return too_long ? PARSE_TOO_LONG : PARSE_OK;
 }
 
 static bool word_is(const char *w, const char *kw)
@@ -926,19 +1059,11 @@ static bool word_is(const char *w, const char *kw)
 	return strcasecmp(w, kw) == 0;
 }
 
-/* ---------------------------------------------------------------- control commands */
+/* ---------------------------------------------------------------- replies */
 
 static bool user_is_admin(const struct client *client)
 {
 	return client->admin_superuser || config_list_contains(pgv.cfg->admin_users, client_user_name(client));
-}
-
-static struct db *find_named_db(const char *name)
-{
-	struct db *db = pool_find_db(name);
-	if (!db && admin_is_admin_dbname(name))
-		db = adm.db;
-	return db;
 }
 
 static void send_error_and_ready(struct client *client, const char *sqlstate, const char *msg)
@@ -949,6 +1074,20 @@ static void send_error_and_ready(struct client *client, const char *sqlstate, co
 	proto_put_ready(&b, 'I');
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
+	log_error("%s", msg);
+	if (pgv.cfg->log_pooler_errors)
+		client_log(LOG_LEVEL_WARNING, client, "pooler error: %s", msg);
+}
+
+static void admin_error(struct client *client, const char *fmt, ...) PRINTF_LIKE(2, 3);
+static void admin_error(struct client *client, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	send_error_and_ready(client, "08P01", msg);
 }
 
 static void send_complete_and_ready(struct client *client, const char *tag)
@@ -960,6 +1099,25 @@ static void send_complete_and_ready(struct client *client, const char *tag)
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
 }
+
+static void send_notice(struct pktbuf *b, const char *msg, const char *detail)
+{
+	pktbuf_begin(b, 'N');
+	pktbuf_put_byte(b, 'S');
+	pktbuf_put_string(b, "NOTICE");
+	pktbuf_put_byte(b, 'C');
+	pktbuf_put_string(b, "00000");
+	pktbuf_put_byte(b, 'M');
+	pktbuf_put_string(b, msg);
+	if (detail) {
+		pktbuf_put_byte(b, 'D');
+		pktbuf_put_string(b, detail);
+	}
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/* ---------------------------------------------------------------- waits */
 
 /* A console client waits for PAUSE/WAIT_CLOSE to complete. */
 static void wait_for(struct client *client, enum admin_wait what, struct db *db)
@@ -996,12 +1154,11 @@ static bool db_close_done(const struct db *db)
 
 static bool wait_done(const struct client *client)
 {
-	struct db *db;
-	if (client->admin_wait_db) {
+	if (client->admin_wait_db)
 		return client->admin_wait == ADMIN_WAIT_PAUSE ? db_paused_done(client->admin_wait_db) :
 			db_close_done(client->admin_wait_db);
-	}
-	for_each_db(db) {
+	list_for_each(pos, &pgv.databases) {
+		const struct db *db = container_of(pos, struct db, node);
 		if (db->is_admin)
 			continue;
 		if (client->admin_wait == ADMIN_WAIT_PAUSE ? !db_paused_done(db) : !db_close_done(db))
@@ -1012,10 +1169,10 @@ static bool wait_done(const struct client *client)
 
 void admin_check_waits(void)
 {
-	struct pool *pool;
 	if (!adm.db)
 		return;
-	for_each_pool(adm.db, pool) {
+	list_for_each(ppos, &adm.db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
 		list_for_each(pos, &pool->active_clients) {
 			struct client *client = container_of(pos, struct client, node);
 			if (client->admin_wait == ADMIN_WAIT_NONE || !wait_done(client))
@@ -1027,9 +1184,13 @@ void admin_check_waits(void)
 			netbuf_resume(&client->nb);
 		}
 	}
-	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0)
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0) {
+		log_info("server connections dropped, exiting");
 		loop_exit_now();
+	}
 }
+
+/* ---------------------------------------------------------------- control commands */
 
 static void pause_db(struct db *db)
 {
@@ -1041,37 +1202,39 @@ static void pause_db(struct db *db)
 
 void admin_pause_all(void)
 {
-	struct db *db;
 	pgv.paused_all = true;
-	log_info("PAUSE: all databases");
-	for_each_db(db)
-		pause_db(db);
-}
-
-static void resume_db(struct db *db)
-{
-	db->paused = false;
-	pool_db_resume(db);
+	list_for_each(pos, &pgv.databases)
+		pause_db(container_of(pos, struct db, node));
 }
 
 void admin_resume_all(void)
 {
-	struct db *db;
 	pgv.paused_all = false;
-	log_info("RESUME: all databases");
-	for_each_db(db)
-		resume_db(db);
+	list_for_each(pos, &pgv.databases) {
+		struct db *db = container_of(pos, struct db, node);
+		db->paused = false;
+		pool_db_resume(db);
+	}
 }
 
 void admin_shutdown_wait_for_servers(void)
 {
 	if (pgv.shutdown_mode != SHUTDOWN_NONE)
 		return;
-	log_info("shutting down once all servers are released");
 	pgv.shutdown_mode = SHUTDOWN_WAIT_FOR_SERVERS;
 	pgv.shutting_down = true;
 	listener_close();
 	admin_pause_all();
+	/* Clients still queued will not get a server any more. */
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct list_node *n;
+			while ((n = list_first(&pool->waiting_clients)))
+				client_close(container_of(n, struct client, node), "08P01", "server shutting down");
+		}
+	}
 	admin_check_waits();
 }
 
@@ -1079,7 +1242,6 @@ void admin_shutdown_wait_for_clients(void)
 {
 	if (pgv.shutdown_mode != SHUTDOWN_NONE)
 		return;
-	log_info("shutting down once all clients are gone");
 	pgv.shutdown_mode = SHUTDOWN_WAIT_FOR_CLIENTS;
 	loop_begin_graceful_shutdown();
 }
@@ -1090,23 +1252,27 @@ static void kill_db(struct db *db)
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
 		struct list *clists[] = { &pool->active_clients, &pool->waiting_clients, &pool->welcome_clients };
-		for (size_t i = 0; i < ARRAY_SIZE(clists); i++)
-			list_for_each_safe(pos, tmp, clists[i])
-				client_close(container_of(pos, struct client, node), "08P01", "database killed by admin command");
+		for (size_t i = 0; i < ARRAY_SIZE(clists); i++) {
+			struct list_node *n;
+			while ((n = list_first(clists[i])))
+				client_close(container_of(n, struct client, node), "08P01", "database removed");
+		}
 		struct list *slists[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
 					  &pool->tested_servers, &pool->login_servers };
-		for (size_t i = 0; i < ARRAY_SIZE(slists); i++)
-			list_for_each_safe(pos, tmp, slists[i])
-				server_close(container_of(pos, struct server, node), "database killed by admin command");
+		for (size_t i = 0; i < ARRAY_SIZE(slists); i++) {
+			struct list_node *n;
+			while ((n = list_first(slists[i])))
+				server_close(container_of(n, struct server, node), "database removed");
+		}
 	}
 }
 
 static struct client *find_client_by_id(uint64_t id)
 {
-	struct db *db;
-	struct pool *pool;
-	for_each_db(db) {
-		for_each_pool(db, pool) {
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
 			struct list *lists[] = { &pool->active_clients, &pool->waiting_clients, &pool->welcome_clients };
 			for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
 				list_for_each(pos, lists[i]) {
@@ -1119,138 +1285,228 @@ static struct client *find_client_by_id(uint64_t id)
 	return NULL;
 }
 
-/* Runs a control command; returns false if the client was closed or is now waiting. */
-static bool run_control(struct client *client, struct command *cmd)
+/* Looks up the command's database: unknown names and the admin db get PgBouncer's errors. */
+static struct db *command_db(struct client *client, const struct command *cmd, const char *what)
 {
-	const char *verb = cmd->words[0];
-	const char *arg = cmd->nwords > 1 ? cmd->words[1] : NULL;
-	char msg[600];
-	struct db *db = NULL;
+	struct db *db = pool_find_db(cmd->arg);
+	if (!db && admin_is_admin_dbname(cmd->arg))
+		db = adm.db;
+	if (!db) {
+		admin_error(client, "no such database: %s", cmd->arg);
+		return NULL;
+	}
+	if (db->is_admin) {
+		admin_error(client, "cannot %s admin db: %s", what, cmd->arg);
+		return NULL;
+	}
+	return db;
+}
 
-	if (word_is(verb, "RELOAD") && cmd->nwords == 1) {
+static void log_issued(const struct command *cmd)
+{
+	if (cmd->has_arg)
+		log_info("%s '%s' command issued", cmd->verb, cmd->arg);
+	else
+		log_info("%s command issued", cmd->verb);
+}
+
+static void run_set(struct client *client, const struct command *cmd)
+{
+	char tag[400], err[300];
+	for (size_t i = 0; i < ARRAY_SIZE(fake_params); i++) {
+		if (word_is(cmd->key, fake_params[i][0])) {
+			struct pktbuf b;
+			pktbuf_init(&b, 128);
+			send_notice(&b, "SET ignored", NULL);
+			put_complete(&b, "SET");
+			proto_put_ready(&b, 'I');
+			netbuf_send(&client->nb, b.buf, b.len);
+			pktbuf_free(&b);
+			return;
+		}
+	}
+	if (!user_is_admin(client)) {
+		admin_error(client, "admin access needed");
+		return;
+	}
+	const struct param_def *p = config_find_param(cmd->key);
+	if (!p) {
+		log_error("unknown parameter: pgbouncer/%s", cmd->key);
+		admin_error(client, "SET failed");
+		return;
+	}
+	snprintf(tag, sizeof(tag), "SET %s=%s", cmd->key, cmd->value);
+	if (!p->reloadable) {
+		/* As PgBouncer: answered, not applied. The notice says why. */
+		char msg[200];
+		snprintf(msg, sizeof(msg), "parameter %s cannot be changed while running; restart to apply it", p->name);
+		struct pktbuf b;
+		pktbuf_init(&b, 256);
+		send_notice(&b, msg, NULL);
+		put_complete(&b, tag);
+		proto_put_ready(&b, 'I');
+		netbuf_send(&client->nb, b.buf, b.len);
+		pktbuf_free(&b);
+		return;
+	}
+	if (config_set_param(pgv.cfg, p, cmd->value, err, sizeof(err)) < 0) {
+		log_error("SET %s: %s", p->name, err);
+		admin_error(client, "SET failed");
+		return;
+	}
+	pgv.config_generation++;
+	log_info("SET %s = %s", p->name, cmd->value);
+	send_complete_and_ready(client, tag);
+}
+
+/* Runs a control command (admin rights already checked). */
+static void run_control(struct client *client, const struct command *cmd)
+{
+	const char *verb = cmd->verb;
+	struct db *db = NULL;
+	char msg[600];
+
+	if (word_is(verb, "RELOAD")) {
+		log_issued(cmd);
 		if (reload_config(msg, sizeof(msg)) < 0) {
-			send_error_and_ready(client, "F0000", msg);
-			return true;
+			log_error("RELOAD Failed, see logs for more details");
+			send_error_and_ready(client, "F0000", "RELOAD failed, see logs for additional details");
+			return;
 		}
 		send_complete_and_ready(client, "RELOAD");
-		return true;
+		return;
 	}
-	if (word_is(verb, "SET")) {
-		/* SET key = value (also key TO value) */
-		if (cmd->nwords != 4 || (strcmp(cmd->words[2], "=") != 0 && !word_is(cmd->words[2], "TO"))) {
-			send_error_and_ready(client, "42601", "syntax error: use SET key = value");
-			return true;
+	if (word_is(verb, "PAUSE")) {
+		log_issued(cmd);
+		if (pgv.paused_all) {
+			admin_error(client, "already suspended/paused");
+			return;
 		}
-		const struct param_def *p = config_find_param(cmd->words[1]);
-		if (!p) {
-			snprintf(msg, sizeof(msg), "unknown parameter: %s", cmd->words[1]);
-			send_error_and_ready(client, "42704", msg);
-			return true;
-		}
-		if (!p->reloadable) {
-			snprintf(msg, sizeof(msg), "parameter %s cannot be changed while running", p->name);
-			send_error_and_ready(client, "55P02", msg);
-			return true;
-		}
-		char err[300];
-		if (config_set_param(pgv.cfg, p, cmd->words[3], err, sizeof(err)) < 0) {
-			snprintf(msg, sizeof(msg), "invalid value for %s: %s", p->name, err);
-			send_error_and_ready(client, "22023", msg);
-			return true;
-		}
-		pgv.config_generation++;
-		log_info("SET %s = %s (admin console)", p->name, cmd->words[3]);
-		send_complete_and_ready(client, "SET");
-		return true;
-	}
-	if (arg && !word_is(verb, "KILL_CLIENT") && !word_is(verb, "SHUTDOWN")) {
-		db = find_named_db(arg);
-		if (!db) {
-			snprintf(msg, sizeof(msg), "no such database: %s", arg);
-			send_error_and_ready(client, "08P01", msg);
-			return true;
-		}
-	}
-	if (word_is(verb, "PAUSE") && cmd->nwords <= 2) {
-		if (db)
+		if (cmd->has_arg) {
+			if (!(db = command_db(client, cmd, "pause")))
+				return;
 			pause_db(db);
-		else
+		} else {
 			admin_pause_all();
-		wait_for(client, ADMIN_WAIT_PAUSE, db);
-		return false;
-	}
-	if (word_is(verb, "RESUME") && cmd->nwords <= 2) {
-		if (db)
-			resume_db(db);
-		else
-			admin_resume_all();
-		send_complete_and_ready(client, "RESUME");
-		return true;
-	}
-	if ((word_is(verb, "DISABLE") || word_is(verb, "ENABLE")) && cmd->nwords == 2) {
-		db->disabled = word_is(verb, "DISABLE");
-		send_complete_and_ready(client, db->disabled ? "DISABLE" : "ENABLE");
-		return true;
-	}
-	if (word_is(verb, "RECONNECT") && cmd->nwords <= 2) {
-		struct db *d;
-		for_each_db(d)
-			if (!db || d == db)
-				pool_db_reconnect(d);
-		send_complete_and_ready(client, "RECONNECT");
-		return true;
-	}
-	if (word_is(verb, "KILL") && cmd->nwords == 2) {
-		if (db == adm.db) {
-			send_error_and_ready(client, "08P01", "cannot kill the admin database");
-			return true;
 		}
-		kill_db(db);
-		send_complete_and_ready(client, "KILL");
-		return true;
+		wait_for(client, ADMIN_WAIT_PAUSE, db);
+		return;
 	}
-	if (word_is(verb, "KILL_CLIENT") && cmd->nwords == 2) {
+	if (word_is(verb, "RESUME")) {
+		log_issued(cmd);
+		if (cmd->has_arg) {
+			if (!(db = command_db(client, cmd, "resume")))
+				return;
+			if (!db->paused) {
+				admin_error(client, "database %s is not paused", db->name);
+				return;
+			}
+			db->paused = false;
+			pool_db_resume(db);
+		} else {
+			if (pgv.shutting_down) {
+				admin_error(client, "pooler is shutting down");
+				return;
+			}
+			if (!pgv.paused_all) {
+				admin_error(client, "pooler is not paused/suspended");
+				return;
+			}
+			admin_resume_all();
+		}
+		send_complete_and_ready(client, "RESUME");
+		return;
+	}
+	if (word_is(verb, "DISABLE") || word_is(verb, "ENABLE")) {
+		bool disable = word_is(verb, "DISABLE");
+		log_issued(cmd);
+		if (!cmd->has_arg) {
+			admin_error(client, "a database is required");
+			return;
+		}
+		if (!(db = command_db(client, cmd, disable ? "disable" : "enable")))
+			return;
+		db->disabled = disable;
+		send_complete_and_ready(client, disable ? "DISABLE" : "ENABLE");
+		return;
+	}
+	if (word_is(verb, "RECONNECT")) {
+		log_issued(cmd);
+		if (cmd->has_arg) {
+			if (!(db = command_db(client, cmd, "reconnect")))
+				return;
+			pool_db_reconnect(db);
+		} else {
+			list_for_each(pos, &pgv.databases)
+				pool_db_reconnect(container_of(pos, struct db, node));
+		}
+		send_complete_and_ready(client, "RECONNECT");
+		return;
+	}
+	if (word_is(verb, "KILL")) {
+		log_issued(cmd);
+		if (pgv.paused_all) {
+			admin_error(client, "already suspended/paused");
+			return;
+		}
+		if (cmd->has_arg) {
+			if (!(db = command_db(client, cmd, "kill")))
+				return;
+			kill_db(db);
+		} else {
+			list_for_each(pos, &pgv.databases) {
+				struct db *d = container_of(pos, struct db, node);
+				if (!d->is_admin)
+					kill_db(d);
+			}
+		}
+		send_complete_and_ready(client, "KILL");
+		return;
+	}
+	if (word_is(verb, "KILL_CLIENT")) {
 		char *end;
-		unsigned long long id = strtoull(arg, &end, 10);
-		struct client *target = *end ? NULL : find_client_by_id(id);
+		unsigned long long id = cmd->has_arg ? strtoull(cmd->arg, &end, 10) : 0;
+		if (!cmd->has_arg || end == cmd->arg) {
+			admin_error(client, "invalid client pointer supplied");
+			return;
+		}
+		struct client *target = find_client_by_id(id);
 		if (!target) {
-			snprintf(msg, sizeof(msg), "no such client: %s", arg);
-			send_error_and_ready(client, "08P01", msg);
-			return true;
+			admin_error(client, "client not found");
+			return;
 		}
 		if (target == client) {
-			send_complete_and_ready(client, "KILL_CLIENT");
-			client_close(client, "08P01", "client killed by admin command");
-			return false;
+			client_close(client, "08P01", "admin forced disconnect");
+			return;
 		}
-		client_close(target, "08P01", "client killed by admin command");
+		client_close(target, "08P01", "admin forced disconnect");
 		send_complete_and_ready(client, "KILL_CLIENT");
-		return true;
+		return;
 	}
-	if (word_is(verb, "WAIT_CLOSE") && cmd->nwords <= 2) {
+	if (word_is(verb, "WAIT_CLOSE")) {
+		log_issued(cmd);
+		if (cmd->has_arg && !(db = command_db(client, cmd, "wait in")))
+			return;
 		wait_for(client, ADMIN_WAIT_CLOSE, db);
-		return false;
+		return;
 	}
 	if (word_is(verb, "SHUTDOWN")) {
-		if (cmd->nwords == 1) {
-			send_complete_and_ready(client, "SHUTDOWN");
-			log_info("SHUTDOWN from the admin console");
-			loop_exit_now();
-			return true;
+		if (!cmd->has_arg) {
+			log_info("SHUTDOWN command issued");
+			loop_exit_now();	/* no reply: the connection just closes */
+			return;
 		}
-		if (cmd->nwords == 2 && word_is(arg, "WAIT_FOR_SERVERS")) {
+		if (word_is(cmd->arg, "WAIT_FOR_SERVERS")) {
+			log_info("SHUTDOWN WAIT_FOR_SERVERS command issued");
 			send_complete_and_ready(client, "SHUTDOWN");
 			admin_shutdown_wait_for_servers();
-			return true;
+			return;
 		}
-		if (cmd->nwords == 2 && word_is(arg, "WAIT_FOR_CLIENTS")) {
-			send_complete_and_ready(client, "SHUTDOWN");
-			admin_shutdown_wait_for_clients();
-			return true;
-		}
+		log_info("SHUTDOWN WAIT_FOR_CLIENTS command issued");
+		send_complete_and_ready(client, "SHUTDOWN");
+		admin_shutdown_wait_for_clients();
+		return;
 	}
-	send_error_and_ready(client, "42601", "invalid command");
-	return true;
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -1260,27 +1516,11 @@ struct show_entry {
 	void (*fn)(struct result *r);
 };
 
-static void show_stats_all(struct result *r) { show_stats(r, true, true); }
-static void show_stats_totals(struct result *r) { show_stats(r, true, false); }
-static void show_stats_averages(struct result *r) { show_stats(r, false, true); }
+static void show_stats_all(struct result *r) { show_stats(r, STATS_ALL); }
+static void show_stats_totals(struct result *r) { show_stats(r, STATS_TOTALS_ONLY); }
+static void show_stats_averages(struct result *r) { show_stats(r, STATS_AVERAGES_ONLY); }
 static void show_sockets_all(struct result *r) { show_sockets(r, false); }
 static void show_sockets_active(struct result *r) { show_sockets(r, true); }
-static void show_peer_pools(struct result *r)
-{
-	static const char *const names[] = { "peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req",
-					     "sv_active_cancel", "sv_login" };
-	show_empty(r, "iiiii", names);
-}
-static void show_dns_hosts(struct result *r)
-{
-	static const char *const names[] = { "hostname", "ttl", "addrs" };
-	show_empty(r, "sqs", names);
-}
-static void show_dns_zones(struct result *r)
-{
-	static const char *const names[] = { "zonename", "serial", "count" };
-	show_empty(r, "sqi", names);
-}
 
 static const struct show_entry shows[] = {
 	{ "POOLS", show_pools },
@@ -1305,22 +1545,17 @@ static const struct show_entry shows[] = {
 	{ "STATE", show_state },
 };
 
-static void run_show(struct client *client, struct command *cmd)
+static bool run_show(struct client *client, const char *what)
 {
-	if (cmd->nwords != 2) {
-		send_error_and_ready(client, "42601", "syntax error: use SHOW <what>");
-		return;
-	}
-	const char *what = cmd->words[1];
 	if (word_is(what, "HELP")) {
 		struct pktbuf b;
 		pktbuf_init(&b, 1024);
-		proto_put_notice(&b, "00000", help_text);
+		send_notice(&b, "Console usage", help_text);
 		put_complete(&b, "SHOW");
 		proto_put_ready(&b, 'I');
 		netbuf_send(&client->nb, b.buf, b.len);
 		pktbuf_free(&b);
-		return;
+		return true;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(shows); i++) {
 		if (!word_is(what, shows[i].name))
@@ -1332,44 +1567,80 @@ static void run_show(struct client *client, struct command *cmd)
 		proto_put_ready(&r.b, 'I');
 		netbuf_send(&client->nb, r.b.buf, r.b.len);
 		pktbuf_free(&r.b);
-		return;
+		return true;
 	}
-	char msg[300];
-	snprintf(msg, sizeof(msg), "unknown SHOW item: %s", what);
-	send_error_and_ready(client, "42601", msg);
+	for (size_t i = 0; i < ARRAY_SIZE(fake_params); i++) {
+		if (!word_is(what, fake_params[i][0]))
+			continue;
+		struct result r;
+		const char *names[1] = { fake_params[i][0] };
+		const char *row[1] = { fake_params[i][1] };
+		pktbuf_init(&r.b, 256);
+		result_begin(&r, "s", names);
+		result_row(&r, row);
+		put_complete(&r.b, "SHOW");
+		proto_put_ready(&r.b, 'I');
+		netbuf_send(&client->nb, r.b.buf, r.b.len);
+		pktbuf_free(&r.b);
+		return true;
+	}
+	return false;
 }
 
-static bool run_query(struct client *client, const char *query)
+static void run_query(struct client *client, const char *query)
 {
 	struct command cmd;
-	if (!parse_command(query, &cmd)) {
-		send_error_and_ready(client, "42601", "syntax error in admin command");
-		return true;
+	enum parse_result pr = parse_command(query, &cmd);
+
+	/* As PgBouncer: an admin connection counts one query and one transaction. */
+	if (!client->admin_counted) {
+		client->admin_counted = true;
+		adm.db->stats.total.query_count++;
+		adm.db->stats.total.xact_count++;
 	}
-	if (cmd.nwords == 0) {
-		struct pktbuf b;
-		pktbuf_init(&b, 32);
-		pktbuf_begin(&b, 'I');	/* EmptyQueryResponse */
-		pktbuf_end(&b);
-		proto_put_ready(&b, 'I');
-		netbuf_send(&client->nb, b.buf, b.len);
-		pktbuf_free(&b);
-		return true;
+	if (pr == PARSE_TOO_LONG) {
+		admin_error(client, "bad arguments");
+		return;
 	}
+	if (pr == PARSE_INVALID)
+		goto invalid;
 	client_log(LOG_LEVEL_DEBUG, client, "admin command: %s", query);
-	if (word_is(cmd.words[0], "SHOW")) {
-		run_show(client, &cmd);
-		return true;
+	if (cmd.is_set) {
+		run_set(client, &cmd);
+		return;
 	}
+	if (word_is(cmd.verb, "SHOW") || word_is(cmd.verb, "SELECT")) {
+		if (cmd.has_arg && run_show(client, cmd.arg))
+			return;
+		goto invalid;
+	}
+	static const char *const known[] = { "RELOAD", "PAUSE", "RESUME", "DISABLE", "ENABLE", "RECONNECT",
+					      "KILL", "KILL_CLIENT", "WAIT_CLOSE", "SHUTDOWN" };
+	bool found = false;
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		found |= word_is(cmd.verb, known[i]);
+	if (!found)
+		goto invalid;
+	/* Argument syntax first for the commands that take none, as PgBouncer. */
+	if (word_is(cmd.verb, "RELOAD") && cmd.has_arg)
+		goto invalid;
+	if (word_is(cmd.verb, "SHUTDOWN") && cmd.has_arg && !word_is(cmd.arg, "WAIT_FOR_SERVERS") &&
+	    !word_is(cmd.arg, "WAIT_FOR_CLIENTS"))
+		goto invalid;
 	if (!user_is_admin(client)) {
-		send_error_and_ready(client, "42501", "admin access needed");
-		return true;
+		admin_error(client, "admin access needed");
+		return;
 	}
-	return run_control(client, &cmd);
+	run_control(client, &cmd);
+	return;
+invalid:
+	admin_error(client, "invalid command '%s', use SHOW HELP;", query);
 }
 
 bool admin_handle_packet(struct client *client, const struct pkt *pkt)
 {
+	char msg[96];
+
 	switch (pkt->type) {
 	case 'Q': {
 		if (pkt->len > ADMIN_QUERY_MAX) {
@@ -1383,7 +1654,7 @@ bool admin_handle_packet(struct client *client, const struct pkt *pkt)
 		pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
 		const char *query = pkt_get_string(&r);
 		if (!query) {
-			client_close(client, "08P01", "invalid query message");
+			client_close(client, "08P01", "bad packet");
 			return false;
 		}
 		run_query(client, query);
@@ -1393,41 +1664,45 @@ bool admin_handle_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 		client_close(client, NULL, "client close request");
 		return false;
-	case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
-		netbuf_skip(&client->nb, pkt->len);
-		if (!client->admin_ext_error) {
-			struct pktbuf b;
-			pktbuf_init(&b, 128);
-			proto_put_error(&b, "ERROR", "08P01", "the admin console supports the simple query protocol only");
-			netbuf_send(&client->nb, b.buf, b.len);
-			pktbuf_free(&b);
-			client->admin_ext_error = true;
-		}
-		return true;
-	case 'S': {
-		netbuf_skip(&client->nb, pkt->len);
-		client->admin_ext_error = false;
-		uint8_t mem[8];
-		struct pktbuf b;
-		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		proto_put_ready(&b, 'I');
-		netbuf_send(&client->nb, b.buf, b.len);
-		return true;
+	case 'P': case 'B': case 'E':
+		snprintf(msg, sizeof(msg), "extended query protocol not supported by admin console");
+		break;
+	default:
+		snprintf(msg, sizeof(msg), "unsupported packet type for admin console: %d", pkt->type);
+		break;
 	}
-	default: {
-		char msg[64];
-		snprintf(msg, sizeof(msg), "unsupported message type: 0x%02x", pkt->type);
-		client_close(client, "08P01", msg);
+	/* As PgBouncer: an error the client can read, then the connection is closed. */
+	netbuf_skip(&client->nb, pkt->len);
+	admin_error(client, "%s", msg);
+	client_close(client, "08P01", "bad packet");
+	return false;
+}
+
+/*
+ * Before any password is asked: admin_users and stats_users may go on;
+ * auth_type any lets anyone in with stats rights; a known user in neither
+ * list is refused at once. Unknown users go on to fail authentication.
+ */
+bool admin_check_login(struct client *client, const char *user)
+{
+	if (config_list_contains(pgv.cfg->admin_users, user) || config_list_contains(pgv.cfg->stats_users, user))
+		return true;
+	if (pgv.cfg->auth_type == AUTH_TYPE_ANY)
+		return true;
+	if (client->is_unix && strcmp(user, "pgbouncer") == 0)
+		return true;	/* auth.c lets in the same OS user, refuses anyone else */
+	if (pgv.auth && auth_store_find(pgv.auth, user)) {
+		client_close(client, "28000", "not allowed");
 		return false;
 	}
-	}
+	return true;
 }
 
 bool admin_check_access(struct client *client)
 {
 	const char *user = client_user_name(client);
-	if (client->admin_superuser || config_list_contains(pgv.cfg->admin_users, user) ||
-	    config_list_contains(pgv.cfg->stats_users, user))
+	if (client->admin_superuser || pgv.cfg->auth_type == AUTH_TYPE_ANY ||
+	    config_list_contains(pgv.cfg->admin_users, user) || config_list_contains(pgv.cfg->stats_users, user))
 		return true;
 	client_close(client, "28000", "not allowed");
 	return false;

@@ -167,6 +167,11 @@ size_t auth_store_count(const struct auth_store *store)
 	return store ? store->count : 0;
 }
 
+const struct auth_secret *auth_store_entry(const struct auth_store *store, size_t i)
+{
+	return store && i < store->count ? &store->entries[i] : NULL;
+}
+
 void auth_store_free(struct auth_store *store)
 {
 	if (!store)

@@ -274,6 +274,8 @@ static void handle_startup(struct client *client, const struct startup_params *s
 
 	client->pool = pool_get(db, user);
 	client->username = xstrdup(user);
+	if (is_admin && !admin_check_login(client, user))
+		return;
 	auth_begin(client);
 }
 

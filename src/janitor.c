@@ -71,7 +71,10 @@ static void check_pool(struct pool *pool, usec_t now)
 	pool_after_change(pool);
 }
 
-/* Every stats_period: averages, and the log_stats line per database. */
+/*
+ * Every stats_period: a snapshot for the averages, and (log_stats) one
+ * line per database for the period just ended.
+ */
 static void roll_stats(usec_t now)
 {
 	static usec_t last_roll;
@@ -83,17 +86,18 @@ static void roll_stats(usec_t now)
 	last_roll = now;
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
-		stats_roll(&db->stats, period);
-		if (!pgv.cfg->log_stats || db->is_admin)
+		stats_roll(&db->stats, now);
+		if (!pgv.cfg->log_stats || db->is_admin || list_empty(&db->pools))
 			continue;
-		const struct stats_averages *a = &db->stats.avg;
+		struct stats_averages a;
+		stats_period_averages(&db->stats, &a);
 		log_info("[%s] stats: %llu xacts/s, %llu queries/s, %llu client parses/s, %llu server parses/s, "
 			 "%llu binds/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, wait %llu us",
-			 db->name, (unsigned long long)a->xact_count, (unsigned long long)a->query_count,
-			 (unsigned long long)a->client_parse_count, (unsigned long long)a->server_parse_count,
-			 (unsigned long long)a->bind_count, (unsigned long long)a->bytes_received,
-			 (unsigned long long)a->bytes_sent, (unsigned long long)a->xact_time,
-			 (unsigned long long)a->query_time, (unsigned long long)a->wait_time);
+			 db->name, (unsigned long long)a.xact_count, (unsigned long long)a.query_count,
+			 (unsigned long long)a.client_parse_count, (unsigned long long)a.server_parse_count,
+			 (unsigned long long)a.bind_count, (unsigned long long)a.bytes_received,
+			 (unsigned long long)a.bytes_sent, (unsigned long long)a.xact_time,
+			 (unsigned long long)a.query_time, (unsigned long long)a.wait_time);
 	}
 }
 

@@ -27,8 +27,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PGVALVE_VERSION_STRING "pgvalve " PACKAGE_VERSION
-
 static void usage(FILE *out)
 {
 	fprintf(out,

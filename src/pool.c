@@ -34,6 +34,7 @@ static struct db *db_create(const struct db_config *cfg, const char *name, bool 
 	db->cfg = config_db_clone(cfg, name);
 	db->is_autodb = is_autodb;
 	db->paused = pgv.paused_all;
+	stats_init(&db->stats, now_usec());
 	list_init(&db->pools);
 	list_append(&pgv.databases, &db->node);
 	return db;
@@ -505,6 +506,8 @@ struct client *cancel_index_find(uint32_t pid, uint32_t key)
 struct db *pool_create_admin_db(const char *name)
 {
 	struct db_config *dc = config_db_new(name);
+	free(dc->user);
+	dc->user = xstrdup("pgbouncer");	/* one admin pool, user pgbouncer, as PgBouncer shows it */
 	struct db *db = db_create(dc, name, false);
 	config_db_free(dc);
 	db->is_admin = true;

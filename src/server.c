@@ -296,10 +296,15 @@ bool server_is_clean(const struct server *server)
 
 void server_note_client_message(struct server *server, uint8_t type)
 {
+	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts. */
 	if (!server->query_start) {
+		struct stats *st = &server->pool->db->stats.total;
 		server->query_start = loop_now();
-		if (!server->xact_start)
+		st->query_count++;
+		if (!server->xact_start) {
 			server->xact_start = server->query_start;
+			st->xact_count++;
+		}
 	}
 	switch (type) {
 	case 'Q':
@@ -653,13 +658,13 @@ static void count_ready(struct server *server, uint32_t len)
 	struct stats *st = &server->pool->db->stats.total;
 	usec_t now = loop_now();
 	st->bytes_sent += len;
+	if (server->expect_ready > 0)
+		return;		/* more replies owed: the request is not over */
 	if (server->query_start) {
-		st->query_count++;
 		st->query_time += (uint64_t)MAX(now - server->query_start, 0);
 		server->query_start = 0;
 	}
 	if (server->txn_status == 'I' && server->xact_start) {
-		st->xact_count++;
 		st->xact_time += (uint64_t)MAX(now - server->xact_start, 0);
 		server->xact_start = 0;
 	}

@@ -6,30 +6,55 @@
 #include "pgvalve/common.h"
 #include "pgvalve/stats.h"
 
-void stats_roll(struct stats_period *sp, usec_t period_usec)
+void stats_init(struct stats_period *sp, usec_t now)
 {
-	const struct stats *t = &sp->total, *p = &sp->previous;
-	struct stats_averages *a = &sp->avg;
-	uint64_t secs = period_usec > 0 ? (uint64_t)(period_usec / USEC_PER_SEC) : 1;
-	if (secs == 0)
-		secs = 1;
-	uint64_t xacts = t->xact_count - p->xact_count;
-	uint64_t queries = t->query_count - p->query_count;
-	uint64_t assigns = t->server_assignment_count - p->server_assignment_count;
+	memset(sp, 0, sizeof(*sp));
+	sp->newer_stamp = now;
+	sp->older_stamp = now - USEC_PER_SEC;
+}
 
-	a->server_assignment_count = assigns / secs;
-	a->xact_count = xacts / secs;
-	a->query_count = queries / secs;
-	a->bytes_received = (t->bytes_received - p->bytes_received) / secs;
-	a->bytes_sent = (t->bytes_sent - p->bytes_sent) / secs;
-	a->xact_time = xacts ? (t->xact_time - p->xact_time) / xacts : 0;
-	a->query_time = queries ? (t->query_time - p->query_time) / queries : 0;
-	a->wait_time = assigns ? (t->wait_time - p->wait_time) / assigns : 0;
-	a->client_parse_count = (t->client_parse_count - p->client_parse_count) / secs;
-	a->server_parse_count = (t->server_parse_count - p->server_parse_count) / secs;
-	a->bind_count = (t->bind_count - p->bind_count) / secs;
-	a->client_login_count = (t->client_login_count - p->client_login_count) / secs;
-	sp->previous = sp->total;
+void stats_roll(struct stats_period *sp, usec_t now)
+{
+	sp->older = sp->newer;
+	sp->older_stamp = sp->newer_stamp;
+	sp->newer = sp->total;
+	sp->newer_stamp = now;
+}
+
+/* Rates are per second; times are per event. */
+static void averages(const struct stats *to, const struct stats *from, usec_t dur, struct stats_averages *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (dur <= 0)
+		return;
+	uint64_t d = (uint64_t)dur;
+	uint64_t xacts = to->xact_count - from->xact_count;
+	uint64_t queries = to->query_count - from->query_count;
+	uint64_t assigns = to->server_assignment_count - from->server_assignment_count;
+#define RATE(f) ((to->f - from->f) * (uint64_t)USEC_PER_SEC / d)
+	a->server_assignment_count = RATE(server_assignment_count);
+	a->xact_count = RATE(xact_count);
+	a->query_count = RATE(query_count);
+	a->bytes_received = RATE(bytes_received);
+	a->bytes_sent = RATE(bytes_sent);
+	a->client_parse_count = RATE(client_parse_count);
+	a->server_parse_count = RATE(server_parse_count);
+	a->bind_count = RATE(bind_count);
+	a->client_login_count = RATE(client_login_count);
+#undef RATE
+	a->xact_time = xacts ? (to->xact_time - from->xact_time) / xacts : 0;
+	a->query_time = queries ? (to->query_time - from->query_time) / queries : 0;
+	a->wait_time = assigns ? (to->wait_time - from->wait_time) / assigns : 0;
+}
+
+void stats_live_averages(const struct stats_period *sp, usec_t now, struct stats_averages *out)
+{
+	averages(&sp->total, &sp->older, now - sp->older_stamp, out);
+}
+
+void stats_period_averages(const struct stats_period *sp, struct stats_averages *out)
+{
+	averages(&sp->newer, &sp->older, sp->newer_stamp - sp->older_stamp, out);
 }
 
 void stats_add(struct stats *a, const struct stats *b)

@@ -54,6 +54,8 @@ struct auth_store *auth_file_parse(const char *text, size_t len, const char *ori
 void auth_store_free(struct auth_store *store);
 const struct auth_secret *auth_store_find(const struct auth_store *store, const char *user);
 size_t auth_store_count(const struct auth_store *store);
+/* The i-th user (0 <= i < count), for listing; NULL past the end. */
+const struct auth_secret *auth_store_entry(const struct auth_store *store, size_t i);
 
 /*
  * Classifies and decodes a secret string into out (user and secret copied).

@@ -77,7 +77,7 @@ struct client {
 	bool logged_in;
 	bool in_cancel_index;
 	bool admin_superuser;		/* user pgbouncer over the Unix socket, same OS user */
-	bool admin_ext_error;		/* extended-protocol error sent, until the next Sync */
+	bool admin_counted;		/* its one query/transaction is in the admin stats */
 	enum admin_wait { ADMIN_WAIT_NONE, ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE } admin_wait;
 	struct db *admin_wait_db;	/* NULL: all databases */
 	bool quiet;			/* a cancel-request connection: no disconnect log line */

@@ -18,6 +18,13 @@
 #include <errno.h>
 #include <sys/types.h>
 
+/*
+ * The version string: first line of --version and SHOW VERSION's value.
+ * It names the PgBouncer release whose behaviour pgvalve follows, so
+ * tools that look for "PgBouncer x.y.z" in it keep working.
+ */
+#define PGVALVE_VERSION_STRING "pgvalve " PACKAGE_VERSION " (PgBouncer 1.25.0 compatible)"
+
 /* Microseconds: every duration and timestamp inside pgvalve uses this unit. */
 typedef int64_t usec_t;
 #define USEC_PER_SEC ((usec_t)1000000)

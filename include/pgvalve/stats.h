@@ -41,14 +41,26 @@ struct stats_averages {
 	uint64_t client_login_count;
 };
 
+/*
+ * Snapshots taken every stats_period. SHOW computes averages over the
+ * window from the older snapshot to now (between one and two periods, as
+ * PgBouncer does); the log_stats line covers exactly the last period.
+ */
 struct stats_period {
 	struct stats total;		/* running totals */
-	struct stats previous;		/* totals at the last snapshot */
-	struct stats_averages avg;	/* computed at the last snapshot */
+	struct stats newer;		/* totals at the last snapshot */
+	struct stats older;		/* totals at the one before */
+	usec_t newer_stamp;
+	usec_t older_stamp;
 };
 
-/* Computes averages from (total - previous) over period_usec and rolls the snapshot. */
-void stats_roll(struct stats_period *sp, usec_t period_usec);
+void stats_init(struct stats_period *sp, usec_t now);
+/* Takes a snapshot (every stats_period). */
+void stats_roll(struct stats_period *sp, usec_t now);
+/* Averages over [older_stamp, now] from the live totals. */
+void stats_live_averages(const struct stats_period *sp, usec_t now, struct stats_averages *out);
+/* Averages over the last period exactly (for the log line). */
+void stats_period_averages(const struct stats_period *sp, struct stats_averages *out);
 /* Adds b into a (for SHOW TOTALS). */
 void stats_add(struct stats *a, const struct stats *b);
 
