@@ -355,14 +355,16 @@ void client_finish_login(struct client *client)
 	for (int i = 0; i < pool->welcome_count; i++) {
 		const char *name = pool->welcome[i].name;
 		const char *value = pool->welcome[i].value;
-		int idx = varcache_index(name);
+		int idx = pool->welcome[i].var_idx;
 		if (idx >= 0 && varcache_get(client->vars, idx))
 			value = varcache_get(client->vars, idx);
 		proto_put_parameter_status(&b, name, value);
 	}
 	do {
-		crypto_random(&client->cancel_pid, sizeof(client->cancel_pid));
-		crypto_random(&client->cancel_key, sizeof(client->cancel_key));
+		uint32_t key[2];
+		crypto_random(key, sizeof(key));
+		client->cancel_pid = key[0];
+		client->cancel_key = key[1];
 	} while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
 	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);

@@ -25,21 +25,34 @@ static void hex_encode(const uint8_t *in, size_t len, char *out)
 	}
 }
 
+/*
+ * The MD5 implementation and a context, fetched once: OpenSSL 3 looks up
+ * the provider on every implicit fetch, which costs more than the digest
+ * itself. Process state of this module; one thread.
+ */
+static struct {
+	EVP_MD *md5;
+	EVP_MD_CTX *ctx;
+} md5_cache;
+
 /* "md5" + hex(md5(a || b)) into out[36]. */
 static void md5_hex_of_two(const void *a, size_t alen, const void *b, size_t blen, char out[36])
 {
 	uint8_t digest[EVP_MAX_MD_SIZE];
 	unsigned int dlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 
-	if (!ctx
-	    || EVP_DigestInit_ex(ctx, EVP_md5(), NULL) != 1
+	if (!md5_cache.md5) {
+		md5_cache.md5 = EVP_MD_fetch(NULL, "MD5", NULL);
+		md5_cache.ctx = EVP_MD_CTX_new();
+	}
+	EVP_MD_CTX *ctx = md5_cache.ctx;
+	if (!md5_cache.md5 || !ctx
+	    || EVP_DigestInit_ex2(ctx, md5_cache.md5, NULL) != 1
 	    || EVP_DigestUpdate(ctx, a, alen) != 1
 	    || EVP_DigestUpdate(ctx, b, blen) != 1
 	    || EVP_DigestFinal_ex(ctx, digest, &dlen) != 1
 	    || dlen != 16)
 		die("OpenSSL cannot compute MD5 (is the default provider available?)");
-	EVP_MD_CTX_free(ctx);
 	memcpy(out, "md5", 3);
 	hex_encode(digest, 16, out + 3);
 	out[MD5_PASSWD_LEN] = '\0';
@@ -57,13 +70,20 @@ void crypto_md5_response(const char md5_secret[36], const uint8_t salt[4], char 
 
 void crypto_random(void *buf, size_t len)
 {
-	while (len > 0) {
-		int chunk = len > INT32_MAX ? INT32_MAX : (int)len;
-		if (RAND_bytes(buf, chunk) != 1)
-			die("OpenSSL cannot provide random bytes");
-		buf = (uint8_t *)buf + chunk;
-		len -= (size_t)chunk;
-	}
+	/*
+	 * glibc's arc4random: a ChaCha20 stream seeded from getrandom(),
+	 * reseeded after fork, and far cheaper per call than RAND_bytes for
+	 * the few bytes a login needs (salts, cancel keys, nonces).
+	 */
+	arc4random_buf(buf, len);
+}
+
+void crypto_cleanup(void)
+{
+	EVP_MD_free(md5_cache.md5);
+	EVP_MD_CTX_free(md5_cache.ctx);
+	md5_cache.md5 = NULL;
+	md5_cache.ctx = NULL;
 }
 
 int crypto_b64_encode(const uint8_t *in, size_t len, char *out, size_t outsize)

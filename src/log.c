@@ -12,15 +12,19 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/time.h>
+#include <fcntl.h>
 
 static struct {
-	FILE *file;
+	int fd;				/* the logfile, -1 if none */
 	char *path;
 	bool to_stderr;
 	bool use_syslog;
 	char syslog_ident[64];		/* openlog() keeps the pointer: it must outlive the config */
 	int verbose;
-} log_state = { .to_stderr = true };
+	int pid;			/* cached: getpid() is a system call */
+	time_t stamp_sec;		/* the second the cached stamp text is for */
+	char stamp[32];			/* "YYYY-MM-DD HH:MM:SS" */
+} log_state = { .fd = -1, .to_stderr = true };
 
 static const char *level_names[] = { "FATAL", "ERROR", "WARNING", "LOG", "DEBUG", "NOISE" };
 static const int level_syslog[] = { LOG_CRIT, LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG, LOG_DEBUG };
@@ -39,22 +43,27 @@ static int syslog_facility_code(const char *name)
 	return LOG_DAEMON;
 }
 
+static int open_logfile(const char *path)
+{
+	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+}
+
 int log_setup(const struct log_settings *s)
 {
-	FILE *f = NULL;
+	int fd = -1;
 	if (s->logfile && s->logfile[0]) {
-		f = fopen(s->logfile, "a");
-		if (!f)
+		fd = open_logfile(s->logfile);
+		if (fd < 0)
 			return -1;
-		setvbuf(f, NULL, _IOLBF, 0);
 	}
-	if (log_state.file)
-		fclose(log_state.file);
+	if (log_state.fd >= 0)
+		close(log_state.fd);
 	free(log_state.path);
-	log_state.file = f;
+	log_state.fd = fd;
 	log_state.path = (s->logfile && s->logfile[0]) ? xstrdup(s->logfile) : NULL;
 	log_state.to_stderr = s->to_stderr;
 	log_state.verbose = s->verbose;
+	log_state.pid = (int)getpid();
 	if (log_state.use_syslog)
 		closelog();
 	log_state.use_syslog = s->use_syslog;
@@ -70,21 +79,20 @@ void log_reopen(void)
 {
 	if (!log_state.path)
 		return;
-	FILE *f = fopen(log_state.path, "a");
-	if (!f) {
+	int fd = open_logfile(log_state.path);
+	if (fd < 0) {
 		log_error("cannot reopen logfile \"%s\": %s", log_state.path, strerror(errno));
 		return;
 	}
-	setvbuf(f, NULL, _IOLBF, 0);
-	fclose(log_state.file);
-	log_state.file = f;
+	close(log_state.fd);
+	log_state.fd = fd;
 }
 
 void log_close(void)
 {
-	if (log_state.file)
-		fclose(log_state.file);
-	log_state.file = NULL;
+	if (log_state.fd >= 0)
+		close(log_state.fd);
+	log_state.fd = -1;
 	free(log_state.path);
 	log_state.path = NULL;
 }
@@ -96,26 +104,50 @@ bool log_enabled(enum log_level level)
 	return (int)level - (int)LOG_LEVEL_INFO <= log_state.verbose;
 }
 
+static void write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return;	/* nowhere to report a failing log */
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* One line, formatted once, written whole to each destination. */
 static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
-	char msg[2048];
-	char stamp[64];
+	char line[2400];
 	struct timeval tv;
-	struct tm tm;
 	int save_errno = errno;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
 	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &tm);
-	snprintf(stamp + n, sizeof(stamp) - n, ".%03d UTC", (int)(tv.tv_usec / 1000));
+	if (tv.tv_sec != log_state.stamp_sec || !log_state.stamp[0]) {
+		struct tm tm;
+		gmtime_r(&tv.tv_sec, &tm);
+		strftime(log_state.stamp, sizeof(log_state.stamp), "%Y-%m-%d %H:%M:%S", &tm);
+		log_state.stamp_sec = tv.tv_sec;
+	}
+	if (!log_state.pid)
+		log_state.pid = (int)getpid();
+	int head = snprintf(line, sizeof(line), "%s.%03d UTC [%d] %s ", log_state.stamp, (int)(tv.tv_usec / 1000),
+			    log_state.pid, level_names[level]);
+	int n = vsnprintf(line + head, sizeof(line) - (size_t)head - 1, fmt, ap);
+	size_t len = (size_t)head + (n < 0 ? 0 : MIN((size_t)n, sizeof(line) - (size_t)head - 2));
+	line[len++] = '\n';
 
 	if (log_state.to_stderr)
-		fprintf(stderr, "%s [%d] %s %s\n", stamp, (int)getpid(), level_names[level], msg);
-	if (log_state.file)
-		fprintf(log_state.file, "%s [%d] %s %s\n", stamp, (int)getpid(), level_names[level], msg);
-	if (log_state.use_syslog)
-		syslog(level_syslog[level], "%s %s", level_names[level], msg);
+		write_all(STDERR_FILENO, line, len);
+	if (log_state.fd >= 0)
+		write_all(log_state.fd, line, len);
+	if (log_state.use_syslog) {
+		line[len - 1] = '\0';
+		syslog(level_syslog[level], "%s", line + head - strlen(level_names[level]) - 1);
+	}
 	errno = save_errno;
 }
 

@@ -9,6 +9,7 @@
 #include "pgvalve/admin.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/config.h"
+#include "pgvalve/crypto.h"
 #include "pgvalve/janitor.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
@@ -222,6 +223,7 @@ int main(int argc, char **argv)
 	if (pgv.auth)
 		auth_store_free(pgv.auth);
 	event_base_free(pgv.base);
+	crypto_cleanup();
 	if (pidfile_written)
 		unlink(pgv.cfg->pidfile);
 	config_free(pgv.cfg);

@@ -403,6 +403,7 @@ void pool_learn_welcome(struct pool *pool, const struct server *server)
 	for (int i = 0; i < server->param_count; i++) {
 		pool->welcome[i].name = xstrdup(server->params[i].name);
 		pool->welcome[i].value = xstrdup(server->params[i].value);
+		pool->welcome[i].var_idx = varcache_index(server->params[i].name);
 		varcache_set_by_name(&pool->welcome_vars, server->params[i].name, server->params[i].value);
 	}
 	pool->welcome_count = server->param_count;
@@ -532,6 +533,7 @@ static void pool_set_admin_welcome(struct pool *pool)
 	for (size_t i = 0; i < ARRAY_SIZE(params); i++) {
 		pool->welcome[i].name = xstrdup(params[i][0]);
 		pool->welcome[i].value = xstrdup(params[i][1]);
+		pool->welcome[i].var_idx = varcache_index(params[i][0]);
 	}
 	pool->welcome_count = (int)ARRAY_SIZE(params);
 	pool->welcome_ready = true;

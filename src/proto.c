@@ -204,34 +204,12 @@ static bool pktbuf_room(struct pktbuf *b, uint32_t need)
 	return true;
 }
 
-void pktbuf_put_bytes(struct pktbuf *b, const void *data, uint32_t len)
+void pktbuf_put_bytes_slow(struct pktbuf *b, const void *data, uint32_t len)
 {
 	if (!pktbuf_room(b, len))
 		return;
 	memcpy(b->buf + b->len, data, len);
 	b->len += len;
-}
-
-void pktbuf_put_byte(struct pktbuf *b, uint8_t v)
-{
-	pktbuf_put_bytes(b, &v, 1);
-}
-
-void pktbuf_put_uint16(struct pktbuf *b, uint16_t v)
-{
-	uint8_t tmp[2] = { (uint8_t)(v >> 8), (uint8_t)v };
-	pktbuf_put_bytes(b, tmp, 2);
-}
-
-void pktbuf_put_uint32(struct pktbuf *b, uint32_t v)
-{
-	uint8_t tmp[4] = { (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v };
-	pktbuf_put_bytes(b, tmp, 4);
-}
-
-void pktbuf_put_string(struct pktbuf *b, const char *s)
-{
-	pktbuf_put_bytes(b, s, (uint32_t)strlen(s) + 1);
 }
 
 void pktbuf_begin(struct pktbuf *b, uint8_t type)

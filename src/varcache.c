@@ -17,6 +17,7 @@ static const char *const fixed_names[] = {
 
 static struct {
 	char *names[VARCACHE_MAX];
+	uint8_t lens[VARCACHE_MAX];	/* strlen of each name: a cheap first test */
 	int count;
 } vtab;
 
@@ -115,8 +116,10 @@ void varcache_configure(const char *extra)
 	for (int i = 0; i < vtab.count; i++)
 		free(vtab.names[i]);
 	vtab.count = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(fixed_names); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(fixed_names); i++) {
+		vtab.lens[vtab.count] = (uint8_t)strlen(fixed_names[i]);
 		vtab.names[vtab.count++] = xstrdup(fixed_names[i]);
+	}
 	if (!extra)
 		return;
 	const char *p = extra;
@@ -138,6 +141,7 @@ void varcache_configure(const char *extra)
 			log_warning("track_extra_parameters: too many parameters, \"%s\" not tracked", name);
 			continue;
 		}
+		vtab.lens[vtab.count] = (uint8_t)MIN(strlen(name), 255);
 		vtab.names[vtab.count++] = xstrdup(name);
 	}
 }
@@ -154,8 +158,9 @@ const char *varcache_name(int idx)
 
 int varcache_index(const char *name)
 {
+	size_t len = strlen(name);
 	for (int i = 0; i < vtab.count; i++)
-		if (strcasecmp(vtab.names[i], name) == 0)
+		if (vtab.lens[i] == len && strcasecmp(vtab.names[i], name) == 0)
 			return i;
 	return -1;
 }

@@ -19,8 +19,10 @@ void crypto_md5_password(const char *password, const char *user, char out[36]);
  */
 void crypto_md5_response(const char md5_secret[36], const uint8_t salt[4], char out[36]);
 
-/* Cryptographically strong random bytes; dies if OpenSSL cannot provide them. */
+/* Cryptographically strong random bytes (arc4random_buf). */
 void crypto_random(void *buf, size_t len);
+/* Frees the cached digest objects (at exit). */
+void crypto_cleanup(void);
 
 /*
  * Base64 (standard alphabet, with padding). Return the output length, or -1

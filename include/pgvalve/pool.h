@@ -31,6 +31,7 @@ struct auth_store;
 struct welcome_param {
 	char *name;
 	char *value;
+	int var_idx;		/* varcache index of name, or -1 (set for pool welcomes) */
 };
 
 struct db {

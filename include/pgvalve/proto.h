@@ -108,11 +108,41 @@ void pktbuf_free(struct pktbuf *b);
 void pktbuf_reset(struct pktbuf *b);
 void pktbuf_begin(struct pktbuf *b, uint8_t type);	/* type 0: untyped startup packet */
 void pktbuf_end(struct pktbuf *b);
-void pktbuf_put_byte(struct pktbuf *b, uint8_t v);
-void pktbuf_put_uint16(struct pktbuf *b, uint16_t v);
-void pktbuf_put_uint32(struct pktbuf *b, uint32_t v);
-void pktbuf_put_bytes(struct pktbuf *b, const void *data, uint32_t len);
-void pktbuf_put_string(struct pktbuf *b, const char *s);	/* with the NUL */
+/* Slow path of the appenders: grows the buffer or marks it failed. */
+void pktbuf_put_bytes_slow(struct pktbuf *b, const void *data, uint32_t len);
+
+static inline void pktbuf_put_bytes(struct pktbuf *b, const void *data, uint32_t len)
+{
+	if (LIKELY(!b->failed && b->size - b->len >= len)) {
+		memcpy(b->buf + b->len, data, len);
+		b->len += len;
+	} else {
+		pktbuf_put_bytes_slow(b, data, len);
+	}
+}
+
+static inline void pktbuf_put_byte(struct pktbuf *b, uint8_t v)
+{
+	pktbuf_put_bytes(b, &v, 1);
+}
+
+static inline void pktbuf_put_uint16(struct pktbuf *b, uint16_t v)
+{
+	uint8_t tmp[2] = { (uint8_t)(v >> 8), (uint8_t)v };
+	pktbuf_put_bytes(b, tmp, 2);
+}
+
+static inline void pktbuf_put_uint32(struct pktbuf *b, uint32_t v)
+{
+	uint8_t tmp[4] = { (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v };
+	pktbuf_put_bytes(b, tmp, 4);
+}
+
+/* With the NUL. */
+static inline void pktbuf_put_string(struct pktbuf *b, const char *s)
+{
+	pktbuf_put_bytes(b, s, (uint32_t)strlen(s) + 1);
+}
 
 /* Whole messages. */
 void proto_put_error(struct pktbuf *b, const char *severity, const char *sqlstate, const char *message);
