@@ -44,6 +44,8 @@ cleanup() {
 	set +e
 	if [ -n "$pgvalve_pid" ] && pgv_alive "$pgvalve_pid"; then
 		echo "quickstart: stopping pgvalve"
+		# SIGQUIT: immediate shutdown (SIGTERM would wait for connected clients)
+		kill -QUIT "$pgvalve_pid" 2>/dev/null
 		pgv_kill_pids "$pgvalve_pid"
 	fi
 	if [ -n "$tmp" ] && [ -d "$tmp" ]; then

@@ -41,8 +41,9 @@ static void usage(FILE *out)
 		"  -u, --user=USER  switch to USER after start (required when started as root)\n"
 		"  -V, --version    print version and exit\n"
 		"  -h, --help       print this help and exit\n\n"
-		"Signals: SIGINT waits for clients to leave, then exits; SIGTERM exits now;\n"
-		"SIGHUP reopens the logfile.\n",
+		"Signals: SIGHUP reloads; SIGTERM exits when clients are gone (twice: now);\n"
+		"SIGINT exits when servers are released; SIGQUIT exits now;\n"
+		"SIGUSR1 pauses, SIGUSR2 resumes.\n",
 		PGVALVE_VERSION_STRING);
 }
 
