@@ -1,11 +1,19 @@
 /*
- * auth.c - client-side authentication (trust, any, plain, md5).
+ * auth.c - client-side authentication (trust, any, plain, md5,
+ * scram-sha-256).
  *
  * Decides the method for a login from auth_type, sends the matching
  * Authentication request, and checks the PasswordMessage against the
  * auth_file secret. An unknown user is asked for a password all the same
  * and then refused exactly like a wrong password, so the answer reveals
  * nothing about which names exist.
+ *
+ * SCRAM: a plain secret is turned into a SCRAM secret for the exchange
+ * (scram_iterations); a SCRAM secret is used as is, and the ClientKey
+ * recovered from the client's proof is kept on the pool so pgvalve can
+ * log in to a server that wants SCRAM without knowing the password
+ * (pass-through, as PgBouncer). md5 with a SCRAM secret falls back to
+ * SCRAM, as PostgreSQL does.
  *
  * Touches only the client it is given; success is handed to pool.c.
  */
@@ -18,13 +26,15 @@
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/scram.h"
 
+#include <openssl/crypto.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 static void send_auth_request(struct client *client, uint32_t code, const void *extra, uint32_t extra_len)
 {
-	uint8_t mem[64];
+	uint8_t mem[SCRAM_MSG_MAX + 16];	/* room for the largest SASL message */
 	struct pktbuf b;
 	pktbuf_init_fixed(&b, mem, sizeof(mem));
 	proto_put_auth_request(&b, code, extra, extra_len);
@@ -42,6 +52,107 @@ static void auth_succeed(struct client *client)
 {
 	client->login->phase = LOGIN_DONE;
 	pool_client_logged_in(client);
+}
+
+/*
+ * AuthenticationSASL. The secret for the exchange: the stored SCRAM secret,
+ * or one derived from a plain password. Unknown users and md5 secrets get a
+ * made-up secret, so the exchange runs to its end and fails like a wrong
+ * password.
+ */
+static void start_scram(struct client *client)
+{
+	struct client_login *login = client->login;
+	struct scram_secret secret;
+	const struct auth_secret *s = login->fake_auth ? NULL : auth_store_find(pgv.auth, login->user);
+
+	if (s && s->type == SECRET_SCRAM) {
+		secret = s->scram;
+	} else {
+		uint8_t salt[16];
+		crypto_random(salt, sizeof(salt));
+		if (s && s->type == SECRET_PLAIN) {
+			scram_secret_from_password(s->secret, pgv.cfg->scram_iterations, salt, sizeof(salt), &secret);
+		} else {
+			/* no usable secret: a random password nobody can prove */
+			char junk[33];
+			crypto_random(junk, sizeof(junk) - 1);
+			for (size_t i = 0; i < sizeof(junk) - 1; i++)
+				junk[i] = (char)('a' + ((uint8_t)junk[i] % 26));
+			junk[sizeof(junk) - 1] = '\0';
+			scram_secret_from_password(junk, 1, salt, sizeof(salt), &secret);
+			login->fake_auth = true;
+		}
+	}
+	login->scram = xcalloc(1, sizeof(*login->scram));
+	scram_server_init(login->scram, &secret, NULL);
+	OPENSSL_cleanse(&secret, sizeof(secret));
+	login->secret_from_scram = s && s->type == SECRET_SCRAM;
+	login->phase = LOGIN_SASL_INITIAL;
+	static const char mechanisms[] = "SCRAM-SHA-256\0";	/* list ends with an empty name */
+	send_auth_request(client, AUTH_REQ_SASL, mechanisms, sizeof(mechanisms));
+}
+
+/* SASLInitialResponse and SASLResponse. */
+static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
+{
+	struct client_login *login = client->login;
+	struct pkt_reader r;
+	const char *err = "malformed SASL message";
+	char out[SCRAM_MSG_MAX];
+	int n;
+
+	pkt_reader_init(&r, body, len);
+	if (login->phase == LOGIN_SASL_INITIAL) {
+		const char *mech = pkt_get_string(&r);
+		uint32_t dlen = pkt_get_uint32(&r);
+		const uint8_t *data = r.failed || dlen == 0xFFFFFFFFu ? NULL : pkt_get_bytes(&r, dlen);
+		if (!mech || !data || pkt_remaining(&r) != 0) {
+			client_close(client, "08P01", "malformed SASL initial response");
+			return;
+		}
+		if (strcmp(mech, "SCRAM-SHA-256") != 0) {
+			client_close(client, "28000", "client selected an invalid SASL authentication mechanism");
+			return;
+		}
+		n = scram_server_first(login->scram, (const char *)data, dlen, out, sizeof(out), &err);
+		if (n < 0) {
+			client_close(client, "08P01", err);
+			return;
+		}
+		login->phase = LOGIN_SASL_RESPONSE;
+		send_auth_request(client, AUTH_REQ_SASL_CONTINUE, out, (uint32_t)n);
+		return;
+	}
+	n = scram_server_final(login->scram, (const char *)body, len, out, sizeof(out), &err);
+	if (n == -1) {
+		client_close(client, "08P01", err);
+		return;
+	}
+	if (n < 0 || login->fake_auth) {
+		auth_fail(client);
+		return;
+	}
+	/* Keep the ClientKey for server logins with this (SCRAM) secret: pass-through. */
+	if (login->secret_from_scram && login->scram->has_client_key && client->pool) {
+		const struct auth_secret *s = auth_store_find(pgv.auth, login->user);
+		if (s && s->type == SECRET_SCRAM)
+			pool_remember_scram_keys(client->pool, login->scram->client_key, s->scram.server_key);
+	}
+	send_auth_request(client, AUTH_REQ_SASL_FINAL, out, (uint32_t)n);
+	auth_succeed(client);
+}
+
+void auth_login_free(struct client_login *login)
+{
+	if (!login)
+		return;
+	if (login->scram) {
+		OPENSSL_cleanse(login->scram, sizeof(*login->scram));
+		free(login->scram);
+	}
+	OPENSSL_cleanse(login, sizeof(*login));
+	free(login);
 }
 
 void auth_begin(struct client *client)
@@ -93,10 +204,14 @@ void auth_begin(struct client *client)
 		login->phase = LOGIN_PASSWORD;
 		send_auth_request(client, AUTH_REQ_CLEARTEXT, NULL, 0);
 		return;
+	case AUTH_TYPE_SCRAM_SHA_256:
+		start_scram(client);
+		return;
 	case AUTH_TYPE_MD5:
 		if (!login->fake_auth && login->secret_type == SECRET_SCRAM) {
-			/* PostgreSQL would switch to SCRAM here; that arrives with auth_type scram-sha-256. */
-			client_close(client, "28000", "SCRAM secrets are not supported with auth_type md5 yet");
+			/* As PostgreSQL: an md5 request cannot be met with a SCRAM secret, so ask for SCRAM. */
+			login->auth_method = AUTH_TYPE_SCRAM_SHA_256;
+			start_scram(client);
 			return;
 		}
 		crypto_random(login->md5_salt, sizeof(login->md5_salt));
@@ -163,8 +278,12 @@ void auth_handle_password(struct client *client, const uint8_t *body, uint32_t l
 	struct client_login *login = client->login;
 	struct pkt_reader r;
 	pkt_reader_init(&r, body, len);
-	const char *given = pkt_get_string(&r);
+	const char *given = login->phase == LOGIN_PASSWORD ? pkt_get_string(&r) : NULL;
 
+	if (login->phase == LOGIN_SASL_INITIAL || login->phase == LOGIN_SASL_RESPONSE) {
+		scram_step(client, body, len);
+		return;
+	}
 	if (!given || pkt_remaining(&r) != 0) {
 		client_close(client, "08P01", "invalid password packet");
 		return;

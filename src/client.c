@@ -176,7 +176,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 
 void client_free(struct client *client)
 {
-	free(client->login);
+	auth_login_free(client->login);
 	varcache_free(client->vars);
 	free(client->username);
 	free(client);
@@ -327,7 +327,8 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		return client->state != CL_CLOSED;
 	}
 
-	if (login->phase == LOGIN_PASSWORD) {
+	if (login->phase == LOGIN_PASSWORD || login->phase == LOGIN_SASL_INITIAL ||
+	    login->phase == LOGIN_SASL_RESPONSE) {
 		if (pkt->type != 'p') {
 			client_close(client, "08P01", "expected a password message");
 			return false;
@@ -372,7 +373,7 @@ void client_finish_login(struct client *client)
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
 
-	free(client->login);
+	auth_login_free(client->login);
 	client->login = NULL;
 	client->logged_in = true;
 	pool->db->stats.total.client_login_count++;

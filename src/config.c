@@ -134,7 +134,7 @@ static const struct param_def params[] = {
 	P_TIME(reserve_pool_timeout, "5", RELOAD, TODO),
 	P_STR(resolv_conf, "", RESTART, TODO),
 	P_INT(sbuf_loopcnt, "5", RELOAD, TODO, 0, INT_MAX),
-	P_INT(scram_iterations, "4096", RELOAD, TODO, 1, INT_MAX),
+	P_INT(scram_iterations, "4096", RELOAD, IMPL, 1, INT_MAX),
 	P_TIME(server_check_delay, "30", RELOAD, IMPL),
 	P_STR(server_check_query, "<empty>", RELOAD, IMPL),
 	P_TIME(server_connect_timeout, "15", RELOAD, IMPL),

@@ -414,6 +414,13 @@ void pool_learn_welcome(struct pool *pool, const struct server *server)
 	}
 }
 
+void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32])
+{
+	memcpy(pool->scram_client_key, client_key, 32);
+	memcpy(pool->scram_server_key, server_key, 32);
+	pool->has_scram_keys = true;
+}
+
 void pool_client_logged_in(struct client *client)
 {
 	struct pool *pool = client->pool;

@@ -525,7 +525,8 @@ static void handle_auth_request(struct server *server, const struct pkt *pkt)
 			login_failed(server, "28000", "server offered no supported SASL mechanism");
 			return;
 		}
-		if (!password[0] || password_is_md5(password)) {
+		bool plain = password[0] && !password_is_md5(password);
+		if (!plain && !server->pool->has_scram_keys) {
 			login_failed(server, "28000", "cannot do SCRAM authentication: wrong password type");
 			return;
 		}
@@ -533,6 +534,9 @@ static void handle_auth_request(struct server *server, const struct pkt *pkt)
 		free_login_state(server);	/* a second AuthenticationSASL starts over */
 		server->scram = xcalloc(1, sizeof(*server->scram));
 		scram_client_init(server->scram, NULL, NULL);
+		if (!plain)	/* pass-through: the keys a client proved it has */
+			scram_client_set_keys(server->scram, server->pool->scram_client_key,
+					      server->pool->scram_server_key);
 		int len = scram_client_first(server->scram, msg, sizeof(msg));
 		if (len < 0) {
 			login_failed(server, "08P01", "SCRAM: could not build the first message");

@@ -15,7 +15,11 @@ struct client;
 
 /* Starts authentication after a valid StartupMessage. */
 void auth_begin(struct client *client);
-/* Handles the body of a PasswordMessage ('p'). */
+/* Handles the body of a PasswordMessage / SASL message ('p'). */
 void auth_handle_password(struct client *client, const uint8_t *body, uint32_t len);
+
+struct client_login;
+/* Frees login data, wiping secrets. */
+void auth_login_free(struct client_login *login);
 
 #endif

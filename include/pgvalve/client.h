@@ -21,6 +21,7 @@
 #include "pgvalve/list.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/auth_file.h"
+#include "pgvalve/scram.h"
 
 #include <netinet/in.h>
 #include <sys/un.h>
@@ -47,12 +48,16 @@ struct client_login {
 	enum {
 		LOGIN_STARTUP,		/* expecting StartupMessage / SSLRequest / CancelRequest */
 		LOGIN_PASSWORD,		/* expecting PasswordMessage */
+		LOGIN_SASL_INITIAL,	/* expecting SASLInitialResponse */
+		LOGIN_SASL_RESPONSE,	/* expecting SASLResponse */
 		LOGIN_DONE,
 	} phase;
 	int auth_method;		/* enum auth_type actually used */
 	bool fake_auth;			/* unknown user: fail after the password, revealing nothing */
 	char secret[AUTH_SECRET_MAX];
 	enum secret_type secret_type;
+	struct scram_server *scram;	/* during a SCRAM exchange */
+	bool secret_from_scram;		/* the exchange used a stored SCRAM secret (pass-through keys) */
 };
 
 struct client {

@@ -54,6 +54,9 @@ struct pool {
 	struct db *db;
 	char *user;			/* the user servers log in as */
 	char *password;			/* server login secret: plain or md5..., "" if none */
+	bool has_scram_keys;		/* ClientKey/ServerKey from a client's SCRAM proof (pass-through) */
+	uint8_t scram_client_key[32];
+	uint8_t scram_server_key[32];
 
 	/* clients by state */
 	struct list active_clients;	/* logged in: idle or holding a server */
@@ -139,6 +142,8 @@ void pool_launch_servers(struct pool *pool);
 void pool_after_change(struct pool *pool);
 
 void pool_learn_welcome(struct pool *pool, const struct server *server);
+/* Keeps keys recovered from a client's SCRAM proof for this pool's server logins. */
+void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32]);
 
 /* Cancel-key index of clients. */
 void cancel_index_add(struct client *client);

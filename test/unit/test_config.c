@@ -229,6 +229,7 @@ static const char *const implemented_params[] = {
 	"server_login_retry", "admin_users", "stats_users", "track_extra_parameters",
 	"application_name_add_host", "query_wait_timeout", "server_check_delay", "server_check_query",
 	"server_idle_timeout", "server_lifetime", "server_round_robin", "so_reuseport", "max_db_connections",
+	"scram_iterations",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -277,7 +278,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 44);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 45);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
