@@ -24,6 +24,7 @@
 #include "pgvalve/reload.h"
 #include "pgvalve/server.h"
 #include "pgvalve/stats.h"
+#include "pgvalve/tls.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -505,7 +506,9 @@ static void client_row(struct result *r, const struct client *client, const char
 	cell_ptr(&c, client);
 	cell_ptr(&c, client->link);
 	cell_int(&c, 0);
-	cell_str(&c, "");
+	tls_describe(client->nb.ssl, c.buf[c.n], sizeof(c.buf[0]));
+	c.v[c.n] = c.buf[c.n];
+	c.n++;
 	cell_str(&c, appname ? appname : "");
 	cell_int(&c, 0);
 	cell_uint(&c, client->id);
@@ -546,7 +549,9 @@ static void server_row(struct result *r, const struct server *server, const char
 	cell_ptr(&c, server);
 	cell_ptr(&c, server->link);
 	cell_int(&c, (long long)server->be_pid);
-	cell_str(&c, "");
+	tls_describe(server->nb.ssl, c.buf[c.n], sizeof(c.buf[0]));
+	c.v[c.n] = c.buf[c.n];
+	c.n++;
 	cell_str(&c, appname ? appname : "");
 	cell_int(&c, 0);
 	cell_uint(&c, server->id);

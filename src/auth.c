@@ -27,6 +27,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
+#include "pgvalve/tls.h"
 
 #include <openssl/crypto.h>
 #include <sys/socket.h>
@@ -207,6 +208,19 @@ void auth_begin(struct client *client)
 	case AUTH_TYPE_SCRAM_SHA_256:
 		start_scram(client);
 		return;
+	case AUTH_TYPE_CERT: {
+		/* The verified client certificate's common name must be the user name. */
+		char cn[256];
+		if (!client->nb.ssl || !tls_peer_common_name(client->nb.ssl, cn, sizeof(cn)) ||
+		    strcmp(cn, login->user) != 0) {
+			char msg[200];
+			snprintf(msg, sizeof(msg), "certificate authentication failed for user \"%s\"", login->user);
+			client_close(client, "28000", msg);
+			return;
+		}
+		auth_succeed(client);
+		return;
+	}
 	case AUTH_TYPE_MD5:
 		if (!login->fake_auth && login->secret_type == SECRET_SCRAM) {
 			/* As PostgreSQL: an md5 request cannot be met with a SCRAM secret, so ask for SCRAM. */

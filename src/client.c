@@ -23,6 +23,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
+#include "pgvalve/tls.h"
 
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -120,6 +121,8 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 	list_node_init(&client->node);
 	client_set_state(client, CL_LOGIN);
 	pgv.client_count++;
+	/* With TLS configured, a client may open with a ClientHello (PostgreSQL 17's direct TLS). */
+	client->nb.detect_tls = !is_unix && tls_client_side_ready();
 	netbuf_accept(&client->nb, fd);
 }
 
@@ -184,10 +187,39 @@ void client_free(struct client *client)
 
 /* ---------------------------------------------------------------- login */
 
-static void handle_ssl_request(struct client *client)
+static void handle_ssl_request(struct client *client, bool gssenc)
 {
-	/* TLS arrives with the TLS issue; until then the client continues in plain text. */
-	netbuf_send(&client->nb, "N", 1);
+	if (gssenc || !tls_client_side_ready()) {
+		netbuf_send(&client->nb, "N", 1);
+		return;
+	}
+	/*
+	 * Bytes already sent behind the SSLRequest would be read as if they
+	 * had come through TLS (CVE-2021-23214): refuse them.
+	 */
+	if (netbuf_buffered(&client->nb)) {
+		client_close(client, "08P01", "unexpected data after SSL request");
+		return;
+	}
+	netbuf_send(&client->nb, "S", 1);
+	if (netbuf_start_tls(&client->nb, tls_new_client_ssl(), true) < 0)
+		client_close(client, "08P01", "could not start TLS");
+}
+
+/* The handshake is done: the startup packet comes next, now encrypted. */
+static void client_tls_ready(struct client *client)
+{
+	if (client->direct_tls) {
+		const unsigned char *alpn = NULL;
+		unsigned int alpn_len = 0;
+		SSL_get0_alpn_selected(client->nb.ssl, &alpn, &alpn_len);
+		if (alpn_len != 10 || memcmp(alpn, "postgresql", 10) != 0) {
+			client_close(client, "08P01", "direct TLS connection without ALPN \"postgresql\"");
+			return;
+		}
+	}
+	client->nb.startup = true;
+	netbuf_resume(&client->nb);
 }
 
 /*
@@ -265,8 +297,12 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		return;
 	}
 	client->is_admin = is_admin;
-	if (pgv.cfg->log_connections)
-		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=no", dbname, user);
+	if (pgv.cfg->log_connections) {
+		char tls[160];
+		tls_describe(client->nb.ssl, tls, sizeof(tls));
+		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s", dbname, user,
+			   tls[0] ? tls : "no");
+	}
 
 	/* Remember tracked parameters the client asked for. */
 	for (int i = 0; i < sp->count; i++)
@@ -292,12 +328,12 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 
 		if (code == PROTO_SSL_REQUEST || code == PROTO_GSSENC_REQUEST) {
-			if (pkt->len != 8) {
+			if (pkt->len != 8 || client->nb.ssl) {
 				client_close(client, "08P01", "bad SSL request");
 				return false;
 			}
-			handle_ssl_request(client);
-			return true;
+			handle_ssl_request(client, code == PROTO_GSSENC_REQUEST);
+			return client->state != CL_CLOSED;
 		}
 		if (code == PROTO_CANCEL_REQUEST) {
 			if (pkt->len != 16) {
@@ -309,6 +345,10 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			client_handle_cancel(pid, key);
 			client->quiet = true;
 			client_close(client, NULL, "cancel request");
+			return false;
+		}
+		if (!client->nb.ssl && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
+			client_close(client, "28000", "SSL required");
 			return false;
 		}
 		if ((code >> 16) != 3) {
@@ -451,6 +491,20 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	case NETBUF_EV_SEND_FAILED:
 		client_close(client, NULL, "client send failed");
 		return false;
+	case NETBUF_EV_TLS_READY:
+		client_tls_ready(client);
+		return client->state != CL_CLOSED;
+	case NETBUF_EV_TLS_FAILED:
+		client_log(LOG_LEVEL_WARNING, client, "TLS handshake failed: %s", client->nb.tls_error);
+		client_close(client, NULL, "TLS handshake failed");
+		return false;
+	case NETBUF_EV_DIRECT_TLS:
+		client->direct_tls = true;
+		if (!tls_client_side_ready() || netbuf_start_tls(&client->nb, tls_new_client_ssl(), true) < 0) {
+			client_close(client, NULL, "direct TLS connection, but TLS is not configured");
+			return false;
+		}
+		return true;
 	case NETBUF_EV_CONNECT_OK:
 	case NETBUF_EV_CONNECT_FAILED:
 	case NETBUF_EV_DRAINED:

@@ -10,6 +10,7 @@
 #include "pgvalve/auth_file.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
+#include "pgvalve/tls.h"
 #include "pgvalve/janitor.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
@@ -198,6 +199,9 @@ int main(int argc, char **argv)
 			log_info("loaded %zu users from auth_file %s", auth_store_count(pgv.auth), cfg->auth_file);
 	}
 
+	char tls_err[512];
+	if (tls_configure(cfg, tls_err, sizeof(tls_err)) < 0)
+		die("TLS configuration failed: %s", tls_err);
 	loop_init();
 	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
 	varcache_configure(cfg->track_extra_parameters);
@@ -225,6 +229,7 @@ int main(int argc, char **argv)
 		auth_store_free(pgv.auth);
 	event_base_free(pgv.base);
 	crypto_cleanup();
+	tls_cleanup();
 	if (pidfile_written)
 		unlink(pgv.cfg->pidfile);
 	config_free(pgv.cfg);

@@ -17,7 +17,9 @@
 #include "pgvalve/log.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
+#include <openssl/err.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -58,6 +60,7 @@ static struct {
 /* Marks on a netbuf that is on the run queue. */
 #define RUN_PROCESS 1
 #define RUN_SEND_FAILED 2
+#define RUN_READ 4		/* TLS holds decrypted bytes the socket will not signal */
 
 static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg);
 static void run_queue_cb(evutil_socket_t fd, short what, void *arg);
@@ -165,6 +168,8 @@ static void sync_events(struct netbuf *nb)
 		return;
 	if (nb->connecting) {
 		want = EV_WRITE;
+	} else if (nb->tls_handshaking) {
+		want = nb->tls_want;
 	} else {
 		if (!nb->paused && !nb->blocked)
 			want |= EV_READ;
@@ -177,6 +182,10 @@ static void sync_events(struct netbuf *nb)
 			want |= EV_READ;
 		if (nb->out && nb->out->end > nb->out->start)
 			want |= EV_WRITE;
+		if (nb->tls_read_wants_write)
+			want |= EV_WRITE;
+		if (nb->tls_write_wants_read)
+			want |= EV_READ;
 	}
 	if (want == nb->ev_registered)
 		return;
@@ -188,6 +197,65 @@ static void sync_events(struct netbuf *nb)
 			log_error("event_add failed on fd %d", nb->fd);
 	}
 	nb->ev_registered = want;
+}
+
+/* ---------------------------------------------------------------- socket I/O (plain or TLS) */
+
+/* recv() semantics: >0 bytes, 0 end of stream, -1 with errno (EAGAIN: try later). */
+static ssize_t nb_read(struct netbuf *nb, void *buf, size_t len)
+{
+	if (!nb->ssl)
+		return recv(nb->fd, buf, len, 0);
+	ERR_clear_error();
+	int n = SSL_read(nb->ssl, buf, (int)MIN(len, (size_t)INT_MAX));
+	if (n > 0) {
+		nb->tls_read_wants_write = false;
+		return n;
+	}
+	switch (SSL_get_error(nb->ssl, n)) {
+	case SSL_ERROR_WANT_READ:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_WANT_WRITE:
+		nb->tls_read_wants_write = true;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		if (n == 0 || errno == 0)
+			return 0;
+		return -1;
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+/* send() semantics, partial writes allowed. */
+static ssize_t nb_write(struct netbuf *nb, const void *buf, size_t len)
+{
+	if (!nb->ssl)
+		return send(nb->fd, buf, len, MSG_NOSIGNAL);
+	ERR_clear_error();
+	int n = SSL_write(nb->ssl, buf, (int)MIN(len, (size_t)INT_MAX));
+	if (n > 0) {
+		nb->tls_write_wants_read = false;
+		return n;
+	}
+	switch (SSL_get_error(nb->ssl, n)) {
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_WANT_READ:
+		nb->tls_write_wants_read = true;
+		errno = EAGAIN;
+		return -1;
+	default:
+		if (errno == 0 || errno == EAGAIN)
+			errno = EPIPE;
+		return -1;
+	}
 }
 
 void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_packet)
@@ -270,7 +338,7 @@ static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struc
 	if (dst->fd < 0 || dst->send_failed || len == 0)
 		return;
 	if (!dst->out || dst->out->end == dst->out->start) {
-		ssize_t n = send(dst->fd, data, len, MSG_NOSIGNAL);
+		ssize_t n = dst->tls_handshaking ? (errno = EAGAIN, -1) : nb_write(dst, data, len);
 		if (n == (ssize_t)len) {
 			dst->bytes_out += len;
 			return;
@@ -363,7 +431,9 @@ static bool write_queue(struct netbuf *nb)
 	if (!q)
 		return true;
 	while (q->end > q->start) {
-		ssize_t n = send(nb->fd, q->data + q->start, q->end - q->start, MSG_NOSIGNAL);
+		if (nb->tls_handshaking)
+			break;
+		ssize_t n = nb_write(nb, q->data + q->start, q->end - q->start);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -500,6 +570,19 @@ static bool process_input(struct netbuf *nb)
 		}
 
 		struct pkt pkt;
+		if (nb->expect_byte) {
+			/* The one-byte answer to SSLRequest: no header, no length. */
+			if (!avail)
+				break;
+			nb->expect_byte = false;
+			pkt = (struct pkt){ .type = in->data[in->pos], .len = 1, .data = in->data + in->pos, .avail = 1 };
+			nb->decided = false;
+			if (!nb->handler(nb, NETBUF_EV_PACKET, &pkt))
+				return false;
+			if (!nb->decided)
+				netbuf_skip(nb, 1);
+			continue;
+		}
 		enum proto_header_result res = proto_parse_header(in->data + in->pos, avail, nb->startup,
 								  nb->max_packet, &pkt);
 		if (res == PROTO_HDR_NEED_MORE)
@@ -548,12 +631,24 @@ static bool read_input(struct netbuf *nb)
 		make_room(nb, in->end - in->pos + (in->start == 0 ? nbg.buf_size : 1));
 		in = nb->in;
 	}
-	ssize_t n = recv(nb->fd, in->data + in->end, in->size - in->end, 0);
+	if (nb->detect_tls) {
+		/* A ClientHello (record type 22) instead of a startup packet: PostgreSQL 17's direct TLS. */
+		uint8_t first;
+		nb->detect_tls = false;
+		if (recv(nb->fd, &first, 1, MSG_PEEK) == 1 && first == 0x16) {
+			release_input_if_empty(nb);
+			return nb->handler(nb, NETBUF_EV_DIRECT_TLS, NULL);
+		}
+	}
+	ssize_t n = nb_read(nb, in->data + in->end, in->size - in->end);
 	if (n > 0) {
 		in->end += (uint32_t)n;
 		nb->bytes_in += (uint64_t)n;
 		if (!process_input(nb))
 			return false;
+		/* Decrypted bytes left inside OpenSSL raise no socket event: come back for them. */
+		if (nb->ssl && nb->fd >= 0 && SSL_pending(nb->ssl) > 0)
+			runq_add(nb, RUN_READ);
 	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 		if (n < 0)
 			nb->recv_errno = errno;
@@ -565,6 +660,63 @@ static bool read_input(struct netbuf *nb)
 	}
 	release_input_if_empty(nb);
 	return true;
+}
+
+/* Drives a non-blocking handshake; reports TLS_READY or TLS_FAILED to the owner. */
+static void tls_handshake_step(struct netbuf *nb)
+{
+	ERR_clear_error();
+	int r = SSL_do_handshake(nb->ssl);
+	if (r == 1) {
+		nb->tls_handshaking = false;
+		nb->tls_want = 0;
+		sync_events(nb);
+		nb->handler(nb, NETBUF_EV_TLS_READY, NULL);
+		return;
+	}
+	int err = SSL_get_error(nb->ssl, r);
+	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+		nb->tls_want = err == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE;
+		sync_events(nb);
+		return;
+	}
+	unsigned long e = ERR_get_error();
+	char reason[256] = "connection closed during the handshake";
+	if (e)
+		ERR_error_string_n(e, reason, sizeof(reason));
+	else if (err == SSL_ERROR_SYSCALL && errno)
+		snprintf(reason, sizeof(reason), "%s", strerror(errno));
+	ERR_clear_error();
+	long verify = SSL_get_verify_result(nb->ssl);
+	if (verify != X509_V_OK)
+		snprintf(reason, sizeof(reason), "certificate verify failed: %s", X509_verify_cert_error_string(verify));
+	snprintf(nb->tls_error, sizeof(nb->tls_error), "%s", reason);
+	nb->tls_handshaking = false;
+	nb->tls_want = 0;
+	nb->paused = true;
+	sync_events(nb);
+	nb->handler(nb, NETBUF_EV_TLS_FAILED, NULL);
+}
+
+int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
+{
+	if (!ssl || netbuf_buffered(nb) || netbuf_queue_len(nb) || SSL_set_fd(ssl, nb->fd) != 1) {
+		if (ssl)
+			SSL_free(ssl);
+		return -1;
+	}
+	if (nb->in && nb->in->start == nb->in->end) {
+		iobuf_put(nb->in);
+		nb->in = NULL;
+	}
+	nb->ssl = ssl;
+	if (accept)
+		SSL_set_accept_state(ssl);
+	else
+		SSL_set_connect_state(ssl);
+	nb->tls_handshaking = true;
+	tls_handshake_step(nb);
+	return 0;
 }
 
 static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
@@ -587,6 +739,23 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 			nb->handler(nb, NETBUF_EV_CONNECT_OK, NULL);
 		}
 		return;
+	}
+	if (nb->tls_handshaking) {
+		tls_handshake_step(nb);
+		return;
+	}
+	if ((what & EV_WRITE) && nb->tls_read_wants_write && !nb->paused && !nb->blocked) {
+		nb->tls_read_wants_write = false;
+		if (!read_input(nb))
+			return;
+		sync_events(nb);
+	}
+	if ((what & EV_READ) && nb->tls_write_wants_read) {
+		nb->tls_write_wants_read = false;
+		if (!write_queue(nb))
+			return;
+		if (nb->fd < 0)
+			return;
 	}
 	if (what & EV_WRITE) {
 		if (!write_queue(nb))
@@ -631,9 +800,12 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 				continue;
 		}
 		if ((flags & RUN_PROCESS) && !nb->paused && !nb->blocked && nb->in) {
-			if (process_input(nb))
-				release_input_if_empty(nb);
+			if (!process_input(nb))
+				continue;
+			release_input_if_empty(nb);
 		}
+		if ((flags & RUN_READ) && nb->fd >= 0 && !nb->paused && !nb->blocked && nb->ssl)
+			read_input(nb);
 	}
 	nbg.runq_len = 0;
 }
@@ -661,16 +833,25 @@ void netbuf_close(struct netbuf *nb)
 	if (nb->fd >= 0) {
 		/* Best effort: a final error message queued for this peer. */
 		if (nb->out && nb->out->end > nb->out->start && !nb->send_failed) {
-			ssize_t n = send(nb->fd, nb->out->data + nb->out->start, nb->out->end - nb->out->start,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			ssize_t n = nb->ssl ? (nb->tls_handshaking ? -1 :
+					       nb_write(nb, nb->out->data + nb->out->start, nb->out->end - nb->out->start)) :
+				send(nb->fd, nb->out->data + nb->out->start, nb->out->end - nb->out->start,
+				     MSG_NOSIGNAL | MSG_DONTWAIT);
 			(void)n;
 		}
 		if (nb->ev_registered)
 			event_del(&nb->ev);
 		nb->ev_registered = 0;
+		if (nb->ssl && !nb->tls_handshaking && !nb->send_failed)
+			SSL_shutdown(nb->ssl);	/* a close_notify, best effort, never waited for */
 		close(nb->fd);
 		nb->fd = -1;
 	}
+	if (nb->ssl) {
+		SSL_free(nb->ssl);
+		nb->ssl = NULL;
+	}
+	nb->tls_handshaking = false;
 	if (nb->in) {
 		iobuf_put(nb->in);
 		nb->in = NULL;

@@ -12,6 +12,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/tls.h"
 
 /* Restart-only parameters keep the value the process started with. */
 static void keep_restart_only(const struct config *running, struct config *fresh)
@@ -74,6 +75,9 @@ int reload_config(char *errbuf, size_t errsize)
 	if (log_setup(&ls) < 0)
 		log_error("could not open logfile %s: %s", fresh->logfile, strerror(errno));
 
+	/* TLS files are re-read; a broken one keeps the previous contexts (logged). */
+	char tls_err[512];
+	tls_configure(fresh, tls_err, sizeof(tls_err));
 	pool_apply_config();
 	config_free(old);
 	if (old_auth)

@@ -25,6 +25,7 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/stats.h"
+#include "pgvalve/tls.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -607,8 +608,36 @@ static void login_complete(struct server *server)
 	pool_server_ready(server);
 }
 
+/* The answer to SSLRequest: 'S' starts TLS, 'N' continues in plain text if the mode allows. */
+static bool ssl_answer(struct server *server, uint8_t answer)
+{
+	int mode = pgv.cfg->server_tls_sslmode;
+	server->tls_requested = false;
+	netbuf_skip(&server->nb, 1);
+	if (answer == 'S') {
+		if (netbuf_buffered(&server->nb)) {
+			login_failed(server, "08P01", "server sent data after its SSL answer");
+			return false;
+		}
+		if (netbuf_start_tls(&server->nb, tls_new_server_ssl(server->pool->db->cfg->host), false) < 0) {
+			login_failed(server, "08006", "could not start TLS with the server");
+			return false;
+		}
+		return server->state != SV_CLOSED;
+	}
+	if (answer == 'N' && mode < TLS_SSLMODE_REQUIRE) {
+		send_startup(server);
+		return true;
+	}
+	login_failed(server, "08006", answer == 'N' ? "server does not support TLS, but server_tls_sslmode requires it" :
+		     "unexpected answer to SSLRequest");
+	return false;
+}
+
 static bool server_login_packet(struct server *server, const struct pkt *pkt)
 {
+	if (server->tls_requested && pkt->len == 1)
+		return ssl_answer(server, pkt->type);
 	if (!pkt_complete(pkt)) {
 		if (pkt->len > 64 * 1024) {
 			login_failed(server, "08P01", "oversized message from server during login");
@@ -786,8 +815,32 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 	switch (ev) {
 	case NETBUF_EV_CONNECT_OK:
-		send_startup(server);
+		/* TLS is asked for over TCP only, as libpq and PgBouncer do. */
+		if (pgv.cfg->server_tls_sslmode != TLS_SSLMODE_DISABLE && server->addr.sa.sa_family != AF_UNIX) {
+			uint8_t mem[8];
+			struct pktbuf b;
+			pktbuf_init_fixed(&b, mem, sizeof(mem));
+			pktbuf_begin(&b, 0);
+			pktbuf_put_uint32(&b, PROTO_SSL_REQUEST);
+			pktbuf_end(&b);
+			netbuf_send(&server->nb, b.buf, b.len);
+			server->nb.expect_byte = true;
+			server->tls_requested = true;
+		} else {
+			send_startup(server);
+		}
 		netbuf_resume(&server->nb);
+		return true;
+	case NETBUF_EV_TLS_READY:
+		send_startup(server);
+		return true;
+	case NETBUF_EV_TLS_FAILED: {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "TLS handshake with the server failed: %s", server->nb.tls_error);
+		login_failed(server, "08006", msg);
+		return false;
+	}
+	case NETBUF_EV_DIRECT_TLS:
 		return true;
 	case NETBUF_EV_CONNECT_FAILED: {
 		char msg[256];

@@ -86,6 +86,7 @@ struct client {
 	enum admin_wait { ADMIN_WAIT_NONE, ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE } admin_wait;
 	struct db *admin_wait_db;	/* NULL: all databases */
 	bool quiet;			/* a cancel-request connection: no disconnect log line */
+	bool direct_tls;		/* opened with TLS at once (ALPN required) */
 };
 
 /* Takes an accepted socket. */

@@ -32,6 +32,7 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <sys/socket.h>
+#include <openssl/ssl.h>
 
 struct iobuf;
 struct outq;
@@ -45,6 +46,9 @@ enum netbuf_event {
 	NETBUF_EV_CONNECT_OK,
 	NETBUF_EV_CONNECT_FAILED,
 	NETBUF_EV_DRAINED,		/* the output queue became empty (only if asked) */
+	NETBUF_EV_TLS_READY,		/* the TLS handshake finished */
+	NETBUF_EV_TLS_FAILED,		/* the TLS handshake failed (reason logged) */
+	NETBUF_EV_DIRECT_TLS,		/* a new client opened with a TLS ClientHello (detect_tls) */
 };
 
 typedef bool (*netbuf_handler_fn)(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
@@ -62,6 +66,14 @@ struct netbuf {
 	bool startup;			/* untyped startup-phase packets expected */
 	bool decided;			/* the handler took an action for the offered packet */
 	bool want_drained;		/* deliver NETBUF_EV_DRAINED */
+	bool detect_tls;		/* peek the first byte of a new client for a TLS ClientHello */
+	bool expect_byte;		/* offer the next single byte as a 1-byte message (SSLRequest answer) */
+	bool tls_handshaking;
+	bool tls_read_wants_write;	/* SSL_read needs the socket writable */
+	bool tls_write_wants_read;	/* SSL_write needs the socket readable */
+	short tls_want;			/* handshake: events it waits for */
+	SSL *ssl;			/* NULL: plain text */
+	char tls_error[160];		/* why the handshake failed */
 	int send_errno;
 	int recv_errno;
 	int connect_errno;
@@ -99,6 +111,12 @@ void netbuf_pause(struct netbuf *nb);
 void netbuf_resume(struct netbuf *nb);
 /* Sets the forwarding target (NULL: forwarded bytes are dropped). */
 void netbuf_set_dst(struct netbuf *nb, struct netbuf *dst);
+
+/*
+ * Starts a TLS handshake on the socket (nothing may be buffered either
+ * way); takes ownership of ssl. TLS_READY or TLS_FAILED follow.
+ */
+int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept);
 
 /* Sends bytes pgvalve generated; false if the socket is already broken. */
 bool netbuf_send(struct netbuf *nb, const void *data, uint32_t len);

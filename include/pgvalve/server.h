@@ -67,6 +67,7 @@ struct server {
 	bool close_needed;		/* close instead of reuse when released */
 	bool dirty;			/* released in an unknown protocol state: never reused */
 	bool internal_failed;
+	bool tls_requested;		/* SSLRequest sent, answer byte not seen yet */
 	int cancels_in_flight;
 	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */
 	usec_t xact_start;		/* ... since the last ReadyForQuery with status I */

@@ -229,7 +229,11 @@ static const char *const implemented_params[] = {
 	"server_login_retry", "admin_users", "stats_users", "track_extra_parameters",
 	"application_name_add_host", "query_wait_timeout", "server_check_delay", "server_check_query",
 	"server_idle_timeout", "server_lifetime", "server_round_robin", "so_reuseport", "max_db_connections",
-	"scram_iterations",
+	"scram_iterations", "client_tls_sslmode", "client_tls_key_file", "client_tls_cert_file",
+	"client_tls_ca_file", "client_tls_protocols", "client_tls_ciphers", "client_tls13_ciphers",
+	"client_tls_ecdhcurve", "client_tls_dheparams", "server_tls_sslmode", "server_tls_ca_file",
+	"server_tls_key_file", "server_tls_cert_file", "server_tls_protocols", "server_tls_ciphers",
+	"server_tls13_ciphers",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -278,7 +282,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 45);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 61);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
