@@ -627,7 +627,7 @@ static const char *parse_address(struct hba *hba, struct hba_rule *rule, const s
 		return NULL;
 	}
 	if (is_kw(t, "samehost") || is_kw(t, "samenet")) {
-		rule->addr = t->str[4] == 'h' ? ADDR_SAMEHOST : ADDR_SAMENET;
+		rule->addr = is_kw(t, "samehost") ? ADDR_SAMEHOST : ADDR_SAMENET;
 		hba_load_interfaces(hba, ctx->origin, ctx->line);
 		return NULL;
 	}
