@@ -65,7 +65,7 @@ static void start_scram(struct client *client)
 {
 	struct client_login *login = client->login;
 	struct scram_secret secret;
-	const struct auth_secret *s = login->fake_auth ? NULL : auth_store_find(pgv.auth, login->user);
+	const struct auth_secret *s = login->fake_auth || login->stored.type == SECRET_NONE ? NULL : &login->stored;
 
 	if (s && s->type == SECRET_SCRAM) {
 		secret = s->scram;
@@ -135,11 +135,8 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 		return;
 	}
 	/* Keep the ClientKey for server logins with this (SCRAM) secret: pass-through. */
-	if (login->secret_from_scram && login->scram->has_client_key && client->pool) {
-		const struct auth_secret *s = auth_store_find(pgv.auth, login->user);
-		if (s && s->type == SECRET_SCRAM)
-			pool_remember_scram_keys(client->pool, login->scram->client_key, s->scram.server_key);
-	}
+	if (login->secret_from_scram && login->scram->has_client_key && client->pool)
+		pool_remember_scram_keys(client->pool, login->scram->client_key, login->stored.scram.server_key);
 	send_auth_request(client, AUTH_REQ_SASL_FINAL, out, (uint32_t)n);
 	auth_succeed(client);
 }
@@ -156,24 +153,24 @@ void auth_login_free(struct client_login *login)
 	free(login);
 }
 
+static void auth_proceed(struct client *client);
+
+/* Where auth_query runs for this login: auth_user and auth_dbname of the database, else the globals. */
+static bool auth_query_target(const struct client *client, const char **user, const char **dbname)
+{
+	const struct db_config *dc = client->pool->db->cfg;
+	*user = dc->auth_user[0] ? dc->auth_user : pgv.cfg->auth_user;
+	*dbname = dc->auth_dbname[0] ? dc->auth_dbname : pgv.cfg->auth_dbname[0] ? pgv.cfg->auth_dbname :
+		client->pool->db->name;
+	return (*user)[0] != '\0' && !client->is_admin;
+}
+
 void auth_begin(struct client *client)
 {
 	struct client_login *login = client->login;
-	const struct config *cfg = pgv.cfg;
-	int method = cfg->auth_type;
-	const struct auth_secret *secret = NULL;
+	int method = pgv.cfg->auth_type;
 
-	if (method != AUTH_TYPE_ANY) {
-		secret = pgv.auth ? auth_store_find(pgv.auth, login->user) : NULL;
-		if (secret) {
-			login->secret_type = secret->type;
-			strlcpy_s(login->secret, secret->secret, sizeof(login->secret));
-		} else {
-			login->fake_auth = true;
-		}
-	}
 	login->auth_method = method;
-
 	/*
 	 * As PgBouncer: user "pgbouncer" on the Unix socket from the OS user
 	 * pgvalve runs as may use the admin console whatever auth_type says.
@@ -187,6 +184,63 @@ void auth_begin(struct client *client)
 			return;
 		}
 	}
+	if (method == AUTH_TYPE_ANY || method == AUTH_TYPE_CERT) {
+		auth_proceed(client);
+		return;
+	}
+	const struct auth_secret *secret = pgv.auth ? auth_store_find(pgv.auth, login->user) : NULL;
+	if (secret) {
+		login->stored = *secret;
+		auth_proceed(client);
+		return;
+	}
+	const char *auth_user, *auth_dbname;
+	if (auth_query_target(client, &auth_user, &auth_dbname)) {
+		/* Not in auth_file: ask the database, without blocking the loop. */
+		struct db *adb = pool_find_or_autodb(auth_dbname);
+		if (!adb) {
+			char msg[200];
+			snprintf(msg, sizeof(msg), "auth_dbname \"%s\" is not a configured database", auth_dbname);
+			client_close(client, "08P01", msg);
+			return;
+		}
+		login->phase = LOGIN_AUTH_QUERY;
+		netbuf_pause(&client->nb);
+		pool_queue_auth_query(pool_get(adb, auth_user), client);
+		return;
+	}
+	login->fake_auth = true;
+	auth_proceed(client);
+}
+
+void auth_query_answer(struct client *client, const char *secret, const char *error)
+{
+	struct client_login *login = client->login;
+	login->auth_server = NULL;
+	login->auth_pool = NULL;
+	if (error) {
+		client_log(LOG_LEVEL_WARNING, client, "auth_query failed: %s", error);
+		client_close(client, "08P01", "authentication lookup failed");
+		return;
+	}
+	if (!secret || !auth_secret_parse(login->user, secret, &login->stored)) {
+		/* Refused like a wrong password: the client learns nothing about which users exist. */
+		client_log(LOG_LEVEL_INFO, client, "auth_query: no such user: %s", login->user);
+		memset(&login->stored, 0, sizeof(login->stored));
+		login->fake_auth = true;
+	}
+	netbuf_resume(&client->nb);
+	auth_proceed(client);
+}
+
+/* With the secret known (or known to be missing), run the method. */
+static void auth_proceed(struct client *client)
+{
+	struct client_login *login = client->login;
+	int method = login->auth_method;
+
+	if (method != AUTH_TYPE_ANY && method != AUTH_TYPE_CERT && login->stored.type == SECRET_NONE)
+		login->fake_auth = true;
 
 	switch (method) {
 	case AUTH_TYPE_ANY:
@@ -222,7 +276,7 @@ void auth_begin(struct client *client)
 		return;
 	}
 	case AUTH_TYPE_MD5:
-		if (!login->fake_auth && login->secret_type == SECRET_SCRAM) {
+		if (!login->fake_auth && login->stored.type == SECRET_SCRAM) {
 			/* As PostgreSQL: an md5 request cannot be met with a SCRAM secret, so ask for SCRAM. */
 			login->auth_method = AUTH_TYPE_SCRAM_SHA_256;
 			start_scram(client);
@@ -234,10 +288,7 @@ void auth_begin(struct client *client)
 		return;
 	default: {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "auth_type \"%s\" is not supported yet",
-			 method == AUTH_TYPE_SCRAM_SHA_256 ? "scram-sha-256" :
-			 method == AUTH_TYPE_HBA ? "hba" : method == AUTH_TYPE_CERT ? "cert" :
-			 method == AUTH_TYPE_PAM ? "pam" : method == AUTH_TYPE_PEER ? "peer" : "unknown");
+		snprintf(msg, sizeof(msg), "auth_type \"%s\" is not supported", auth_type_name(method));
 		log_warning("%s", msg);
 		client_close(client, "28000", msg);
 		return;
@@ -248,13 +299,13 @@ void auth_begin(struct client *client)
 /* The md5 form of the stored secret ("md5" + 32 hex), from a plain or md5 secret. */
 static bool stored_md5(const struct client_login *login, char out[36])
 {
-	if (login->secret_type == SECRET_MD5) {
-		memcpy(out, login->secret, MD5_PASSWD_LEN);
+	if (login->stored.type == SECRET_MD5) {
+		memcpy(out, login->stored.secret, MD5_PASSWD_LEN);
 		out[MD5_PASSWD_LEN] = '\0';
 		return true;
 	}
-	if (login->secret_type == SECRET_PLAIN) {
-		crypto_md5_password(login->secret, login->user, out);
+	if (login->stored.type == SECRET_PLAIN) {
+		crypto_md5_password(login->stored.secret, login->user, out);
 		return true;
 	}
 	return false;
@@ -263,20 +314,18 @@ static bool stored_md5(const struct client_login *login, char out[36])
 static bool check_plain(const struct client_login *login, const char *given)
 {
 	size_t glen = strlen(given);
-	if (login->secret_type == SECRET_PLAIN) {
-		size_t slen = strlen(login->secret);
+	if (login->stored.type == SECRET_PLAIN) {
+		size_t slen = strlen(login->stored.secret);
 		/* Compare full length in constant time; the length check alone leaks only the length. */
-		return glen == slen && secure_equal(given, login->secret, slen);
+		return glen == slen && secure_equal(given, login->stored.secret, slen);
 	}
-	if (login->secret_type == SECRET_MD5) {
+	if (login->stored.type == SECRET_MD5) {
 		char computed[36];
 		crypto_md5_password(given, login->user, computed);
-		return secure_equal(computed, login->secret, MD5_PASSWD_LEN);
+		return secure_equal(computed, login->stored.secret, MD5_PASSWD_LEN);
 	}
-	if (login->secret_type == SECRET_SCRAM) {
-		const struct auth_secret *s = auth_store_find(pgv.auth, login->user);
-		if (!s || s->type != SECRET_SCRAM)
-			return false;
+	if (login->stored.type == SECRET_SCRAM) {
+		const struct auth_secret *s = &login->stored;
 		uint8_t salted[32], client_key[32], stored[32];
 		crypto_scram_salted_password(given, s->scram.salt, (size_t)s->scram.salt_len,
 					     s->scram.iterations, salted);

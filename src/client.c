@@ -165,6 +165,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		pool_release_server(server);
 	}
 	cancel_index_remove(client);
+	pool_cancel_auth_query(client);
 	netbuf_close(&client->nb);
 	client_set_state(client, CL_CLOSED);
 	pgv.client_count--;

@@ -76,15 +76,15 @@ static const char *const load_balance_hosts_names[] = { "round-robin", "disable"
 static const struct param_def params[] = {
 	P_STR(admin_users, "", RELOAD, IMPL),
 	P_BOOL(application_name_add_host, "0", RELOAD, IMPL),
-	P_STR(auth_dbname, "", RELOAD, TODO),
+	P_STR(auth_dbname, "", RELOAD, IMPL),
 	P_STR(auth_file, "", RELOAD, IMPL),
 	P_STR(auth_hba_file, "", RELOAD, TODO),
 	P_STR(auth_ident_file, "", RELOAD, TODO),
 	P_STR(auth_ldap_options, "", RELOAD, TODO),
 	P_STR(auth_query, "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
-	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, TODO),
+	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, IMPL),
 	P_ENUM(auth_type, "md5", RELOAD, IMPL, auth_type_names, AUTH_TYPE_HBA_ONLY),
-	P_STR(auth_user, "", RELOAD, TODO),
+	P_STR(auth_user, "", RELOAD, IMPL),
 	P_TIME(autodb_idle_timeout, "3600", RELOAD, TODO),
 	P_TIME(cancel_wait_timeout, "10", RELOAD, TODO),
 	P_TIME(client_idle_timeout, "0", RELOAD, TODO),

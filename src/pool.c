@@ -182,6 +182,7 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	list_init(&pool->active_clients);
 	list_init(&pool->waiting_clients);
 	list_init(&pool->welcome_clients);
+	list_init(&pool->auth_waiters);
 	list_init(&pool->active_servers);
 	list_init(&pool->idle_servers);
 	list_init(&pool->used_servers);
@@ -235,7 +236,7 @@ void pool_launch_servers(struct pool *pool)
 {
 	if (pool->db->paused || pool->db->is_admin)
 		return;
-	int demand = (int)pool->waiting_clients.count;
+	int demand = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
 	if (!pool->welcome_ready && pool->welcome_clients.count > 0 && demand == 0)
 		demand = 1;
 	if (demand == 0)
@@ -262,7 +263,8 @@ void pool_launch_servers(struct pool *pool)
 
 void pool_after_change(struct pool *pool)
 {
-	if (pool->waiting_clients.count || (!pool->welcome_ready && pool->welcome_clients.count))
+	if (pool->waiting_clients.count || pool->auth_waiters.count ||
+	    (!pool->welcome_ready && pool->welcome_clients.count))
 		pool_launch_servers(pool);
 }
 
@@ -349,6 +351,15 @@ void pool_server_ready(struct server *server)
 		server_close(server, "database is paused");
 		return;
 	}
+	/* Lookups first: a login is blocked on them, and they are short. */
+	struct list_node *a = list_first(&pool->auth_waiters);
+	if (a) {
+		struct client_login *login = container_of(a, struct client_login, wait_node);
+		list_remove(&pool->auth_waiters, a);
+		login->auth_server = server;
+		server_run_auth_query(server, login->client);
+		return;
+	}
 	struct list_node *n = list_first(&pool->waiting_clients);
 	if (n) {
 		link_pair(container_of(n, struct client, node), server);
@@ -412,6 +423,34 @@ void pool_learn_welcome(struct pool *pool, const struct server *server)
 		struct client *client = container_of(pos, struct client, node);
 		client_finish_login(client);
 	}
+}
+
+void pool_queue_auth_query(struct pool *pool, struct client *client)
+{
+	struct client_login *login = client->login;
+	login->client = client;
+	login->auth_pool = pool;
+	list_append(&pool->auth_waiters, &login->wait_node);
+	/* An idle server can answer now (take_idle_server may start checks instead). */
+	struct server *server = take_idle_server(pool);
+	if (server) {
+		pool_server_ready(server);
+		return;
+	}
+	pool_launch_servers(pool);
+}
+
+void pool_cancel_auth_query(struct client *client)
+{
+	struct client_login *login = client->login;
+	if (!login)
+		return;
+	if (login->auth_pool && list_node_linked(&login->wait_node))
+		list_remove(&login->auth_pool->auth_waiters, &login->wait_node);
+	if (login->auth_server)
+		login->auth_server->auth_client = NULL;	/* its answer goes nowhere */
+	login->auth_pool = NULL;
+	login->auth_server = NULL;
 }
 
 void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32])

@@ -17,6 +17,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/server.h"
 #include "pgvalve/client.h"
+#include "pgvalve/auth.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
 #include "pgvalve/log.h"
@@ -235,6 +236,12 @@ void server_close(struct server *server, const char *reason)
 	server_log(LOG_LEVEL_INFO, server, "closing because: %s (age=%llds)", reason, (long long)age);
 	if (server->link)
 		server_unlink(server);
+	if (server->auth_client) {	/* a lookup in flight: its login cannot go on */
+		struct client *waiting = server->auth_client;
+		server->auth_client = NULL;
+		if (waiting->state != CL_CLOSED)
+			auth_query_answer(waiting, NULL, "the server connection was lost");
+	}
 	if (netbuf_is_open(&server->nb) && server->state != SV_LOGIN && server_is_clean(server)) {
 		uint8_t term[5];
 		struct pktbuf b;
@@ -253,6 +260,7 @@ void server_close(struct server *server, const char *reason)
 
 void server_free(struct server *server)
 {
+	free(server->auth_result);
 	varcache_free(server->vars);
 	for (int i = 0; i < server->param_count; i++) {
 		free(server->params[i].name);
@@ -345,6 +353,70 @@ void server_run_internal(struct server *server, enum server_internal what, const
 	netbuf_resume(&server->nb);
 }
 
+void server_run_auth_query(struct server *server, struct client *client)
+{
+	const struct db_config *dc = client->pool->db->cfg;
+	const char *query = dc->auth_query[0] ? dc->auth_query : pgv.cfg->auth_query;
+	const char *user = client->login->user;
+	struct pktbuf b;
+	pktbuf_init(&b, 256 + (uint32_t)strlen(query));
+	/* Parse, Bind with the user name as $1 (never spliced into the SQL), Execute, Sync. */
+	pktbuf_begin(&b, 'P');
+	pktbuf_put_string(&b, "");
+	pktbuf_put_string(&b, query);
+	pktbuf_put_uint16(&b, 0);
+	pktbuf_end(&b);
+	pktbuf_begin(&b, 'B');
+	pktbuf_put_string(&b, "");
+	pktbuf_put_string(&b, "");
+	pktbuf_put_uint16(&b, 0);
+	pktbuf_put_uint16(&b, 1);
+	pktbuf_put_uint32(&b, (uint32_t)strlen(user));
+	pktbuf_put_bytes(&b, user, (uint32_t)strlen(user));
+	pktbuf_put_uint16(&b, 0);
+	pktbuf_end(&b);
+	pktbuf_begin(&b, 'E');
+	pktbuf_put_string(&b, "");
+	pktbuf_put_uint32(&b, 0);
+	pktbuf_end(&b);
+	pktbuf_begin(&b, 'S');
+	pktbuf_end(&b);
+	server_set_state(server, SV_TESTED);
+	server->internal = SV_INTERNAL_AUTH_QUERY;
+	server->internal_failed = false;
+	server->auth_client = client;
+	free(server->auth_result);
+	server->auth_result = NULL;
+	server->auth_null = true;
+	server->expect_ready++;
+	netbuf_send(&server->nb, b.buf, b.len);
+	pktbuf_free(&b);
+	netbuf_resume(&server->nb);
+}
+
+/* The first DataRow of auth_query: (name, secret). */
+static void take_auth_row(struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	uint16_t ncols = pkt_get_uint16(&r);
+	if (r.failed || ncols < 2 || server->auth_result)
+		return;
+	uint32_t len = pkt_get_uint32(&r);
+	if (len != 0xFFFFFFFFu)
+		pkt_get_bytes(&r, len);
+	len = pkt_get_uint32(&r);
+	if (r.failed || len == 0xFFFFFFFFu)
+		return;	/* NULL secret: no login possible */
+	const uint8_t *secret = pkt_get_bytes(&r, len);
+	if (!secret || len >= AUTH_SECRET_MAX)
+		return;
+	server->auth_result = xmalloc(len + 1);
+	memcpy(server->auth_result, secret, len);
+	server->auth_result[len] = '\0';
+	server->auth_null = false;
+}
+
 bool server_apply_client_vars(struct server *server, struct client *client)
 {
 	/* The common case in transaction mode: the same client again, nothing changed since. */
@@ -398,6 +470,26 @@ static void internal_query_done(struct server *server)
 		server->last_used = now_usec();
 		pool_server_ready(server);
 		break;
+	case SV_INTERNAL_AUTH_QUERY: {
+		struct client *client = server->auth_client;
+		server->auth_client = NULL;
+		if (client && client->state != CL_CLOSED)
+			auth_query_answer(client, server->auth_null ? NULL : server->auth_result,
+					  server->internal_failed ? "the query returned an error" : NULL);
+		if (server->auth_result) {
+			OPENSSL_cleanse(server->auth_result, strlen(server->auth_result));
+			free(server->auth_result);
+			server->auth_result = NULL;
+		}
+		if (server->state == SV_CLOSED)
+			return;
+		if (server->internal_failed || server->txn_status != 'I') {
+			server_close(server, "auth_query failed");
+			return;
+		}
+		pool_server_ready(server);
+		break;
+	}
 	case SV_INTERNAL_NONE:
 		break;
 	}
@@ -757,6 +849,13 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
 			server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
 			server->internal_failed = true;
+		}
+		break;
+	case 'D':
+		if (server->internal == SV_INTERNAL_AUTH_QUERY) {
+			if (!pkt_complete(pkt))
+				return pkt->len > 64 * 1024 ? (server_close(server, "auth_query row too large"), false) : true;
+			take_auth_row(server, pkt);
 		}
 		break;
 	case 'G':	/* CopyInResponse: the client now streams CopyData */

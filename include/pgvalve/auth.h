@@ -18,6 +18,9 @@ void auth_begin(struct client *client);
 /* Handles the body of a PasswordMessage / SASL message ('p'). */
 void auth_handle_password(struct client *client, const uint8_t *body, uint32_t len);
 
+/* auth_query's answer: the secret, NULL for no such user, or error text. */
+void auth_query_answer(struct client *client, const char *secret, const char *error);
+
 struct client_login;
 /* Frees login data, wiping secrets. */
 void auth_login_free(struct client_login *login);

@@ -50,13 +50,18 @@ struct client_login {
 		LOGIN_PASSWORD,		/* expecting PasswordMessage */
 		LOGIN_SASL_INITIAL,	/* expecting SASLInitialResponse */
 		LOGIN_SASL_RESPONSE,	/* expecting SASLResponse */
+		LOGIN_AUTH_QUERY,	/* waiting for auth_query to return the secret */
 		LOGIN_DONE,
 	} phase;
 	int auth_method;		/* enum auth_type actually used */
 	bool fake_auth;			/* unknown user: fail after the password, revealing nothing */
-	char secret[AUTH_SECRET_MAX];
-	enum secret_type secret_type;
+	struct auth_secret stored;	/* from auth_file or auth_query; type SECRET_NONE if none */
 	struct scram_server *scram;	/* during a SCRAM exchange */
+	/* auth_query: waiting in auth_pool's queue, then answered by a server */
+	struct list_node wait_node;
+	struct client *client;
+	struct pool *auth_pool;
+	struct server *auth_server;
 	bool secret_from_scram;		/* the exchange used a stored SCRAM secret (pass-through keys) */
 };
 

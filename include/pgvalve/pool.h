@@ -62,6 +62,7 @@ struct pool {
 	struct list active_clients;	/* logged in: idle or holding a server */
 	struct list waiting_clients;	/* FIFO: want a server */
 	struct list welcome_clients;	/* authenticated, waiting for server parameters */
+	struct list auth_waiters;	/* logins of other pools waiting for auth_query here (login->wait_node) */
 	/* servers by state */
 	struct list active_servers;	/* linked to a client */
 	struct list idle_servers;	/* ready */
@@ -142,6 +143,10 @@ void pool_launch_servers(struct pool *pool);
 void pool_after_change(struct pool *pool);
 
 void pool_learn_welcome(struct pool *pool, const struct server *server);
+/* A login needs its secret looked up with auth_query on a server of this (auth_user) pool. */
+void pool_queue_auth_query(struct pool *pool, struct client *client);
+/* The login gave up (closed) while waiting for or running its lookup. */
+void pool_cancel_auth_query(struct client *client);
 /* Keeps keys recovered from a client's SCRAM proof for this pool's server logins. */
 void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32]);
 

@@ -39,6 +39,7 @@ enum server_internal {
 	SV_INTERNAL_SET_PARAMS,		/* applying a client's parameters before its own messages */
 	SV_INTERNAL_RESET,		/* server_reset_query */
 	SV_INTERNAL_CHECK,		/* server_check_query */
+	SV_INTERNAL_AUTH_QUERY,		/* auth_query for a login of another pool */
 };
 
 struct server {
@@ -68,6 +69,9 @@ struct server {
 	bool dirty;			/* released in an unknown protocol state: never reused */
 	bool internal_failed;
 	bool tls_requested;		/* SSLRequest sent, answer byte not seen yet */
+	struct client *auth_client;	/* the login its auth_query answers (NULL if it left) */
+	char *auth_result;		/* the secret column of the first row */
+	bool auth_null;			/* no row, or a NULL secret */
 	int cancels_in_flight;
 	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */
 	usec_t xact_start;		/* ... since the last ReadyForQuery with status I */
@@ -93,6 +97,8 @@ void server_link(struct server *server, struct client *client);
 void server_unlink(struct server *server);
 /* Runs a query whose results pgvalve consumes (reset, check, SET). */
 void server_run_internal(struct server *server, enum server_internal what, const char *sql, uint32_t sql_len);
+/* Runs auth_query for client's user (extended protocol, the name as a parameter). */
+void server_run_auth_query(struct server *server, struct client *client);
 /* Brings the server's parameters in line with the client's; returns true if a query was sent. */
 bool server_apply_client_vars(struct server *server, struct client *client);
 /* Called for each message a client forwards to it: keeps the ReadyForQuery accounting. */
