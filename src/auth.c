@@ -28,6 +28,10 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/hba.h"
+
+#include <arpa/inet.h>
+#include <pwd.h>
 
 #include <openssl/crypto.h>
 #include <sys/socket.h>
@@ -165,11 +169,71 @@ static bool auth_query_target(const struct client *client, const char **user, co
 	return (*user)[0] != '\0' && !client->is_admin;
 }
 
+/* The OS user at the other end of a Unix socket. */
+static bool peer_user_name(const struct client *client, char *buf, size_t size)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(client->nb.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return false;
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+	if (getpwuid_r(cred.uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res)
+		return false;
+	strlcpy_s(buf, pw.pw_name, size);
+	return true;
+}
+
+/* A system identity (peer's OS user, certificate CN) may log in as the database user. */
+static bool identity_allowed(const char *map, const char *system_user, const char *db_user)
+{
+	if (map && map[0])
+		return ident_check(pgv.ident, map, system_user, db_user);
+	return strcmp(system_user, db_user) == 0;
+}
+
+/* auth_type hba: the first auth_hba_file line that fits decides the method. */
+static int hba_method(struct client *client)
+{
+	struct client_login *login = client->login;
+	struct hba_request req = {
+		.is_unix = client->is_unix,
+		.is_tls = client->nb.ssl != NULL,
+		.addr = client->is_unix ? NULL : &client->addr.sa,
+		.dbname = login->dbname,
+		.user = login->user,
+	};
+	struct hba_match m;
+	hba_match(pgv.hba, &req, &m);
+	if (m.map)
+		strlcpy_s(login->hba_map, m.map, sizeof(login->hba_map));
+	if (m.method == AUTH_TYPE_REJECT) {
+		char host[INET6_ADDRSTRLEN] = "local";
+		if (!client->is_unix && client->addr.sa.sa_family == AF_INET)
+			inet_ntop(AF_INET, &client->addr.in.sin_addr, host, sizeof(host));
+		else if (!client->is_unix)
+			inet_ntop(AF_INET6, &client->addr.in6.sin6_addr, host, sizeof(host));
+		char msg[400];
+		/* PostgreSQL's wording, so operators recognise it */
+		snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :
+			 "no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
+			 host, login->user, login->dbname, client->nb.ssl ? "SSL encryption" : "no encryption");
+		client_close(client, "28000", msg);
+		return -1;
+	}
+	return m.method;
+}
+
 void auth_begin(struct client *client)
 {
 	struct client_login *login = client->login;
 	int method = pgv.cfg->auth_type;
 
+	if (method == AUTH_TYPE_HBA) {
+		method = hba_method(client);
+		if (method < 0)
+			return;
+	}
 	login->auth_method = method;
 	/*
 	 * As PgBouncer: user "pgbouncer" on the Unix socket from the OS user
@@ -184,7 +248,7 @@ void auth_begin(struct client *client)
 			return;
 		}
 	}
-	if (method == AUTH_TYPE_ANY || method == AUTH_TYPE_CERT) {
+	if (method == AUTH_TYPE_ANY || method == AUTH_TYPE_CERT || method == AUTH_TYPE_PEER) {
 		auth_proceed(client);
 		return;
 	}
@@ -239,7 +303,8 @@ static void auth_proceed(struct client *client)
 	struct client_login *login = client->login;
 	int method = login->auth_method;
 
-	if (method != AUTH_TYPE_ANY && method != AUTH_TYPE_CERT && login->stored.type == SECRET_NONE)
+	if (method != AUTH_TYPE_ANY && method != AUTH_TYPE_CERT && method != AUTH_TYPE_PEER &&
+	    login->stored.type == SECRET_NONE)
 		login->fake_auth = true;
 
 	switch (method) {
@@ -262,11 +327,24 @@ static void auth_proceed(struct client *client)
 	case AUTH_TYPE_SCRAM_SHA_256:
 		start_scram(client);
 		return;
+	case AUTH_TYPE_PEER: {
+		/* The OS user on the other end of the Unix socket, mapped by map= if given. */
+		char sysuser[256];
+		if (!client->is_unix || !peer_user_name(client, sysuser, sizeof(sysuser)) ||
+		    !identity_allowed(login->hba_map, sysuser, login->user)) {
+			char msg[200];
+			snprintf(msg, sizeof(msg), "peer authentication failed for user \"%s\"", login->user);
+			client_close(client, "28000", msg);
+			return;
+		}
+		auth_succeed(client);
+		return;
+	}
 	case AUTH_TYPE_CERT: {
-		/* The verified client certificate's common name must be the user name. */
+		/* The verified client certificate's common name must be the user name (or mapped to it). */
 		char cn[256];
 		if (!client->nb.ssl || !tls_peer_common_name(client->nb.ssl, cn, sizeof(cn)) ||
-		    strcmp(cn, login->user) != 0) {
+		    !identity_allowed(login->hba_map, cn, login->user)) {
 			char msg[200];
 			snprintf(msg, sizeof(msg), "certificate authentication failed for user \"%s\"", login->user);
 			client_close(client, "28000", msg);

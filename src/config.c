@@ -78,8 +78,8 @@ static const struct param_def params[] = {
 	P_BOOL(application_name_add_host, "0", RELOAD, IMPL),
 	P_STR(auth_dbname, "", RELOAD, IMPL),
 	P_STR(auth_file, "", RELOAD, IMPL),
-	P_STR(auth_hba_file, "", RELOAD, TODO),
-	P_STR(auth_ident_file, "", RELOAD, TODO),
+	P_STR(auth_hba_file, "", RELOAD, IMPL),
+	P_STR(auth_ident_file, "", RELOAD, IMPL),
 	P_STR(auth_ldap_options, "", RELOAD, TODO),
 	P_STR(auth_query, "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
 	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, IMPL),

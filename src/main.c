@@ -10,6 +10,7 @@
 #include "pgvalve/auth_file.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
+#include "pgvalve/hba.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/janitor.h"
 #include "pgvalve/listener.h"
@@ -199,6 +200,10 @@ int main(int argc, char **argv)
 			log_info("loaded %zu users from auth_file %s", auth_store_count(pgv.auth), cfg->auth_file);
 	}
 
+	if (cfg->auth_hba_file[0] && !(pgv.hba = hba_load(cfg->auth_hba_file)) && cfg->auth_type == AUTH_TYPE_HBA)
+		die("could not load auth_hba_file %s", cfg->auth_hba_file);
+	if (cfg->auth_ident_file[0])
+		pgv.ident = ident_load(cfg->auth_ident_file);
 	char tls_err[512];
 	if (tls_configure(cfg, tls_err, sizeof(tls_err)) < 0)
 		die("TLS configuration failed: %s", tls_err);
@@ -230,6 +235,8 @@ int main(int argc, char **argv)
 	event_base_free(pgv.base);
 	crypto_cleanup();
 	tls_cleanup();
+	hba_free(pgv.hba);
+	ident_free(pgv.ident);
 	if (pidfile_written)
 		unlink(pgv.cfg->pidfile);
 	config_free(pgv.cfg);

@@ -13,6 +13,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/hba.h"
 
 /* Restart-only parameters keep the value the process started with. */
 static void keep_restart_only(const struct config *running, struct config *fresh)
@@ -57,6 +58,22 @@ int reload_config(char *errbuf, size_t errsize)
 		}
 	}
 	keep_restart_only(pgv.cfg, fresh);
+
+	/* hba and ident files: a file that cannot be read keeps the previous rules. */
+	struct hba *hba = NULL;
+	struct ident_map *ident = NULL;
+	if (fresh->auth_hba_file[0] && !(hba = hba_load(fresh->auth_hba_file)))
+		log_error("reload: keeping the previous auth_hba_file rules");
+	if (fresh->auth_ident_file[0] && !(ident = ident_load(fresh->auth_ident_file)))
+		log_error("reload: keeping the previous auth_ident_file maps");
+	if (hba || !fresh->auth_hba_file[0]) {
+		hba_free(pgv.hba);
+		pgv.hba = hba;
+	}
+	if (ident || !fresh->auth_ident_file[0]) {
+		ident_free(pgv.ident);
+		pgv.ident = ident;
+	}
 
 	struct config *old = pgv.cfg;
 	struct auth_store *old_auth = pgv.auth;

@@ -56,6 +56,7 @@ struct client_login {
 	int auth_method;		/* enum auth_type actually used */
 	bool fake_auth;			/* unknown user: fail after the password, revealing nothing */
 	struct auth_secret stored;	/* from auth_file or auth_query; type SECRET_NONE if none */
+	char hba_map[64];		/* map= of the matching auth_hba_file line */
 	struct scram_server *scram;	/* during a SCRAM exchange */
 	/* auth_query: waiting in auth_pool's queue, then answered by a server */
 	struct list_node wait_node;

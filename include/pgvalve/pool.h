@@ -87,6 +87,8 @@ struct instance {
 	struct config *cfg;
 	const char *config_path;
 	struct auth_store *auth;
+	struct hba *hba;		/* auth_hba_file, when auth_type = hba */
+	struct ident_map *ident;	/* auth_ident_file, for map= */
 	struct list databases;
 	struct list login_clients;	/* clients before they belong to a pool */
 	struct list dead_clients;	/* closed, freed by the loop's reaper */

@@ -233,7 +233,7 @@ static const char *const implemented_params[] = {
 	"client_tls_ca_file", "client_tls_protocols", "client_tls_ciphers", "client_tls13_ciphers",
 	"client_tls_ecdhcurve", "client_tls_dheparams", "server_tls_sslmode", "server_tls_ca_file",
 	"server_tls_key_file", "server_tls_cert_file", "server_tls_protocols", "server_tls_ciphers",
-	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname",
+	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -282,7 +282,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 64);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 66);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
