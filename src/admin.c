@@ -242,7 +242,8 @@ static int db_client_count(const struct db *db)
 	int n = 0;
 	list_for_each(pos, &db->pools) {
 		const struct pool *pool = container_of(pos, struct pool, node);
-		n += (int)(pool->active_clients.count + pool->waiting_clients.count + pool->welcome_clients.count);
+		n += (int)(pool->active_clients.count + pool->idle_clients.count + pool->waiting_clients.count +
+			   pool->welcome_clients.count);
 	}
 	return n;
 }
@@ -288,7 +289,7 @@ static void show_pools(struct result *r)
 		cells_reset(&c);
 		cell_str(&c, db->name);
 		cell_str(&c, pool->user);
-		cell_int(&c, pool->active_clients.count);
+		cell_int(&c, pool->active_clients.count + pool->idle_clients.count);
 		cell_int(&c, pool->waiting_clients.count + pool->welcome_clients.count);
 		cell_int(&c, 0);
 		cell_int(&c, 0);
@@ -567,10 +568,10 @@ static void show_clients(struct result *r)
 	pools_sorted(&pv);
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
-		list_for_each(pos, &pool->active_clients) {
-			const struct client *cl = container_of(pos, struct client, node);
-			client_row(r, cl, cl->link ? "active" : "idle", false);	/* 1.25: idle when no server */
-		}
+		list_for_each(pos, &pool->active_clients)
+			client_row(r, container_of(pos, struct client, node), "active", false);
+		list_for_each(pos, &pool->idle_clients)	/* 1.25 shows "idle" for clients without a server */
+			client_row(r, container_of(pos, struct client, node), "idle", false);
 		list_for_each(pos, &pool->waiting_clients)
 			client_row(r, container_of(pos, struct client, node), "waiting", false);
 		list_for_each(pos, &pool->welcome_clients)
@@ -613,7 +614,8 @@ static void show_sockets(struct result *r, bool active_only)
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
 		const struct { struct list *l; const char *state; bool client; } lists[] = {
-			{ &pool->active_clients, "cl_active", true }, { &pool->waiting_clients, "cl_waiting", true },
+			{ &pool->active_clients, "cl_active", true }, { &pool->idle_clients, "cl_active", true },
+			{ &pool->waiting_clients, "cl_waiting", true },
 			{ &pool->welcome_clients, "cl_waiting", true }, { &pool->active_servers, "sv_active", false },
 			{ &pool->idle_servers, "sv_idle", false }, { &pool->used_servers, "sv_used", false },
 			{ &pool->tested_servers, "sv_tested", false }, { &pool->login_servers, "sv_login", false },
@@ -751,7 +753,8 @@ static size_t collect_users(struct user_row **out)
 			struct user_row *row = bsearch(&key, rows, w, sizeof(*rows), cmp_user_row);
 			if (row) {
 				row->servers += pool_server_count(pool);
-				row->clients += (int)(pool->active_clients.count + pool->waiting_clients.count);
+				row->clients += (int)(pool->active_clients.count + pool->idle_clients.count +
+						      pool->waiting_clients.count);
 			}
 		}
 	}
@@ -1172,13 +1175,26 @@ static bool wait_done(const struct client *client)
 	return true;
 }
 
+bool admin_waits_on(const struct db *db)
+{
+	if (!adm.db)
+		return false;
+	list_for_each(ppos, &adm.db->pools) {
+		const struct pool *pool = container_of(ppos, struct pool, node);
+		list_for_each(pos, &pool->idle_clients)
+			if (container_of(pos, struct client, node)->admin_wait_db == db)
+				return true;
+	}
+	return false;
+}
+
 void admin_check_waits(void)
 {
 	if (!adm.db)
 		return;
 	list_for_each(ppos, &adm.db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
-		list_for_each(pos, &pool->active_clients) {
+		list_for_each(pos, &pool->idle_clients) {
 			struct client *client = container_of(pos, struct client, node);
 			if (client->admin_wait == ADMIN_WAIT_NONE || !wait_done(client))
 				continue;
@@ -1256,7 +1272,8 @@ static void kill_db(struct db *db)
 	pause_db(db);
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
-		struct list *clists[] = { &pool->active_clients, &pool->waiting_clients, &pool->welcome_clients };
+		struct list *clists[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
+					  &pool->welcome_clients };
 		for (size_t i = 0; i < ARRAY_SIZE(clists); i++) {
 			struct list_node *n;
 			while ((n = list_first(clists[i])))
@@ -1278,7 +1295,8 @@ static struct client *find_client_by_id(uint64_t id)
 		struct db *db = container_of(dpos, struct db, node);
 		list_for_each(ppos, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
-			struct list *lists[] = { &pool->active_clients, &pool->waiting_clients, &pool->welcome_clients };
+			struct list *lists[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
+						 &pool->welcome_clients };
 			for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
 				list_for_each(pos, lists[i]) {
 					struct client *c = container_of(pos, struct client, node);

@@ -82,6 +82,8 @@ static struct list *client_state_list(struct client *client, enum client_state s
 		return &pgv.login_clients;
 	case CL_WELCOME:
 		return &pool->welcome_clients;
+	case CL_IDLE:
+		return &pool->idle_clients;
 	case CL_ACTIVE:
 		return &pool->active_clients;
 	case CL_WAITING:
@@ -166,6 +168,10 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	}
 	cancel_index_remove(client);
 	pool_cancel_auth_query(client);
+	if (client->ucount)
+		client->ucount->clients--;
+	if (pool)
+		pool->db->last_used = now_usec();
 	netbuf_close(&client->nb);
 	client_set_state(client, CL_CLOSED);
 	pgv.client_count--;
@@ -174,7 +180,6 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	 * opening servers from inside a close could close sibling clients that
 	 * a caller is iterating over.
 	 */
-	(void)pool;
 	loop_client_gone();
 }
 
@@ -292,6 +297,11 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		client_close(client, "08P01", msg);
 		return;
 	}
+	const char *limit = is_admin ? NULL : pool_client_limit_reached(db, user);
+	if (limit) {
+		client_close(client, "08P01", limit);
+		return;
+	}
 	if (db->disabled) {
 		snprintf(msg, sizeof(msg), "database \"%s\" does not allow connections", dbname);
 		client_close(client, "08P01", msg);
@@ -311,6 +321,9 @@ static void handle_startup(struct client *client, const struct startup_params *s
 
 	client->pool = pool_get(db, user);
 	client->username = xstrdup(user);
+	client->ucount = pool_user_count(user);
+	client->ucount->clients++;
+	db->last_used = now_usec();
 	if (is_admin && !admin_check_login(client, user))
 		return;
 	auth_begin(client);
@@ -420,7 +433,8 @@ void client_finish_login(struct client *client)
 	pool->db->stats.total.client_login_count++;
 	client->nb.max_packet = (uint32_t)MAX(MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX),
 					      (int64_t)PROTO_HEADER_LEN);
-	client_set_state(client, CL_ACTIVE);
+	client->request_time = now_usec();
+	client_set_state(client, CL_IDLE);
 	netbuf_resume(&client->nb);
 }
 
@@ -467,8 +481,17 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 
 void client_linked(struct client *client)
 {
+	client->wait_notified = false;
 	client->request_time = now_usec();
 	client_set_state(client, CL_ACTIVE);
+}
+
+void client_unlinked(struct client *client)
+{
+	if (client->state != CL_ACTIVE)
+		return;
+	client->request_time = loop_now();
+	client_set_state(client, CL_IDLE);	/* to the tail: the idle list stays in idle-since order */
 }
 
 /* ---------------------------------------------------------------- events */

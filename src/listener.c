@@ -10,6 +10,7 @@
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/log.h"
+#include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 
 #include <event2/event.h>
@@ -44,6 +45,7 @@ static void tune_client_socket(int fd, bool is_unix)
 	const struct config *cfg = pgv.cfg;
 	if (is_unix)
 		return;
+	netbuf_tune_tcp(fd, cfg->tcp_socket_buffer, cfg->tcp_user_timeout);
 	int on = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	if (cfg->tcp_keepalive) {
@@ -122,6 +124,11 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		log_warning("so_reuseport: %s", strerror(errno));
 	if (sa->sa_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	if (cfg->tcp_defer_accept) {
+		/* Wake up only once the client has sent its first bytes (seconds to wait for them). */
+		int secs = cfg->tcp_defer_accept;
+		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	}
 	if (bind(fd, sa, salen) < 0) {
 		log_error("could not bind %s: %s", what, strerror(errno));
 		close(fd);

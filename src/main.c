@@ -209,6 +209,7 @@ int main(int argc, char **argv)
 		die("TLS configuration failed: %s", tls_err);
 	loop_init();
 	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
+	netbuf_set_loopcnt(cfg->sbuf_loopcnt);
 	varcache_configure(cfg->track_extra_parameters);
 	admin_setup();
 	pool_setup_databases();

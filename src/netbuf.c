@@ -48,6 +48,7 @@ static struct {
 	struct event_base *base;
 	uint32_t buf_size;
 	uint32_t queue_limit;
+	int loopcnt;		/* sbuf_loopcnt: buffers read per wake-up before others get a turn */
 	struct iobuf *free_list;
 	uint32_t free_count;
 	uint32_t used_count;
@@ -75,6 +76,21 @@ void netbuf_global_init(struct event_base *base, uint32_t buf_size)
 	nbg.queue_limit = MAX(nbg.buf_size * 4, 64 * 1024);
 	if (!nbg.run_ev)
 		nbg.run_ev = event_new(base, -1, 0, run_queue_cb, NULL);
+}
+
+void netbuf_set_loopcnt(int loopcnt)
+{
+	nbg.loopcnt = loopcnt;
+}
+
+void netbuf_tune_tcp(int fd, int socket_buffer, int user_timeout_ms)
+{
+	if (socket_buffer > 0) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &socket_buffer, sizeof(socket_buffer));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &socket_buffer, sizeof(socket_buffer));
+	}
+	if (user_timeout_ms > 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 void netbuf_global_cleanup(void)
@@ -640,8 +656,10 @@ static bool read_input(struct netbuf *nb)
 			return nb->handler(nb, NETBUF_EV_DIRECT_TLS, NULL);
 		}
 	}
-	ssize_t n = nb_read(nb, in->data + in->end, in->size - in->end);
+	size_t room = in->size - in->end;
+	ssize_t n = nb_read(nb, in->data + in->end, room);
 	if (n > 0) {
+		nb->read_more = (size_t)n == room;
 		in->end += (uint32_t)n;
 		nb->bytes_in += (uint64_t)n;
 		if (!process_input(nb))
@@ -763,7 +781,15 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if ((what & EV_READ) && nb->fd >= 0) {
 		if (!nb->paused && !nb->blocked) {
-			read_input(nb);
+			/* Up to sbuf_loopcnt buffers while they come full, then others get a turn. */
+			int rounds = nbg.loopcnt > 0 ? nbg.loopcnt : 1000;
+			for (int i = 0; i < rounds; i++) {
+				nb->read_more = false;
+				if (!read_input(nb))
+					return;
+				if (!nb->read_more || nb->fd < 0 || nb->paused || nb->blocked)
+					break;
+			}
 		} else {
 			/* A waiting client that hung up must not keep its place (or have its query run). */
 			char probe;

@@ -24,6 +24,7 @@
 struct instance pgv;
 
 static void pool_set_admin_welcome(struct pool *pool);
+static void pool_free(struct pool *pool);
 
 /* ---------------------------------------------------------------- databases */
 
@@ -178,8 +179,10 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	struct pool *pool = xcalloc(1, sizeof(*pool));
 	pool->db = db;
 	pool->user = xstrdup(user);
+	pool->ucount = pool_user_count(user);
 	pool->password = pool_login_password(db, user);
 	list_init(&pool->active_clients);
+	list_init(&pool->idle_clients);
 	list_init(&pool->waiting_clients);
 	list_init(&pool->welcome_clients);
 	list_init(&pool->auth_waiters);
@@ -228,8 +231,45 @@ int pool_server_count(const struct pool *pool)
 
 static bool db_may_open_server(const struct db *db)
 {
-	int limit = db->cfg->max_db_connections >= 0 ? db->cfg->max_db_connections : pgv.cfg->max_db_connections;
+	int limit = db->cfg->max_db_connections > 0 ? db->cfg->max_db_connections : pgv.cfg->max_db_connections;
 	return limit <= 0 || db->server_count < limit;
+}
+
+static bool user_may_open_server(const struct pool *pool)
+{
+	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
+	int limit = uc && uc->max_user_connections > 0 ? uc->max_user_connections : pgv.cfg->max_user_connections;
+	return limit <= 0 || pool->ucount->servers < limit;
+}
+
+static int pool_reserve_size(const struct pool *pool)
+{
+	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
+	if (uc && uc->reserve_pool_size >= 0)
+		return uc->reserve_pool_size;
+	if (pool->db->cfg->reserve_pool_size >= 0)
+		return pool->db->cfg->reserve_pool_size;
+	return pgv.cfg->reserve_pool_size;
+}
+
+int pool_min_size(const struct pool *pool)
+{
+	int v = pool->db->cfg->min_pool_size >= 0 ? pool->db->cfg->min_pool_size : pgv.cfg->min_pool_size;
+	return MIN(v, pool_effective_size(pool));
+}
+
+void pool_keep_min_size(struct pool *pool)
+{
+	struct db *db = pool->db;
+	int min = pool_min_size(pool);
+	if (min <= 0 || db->is_admin || db->paused || db->removed || pgv.shutting_down)
+		return;
+	if (pool->last_login_failure && now_usec() - pool->last_login_failure < pgv.cfg->server_login_retry)
+		return;
+	while (pool_server_count(pool) < min && db_may_open_server(db) && user_may_open_server(pool)) {
+		if (!server_connect(pool))
+			break;
+	}
 }
 
 void pool_launch_servers(struct pool *pool)
@@ -253,7 +293,16 @@ void pool_launch_servers(struct pool *pool)
 	int total = pool_server_count(pool);
 	if (!pool->welcome_ready && size < 1)
 		size = 1;	/* one connection is needed to learn the server's parameters */
-	while (coming < demand && total < size && db_may_open_server(pool->db)) {
+	/* reserve_pool_size more, once the first client has waited reserve_pool_timeout */
+	struct list_node *first = list_first(&pool->waiting_clients);
+	int reserve = pool_reserve_size(pool);
+	if (first && reserve > 0 && total >= size &&
+	    now_usec() - container_of(first, struct client, node)->request_time >= pgv.cfg->reserve_pool_timeout) {
+		if (total < size + reserve)
+			log_info("%s/%s: taking a connection from the reserve pool", pool->db->name, pool->user);
+		size += reserve;
+	}
+	while (coming < demand && total < size && db_may_open_server(pool->db) && user_may_open_server(pool)) {
 		if (!server_connect(pool))
 			break;
 		coming++;
@@ -266,6 +315,88 @@ void pool_after_change(struct pool *pool)
 	if (pool->waiting_clients.count || pool->auth_waiters.count ||
 	    (!pool->welcome_ready && pool->welcome_clients.count))
 		pool_launch_servers(pool);
+}
+
+/* ---------------------------------------------------------------- users and limits */
+
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+struct user_count *pool_user_count(const char *name)
+{
+	if (!pgv.user_counts) {
+		pgv.user_counts_size = 256;
+		pgv.user_counts = xcalloc(pgv.user_counts_size, sizeof(*pgv.user_counts));
+	}
+	uint32_t h = name_hash(name) & (pgv.user_counts_size - 1);
+	for (struct user_count *u = pgv.user_counts[h]; u; u = u->next)
+		if (strcmp(u->name, name) == 0)
+			return u;
+	size_t len = strlen(name);
+	struct user_count *u = xcalloc(1, sizeof(*u) + len + 1);
+	memcpy(u->name, name, len + 1);
+	u->next = pgv.user_counts[h];
+	pgv.user_counts[h] = u;
+	return u;
+}
+
+static int db_client_total(const struct db *db)
+{
+	int n = 0;
+	list_for_each(pos, &db->pools) {
+		const struct pool *pool = container_of(pos, struct pool, node);
+		n += (int)(pool->active_clients.count + pool->idle_clients.count + pool->waiting_clients.count +
+			   pool->welcome_clients.count);
+	}
+	return n;
+}
+
+const char *pool_client_limit_reached(const struct db *db, const char *user)
+{
+	/* As PgBouncer, admin_users are not held back by these. */
+	if (config_list_contains(pgv.cfg->admin_users, user))
+		return NULL;
+	int dblimit = db->cfg->max_db_client_connections > 0 ? db->cfg->max_db_client_connections :
+		pgv.cfg->max_db_client_connections;
+	if (dblimit > 0 && db_client_total(db) >= dblimit)
+		return "client connections exceeded (max_db_client_connections)";
+	const struct user_config *uc = config_find_user(pgv.cfg, user);
+	int ulimit = uc && uc->max_user_client_connections > 0 ? uc->max_user_client_connections :
+		pgv.cfg->max_user_client_connections;
+	if (ulimit > 0 && pool_user_count(user)->clients >= ulimit)
+		return "client connections exceeded (max_user_client_connections)";
+	return NULL;
+}
+
+void pool_drop_idle_autodb(struct db *db, usec_t now)
+{
+	usec_t timeout = pgv.cfg->autodb_idle_timeout;
+	if (!db->is_autodb || timeout <= 0 || now - db->last_used < timeout)
+		return;
+	list_for_each(pos, &db->pools) {
+		const struct pool *pool = container_of(pos, struct pool, node);
+		if (pool_server_count(pool) || pool->active_clients.count || pool->idle_clients.count ||
+		    pool->waiting_clients.count || pool->welcome_clients.count || pool->auth_waiters.count)
+			return;
+	}
+	/* A console waiting on this database keeps it. */
+	if (admin_waits_on(db))
+		return;
+	log_info("auto-database %s unused for %lld s, dropped", db->name, (long long)(timeout / USEC_PER_SEC));
+	list_for_each_safe(pos, tmp, &db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		list_remove(&db->pools, &pool->node);
+		pool_free(pool);
+	}
+	list_remove(&pgv.databases, &db->node);
+	config_db_free(db->cfg);
+	free(db->name);
+	free(db);
 }
 
 /* ---------------------------------------------------------------- matching */
@@ -394,6 +525,11 @@ void pool_release_server(struct server *server)
 	}
 	if (server->dirty || !server_is_clean(server)) {
 		server_close(server, "client disconnected while the server was not idle");
+		return;
+	}
+	usec_t lifetime = pool->db->cfg->server_lifetime > 0 ? pool->db->cfg->server_lifetime : pgv.cfg->server_lifetime;
+	if (lifetime > 0 && now_usec() - server->connect_time >= lifetime) {
+		server_close(server, "server lifetime over");
 		return;
 	}
 	int mode = pool_effective_mode(pool);
@@ -636,6 +772,7 @@ void pool_close_all_connections(const char *reason)
 			close_clients(&pool->welcome_clients, reason);
 			close_clients(&pool->waiting_clients, reason);
 			close_clients(&pool->active_clients, reason);
+			close_clients(&pool->idle_clients, reason);
 			close_servers(&pool->active_servers, reason);
 			close_servers(&pool->idle_servers, reason);
 			close_servers(&pool->used_servers, reason);
@@ -645,22 +782,27 @@ void pool_close_all_connections(const char *reason)
 	}
 }
 
+static void pool_free(struct pool *pool)
+{
+	for (int i = 0; i < pool->welcome_count; i++) {
+		free(pool->welcome[i].name);
+		free(pool->welcome[i].value);
+	}
+	free(pool->welcome);
+	varcache_free(pool->welcome_vars);
+	free(pool->user);
+	free(pool->password);
+	free(pool);
+}
+
 void pool_free_all(void)
 {
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		list_for_each_safe(ppos, ptmp, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
-			for (int i = 0; i < pool->welcome_count; i++) {
-				free(pool->welcome[i].name);
-				free(pool->welcome[i].value);
-			}
-			free(pool->welcome);
-			varcache_free(pool->welcome_vars);
-			free(pool->user);
-			free(pool->password);
 			list_remove(&db->pools, &pool->node);
-			free(pool);
+			pool_free(pool);
 		}
 		list_remove(&pgv.databases, &db->node);
 		config_db_free(db->cfg);
@@ -670,4 +812,14 @@ void pool_free_all(void)
 	free(pgv.cancel_table);
 	pgv.cancel_table = NULL;
 	pgv.cancel_table_size = pgv.cancel_count = 0;
+	for (uint32_t i = 0; i < pgv.user_counts_size; i++) {
+		while (pgv.user_counts[i]) {
+			struct user_count *u = pgv.user_counts[i];
+			pgv.user_counts[i] = u->next;
+			free(u);
+		}
+	}
+	free(pgv.user_counts);
+	pgv.user_counts = NULL;
+	pgv.user_counts_size = 0;
 }

@@ -13,6 +13,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/netbuf.h"
 #include "pgvalve/hba.h"
 
 /* Restart-only parameters keep the value the process started with. */
@@ -95,6 +96,7 @@ int reload_config(char *errbuf, size_t errsize)
 	/* TLS files are re-read; a broken one keeps the previous contexts (logged). */
 	char tls_err[512];
 	tls_configure(fresh, tls_err, sizeof(tls_err));
+	netbuf_set_loopcnt(fresh->sbuf_loopcnt);
 	pool_apply_config();
 	config_free(old);
 	if (old_auth)

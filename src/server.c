@@ -179,9 +179,12 @@ struct server *server_connect(struct pool *pool)
 		free(server);
 		return NULL;
 	}
+	if (server->addr.sa.sa_family != AF_UNIX)
+		netbuf_tune_tcp(server->nb.fd, pgv.cfg->tcp_socket_buffer, pgv.cfg->tcp_user_timeout);
 	server_set_state(server, SV_LOGIN);
 	pgv.server_count++;
 	db->server_count++;
+	pool->ucount->servers++;
 	return server;
 }
 
@@ -255,6 +258,7 @@ void server_close(struct server *server, const char *reason)
 	server_set_state(server, SV_CLOSED);
 	pgv.server_count--;
 	pool->db->server_count--;
+	pool->ucount->servers--;
 	pool_after_change(pool);
 }
 
@@ -292,6 +296,7 @@ void server_unlink(struct server *server)
 	netbuf_set_dst(&client->nb, NULL);
 	client->link = NULL;
 	server->link = NULL;
+	client_unlinked(client);
 }
 
 bool server_is_clean(const struct server *server)
@@ -783,6 +788,7 @@ static void count_ready(struct server *server, uint32_t len)
 	struct stats *st = &server->pool->db->stats.total;
 	usec_t now = loop_now();
 	st->bytes_sent += len;
+	server->last_active = now;	/* idle_transaction_timeout counts from here */
 	if (server->expect_ready > 0)
 		return;		/* more replies owed: the request is not over */
 	if (server->query_start) {
@@ -826,8 +832,14 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		}
 		netbuf_forward(&server->nb, pkt->len);
 		count_ready(server, pkt->len);
-		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
+		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server)) {
 			pool_release_server(server);
+		} else if (server->link && server->close_needed && pgv.cfg->server_fast_close && server_is_clean(server)) {
+			/* server_fast_close: a session client gets a fresh server at its next query. */
+			server_unlink(server);
+			server_close(server, "close_needed (server_fast_close)");
+			return false;
+		}
 		return true;
 	}
 	case 'S': {

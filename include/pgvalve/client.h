@@ -4,14 +4,17 @@
  * State diagram (client_set_state is the only place that changes it, and
  * moves the client between lists):
  *
- *   LOGIN --auth ok--> WELCOME --pool knows server params--> ACTIVE
- *     |                   |                                 |   ^
- *     |                   |                       needs server  | got server
- *     |                   |                                 v   |
- *     +---------+---------+------------------------------ WAITING
- *               |
- *               v
- *            CLOSED (any state, on error, Terminate or EOF)
+ *   LOGIN --auth ok--> WELCOME --pool knows server params--> IDLE
+ *                                                             |  ^
+ *                                      needs a server, none free |  server released
+ *                                                             v  |
+ *                                          WAITING --got one--> ACTIVE
+ *                                     (IDLE goes straight to ACTIVE when a server is free)
+ *
+ *   any state --error, Terminate, EOF, timeout--> CLOSED
+ *
+ * IDLE clients sit in their pool's list in the order they went idle, so
+ * client_idle_timeout only ever looks at the head of the list.
  */
 #ifndef PGVALVE_CLIENT_H
 #define PGVALVE_CLIENT_H
@@ -29,6 +32,7 @@
 enum client_state {
 	CL_LOGIN,
 	CL_WELCOME,
+	CL_IDLE,
 	CL_ACTIVE,
 	CL_WAITING,
 	CL_CLOSED,
@@ -73,6 +77,7 @@ struct client {
 	struct pool *pool;
 	struct server *link;
 	struct client_login *login;
+	struct user_count *ucount;	/* its login user's counters */
 	struct varcache *vars;
 	uint32_t vars_gen;		/* bumped whenever vars change */
 	struct client *cancel_next;
@@ -80,7 +85,7 @@ struct client {
 	uint32_t cancel_key;
 	uint64_t id;
 	usec_t connect_time;
-	usec_t request_time;		/* when it last started waiting or was linked */
+	usec_t request_time;		/* when it last started waiting, was linked, or went idle */
 	union conn_addr addr;
 	char *username;			/* the name it logged in with */
 	bool is_unix;
@@ -93,6 +98,7 @@ struct client {
 	struct db *admin_wait_db;	/* NULL: all databases */
 	bool quiet;			/* a cancel-request connection: no disconnect log line */
 	bool direct_tls;		/* opened with TLS at once (ALPN required) */
+	bool wait_notified;		/* query_wait_notify sent for this wait */
 };
 
 /* Takes an accepted socket. */
@@ -106,6 +112,8 @@ void client_free(struct client *client);
 void client_finish_login(struct client *client);
 /* The pool gave this client a server (called by pool.c). */
 void client_linked(struct client *client);
+/* Its server went back to the pool: the client is idle (called by server.c). */
+void client_unlinked(struct client *client);
 /* Sends an ErrorResponse without closing. */
 void client_send_error(struct client *client, const char *severity, const char *sqlstate, const char *msg);
 /* Log prefix "C-0x...: db/user@addr:port". */

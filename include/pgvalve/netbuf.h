@@ -60,6 +60,7 @@ struct netbuf {
 	bool paused;			/* the owner stopped reading */
 	bool blocked;			/* stopped because dst's queue is full */
 	bool read_fired_paused;		/* readable while paused: read interest dropped */
+	bool read_more;			/* the last read filled the buffer: more is likely waiting */
 	bool connecting;
 	bool send_failed;
 	uint8_t run_flags;		/* on the run queue, and why */
@@ -90,8 +91,11 @@ struct netbuf {
 	uint64_t bytes_out;
 };
 
-/* Process-wide setup: the buffer size (pkt_buf) and the loop to register with. */
+/* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */
 void netbuf_global_init(struct event_base *base, uint32_t buf_size);
+void netbuf_set_loopcnt(int loopcnt);
+/* tcp_socket_buffer and tcp_user_timeout (0 = leave the kernel's default). */
+void netbuf_tune_tcp(int fd, int socket_buffer, int user_timeout_ms);
 void netbuf_global_cleanup(void);
 /* Buffers held in the free list and in use, for SHOW MEM. */
 void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size);

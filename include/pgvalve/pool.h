@@ -34,6 +34,14 @@ struct welcome_param {
 	int var_idx;		/* varcache index of name, or -1 (set for pool welcomes) */
 };
 
+/* Connections per user name, across databases (max_user_connections and friends). */
+struct user_count {
+	struct user_count *next;	/* hash chain */
+	int servers;
+	int clients;
+	char name[];
+};
+
 struct db {
 	struct list_node node;		/* instance.databases */
 	char *name;
@@ -53,13 +61,15 @@ struct pool {
 	struct list_node node;		/* db->pools */
 	struct db *db;
 	char *user;			/* the user servers log in as */
+	struct user_count *ucount;	/* servers of this user, all pools */
 	char *password;			/* server login secret: plain or md5..., "" if none */
 	bool has_scram_keys;		/* ClientKey/ServerKey from a client's SCRAM proof (pass-through) */
 	uint8_t scram_client_key[32];
 	uint8_t scram_server_key[32];
 
 	/* clients by state */
-	struct list active_clients;	/* logged in: idle or holding a server */
+	struct list active_clients;	/* holding a server */
+	struct list idle_clients;	/* logged in, no server; oldest idle first */
 	struct list waiting_clients;	/* FIFO: want a server */
 	struct list welcome_clients;	/* authenticated, waiting for server parameters */
 	struct list auth_waiters;	/* logins of other pools waiting for auth_query here (login->wait_node) */
@@ -94,6 +104,8 @@ struct instance {
 	struct list dead_clients;	/* closed, freed by the loop's reaper */
 	struct list dead_servers;
 	struct list cancel_requests;	/* cancel connections in flight */
+	struct user_count **user_counts;	/* hash table by name */
+	uint32_t user_counts_size;
 	uint32_t client_count;		/* every client socket, for max_client_conn */
 	uint32_t server_count;
 	uint64_t next_conn_id;
@@ -122,6 +134,19 @@ struct db *pool_find_or_autodb(const char *name);
 struct pool *pool_get(struct db *db, const char *client_user);
 
 int pool_effective_size(const struct pool *pool);
+/* min_pool_size for this pool (database or global), capped at its size. */
+int pool_min_size(const struct pool *pool);
+/* Opens servers in the background up to min_pool_size (janitor). */
+void pool_keep_min_size(struct pool *pool);
+/* autodb_idle_timeout: frees an unused database made from "*" (janitor). */
+void pool_drop_idle_autodb(struct db *db, usec_t now);
+/* The connection counters of a user name (made on first use). */
+struct user_count *pool_user_count(const char *name);
+/*
+ * May one more client of this database/user log in? NULL if yes, else
+ * PgBouncer's "client connections exceeded (...)" message.
+ */
+const char *pool_client_limit_reached(const struct db *db, const char *user);
 int pool_effective_mode(const struct pool *pool);
 int pool_server_count(const struct pool *pool);
 

@@ -74,6 +74,7 @@ struct server {
 	bool auth_null;			/* no row, or a NULL secret */
 	int cancels_in_flight;
 	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */
+	usec_t last_active;		/* last ReadyForQuery (idle_transaction_timeout) */
 	usec_t xact_start;		/* ... since the last ReadyForQuery with status I */
 	union {
 		struct sockaddr sa;
