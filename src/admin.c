@@ -658,7 +658,20 @@ static void show_config(struct result *r)
 			snprintf(value, sizeof(value), "%d", *(const int *)((const char *)pgv.cfg + p->offset));
 		else
 			config_format_value(pgv.cfg, p, value, sizeof(value));
-		const char *row[4] = { p->name, value, p->default_value, p->reloadable ? "yes" : "no" };
+		/* PgBouncer shows NULL for these unset settings and defaults. */
+		static const char *const null_default[] = { "auth_dbname", "auth_file", "auth_ident_file",
+			"auth_ldap_options", "auth_user", "client_tls13_ciphers", "conffile", "server_tls13_ciphers",
+			"user", "verbose" };
+		static const char *const null_when_empty[] = { "auth_dbname", "auth_user", "auth_ident_file",
+			"auth_ldap_options", "client_tls13_ciphers", "server_tls13_ciphers", "user" };
+		const char *def = p->default_value, *val = value;
+		for (size_t k = 0; k < ARRAY_SIZE(null_default); k++)
+			if (strcmp(p->name, null_default[k]) == 0)
+				def = NULL;
+		for (size_t k = 0; k < ARRAY_SIZE(null_when_empty); k++)
+			if (strcmp(p->name, null_when_empty[k]) == 0 && !value[0])
+				val = NULL;
+		const char *row[4] = { p->name, val, def, p->reloadable ? "yes" : "no" };
 		result_row(r, row);
 	}
 }
@@ -1175,6 +1188,30 @@ static bool wait_done(const struct client *client)
 	return true;
 }
 
+void admin_cancel_request(struct client *client)
+{
+	if (client->admin_wait != ADMIN_WAIT_PAUSE)
+		return;
+	/* ^C on a waiting PAUSE: everything resumes, as in PgBouncer. */
+	client->admin_wait = ADMIN_WAIT_NONE;
+	client->admin_wait_db = NULL;
+	if (!pgv.shutting_down) {
+		log_info("PAUSE canceled, resuming");
+		admin_resume_all();
+		list_for_each(pos, &pgv.databases)
+			container_of(pos, struct db, node)->paused = false;
+		list_for_each(pos, &pgv.databases)
+			pool_db_resume(container_of(pos, struct db, node));
+	}
+	struct pktbuf b;
+	pktbuf_init(&b, 128);
+	proto_put_error(&b, "ERROR", "57014", "canceling statement due to user request");
+	proto_put_ready(&b, 'I');
+	netbuf_send(&client->nb, b.buf, b.len);
+	pktbuf_free(&b);
+	netbuf_resume(&client->nb);
+}
+
 bool admin_waits_on(const struct db *db)
 {
 	if (!adm.db)
@@ -1224,18 +1261,19 @@ static void pause_db(struct db *db)
 void admin_pause_all(void)
 {
 	pgv.paused_all = true;
-	list_for_each(pos, &pgv.databases)
-		pause_db(container_of(pos, struct db, node));
+	list_for_each(pos, &pgv.databases) {
+		struct db *db = container_of(pos, struct db, node);
+		if (!db->is_admin)
+			pool_db_pause(db);
+	}
 }
 
 void admin_resume_all(void)
 {
+	/* Only the global pause: databases paused by name (or KILL) stay paused. */
 	pgv.paused_all = false;
-	list_for_each(pos, &pgv.databases) {
-		struct db *db = container_of(pos, struct db, node);
-		db->paused = false;
-		pool_db_resume(db);
-	}
+	list_for_each(pos, &pgv.databases)
+		pool_db_resume(container_of(pos, struct db, node));
 }
 
 void admin_shutdown_wait_for_servers(void)
@@ -1244,7 +1282,7 @@ void admin_shutdown_wait_for_servers(void)
 		return;
 	pgv.shutdown_mode = SHUTDOWN_WAIT_FOR_SERVERS;
 	pgv.shutting_down = true;
-	listener_close();
+	listener_close_tcp();	/* 1.25: the Unix socket stays, so admins can still connect */
 	admin_pause_all();
 	/* Clients still queued will not get a server any more. */
 	list_for_each(dpos, &pgv.databases) {
@@ -1287,6 +1325,11 @@ static void kill_db(struct db *db)
 				server_close(container_of(n, struct server, node), "database removed");
 		}
 	}
+	/* As PgBouncer, the pools go, and their statistics with them. */
+	struct list_node *n;
+	while ((n = list_first(&db->pools)))
+		pool_destroy(container_of(n, struct pool, node));
+	stats_init(&db->stats, now_usec());
 }
 
 static struct client *find_client_by_id(uint64_t id)
@@ -1353,7 +1396,7 @@ static void run_set(struct client *client, const struct command *cmd)
 		return;
 	}
 	const struct param_def *p = config_find_param(cmd->key);
-	if (!p) {
+	if (!p || strcmp(p->name, cmd->key) != 0) {	/* as PgBouncer: keys are case-sensitive here */
 		log_error("unknown parameter: pgbouncer/%s", cmd->key);
 		admin_error(client, "SET failed");
 		return;
@@ -1418,6 +1461,10 @@ static void run_control(struct client *client, const struct command *cmd)
 	if (word_is(verb, "RESUME")) {
 		log_issued(cmd);
 		if (cmd->has_arg) {
+			if (admin_is_admin_dbname(cmd->arg)) {
+				admin_error(client, "database %s is not paused", cmd->arg);
+				return;
+			}
 			if (!(db = command_db(client, cmd, "resume")))
 				return;
 			if (!db->paused) {
@@ -1724,9 +1771,15 @@ bool admin_check_login(struct client *client, const char *user)
 bool admin_check_access(struct client *client)
 {
 	const char *user = client_user_name(client);
-	if (client->admin_superuser || pgv.cfg->auth_type == AUTH_TYPE_ANY ||
-	    config_list_contains(pgv.cfg->admin_users, user) || config_list_contains(pgv.cfg->stats_users, user))
+	if (client->admin_superuser || config_list_contains(pgv.cfg->admin_users, user) ||
+	    config_list_contains(pgv.cfg->stats_users, user))
 		return true;
+	if (pgv.cfg->auth_type == AUTH_TYPE_ANY) {
+		/* anyone, with stats rights, shown as the admin db's user */
+		free(client->username);
+		client->username = xstrdup("pgbouncer");
+		return true;
+	}
 	client_close(client, "28000", "not allowed");
 	return false;
 }

@@ -278,11 +278,11 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		return;
 	}
 
-	if (pgv.shutting_down) {
+	bool is_admin = admin_is_admin_dbname(dbname);
+	if (pgv.shutting_down && !is_admin) {
 		client_close(client, "57P03", "pooler is shutting down");
 		return;
 	}
-	bool is_admin = admin_is_admin_dbname(dbname);
 	/* As PgBouncer: the admin console stays reachable when the pooler is full. */
 	if (!is_admin && pgv.client_count > (uint32_t)pgv.cfg->max_client_conn) {
 		client_close(client, "08P01", "no more connections allowed (max_client_conn)");
@@ -300,11 +300,6 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	const char *limit = is_admin ? NULL : pool_client_limit_reached(db, user);
 	if (limit) {
 		client_close(client, "08P01", limit);
-		return;
-	}
-	if (db->disabled) {
-		snprintf(msg, sizeof(msg), "database \"%s\" does not allow connections", dbname);
-		client_close(client, "08P01", msg);
 		return;
 	}
 	client->is_admin = is_admin;
@@ -544,6 +539,10 @@ void client_handle_cancel(uint32_t pid, uint32_t key)
 	struct client *target = cancel_index_find(pid, key);
 	if (!target) {
 		log_debug("cancel request for unknown key, ignored");
+		return;
+	}
+	if (target->is_admin) {
+		admin_cancel_request(target);
 		return;
 	}
 	if (!target->link) {

@@ -249,6 +249,26 @@ void listener_pause(void)
 		event_del(lst.resume_timer);
 }
 
+void listener_close_tcp(void)
+{
+	int kept = 0;
+	for (int i = 0; i < lst.count; i++) {
+		if (lst.list[i].is_unix) {
+			lst.list[kept++] = lst.list[i];
+			continue;
+		}
+		event_free(lst.list[i].ev);
+		close(lst.list[i].fd);
+	}
+	lst.count = kept;
+	/* events point at their struct listener: re-assign after the move */
+	for (int i = 0; i < lst.count; i++) {
+		event_free(lst.list[i].ev);
+		lst.list[i].ev = event_new(pgv.base, lst.list[i].fd, EV_READ | EV_PERSIST, accept_cb, &lst.list[i]);
+		event_add(lst.list[i].ev, NULL);
+	}
+}
+
 void listener_close(void)
 {
 	for (int i = 0; i < lst.count; i++) {

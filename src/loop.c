@@ -62,7 +62,7 @@ void loop_schedule_reap(void)
 void loop_client_gone(void)
 {
 	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0) {
-		log_info("all clients are gone, shutting down");
+		log_info("client connections dropped, exiting");
 		event_base_loopexit(pgv.base, NULL);
 	}
 }
@@ -70,8 +70,8 @@ void loop_client_gone(void)
 void loop_begin_graceful_shutdown(void)
 {
 	pgv.shutting_down = true;
-	/* Closed, not just ignored: the kernel must stop queueing connections for us. */
-	listener_close();
+	/* Closed, not just ignored: the kernel must stop queueing TCP connections for us. */
+	listener_close_tcp();
 	loop_client_gone();
 }
 
@@ -102,16 +102,20 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		loop_exit_now();
 		break;
 	case SIGUSR1:
-		log_info("got SIGUSR1, pausing");
+		log_info("got SIGUSR1, pausing all activity");
 		admin_pause_all();
 		break;
 	case SIGUSR2:
-		log_info("got SIGUSR2, resuming");
+		if (pgv.shutting_down) {
+			log_info("got SIGUSR2 while shutting down, ignoring");
+			break;
+		}
+		log_info("got SIGUSR2, continuing from PAUSE");
 		admin_resume_all();
 		break;
 	case SIGHUP: {
 		char err[512];
-		log_info("got SIGHUP, reloading");
+		log_info("got SIGHUP, re-reading config");
 		reload_config(err, sizeof(err));
 		break;
 	}
@@ -122,7 +126,11 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 void loop_init(void)
 {
-	pgv.base = event_base_new();
+	/* Precise time: statistics are in microseconds (the coarse clock ticks in 4 ms). */
+	struct event_config *ec = event_config_new();
+	event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+	pgv.base = event_base_new_with_config(ec);
+	event_config_free(ec);
 	if (!pgv.base)
 		die("could not create the event loop");
 	signal(SIGPIPE, SIG_IGN);
@@ -149,6 +157,10 @@ int loop_run(void)
 
 void loop_cleanup(void)
 {
+	/* Exiting already: a late shutdown signal must not kill us half-way through cleanup. */
+	static const int sigs[] = { SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2 };
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		signal(sigs[i], SIG_IGN);
 	pool_close_all_connections("pooler is shutting down");
 	server_cancel_requests_free_all();
 	reap_cb(-1, 0, NULL);

@@ -15,6 +15,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/admin.h"
+#include "pgvalve/auth.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/log.h"
@@ -34,7 +35,6 @@ static struct db *db_create(const struct db_config *cfg, const char *name, bool 
 	db->name = xstrdup(name);
 	db->cfg = config_db_clone(cfg, name);
 	db->is_autodb = is_autodb;
-	db->paused = pgv.paused_all;
 	stats_init(&db->stats, now_usec());
 	list_init(&db->pools);
 	list_append(&pgv.databases, &db->node);
@@ -262,7 +262,7 @@ void pool_keep_min_size(struct pool *pool)
 {
 	struct db *db = pool->db;
 	int min = pool_min_size(pool);
-	if (min <= 0 || db->is_admin || db->paused || db->removed || pgv.shutting_down)
+	if (min <= 0 || db->is_admin || db_paused(db) || db->removed || pgv.shutting_down)
 		return;
 	if (pool->last_login_failure && now_usec() - pool->last_login_failure < pgv.cfg->server_login_retry)
 		return;
@@ -274,7 +274,7 @@ void pool_keep_min_size(struct pool *pool)
 
 void pool_launch_servers(struct pool *pool)
 {
-	if (pool->db->paused || pool->db->is_admin)
+	if (db_paused(pool->db) || pool->db->is_admin)
 		return;
 	int demand = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
 	if (!pool->welcome_ready && pool->welcome_clients.count > 0 && demand == 0)
@@ -451,19 +451,25 @@ static void link_pair(struct client *client, struct server *server)
 		netbuf_resume(&client->nb);
 }
 
+bool db_paused(const struct db *db)
+{
+	/* A global PAUSE covers every database without touching their own flags. */
+	return db->paused || (pgv.paused_all && !db->is_admin);
+}
+
 bool pool_request_server(struct client *client)
 {
 	struct pool *pool = client->pool;
 
 	/* Only skip the queue when there is none (and the database is not paused). */
-	if (list_empty(&pool->waiting_clients) && !pool->db->paused) {
+	if (list_empty(&pool->waiting_clients) && !db_paused(pool->db)) {
 		struct server *server = take_idle_server(pool);
 		if (server) {
 			link_pair(client, server);
 			return true;
 		}
 	}
-	client->request_time = now_usec();
+	client->request_time = loop_now();
 	netbuf_pause(&client->nb);
 	client_set_state(client, CL_WAITING);
 	pool_launch_servers(pool);
@@ -478,8 +484,8 @@ void pool_server_ready(struct server *server)
 		server_close(server, "server is scheduled to close");
 		return;
 	}
-	if (pool->db->paused) {
-		server_close(server, "database is paused");
+	if (db_paused(pool->db)) {
+		server_close(server, "pause mode");
 		return;
 	}
 	/* Lookups first: a login is blocked on them, and they are short. */
@@ -519,8 +525,8 @@ void pool_release_server(struct server *server)
 		server_close(server, "server is scheduled to close");
 		return;
 	}
-	if (pool->db->paused && !server->dirty && server_is_clean(server)) {
-		server_close(server, "database is paused");
+	if (db_paused(pool->db) && !server->dirty && server_is_clean(server)) {
+		server_close(server, "pause mode");
 		return;
 	}
 	if (server->dirty || !server_is_clean(server)) {
@@ -601,6 +607,12 @@ void pool_client_logged_in(struct client *client)
 	struct pool *pool = client->pool;
 	if (client->is_admin && !admin_check_access(client))
 		return;
+	if (pool->db->disabled) {	/* checked after authentication, as PgBouncer */
+		char msg[200];
+		snprintf(msg, sizeof(msg), "database \"%s\" is disabled", pool->db->name);
+		client_close(client, "08P01", msg);
+		return;
+	}
 	if (pool->welcome_ready) {
 		client_finish_login(client);
 		return;
@@ -703,13 +715,10 @@ static void pool_set_admin_welcome(struct pool *pool)
 		{ "server_version", "1.25.0/pgvalve-" PACKAGE_VERSION },
 		{ "server_encoding", "UTF8" },
 		{ "client_encoding", "UTF8" },
-		{ "DateStyle", "ISO, MDY" },
-		{ "TimeZone", "UTC" },
-		{ "IntervalStyle", "postgres" },
-		{ "integer_datetimes", "on" },
+		{ "DateStyle", "ISO" },
+		{ "TimeZone", "GMT" },
 		{ "standard_conforming_strings", "on" },
-		{ "application_name", "" },
-		{ "is_superuser", "off" },
+		{ "is_superuser", "on" },
 	};
 	pool->welcome = xcalloc(ARRAY_SIZE(params), sizeof(*pool->welcome));
 	for (size_t i = 0; i < ARRAY_SIZE(params); i++) {
@@ -726,7 +735,7 @@ void pool_db_pause(struct db *db)
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
 		list_for_each_safe(pos, tmp, &pool->idle_servers)
-			server_close(container_of(pos, struct server, node), "database is paused");
+			server_close(container_of(pos, struct server, node), "pause mode");
 	}
 }
 
@@ -780,6 +789,20 @@ void pool_close_all_connections(const char *reason)
 			close_servers(&pool->login_servers, reason);
 		}
 	}
+}
+
+void pool_destroy(struct pool *pool)
+{
+	/* Logins of other pools waiting for a lookup here cannot go on. */
+	struct list_node *n;
+	while ((n = list_first(&pool->auth_waiters))) {
+		struct client_login *login = container_of(n, struct client_login, wait_node);
+		list_remove(&pool->auth_waiters, n);
+		login->auth_pool = NULL;
+		auth_query_answer(login->client, NULL, "the auth_user pool was removed");
+	}
+	list_remove(&pool->db->pools, &pool->node);
+	pool_free(pool);
 }
 
 static void pool_free(struct pool *pool)

@@ -186,6 +186,11 @@ struct client *cancel_index_find(uint32_t pid, uint32_t key);
 void pool_close_all_connections(const char *reason);
 void pool_free_all(void);
 
+/* Whether db is paused, by PAUSE db, KILL db or a global PAUSE. */
+bool db_paused(const struct db *db);
+/* Frees a pool with no clients or servers left (KILL). */
+void pool_destroy(struct pool *pool);
+
 /* The admin console's database: no servers, fixed welcome parameters. */
 struct db *pool_create_admin_db(const char *name);
 /* PAUSE: close idle servers now; busy ones close when released. */

@@ -142,7 +142,7 @@ START_TEST(sigterm_waits_for_clients)
 	PQfinish(c);
 	wait_exit(&p, 5);
 	ck_assert_msg(!pgv_running(&p), "pgvalve still running after its last client left\n%s", pgv_log_tail(&p, 1500));
-	ck_assert(pgv_log_contains(&p, "all clients are gone"));
+	ck_assert(pgv_log_contains(&p, "client connections dropped, exiting"));
 	pgv_stop(&p);
 }
 END_TEST

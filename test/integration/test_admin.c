@@ -1,0 +1,2549 @@
+/*
+ * test_admin.c - end-to-end tests of the admin console ("pgbouncer" and
+ * "pgvalve" databases) against PgBouncer 1.25's behaviour: the columns,
+ * types and values of every SHOW, the statistics counters after a known
+ * workload, who may do what, the parser's errors, the control commands
+ * (PAUSE/RESUME, DISABLE/ENABLE, KILL, RECONNECT, KILL_CLIENT,
+ * WAIT_CLOSE, SET, SHUTDOWN, SUSPEND), the signals that mirror them, and
+ * online reload under load (SIGHUP and RELOAD), including a broken config.
+ *
+ * Tests named spec_* check single points of the PgBouncer 1.25 spec on
+ * their own, so one difference does not hide the others.
+ */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DB "pgvtest"
+#define ADMIN_CFG "auth_type = md5\nadmin_users = admin_u\nstats_users = stats_u\n"
+#define TXN ADMIN_CFG "pool_mode = transaction\n"
+
+#define OID_TEXT 25
+#define OID_INT4 23
+#define OID_INT8 20
+#define OID_NUMERIC 1700
+#define OID_BYTEA 17
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---------------------------------------------------------------- fixtures */
+
+/* The standard users plus an admin, a stats user and a user in neither list. */
+static const char *userlist(void)
+{
+	static char buf[1024];
+	snprintf(buf, sizeof(buf),
+		 "%s\"admin_u\" \"admin_pass\"\n\"stats_u\" \"stats_pass\"\n\"plain_u\" \"plain_pass\"\n",
+		 std_userlist());
+	return buf;
+}
+
+static int pg_port_env(void)
+{
+	const char *v = getenv("PGV_TEST_PGPORT");
+	ck_assert_ptr_nonnull(v);
+	return atoi(v);
+}
+
+static PGconn *connect_ok(struct pgv *p, const char *dbname, const char *user, const char *password)
+{
+	PGconn *c = pgv_connect(p, dbname, user, password);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect %s@%s: %s\n%s", user, dbname, PQerrorMessage(c),
+		      pgv_log_tail(p, 1500));
+	return c;
+}
+
+/* Notices and unsolicited errors the test does not look at stay off the test's output. */
+static void quiet_notice(void *arg, const PGresult *res)
+{
+	(void)arg;
+	(void)res;
+}
+
+static PGconn *admin_conn(struct pgv *p)
+{
+	PGconn *a = connect_ok(p, "pgbouncer", "admin_u", "admin_pass");
+	PQsetNoticeReceiver(a, quiet_notice, NULL);
+	return a;
+}
+
+static PGconn *stats_conn(struct pgv *p)
+{
+	PGconn *s = connect_ok(p, "pgbouncer", "stats_u", "stats_pass");
+	PQsetNoticeReceiver(s, quiet_notice, NULL);
+	return s;
+}
+
+static PGconn *client_conn(struct pgv *p)
+{
+	return connect_ok(p, DB, "scram_user", "scram_pass");
+}
+
+static void exec_ok(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+	ck_assert_msg(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/* The port this libpq connection uses on its side: SHOW CLIENTS' port column. */
+static int local_port(PGconn *c)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	ck_assert_int_eq(getsockname(PQsocket(c), (struct sockaddr *)&sa, &len), 0);
+	return ntohs(sa.sin_port);
+}
+
+/* ---------------------------------------------------------------- console helpers */
+
+/* A control command that must succeed with exactly this CommandComplete tag. */
+static void admin_ok(PGconn *a, const char *cmd, const char *tag)
+{
+	PGresult *r = PQexec(a, cmd);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s %s", cmd, PQresStatus(PQresultStatus(r)),
+		      PQerrorMessage(a));
+	ck_assert_msg(strcmp(PQcmdStatus(r), tag) == 0, "%s: tag '%s', expected '%s'", cmd, PQcmdStatus(r), tag);
+	PQclear(r);
+}
+
+static void check_error(PGresult *r, const char *what, const char *sqlstate, const char *msg)
+{
+	const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY);
+	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s: %s, expected an error '%s'", what,
+		      PQresStatus(PQresultStatus(r)), msg);
+	ck_assert_msg(sev && strcmp(sev, "ERROR") == 0, "%s: severity %s", what, sev ? sev : "(none)");
+	ck_assert_msg(st && strcmp(st, sqlstate) == 0, "%s: SQLSTATE %s, expected %s (%s)", what, st ? st : "(none)",
+		      sqlstate, m ? m : "");
+	ck_assert_msg(m && strcmp(m, msg) == 0, "%s: message '%s', expected '%s'", what, m ? m : "(none)", msg);
+}
+
+/* A command that must fail with an ErrorResponse, leaving the console usable. */
+static void admin_err(PGconn *a, const char *cmd, const char *sqlstate, const char *msg)
+{
+	PGresult *r = PQexec(a, cmd);
+	check_error(r, cmd, sqlstate, msg);
+	PQclear(r);
+	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "%s closed the console", cmd);
+	ck_assert_int_eq(PQtransactionStatus(a), PQTRANS_IDLE);
+}
+
+/* "invalid command '<q>', use SHOW HELP;" */
+static void admin_invalid(PGconn *a, const char *cmd)
+{
+	char msg[512];
+	snprintf(msg, sizeof(msg), "invalid command '%s', use SHOW HELP;", cmd);
+	admin_err(a, cmd, "08P01", msg);
+}
+
+static PGresult *show(PGconn *a, const char *cmd)
+{
+	PGresult *r = PQexec(a, cmd);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s %s", cmd, PQresStatus(PQresultStatus(r)),
+		      PQerrorMessage(a));
+	ck_assert_str_eq(PQcmdStatus(r), "SHOW");
+	return r;
+}
+
+static int colnum(const PGresult *r, const char *name)
+{
+	for (int i = 0; i < PQnfields(r); i++)
+		if (strcmp(PQfname(r, i), name) == 0)
+			return i;
+	ck_abort_msg("no column %s", name);
+	return -1;
+}
+
+/* A cell as text, NULL for SQL NULL. */
+static const char *cell(const PGresult *r, int row, const char *col)
+{
+	int c = colnum(r, col);
+	ck_assert_msg(row >= 0 && row < PQntuples(r), "row %d of %d", row, PQntuples(r));
+	return PQgetisnull(r, row, c) ? NULL : PQgetvalue(r, row, c);
+}
+
+static long long icell(const PGresult *r, int row, const char *col)
+{
+	const char *v = cell(r, row, col);
+	ck_assert_msg(v != NULL, "column %s is NULL", col);
+	return strtoll(v, NULL, 10);
+}
+
+static void expect_cell(const PGresult *r, int row, const char *col, const char *expected)
+{
+	const char *v = cell(r, row, col);
+	if (expected == NULL)
+		ck_assert_msg(v == NULL, "%s = '%s', expected NULL", col, v);
+	else
+		ck_assert_msg(v != NULL && strcmp(v, expected) == 0, "%s = '%s', expected '%s'", col,
+			      v ? v : "NULL", expected);
+}
+
+static void expect_icell(const PGresult *r, int row, const char *col, long long expected)
+{
+	long long v = icell(r, row, col);
+	ck_assert_msg(v == expected, "%s = %lld, expected %lld", col, v, expected);
+}
+
+/* The first row whose col equals v (and col2 equals v2 when given); -1 if none. */
+static int find_row2(const PGresult *r, const char *col, const char *v, const char *col2, const char *v2)
+{
+	int c = colnum(r, col), c2 = col2 ? colnum(r, col2) : -1;
+	for (int i = 0; i < PQntuples(r); i++) {
+		if (PQgetisnull(r, i, c) || strcmp(PQgetvalue(r, i, c), v) != 0)
+			continue;
+		if (c2 >= 0 && (PQgetisnull(r, i, c2) || strcmp(PQgetvalue(r, i, c2), v2) != 0))
+			continue;
+		return i;
+	}
+	return -1;
+}
+
+static int find_row(const PGresult *r, const char *col, const char *v)
+{
+	return find_row2(r, col, v, NULL, NULL);
+}
+
+static int count_rows(const PGresult *r, const char *col, const char *v)
+{
+	int c = colnum(r, col), n = 0;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (!PQgetisnull(r, i, c) && strcmp(PQgetvalue(r, i, c), v) == 0)
+			n++;
+	return n;
+}
+
+/* One value of a SHOW: the column col of the row where key_col = key ("" when absent). */
+static const char *show_value(PGconn *a, const char *cmd, const char *key_col, const char *key, const char *col)
+{
+	static char buf[1024];
+	PGresult *r = show(a, cmd);
+	int row = find_row(r, key_col, key);
+	if (row < 0) {
+		PQclear(r);
+		ck_abort_msg("%s has no row %s = %s", cmd, key_col, key);
+	}
+	const char *v = cell(r, row, col);
+	snprintf(buf, sizeof(buf), "%s", v ? v : "(null)");
+	PQclear(r);
+	return buf;
+}
+
+static const char *config_value(PGconn *a, const char *key)
+{
+	return show_value(a, "SHOW CONFIG", "key", key, "value");
+}
+
+static const char *state_value(PGconn *a, const char *key)
+{
+	return show_value(a, "SHOW STATE", "key", key, "value");
+}
+
+struct colspec {
+	const char *name;
+	Oid oid;
+};
+
+static void expect_columns(const PGresult *r, const char *what, const struct colspec *cols, size_t n)
+{
+	ck_assert_msg(PQnfields(r) == (int)n, "%s: %d columns, expected %zu", what, PQnfields(r), n);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_msg(strcmp(PQfname(r, (int)i), cols[i].name) == 0, "%s column %zu is '%s', expected '%s'",
+			      what, i, PQfname(r, (int)i), cols[i].name);
+		ck_assert_msg(PQftype(r, (int)i) == cols[i].oid, "%s column %s has type %u, expected %u", what,
+			      cols[i].name, PQftype(r, (int)i), cols[i].oid);
+	}
+}
+
+/* ---------------------------------------------------------------- async helpers */
+
+/* True once the pending query on c can be read without blocking (or c broke). */
+static bool ready_within(PGconn *c, int ms)
+{
+	double deadline = now_s() + ms / 1000.0;
+	for (;;) {
+		if (!PQconsumeInput(c) || !PQisBusy(c))
+			return true;
+		int left = (int)((deadline - now_s()) * 1000);
+		if (left <= 0)
+			return false;
+		struct pollfd pfd = { .fd = PQsocket(c), .events = POLLIN };
+		poll(&pfd, 1, left);
+	}
+}
+
+/* The first result of c's pending query, which must come within ms; the rest is drained. */
+static PGresult *result_within(PGconn *c, int ms, const char *what)
+{
+	ck_assert_msg(ready_within(c, ms), "%s: no reply within %d ms", what, ms);
+	PGresult *r = PQgetResult(c);
+	ck_assert_msg(r != NULL, "%s: no result", what);
+	for (;;) {
+		if (!ready_within(c, 3000))
+			ck_abort_msg("%s: reply not finished", what);
+		PGresult *more = PQgetResult(c);
+		if (!more)
+			break;
+		PQclear(more);
+	}
+	return r;
+}
+
+static void send_query(PGconn *c, const char *sql)
+{
+	ck_assert_msg(PQsendQuery(c, sql) == 1, "send %s: %s", sql, PQerrorMessage(c));
+}
+
+/* A pending query must still be waiting after ms. */
+static void still_waiting(PGconn *c, int ms, const char *what)
+{
+	ck_assert_msg(!ready_within(c, ms), "%s completed, but it should still be waiting", what);
+}
+
+/* The pending query's single value must arrive within ms and equal expected. */
+static void expect_async_value(PGconn *c, int ms, const char *what, const char *expected)
+{
+	PGresult *r = result_within(c, ms, what);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", what, PQresultErrorMessage(r));
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), expected);
+	PQclear(r);
+}
+
+static void expect_async_tag(PGconn *c, int ms, const char *what, const char *tag)
+{
+	PGresult *r = result_within(c, ms, what);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s %s", what, PQresStatus(PQresultStatus(r)),
+		      PQresultErrorMessage(r));
+	ck_assert_str_eq(PQcmdStatus(r), tag);
+	PQclear(r);
+}
+
+/* A query on a connection the pooler dropped: it fails, and the text names the reason. */
+static void expect_dropped(PGconn *c, const char *reason)
+{
+	PGresult *r = PQexec(c, "SELECT 1");
+	ck_assert_msg(PQresultStatus(r) != PGRES_TUPLES_OK, "query on a dropped connection worked");
+	ck_assert_msg(strstr(PQerrorMessage(c), reason) != NULL, "expected '%s' in: %s", reason, PQerrorMessage(c));
+	PQclear(r);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+}
+
+/* Waits up to ms for pg_stat_activity to show n backends of user. */
+static void wait_backends(const char *user, int n, int ms)
+{
+	double deadline = now_s() + ms / 1000.0;
+	int seen;
+	while ((seen = pg_count_backends(user)) != n && now_s() < deadline)
+		usleep(50 * 1000);
+	ck_assert_msg(seen == n, "%d backends of %s, expected %d", seen, user, n);
+}
+
+static bool wait_exit(struct pgv *p, double seconds)
+{
+	double t0 = now_s();
+	while (pgv_running(p) && now_s() - t0 < seconds)
+		usleep(50 * 1000);
+	return !pgv_running(p);
+}
+
+/*
+ * A client in a child process: connects as scram_user and runs sql, exit 0
+ * if the first value equals expect (2: no login, 3: wrong answer). For
+ * waits that may happen during login as well as in the query.
+ */
+static pid_t background_query(struct pgv *p, const char *sql, const char *expect)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		const char *kw[10], *val[10];
+		char port[16];
+		pgv_conn_params(p, DB, "scram_user", "scram_pass", kw, val, port);
+		PGconn *c = PQconnectdbParams(kw, val, 0);
+		if (PQstatus(c) != CONNECTION_OK)
+			_exit(2);
+		PGresult *r = PQexec(c, sql);
+		_exit(PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), expect) == 0 ? 0 : 3);
+	}
+	return pid;
+}
+
+/* The child's exit code, or -1 if it is still running after ms. */
+static int child_done_within(pid_t pid, int ms)
+{
+	double deadline = now_s() + ms / 1000.0;
+	int status;
+	for (;;) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+		if (now_s() >= deadline)
+			return -1;
+		usleep(20 * 1000);
+	}
+}
+
+/* ---------------------------------------------------------------- raw protocol */
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static bool recv_exact(int fd, unsigned char *buf, size_t len, double deadline)
+{
+	while (len > 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int left = (int)((deadline - now_s()) * 1000);
+		if (left <= 0 || poll(&pfd, 1, left) <= 0)
+			return false;
+		ssize_t n = recv(fd, buf, len, 0);
+		if (n <= 0)
+			return false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* The next backend message: its length, or -1 at EOF/timeout. */
+static int raw_next(int fd, char *type, unsigned char *body, size_t size, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+	unsigned char hdr[5];
+	if (!recv_exact(fd, hdr, 5, deadline))
+		return -1;
+	uint32_t len = be32(hdr + 1);
+	if (len < 4 || len - 4 >= size)
+		return -1;
+	if (!recv_exact(fd, body, len - 4, deadline))
+		return -1;
+	body[len - 4] = 0;
+	*type = (char)hdr[0];
+	return (int)(len - 4);
+}
+
+static const char *error_field(const unsigned char *body, int len, char code)
+{
+	int i = 0;
+	while (i < len && body[i]) {
+		char f = (char)body[i++];
+		const char *v = (const char *)body + i;
+		if (f == code)
+			return v;
+		i += (int)strlen(v) + 1;
+	}
+	return "";
+}
+
+/* ================================================================ SHOW */
+
+static const struct colspec pools_cols[] = {
+	{ "database", OID_TEXT }, { "user", OID_TEXT }, { "cl_active", OID_INT4 }, { "cl_waiting", OID_INT4 },
+	{ "cl_active_cancel_req", OID_INT4 }, { "cl_waiting_cancel_req", OID_INT4 }, { "sv_active", OID_INT4 },
+	{ "sv_active_cancel", OID_INT4 }, { "sv_being_canceled", OID_INT4 }, { "sv_idle", OID_INT4 },
+	{ "sv_used", OID_INT4 }, { "sv_tested", OID_INT4 }, { "sv_login", OID_INT4 }, { "maxwait", OID_INT4 },
+	{ "maxwait_us", OID_INT4 }, { "pool_mode", OID_TEXT }, { "load_balance_hosts", OID_TEXT },
+};
+
+static const struct colspec conn_cols[] = {
+	{ "type", OID_TEXT }, { "user", OID_TEXT }, { "database", OID_TEXT }, { "replication", OID_TEXT },
+	{ "state", OID_TEXT }, { "addr", OID_TEXT }, { "port", OID_INT4 }, { "local_addr", OID_TEXT },
+	{ "local_port", OID_INT4 }, { "connect_time", OID_TEXT }, { "request_time", OID_TEXT },
+	{ "wait", OID_INT4 }, { "wait_us", OID_INT4 }, { "close_needed", OID_INT4 }, { "ptr", OID_TEXT },
+	{ "link", OID_TEXT }, { "remote_pid", OID_INT4 }, { "tls", OID_TEXT }, { "application_name", OID_TEXT },
+	{ "prepared_statements", OID_INT4 }, { "id", OID_INT4 },
+	/* SHOW SOCKETS / ACTIVE_SOCKETS only */
+	{ "recv_pos", OID_INT4 }, { "pkt_pos", OID_INT4 }, { "pkt_remain", OID_INT4 }, { "send_pos", OID_INT4 },
+	{ "send_remain", OID_INT4 }, { "pkt_avail", OID_INT4 }, { "send_avail", OID_INT4 },
+};
+
+static const struct colspec databases_cols[] = {
+	{ "name", OID_TEXT }, { "host", OID_TEXT }, { "port", OID_INT4 }, { "database", OID_TEXT },
+	{ "force_user", OID_TEXT }, { "pool_size", OID_INT4 }, { "min_pool_size", OID_INT4 },
+	{ "reserve_pool_size", OID_INT4 }, { "server_lifetime", OID_INT4 }, { "pool_mode", OID_TEXT },
+	{ "load_balance_hosts", OID_TEXT }, { "max_connections", OID_INT4 }, { "current_connections", OID_INT4 },
+	{ "max_client_connections", OID_INT4 }, { "current_client_connections", OID_INT4 },
+	{ "paused", OID_INT4 }, { "disabled", OID_INT4 },
+};
+
+static const struct colspec users_cols[] = {
+	{ "name", OID_TEXT }, { "pool_size", OID_TEXT }, { "reserve_pool_size", OID_TEXT },
+	{ "pool_mode", OID_TEXT }, { "max_user_connections", OID_INT4 }, { "current_connections", OID_INT4 },
+	{ "max_user_client_connections", OID_INT4 }, { "current_client_connections", OID_INT4 },
+};
+
+static const struct colspec config_cols[] = {
+	{ "key", OID_TEXT }, { "value", OID_TEXT }, { "default", OID_TEXT }, { "changeable", OID_TEXT },
+};
+static const struct colspec lists_cols[] = { { "list", OID_TEXT }, { "items", OID_INT4 } };
+static const struct colspec mem_cols[] = {
+	{ "name", OID_TEXT }, { "size", OID_INT4 }, { "used", OID_INT4 }, { "free", OID_INT4 },
+	{ "memtotal", OID_INT4 },
+};
+static const struct colspec state_cols[] = { { "key", OID_TEXT }, { "value", OID_TEXT } };
+static const struct colspec version_cols[] = { { "version", OID_TEXT } };
+static const struct colspec peers_cols[] = {
+	{ "peer_id", OID_INT4 }, { "host", OID_TEXT }, { "port", OID_INT4 }, { "pool_size", OID_INT4 },
+};
+static const struct colspec peer_pools_cols[] = {
+	{ "peer_id", OID_INT4 }, { "cl_active_cancel_req", OID_INT4 }, { "cl_waiting_cancel_req", OID_INT4 },
+	{ "sv_active_cancel", OID_INT4 }, { "sv_login", OID_INT4 },
+};
+static const struct colspec dns_hosts_cols[] = {
+	{ "hostname", OID_TEXT }, { "ttl", OID_INT8 }, { "addrs", OID_TEXT },
+};
+static const struct colspec dns_zones_cols[] = {
+	{ "zonename", OID_TEXT }, { "serial", OID_INT8 }, { "count", OID_INT4 },
+};
+static const struct colspec stats_cols[] = {
+	{ "database", OID_TEXT },
+	{ "total_server_assignment_count", OID_NUMERIC }, { "total_xact_count", OID_NUMERIC },
+	{ "total_query_count", OID_NUMERIC }, { "total_received", OID_NUMERIC }, { "total_sent", OID_NUMERIC },
+	{ "total_xact_time", OID_NUMERIC }, { "total_query_time", OID_NUMERIC }, { "total_wait_time", OID_NUMERIC },
+	{ "total_client_parse_count", OID_NUMERIC }, { "total_server_parse_count", OID_NUMERIC },
+	{ "total_bind_count", OID_NUMERIC },
+	{ "avg_server_assignment_count", OID_NUMERIC }, { "avg_xact_count", OID_NUMERIC },
+	{ "avg_query_count", OID_NUMERIC }, { "avg_recv", OID_NUMERIC }, { "avg_sent", OID_NUMERIC },
+	{ "avg_xact_time", OID_NUMERIC }, { "avg_query_time", OID_NUMERIC }, { "avg_wait_time", OID_NUMERIC },
+	{ "avg_client_parse_count", OID_NUMERIC }, { "avg_server_parse_count", OID_NUMERIC },
+	{ "avg_bind_count", OID_NUMERIC },
+};
+static const struct colspec stats_totals_cols[] = {
+	{ "database", OID_TEXT }, { "server_assignment_count", OID_NUMERIC }, { "xact_count", OID_NUMERIC },
+	{ "query_count", OID_NUMERIC }, { "bytes_received", OID_NUMERIC }, { "bytes_sent", OID_NUMERIC },
+	{ "xact_time", OID_NUMERIC }, { "query_time", OID_NUMERIC }, { "wait_time", OID_NUMERIC },
+	{ "client_parse_count", OID_NUMERIC }, { "server_parse_count", OID_NUMERIC }, { "bind_count", OID_NUMERIC },
+};
+static const struct colspec stats_averages_cols[] = {
+	{ "database", OID_TEXT }, { "server_assignment_count", OID_NUMERIC }, { "xact_count", OID_NUMERIC },
+	{ "query_count", OID_NUMERIC }, { "bytes_received", OID_NUMERIC }, { "bytes_sent", OID_NUMERIC },
+	{ "xact_time", OID_NUMERIC }, { "query_time", OID_NUMERIC }, { "wait_time", OID_NUMERIC },
+	{ "avg_client_parse_count", OID_NUMERIC }, { "avg_server_parse_count", OID_NUMERIC },
+	{ "avg_bind_count", OID_NUMERIC },
+};
+static const struct colspec totals_cols[] = { { "name", OID_TEXT }, { "value", OID_NUMERIC } };
+
+static const char *const totals_rows[] = {
+	"total_server_assignment_count", "total_xact_count", "total_query_count", "total_client_bytes",
+	"total_server_bytes", "total_xact_time", "total_query_time", "total_wait_time",
+	"total_ps_client_parse_count", "total_ps_server_parse_count", "total_ps_bind_count",
+	"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_client_bytes",
+	"avg_server_bytes", "avg_xact_time", "avg_query_time", "avg_wait_time",
+	"avg_ps_client_parse_count", "avg_ps_server_parse_count", "avg_ps_bind_count",
+};
+
+static const char *const lists_rows[] = {
+	"databases", "users", "peers", "pools", "peer_pools", "free_clients", "used_clients", "login_clients",
+	"free_servers", "used_servers", "dns_names", "dns_zones", "dns_queries", "dns_pending",
+};
+
+static void expect_show_columns(PGconn *a, const char *cmd, const struct colspec *cols, size_t n)
+{
+	PGresult *r = show(a, cmd);
+	expect_columns(r, cmd, cols, n);
+	PQclear(r);
+}
+
+/* Every SHOW answers with PgBouncer's column names and types, in order; case does not matter. */
+START_TEST(show_columns_and_types)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "SELECT 1");
+	PGconn *a = admin_conn(&p);
+
+	expect_show_columns(a, "SHOW POOLS", pools_cols, ARRAY_LEN(pools_cols));
+	expect_show_columns(a, "SHOW CLIENTS", conn_cols, 21);
+	expect_show_columns(a, "SHOW SERVERS", conn_cols, 21);
+	expect_show_columns(a, "SHOW SOCKETS", conn_cols, ARRAY_LEN(conn_cols));
+	expect_show_columns(a, "SHOW ACTIVE_SOCKETS", conn_cols, ARRAY_LEN(conn_cols));
+	expect_show_columns(a, "SHOW DATABASES", databases_cols, ARRAY_LEN(databases_cols));
+	expect_show_columns(a, "SHOW USERS", users_cols, ARRAY_LEN(users_cols));
+	expect_show_columns(a, "SHOW CONFIG", config_cols, ARRAY_LEN(config_cols));
+	expect_show_columns(a, "SHOW LISTS", lists_cols, ARRAY_LEN(lists_cols));
+	expect_show_columns(a, "SHOW MEM", mem_cols, ARRAY_LEN(mem_cols));
+	expect_show_columns(a, "SHOW STATE", state_cols, ARRAY_LEN(state_cols));
+	expect_show_columns(a, "SHOW VERSION", version_cols, ARRAY_LEN(version_cols));
+	expect_show_columns(a, "SHOW PEERS", peers_cols, ARRAY_LEN(peers_cols));
+	expect_show_columns(a, "SHOW PEER_POOLS", peer_pools_cols, ARRAY_LEN(peer_pools_cols));
+	expect_show_columns(a, "SHOW DNS_HOSTS", dns_hosts_cols, ARRAY_LEN(dns_hosts_cols));
+	expect_show_columns(a, "SHOW DNS_ZONES", dns_zones_cols, ARRAY_LEN(dns_zones_cols));
+	expect_show_columns(a, "SHOW STATS", stats_cols, ARRAY_LEN(stats_cols));
+	expect_show_columns(a, "SHOW STATS_TOTALS", stats_totals_cols, ARRAY_LEN(stats_totals_cols));
+	expect_show_columns(a, "SHOW STATS_AVERAGES", stats_averages_cols, ARRAY_LEN(stats_averages_cols));
+	expect_show_columns(a, "SHOW TOTALS", totals_cols, ARRAY_LEN(totals_cols));
+	/* case-insensitive, optional semicolon, quoted words, SELECT as SHOW */
+	expect_show_columns(a, "show pools;", pools_cols, ARRAY_LEN(pools_cols));
+	expect_show_columns(a, "  Show\tStats_Totals  ;  ", stats_totals_cols, ARRAY_LEN(stats_totals_cols));
+	expect_show_columns(a, "\"show\" \"version\"", version_cols, ARRAY_LEN(version_cols));
+	expect_show_columns(a, "SELECT version", version_cols, ARRAY_LEN(version_cols));
+
+	/* SHOW TOTALS: 22 rows with the C struct names */
+	PGresult *r = show(a, "SHOW TOTALS");
+	ck_assert_int_eq(PQntuples(r), (int)ARRAY_LEN(totals_rows));
+	for (int i = 0; i < PQntuples(r); i++)
+		ck_assert_str_eq(PQgetvalue(r, i, 0), totals_rows[i]);
+	PQclear(r);
+
+	/* SHOW LISTS: 14 rows in order */
+	r = show(a, "SHOW LISTS");
+	ck_assert_int_eq(PQntuples(r), (int)ARRAY_LEN(lists_rows));
+	for (int i = 0; i < PQntuples(r); i++)
+		ck_assert_str_eq(PQgetvalue(r, i, 0), lists_rows[i]);
+	PQclear(r);
+
+	/* SHOW STATE: exactly active, paused, suspended */
+	r = show(a, "SHOW STATE");
+	ck_assert_int_eq(PQntuples(r), 3);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "active");
+	ck_assert_str_eq(PQgetvalue(r, 0, 1), "yes");
+	ck_assert_str_eq(PQgetvalue(r, 1, 0), "paused");
+	ck_assert_str_eq(PQgetvalue(r, 1, 1), "no");
+	ck_assert_str_eq(PQgetvalue(r, 2, 0), "suspended");
+	ck_assert_str_eq(PQgetvalue(r, 2, 1), "no");
+	PQclear(r);
+
+	/* Fake parameters for drivers: one text column named as PgBouncer does. */
+	r = show(a, "SHOW TimeZone");
+	ck_assert_int_eq(PQnfields(r), 1);
+	ck_assert_str_eq(PQfname(r, 0), "timezone");
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "GMT");
+	PQclear(r);
+	r = show(a, "show client_encoding");
+	ck_assert_str_eq(PQfname(r, 0), "client_encoding");
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "UTF-8");
+	PQclear(r);
+
+	/* "pgvalve" is the console too */
+	PGconn *a2 = connect_ok(&p, "pgvalve", "admin_u", "admin_pass");
+	expect_show_columns(a2, "SHOW VERSION", version_cols, ARRAY_LEN(version_cols));
+	PQfinish(a2);
+	PQfinish(a);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHOW VERSION is the first line of `pgvalve --version`. */
+START_TEST(show_version_matches_binary)
+{
+	struct pgv p;
+	char out[700];
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	snprintf(out, sizeof(out), "%s/version.out", p.dir);
+	char *argv[] = { getenv("PGV_BINARY"), "--version", NULL };
+	ck_assert_ptr_nonnull(argv[0]);
+	ck_assert_int_eq(run_program(argv, NULL, out, 10), 0);
+	char first[256];
+	snprintf(first, sizeof(first), "%s", read_file_tail(out, 4000));
+	first[strcspn(first, "\n")] = '\0';
+	ck_assert_str_eq(first, "pgvalve 0.1.0 (PgBouncer 1.25.0 compatible)");
+
+	PGconn *a = admin_conn(&p);
+	PGresult *r = show(a, "SHOW VERSION");
+	ck_assert_int_eq(PQntuples(r), 1);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), first);
+	PQclear(r);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A known state: 3 clients of pgvtest/scram_user in transaction mode, A
+ * inside a transaction (one active server), B and C idle (one idle
+ * server, used by both in turn). POOLS, CLIENTS, SERVERS, DATABASES,
+ * USERS, LISTS and STATE must all show exactly that.
+ */
+START_TEST(show_reflects_known_state)
+{
+	struct pgv p;
+	char dbs[512];
+	int pgport = pg_port_env();
+	snprintf(dbs, sizeof(dbs), "%sother = host=127.0.0.1 port=%d dbname=pgvtest user=md5_user pool_size=7 "
+		 "pool_mode=session\n", std_databases(), pgport);
+	pgv_start(&p, TXN "default_pool_size = 4\n[users]\nmd5_user = pool_size=5 max_user_connections=7\n", dbs,
+		  userlist());
+
+	PGconn *a = admin_conn(&p);
+	PGconn *ca = client_conn(&p), *cb = client_conn(&p), *cc = client_conn(&p);
+	exec_ok(ca, "BEGIN");
+	char pid_a[32], pid_b[32];
+	snprintf(pid_a, sizeof(pid_a), "%s", query_value(ca, "SELECT pg_backend_pid()"));
+	exec_ok(cb, "SET application_name = 'client_b'");
+	snprintf(pid_b, sizeof(pid_b), "%s", query_value(cb, "SELECT pg_backend_pid()"));
+	ck_assert_str_ne(pid_a, pid_b);
+	ck_assert_str_eq(query_value(cc, "SELECT pg_backend_pid()"), pid_b);	/* the one idle server */
+	wait_backends("scram_user", 2, 2000);
+
+	/* ---- SHOW POOLS */
+	PGresult *r = show(a, "SHOW POOLS");
+	int row = find_row2(r, "database", DB, "user", "scram_user");
+	ck_assert_int_ge(row, 0);
+	expect_icell(r, row, "cl_active", 3);
+	expect_icell(r, row, "cl_waiting", 0);
+	expect_icell(r, row, "cl_active_cancel_req", 0);
+	expect_icell(r, row, "cl_waiting_cancel_req", 0);
+	expect_icell(r, row, "sv_active", 1);
+	expect_icell(r, row, "sv_active_cancel", 0);
+	expect_icell(r, row, "sv_being_canceled", 0);
+	expect_icell(r, row, "sv_idle", 1);
+	expect_icell(r, row, "sv_used", 0);
+	expect_icell(r, row, "sv_tested", 0);
+	expect_icell(r, row, "sv_login", 0);
+	expect_icell(r, row, "maxwait", 0);
+	expect_icell(r, row, "maxwait_us", 0);
+	expect_cell(r, row, "pool_mode", "transaction");
+	expect_cell(r, row, "load_balance_hosts", NULL);
+	/* the admin pool: pgbouncer/pgbouncer, statement mode, our console in cl_active */
+	int arow = find_row2(r, "database", "pgbouncer", "user", "pgbouncer");
+	ck_assert_int_ge(arow, 0);
+	ck_assert_int_lt(arow, row);	/* sorted by database name */
+	expect_icell(r, arow, "cl_active", 1);
+	expect_icell(r, arow, "sv_active", 0);
+	expect_icell(r, arow, "sv_idle", 0);
+	expect_cell(r, arow, "pool_mode", "statement");
+	ck_assert_int_eq(PQntuples(r), 2);
+	PQclear(r);
+
+	/* ---- SHOW CLIENTS */
+	r = show(a, "SHOW CLIENTS");
+	ck_assert_int_eq(count_rows(r, "database", DB), 3);
+	PGconn *conns[3] = { ca, cb, cc };
+	const char *states[3] = { "active", "idle", "idle" };
+	char ptr_a[64] = "", link_a[64] = "";
+	long long ids[3];
+	for (int i = 0; i < 3; i++) {
+		char port[16];
+		snprintf(port, sizeof(port), "%d", local_port(conns[i]));
+		int k = find_row2(r, "port", port, "database", DB);
+		ck_assert_msg(k >= 0, "client %d (port %s) not in SHOW CLIENTS", i, port);
+		expect_cell(r, k, "type", "C");
+		expect_cell(r, k, "user", "scram_user");
+		expect_cell(r, k, "replication", "none");
+		expect_cell(r, k, "state", states[i]);
+		expect_cell(r, k, "addr", "127.0.0.1");
+		expect_cell(r, k, "local_addr", "127.0.0.1");
+		expect_icell(r, k, "local_port", p.port);
+		expect_icell(r, k, "close_needed", 0);
+		expect_cell(r, k, "tls", "");
+		expect_cell(r, k, "application_name", i == 1 ? "client_b" : "");
+		ck_assert_msg(strncmp(cell(r, k, "ptr"), "0x", 2) == 0, "ptr %s", cell(r, k, "ptr"));
+		if (i == 0) {
+			ck_assert_str_ne(cell(r, k, "link"), "");
+			snprintf(ptr_a, sizeof(ptr_a), "%s", cell(r, k, "ptr"));
+			snprintf(link_a, sizeof(link_a), "%s", cell(r, k, "link"));
+		} else {
+			expect_cell(r, k, "link", "");
+		}
+		ids[i] = icell(r, k, "id");
+		ck_assert_int_gt(ids[i], 0);
+	}
+	ck_assert(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
+	/* the console itself: in the admin pool, idle (1.25), under its login name */
+	char myport[16];
+	snprintf(myport, sizeof(myport), "%d", local_port(a));
+	int k = find_row(r, "port", myport);
+	ck_assert_int_ge(k, 0);
+	expect_cell(r, k, "database", "pgbouncer");
+	expect_cell(r, k, "user", "admin_u");
+	expect_cell(r, k, "state", "idle");
+	ck_assert_int_eq(PQntuples(r), 4);
+	PQclear(r);
+
+	/* ---- SHOW SERVERS */
+	r = show(a, "SHOW SERVERS");
+	ck_assert_int_eq(PQntuples(r), 2);
+	int sa = find_row(r, "remote_pid", pid_a), sb = find_row(r, "remote_pid", pid_b);
+	ck_assert_msg(sa >= 0 && sb >= 0, "servers with remote_pid %s and %s not shown", pid_a, pid_b);
+	for (int i = 0; i < 2; i++) {
+		int s = i ? sb : sa;
+		expect_cell(r, s, "type", "S");
+		expect_cell(r, s, "user", "scram_user");
+		expect_cell(r, s, "database", DB);
+		expect_cell(r, s, "addr", "127.0.0.1");
+		expect_icell(r, s, "port", pgport);
+		expect_icell(r, s, "close_needed", 0);
+	}
+	expect_cell(r, sa, "state", "active");
+	expect_cell(r, sa, "ptr", link_a);	/* linked to each other */
+	expect_cell(r, sa, "link", ptr_a);
+	expect_cell(r, sb, "state", "idle");
+	expect_cell(r, sb, "link", "");
+	PQclear(r);
+
+	/* ---- SHOW DATABASES: sorted by name */
+	r = show(a, "SHOW DATABASES");
+	ck_assert_int_eq(PQntuples(r), 3);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "other");
+	ck_assert_str_eq(PQgetvalue(r, 1, 0), "pgbouncer");
+	ck_assert_str_eq(PQgetvalue(r, 2, 0), DB);
+	row = 2;
+	expect_cell(r, row, "host", "127.0.0.1");
+	expect_icell(r, row, "port", pgport);
+	expect_cell(r, row, "database", DB);
+	expect_cell(r, row, "force_user", NULL);
+	expect_icell(r, row, "pool_size", 4);
+	expect_icell(r, row, "min_pool_size", 0);
+	expect_icell(r, row, "reserve_pool_size", 0);
+	expect_icell(r, row, "server_lifetime", 3600);
+	expect_cell(r, row, "pool_mode", NULL);
+	expect_cell(r, row, "load_balance_hosts", NULL);
+	expect_icell(r, row, "max_connections", 0);
+	expect_icell(r, row, "current_connections", 2);
+	expect_icell(r, row, "max_client_connections", 0);
+	expect_icell(r, row, "current_client_connections", 3);
+	expect_icell(r, row, "paused", 0);
+	expect_icell(r, row, "disabled", 0);
+	row = 0;
+	expect_cell(r, row, "force_user", "md5_user");
+	expect_icell(r, row, "pool_size", 7);
+	expect_cell(r, row, "pool_mode", "session");
+	expect_icell(r, row, "current_connections", 0);
+	expect_icell(r, row, "current_client_connections", 0);
+	row = 1;	/* the admin db, as PgBouncer describes it */
+	expect_cell(r, row, "host", NULL);
+	expect_icell(r, row, "port", p.port);
+	expect_cell(r, row, "database", "pgbouncer");
+	expect_cell(r, row, "force_user", "pgbouncer");
+	expect_icell(r, row, "pool_size", 2);
+	expect_icell(r, row, "server_lifetime", 3600);
+	expect_cell(r, row, "pool_mode", "statement");
+	expect_icell(r, row, "current_connections", 0);
+	expect_icell(r, row, "current_client_connections", 1);
+	expect_icell(r, row, "paused", 0);
+	expect_icell(r, row, "disabled", 0);
+	PQclear(r);
+
+	/* ---- SHOW USERS: auth_file, [users] and the built-in pgbouncer, sorted */
+	r = show(a, "SHOW USERS");
+	static const char *const users[] = { "admin_u", "md5_user", "pgbench_user", "pgbouncer", "plain_u",
+					     "scram_user", "stats_u" };
+	ck_assert_int_eq(PQntuples(r), (int)ARRAY_LEN(users));
+	for (int i = 0; i < PQntuples(r); i++)
+		ck_assert_str_eq(PQgetvalue(r, i, 0), users[i]);
+	row = find_row(r, "name", "md5_user");
+	expect_cell(r, row, "pool_size", "        5");	/* %9d, as PgBouncer */
+	expect_cell(r, row, "reserve_pool_size", "");
+	expect_cell(r, row, "pool_mode", NULL);
+	expect_icell(r, row, "max_user_connections", 7);
+	expect_icell(r, row, "current_connections", 0);
+	expect_icell(r, row, "current_client_connections", 0);
+	row = find_row(r, "name", "scram_user");
+	expect_cell(r, row, "pool_size", "");
+	expect_cell(r, row, "pool_mode", NULL);
+	expect_icell(r, row, "max_user_connections", 0);
+	expect_icell(r, row, "current_connections", 2);
+	expect_icell(r, row, "current_client_connections", 3);
+	PQclear(r);
+
+	/* ---- SHOW LISTS */
+	r = show(a, "SHOW LISTS");
+	ck_assert_int_eq(PQntuples(r), 14);
+	expect_icell(r, find_row(r, "list", "databases"), "items", 3);
+	expect_icell(r, find_row(r, "list", "users"), "items", (long long)ARRAY_LEN(users));
+	expect_icell(r, find_row(r, "list", "peers"), "items", 0);
+	expect_icell(r, find_row(r, "list", "pools"), "items", 2);
+	expect_icell(r, find_row(r, "list", "peer_pools"), "items", 0);
+	expect_icell(r, find_row(r, "list", "used_clients"), "items", 4);
+	expect_icell(r, find_row(r, "list", "login_clients"), "items", 0);
+	expect_icell(r, find_row(r, "list", "used_servers"), "items", 2);
+	expect_icell(r, find_row(r, "list", "dns_pending"), "items", 0);
+	PQclear(r);
+
+	ck_assert_str_eq(state_value(a, "active"), "yes");
+
+	/* ---- SHOW STATS: one row per database that has a pool ("other" has none) */
+	r = show(a, "SHOW STATS");
+	ck_assert_int_eq(PQntuples(r), 2);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "pgbouncer");
+	ck_assert_str_eq(PQgetvalue(r, 1, 0), DB);
+	PQclear(r);
+
+	/* After A commits: no active server, two idle, all three clients idle. */
+	exec_ok(ca, "COMMIT");
+	r = show(a, "SHOW POOLS");
+	row = find_row2(r, "database", DB, "user", "scram_user");
+	expect_icell(r, row, "cl_active", 3);
+	expect_icell(r, row, "sv_active", 0);
+	expect_icell(r, row, "sv_idle", 2);
+	PQclear(r);
+	r = show(a, "SHOW CLIENTS");
+	ck_assert_int_eq(count_rows(r, "state", "idle"), 4);
+	PQclear(r);
+
+	PQfinish(ca);
+	PQfinish(cb);
+	PQfinish(cc);
+	/* clients gone: the pool shows none */
+	double deadline = now_s() + 2;
+	long long left = -1;
+	while (now_s() < deadline) {
+		r = show(a, "SHOW POOLS");
+		left = icell(r, find_row2(r, "database", DB, "user", "scram_user"), "cl_active");
+		PQclear(r);
+		if (left == 0)
+			break;
+		usleep(50 * 1000);
+	}
+	ck_assert_int_eq(left, 0);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Several hosts: SHOW DATABASES and SHOW POOLS name the load balancing. */
+START_TEST(show_multi_host_database)
+{
+	struct pgv p;
+	char dbs[512];
+	int pgport = pg_port_env();
+	snprintf(dbs, sizeof(dbs), "%slb = host=127.0.0.1,localhost port=%d dbname=pgvtest\n"
+		 "lbd = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=disable\n",
+		 std_databases(), pgport, pgport);
+	pgv_start(&p, TXN, dbs, userlist());
+	PGconn *c = connect_ok(&p, "lb", "scram_user", "scram_pass");
+	ck_assert_str_eq(query_value(c, "SELECT current_database()"), DB);
+	PGconn *a = admin_conn(&p);
+	PGresult *r = show(a, "SHOW DATABASES");
+	int row = find_row(r, "name", "lb");
+	ck_assert_int_ge(row, 0);
+	expect_cell(r, row, "host", "127.0.0.1,localhost");
+	expect_cell(r, row, "load_balance_hosts", "round-robin");
+	expect_cell(r, find_row(r, "name", "lbd"), "load_balance_hosts", "disable");
+	expect_cell(r, find_row(r, "name", DB), "load_balance_hosts", NULL);
+	PQclear(r);
+	ck_assert_str_eq(show_value(a, "SHOW POOLS", "database", "lb", "load_balance_hosts"), "round-robin");
+	PQfinish(a);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* The console is exempt from max_client_conn. */
+START_TEST(max_client_conn_spares_console)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "max_client_conn = 2\n", std_databases(), userlist());
+	PGconn *c1 = client_conn(&p), *c2 = client_conn(&p);
+	PGconn *c3 = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(c3), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c3), "max_client_conn"), "%s", PQerrorMessage(c3));
+	PQfinish(c3);
+	PGconn *a = admin_conn(&p);
+	ck_assert_str_eq(show_value(a, "SHOW POOLS", "database", DB, "cl_active"), "2");
+	PQfinish(a);
+	PQfinish(c1);
+	PQfinish(c2);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- SHOW HELP */
+
+struct notice_log {
+	int n;
+	char severity[16], sqlstate[8], message[256], detail[2048];
+};
+
+static void capture_notice(void *arg, const PGresult *res)
+{
+	struct notice_log *l = arg;
+	const char *f;
+	l->n++;
+	f = PQresultErrorField(res, PG_DIAG_SEVERITY);
+	snprintf(l->severity, sizeof(l->severity), "%s", f ? f : "");
+	f = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	snprintf(l->sqlstate, sizeof(l->sqlstate), "%s", f ? f : "");
+	f = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	snprintf(l->message, sizeof(l->message), "%s", f ? f : "");
+	f = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	snprintf(l->detail, sizeof(l->detail), "%s", f ? f : "");
+}
+
+static const char spec_help[] =
+	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
+	"\n\tSHOW PEERS|PEER_POOLS"
+	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
+	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
+	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
+	"\n\tSET key = arg"
+	"\n\tRELOAD"
+	"\n\tPAUSE [<db>]"
+	"\n\tRESUME [<db>]"
+	"\n\tDISABLE <db>"
+	"\n\tENABLE <db>"
+	"\n\tRECONNECT [<db>]"
+	"\n\tKILL [<db>]"
+	"\n\tKILL_CLIENT <client_id>"
+	"\n\tSHUTDOWN"
+	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
+	"\n\tWAIT_CLOSE [<db>]";
+
+/* SHOW HELP: a NOTICE "Console usage" with the command list as detail, tag SHOW, no rows. */
+START_TEST(show_help_notice)
+{
+	struct pgv p;
+	struct notice_log log;
+	memset(&log, 0, sizeof(log));
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PQsetNoticeReceiver(a, capture_notice, &log);
+	PGresult *r = PQexec(a, "SHOW HELP");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "SHOW HELP: %s", PQresStatus(PQresultStatus(r)));
+	ck_assert_str_eq(PQcmdStatus(r), "SHOW");
+	ck_assert_int_eq(PQnfields(r), 0);
+	PQclear(r);
+	ck_assert_int_eq(log.n, 1);
+	ck_assert_str_eq(log.severity, "NOTICE");
+	ck_assert_str_eq(log.sqlstate, "00000");
+	ck_assert_str_eq(log.message, "Console usage");
+	static const char *const lines[] = {
+		"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS", "\n\tPAUSE [<db>]", "\n\tKILL [<db>]",
+		"\n\tKILL_CLIENT <client_id>", "\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS", "\n\tWAIT_CLOSE [<db>]",
+	};
+	for (size_t i = 0; i < ARRAY_LEN(lines); i++)
+		ck_assert_msg(strstr(log.detail, lines[i]), "help lacks '%s':%s", lines[i] + 2, log.detail);
+	/* the console stays usable */
+	ck_assert_str_eq(state_value(a, "active"), "yes");
+	/* and the whole text is PgBouncer 1.25's, less SHOW FDS and SUSPEND (fd-passing online restart, not offered) */
+	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.25:\n%s", log.detail);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- SHOW CONFIG */
+
+struct config_key {
+	const char *key;
+	const char *def;	/* NULL: SQL NULL */
+	bool changeable;
+};
+
+/* PgBouncer 1.25's [pgbouncer] keys in SHOW CONFIG order, with their defaults. */
+static const struct config_key spec_config[] = {
+	{ "admin_users", "", true },
+	{ "application_name_add_host", "0", true },
+	{ "auth_dbname", NULL, true },
+	{ "auth_file", NULL, true },
+	{ "auth_hba_file", "", true },
+	{ "auth_ident_file", NULL, true },
+	{ "auth_ldap_options", NULL, true },
+	{ "auth_query", "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
+			"pg_authid WHERE rolname=$1 AND rolcanlogin", true },
+	{ "auth_type", "md5", true },
+	{ "auth_user", NULL, true },
+	{ "autodb_idle_timeout", "3600", true },
+	{ "cancel_wait_timeout", "10", true },
+	{ "client_idle_timeout", "0", true },
+	{ "client_login_timeout", "60", true },
+	{ "client_tls13_ciphers", NULL, true },
+	{ "client_tls_ca_file", "", true },
+	{ "client_tls_cert_file", "", true },
+	{ "client_tls_ciphers", "default", true },
+	{ "client_tls_dheparams", "auto", true },
+	{ "client_tls_ecdhcurve", "auto", true },
+	{ "client_tls_key_file", "", true },
+	{ "client_tls_protocols", "secure", true },
+	{ "client_tls_sslmode", "disable", true },
+	{ "conffile", NULL, true },
+	{ "default_pool_size", "20", true },
+	{ "disable_pqexec", "0", false },
+	{ "dns_max_ttl", "15", true },
+	{ "dns_nxdomain_ttl", "15", true },
+	{ "dns_zone_check_period", "0", true },
+	{ "idle_transaction_timeout", "0", true },
+	{ "ignore_startup_parameters", "", true },
+	{ "job_name", "pgbouncer", false },
+	{ "listen_addr", "", false },
+	{ "listen_backlog", "128", false },
+	{ "listen_port", "6432", false },
+	{ "log_connections", "1", true },
+	{ "log_disconnections", "1", true },
+	{ "log_pooler_errors", "1", true },
+	{ "log_stats", "1", true },
+	{ "logfile", "", true },
+	{ "max_client_conn", "100", true },
+	{ "max_db_client_connections", "0", true },
+	{ "max_db_connections", "0", true },
+	{ "max_packet_size", "2147483647", true },
+	{ "max_prepared_statements", "200", true },
+	{ "max_user_client_connections", "0", true },
+	{ "max_user_connections", "0", true },
+	{ "min_pool_size", "0", true },
+	{ "peer_id", "0", true },
+	{ "pidfile", "", false },
+	{ "pkt_buf", "4096", false },
+	{ "pool_mode", "session", true },
+	{ "query_timeout", "0", true },
+	{ "query_wait_notify", "5", true },
+	{ "query_wait_timeout", "120", true },
+	{ "reserve_pool_size", "0", true },
+	{ "reserve_pool_timeout", "5", true },
+	{ "resolv_conf", "", false },
+	{ "sbuf_loopcnt", "5", true },
+	{ "scram_iterations", "4096", true },
+	{ "server_check_delay", "30", true },
+	{ "server_check_query", "<empty>", true },
+	{ "server_connect_timeout", "15", true },
+	{ "server_fast_close", "0", true },
+	{ "server_idle_timeout", "600", true },
+	{ "server_lifetime", "3600", true },
+	{ "server_login_retry", "15", true },
+	{ "server_reset_query", "DISCARD ALL", true },
+	{ "server_reset_query_always", "0", true },
+	{ "server_round_robin", "0", true },
+	{ "server_tls13_ciphers", NULL, true },
+	{ "server_tls_ca_file", "", true },
+	{ "server_tls_cert_file", "", true },
+	{ "server_tls_ciphers", "default", true },
+	{ "server_tls_key_file", "", true },
+	{ "server_tls_protocols", "secure", true },
+	{ "server_tls_sslmode", "prefer", true },
+	{ "so_reuseport", "0", false },
+	{ "stats_period", "60", true },
+	{ "stats_users", "", true },
+	{ "suspend_timeout", "10", true },
+	{ "syslog", "0", true },
+	{ "syslog_facility", "daemon", true },
+	{ "syslog_ident", "pgbouncer", true },
+	{ "tcp_defer_accept", "1", true },
+	{ "tcp_keepalive", "1", true },
+	{ "tcp_keepcnt", "0", true },
+	{ "tcp_keepidle", "0", true },
+	{ "tcp_keepintvl", "0", true },
+	{ "tcp_socket_buffer", "0", true },
+	{ "tcp_user_timeout", "0", true },
+	{ "track_extra_parameters", "IntervalStyle", false },
+	{ "transaction_timeout", "0", true },
+	{ "unix_socket_dir", "/tmp", false },
+	{ "unix_socket_group", "", false },
+	{ "unix_socket_mode", "0777", false },
+	{ "user", NULL, false },
+	{ "verbose", NULL, true },
+};
+
+/* SHOW CONFIG: every 1.25 key in order, changeable as PgBouncer, values reflecting the config. */
+START_TEST(show_config_keys_and_values)
+{
+	struct pgv p;
+	char authfile[700];
+	pgv_start(&p, TXN "default_pool_size = 4\nserver_lifetime = 90\n", std_databases(), userlist());
+	snprintf(authfile, sizeof(authfile), "%s/userlist.txt", p.dir);
+	PGconn *a = admin_conn(&p);
+	PGresult *r = show(a, "SHOW CONFIG");
+
+	char diff[4096] = "";
+	size_t used = 0;
+	int n = PQntuples(r);
+	for (int i = 0; i < n || i < (int)ARRAY_LEN(spec_config); i++) {
+		const char *got = i < n ? PQgetvalue(r, i, 0) : "(missing)";
+		const char *want = i < (int)ARRAY_LEN(spec_config) ? spec_config[i].key : "(none)";
+		if (strcmp(got, want) != 0) {
+			if (used < sizeof(diff) - 100)
+				used += (size_t)snprintf(diff + used, sizeof(diff) - used, " row %d: %s, expected %s;",
+							 i, got, want);
+			continue;
+		}
+		const char *ch = PQgetvalue(r, i, 3);
+		if (strcmp(ch, spec_config[i].changeable ? "yes" : "no") != 0 && used < sizeof(diff) - 100)
+			used += (size_t)snprintf(diff + used, sizeof(diff) - used, " %s changeable=%s;", got, ch);
+	}
+	ck_assert_msg(diff[0] == '\0', "SHOW CONFIG keys differ from PgBouncer 1.25:%s", diff);
+
+	/* values: what the config said, in PgBouncer's formats */
+	int row = find_row(r, "key", "default_pool_size");
+	expect_cell(r, row, "value", "4");
+	expect_cell(r, row, "default", "20");
+	expect_cell(r, row, "changeable", "yes");
+	row = find_row(r, "key", "server_lifetime");
+	expect_cell(r, row, "value", "90");
+	expect_cell(r, row, "default", "3600");
+	row = find_row(r, "key", "listen_port");
+	expect_icell(r, row, "value", p.port);
+	expect_cell(r, row, "default", "6432");
+	expect_cell(r, row, "changeable", "no");
+	row = find_row(r, "key", "pool_mode");
+	expect_cell(r, row, "value", "transaction");
+	expect_cell(r, row, "default", "session");
+	expect_cell(r, find_row(r, "key", "admin_users"), "value", "admin_u");
+	expect_cell(r, find_row(r, "key", "stats_users"), "value", "stats_u");
+	expect_cell(r, find_row(r, "key", "auth_type"), "value", "md5");
+	expect_cell(r, find_row(r, "key", "auth_file"), "value", authfile);
+	expect_cell(r, find_row(r, "key", "conffile"), "value", p.ini);
+	expect_cell(r, find_row(r, "key", "logfile"), "value", p.log);
+	expect_cell(r, find_row(r, "key", "listen_addr"), "value", "127.0.0.1");
+	expect_cell(r, find_row(r, "key", "log_connections"), "value", "1");
+	expect_cell(r, find_row(r, "key", "max_packet_size"), "value", "2147483647");
+	expect_cell(r, find_row(r, "key", "server_check_query"), "value", "<empty>");
+	row = find_row(r, "key", "unix_socket_mode");
+	expect_cell(r, row, "value", "511");	/* %d of 0777 */
+	expect_cell(r, row, "default", "0777");
+	PQclear(r);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHOW CONFIG's default column is PgBouncer's table, NULLs included; unset NULL strings show NULL. */
+START_TEST(spec_show_config_defaults)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGresult *r = show(a, "SHOW CONFIG");
+	char diff[4096] = "";
+	size_t used = 0;
+	for (size_t i = 0; i < ARRAY_LEN(spec_config); i++) {
+		int row = find_row(r, "key", spec_config[i].key);
+		if (row < 0)
+			continue;	/* reported by show_config_keys_and_values */
+		const char *d = cell(r, row, "default"), *want = spec_config[i].def;
+		bool same = want ? d && strcmp(d, want) == 0 : d == NULL;
+		if (!same && used < sizeof(diff) - 200)
+			used += (size_t)snprintf(diff + used, sizeof(diff) - used, " %s default '%s' (expected %s%s%s);",
+						 spec_config[i].key, d ? d : "NULL", want ? "'" : "",
+						 want ? want : "NULL", want ? "'" : "");
+	}
+	static const char *const null_values[] = { "auth_dbname", "auth_ident_file", "auth_ldap_options", "auth_user",
+						   "client_tls13_ciphers", "server_tls13_ciphers" };
+	for (size_t i = 0; i < ARRAY_LEN(null_values); i++) {
+		int row = find_row(r, "key", null_values[i]);
+		if (row >= 0 && cell(r, row, "value") != NULL && used < sizeof(diff) - 200)
+			used += (size_t)snprintf(diff + used, sizeof(diff) - used, " %s value '%s' (expected NULL);",
+						 null_values[i], cell(r, row, "value"));
+	}
+	PQclear(r);
+	ck_assert_msg(diff[0] == '\0', "SHOW CONFIG differs from PgBouncer 1.25:%s", diff);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ statistics */
+
+enum { C_ASSIGN, C_XACT, C_QUERY, C_RECV, C_SENT, C_XACT_TIME, C_QUERY_TIME, C_WAIT_TIME, C_COUNT };
+
+struct counters {
+	unsigned long long v[C_COUNT];
+};
+
+static void totals_of(PGconn *a, const char *db, struct counters *out)
+{
+	static const char *const cols[] = { "server_assignment_count", "xact_count", "query_count",
+					    "bytes_received", "bytes_sent", "xact_time", "query_time", "wait_time" };
+	PGresult *r = show(a, "SHOW STATS_TOTALS");
+	int row = find_row(r, "database", db);
+	ck_assert_msg(row >= 0, "SHOW STATS_TOTALS has no row for %s", db);
+	for (int i = 0; i < C_COUNT; i++)
+		out->v[i] = strtoull(cell(r, row, cols[i]), NULL, 10);
+	PQclear(r);
+}
+
+#define DELTA(b, a, i) ((long long)((a).v[i] - (b).v[i]))
+
+static void expect_delta(const struct counters *before, const struct counters *after, int i, long long want,
+			 const char *what)
+{
+	long long got = (long long)(after->v[i] - before->v[i]);
+	ck_assert_msg(got == want, "%s grew by %lld, expected %lld", what, got, want);
+}
+
+/*
+ * Counters move by what PgBouncer counts: one query per request cycle
+ * (up to a ReadyForQuery with nothing outstanding), one transaction per
+ * cycle run that ends idle, one assignment per server link, message bytes
+ * each way; times in microseconds.
+ */
+START_TEST(stats_count_known_work)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "SELECT 1");	/* warm up: server login and parameter sync are not measured */
+	struct counters s0, s1, s2, s3, s4;
+	totals_of(a, DB, &s0);
+
+	/* 10 autocommit SELECT 1: Query 'Q'+len+"SELECT 1\0" = 14 bytes in; T 34 + D 12 + C 14 + Z 6 = 66 out */
+	for (int i = 0; i < 10; i++)
+		ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	totals_of(a, DB, &s1);
+	expect_delta(&s0, &s1, C_XACT, 10, "xact_count");
+	expect_delta(&s0, &s1, C_QUERY, 10, "query_count");
+	expect_delta(&s0, &s1, C_ASSIGN, 10, "server_assignment_count");
+	expect_delta(&s0, &s1, C_RECV, 10 * 14, "bytes_received");
+	expect_delta(&s0, &s1, C_SENT, 10 * 66, "bytes_sent");
+
+	/*
+	 * 2 explicit transactions of 3 statements, each statement its own round
+	 * trip: BEGIN, 3 x SELECT 1, COMMIT = 5 queries, 1 transaction, 1 assignment.
+	 * In: BEGIN 11 + 3 x 14 + COMMIT 12 = 65; out: BEGIN 11+6 + 3 x 66 + COMMIT 12+6 = 233.
+	 */
+	for (int t = 0; t < 2; t++) {
+		exec_ok(c, "BEGIN");
+		for (int i = 0; i < 3; i++)
+			ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+		exec_ok(c, "COMMIT");
+	}
+	totals_of(a, DB, &s2);
+	expect_delta(&s1, &s2, C_XACT, 2, "xact_count");
+	expect_delta(&s1, &s2, C_QUERY, 10, "query_count");
+	expect_delta(&s1, &s2, C_ASSIGN, 2, "server_assignment_count");
+	expect_delta(&s1, &s2, C_RECV, 2 * 65, "bytes_received");
+	expect_delta(&s1, &s2, C_SENT, 2 * 233, "bytes_sent");
+
+	/* one multi-statement Query is one request cycle: 1 query, 1 transaction */
+	exec_ok(c, "SELECT 1; SELECT 2; SELECT 3");
+	/* a 0.3 s query: query and xact time grow by about that (stats_times_are_microseconds is exact) */
+	ck_assert_str_eq(query_value(c, "SELECT 'slept' FROM pg_sleep(0.3)"), "slept");
+	totals_of(a, DB, &s3);
+	expect_delta(&s2, &s3, C_XACT, 2, "xact_count");
+	expect_delta(&s2, &s3, C_QUERY, 2, "query_count");
+	ck_assert_msg(DELTA(s2, s3, C_QUERY_TIME) >= 290000 && DELTA(s2, s3, C_QUERY_TIME) < 2000000,
+		      "query_time grew by %lld us", DELTA(s2, s3, C_QUERY_TIME));
+	ck_assert_msg(DELTA(s2, s3, C_XACT_TIME) >= 290000 && DELTA(s2, s3, C_XACT_TIME) < 2000000,
+		      "xact_time grew by %lld us", DELTA(s2, s3, C_XACT_TIME));
+	ck_assert_int_eq(DELTA(s2, s3, C_WAIT_TIME), 0);
+
+	/* wait_time: c queues 0.4 s behind a transaction holding the only server */
+	PGconn *h = client_conn(&p);
+	exec_ok(h, "BEGIN");
+	send_query(c, "SELECT 'queued'");
+	usleep(400 * 1000);
+	PGresult *r = show(a, "SHOW POOLS");
+	int row = find_row2(r, "database", DB, "user", "scram_user");
+	expect_icell(r, row, "cl_waiting", 1);
+	long long maxwait = icell(r, row, "maxwait") * 1000000 + icell(r, row, "maxwait_us");
+	ck_assert_msg(maxwait >= 300000 && maxwait < 5000000, "maxwait %lld us", maxwait);
+	PQclear(r);
+	exec_ok(h, "COMMIT");
+	expect_async_value(c, 3000, "queued query", "queued");
+	totals_of(a, DB, &s4);
+	ck_assert_msg(DELTA(s3, s4, C_WAIT_TIME) >= 350000, "wait_time grew by %lld us", DELTA(s3, s4, C_WAIT_TIME));
+	expect_delta(&s3, &s4, C_ASSIGN, 2, "server_assignment_count");
+
+	/* SHOW STATS carries the same totals under total_* names */
+	r = show(a, "SHOW STATS");
+	row = find_row(r, "database", DB);
+	ck_assert_int_ge(row, 0);
+	ck_assert_uint_eq(strtoull(cell(r, row, "total_xact_count"), NULL, 10), s4.v[C_XACT]);
+	ck_assert_uint_eq(strtoull(cell(r, row, "total_query_count"), NULL, 10), s4.v[C_QUERY]);
+	ck_assert_uint_eq(strtoull(cell(r, row, "total_received"), NULL, 10), s4.v[C_RECV]);
+	ck_assert_uint_eq(strtoull(cell(r, row, "total_sent"), NULL, 10), s4.v[C_SENT]);
+	/* averages over a window of 1..2 periods since start: some transactions per second, real times */
+	ck_assert_int_gt(icell(r, row, "avg_xact_count"), 0);
+	ck_assert_int_gt(icell(r, row, "avg_query_time"), 0);
+	ck_assert_int_gt(icell(r, row, "avg_wait_time"), 0);
+	PQclear(r);
+	r = show(a, "SHOW STATS_AVERAGES");
+	row = find_row(r, "database", DB);
+	ck_assert_int_gt(icell(r, row, "xact_count"), 0);
+	ck_assert_int_gt(icell(r, row, "bytes_received"), 0);
+	PQclear(r);
+
+	/* Each console connection counts one query and one transaction, on its first command. */
+	struct counters adm;
+	totals_of(a, "pgbouncer", &adm);
+	ck_assert_uint_eq(adm.v[C_XACT], 1);
+	ck_assert_uint_eq(adm.v[C_QUERY], 1);
+	ck_assert_uint_eq(adm.v[C_RECV], 0);
+	PGconn *st = stats_conn(&p);
+	ck_assert_str_eq(state_value(st, "active"), "yes");
+	ck_assert_str_eq(state_value(st, "paused"), "no");
+	PQfinish(st);
+	totals_of(a, "pgbouncer", &adm);
+	ck_assert_uint_eq(adm.v[C_XACT], 2);
+	ck_assert_uint_eq(adm.v[C_QUERY], 2);
+
+	/* SHOW TOTALS sums every database's totals */
+	r = show(a, "SHOW TOTALS");
+	unsigned long long tx = strtoull(cell(r, find_row(r, "name", "total_xact_count"), "value"), NULL, 10);
+	unsigned long long tb = strtoull(cell(r, find_row(r, "name", "total_client_bytes"), "value"), NULL, 10);
+	PQclear(r);
+	ck_assert_uint_eq(tx, s4.v[C_XACT] + adm.v[C_XACT]);
+	ck_assert_uint_eq(tb, s4.v[C_RECV]);
+
+	PQfinish(h);
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Times are microseconds of the actual duration: a sub-millisecond query
+ * adds more than 0 and no more than the client's own round trip; a 0.3 s
+ * query adds at least 0.3 s.
+ */
+START_TEST(stats_times_are_microseconds)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "SELECT 1");
+	struct counters s0, s1, s2;
+	double t0;
+	long long elapsed_us;
+	/* one query at a time, each measured against its own round trip */
+	for (int i = 0; i < 10; i++) {
+		totals_of(a, DB, &s0);
+		t0 = now_s();
+		ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+		elapsed_us = (long long)((now_s() - t0) * 1e6);
+		totals_of(a, DB, &s1);
+		ck_assert_msg(DELTA(s0, s1, C_QUERY_TIME) > 0 && DELTA(s0, s1, C_QUERY_TIME) <= elapsed_us,
+			      "query %d: query_time grew by %lld us for a query the client saw take %lld us", i,
+			      DELTA(s0, s1, C_QUERY_TIME), elapsed_us);
+		ck_assert_msg(DELTA(s0, s1, C_XACT_TIME) > 0 && DELTA(s0, s1, C_XACT_TIME) <= elapsed_us,
+			      "query %d: xact_time grew by %lld us for a transaction the client saw take %lld us", i,
+			      DELTA(s0, s1, C_XACT_TIME), elapsed_us);
+	}
+	t0 = now_s();
+	ck_assert_str_eq(query_value(c, "SELECT 'slept' FROM pg_sleep(0.3)"), "slept");
+	elapsed_us = (long long)((now_s() - t0) * 1e6);
+	totals_of(a, DB, &s2);
+	ck_assert_msg(DELTA(s1, s2, C_QUERY_TIME) >= 300000 && DELTA(s1, s2, C_QUERY_TIME) <= elapsed_us,
+		      "query_time grew by %lld us for a query of 0.3 s the client saw take %lld us",
+		      DELTA(s1, s2, C_QUERY_TIME), elapsed_us);
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* log_stats (pgvalve): one line per database and stats_period, with that period's rates. */
+START_TEST(log_stats_per_database)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "stats_period = 1\n", std_databases(), userlist());
+	PGconn *c = client_conn(&p);
+	double deadline = now_s() + 3.5;
+	bool seen = false;
+	while (!seen && now_s() < deadline) {
+		ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+		usleep(20 * 1000);
+		seen = pgv_log_contains(&p, "[pgvtest] stats: ");
+	}
+	ck_assert_msg(seen, "no [pgvtest] stats line\n%s", pgv_log_tail(&p, 1500));
+	/* a period with traffic: some transactions per second, not zero */
+	const char *log = read_file_tail(p.log, 8000);
+	const char *line = strstr(log, "[pgvtest] stats: ");
+	ck_assert_ptr_nonnull(line);
+	ck_assert_msg(strstr(line, " xacts/s, ") && strstr(line, " queries/s, ") && strstr(line, " B/s, out ") &&
+		      strstr(line, " us, wait "), "%s", line);
+	ck_assert_msg(strtoll(line + strlen("[pgvtest] stats: "), NULL, 10) > 0, "no traffic in: %.200s", line);
+	ck_assert_msg(!pgv_log_contains(&p, "[pgbouncer] stats: "), "the console got a stats line");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ access */
+
+/* stats_users may look but not touch; the fake SET is theirs too. */
+START_TEST(stats_user_can_show_not_control)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "SELECT 1");
+	PGconn *s = stats_conn(&p);
+	static const char *const shows[] = { "SHOW POOLS", "SHOW STATS", "SHOW CLIENTS", "SHOW SERVERS",
+					     "SHOW CONFIG", "SHOW DATABASES", "SHOW USERS", "SHOW LISTS",
+					     "SHOW TOTALS", "SHOW VERSION", "SHOW STATE" };
+	for (size_t i = 0; i < ARRAY_LEN(shows); i++)
+		PQclear(show(s, shows[i]));
+	static const char *const controls[] = { "PAUSE", "PAUSE pgvtest", "RESUME", "DISABLE pgvtest",
+						"ENABLE pgvtest", "RECONNECT", "KILL pgvtest", "KILL", "WAIT_CLOSE",
+						"KILL_CLIENT 1", "RELOAD", "SET default_pool_size = 5", "SHUTDOWN",
+						"SHUTDOWN WAIT_FOR_CLIENTS" };
+	for (size_t i = 0; i < ARRAY_LEN(controls); i++)
+		admin_err(s, controls[i], "08P01", "admin access needed");
+	/* argument syntax is checked before rights */
+	admin_invalid(s, "RELOAD now");
+	admin_invalid(s, "SHUTDOWN NOW");
+	/* the fake SET of a driver parameter is allowed */
+	admin_ok(s, "SET client_encoding = 'UTF8'", "SET");
+	/* nothing happened */
+	ck_assert(pgv_running(&p));
+	ck_assert_str_eq(state_value(s, "active"), "yes");
+	ck_assert_str_eq(config_value(s, "default_pool_size"), "20");
+	ck_assert_str_eq(query_value(c, "SELECT 'still served'"), "still served");
+	ck_assert_str_eq(show_value(s, "SHOW DATABASES", "name", DB, "disabled"), "0");
+	PQfinish(s);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Who reaches the console: admin and stats users; a known plain user is refused before any password. */
+START_TEST(console_login_rules)
+{
+	struct pgv p;
+	struct raw_error err;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+
+	/* plain_u is in auth_file but in neither list: FATAL "not allowed" (pgvalve: SQLSTATE 28000) */
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "plain_u", "plain_pass", &err), -1);
+	ck_assert_str_eq(err.severity, "FATAL");
+	ck_assert_str_eq(err.sqlstate, "28000");
+	ck_assert_str_eq(err.message, "not allowed");
+	PGconn *c = pgv_connect(&p, "pgvalve", "plain_u", "plain_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "not allowed"), "%s", PQerrorMessage(c));
+	PQfinish(c);
+	/* ...even with a wrong password: refused before authentication */
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "plain_u", "wrong", &err), -1);
+	ck_assert_str_eq(err.message, "not allowed");
+	/* scram_user can use the pooler but not the console */
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "scram_user", "scram_pass", &err), -1);
+	ck_assert_str_eq(err.message, "not allowed");
+	ck_assert_int_eq(raw_login(p.port, DB, "scram_user", "scram_pass", &err), 0);
+
+	/* an unknown user fails authentication; a wrong admin password too */
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "nobody_u", "x", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed"), "%s", err.message);
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "admin_u", "wrong", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed"), "%s", err.message);
+
+	/* the right ones get in, by either name of the console */
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "admin_u", "admin_pass", &err), 0);
+	ck_assert_int_eq(raw_login(p.port, "pgvalve", "admin_u", "admin_pass", &err), 0);
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "stats_u", "stats_pass", &err), 0);
+	ck_assert(pgv_log_contains(&p, "not allowed"));
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Unknown commands and syntax errors: ErrorResponse 08P01 with PgBouncer's text; the console lives on. */
+START_TEST(invalid_commands_keep_console)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	static const char *const bad[] = {
+		"SHOW FOO", "show foo", "bogus", "FROBNICATE pgvtest", "SHOW", "SHOW POOLS; SHOW STATS", "select 1",
+		"SHOW prepared_statements", "PAUSE a b", "RELOAD x", "SUSPEND_ALL", "SHOW POOLS extra",
+		"RESUME ti-ny", "SET server_lifetime = 1.5", "SET default_pool_size", "SHOW 'pools'", "",
+		"SHUTDOWN NOW",
+	};
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+		admin_invalid(a, bad[i]);
+		ck_assert_str_eq(show_value(a, "SHOW STATE", "key", "active", "value"), "yes");
+	}
+	/* too long: command below 16 bytes, argument below 64 */
+	admin_err(a, "verylongcommandname", "08P01", "bad arguments");
+	admin_err(a, "PAUSE aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "08P01",
+		  "bad arguments");
+	/* unknown names in control commands */
+	admin_err(a, "PAUSE nosuchdb", "08P01", "no such database: nosuchdb");
+	admin_err(a, "RESUME nosuchdb", "08P01", "no such database: nosuchdb");
+	admin_err(a, "RECONNECT nosuchdb", "08P01", "no such database: nosuchdb");
+	admin_err(a, "DISABLE", "08P01", "a database is required");
+	admin_err(a, "ENABLE", "08P01", "a database is required");
+	admin_err(a, "DISABLE nosuchdb", "08P01", "no such database: nosuchdb");
+	admin_err(a, "KILL nosuchdb", "08P01", "no such database: nosuchdb");
+	admin_err(a, "WAIT_CLOSE nosuchdb", "08P01", "no such database: nosuchdb");
+	admin_err(a, "PAUSE pgbouncer", "08P01", "cannot pause admin db: pgbouncer");
+	admin_err(a, "DISABLE pgbouncer", "08P01", "cannot disable admin db: pgbouncer");
+	admin_err(a, "ENABLE pgbouncer", "08P01", "cannot enable admin db: pgbouncer");
+	admin_err(a, "KILL pgbouncer", "08P01", "cannot kill admin db: pgbouncer");
+	admin_err(a, "RECONNECT pgbouncer", "08P01", "cannot reconnect admin db: pgbouncer");
+	admin_err(a, "WAIT_CLOSE pgbouncer", "08P01", "cannot wait in admin db: pgbouncer");
+	admin_err(a, "RESUME", "08P01", "pooler is not paused/suspended");
+	admin_err(a, "RESUME pgvtest", "08P01", "database pgvtest is not paused");
+	/* quoted names are unquoted */
+	admin_err(a, "PAUSE \"no\"\"such\"", "08P01", "no such database: no\"such");
+	ck_assert_str_eq(query_value(a, "SHOW VERSION"), "pgvalve 0.1.0 (PgBouncer 1.25.0 compatible)");
+	ck_assert(pgv_log_contains(&p, "invalid command 'bogus', use SHOW HELP;"));
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* The extended protocol on the console: a clear error at once, then the connection is closed. */
+START_TEST(extended_protocol_rejected)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	ck_assert_int_eq(PQsendQueryParams(a, "SHOW VERSION", 0, NULL, NULL, NULL, NULL, 0), 1);
+	PGresult *r = result_within(a, 5000, "PQsendQueryParams on the console");
+	check_error(r, "extended query", "08P01", "extended query protocol not supported by admin console");
+	PQclear(r);
+	r = PQexec(a, "SHOW VERSION");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	ck_assert_int_eq(PQstatus(a), CONNECTION_BAD);
+	PQfinish(a);
+
+	/* PQprepare alone: the same */
+	a = admin_conn(&p);
+	ck_assert_int_eq(PQsendPrepare(a, "s1", "SHOW POOLS", 0, NULL), 1);
+	r = result_within(a, 5000, "PQsendPrepare on the console");
+	check_error(r, "prepare", "08P01", "extended query protocol not supported by admin console");
+	PQclear(r);
+	PQfinish(a);
+
+	/* Any other message type: its decimal byte value, then FATAL "bad packet" and EOF. */
+	struct raw_error err;
+	int fd = -1;
+	ck_assert_int_eq(raw_login_ex(p.port, "pgbouncer", "admin_u", "admin_pass", NULL, &err, &fd), 0);
+	ck_assert(raw_send(fd, "S\0\0\0\4", 5));
+	unsigned char body[4096];
+	char type = 0;
+	int len = raw_next(fd, &type, body, sizeof(body), 3000);
+	ck_assert_msg(len > 0 && type == 'E', "expected an ErrorResponse, got '%c' (%d)", type, len);
+	ck_assert_str_eq(error_field(body, len, 'S'), "ERROR");
+	ck_assert_str_eq(error_field(body, len, 'C'), "08P01");
+	ck_assert_str_eq(error_field(body, len, 'M'), "unsupported packet type for admin console: 83");
+	len = raw_next(fd, &type, body, sizeof(body), 3000);
+	ck_assert_msg(len == 1 && type == 'Z', "expected ReadyForQuery, got '%c'", type);
+	len = raw_next(fd, &type, body, sizeof(body), 3000);
+	ck_assert_msg(len > 0 && type == 'E', "expected the FATAL, got '%c' (%d)", type, len);
+	ck_assert_str_eq(error_field(body, len, 'S'), "FATAL");
+	ck_assert_str_eq(error_field(body, len, 'M'), "bad packet");
+	ck_assert(raw_wait_closed(fd, 3000));
+	close(fd);
+
+	/* still serving consoles */
+	a = admin_conn(&p);
+	ck_assert_str_eq(state_value(a, "active"), "yes");
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ control */
+
+/*
+ * PAUSE: answered only once every server is released and closed; queries
+ * arriving meanwhile wait, and RESUME lets them run.
+ */
+START_TEST(pause_waits_for_servers_resume_releases)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p), *a2 = admin_conn(&p);
+	PGconn *h = client_conn(&p), *n = client_conn(&p);
+	ck_assert_str_eq(query_value(n, "SELECT 'n0'"), "n0");
+	exec_ok(h, "BEGIN");
+	ck_assert_str_eq(query_value(h, "SELECT 'h'"), "h");
+
+	send_query(a, "PAUSE");
+	still_waiting(a, 600, "PAUSE with a server in a transaction");
+	ck_assert_str_eq(state_value(a2, "paused"), "yes");
+	ck_assert_str_eq(state_value(a2, "active"), "no");
+	ck_assert(pgv_log_contains(&p, "PAUSE command issued"));
+
+	/* a new query waits */
+	send_query(n, "SELECT 'n1'");
+	still_waiting(n, 500, "query during PAUSE");
+	char nport[16];
+	snprintf(nport, sizeof(nport), "%d", local_port(n));
+	ck_assert_str_eq(show_value(a2, "SHOW CLIENTS", "port", nport, "state"), "waiting");
+	ck_assert_str_eq(show_value(a2, "SHOW POOLS", "database", DB, "cl_waiting"), "1");
+	/* the open transaction goes on; its end releases the last server */
+	ck_assert_str_eq(query_value(h, "SELECT 'still inside'"), "still inside");
+	still_waiting(a, 200, "PAUSE before COMMIT");
+	exec_ok(h, "COMMIT");
+	expect_async_tag(a, 3000, "PAUSE", "PAUSE");
+	wait_backends("scram_user", 0, 3000);
+	ck_assert_str_eq(show_value(a2, "SHOW POOLS", "database", DB, "sv_idle"), "0");
+	still_waiting(n, 300, "query during PAUSE after the servers closed");
+
+	admin_err(a, "PAUSE", "08P01", "already suspended/paused");
+	admin_err(a, "KILL pgvtest", "08P01", "already suspended/paused");
+	admin_ok(a, "RESUME", "RESUME");
+	expect_async_value(n, 3000, "query after RESUME", "n1");
+	ck_assert_str_eq(state_value(a2, "active"), "yes");
+	ck_assert_str_eq(state_value(a2, "paused"), "no");
+	admin_err(a, "RESUME", "08P01", "pooler is not paused/suspended");
+	ck_assert_str_eq(query_value(h, "SELECT 'h2'"), "h2");
+	PQfinish(h);
+	PQfinish(n);
+	PQfinish(a2);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* PAUSE db: one database only; RESUME db; the global state stays "active". */
+START_TEST(pause_one_database)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *n = client_conn(&p);
+	ck_assert_str_eq(query_value(n, "SELECT 1"), "1");	/* an idle server: closed by the PAUSE */
+
+	send_query(a, "PAUSE pgvtest");
+	expect_async_tag(a, 3000, "PAUSE pgvtest", "PAUSE");
+	wait_backends("scram_user", 0, 3000);
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "paused"), "1");
+	ck_assert_str_eq(state_value(a, "active"), "yes");	/* only the global mode counts */
+	ck_assert_str_eq(state_value(a, "paused"), "no");
+
+	send_query(n, "SELECT 'after'");
+	still_waiting(n, 600, "query on a paused database");
+	admin_ok(a, "RESUME pgvtest", "RESUME");
+	expect_async_value(n, 3000, "query after RESUME pgvtest", "after");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "paused"), "0");
+	admin_err(a, "RESUME pgvtest", "08P01", "database pgvtest is not paused");
+	admin_err(a, "RESUME", "08P01", "pooler is not paused/suspended");
+	ck_assert(pgv_log_contains(&p, "PAUSE 'pgvtest' command issued"));
+	PQfinish(n);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* DISABLE refuses new logins to the database (existing clients go on); ENABLE allows them again. */
+START_TEST(disable_enable)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *old = client_conn(&p);
+	ck_assert_str_eq(query_value(old, "SELECT 1"), "1");
+
+	admin_ok(a, "DISABLE pgvtest", "DISABLE");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "disabled"), "1");
+	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(late), "\"pgvtest\""), "%s", PQerrorMessage(late));
+	PQfinish(late);
+	ck_assert_str_eq(query_value(old, "SELECT 'old client'"), "old client");
+	admin_ok(a, "DISABLE pgvtest", "DISABLE");	/* again: no error */
+
+	admin_ok(a, "ENABLE pgvtest", "ENABLE");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "disabled"), "0");
+	late = client_conn(&p);
+	ck_assert_str_eq(query_value(late, "SELECT 'welcome back'"), "welcome back");
+	PQfinish(late);
+	PQfinish(old);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* KILL db: its clients and servers are dropped at once; new clients wait until RESUME db. */
+START_TEST(kill_database)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *idle = client_conn(&p), *busy = client_conn(&p);
+	ck_assert_str_eq(query_value(idle, "SELECT 1"), "1");
+	exec_ok(busy, "BEGIN");
+	ck_assert_str_eq(query_value(busy, "SELECT 1"), "1");
+	wait_backends("scram_user", 1, 2000);
+
+	admin_ok(a, "KILL pgvtest", "KILL");
+	expect_dropped(idle, "database removed");
+	expect_dropped(busy, "database removed");
+	wait_backends("scram_user", 0, 3000);
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "paused"), "1");
+	ck_assert(pgv_log_contains(&p, "KILL 'pgvtest' command issued"));
+
+	/* a new client (in a child process: it may wait in login or in its query) */
+	pid_t w = background_query(&p, "SELECT 'late'", "late");
+	ck_assert_int_eq(child_done_within(w, 800), -1);
+	admin_ok(a, "RESUME pgvtest", "RESUME");
+	ck_assert_int_eq(child_done_within(w, 5000), 0);
+
+	/* KILL without a database (1.25): every database but the console */
+	PGconn *d = client_conn(&p);
+	ck_assert_str_eq(query_value(d, "SELECT 1"), "1");
+	admin_ok(a, "KILL", "KILL");
+	expect_dropped(d, "database removed");
+	ck_assert_str_eq(state_value(a, "active"), "yes");	/* the console survived */
+	admin_ok(a, "RESUME pgvtest", "RESUME");
+	PQfinish(d);
+	d = client_conn(&p);
+	ck_assert_str_eq(query_value(d, "SELECT 'alive'"), "alive");
+	PQfinish(d);
+	PQfinish(idle);
+	PQfinish(busy);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * RECONNECT: idle servers are replaced (the next transaction runs on a new
+ * backend), a server busy in a transaction is marked close_needed and
+ * closed when released; WAIT_CLOSE returns once it is gone.
+ */
+START_TEST(reconnect_and_wait_close)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p), *a2 = admin_conn(&p);
+	PGconn *busy = client_conn(&p), *other = client_conn(&p);
+	admin_ok(a, "WAIT_CLOSE", "WAIT_CLOSE");	/* nothing to wait for */
+	exec_ok(busy, "BEGIN");
+	char pid_busy[32], pid_idle[32];
+	snprintf(pid_busy, sizeof(pid_busy), "%s", query_value(busy, "SELECT pg_backend_pid()"));
+	snprintf(pid_idle, sizeof(pid_idle), "%s", query_value(other, "SELECT pg_backend_pid()"));
+	ck_assert_str_ne(pid_busy, pid_idle);
+
+	admin_ok(a, "RECONNECT", "RECONNECT");
+	ck_assert_str_eq(show_value(a, "SHOW SERVERS", "remote_pid", pid_busy, "close_needed"), "1");
+	ck_assert_str_eq(show_value(a, "SHOW SERVERS", "remote_pid", pid_busy, "state"), "active");
+	/* the idle one is not used again */
+	char pid_new[32];
+	snprintf(pid_new, sizeof(pid_new), "%s", query_value(other, "SELECT pg_backend_pid()"));
+	ck_assert_str_ne(pid_new, pid_idle);
+	ck_assert_str_ne(pid_new, pid_busy);
+	ck_assert_str_eq(show_value(a, "SHOW SERVERS", "remote_pid", pid_new, "close_needed"), "0");
+
+	/* WAIT_CLOSE waits for the busy one */
+	send_query(a2, "WAIT_CLOSE");
+	still_waiting(a2, 600, "WAIT_CLOSE with a close_needed server in a transaction");
+	ck_assert_str_eq(query_value(busy, "SELECT pg_backend_pid()"), pid_busy);	/* the transaction keeps it */
+	exec_ok(busy, "COMMIT");
+	expect_async_tag(a2, 3000, "WAIT_CLOSE", "WAIT_CLOSE");
+	PGconn *direct = pg_direct();
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid_busy);
+	double deadline = now_s() + 3;
+	while (strcmp(query_value(direct, sql), "0") != 0 && now_s() < deadline)
+		usleep(50 * 1000);
+	ck_assert_str_eq(query_value(direct, sql), "0");
+	PQfinish(direct);
+	ck_assert_str_ne(query_value(busy, "SELECT pg_backend_pid()"), pid_busy);
+
+	/* RECONNECT db and WAIT_CLOSE db */
+	snprintf(pid_idle, sizeof(pid_idle), "%s", query_value(other, "SELECT pg_backend_pid()"));
+	admin_ok(a, "RECONNECT pgvtest", "RECONNECT");
+	send_query(a2, "WAIT_CLOSE pgvtest");
+	expect_async_tag(a2, 3000, "WAIT_CLOSE pgvtest", "WAIT_CLOSE");
+	ck_assert_str_ne(query_value(other, "SELECT pg_backend_pid()"), pid_idle);
+	ck_assert(pgv_log_contains(&p, "RECONNECT command issued"));
+	PQfinish(busy);
+	PQfinish(other);
+	PQfinish(a2);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* KILL_CLIENT <id> drops that client (its transaction's server too), nobody else. */
+START_TEST(kill_client_by_id)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *victim = client_conn(&p), *bystander = client_conn(&p);
+	exec_ok(victim, "BEGIN");
+	ck_assert_str_eq(query_value(victim, "SELECT 1"), "1");
+	ck_assert_str_eq(query_value(bystander, "SELECT 1"), "1");
+	char port[16], id[32], other_id[32];
+	snprintf(port, sizeof(port), "%d", local_port(victim));
+	snprintf(id, sizeof(id), "%s", show_value(a, "SHOW CLIENTS", "port", port, "id"));
+	snprintf(port, sizeof(port), "%d", local_port(bystander));
+	snprintf(other_id, sizeof(other_id), "%s", show_value(a, "SHOW CLIENTS", "port", port, "id"));
+
+	/* not for stats users */
+	PGconn *s = stats_conn(&p);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "KILL_CLIENT %s", other_id);
+	admin_err(s, cmd, "08P01", "admin access needed");
+	PQfinish(s);
+
+	snprintf(cmd, sizeof(cmd), "KILL_CLIENT %s", id);
+	admin_ok(a, cmd, "KILL_CLIENT");
+	expect_dropped(victim, "admin forced disconnect");
+	ck_assert_str_eq(query_value(bystander, "SELECT 'unharmed'"), "unharmed");
+	PGresult *r = show(a, "SHOW CLIENTS");
+	ck_assert_int_lt(find_row(r, "id", id), 0);
+	ck_assert_int_ge(find_row(r, "id", other_id), 0);
+	PQclear(r);
+	/* its server, mid-transaction, is not left idle in transaction */
+	PGconn *direct = pg_direct();
+	const char *sql = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'scram_user' "
+			  "AND state LIKE 'idle in transaction%'";
+	double deadline = now_s() + 3;
+	while (strcmp(query_value(direct, sql), "0") != 0 && now_s() < deadline)
+		usleep(50 * 1000);
+	ck_assert_str_eq(query_value(direct, sql), "0");
+	PQfinish(direct);
+
+	admin_err(a, cmd, "08P01", "client not found");	/* already gone */
+	admin_err(a, "KILL_CLIENT 99999999", "08P01", "client not found");
+	admin_err(a, "KILL_CLIENT abc", "08P01", "invalid client pointer supplied");
+	ck_assert(pgv_log_contains(&p, "admin forced disconnect"));
+	PQfinish(victim);
+	PQfinish(bystander);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SET changes the running config and what pools do; bad values change nothing. */
+START_TEST(set_changes_config_and_pools)
+{
+	struct pgv p;
+	struct notice_log log;
+	memset(&log, 0, sizeof(log));
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PQsetNoticeReceiver(a, capture_notice, &log);
+
+	admin_ok(a, "SET default_pool_size = 3", "SET default_pool_size=3");
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "3");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "pool_size"), "3");
+
+	/* three transactions get servers, the fourth waits for one of them */
+	PGconn *c[4];
+	for (int i = 0; i < 4; i++)
+		c[i] = client_conn(&p);
+	for (int i = 0; i < 3; i++) {
+		exec_ok(c[i], "BEGIN");
+		ck_assert_str_eq(query_value(c[i], "SELECT 1"), "1");
+	}
+	wait_backends("scram_user", 3, 2000);
+	send_query(c[3], "SELECT 'fourth'");
+	still_waiting(c[3], 600, "a fourth transaction with default_pool_size = 3");
+	ck_assert_str_eq(show_value(a, "SHOW POOLS", "database", DB, "cl_waiting"), "1");
+	ck_assert_str_eq(show_value(a, "SHOW POOLS", "database", DB, "sv_active"), "3");
+	exec_ok(c[0], "COMMIT");
+	expect_async_value(c[3], 3000, "fourth transaction", "fourth");
+	ck_assert_int_eq(pg_count_backends("scram_user"), 3);
+	for (int i = 1; i < 3; i++)
+		exec_ok(c[i], "COMMIT");
+
+	/* bad values: SET failed, nothing changes */
+	admin_err(a, "SET default_pool_size = abc", "08P01", "SET failed");
+	admin_err(a, "SET default_pool_size = '-5'", "08P01", "SET failed");
+	admin_err(a, "SET no_such_param = 1", "08P01", "SET failed");
+	admin_err(a, "SET pool_mode = sometimes", "08P01", "SET failed");
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "3");
+	ck_assert_str_eq(config_value(a, "pool_mode"), "transaction");
+	ck_assert_str_eq(config_value(a, "server_lifetime"), "3600");
+
+	/* the other spellings */
+	admin_ok(a, "set default_pool_size to 5", "SET default_pool_size=5");
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "5");
+	admin_ok(a, "SET server_lifetime = '1.5'", "SET server_lifetime=1.5");
+	ck_assert_str_eq(config_value(a, "server_lifetime"), "1.5");
+	admin_ok(a, "SET server_reset_query = 'DISCARD ALL; SELECT 1'", "SET server_reset_query=DISCARD ALL; SELECT 1");
+	ck_assert_str_eq(config_value(a, "server_reset_query"), "DISCARD ALL; SELECT 1");
+
+	/* a restart-only key: answered, with a NOTICE (pgvalve), and not applied */
+	log.n = 0;
+	char port[16];
+	snprintf(port, sizeof(port), "%d", p.port);
+	admin_ok(a, "SET listen_port = 1", "SET listen_port=1");
+	ck_assert_int_eq(log.n, 1);
+	ck_assert_str_eq(log.severity, "NOTICE");
+	ck_assert_str_eq(config_value(a, "listen_port"), port);
+
+	/* a driver parameter: NOTICE "SET ignored", tag SET */
+	log.n = 0;
+	admin_ok(a, "SET client_encoding = 'LATIN1'", "SET");
+	ck_assert_int_eq(log.n, 1);
+	ck_assert_str_eq(log.message, "SET ignored");
+
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SIGUSR1 pauses like PAUSE, SIGUSR2 resumes like RESUME. */
+START_TEST(sigusr1_pause_sigusr2_resume)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *h = client_conn(&p), *n = client_conn(&p);
+	ck_assert_str_eq(query_value(n, "SELECT 1"), "1");
+	exec_ok(h, "BEGIN");
+
+	ck_assert_int_eq(kill(p.pid, SIGUSR1), 0);
+	double deadline = now_s() + 2;
+	while (strcmp(state_value(a, "paused"), "yes") != 0 && now_s() < deadline)
+		usleep(20 * 1000);
+	ck_assert_str_eq(state_value(a, "paused"), "yes");
+	send_query(n, "SELECT 'n'");
+	still_waiting(n, 500, "query after SIGUSR1");
+	ck_assert_str_eq(query_value(h, "SELECT 'in txn'"), "in txn");
+	exec_ok(h, "COMMIT");
+	wait_backends("scram_user", 0, 3000);
+	still_waiting(n, 200, "query after SIGUSR1");
+
+	ck_assert_int_eq(kill(p.pid, SIGUSR2), 0);
+	expect_async_value(n, 3000, "query after SIGUSR2", "n");
+	ck_assert_str_eq(state_value(a, "active"), "yes");
+	PQfinish(h);
+	PQfinish(n);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ shutdown */
+
+/* SHUTDOWN WAIT_FOR_CLIENTS: no new clients, exit once the last one has gone. */
+START_TEST(shutdown_wait_for_clients)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	admin_ok(a, "SHUTDOWN WAIT_FOR_CLIENTS", "SHUTDOWN");
+	usleep(300 * 1000);
+	ck_assert_msg(pgv_running(&p), "exited with clients connected");
+	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);
+	PQfinish(late);
+	ck_assert_str_eq(query_value(c, "SELECT 'served'"), "served");
+	admin_err(a, "RESUME", "08P01", "pooler is shutting down");
+	ck_assert_str_eq(state_value(a, "active"), "yes");
+	ck_assert(pgv_log_contains(&p, "SHUTDOWN WAIT_FOR_CLIENTS command issued"));
+	PQfinish(c);
+	PQfinish(a);
+	ck_assert_msg(wait_exit(&p, 5), "still running after the last client left\n%s", pgv_log_tail(&p, 1500));
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHUTDOWN WAIT_FOR_SERVERS: pause, drop the queue, exit when the last server is released. */
+START_TEST(shutdown_wait_for_servers)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *h = client_conn(&p), *w = client_conn(&p);
+	exec_ok(h, "BEGIN");
+	ck_assert_str_eq(query_value(h, "SELECT 1"), "1");
+	send_query(w, "SELECT 'queued'");
+	still_waiting(w, 300, "queued query");
+
+	admin_ok(a, "SHUTDOWN WAIT_FOR_SERVERS", "SHUTDOWN");
+	PGresult *r = result_within(w, 3000, "queued query at SHUTDOWN WAIT_FOR_SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	ck_assert_msg(strstr(PQerrorMessage(w), "server shutting down"), "%s", PQerrorMessage(w));
+	usleep(300 * 1000);
+	ck_assert_msg(pgv_running(&p), "exited with a server in a transaction");
+	ck_assert_str_eq(state_value(a, "paused"), "yes");
+	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);
+	PQfinish(late);
+	ck_assert_str_eq(query_value(h, "SELECT 'inside'"), "inside");
+	exec_ok(h, "COMMIT");
+	ck_assert_msg(wait_exit(&p, 5), "still running after the last server was released\n%s",
+		      pgv_log_tail(&p, 1500));
+	PQfinish(h);
+	PQfinish(w);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHUTDOWN: no reply, the process exits at once. */
+START_TEST(shutdown_immediate)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "BEGIN");
+	admin_invalid(a, "SHUTDOWN NOW");
+	PGresult *r = PQexec(a, "SHUTDOWN");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ck_assert_msg(wait_exit(&p, 3), "SHUTDOWN did not end pgvalve");
+	ck_assert(pgv_log_contains(&p, "SHUTDOWN command issued"));
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SIGUSR2 is ignored while shutting down: SIGINT's pause holds, pgvalve still exits. */
+START_TEST(sigint_shutdown_ignores_sigusr2)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), userlist());
+	PGconn *h = client_conn(&p);
+	exec_ok(h, "BEGIN");
+	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	usleep(300 * 1000);
+	ck_assert(pgv_running(&p));
+	ck_assert_int_eq(kill(p.pid, SIGUSR2), 0);
+	usleep(300 * 1000);
+	ck_assert(pgv_running(&p));
+	exec_ok(h, "COMMIT");
+	ck_assert_msg(wait_exit(&p, 5), "SIGUSR2 undid SIGINT's shutdown: still running after the last server was "
+		      "released\n%s", pgv_log_tail(&p, 1500));
+	PQfinish(h);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ reload */
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");	/* in place: keeps owner and mode */
+	ck_assert_msg(f != NULL, "open %s", path);
+	ck_assert_int_eq(fputs(text, f) >= 0, 1);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The harness's ini with an extra [databases] line and extra main keys appended. */
+static void write_ini(struct pgv *p, const char *orig, const char *db_line, const char *main_keys)
+{
+	const char *marker = "[databases]\n";
+	const char *at = strstr(orig, marker);
+	ck_assert_ptr_nonnull(at);
+	size_t head = (size_t)(at - orig) + strlen(marker);
+	size_t size = strlen(orig) + (db_line ? strlen(db_line) : 0) + (main_keys ? strlen(main_keys) : 0) + 1;
+	char *text = malloc(size);
+	ck_assert_ptr_nonnull(text);
+	snprintf(text, size, "%.*s%s%s%s", (int)head, orig, db_line ? db_line : "", orig + head,
+		 main_keys ? main_keys : "");
+	write_text(p->ini, text);
+	free(text);
+}
+
+static int count_in_log(struct pgv *p, const char *needle)
+{
+	FILE *f = fopen(p->log, "r");
+	char line[4096];
+	int n = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * pgbench (50 clients, 20 s) while the config changes under it and SIGHUP
+ * arrives 10 times: no failed transaction, and the changes show: the pool
+ * grows to the new default_pool_size, a new database serves, a changed
+ * auth_file password works and the old one no longer does.
+ */
+START_TEST(reload_under_pgbench)
+{
+	struct pgv p;
+	char out[700], authfile[700], port[16], newdb[256];
+	pgv_start(&p, TXN "default_pool_size = 5\nmax_client_conn = 200\n", std_databases(), userlist());
+	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
+	snprintf(authfile, sizeof(authfile), "%s/userlist.txt", p.dir);
+	snprintf(port, sizeof(port), "%d", p.port);
+	snprintf(newdb, sizeof(newdb), "newdb = host=127.0.0.1 port=%d dbname=pgvtest\n", pg_port_env());
+	char *orig_ini = strdup(read_file_tail(p.ini, 16000));
+	ck_assert_ptr_nonnull(orig_ini);
+	char users2[1024];
+	snprintf(users2, sizeof(users2), "%s\"admin_u\" \"admin_pass\"\n\"stats_u\" \"stats_pass2\"\n"
+		 "\"plain_u\" \"plain_pass\"\n", std_userlist());
+
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char *env[] = { "PGPASSWORD=bench_pass", "PGSSLMODE=disable", NULL };
+		char *argv[] = { "pgbench", "-n", "-M", "simple", "-c", "50", "-j", "2", "-T", "20", "-h", "127.0.0.1",
+				 "-p", port, "-U", "pgbench_user", DB, NULL };
+		_exit(run_program(argv, env, out, 90) == 0 ? 0 : 1);
+	}
+	int sent = 0, most_before = 0, most_after = 0, status = 0;
+	double next = now_s() + 1.5, grown_from = 0;
+	for (;;) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		if (sent < 10 && now_s() >= next) {
+			if (sent == 2)
+				write_ini(&p, orig_ini, NULL, "default_pool_size = 8\n");
+			else if (sent == 4)
+				write_ini(&p, orig_ini, newdb, "default_pool_size = 8\n");
+			else if (sent == 6)
+				write_text(authfile, users2);
+			ck_assert_int_eq(kill(p.pid, SIGHUP), 0);
+			sent++;
+			next += 1.5;
+			if (sent == 3)
+				grown_from = now_s() + 1.0;
+		}
+		int n = pg_count_backends("pgbench_user");
+		if (sent < 3 && n > most_before)
+			most_before = n;
+		if (grown_from && now_s() >= grown_from && n > most_after)
+			most_after = n;
+		usleep(100 * 1000);
+	}
+	const char *text = read_file_tail(out, 8000);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench failed:\n%s\n%s", text,
+		      pgv_log_tail(&p, 2000));
+	const char *s = strstr(text, "number of failed transactions: ");
+	ck_assert_msg(s && strtol(s + strlen("number of failed transactions: "), NULL, 10) == 0,
+		      "failed transactions:\n%s", text);
+	s = strstr(text, "number of transactions actually processed: ");
+	ck_assert_msg(s && strtol(s + strlen("number of transactions actually processed: "), NULL, 10) > 0,
+		      "no transactions:\n%s", text);
+	ck_assert_int_eq(sent, 10);
+	ck_assert_msg(pgv_running(&p), "pgvalve died during the reloads\n%s", pgv_log_tail(&p, 1500));
+	ck_assert_int_eq(count_in_log(&p, "got SIGHUP"), 10);
+	ck_assert_msg(most_before >= 1 && most_before <= 5, "%d servers with default_pool_size = 5", most_before);
+	ck_assert_msg(most_after > 5 && most_after <= 8, "%d servers after default_pool_size = 8", most_after);
+
+	/* the changes are visible */
+	PGconn *a = admin_conn(&p);
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "8");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "pool_size"), "8");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", "newdb", "database"), DB);
+	PGconn *c = connect_ok(&p, "newdb", "scram_user", "scram_pass");
+	ck_assert_str_eq(query_value(c, "SELECT current_database()"), DB);
+	PQfinish(c);
+	struct raw_error err;
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "stats_u", "stats_pass2", &err), 0);
+	ck_assert_int_eq(raw_login(p.port, "pgbouncer", "stats_u", "stats_pass", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed"), "%s", err.message);
+
+	/* RELOAD from the console */
+	write_ini(&p, orig_ini, newdb, "default_pool_size = 9\n");
+	admin_ok(a, "RELOAD", "RELOAD");
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "9");
+	ck_assert(pgv_log_contains(&p, "RELOAD command issued"));
+	PQfinish(a);
+	free(orig_ini);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A broken config on reload: the old one keeps serving; RELOAD says F0000, the log says file:line. */
+START_TEST(reload_broken_config_keeps_old)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 4\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	char *orig = strdup(read_file_tail(p.ini, 16000));
+	ck_assert_ptr_nonnull(orig);
+	int lines = 0;
+	for (const char *q = orig; *q; q++)
+		lines += *q == '\n';
+	ck_assert_msg(orig[strlen(orig) - 1] == '\n', "the ini does not end with a newline");
+
+	size_t size = strlen(orig) + 128;
+	char *bad = malloc(size);
+	ck_assert_ptr_nonnull(bad);
+	snprintf(bad, size, "%sdefault_pool_size = 6\nthis line is garbage\n", orig);
+	write_text(p.ini, bad);
+	char where[800];
+	snprintf(where, sizeof(where), "%s:%d", p.ini, lines + 2);
+
+	admin_err(a, "RELOAD", "F0000", "RELOAD failed, see logs for additional details");
+	ck_assert_msg(pgv_log_contains(&p, where), "no '%s' in the log\n%s", where, pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "4");
+	ck_assert_str_eq(query_value(c, "SELECT 'old config serves'"), "old config serves");
+	PGconn *d = client_conn(&p);
+	ck_assert_str_eq(query_value(d, "SELECT 'new login'"), "new login");
+	PQfinish(d);
+
+	/* SIGHUP with the same broken file: still running, still the old config */
+	int errors = count_in_log(&p, where);
+	ck_assert_int_eq(kill(p.pid, SIGHUP), 0);
+	double deadline = now_s() + 3;
+	while (count_in_log(&p, where) == errors && now_s() < deadline)
+		usleep(50 * 1000);
+	ck_assert_msg(count_in_log(&p, where) > errors, "SIGHUP did not report '%s'", where);
+	ck_assert(pgv_running(&p));
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "4");
+	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
+
+	/* fixed: RELOAD applies it */
+	snprintf(bad, size, "%sdefault_pool_size = 6\n", orig);
+	write_text(p.ini, bad);
+	admin_ok(a, "RELOAD", "RELOAD");
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "6");
+	ck_assert_str_eq(query_value(c, "SELECT 3"), "3");
+	free(bad);
+	free(orig);
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ single spec points */
+
+/* DISABLE: login fails after authentication with FATAL 08P01 'database "<db>" is disabled'. */
+START_TEST(spec_disabled_database_message)
+{
+	struct pgv p;
+	struct raw_error err;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	admin_ok(a, "DISABLE pgvtest", "DISABLE");
+	/* wrong password: authentication fails first */
+	ck_assert_int_eq(raw_login(p.port, DB, "md5_user", "wrong", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed"), "wrong password on a disabled db: %s",
+		      err.message);
+	ck_assert_int_eq(raw_login(p.port, DB, "md5_user", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.severity, "FATAL");
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert_str_eq(err.message, "database \"pgvtest\" is disabled");
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A global PAUSE is not a per-database pause: SHOW DATABASES paused stays 0, RESUME db says so. */
+START_TEST(spec_global_pause_keeps_db_flags)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	admin_ok(a, "PAUSE", "PAUSE");
+	ck_assert_str_eq(state_value(a, "paused"), "yes");
+	ck_assert_str_eq(show_value(a, "SHOW DATABASES", "name", DB, "paused"), "0");
+	admin_err(a, "RESUME pgvtest", "08P01", "database pgvtest is not paused");
+	admin_ok(a, "RESUME", "RESUME");
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* KILL frees the database's pools: they leave SHOW POOLS and their counters leave SHOW STATS. */
+START_TEST(spec_kill_frees_pool)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	PGresult *r = show(a, "SHOW POOLS");
+	ck_assert_int_ge(find_row(r, "database", DB), 0);
+	PQclear(r);
+	admin_ok(a, "KILL pgvtest", "KILL");
+	r = show(a, "SHOW POOLS");
+	ck_assert_msg(find_row(r, "database", DB) < 0, "SHOW POOLS still has a pgvtest pool after KILL");
+	PQclear(r);
+	r = show(a, "SHOW STATS");
+	ck_assert_msg(find_row(r, "database", DB) < 0, "SHOW STATS still has a pgvtest row after KILL");
+	PQclear(r);
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SET looks the key up case-sensitively (Default_Pool_Size is no key) and takes no time units. */
+START_TEST(spec_set_key_case_sensitive)
+{
+	struct pgv p;
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	admin_err(a, "SET server_lifetime = '2min'", "08P01", "SET failed");
+	ck_assert_str_eq(config_value(a, "server_lifetime"), "3600");
+	admin_err(a, "SET Default_Pool_Size = 5", "08P01", "SET failed");
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "20");
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+
+
+/* A CancelRequest from the console waiting for PAUSE does a full RESUME. */
+START_TEST(spec_cancel_of_pause_resumes)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p), *a2 = admin_conn(&p);
+	PGconn *h = client_conn(&p), *n = client_conn(&p);
+	exec_ok(h, "BEGIN");
+	send_query(a, "PAUSE");
+	still_waiting(a, 300, "PAUSE with a server in a transaction");
+	send_query(n, "SELECT 'n'");
+	still_waiting(n, 300, "query during PAUSE");
+	char errbuf[256];
+	PGcancel *cancel = PQgetCancel(a);
+	ck_assert_ptr_nonnull(cancel);
+	ck_assert_int_eq(PQcancel(cancel, errbuf, sizeof(errbuf)), 1);
+	PQfreeCancel(cancel);
+	expect_async_value(n, 3000, "query after the console cancelled its PAUSE", "n");
+	ck_assert_str_eq(state_value(a2, "active"), "yes");
+	exec_ok(h, "COMMIT");
+	PQfinish(h);
+	PQfinish(n);
+	PQfinish(a2);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* 1.25 (#1305): SHUTDOWN WAIT_FOR_CLIENTS closes the TCP listeners only; admins still get in over the Unix socket. */
+START_TEST(spec_shutdown_keeps_unix_socket)
+{
+	struct pgv p;
+	char conninfo[900];
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	PGconn *c = client_conn(&p);
+	admin_ok(a, "SHUTDOWN WAIT_FOR_CLIENTS", "SHUTDOWN");
+	usleep(200 * 1000);
+	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);	/* TCP is closed */
+	PQfinish(late);
+	snprintf(conninfo, sizeof(conninfo), "host=%s port=%d dbname=pgbouncer user=admin_u password=admin_pass "
+		 "connect_timeout=5", p.dir, p.port);
+	PGconn *u = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(u) == CONNECTION_OK, "admin over the Unix socket during shutdown: %s", PQerrorMessage(u));
+	ck_assert_str_eq(state_value(u, "active"), "yes");
+	PQfinish(u);
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* auth_type = any: every name reaches the console, with stats rights unless in admin_users. */
+START_TEST(spec_auth_type_any_console)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = any\nadmin_users = admin_u\nstats_users = stats_u\n", std_databases(), userlist());
+	PGconn *w = pgv_connect(&p, "pgbouncer", "whoever", NULL);
+	ck_assert_msg(PQstatus(w) == CONNECTION_OK, "auth_type any, console as 'whoever': %s", PQerrorMessage(w));
+	PQsetNoticeReceiver(w, quiet_notice, NULL);
+	ck_assert_str_eq(state_value(w, "active"), "yes");
+	admin_err(w, "PAUSE", "08P01", "admin access needed");
+	PGconn *a = pgv_connect(&p, "pgbouncer", "admin_u", NULL);
+	ck_assert_int_eq(PQstatus(a), CONNECTION_OK);
+	send_query(a, "PAUSE");
+	expect_async_tag(a, 3000, "PAUSE", "PAUSE");
+	admin_ok(a, "RESUME", "RESUME");
+	/* the login becomes the console's forced user */
+	char port[16];
+	snprintf(port, sizeof(port), "%d", local_port(w));
+	ck_assert_str_eq(show_value(a, "SHOW CLIENTS", "port", port, "user"), "pgbouncer");
+	PQfinish(a);
+	PQfinish(w);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* The console's welcome: PgBouncer's fixed ParameterStatus values. */
+START_TEST(spec_console_welcome)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	const char *v = PQparameterStatus(a, "server_version");
+	ck_assert_msg(v && strncmp(v, "1.25.0/", 7) == 0, "server_version %s", v ? v : "(none)");
+	static const char *const want[][2] = {
+		{ "client_encoding", "UTF8" }, { "server_encoding", "UTF8" }, { "standard_conforming_strings", "on" },
+		{ "DateStyle", "ISO" }, { "TimeZone", "GMT" }, { "is_superuser", "on" },
+	};
+	char diff[1024] = "";
+	size_t used = 0;
+	for (size_t i = 0; i < ARRAY_LEN(want); i++) {
+		v = PQparameterStatus(a, want[i][0]);
+		if ((!v || strcmp(v, want[i][1]) != 0) && used < sizeof(diff) - 100)
+			used += (size_t)snprintf(diff + used, sizeof(diff) - used, " %s=%s (expected %s);", want[i][0],
+						 v ? v : "(none)", want[i][1]);
+	}
+	ck_assert_msg(diff[0] == '\0', "console welcome differs from PgBouncer 1.25:%s", diff);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+static Suite *admin_suite(void)
+{
+	Suite *s = suite_create("admin");
+	TCase *tc;
+
+	tc = pgv_tcase_create("show", 30);
+	tcase_add_test(tc, show_columns_and_types);
+	tcase_add_test(tc, show_version_matches_binary);
+	tcase_add_test(tc, show_reflects_known_state);
+	tcase_add_test(tc, show_help_notice);
+	tcase_add_test(tc, show_multi_host_database);
+	tcase_add_test(tc, show_config_keys_and_values);
+	tcase_add_test(tc, stats_count_known_work);
+	tcase_add_test(tc, log_stats_per_database);
+	tcase_add_test(tc, stats_times_are_microseconds);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("access", 30);
+	tcase_add_test(tc, stats_user_can_show_not_control);
+	tcase_add_test(tc, console_login_rules);
+	tcase_add_test(tc, invalid_commands_keep_console);
+	tcase_add_test(tc, extended_protocol_rejected);
+	tcase_add_test(tc, max_client_conn_spares_console);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("control", 30);
+	tcase_add_test(tc, pause_waits_for_servers_resume_releases);
+	tcase_add_test(tc, pause_one_database);
+	tcase_add_test(tc, disable_enable);
+	tcase_add_test(tc, kill_database);
+	tcase_add_test(tc, reconnect_and_wait_close);
+	tcase_add_test(tc, kill_client_by_id);
+	tcase_add_test(tc, set_changes_config_and_pools);
+	tcase_add_test(tc, sigusr1_pause_sigusr2_resume);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("shutdown", 30);
+	tcase_add_test(tc, shutdown_wait_for_clients);
+	tcase_add_test(tc, shutdown_wait_for_servers);
+	tcase_add_test(tc, shutdown_immediate);
+	tcase_add_test(tc, sigint_shutdown_ignores_sigusr2);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("reload", 30);
+	tcase_add_test(tc, reload_broken_config_keeps_old);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("reload_under_load", 75);
+	tcase_add_test(tc, reload_under_pgbench);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("spec", 30);
+	tcase_add_test(tc, spec_show_config_defaults);
+	tcase_add_test(tc, spec_disabled_database_message);
+	tcase_add_test(tc, spec_global_pause_keeps_db_flags);
+	tcase_add_test(tc, spec_kill_frees_pool);
+	tcase_add_test(tc, spec_set_key_case_sensitive);
+	tcase_add_test(tc, spec_console_welcome);
+	tcase_add_test(tc, spec_cancel_of_pause_resumes);
+	tcase_add_test(tc, spec_auth_type_any_console);
+	tcase_add_test(tc, spec_shutdown_keeps_unix_socket);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return pgv_run_suite(admin_suite());
+}
