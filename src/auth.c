@@ -292,6 +292,8 @@ void auth_query_answer(struct client *client, const char *secret, const char *er
 		client_log(LOG_LEVEL_INFO, client, "auth_query: no such user: %s", login->user);
 		memset(&login->stored, 0, sizeof(login->stored));
 		login->fake_auth = true;
+	} else {
+		pool_use_looked_up_secret(client->pool, login->user, &login->stored);
 	}
 	netbuf_resume(&client->nb);
 	auth_proceed(client);

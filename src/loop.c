@@ -157,10 +157,17 @@ int loop_run(void)
 
 void loop_cleanup(void)
 {
-	/* Exiting already: a late shutdown signal must not kill us half-way through cleanup. */
+	/*
+	 * Exiting already: a late shutdown signal must not kill us half-way
+	 * through cleanup. Blocked, not ignored: freeing libevent's signal
+	 * events below restores the default action.
+	 */
 	static const int sigs[] = { SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2 };
+	sigset_t set;
+	sigemptyset(&set);
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
-		signal(sigs[i], SIG_IGN);
+		sigaddset(&set, sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	pool_close_all_connections("pooler is shutting down");
 	server_cancel_requests_free_all();
 	reap_cb(-1, 0, NULL);

@@ -356,19 +356,17 @@ static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struc
 	if (!dst->out || dst->out->end == dst->out->start) {
 		ssize_t n = dst->tls_handshaking ? (errno = EAGAIN, -1) : nb_write(dst, data, len);
 		if (n == (ssize_t)len) {
-			dst->bytes_out += len;
 			return;
 		}
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 				dst->send_failed = true;
-				dst->send_errno = errno;
+				dst->last_errno = errno;
 				runq_add(dst, RUN_SEND_FAILED);
 				return;
 			}
 			n = 0;
 		}
-		dst->bytes_out += (uint64_t)n;
 		data += n;
 		len -= (uint32_t)n;
 	}
@@ -456,11 +454,10 @@ static bool write_queue(struct netbuf *nb)
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
 			nb->send_failed = true;
-			nb->send_errno = errno;
+			nb->last_errno = errno;
 			return nb->handler(nb, NETBUF_EV_SEND_FAILED, NULL);
 		}
 		q->start += (uint32_t)n;
-		nb->bytes_out += (uint64_t)n;
 	}
 	if (q->end == q->start) {
 		free(q);
@@ -661,7 +658,6 @@ static bool read_input(struct netbuf *nb)
 	if (n > 0) {
 		nb->read_more = (size_t)n == room;
 		in->end += (uint32_t)n;
-		nb->bytes_in += (uint64_t)n;
 		if (!process_input(nb))
 			return false;
 		/* Decrypted bytes left inside OpenSSL raise no socket event: come back for them. */
@@ -669,7 +665,7 @@ static bool read_input(struct netbuf *nb)
 			runq_add(nb, RUN_READ);
 	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 		if (n < 0)
-			nb->recv_errno = errno;
+			nb->last_errno = errno;
 		release_input_if_empty(nb);
 		netbuf_flush_forwarded(nb);
 		nb->paused = true;
@@ -708,7 +704,10 @@ static void tls_handshake_step(struct netbuf *nb)
 	long verify = SSL_get_verify_result(nb->ssl);
 	if (verify != X509_V_OK)
 		snprintf(reason, sizeof(reason), "certificate verify failed: %s", X509_verify_cert_error_string(verify));
-	snprintf(nb->tls_error, sizeof(nb->tls_error), "%s", reason);
+	/* Handed to the owner for its log line; lives until the next failure. */
+	static char last_tls_error[200];
+	snprintf(last_tls_error, sizeof(last_tls_error), "%s", reason);
+	nb->tls_error = last_tls_error;
 	nb->tls_handshaking = false;
 	nb->tls_want = 0;
 	nb->paused = true;
@@ -751,7 +750,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 		nb->paused = true;	/* the owner decides when to read */
 		sync_events(nb);
 		if (err) {
-			nb->connect_errno = err;
+			nb->last_errno = err;
 			nb->handler(nb, NETBUF_EV_CONNECT_FAILED, NULL);
 		} else {
 			nb->handler(nb, NETBUF_EV_CONNECT_OK, NULL);
@@ -796,7 +795,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 			ssize_t n = recv(nb->fd, &probe, 1, MSG_PEEK);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 				if (n < 0)
-					nb->recv_errno = errno;
+					nb->last_errno = errno;
 				nb->handler(nb, NETBUF_EV_RECV_FAILED, NULL);
 				return;
 			}

@@ -595,6 +595,17 @@ void pool_cancel_auth_query(struct client *client)
 	login->auth_server = NULL;
 }
 
+void pool_use_looked_up_secret(struct pool *pool, const char *user, const struct auth_secret *secret)
+{
+	/* Only for the pool of that very user, and never over a password from the config. */
+	if (strcmp(pool->user, user) != 0 || pool->db->cfg->password[0])
+		return;
+	if (secret->type != SECRET_PLAIN && secret->type != SECRET_MD5)
+		return;	/* SCRAM: the keys from the client's proof do it (pass-through) */
+	free(pool->password);
+	pool->password = xstrdup(secret->secret);
+}
+
 void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32])
 {
 	memcpy(pool->scram_client_key, client_key, 32);

@@ -955,7 +955,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		return true;
 	case NETBUF_EV_CONNECT_FAILED: {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "could not connect to server: %s", strerror(server->nb.connect_errno));
+		snprintf(msg, sizeof(msg), "could not connect to server: %s", strerror(server->nb.last_errno));
 		login_failed(server, "08006", msg);
 		return false;
 	}

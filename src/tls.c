@@ -148,6 +148,10 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 	}
 	if (strcasecmp(cfg->client_tls_dheparams, "none") != 0)
 		SSL_CTX_set_dh_auto(ctx, 1);
+	if (cfg->client_tls_sslmode >= TLS_SSLMODE_VERIFY_CA && !cfg->client_tls_ca_file[0]) {
+		snprintf(errbuf, errsize, "client_tls_sslmode verify-ca/verify-full needs client_tls_ca_file");
+		goto fail;
+	}
 	if (cfg->client_tls_ca_file[0]) {
 		if (SSL_CTX_load_verify_locations(ctx, cfg->client_tls_ca_file, NULL) != 1) {
 			openssl_error(errbuf, errsize, "cannot load CA file", cfg->client_tls_ca_file);
@@ -275,14 +279,18 @@ void tls_describe(SSL *ssl, char *buf, size_t size)
 		buf[0] = '\0';
 		return;
 	}
-	char kx[64] = "";
+	char kx[80] = "";
 	EVP_PKEY *tmp = NULL;
 	if (SSL_get_peer_tmp_key(ssl, &tmp) == 1 && tmp) {
 		int nid = EVP_PKEY_id(tmp);
+		char group[48];
+		size_t glen = 0;
 		if (nid == EVP_PKEY_DH)
 			snprintf(kx, sizeof(kx), "/DH=%d", EVP_PKEY_get_bits(tmp));
+		else if (nid == EVP_PKEY_EC && EVP_PKEY_get_group_name(tmp, group, sizeof(group), &glen) == 1)
+			snprintf(kx, sizeof(kx), "/ECDH=%s", group);	/* e.g. prime256v1, secp384r1 */
 		else
-			snprintf(kx, sizeof(kx), "/ECDH=%s", OBJ_nid2sn(nid == EVP_PKEY_EC ? NID_X9_62_prime256v1 : nid));
+			snprintf(kx, sizeof(kx), "/ECDH=%s", OBJ_nid2sn(nid));	/* X25519, X448 */
 		EVP_PKEY_free(tmp);
 	}
 	snprintf(buf, size, "%s/%s%s", SSL_get_version(ssl), SSL_get_cipher_name(ssl), kx);

@@ -167,17 +167,19 @@ int varcache_index(const char *name)
 
 const char *varcache_get(const struct varcache *vc, int idx)
 {
-	if (!vc || idx < 0 || idx >= VARCACHE_MAX)
+	if (!vc || idx < 0 || (uint32_t)idx >= vc->count)
 		return NULL;
 	return vc->values[idx];
 }
 
 void varcache_set(struct varcache **vc, int idx, const char *value)
 {
-	if (idx < 0 || idx >= VARCACHE_MAX)
+	if (idx < 0 || idx >= vtab.count)
 		return;
-	if (!*vc)
-		*vc = xcalloc(1, sizeof(**vc));
+	if (!*vc) {
+		*vc = xcalloc(1, sizeof(**vc) + (size_t)vtab.count * sizeof(const char *));
+		(*vc)->count = (uint32_t)vtab.count;
+	}
 	const char *old = (*vc)->values[idx];
 	(*vc)->values[idx] = intern_get(value);
 	intern_put(old);
@@ -196,7 +198,7 @@ void varcache_free(struct varcache *vc)
 {
 	if (!vc)
 		return;
-	for (int i = 0; i < VARCACHE_MAX; i++)
+	for (uint32_t i = 0; i < vc->count; i++)
 		intern_put(vc->values[i]);
 	free(vc);
 }
@@ -206,8 +208,8 @@ void varcache_copy_missing(struct varcache **dst, const struct varcache *src)
 	if (!src)
 		return;
 	for (int i = 0; i < vtab.count; i++)
-		if (src->values[i] && !varcache_get(*dst, i))
-			varcache_set(dst, i, src->values[i]);
+		if (varcache_get(src, i) && !varcache_get(*dst, i))
+			varcache_set(dst, i, varcache_get(src, i));
 }
 
 void varcache_copy_set(struct varcache **dst, const struct varcache *src)
@@ -215,8 +217,8 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src)
 	if (!src)
 		return;
 	for (int i = 0; i < vtab.count; i++)
-		if (src->values[i])
-			varcache_set(dst, i, src->values[i]);
+		if (varcache_get(src, i))
+			varcache_set(dst, i, varcache_get(src, i));
 }
 
 void varcache_sync_applied(struct varcache **server, const struct varcache *client)
@@ -225,7 +227,7 @@ void varcache_sync_applied(struct varcache **server, const struct varcache *clie
 		const char *want = varcache_get(client, i);
 		if (want)
 			varcache_set(server, i, want);
-		else if (*server && (*server)->values[i]) {
+		else if (varcache_get(*server, i)) {
 			intern_put((*server)->values[i]);	/* RESET: the server's default, value unknown */
 			(*server)->values[i] = NULL;
 		}
@@ -236,7 +238,7 @@ void varcache_forget_except(struct varcache *vc, uint32_t keep_mask)
 {
 	if (!vc)
 		return;
-	for (int i = 0; i < VARCACHE_MAX; i++) {
+	for (uint32_t i = 0; i < vc->count; i++) {
 		if (!(keep_mask & (1u << i))) {
 			intern_put(vc->values[i]);
 			vc->values[i] = NULL;
@@ -252,7 +254,7 @@ int varcache_diff_sql(const struct varcache *client, const struct varcache *serv
 	if (!client)
 		return 0;
 	for (int i = 0; i < vtab.count; i++) {
-		const char *want = client->values[i];
+		const char *want = varcache_get(client, i);
 		if (!want || want == varcache_get(server, i))
 			continue;	/* interned: equal values are the same pointer */
 		/* set_config() takes the value as data, so list values like search_path keep their meaning. */
@@ -272,7 +274,7 @@ int varcache_diff_sql(const struct varcache *client, const struct varcache *serv
 	 * goes back to the server's default.
 	 */
 	for (int i = 0; i < vtab.count; i++) {
-		if (client->values[i] || !varcache_get(server, i))
+		if (varcache_get(client, i) || !varcache_get(server, i))
 			continue;
 		int n = snprintf(expr, sizeof(expr), "%sRESET %s", added ? "; " : "", vtab.names[i]);
 		if (n <= 0 || (size_t)n >= sizeof(expr))

@@ -54,41 +54,38 @@ enum netbuf_event {
 typedef bool (*netbuf_handler_fn)(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
 struct netbuf {
-	int fd;
 	struct event ev;
-	short ev_registered;		/* flags currently added to the loop, 0 if none */
-	bool paused;			/* the owner stopped reading */
-	bool blocked;			/* stopped because dst's queue is full */
-	bool read_fired_paused;		/* readable while paused: read interest dropped */
-	bool read_more;			/* the last read filled the buffer: more is likely waiting */
-	bool connecting;
-	bool send_failed;
-	uint8_t run_flags;		/* on the run queue, and why */
-	bool startup;			/* untyped startup-phase packets expected */
-	bool decided;			/* the handler took an action for the offered packet */
-	bool want_drained;		/* deliver NETBUF_EV_DRAINED */
-	bool detect_tls;		/* peek the first byte of a new client for a TLS ClientHello */
-	bool expect_byte;		/* offer the next single byte as a 1-byte message (SSLRequest answer) */
-	bool tls_handshaking;
-	bool tls_read_wants_write;	/* SSL_read needs the socket writable */
-	bool tls_write_wants_read;	/* SSL_write needs the socket readable */
-	short tls_want;			/* handshake: events it waits for */
-	SSL *ssl;			/* NULL: plain text */
-	char tls_error[160];		/* why the handshake failed */
-	int send_errno;
-	int recv_errno;
-	int connect_errno;
+	int fd;
 	uint32_t max_packet;		/* header validation limit, whole message */
 	uint32_t pkt_remaining;		/* bytes of the current message still to pass */
-	bool pkt_forward;		/* those bytes are forwarded (else skipped) */
+	int last_errno;			/* of a failed connect, read or write */
+	short ev_registered;		/* flags currently added to the loop, 0 if none */
+	short tls_want;			/* handshake: events it waits for */
+	uint8_t run_flags;		/* on the run queue, and why */
+	/* One bit each: tens of thousands of idle clients carry these. */
+	bool paused : 1;		/* the owner stopped reading */
+	bool blocked : 1;		/* stopped because dst's queue is full */
+	bool read_fired_paused : 1;	/* readable while paused: read interest dropped */
+	bool read_more : 1;		/* the last read filled the buffer: more is likely waiting */
+	bool connecting : 1;
+	bool send_failed : 1;
+	bool startup : 1;		/* untyped startup-phase packets expected */
+	bool decided : 1;		/* the handler took an action for the offered packet */
+	bool want_drained : 1;		/* deliver NETBUF_EV_DRAINED */
+	bool detect_tls : 1;		/* peek the first byte of a new client for a TLS ClientHello */
+	bool expect_byte : 1;		/* offer the next single byte as a 1-byte message (SSLRequest answer) */
+	bool tls_handshaking : 1;
+	bool tls_read_wants_write : 1;	/* SSL_read needs the socket writable */
+	bool tls_write_wants_read : 1;	/* SSL_write needs the socket readable */
+	bool pkt_forward : 1;		/* the rest of the message is forwarded (else skipped) */
+	SSL *ssl;			/* NULL: plain text */
+	const char *tls_error;		/* why the handshake failed; valid during the TLS_FAILED event */
 	struct iobuf *in;
 	struct outq *out;
 	struct netbuf *dst;		/* where forwarded bytes go */
 	struct netbuf *feeder;		/* a source with unsent forwarded bytes for us */
 	struct netbuf *blocked_src;	/* a source paused until our queue drains */
 	netbuf_handler_fn handler;
-	uint64_t bytes_in;
-	uint64_t bytes_out;
 };
 
 /* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */

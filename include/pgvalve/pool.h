@@ -26,6 +26,7 @@
 struct client;
 struct server;
 struct auth_store;
+struct auth_secret;
 
 /* One ParameterStatus pair the pool learned from its first server. */
 struct welcome_param {
@@ -174,6 +175,8 @@ void pool_learn_welcome(struct pool *pool, const struct server *server);
 void pool_queue_auth_query(struct pool *pool, struct client *client);
 /* The login gave up (closed) while waiting for or running its lookup. */
 void pool_cancel_auth_query(struct client *client);
+/* An auth_query secret (plain or md5) also serves this pool's server logins, as in PgBouncer. */
+void pool_use_looked_up_secret(struct pool *pool, const char *user, const struct auth_secret *secret);
 /* Keeps keys recovered from a client's SCRAM proof for this pool's server logins. */
 void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32]);
 

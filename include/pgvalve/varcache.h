@@ -17,8 +17,10 @@
 
 #define VARCACHE_MAX 16
 
+/* As many slots as there are tracked names (fixed until restart). */
 struct varcache {
-	const char *values[VARCACHE_MAX];	/* interned; NULL = not known */
+	uint32_t count;			/* slots: varcache_count() when made */
+	const char *values[];		/* interned; NULL = not known */
 };
 
 /* Rebuilds the tracked-name table from track_extra_parameters (comma list). */

@@ -21,6 +21,12 @@
 #   PGV_TEST_RUNAS      pgvtest when root, else empty (pgvalve gets -u then)
 #   PGV_TEST_PGBIN      PostgreSQL's bin dir (pgbench)
 #   PGV_BINARY          the pgvalve binary under test
+#   PGV_TEST_CERTDIR    TLS files (owned by PGV_TEST_RUNAS, keys 0600): ca.crt/.key,
+#                       server.crt/.key (CN=localhost, SAN DNS:localhost,
+#                       IP:127.0.0.1), scram_user.crt/.key and md5_user.crt/.key
+#                       (CN = the role), wrong_ca.crt/.key (an unrelated CA) and
+#                       wrong_scram_user.crt/.key (CN=scram_user, by wrong_ca).
+#                       PostgreSQL has ssl=on with server.crt.
 # Roles: scram_user/scram_pass (SCRAM), md5_user/md5_pass (md5 stored),
 # pgbench_user/bench_pass (SCRAM); database pgvtest (owner scram_user) with
 # `pgbench -i -s 1` tables all three may read and write. pg_hba: local trust;
@@ -145,6 +151,62 @@ host    all       scram_user  127.0.0.1/32   scram-sha-256
 host    all       md5_user    127.0.0.1/32   md5
 host    all       all         127.0.0.1/32   scram-sha-256
 EOF
+# TLS material (openssl): a CA, a server certificate for localhost/127.0.0.1,
+# client certificates for scram_user and md5_user, and an unrelated CA
+# (plus a scram_user certificate it signed) for the negative cases. The
+# cluster serves TLS with the same server certificate; pg_hba's host lines
+# match TLS and plain connections alike.
+make_certs() {
+	local d=$1 cnf=$1/openssl.cnf serial=1000 name
+	mkdir -p "$d" || return 1
+	cat >"$cnf" <<'EOF'
+[req]
+distinguished_name = dn
+[dn]
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = CA:FALSE
+subjectAltName = DNS:localhost,IP:127.0.0.1
+extendedKeyUsage = serverAuth
+[client]
+basicConstraints = CA:FALSE
+extendedKeyUsage = clientAuth
+EOF
+	newkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$d/$1.key" 2>/dev/null; }
+	# sign NAME CN CA EXTENSIONS
+	sign() {
+		serial=$((serial + 1))
+		newkey "$1" &&
+			openssl req -new -config "$cnf" -key "$d/$1.key" -subj "/CN=$2" -out "$d/$1.csr" &&
+			openssl x509 -req -in "$d/$1.csr" -CA "$d/$3.crt" -CAkey "$d/$3.key" -set_serial "$serial" \
+				-days 30 -extfile "$cnf" -extensions "$4" -out "$d/$1.crt" 2>/dev/null
+	}
+	for name in ca wrong_ca; do
+		newkey "$name" &&
+			openssl req -x509 -new -config "$cnf" -key "$d/$name.key" -subj "/CN=pgvalve test $name" \
+				-days 30 -extensions ca -out "$d/$name.crt" || return 1
+	done
+	sign server localhost ca server &&
+		sign scram_user scram_user ca client &&
+		sign md5_user md5_user ca client &&
+		sign wrong_scram_user scram_user wrong_ca client || return 1
+	rm -f "$d"/*.csr
+	chmod 0600 "$d"/*.key
+	chmod 0644 "$d"/*.crt
+	if [ -n "$runas" ]; then chown -R "$runas:" "$d" || return 1; fi
+}
+make_certs "$tmp/certs" >"$tmp/certs.log" 2>&1 || { cat "$tmp/certs.log"; hard_error "generating TLS certificates failed"; }
+cp "$tmp/certs/server.crt" "$tmp/certs/server.key" "$tmp/pgdata/" || hard_error "copying the server certificate failed"
+chmod 0600 "$tmp/pgdata/server.crt" "$tmp/pgdata/server.key"
+if [ -n "$runas" ]; then chown "$runas:" "$tmp/pgdata/server.crt" "$tmp/pgdata/server.key"; fi
+cat >>"$tmp/pgdata/postgresql.conf" <<'EOF'
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+EOF
 pgv_pg_start "$tmp/pgdata" "$runas" "$tmp/postgresql.log" || exit 99
 log "PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }') on 127.0.0.1:$pgport, socket in $tmp"
 
@@ -180,7 +242,13 @@ for login in scram_user:scram_pass md5_user:md5_pass pgbench_user:bench_pass; do
 		-U "${login%%:*}" -d pgvtest -c "SELECT count(*) FROM pgbench_branches" >/dev/null 2>>"$tmp/setup.log" ||
 		{ cat "$tmp/setup.log"; hard_error "direct TCP login of ${login%%:*} failed"; }
 done
+# ... and serves TLS with a certificate the test CA vouches for.
+tls=$(PGPASSWORD=scram_pass "$PGBIN/psql" -X -At -d "host=localhost hostaddr=127.0.0.1 port=$pgport user=scram_user \
+	dbname=pgvtest sslmode=verify-full sslrootcert=$tmp/certs/ca.crt" \
+	-c "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()" 2>>"$tmp/setup.log")
+[ "$tls" = t ] || { cat "$tmp/setup.log"; hard_error "PostgreSQL does not serve TLS with the test certificate"; }
 export PGV_TEST_DIR=$tmp PGV_TEST_PGHOST=127.0.0.1 PGV_TEST_PGPORT=$pgport
+export PGV_TEST_CERTDIR=$tmp/certs
 export PGV_TEST_PGSOCKDIR=$tmp PGV_TEST_RUNAS=$runas PGV_TEST_PGBIN=$PGBIN PGV_BINARY
 export CK_VERBOSITY=${CK_VERBOSITY:-verbose}
 
