@@ -882,9 +882,9 @@ static void show_state(struct result *r)
 {
 	static const char *const names[] = { "key", "value" };
 	const char *rows[][2] = {
-		{ "active", pgv.paused_all ? "no" : "yes" },
+		{ "active", pgv.paused_all || pgv.suspended ? "no" : "yes" },
 		{ "paused", pgv.paused_all ? "yes" : "no" },
-		{ "suspended", "no" },
+		{ "suspended", pgv.suspended ? "yes" : "no" },
 	};
 	result_begin(r, "ss", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
@@ -940,6 +940,7 @@ static const char help_text[] =
 	"\n\tRECONNECT [<db>]"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
+	"\n\tSUSPEND"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
 	"\n\tWAIT_CLOSE [<db>]";
@@ -1138,6 +1139,80 @@ static void send_notice(struct pktbuf *b, const char *msg, const char *detail)
 	pktbuf_end(b);
 }
 
+/* ---------------------------------------------------------------- suspend */
+
+/* The client owning nb, or NULL if nb belongs to a server (handlers tell them apart). */
+static struct client *admin_client_of(struct netbuf *nb)
+{
+	return client_owns_netbuf(nb) ? container_of(nb, struct client, nb) : NULL;
+}
+
+/* Every client and server socket, for SUSPEND's flush check and RESUME. */
+static void for_each_socket(void (*fn)(struct netbuf *nb, void *arg), void *arg)
+{
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct list *cl[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
+					      &pool->welcome_clients };
+			struct list *sl[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
+					      &pool->tested_servers, &pool->login_servers };
+			for (size_t i = 0; i < ARRAY_SIZE(cl); i++)
+				list_for_each_safe(pos, tmp, cl[i])
+					fn(&container_of(pos, struct client, node)->nb, arg);
+			for (size_t i = 0; i < ARRAY_SIZE(sl); i++)
+				list_for_each_safe(pos, tmp, sl[i])
+					fn(&container_of(pos, struct server, node)->nb, arg);
+		}
+	}
+	list_for_each_safe(pos, tmp, &pgv.login_clients)
+		fn(&container_of(pos, struct client, node)->nb, arg);
+}
+
+static void count_unflushed(struct netbuf *nb, void *arg)
+{
+	if (!nb->never_suspend && netbuf_queue_len(nb))
+		(*(int *)arg)++;
+}
+
+static void refresh_socket(struct netbuf *nb, void *arg)
+{
+	(void)arg;
+	netbuf_refresh(nb);
+}
+
+/* After suspend_timeout: whatever could not flush is dropped. */
+static void drop_unflushed(struct netbuf *nb, void *arg)
+{
+	(void)arg;
+	if (nb->never_suspend || !netbuf_queue_len(nb))
+		return;
+	/* nb is the first member of both client and server: tell them apart by the handler's owner lists */
+	struct client *c = admin_client_of(nb);
+	if (c)
+		client_close(c, NULL, "suspend_timeout");
+	else
+		server_close(container_of(nb, struct server, nb), "suspend_timeout");
+}
+
+static void start_suspend(void)
+{
+	pgv.suspended = true;
+	pgv.suspend_start = now_usec();
+	netbuf_set_suspended(true);
+	listener_pause();
+}
+
+static void end_suspend(void)
+{
+	pgv.suspended = false;
+	netbuf_set_suspended(false);
+	for_each_socket(refresh_socket, NULL);
+	if (!pgv.shutting_down)
+		listener_resume();
+}
+
 /* ---------------------------------------------------------------- waits */
 
 /* A console client waits for PAUSE/WAIT_CLOSE to complete. */
@@ -1175,6 +1250,16 @@ static bool db_close_done(const struct db *db)
 
 static bool wait_done(const struct client *client)
 {
+	if (client->admin_wait == ADMIN_WAIT_SUSPEND) {
+		int unflushed = 0;
+		for_each_socket(count_unflushed, &unflushed);
+		if (unflushed && pgv.cfg->suspend_timeout > 0 &&
+		    now_usec() - pgv.suspend_start >= pgv.cfg->suspend_timeout) {
+			for_each_socket(drop_unflushed, NULL);
+			return true;
+		}
+		return unflushed == 0;
+	}
 	if (client->admin_wait_db)
 		return client->admin_wait == ADMIN_WAIT_PAUSE ? db_paused_done(client->admin_wait_db) :
 			db_close_done(client->admin_wait_db);
@@ -1186,6 +1271,14 @@ static bool wait_done(const struct client *client)
 			return false;
 	}
 	return true;
+}
+
+void admin_client_closing(struct client *client)
+{
+	if (client->did_suspend && pgv.suspended) {
+		log_info("admin disappeared when suspended, doing RESUME");
+		end_suspend();
+	}
 }
 
 void admin_cancel_request(struct client *client)
@@ -1235,7 +1328,8 @@ void admin_check_waits(void)
 			struct client *client = container_of(pos, struct client, node);
 			if (client->admin_wait == ADMIN_WAIT_NONE || !wait_done(client))
 				continue;
-			const char *tag = client->admin_wait == ADMIN_WAIT_PAUSE ? "PAUSE" : "WAIT_CLOSE";
+			const char *tag = client->admin_wait == ADMIN_WAIT_PAUSE ? "PAUSE" :
+				client->admin_wait == ADMIN_WAIT_SUSPEND ? "SUSPEND" : "WAIT_CLOSE";
 			client->admin_wait = ADMIN_WAIT_NONE;
 			client->admin_wait_db = NULL;
 			send_complete_and_ready(client, tag);
@@ -1478,11 +1572,14 @@ static void run_control(struct client *client, const struct command *cmd)
 				admin_error(client, "pooler is shutting down");
 				return;
 			}
-			if (!pgv.paused_all) {
+			if (!pgv.paused_all && !pgv.suspended) {
 				admin_error(client, "pooler is not paused/suspended");
 				return;
 			}
-			admin_resume_all();
+			if (pgv.suspended)
+				end_suspend();
+			if (pgv.paused_all)
+				admin_resume_all();
 		}
 		send_complete_and_ready(client, "RESUME");
 		return;
@@ -1551,6 +1648,23 @@ static void run_control(struct client *client, const struct command *cmd)
 		}
 		client_close(target, "08P01", "admin forced disconnect");
 		send_complete_and_ready(client, "KILL_CLIENT");
+		return;
+	}
+	if (word_is(verb, "SUSPEND")) {
+		log_issued(cmd);
+		if (pgv.paused_all || pgv.suspended) {
+			admin_error(client, "already suspended/paused");
+			return;
+		}
+		list_for_each(pos, &pgv.databases) {
+			if (container_of(pos, struct db, node)->paused) {
+				admin_error(client, "cannot suspend with paused databases");
+				return;
+			}
+		}
+		start_suspend();
+		client->did_suspend = true;
+		wait_for(client, ADMIN_WAIT_SUSPEND, NULL);
 		return;
 	}
 	if (word_is(verb, "WAIT_CLOSE")) {
@@ -1685,14 +1799,14 @@ static void run_query(struct client *client, const char *query)
 		goto invalid;
 	}
 	static const char *const known[] = { "RELOAD", "PAUSE", "RESUME", "DISABLE", "ENABLE", "RECONNECT",
-					      "KILL", "KILL_CLIENT", "WAIT_CLOSE", "SHUTDOWN" };
+					      "KILL", "KILL_CLIENT", "WAIT_CLOSE", "SHUTDOWN", "SUSPEND" };
 	bool found = false;
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
 		found |= word_is(cmd.verb, known[i]);
 	if (!found)
 		goto invalid;
 	/* Argument syntax first for the commands that take none, as PgBouncer. */
-	if (word_is(cmd.verb, "RELOAD") && cmd.has_arg)
+	if ((word_is(cmd.verb, "RELOAD") || word_is(cmd.verb, "SUSPEND")) && cmd.has_arg)
 		goto invalid;
 	if (word_is(cmd.verb, "SHUTDOWN") && cmd.has_arg && !word_is(cmd.arg, "WAIT_FOR_SERVERS") &&
 	    !word_is(cmd.arg, "WAIT_FOR_CLIENTS"))

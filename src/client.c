@@ -30,6 +30,11 @@
 
 static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
+bool client_owns_netbuf(const struct netbuf *nb)
+{
+	return nb->handler == client_handler;
+}
+
 /* ---------------------------------------------------------------- naming */
 
 static void format_addr(const union conn_addr *addr, bool is_unix, char *buf, size_t size, int *port)
@@ -168,6 +173,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	}
 	cancel_index_remove(client);
 	pool_cancel_auth_query(client);
+	if (client->is_admin)
+		admin_client_closing(client);
 	if (client->ucount)
 		client->ucount->clients--;
 	if (pool)
@@ -303,6 +310,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		return;
 	}
 	client->is_admin = is_admin;
+	client->nb.never_suspend = is_admin;
 	if (pgv.cfg->log_connections) {
 		char tls[160];
 		tls_describe(client->nb.ssl, tls, sizeof(tls));

@@ -156,7 +156,7 @@ static const struct param_def params[] = {
 	P_BOOL(so_reuseport, "0", RESTART, IMPL),
 	P_TIME(stats_period, "60", RELOAD, IMPL),
 	P_STR(stats_users, "", RELOAD, IMPL),
-	P_TIME(suspend_timeout, "10", RELOAD, TODO),
+	P_TIME(suspend_timeout, "10", RELOAD, IMPL),
 	P_BOOL(syslog, "0", RELOAD, IMPL),
 	P_STR(syslog_facility, "daemon", RELOAD, IMPL),
 	P_STR(syslog_ident, "pgbouncer", RELOAD, IMPL),

@@ -249,6 +249,12 @@ void listener_pause(void)
 		event_del(lst.resume_timer);
 }
 
+void listener_resume(void)
+{
+	for (int i = 0; i < lst.count; i++)
+		event_add(lst.list[i].ev, NULL);
+}
+
 void listener_close_tcp(void)
 {
 	int kept = 0;

@@ -94,7 +94,8 @@ struct client {
 	bool in_cancel_index;
 	bool admin_superuser;		/* user pgbouncer over the Unix socket, same OS user */
 	bool admin_counted;		/* its one query/transaction is in the admin stats */
-	enum admin_wait { ADMIN_WAIT_NONE, ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE } admin_wait;
+	bool did_suspend;		/* issued SUSPEND: its going away resumes */
+	enum admin_wait { ADMIN_WAIT_NONE, ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SUSPEND } admin_wait;
 	struct db *admin_wait_db;	/* NULL: all databases */
 	bool quiet;			/* a cancel-request connection: no disconnect log line */
 	bool direct_tls;		/* opened with TLS at once (ALPN required) */
@@ -114,6 +115,8 @@ void client_finish_login(struct client *client);
 void client_linked(struct client *client);
 /* Its server went back to the pool: the client is idle (called by server.c). */
 void client_unlinked(struct client *client);
+/* Whether nb is a client's (its handler is client.c's). */
+bool client_owns_netbuf(const struct netbuf *nb);
 /* Sends an ErrorResponse without closing. */
 void client_send_error(struct client *client, const char *severity, const char *sqlstate, const char *msg);
 /* Log prefix "C-0x...: db/user@addr:port". */

@@ -14,6 +14,8 @@
 int listener_start(void);
 /* Stops accepting (graceful shutdown); sockets stay bound until listener_close(). */
 void listener_pause(void);
+/* Accepts again after listener_pause() (RESUME after SUSPEND). */
+void listener_resume(void);
 /* Graceful shutdown (PgBouncer 1.25): closes the TCP listeners; the Unix socket stays for admins. */
 void listener_close_tcp(void);
 /* Closes all listeners and removes the Unix socket file if it is still ours. Idempotent. */

@@ -78,6 +78,7 @@ struct netbuf {
 	bool tls_read_wants_write : 1;	/* SSL_read needs the socket writable */
 	bool tls_write_wants_read : 1;	/* SSL_write needs the socket readable */
 	bool pkt_forward : 1;		/* the rest of the message is forwarded (else skipped) */
+	bool never_suspend : 1;		/* admin consoles keep reading during SUSPEND */
 	SSL *ssl;			/* NULL: plain text */
 	const char *tls_error;		/* why the handshake failed; valid during the TLS_FAILED event */
 	struct iobuf *in;
@@ -91,6 +92,12 @@ struct netbuf {
 /* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */
 void netbuf_global_init(struct event_base *base, uint32_t buf_size);
 void netbuf_set_loopcnt(int loopcnt);
+/*
+ * SUSPEND: no netbuf reads (except never_suspend ones) until resumed. A
+ * socket notices at its next event; netbuf_refresh() re-arms one after.
+ */
+void netbuf_set_suspended(bool suspended);
+void netbuf_refresh(struct netbuf *nb);
 /* tcp_socket_buffer and tcp_user_timeout (0 = leave the kernel's default). */
 void netbuf_tune_tcp(int fd, int socket_buffer, int user_timeout_ms);
 void netbuf_global_cleanup(void);

@@ -115,6 +115,8 @@ struct instance {
 	int cli_verbose;		/* -v count */
 	bool shutting_down;
 	bool paused_all;		/* PAUSE without a database name (or SIGUSR1) */
+	bool suspended;			/* SUSPEND: no socket is read, listeners stopped */
+	usec_t suspend_start;
 	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
 	int sigterm_count;		/* SIGINT: no new clients, exit when the last one leaves */
 	/* cancel key index: open hash over client BackendKeyData */

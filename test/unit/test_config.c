@@ -234,7 +234,7 @@ static const char *const implemented_params[] = {
 	"client_tls_ecdhcurve", "client_tls_dheparams", "server_tls_sslmode", "server_tls_ca_file",
 	"server_tls_key_file", "server_tls_cert_file", "server_tls_protocols", "server_tls_ciphers",
 	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
-	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period",
+	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -283,7 +283,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 86);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 87);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -601,14 +601,14 @@ START_TEST(test_not_supported_warns_once_per_load)
 		"listen_port = 7000\n"
 		"disable_pqexec = 1\n"
 		"disable_pqexec = 0\n"
-		"suspend_timeout = 5\n";
+		"unix_socket_group = wheel\n";
 
 	capture_start();
 	cfg = load_ok(text);
 	log = capture_end();
 	ck_assert_int_eq(count_occurrences(log, "parameter \"disable_pqexec\" is not supported yet, ignored"), 1);
 	assert_contains(log, "t.ini:3: parameter \"disable_pqexec\" is not supported yet, ignored");
-	assert_contains(log, "t.ini:5: parameter \"suspend_timeout\" is not supported yet, ignored");
+	assert_contains(log, "t.ini:5: parameter \"unix_socket_group\" is not supported yet, ignored");
 	ck_assert_ptr_null(strstr(log, "listen_port"));
 	ck_assert(!cfg->disable_pqexec);	/* validated and stored; last one wins */
 	config_free(cfg);
