@@ -177,6 +177,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		admin_client_closing(client);
 	if (client->ucount)
 		client->ucount->clients--;
+	if (client->counted_in_db)
+		pool->db->client_count--;
 	if (pool)
 		pool->db->last_used = now_usec();
 	netbuf_close(&client->nb);
@@ -326,6 +328,8 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	client->username = xstrdup(user);
 	client->ucount = pool_user_count(user);
 	client->ucount->clients++;
+	db->client_count++;
+	client->counted_in_db = true;
 	db->last_used = now_usec();
 	if (is_admin && !admin_check_login(client, user))
 		return;

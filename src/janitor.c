@@ -102,6 +102,9 @@ static void check_idle_clients(struct pool *pool, usec_t now)
 {
 	if (pool->db->is_admin)
 		return;
+	bool users_override_idle = false;
+	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
+		users_override_idle |= uc->client_idle_timeout >= 0;
 	struct list_node *n, *next;
 	for (n = list_first(&pool->idle_clients); n && n != &pool->idle_clients.head; n = next) {
 		next = n->next;
@@ -111,8 +114,8 @@ static void check_idle_clients(struct pool *pool, usec_t now)
 			client_close(client, "08P01", "client_idle_timeout");
 			continue;
 		}
-		/* Without [users] overrides the list is in idle order: the rest are younger. */
-		if (!pgv.cfg->users)
+		/* Without per-user client_idle_timeout the list is in idle order: the rest are younger. */
+		if (!users_override_idle)
 			break;
 	}
 }
@@ -167,7 +170,8 @@ static void check_servers(struct pool *pool, usec_t now)
 		for (n = list_first(&pool->used_servers); n && n != &pool->used_servers.head; n = next) {
 			next = n->next;
 			struct server *server = container_of(n, struct server, node);
-			if (server->cancels_in_flight && now - server->last_used >= cfg->cancel_wait_timeout)
+			if (server->cancel_sent_at && now - server->cancel_sent_at >= cfg->cancel_wait_timeout &&
+			    (server->cancels_in_flight || server->cancel_expired))
 				server_close(server, "cancel_wait_timeout");
 		}
 	}
@@ -218,6 +222,8 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 	roll_stats(now);
 	admin_check_waits();
 	check_login_clients(now);
+	if (pgv.cfg->cancel_wait_timeout > 0)
+		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		list_for_each(ppos, &db->pools) {

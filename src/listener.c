@@ -40,11 +40,9 @@ static struct {
 	struct event *resume_timer;	/* after running out of file descriptors */
 } lst;
 
-static void tune_client_socket(int fd, bool is_unix)
+void listener_tune_tcp(int fd)
 {
 	const struct config *cfg = pgv.cfg;
-	if (is_unix)
-		return;
 	netbuf_tune_tcp(fd, cfg->tcp_socket_buffer, cfg->tcp_user_timeout);
 	int on = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
@@ -90,7 +88,8 @@ static void accept_cb(evutil_socket_t fd, short what, void *arg)
 			log_error("accept() failed: %s", strerror(errno));
 			return;
 		}
-		tune_client_socket(cfd, l->is_unix);
+		if (!l->is_unix)
+			listener_tune_tcp(cfd);
 		client_accept(cfd, (struct sockaddr *)&addr, len, l->is_unix);
 	}
 }

@@ -242,6 +242,35 @@ static bool user_may_open_server(const struct pool *pool)
 	return limit <= 0 || pool->ucount->servers < limit;
 }
 
+/*
+ * Closes the longest-idle server of another pool of the same database
+ * (same_db) or the same user, as PgBouncer does when a limit is full.
+ */
+static bool evict_idle_server(struct pool *pool, bool same_db)
+{
+	struct server *victim = NULL;
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		if (same_db && db != pool->db)
+			continue;
+		list_for_each(ppos, &db->pools) {
+			struct pool *other = container_of(ppos, struct pool, node);
+			if (other == pool || (!same_db && strcmp(other->user, pool->user) != 0))
+				continue;
+			struct list_node *tail = list_last(&other->idle_servers);	/* LIFO: the tail idled longest */
+			if (!tail)
+				continue;
+			struct server *s = container_of(tail, struct server, node);
+			if (!victim || s->last_used < victim->last_used)
+				victim = s;
+		}
+	}
+	if (!victim)
+		return false;
+	server_close(victim, "evicted");
+	return true;
+}
+
 static int pool_reserve_size(const struct pool *pool)
 {
 	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
@@ -302,7 +331,12 @@ void pool_launch_servers(struct pool *pool)
 			log_info("%s/%s: taking a connection from the reserve pool", pool->db->name, pool->user);
 		size += reserve;
 	}
-	while (coming < demand && total < size && db_may_open_server(pool->db) && user_may_open_server(pool)) {
+	while (coming < demand && total < size) {
+		/* At max_db_connections / max_user_connections another pool's idle server makes room. */
+		if (!db_may_open_server(pool->db) && !evict_idle_server(pool, true))
+			break;
+		if (!user_may_open_server(pool) && !evict_idle_server(pool, false))
+			break;
 		if (!server_connect(pool))
 			break;
 		coming++;
@@ -345,17 +379,6 @@ struct user_count *pool_user_count(const char *name)
 	return u;
 }
 
-static int db_client_total(const struct db *db)
-{
-	int n = 0;
-	list_for_each(pos, &db->pools) {
-		const struct pool *pool = container_of(pos, struct pool, node);
-		n += (int)(pool->active_clients.count + pool->idle_clients.count + pool->waiting_clients.count +
-			   pool->welcome_clients.count);
-	}
-	return n;
-}
-
 const char *pool_client_limit_reached(const struct db *db, const char *user)
 {
 	/* As PgBouncer, admin_users are not held back by these. */
@@ -363,7 +386,7 @@ const char *pool_client_limit_reached(const struct db *db, const char *user)
 		return NULL;
 	int dblimit = db->cfg->max_db_client_connections > 0 ? db->cfg->max_db_client_connections :
 		pgv.cfg->max_db_client_connections;
-	if (dblimit > 0 && db_client_total(db) >= dblimit)
+	if (dblimit > 0 && db->client_count >= dblimit)
 		return "client connections exceeded (max_db_client_connections)";
 	const struct user_config *uc = config_find_user(pgv.cfg, user);
 	int ulimit = uc && uc->max_user_client_connections > 0 ? uc->max_user_client_connections :
@@ -523,6 +546,10 @@ void pool_release_server(struct server *server)
 	}
 	if (server->close_needed) {
 		server_close(server, "server is scheduled to close");
+		return;
+	}
+	if (server->cancel_expired) {	/* a cancel we gave up on could still reach it */
+		server_close(server, "cancel_wait_timeout");
 		return;
 	}
 	if (db_paused(pool->db) && !server->dirty && server_is_clean(server)) {

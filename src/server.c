@@ -20,6 +20,7 @@
 #include "pgvalve/auth.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
+#include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/pool.h"
@@ -180,7 +181,7 @@ struct server *server_connect(struct pool *pool)
 		return NULL;
 	}
 	if (server->addr.sa.sa_family != AF_UNIX)
-		netbuf_tune_tcp(server->nb.fd, pgv.cfg->tcp_socket_buffer, pgv.cfg->tcp_user_timeout);
+		listener_tune_tcp(server->nb.fd);
 	server_set_state(server, SV_LOGIN);
 	pgv.server_count++;
 	db->server_count++;
@@ -1004,6 +1005,7 @@ struct cancel_request {
 	struct server *server;		/* NULL once that server is gone */
 	uint32_t be_pid;
 	uint32_t be_key;
+	usec_t started;
 };
 
 static void cancel_request_finish(struct cancel_request *req)
@@ -1057,8 +1059,10 @@ void server_send_cancel(struct server *server)
 		free(req);
 		return;
 	}
+	req->started = now_usec();
 	list_append(&pgv.cancel_requests, &req->node);
 	server->cancels_in_flight++;
+	server->cancel_sent_at = req->started;
 	server_log(LOG_LEVEL_DEBUG, server, "sending cancel request");
 }
 
@@ -1072,6 +1076,25 @@ static void server_forget_cancels(struct server *server)
 			req->server = NULL;
 	}
 	server->cancels_in_flight = 0;
+}
+
+void server_expire_cancel_requests(usec_t now, usec_t timeout)
+{
+	list_for_each_safe(pos, tmp, &pgv.cancel_requests) {
+		struct cancel_request *req = container_of(pos, struct cancel_request, node);
+		if (now - req->started < timeout)
+			continue;
+		/* Its server, if any, is closed by the janitor: a late cancel could still hit it. */
+		struct server *server = req->server;
+		req->server = NULL;
+		if (server) {
+			server->cancels_in_flight--;
+			server->cancel_expired = true;
+		}
+		netbuf_close(&req->nb);
+		list_remove(&pgv.cancel_requests, &req->node);
+		free(req);
+	}
 }
 
 void server_cancel_requests_free_all(void)

@@ -95,6 +95,7 @@ struct client {
 	bool admin_superuser;		/* user pgbouncer over the Unix socket, same OS user */
 	bool admin_counted;		/* its one query/transaction is in the admin stats */
 	bool did_suspend;		/* issued SUSPEND: its going away resumes */
+	bool counted_in_db;		/* in its db's client_count */
 	enum admin_wait { ADMIN_WAIT_NONE, ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SUSPEND } admin_wait;
 	struct db *admin_wait_db;	/* NULL: all databases */
 	bool quiet;			/* a cancel-request connection: no disconnect log line */

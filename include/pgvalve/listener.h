@@ -10,6 +10,8 @@
 
 #include "pgvalve/common.h"
 
+/* TCP options for any TCP socket pgvalve uses (clients and servers): keepalive, buffers, user timeout. */
+void listener_tune_tcp(int fd);
 /* Opens every configured listener; -1 (logged) if any cannot be opened. */
 int listener_start(void);
 /* Stops accepting (graceful shutdown); sockets stay bound until listener_close(). */

@@ -54,7 +54,8 @@ struct db {
 	bool disabled;			/* DISABLE: new clients are refused */
 	struct list pools;
 	struct stats_period stats;
-	int server_count;		/* all servers of all its pools */
+	int server_count;
+	int client_count;		/* clients that chose it, counted from the startup packet on */		/* all servers of all its pools */
 	usec_t last_used;
 };
 

@@ -73,6 +73,8 @@ struct server {
 	char *auth_result;		/* the secret column of the first row */
 	bool auth_null;			/* no row, or a NULL secret */
 	int cancels_in_flight;
+	usec_t cancel_sent_at;		/* the latest cancel request for it */
+	bool cancel_expired;		/* a cancel was given up: never reuse */
 	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */
 	usec_t last_active;		/* last ReadyForQuery (idle_transaction_timeout) */
 	usec_t xact_start;		/* ... since the last ReadyForQuery with status I */
@@ -91,6 +93,8 @@ void server_set_state(struct server *server, enum server_state state);
 void server_close(struct server *server, const char *reason);
 /* Frees a closed server (from the loop's reaper). */
 void server_free(struct server *server);
+/* cancel_wait_timeout: gives up cancel connections older than timeout. */
+void server_expire_cancel_requests(usec_t now, usec_t timeout);
 /* Closes cancel connections still open (shutdown). */
 void server_cancel_requests_free_all(void);
 /* Link/unlink with a client; set up forwarding both ways. */

@@ -142,7 +142,8 @@ if [ -n "$runas" ]; then
 	fi
 fi
 
-pgport=$(pgv_free_port 25000) || hard_error "no free port for PostgreSQL"
+# A random base: several run.sh at once (make -j check) must not all pick the same port.
+pgport=$(pgv_free_port $((25000 + RANDOM % 4000))) || hard_error "no free port for PostgreSQL"
 pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" pgvadmin || exit 99
 cat >"$tmp/pgdata/pg_hba.conf" <<'EOF'
 # TYPE  DATABASE  USER        ADDRESS        METHOD
