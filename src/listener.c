@@ -216,18 +216,8 @@ int listener_start(void)
 	lst.resume_timer = evtimer_new(pgv.base, resume_cb, NULL);
 
 	const char *p = cfg->listen_addr;
-	while (*p) {
-		while (*p == ',' || *p == ' ' || *p == '\t')
-			p++;
-		const char *start = p;
-		while (*p && *p != ',' && *p != ' ' && *p != '\t')
-			p++;
-		if (p == start)
-			continue;
-		char host[256];
-		size_t len = MIN((size_t)(p - start), sizeof(host) - 1);
-		memcpy(host, start, len);
-		host[len] = '\0';
+	char host[256];
+	while (list_next_item(&p, host, sizeof(host))) {
 		if (listen_address(host, cfg->listen_port) < 0)
 			return -1;
 	}

@@ -353,21 +353,13 @@ void pool_after_change(struct pool *pool)
 
 /* ---------------------------------------------------------------- users and limits */
 
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 struct user_count *pool_user_count(const char *name)
 {
 	if (!pgv.user_counts) {
 		pgv.user_counts_size = 256;
 		pgv.user_counts = xcalloc(pgv.user_counts_size, sizeof(*pgv.user_counts));
 	}
-	uint32_t h = name_hash(name) & (pgv.user_counts_size - 1);
+	uint32_t h = hash_string(name) & (pgv.user_counts_size - 1);
 	for (struct user_count *u = pgv.user_counts[h]; u; u = u->next)
 		if (strcmp(u->name, name) == 0)
 			return u;

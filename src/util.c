@@ -66,6 +66,33 @@ size_t strlcpy_s(char *dst, const char *src, size_t size)
 	return len;
 }
 
+uint32_t hash_string(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+bool list_next_item(const char **p, char *buf, size_t size)
+{
+	const char *s = *p;
+	while (*s == ',' || *s == ' ' || *s == '\t')
+		s++;
+	if (!*s) {
+		*p = s;
+		return false;
+	}
+	const char *start = s;
+	while (*s && *s != ',' && *s != ' ' && *s != '\t')
+		s++;
+	size_t len = MIN((size_t)(s - start), size - 1);
+	memcpy(buf, start, len);
+	buf[len] = '\0';
+	*p = s;
+	return true;
+}
+
 bool secure_equal(const void *a, const void *b, size_t len)
 {
 	const volatile unsigned char *x = a, *y = b;

@@ -39,14 +39,6 @@ static struct {
 	uint32_t count;
 } itab;
 
-static uint32_t str_hash(const char *s)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 static void itab_grow(void)
 {
 	uint32_t size = itab.size ? itab.size * 2 : 64;
@@ -67,7 +59,7 @@ static void itab_grow(void)
 
 static const char *intern_get(const char *s)
 {
-	uint32_t h = str_hash(s);
+	uint32_t h = hash_string(s);
 	if (itab.size) {
 		for (struct interned *e = itab.buckets[h & (itab.size - 1)]; e; e = e->next) {
 			if (e->hash == h && strcmp(e->text, s) == 0) {
@@ -123,18 +115,8 @@ void varcache_configure(const char *extra)
 	if (!extra)
 		return;
 	const char *p = extra;
-	while (*p) {
-		while (*p == ',' || *p == ' ' || *p == '\t')
-			p++;
-		const char *start = p;
-		while (*p && *p != ',' && *p != ' ' && *p != '\t')
-			p++;
-		if (p == start)
-			continue;
-		char name[128];
-		size_t len = (size_t)(p - start) < sizeof(name) - 1 ? (size_t)(p - start) : sizeof(name) - 1;
-		memcpy(name, start, len);
-		name[len] = '\0';
+	char name[128];
+	while (list_next_item(&p, name, sizeof(name))) {
 		if (varcache_index(name) >= 0)
 			continue;
 		if (vtab.count >= VARCACHE_MAX) {

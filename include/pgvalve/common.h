@@ -53,6 +53,16 @@ usec_t monotonic_usec(void);
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy_s(char *dst, const char *src, size_t size);
 
+/* FNV-1a hash of a NUL-terminated string (hash tables of names). */
+uint32_t hash_string(const char *s);
+
+/*
+ * Next item of a comma/space separated list (listen_addr,
+ * track_extra_parameters, ...) into buf; advances *p. False at the end.
+ * Items longer than size - 1 are cut.
+ */
+bool list_next_item(const char **p, char *buf, size_t size);
+
 /* Constant-time comparison of two byte strings of equal length. */
 bool secure_equal(const void *a, const void *b, size_t len);
 

@@ -233,6 +233,24 @@ START_TEST(varcache_diff)
 }
 END_TEST
 
+START_TEST(list_items)
+{
+	const char *p = " a,,b  c,\tlong_item_name ";
+	char buf[5];
+	ck_assert(list_next_item(&p, buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "a");
+	ck_assert(list_next_item(&p, buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "b");
+	ck_assert(list_next_item(&p, buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "c");
+	ck_assert(list_next_item(&p, buf, sizeof(buf)));
+	ck_assert_str_eq(buf, "long");	/* cut to the buffer */
+	ck_assert(!list_next_item(&p, buf, sizeof(buf)));
+	ck_assert_uint_eq(hash_string("abc"), hash_string("abc"));
+	ck_assert_uint_ne(hash_string("abc"), hash_string("abd"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proto");
@@ -248,6 +266,7 @@ int main(void)
 	tcase_add_test(tc, error_field_malformed);
 	tcase_add_test(tc, quote_literal);
 	tcase_add_test(tc, varcache_diff);
+	tcase_add_test(tc, list_items);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
