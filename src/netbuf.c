@@ -299,17 +299,12 @@ void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_pack
 	nb->max_packet = max_packet;
 }
 
-static void set_socket_options(int fd)
-{
-	int on = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));	/* fails harmlessly on Unix sockets */
-}
 
 void netbuf_accept(struct netbuf *nb, int fd)
 {
+	/* TCP options were set by the listener (listener_tune_tcp). */
 	nb->fd = fd;
 	nb->paused = false;
-	set_socket_options(fd);
 	sync_events(nb);
 }
 
@@ -318,8 +313,6 @@ int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen
 	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (sa->sa_family != AF_UNIX)
-		set_socket_options(fd);
 	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS) {
 		int save = errno;
 		close(fd);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -773,6 +774,79 @@ START_TEST(client_tls_require)
 }
 END_TEST
 
+/* Copies a harness certificate file to a path of the test's (so it can be swapped later). */
+static void copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
+	char buf[8192];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	fclose(out);
+	chmod(to, 0644);
+}
+
+/*
+ * TLS files are re-read on SIGHUP: a new certificate serves the next
+ * clients; a broken file keeps the previous context and the log says why.
+ */
+START_TEST(tls_files_reloaded)
+{
+	struct pgv p;
+	struct cparams cp;
+	char extra[2048], crt[600], key[600];
+	snprintf(crt, sizeof(crt), "%s/reload-%ld.crt", getenv("PGV_TEST_DIR"), (long)getpid());
+	snprintf(key, sizeof(key), "%s/reload-%ld.key", getenv("PGV_TEST_DIR"), (long)getpid());
+	copy_file(cert("server.crt"), crt);
+	copy_file(cert("server.key"), key);
+	snprintf(extra, sizeof(extra), "auth_type = md5\nclient_tls_sslmode = require\nclient_tls_cert_file = %s\n"
+		 "client_tls_key_file = %s\n", crt, key);
+	start(&p, extra, userlist_of(SEC_PLAIN));
+
+	cp_init(&cp, &p, "md5_user", "md5_pass", "verify-ca");
+	cp_set(&cp, "sslrootcert", cert("ca.crt"));
+	expect_login(&p, &cp, "md5_user", "verify-ca with the first certificate");
+
+	/* a server certificate from the other CA: after SIGHUP, the harness CA no longer verifies pgvalve */
+	char csr[600], ext[600], out[600];
+	snprintf(csr, sizeof(csr), "%s/reload-%ld.csr", getenv("PGV_TEST_DIR"), (long)getpid());
+	snprintf(ext, sizeof(ext), "%s/reload-%ld.ext", getenv("PGV_TEST_DIR"), (long)getpid());
+	snprintf(out, sizeof(out), "%s/reload-%ld.openssl.out", getenv("PGV_TEST_DIR"), (long)getpid());
+	FILE *e = fopen(ext, "w");
+	ck_assert_ptr_nonnull(e);
+	fputs("subjectAltName=DNS:localhost,IP:127.0.0.1\n", e);
+	fclose(e);
+	{
+		char *req[] = { "openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+				"-keyout", key, "-out", csr, "-subj", "/CN=localhost", NULL };
+		ck_assert_int_eq(run_program(req, NULL, out, 30), 0);
+		char *sign[] = { "openssl", "x509", "-req", "-in", csr, "-CA", (char *)cert("wrong_ca.crt"), "-CAkey",
+				 (char *)cert("wrong_ca.key"), "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", crt, NULL };
+		ck_assert_msg(run_program(sign, NULL, out, 30) == 0, "openssl x509: %s", read_file_tail(out, 2000));
+		chmod(key, 0644);
+		chmod(crt, 0644);
+	}
+	kill(p.pid, SIGHUP);
+	usleep(500 * 1000);
+	expect_refused(&p, &cp, NULL, "certificate verify failed", "the harness CA after the swap");
+	cp_set(&cp, "sslrootcert", cert("wrong_ca.crt"));
+	expect_login(&p, &cp, "md5_user", "verify-ca with the new certificate's CA");
+
+	/* a broken key: the previous context stays and the log says why */
+	FILE *f = fopen(key, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n", f);
+	fclose(f);
+	kill(p.pid, SIGHUP);
+	usleep(500 * 1000);
+	ck_assert_msg(pgv_log_contains(&p, "keeping the previous TLS configuration"), "%s", pgv_log_tail(&p, 1500));
+	expect_login(&p, &cp, "md5_user", "verify-ca after a broken reload: the previous certificate");
+	pgv_stop(&p);
+}
+END_TEST
+
 /* client_tls_sslmode verify-ca and verify-full: a client certificate from client_tls_ca_file is required. */
 START_TEST(client_tls_verify_client_cert)
 {
@@ -1367,6 +1441,7 @@ int main(void)
 
 	tc = pgv_tcase_create("tls", 40);
 	tcase_add_test(tc, client_tls_require);
+	tcase_add_test(tc, tls_files_reloaded);
 	tcase_add_loop_test(tc, client_tls_verify_client_cert, 0, 2);
 	tcase_add_loop_test(tc, client_tls_verify_without_ca, 0, 2);
 	tcase_add_test(tc, auth_type_cert);

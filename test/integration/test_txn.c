@@ -595,6 +595,68 @@ START_TEST(huge_length_with_tiny_max_packet)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- server choice and reset */
+
+/* Backend pids of n transactions in a row, each on whichever server the pool hands out. */
+static void pids_in_a_row(PGconn *c, int n, char pids[][16])
+{
+	for (int i = 0; i < n; i++)
+		snprintf(pids[i], 16, "%s", query_value(c, "SELECT pg_backend_pid()"));
+}
+
+START_TEST(lifo_and_round_robin)
+{
+	for (int rr = 0; rr <= 1; rr++) {
+		struct pgv p;
+		char extra[128], pids[6][16];
+		snprintf(extra, sizeof(extra), TXN "default_pool_size = 2\nserver_round_robin = %d\n", rr);
+		pgv_start(&p, extra, std_databases(), std_userlist());
+		PGconn *a = connect_ok(&p, "scram_user", "scram_pass");
+		PGconn *b = connect_ok(&p, "scram_user", "scram_pass");
+		/* two servers: b holds one while a gets the other */
+		exec_ok(b, "BEGIN");
+		ck_assert_str_eq(query_value(a, "SELECT 1"), "1");
+		exec_ok(b, "COMMIT");
+		pids_in_a_row(a, 6, pids);
+		int changes = 0;
+		for (int i = 1; i < 6; i++)
+			changes += strcmp(pids[i], pids[i - 1]) != 0;
+		if (rr)
+			ck_assert_msg(changes == 5, "server_round_robin = 1 reused a server %d times in a row", 5 - changes);
+		else
+			ck_assert_msg(changes == 0, "LIFO switched servers %d times", changes);
+		PQfinish(a);
+		PQfinish(b);
+		pgv_stop(&p);
+	}
+}
+END_TEST
+
+/* server_reset_query runs in transaction mode only with server_reset_query_always. */
+START_TEST(reset_query_always)
+{
+	for (int always = 0; always <= 1; always++) {
+		struct pgv p;
+		char extra[160];
+		snprintf(extra, sizeof(extra), TXN "default_pool_size = 1\nserver_reset_query = SELECT set_config('pgv.mark', '', false)\n"
+			 "server_reset_query_always = %d\n", always);
+		pgv_start(&p, extra, std_databases(), std_userlist());
+		PGconn *a = connect_ok(&p, "scram_user", "scram_pass");
+		exec_ok(a, "SELECT set_config('pgv.mark', 'left over', false)");
+		PQfinish(a);	/* the reset query (if any) runs when the client leaves */
+		usleep(300 * 1000);
+		PGconn *b = connect_ok(&p, "scram_user", "scram_pass");
+		const char *mark = query_value(b, "SELECT coalesce(current_setting('pgv.mark', true), '')");
+		if (always)
+			ck_assert_msg(strcmp(mark, "") == 0, "reset query did not run: '%s'", mark);
+		else
+			ck_assert_msg(strcmp(mark, "left over") == 0, "reset query ran in transaction mode: '%s'", mark);
+		PQfinish(b);
+		pgv_stop(&p);
+	}
+}
+END_TEST
+
 static Suite *txn_suite(void)
 {
 	Suite *s = suite_create("transaction");
@@ -619,6 +681,8 @@ static Suite *txn_suite(void)
 	tcase_add_test(tc, half_sent_message_keeps_server);
 	tcase_add_test(tc, vanished_waiter_query_not_run);
 	tcase_add_test(tc, huge_length_with_tiny_max_packet);
+	tcase_add_test(tc, lifo_and_round_robin);
+	tcase_add_test(tc, reset_query_always);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("cancel", 30);
