@@ -180,7 +180,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	if (client->counted_in_db)
 		pool->db->client_count--;
 	if (pool)
-		pool->db->last_used = now_usec();
+		pool->db->last_used = pool->last_used = now_usec();
 	netbuf_close(&client->nb);
 	client_set_state(client, CL_CLOSED);
 	pgv.client_count--;

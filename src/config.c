@@ -126,6 +126,8 @@ static const struct param_def params[] = {
 	P_INT(peer_id, "0", RELOAD, TODO, 0, 16383),
 	P_STR(pidfile, "", RESTART, IMPL),
 	P_INT(pkt_buf, "4096", RESTART, IMPL, 256, INT_MAX),
+	/* Not in PgBouncer 1.25's table but in its current documentation: unused pools are freed. */
+	P_TIME(pool_idle_timeout, "0", RELOAD, IMPL),
 	P_ENUM(pool_mode, "session", RELOAD, IMPL, pool_mode_names, 0),
 	P_TIME(query_timeout, "0", RELOAD, IMPL),
 	P_TIME(query_wait_notify, "5", RELOAD, IMPL),

@@ -235,6 +235,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 			pool_after_change(pool);
 			pool_keep_min_size(pool);
 		}
+		pool_drop_idle_pools(db, now);
 		pool_drop_idle_autodb(db, now);
 	}
 }

@@ -180,6 +180,7 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	pool->db = db;
 	pool->user = xstrdup(user);
 	pool->ucount = pool_user_count(user);
+	pool->last_used = now_usec();
 	pool->password = pool_login_password(db, user);
 	list_init(&pool->active_clients);
 	list_init(&pool->idle_clients);
@@ -388,17 +389,35 @@ const char *pool_client_limit_reached(const struct db *db, const char *user)
 	return NULL;
 }
 
+static bool pool_unused(const struct pool *pool)
+{
+	return !pool_server_count(pool) && !pool->active_clients.count && !pool->idle_clients.count &&
+	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool->auth_waiters.count;
+}
+
+void pool_drop_idle_pools(struct db *db, usec_t now)
+{
+	usec_t timeout = pgv.cfg->pool_idle_timeout;
+	if (timeout <= 0 || db->is_admin)
+		return;
+	list_for_each_safe(pos, tmp, &db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		if (pool_unused(pool) && now - pool->last_used >= timeout) {
+			log_info("pool %s/%s unused for %lld s, freed", db->name, pool->user,
+				 (long long)(timeout / USEC_PER_SEC));
+			pool_destroy(pool);
+		}
+	}
+}
+
 void pool_drop_idle_autodb(struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->autodb_idle_timeout;
 	if (!db->is_autodb || timeout <= 0 || now - db->last_used < timeout)
 		return;
-	list_for_each(pos, &db->pools) {
-		const struct pool *pool = container_of(pos, struct pool, node);
-		if (pool_server_count(pool) || pool->active_clients.count || pool->idle_clients.count ||
-		    pool->waiting_clients.count || pool->welcome_clients.count || pool->auth_waiters.count)
+	list_for_each(pos, &db->pools)
+		if (!pool_unused(container_of(pos, struct pool, node)))
 			return;
-	}
 	/* A console waiting on this database keeps it. */
 	if (admin_waits_on(db))
 		return;

@@ -223,6 +223,7 @@ struct config {
 	usec_t server_login_retry;
 	usec_t client_login_timeout;
 	usec_t autodb_idle_timeout;
+	usec_t pool_idle_timeout;
 	usec_t dns_max_ttl;
 	usec_t dns_nxdomain_ttl;
 	usec_t dns_zone_check_period;

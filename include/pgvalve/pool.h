@@ -90,6 +90,7 @@ struct pool {
 	int mode_cached;		/* pool_effective_mode, valid for config_generation */
 	uint64_t mode_cached_gen;
 	usec_t last_login_failure;	/* for server_login_retry */
+	usec_t last_used;		/* a client last came or went (pool_idle_timeout) */
 	char last_error[256];		/* the last server login error, sent to waiting clients */
 	char last_error_sqlstate[6];
 };
@@ -142,6 +143,8 @@ int pool_effective_size(const struct pool *pool);
 int pool_min_size(const struct pool *pool);
 /* Opens servers in the background up to min_pool_size (janitor). */
 void pool_keep_min_size(struct pool *pool);
+/* pool_idle_timeout: frees pools of db with no clients or servers for that long (janitor). */
+void pool_drop_idle_pools(struct db *db, usec_t now);
 /* autodb_idle_timeout: frees an unused database made from "*" (janitor). */
 void pool_drop_idle_autodb(struct db *db, usec_t now);
 /* The connection counters of a user name (made on first use). */

@@ -1934,6 +1934,48 @@ START_TEST(idle_clients_cost_little)
 }
 END_TEST
 
+/* ================================================================ pool_idle_timeout */
+
+static bool pools_list_user(PGconn *a, const char *user)
+{
+	PGresult *r = PQexec(a, "SHOW POOLS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	bool found = false;
+	for (int i = 0; i < PQntuples(r); i++)
+		found |= strcmp(PQgetvalue(r, i, 1), user) == 0;
+	PQclear(r);
+	return found;
+}
+
+/* A pool with no clients and no servers for pool_idle_timeout is freed; one in use is kept. */
+START_TEST(pool_idle_timeout_frees_unused_pools)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\npool_idle_timeout = 1\nserver_idle_timeout = 1\n"
+		  "admin_users = md5_user\n", std_databases(), std_userlist());
+	PGconn *keep = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(keep, "SELECT 1"), "1");
+	PGconn *c = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	PQfinish(c);
+	PGconn *a = pgv_connect(&p, "pgbouncer", "md5_user", "md5_pass");
+	ck_assert(pools_list_user(a, "scram_user"));	/* just used: still there */
+	double t0 = now_s();
+	while (pools_list_user(a, "scram_user") && now_s() - t0 < 1 + 1 + 0.34 + 3)
+		usleep(100 * 1000);
+	ck_assert_msg(!pools_list_user(a, "scram_user"), "an unused pool was not freed\n%s", pgv_log_tail(&p, 1000));
+	ck_assert(pools_list_user(a, "md5_user"));	/* a client is connected: kept */
+	ck_assert(pgv_log_contains(&p, "unused for 1 s, freed"));
+	/* and the pool comes back on the next login */
+	c = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
+	PQfinish(c);
+	PQfinish(a);
+	PQfinish(keep);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ================================================================ suspend_timeout */
 
 /* Waits up to ms for the pending result of c; returns it (NULL on timeout). */
@@ -2041,6 +2083,7 @@ int main(void)
 		{ "tcp_keepalive_servers", tcp_keepalive_on_server_connections, 20 },
 		{ "idle_clients_cost", idle_clients_cost_little, 90 },
 		{ "suspend_timeout", suspend_timeout_drops_unflushed, 30 },
+		{ "pool_idle_timeout", pool_idle_timeout_frees_unused_pools, 25 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);

@@ -205,7 +205,7 @@ static const char *const pgbouncer_125_params[] = {
 	"log_connections", "log_disconnections", "log_pooler_errors", "log_stats", "logfile",
 	"max_client_conn", "max_db_client_connections", "max_db_connections", "max_packet_size",
 	"max_prepared_statements", "max_user_client_connections", "max_user_connections",
-	"min_pool_size", "peer_id", "pidfile", "pkt_buf", "pool_mode", "query_timeout",
+	"min_pool_size", "peer_id", "pidfile", "pkt_buf", "pool_idle_timeout", "pool_mode", "query_timeout",
 	"query_wait_notify", "query_wait_timeout", "reserve_pool_size", "reserve_pool_timeout",
 	"resolv_conf", "sbuf_loopcnt", "scram_iterations", "server_check_delay", "server_check_query",
 	"server_connect_timeout", "server_fast_close", "server_idle_timeout", "server_lifetime",
@@ -234,7 +234,7 @@ static const char *const implemented_params[] = {
 	"client_tls_ecdhcurve", "client_tls_dheparams", "server_tls_sslmode", "server_tls_ca_file",
 	"server_tls_key_file", "server_tls_cert_file", "server_tls_protocols", "server_tls_ciphers",
 	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
-	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout",
+	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -256,7 +256,6 @@ START_TEST(test_param_table)
 	for (size_t i = 0; i < ARRAY_SIZE(pgbouncer_125_params); i++)
 		ck_assert_msg(config_find_param(pgbouncer_125_params[i]) != NULL, "missing %s",
 			      pgbouncer_125_params[i]);
-	ck_assert_ptr_null(config_find_param("pool_idle_timeout"));
 	ck_assert_ptr_null(config_find_param("no_such_thing"));
 	ck_assert_ptr_eq(config_find_param("LISTEN_PORT"), config_find_param("listen_port"));
 
@@ -283,7 +282,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 87);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 88);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
