@@ -131,6 +131,9 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 	/* With TLS configured, a client may open with a ClientHello (PostgreSQL 17's direct TLS). */
 	client->nb.detect_tls = !is_unix && tls_client_side_ready();
 	netbuf_accept(&client->nb, fd);
+	/* TCP_DEFER_ACCEPT woke us only once the startup packet arrived: read it now, not a loop turn later. */
+	if (!is_unix && pgv.cfg->tcp_defer_accept)
+		netbuf_read_now(&client->nb);
 }
 
 /* ---------------------------------------------------------------- errors */

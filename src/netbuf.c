@@ -746,6 +746,12 @@ int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
 	return 0;
 }
 
+void netbuf_read_now(struct netbuf *nb)
+{
+	if (nb->fd >= 0 && !nb->paused && !nb->blocked && (!nbg.suspended || nb->never_suspend))
+		read_input(nb);
+}
+
 static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct netbuf *nb = arg;

@@ -107,6 +107,11 @@ void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *s
 void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_packet);
 /* Takes an accepted non-blocking socket and starts reading. */
 void netbuf_accept(struct netbuf *nb, int fd);
+/*
+ * Reads now instead of at the next loop turn: for a socket known to have
+ * data (accepted with TCP_DEFER_ACCEPT). The owner may be closed on return.
+ */
+void netbuf_read_now(struct netbuf *nb);
 /* Starts a non-blocking connect; CONNECT_OK/CONNECT_FAILED follow. -1 on immediate failure (errno). */
 int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen);
 /* Closes the socket, frees buffers, detaches from peers. Safe to call twice. */
