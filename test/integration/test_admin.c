@@ -1091,6 +1091,8 @@ static const struct config_key spec_config[] = {
 	{ "peer_id", "0", true },
 	{ "pidfile", "", false },
 	{ "pkt_buf", "4096", false },
+	/* not in 1.25's table; in PgBouncer's current documentation (issue 6 asks for it) */
+	{ "pool_idle_timeout", "0", true },
 	{ "pool_mode", "session", true },
 	{ "query_timeout", "0", true },
 	{ "query_wait_notify", "5", true },
