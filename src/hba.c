@@ -279,6 +279,49 @@ struct src_ctx {
 	int depth;
 };
 
+/*
+ * One non-empty tokenized line of a rule file; returns why it is rejected or
+ * NULL once the line has been taken.
+ */
+typedef const char *(*take_line_fn)(void *arg, const struct tokline *tl, const struct src_ctx *ctx);
+
+/*
+ * Feeds every logical line of text to take_line. A line that cannot be
+ * tokenized or that take_line rejects is logged and skipped, as PostgreSQL
+ * does, so one typo costs one rule rather than the whole file.
+ */
+static void for_each_rule_line(const char *text, size_t len, const char *origin, int depth,
+			       take_line_fn take_line, void *arg)
+{
+	struct line_reader r = { .p = text, .end = text + len };
+	struct tokline tl = { 0 };
+	int first;
+	bool has_nul;
+
+	while (reader_next(&r, &first, &has_nul)) {
+		struct src_ctx ctx = { origin, first, depth };
+		const char *why = has_nul ? "NUL byte in line" : tokenize(r.line.buf, &tl);
+
+		if (!why && tl.n == 0)
+			continue;
+		if (!why)
+			why = take_line(arg, &tl, &ctx);
+		if (why)
+			log_warning("%s:%d: %s, line skipped", origin, first, why);
+	}
+	tokline_free(&tl);
+	free(r.line.buf);
+}
+
+/* Room for one more element in a doubling array of elem_size-byte elements. */
+static void *array_reserve_one(void *items, size_t n, size_t *cap, size_t elem_size)
+{
+	if (n < *cap)
+		return items;
+	*cap = *cap ? *cap * 2 : 16;
+	return xrealloc(items, *cap * elem_size);
+}
+
 static void names_push(struct name_list *nl, const char *s)
 {
 	if (nl->n == nl->cap) {
@@ -290,15 +333,25 @@ static void names_push(struct name_list *nl, const char *s)
 
 static void names_add_token(struct name_list *nl, const struct token *t, bool is_db, const struct src_ctx *ctx);
 
+struct include_arg {
+	struct name_list *nl;
+	bool is_db;
+};
+
+static const char *take_include_line(void *argp, const struct tokline *tl, const struct src_ctx *ctx)
+{
+	struct include_arg *arg = argp;
+	for (size_t i = 0; i < tl->n; i++)
+		for (size_t j = 0; j < tl->fields[i].n; j++)
+			names_add_token(arg->nl, &tl->fields[i].tok[j], arg->is_db, ctx);
+	return NULL;
+}
+
 /* @file: every token of every line of the file, relative to the referencing file's directory. */
 static void names_include(struct name_list *nl, const char *name, bool is_db, const struct src_ctx *ctx)
 {
-	struct line_reader r = { 0 };
-	struct tokline tl = { 0 };
 	char *path, *text;
 	size_t len = 0;
-	int first;
-	bool has_nul;
 
 	if (name[0] == '\0') {
 		log_warning("%s:%d: empty file name after @, ignored", ctx->origin, ctx->line);
@@ -324,21 +377,8 @@ static void names_include(struct name_list *nl, const char *name, bool is_db, co
 		free(path);
 		return;
 	}
-	r.p = text;
-	r.end = text + len;
-	while (reader_next(&r, &first, &has_nul)) {
-		struct src_ctx sub = { path, first, ctx->depth + 1 };
-		const char *why = has_nul ? "NUL byte in line" : tokenize(r.line.buf, &tl);
-		if (why) {
-			log_warning("%s:%d: %s, line skipped", path, first, why);
-			continue;
-		}
-		for (size_t i = 0; i < tl.n; i++)
-			for (size_t j = 0; j < tl.fields[i].n; j++)
-				names_add_token(nl, &tl.fields[i].tok[j], is_db, &sub);
-	}
-	tokline_free(&tl);
-	free(r.line.buf);
+	struct include_arg arg = { nl, is_db };
+	for_each_rule_line(text, len, path, ctx->depth + 1, take_include_line, &arg);
 	free(text);
 	free(path);
 }
@@ -804,35 +844,25 @@ static const char *parse_rule(struct hba *hba, struct hba_rule *rule, const stru
 	return NULL;
 }
 
+static const char *take_hba_line(void *arg, const struct tokline *tl, const struct src_ctx *ctx)
+{
+	struct hba *hba = arg;
+	struct hba_rule rule;
+	const char *why = parse_rule(hba, &rule, tl, ctx);
+
+	if (why) {
+		rule_free(&rule);
+		return why;
+	}
+	hba->rules = array_reserve_one(hba->rules, hba->n, &hba->cap, sizeof(*hba->rules));
+	hba->rules[hba->n++] = rule;
+	return NULL;
+}
+
 struct hba *hba_parse(const char *text, size_t len, const char *origin)
 {
 	struct hba *hba = xcalloc(1, sizeof(*hba));
-	struct line_reader r = { .p = text, .end = text + len };
-	struct tokline tl = { 0 };
-	int first;
-	bool has_nul;
-
-	while (reader_next(&r, &first, &has_nul)) {
-		struct src_ctx ctx = { origin, first, 0 };
-		struct hba_rule rule;
-		const char *why = has_nul ? "NUL byte in line" : tokenize(r.line.buf, &tl);
-
-		if (!why && tl.n == 0)
-			continue;
-		if (!why && (why = parse_rule(hba, &rule, &tl, &ctx)))
-			rule_free(&rule);
-		if (why) {
-			log_warning("%s:%d: %s, line skipped", origin, first, why);
-			continue;
-		}
-		if (hba->n == hba->cap) {
-			hba->cap = hba->cap ? hba->cap * 2 : 16;
-			hba->rules = xrealloc(hba->rules, hba->cap * sizeof(*hba->rules));
-		}
-		hba->rules[hba->n++] = rule;
-	}
-	tokline_free(&tl);
-	free(r.line.buf);
+	for_each_rule_line(text, len, origin, 0, take_hba_line, hba);
 	return hba;
 }
 
@@ -997,35 +1027,23 @@ static const char *parse_ident_line(struct ident_entry *e, const struct tokline 
 	return NULL;
 }
 
+static const char *take_ident_line(void *arg, const struct tokline *tl, const struct src_ctx *ctx)
+{
+	struct ident_map *m = arg;
+	struct ident_entry e;
+	const char *why = parse_ident_line(&e, tl, ctx);
+
+	if (why)
+		return why;
+	m->e = array_reserve_one(m->e, m->n, &m->cap, sizeof(*m->e));
+	m->e[m->n++] = e;
+	return NULL;
+}
+
 struct ident_map *ident_parse(const char *text, size_t len, const char *origin)
 {
 	struct ident_map *m = xcalloc(1, sizeof(*m));
-	struct line_reader r = { .p = text, .end = text + len };
-	struct tokline tl = { 0 };
-	int first;
-	bool has_nul;
-
-	while (reader_next(&r, &first, &has_nul)) {
-		struct src_ctx ctx = { origin, first, 0 };
-		struct ident_entry e;
-		const char *why = has_nul ? "NUL byte in line" : tokenize(r.line.buf, &tl);
-
-		if (!why && tl.n == 0)
-			continue;
-		if (!why)
-			why = parse_ident_line(&e, &tl, &ctx);
-		if (why) {
-			log_warning("%s:%d: %s, line skipped", origin, first, why);
-			continue;
-		}
-		if (m->n == m->cap) {
-			m->cap = m->cap ? m->cap * 2 : 16;
-			m->e = xrealloc(m->e, m->cap * sizeof(*m->e));
-		}
-		m->e[m->n++] = e;
-	}
-	tokline_free(&tl);
-	free(r.line.buf);
+	for_each_rule_line(text, len, origin, 0, take_ident_line, m);
 	return m;
 }
 
