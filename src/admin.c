@@ -1122,7 +1122,7 @@ static void send_complete_and_ready(struct client *client, const char *tag)
 	pktbuf_free(&b);
 }
 
-static void send_notice(struct pktbuf *b, const char *msg, const char *detail)
+static void put_notice(struct pktbuf *b, const char *msg, const char *detail)
 {
 	pktbuf_begin(b, 'N');
 	pktbuf_put_byte(b, 'S');
@@ -1137,6 +1137,19 @@ static void send_notice(struct pktbuf *b, const char *msg, const char *detail)
 	}
 	pktbuf_put_byte(b, 0);
 	pktbuf_end(b);
+}
+
+/* A NOTICE, then the command tag and ReadyForQuery, in one write. */
+static void send_notice_complete_and_ready(struct client *client, const char *msg, const char *detail,
+					   const char *tag)
+{
+	struct pktbuf b;
+	pktbuf_init(&b, 1024);
+	put_notice(&b, msg, detail);
+	put_complete(&b, tag);
+	proto_put_ready(&b, 'I');
+	netbuf_send(&client->nb, b.buf, b.len);
+	pktbuf_free(&b);
 }
 
 /* ---------------------------------------------------------------- suspend */
@@ -1475,13 +1488,7 @@ static void run_set(struct client *client, const struct command *cmd)
 	char tag[400], err[300];
 	for (size_t i = 0; i < ARRAY_SIZE(fake_params); i++) {
 		if (word_is(cmd->key, fake_params[i][0])) {
-			struct pktbuf b;
-			pktbuf_init(&b, 128);
-			send_notice(&b, "SET ignored", NULL);
-			put_complete(&b, "SET");
-			proto_put_ready(&b, 'I');
-			netbuf_send(&client->nb, b.buf, b.len);
-			pktbuf_free(&b);
+			send_notice_complete_and_ready(client, "SET ignored", NULL, "SET");
 			return;
 		}
 	}
@@ -1500,13 +1507,7 @@ static void run_set(struct client *client, const struct command *cmd)
 		/* As PgBouncer: answered, not applied. The notice says why. */
 		char msg[200];
 		snprintf(msg, sizeof(msg), "parameter %s cannot be changed while running; restart to apply it", p->name);
-		struct pktbuf b;
-		pktbuf_init(&b, 256);
-		send_notice(&b, msg, NULL);
-		put_complete(&b, tag);
-		proto_put_ready(&b, 'I');
-		netbuf_send(&client->nb, b.buf, b.len);
-		pktbuf_free(&b);
+		send_notice_complete_and_ready(client, msg, NULL, tag);
 		return;
 	}
 	if (config_set_param(pgv.cfg, p, cmd->value, err, sizeof(err)) < 0) {
@@ -1732,13 +1733,7 @@ static const struct show_entry shows[] = {
 static bool run_show(struct client *client, const char *what)
 {
 	if (word_is(what, "HELP")) {
-		struct pktbuf b;
-		pktbuf_init(&b, 1024);
-		send_notice(&b, "Console usage", help_text);
-		put_complete(&b, "SHOW");
-		proto_put_ready(&b, 'I');
-		netbuf_send(&client->nb, b.buf, b.len);
-		pktbuf_free(&b);
+		send_notice_complete_and_ready(client, "Console usage", help_text, "SHOW");
 		return true;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(shows); i++) {

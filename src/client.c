@@ -347,7 +347,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		if (!pkt_complete(pkt))
 			return true;	/* bounded by PROTO_STARTUP_MAX */
 		struct pkt_reader r;
-		pkt_reader_init(&r, pkt->data + 4, pkt->len - 4);
+		pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
 		uint32_t code = pkt_get_uint32(&r);
 		netbuf_skip(&client->nb, pkt->len);
 
@@ -381,7 +381,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		}
 		struct startup_params sp;
 		const char *err = NULL;
-		if (!proto_parse_startup(pkt->data + 4, pkt->len - 4, &sp, &err)) {
+		if (!proto_parse_startup(pkt_body(pkt), pkt_body_len(pkt), &sp, &err)) {
 			client_close(client, "08P01", err);
 			return false;
 		}

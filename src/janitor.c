@@ -98,13 +98,19 @@ static void check_waiting(struct pool *pool, usec_t now)
 	}
 }
 
-static void check_idle_clients(struct pool *pool, usec_t now)
+/* Whether a [users] entry sets its own client_idle_timeout (then idle order is not timeout order). */
+static bool users_override_idle_timeout(void)
+{
+	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
+		if (uc->client_idle_timeout >= 0)
+			return true;
+	return false;
+}
+
+static void check_idle_clients(struct pool *pool, usec_t now, bool users_override_idle)
 {
 	if (pool->db->is_admin)
 		return;
-	bool users_override_idle = false;
-	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
-		users_override_idle |= uc->client_idle_timeout >= 0;
 	struct list_node *n, *next;
 	for (n = list_first(&pool->idle_clients); n && n != &pool->idle_clients.head; n = next) {
 		next = n->next;
@@ -224,12 +230,13 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 	check_login_clients(now);
 	if (pgv.cfg->cancel_wait_timeout > 0)
 		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
+	bool users_override_idle = users_override_idle_timeout();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		list_for_each(ppos, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
 			check_waiting(pool, now);
-			check_idle_clients(pool, now);
+			check_idle_clients(pool, now, users_override_idle);
 			check_active_servers(pool, now);
 			check_servers(pool, now);
 			pool_after_change(pool);

@@ -732,10 +732,7 @@ int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
 			SSL_free(ssl);
 		return -1;
 	}
-	if (nb->in && nb->in->start == nb->in->end) {
-		iobuf_put(nb->in);
-		nb->in = NULL;
-	}
+	release_input_if_empty(nb);
 	nb->ssl = ssl;
 	if (accept)
 		SSL_set_accept_state(ssl);

@@ -87,6 +87,14 @@ static bool db_connection_changed(const struct db_config *a, const struct db_con
 	return a->port != b->port;
 }
 
+static void close_servers(struct list *l, const char *reason)
+{
+	list_for_each_safe(pos, tmp, l) {
+		struct server *server = container_of(pos, struct server, node);
+		server_close(server, reason);
+	}
+}
+
 /* Servers of db are replaced: idle ones now, busy ones when released. */
 static void db_retire_servers(struct db *db, const char *reason)
 {
@@ -98,8 +106,7 @@ static void db_retire_servers(struct db *db, const char *reason)
 			list_for_each(pos, lists[i])
 				container_of(pos, struct server, node)->close_needed = true;
 		}
-		list_for_each_safe(pos, tmp, &pool->idle_servers)
-			server_close(container_of(pos, struct server, node), reason);
+		close_servers(&pool->idle_servers, reason);
 	}
 }
 
@@ -410,6 +417,20 @@ void pool_drop_idle_pools(struct db *db, usec_t now)
 	}
 }
 
+/* Unlinks db from pgv.databases and frees it with its pools. */
+static void db_free(struct db *db)
+{
+	list_for_each_safe(pos, tmp, &db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		list_remove(&db->pools, &pool->node);
+		pool_free(pool);
+	}
+	list_remove(&pgv.databases, &db->node);
+	config_db_free(db->cfg);
+	free(db->name);
+	free(db);
+}
+
 void pool_drop_idle_autodb(struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->autodb_idle_timeout;
@@ -422,15 +443,7 @@ void pool_drop_idle_autodb(struct db *db, usec_t now)
 	if (admin_waits_on(db))
 		return;
 	log_info("auto-database %s unused for %lld s, dropped", db->name, (long long)(timeout / USEC_PER_SEC));
-	list_for_each_safe(pos, tmp, &db->pools) {
-		struct pool *pool = container_of(pos, struct pool, node);
-		list_remove(&db->pools, &pool->node);
-		pool_free(pool);
-	}
-	list_remove(&pgv.databases, &db->node);
-	config_db_free(db->cfg);
-	free(db->name);
-	free(db);
+	db_free(db);
 }
 
 /* ---------------------------------------------------------------- matching */
@@ -783,8 +796,7 @@ void pool_db_pause(struct db *db)
 {
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
-		list_for_each_safe(pos, tmp, &pool->idle_servers)
-			server_close(container_of(pos, struct server, node), "pause mode");
+		close_servers(&pool->idle_servers, "pause mode");
 	}
 }
 
@@ -803,14 +815,6 @@ void pool_db_reconnect(struct db *db)
 }
 
 /* ---------------------------------------------------------------- teardown */
-
-static void close_servers(struct list *l, const char *reason)
-{
-	list_for_each_safe(pos, tmp, l) {
-		struct server *server = container_of(pos, struct server, node);
-		server_close(server, reason);
-	}
-}
 
 static void close_clients(struct list *l, const char *reason)
 {
@@ -871,15 +875,7 @@ void pool_free_all(void)
 {
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
-		list_for_each_safe(ppos, ptmp, &db->pools) {
-			struct pool *pool = container_of(ppos, struct pool, node);
-			list_remove(&db->pools, &pool->node);
-			pool_free(pool);
-		}
-		list_remove(&pgv.databases, &db->node);
-		config_db_free(db->cfg);
-		free(db->name);
-		free(db);
+		db_free(db);
 	}
 	free(pgv.cancel_table);
 	pgv.cancel_table = NULL;

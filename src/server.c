@@ -300,6 +300,16 @@ void server_unlink(struct server *server)
 	client_unlinked(client);
 }
 
+/* A server that is going away takes its linked client with it (08P01, reason). */
+static void close_linked_client(struct server *server, const char *reason)
+{
+	struct client *client = server->link;
+	if (!client)
+		return;
+	server_unlink(server);
+	client_close(client, "08P01", reason);
+}
+
 bool server_is_clean(const struct server *server)
 {
 	/* A client half-way through a message still owes the server its rest. */
@@ -824,10 +834,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
 			/* As PgBouncer: the client may not hold a server across statements. */
 			static const char msg[] = "transaction blocks not allowed in statement pooling mode";
-			struct client *client = server->link;
 			netbuf_skip(&server->nb, pkt->len);
-			server_unlink(server);
-			client_close(client, "08P01", msg);
+			close_linked_client(server, msg);
 			server_close(server, msg);
 			return false;
 		}
@@ -971,11 +979,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			return server_idle_packet(server, pkt);
 		}
 	case NETBUF_EV_BAD_PACKET:
-		if (server->link) {
-			struct client *client = server->link;
-			server_unlink(server);
-			client_close(client, "08P01", "server sent a bad packet header");
-		}
+		close_linked_client(server, "server sent a bad packet header");
 		server_close(server, "bad packet header from server");
 		return false;
 	case NETBUF_EV_RECV_FAILED:
@@ -984,11 +988,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			login_failed(server, "08006", "server closed the connection during login");
 			return false;
 		}
-		if (server->link) {
-			struct client *client = server->link;
-			server_unlink(server);
-			client_close(client, "08P01", "server conn crashed?");
-		}
+		close_linked_client(server, "server conn crashed?");
 		server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" : "server send failed");
 		return false;
 	case NETBUF_EV_DRAINED:
