@@ -266,7 +266,7 @@ static void show_pools(struct result *r)
 	};
 	struct pools_view pv;
 	struct cells c;
-	usec_t now = loop_now();
+	usec_t now = now_usec();
 
 	result_begin(r, "ssiiiiiiiiiiiiiss", names);
 	pools_sorted(&pv);
@@ -365,7 +365,7 @@ static void show_stats(struct result *r, enum stats_view view)
 	};
 	struct dbs_view dv;
 	struct cells c;
-	usec_t now = loop_now();
+	usec_t now = now_usec();
 
 	if (view == STATS_ALL)
 		result_begin(r, "sNNNNNNNNNNNNNNNNNNNNNN", all);
@@ -402,7 +402,7 @@ static void show_totals(struct result *r)
 		"avg_ps_client_parse_count", "avg_ps_server_parse_count", "avg_ps_bind_count",
 	};
 	struct stats_period sum;
-	usec_t now = loop_now();
+	usec_t now = now_usec();
 	memset(&sum, 0, sizeof(sum));
 	sum.older_stamp = now;
 	list_for_each(dpos, &pgv.databases) {
@@ -479,7 +479,7 @@ static void client_row(struct result *r, const struct client *client, const char
 	struct cells c;
 	char host[INET6_ADDRSTRLEN], lhost[INET6_ADDRSTRLEN];
 	int port = 0, lport = 0;
-	usec_t now = loop_now();
+	usec_t now = now_usec();
 	struct sockaddr unix_sa = { .sa_family = AF_UNIX };
 
 	addr_text(client->is_unix ? &unix_sa : &client->addr.sa, host, sizeof(host), &port);

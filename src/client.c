@@ -500,7 +500,7 @@ void client_unlinked(struct client *client)
 {
 	if (client->state != CL_ACTIVE)
 		return;
-	client->request_time = loop_now();
+	client->request_time = now_usec();
 	client_set_state(client, CL_IDLE);	/* to the tail: the idle list stays in idle-since order */
 }
 

@@ -489,7 +489,7 @@ static void link_pair(struct client *client, struct server *server)
 	struct stats *st = &server->pool->db->stats.total;
 	st->server_assignment_count++;
 	if (was_waiting)
-		st->wait_time += (uint64_t)MAX(loop_now() - client->request_time, 0);
+		st->wait_time += (uint64_t)MAX(now_usec() - client->request_time, 0);
 	server_link(server, client);
 	client_linked(client);
 	if (server_apply_client_vars(server, client))
@@ -516,7 +516,7 @@ bool pool_request_server(struct client *client)
 			return true;
 		}
 	}
-	client->request_time = loop_now();
+	client->request_time = now_usec();
 	netbuf_pause(&client->nb);
 	client_set_state(client, CL_WAITING);
 	pool_launch_servers(pool);

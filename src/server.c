@@ -324,7 +324,7 @@ void server_note_client_message(struct server *server, uint8_t type)
 	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts. */
 	if (!server->query_start) {
 		struct stats *st = &server->pool->db->stats.total;
-		server->query_start = loop_now();
+		server->query_start = now_usec();
 		st->query_count++;
 		if (!server->xact_start) {
 			server->xact_start = server->query_start;
@@ -797,7 +797,7 @@ static bool server_login_packet(struct server *server, const struct pkt *pkt)
 static void count_ready(struct server *server, uint32_t len)
 {
 	struct stats *st = &server->pool->db->stats.total;
-	usec_t now = loop_now();
+	usec_t now = now_usec();
 	st->bytes_sent += len;
 	server->last_active = now;	/* idle_transaction_timeout counts from here */
 	if (server->expect_ready > 0)

@@ -13,9 +13,6 @@ void loop_init(void);
 int loop_run(void);
 void loop_cleanup(void);
 
-/* Wall-clock time of the current loop iteration: cheap, for statistics. */
-usec_t loop_now(void);
-
 /* A closed client or server is waiting to be freed. */
 void loop_schedule_reap(void);
 /* A client left: finishes a graceful shutdown when it was the last. */
