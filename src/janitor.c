@@ -181,7 +181,7 @@ static void check_servers(struct pool *pool, usec_t now)
 				server_close(server, "cancel_wait_timeout");
 		}
 	}
-	usec_t lifetime = pool->db->cfg->server_lifetime > 0 ? pool->db->cfg->server_lifetime : cfg->server_lifetime;
+	usec_t lifetime = pool_server_lifetime(pool);
 	int keep = pool_min_size(pool);
 	for (n = list_first(&pool->idle_servers); n && n != &pool->idle_servers.head; n = next) {
 		next = n->next;

@@ -295,13 +295,23 @@ int pool_min_size(const struct pool *pool)
 	return MIN(v, pool_effective_size(pool));
 }
 
+usec_t pool_server_lifetime(const struct pool *pool)
+{
+	return pool->db->cfg->server_lifetime > 0 ? pool->db->cfg->server_lifetime : pgv.cfg->server_lifetime;
+}
+
+bool pool_login_retry_pending(const struct pool *pool, usec_t now)
+{
+	return pool->last_login_failure && now - pool->last_login_failure < pgv.cfg->server_login_retry;
+}
+
 void pool_keep_min_size(struct pool *pool)
 {
 	struct db *db = pool->db;
 	int min = pool_min_size(pool);
 	if (min <= 0 || db->is_admin || db_paused(db) || db->removed || pgv.shutting_down)
 		return;
-	if (pool->last_login_failure && now_usec() - pool->last_login_failure < pgv.cfg->server_login_retry)
+	if (pool_login_retry_pending(pool, now_usec()))
 		return;
 	while (pool_server_count(pool) < min && db_may_open_server(db) && user_may_open_server(pool)) {
 		if (!server_connect(pool))
@@ -322,8 +332,7 @@ void pool_launch_servers(struct pool *pool)
 	int coming = (int)(pool->login_servers.count + pool->used_servers.count + pool->tested_servers.count);
 	if (coming >= demand)
 		return;
-	if (pool->last_login_failure &&
-	    now_usec() - pool->last_login_failure < pgv.cfg->server_login_retry)
+	if (pool_login_retry_pending(pool, now_usec()))
 		return;	/* the janitor tries again once server_login_retry has passed */
 
 	int size = pool_effective_size(pool);
@@ -584,7 +593,7 @@ void pool_release_server(struct server *server)
 		server_close(server, "client disconnected while the server was not idle");
 		return;
 	}
-	usec_t lifetime = pool->db->cfg->server_lifetime > 0 ? pool->db->cfg->server_lifetime : pgv.cfg->server_lifetime;
+	usec_t lifetime = pool_server_lifetime(pool);
 	if (lifetime > 0 && now_usec() - server->connect_time >= lifetime) {
 		server_close(server, "server lifetime over");
 		return;

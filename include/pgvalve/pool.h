@@ -141,6 +141,10 @@ struct pool *pool_get(struct db *db, const char *client_user);
 int pool_effective_size(const struct pool *pool);
 /* min_pool_size for this pool (database or global), capped at its size. */
 int pool_min_size(const struct pool *pool);
+/* server_lifetime for this pool's servers (database or global); 0 = none. */
+usec_t pool_server_lifetime(const struct pool *pool);
+/* A login failed less than server_login_retry ago: open no server yet. */
+bool pool_login_retry_pending(const struct pool *pool, usec_t now);
 /* Opens servers in the background up to min_pool_size (janitor). */
 void pool_keep_min_size(struct pool *pool);
 /* pool_idle_timeout: frees pools of db with no clients or servers for that long (janitor). */
