@@ -17,6 +17,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #define DB "pgvtest"
 #define BASE "auth_type = md5\nadmin_users = admin_u\n"
@@ -330,6 +334,47 @@ START_TEST(unresolvable_fails_only_its_clients)
 }
 END_TEST
 
+/* A DNS server that never answers: server_connect_timeout ends the wait, with the host named. */
+START_TEST(silent_dns_server_times_out)
+{
+	struct pgv p;
+	char resolv[700], dbs[1024], extra[900];
+	struct raw_error err;
+
+	/* a UDP socket nobody reads: queries to it vanish without an ICMP error */
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	socklen_t len = sizeof(sa);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(resolv, sizeof(resolv), "%s/silent-resolv.%d.conf", getenv("PGV_TEST_DIR"), (int)getpid());
+	FILE *f = fopen(resolv, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "nameserver 127.0.0.1:%d\n", ntohs(sa.sin_port));
+	fclose(f);
+	chmod(resolv, 0644);
+
+	snprintf(dbs, sizeof(dbs), "slow = host=slow.pgv.test port=%d dbname=" DB "\n%s", pg_port_env(),
+		 std_databases());
+	snprintf(extra, sizeof(extra), BASE "resolv_conf = %s\nserver_connect_timeout = 2\n", resolv);
+	pgv_start(&p, extra, dbs, userlist());
+	PGconn *c = connect_ok(&p, DB);	/* an address: no lookup, not held up */
+
+	double t0 = now_s();
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "slow", "md5_user", "md5_pass", &err), -1);
+	double took = now_s() - t0;
+	ck_assert_msg(took >= 1.5 && took < 10, "gave up after %.1f s (server_connect_timeout = 2)", took);
+	ck_assert_str_eq(err.sqlstate, "08006");
+	ck_assert_msg(strstr(err.message, "slow.pgv.test") && strstr(err.message, "DNS"), "%s", err.message);
+	ck_assert_str_eq(query_value(c, "SELECT 'unaffected'"), "unaffected");
+	PQfinish(c);
+	pgv_stop(&p);	/* with the lookup still pending in c-ares: a clean exit, no leak report */
+	close(fd);
+}
+END_TEST
+
 /* Opens n clients to db, each holding its own server (session pooling); returns where each one landed. */
 static void open_clients(struct pgv *p, const char *db, PGconn **conns, int n, char seen[][64])
 {
@@ -456,6 +501,7 @@ int main(void)
 	tcase_add_test(tc, ttl_is_honoured);
 	tcase_add_test(tc, zone_serial_change_reresolves);
 	tcase_add_test(tc, unresolvable_fails_only_its_clients);
+	tcase_add_test(tc, silent_dns_server_times_out);
 	tcase_add_test(tc, missing_resolv_conf_refuses_to_start);
 	suite_add_tcase(s, tc);
 	TCase *hl = pgv_tcase_create("host_lists", 60);
