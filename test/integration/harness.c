@@ -334,25 +334,26 @@ int run_program(char *const argv[], char *const env[], const char *outfile, int 
 
 /* ---------------------------------------------------------------- dnsmasq */
 
+/* Whether a socket of type (SOCK_STREAM, SOCK_DGRAM) can bind 127.0.0.1:port now. */
+static bool port_bindable(int port, int type)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* no SO_REUSEADDR: a port with connections in TIME_WAIT counts as taken */
+	ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
 /* Free for both UDP and TCP on 127.0.0.1 (DNS serves both). */
 static bool dns_port_is_free(int port)
 {
-	int types[] = { SOCK_DGRAM, SOCK_STREAM };
-
-	for (size_t i = 0; i < 2; i++) {
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-		int fd = socket(AF_INET, types[i] | SOCK_CLOEXEC, 0);
-		bool ok;
-
-		if (fd < 0)
-			return false;
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-		close(fd);
-		if (!ok)
-			return false;
-	}
-	return true;
+	return port_bindable(port, SOCK_DGRAM) && port_bindable(port, SOCK_STREAM);
 }
 
 /* How many times dnsmasq's log says it read the hosts file (start and each SIGHUP). */
@@ -484,17 +485,7 @@ void pgv_dns_stop(struct pgv_dns *d)
 
 static bool port_is_free(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	/* no SO_REUSEADDR: a port with connections in TIME_WAIT counts as taken */
-	ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(fd);
-	return ok;
+	return port_bindable(port, SOCK_STREAM);
 }
 
 /*
