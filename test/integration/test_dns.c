@@ -334,6 +334,60 @@ START_TEST(unresolvable_fails_only_its_clients)
 }
 END_TEST
 
+/* Queries dnsmasq logged for name (A and AAAA each count). */
+static int dns_queries_for(const struct pgv_dns *d, const char *name)
+{
+	const char *log = read_file_tail(d->log, 16000);
+	char needle[300];
+	int n = 0;
+	snprintf(needle, sizeof(needle), "] %s from", name);
+	for (const char *s = log; (s = strstr(s, needle)) != NULL; s++)
+		n++;
+	return n;
+}
+
+/* dns_nxdomain_ttl: a failed lookup is remembered that long, then the name is asked for again. */
+START_TEST(nxdomain_ttl_is_honoured)
+{
+	const double ttl = 4.0;
+	struct pgv_dns d;
+	struct pgv p;
+	char dbs[512], extra[256];
+	struct raw_error err;
+
+	pgv_dns_start(&d, "127.0.0.1 db1.pgv.test\n");
+	snprintf(dbs, sizeof(dbs), "later = host=new.pgv.test port=%d dbname=" DB "\n", pg_port_env());
+	snprintf(extra, sizeof(extra), "dns_nxdomain_ttl = %.0f\nserver_login_retry = 0.2\n", ttl);
+	pgv_start(&p, cfg(&d, extra), dbs, userlist());
+
+	double before = now_s();
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "later", "md5_user", "md5_pass", &err), -1);
+	ck_assert_msg(strstr(err.message, "new.pgv.test"), "%s", err.message);
+	int asked = dns_queries_for(&d, "new.pgv.test");
+	ck_assert_int_gt(asked, 0);
+
+	/* the name exists now, but the failure is still cached: no new query, same error */
+	pgv_dns_set_hosts(&d, "127.0.0.1 db1.pgv.test\n127.0.0.1 new.pgv.test\n");
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "later", "md5_user", "md5_pass", &err), -1);
+	ck_assert_msg(now_s() - before < ttl, "too slow to tell: %.1f s passed, dns_nxdomain_ttl is %.0f s",
+		      now_s() - before, ttl);
+	ck_assert_msg(strstr(err.message, "new.pgv.test"), "%s", err.message);
+	ck_assert_int_eq(dns_queries_for(&d, "new.pgv.test"), asked);
+
+	/* after dns_nxdomain_ttl it is looked up again and works */
+	sleep_s(before + ttl + 0.5 - now_s());
+	PGconn *c = pgv_connect(&p, "later", "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s\n%s", PQerrorMessage(c), pgv_log_tail(&p, 2000));
+	ck_assert_str_eq(server_addr_seen(c), "127.0.0.1");
+	ck_assert_int_gt(dns_queries_for(&d, "new.pgv.test"), asked);
+	PQfinish(c);
+	pgv_stop(&p);
+	pgv_dns_stop(&d);
+}
+END_TEST
+
 /* A DNS server that never answers: server_connect_timeout ends the wait, with the host named. */
 START_TEST(silent_dns_server_times_out)
 {
@@ -502,6 +556,7 @@ int main(void)
 	tcase_add_test(tc, zone_serial_change_reresolves);
 	tcase_add_test(tc, unresolvable_fails_only_its_clients);
 	tcase_add_test(tc, silent_dns_server_times_out);
+	tcase_add_test(tc, nxdomain_ttl_is_honoured);
 	tcase_add_test(tc, missing_resolv_conf_refuses_to_start);
 	suite_add_tcase(s, tc);
 	TCase *hl = pgv_tcase_create("host_lists", 60);
