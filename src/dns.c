@@ -362,8 +362,6 @@ static void zone_soa_cb(void *arg, int status, int timeouts, unsigned char *abuf
 {
 	(void)timeouts;
 	struct dns_zone *z = arg;
-	if (!dns.ready)
-		return;
 	z->query_in_flight = false;
 	if (z->forgotten) {
 		list_remove(&dns.zones, &z->node);
@@ -371,6 +369,8 @@ static void zone_soa_cb(void *arg, int status, int timeouts, unsigned char *abuf
 		free(z);
 		return;
 	}
+	if (!dns.ready)
+		return;	/* ares_destroy at shutdown: dns_shutdown frees the listed zones */
 	struct ares_soa_reply *soa = NULL;
 	if (status == ARES_SUCCESS)
 		status = ares_parse_soa_reply(abuf, alen, &soa);
@@ -506,9 +506,11 @@ static void host_gai_cb(void *arg, int status, int timeouts, struct ares_addrinf
 {
 	(void)timeouts;
 	struct dns_host *h = arg;
-	if (!dns.ready) {	/* ares_destroy at shutdown */
+	if (!dns.ready) {	/* ares_destroy at shutdown: dns_shutdown frees the listed hosts */
 		if (res)
 			ares_freeaddrinfo(res);
+		if (h->forgotten)
+			host_free(h);
 		return;
 	}
 	dns.queries--;
