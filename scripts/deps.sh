@@ -47,6 +47,7 @@ EOF
 		cat <<'EOF'
 check|pkg-config --exists 'check >= 0.10'
 libpq-dev|pkg-config --exists 'libpq >= 10'
+dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
 EOF
 		;;
 	esac

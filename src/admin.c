@@ -15,6 +15,7 @@
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
@@ -521,11 +522,15 @@ static void client_row(struct result *r, const struct client *client, const char
 static void server_row(struct result *r, const struct server *server, const char *state, bool debug)
 {
 	struct cells c;
-	char host[INET6_ADDRSTRLEN], lhost[INET6_ADDRSTRLEN];
+	char host[256], lhost[INET6_ADDRSTRLEN];
 	int port = 0, lport = 0;
 
 	if (server->addr.sa.sa_family == AF_UNIX) {
 		snprintf(host, sizeof(host), "unix");
+		port = server->pool->db->cfg->port;
+	} else if (server->addr.sa.sa_family == AF_UNSPEC) {
+		/* still looking its host name up: no address yet */
+		snprintf(host, sizeof(host), "%s", server->host ? server->host : "");
 		port = server->pool->db->cfg->port;
 	} else {
 		addr_text(&server->addr.sa, host, sizeof(host), &port);
@@ -825,12 +830,15 @@ static void show_lists(struct result *r)
 	int peers = 0;
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)
 		peers++;
+	/* dns_queries: lookups in flight; dns_pending: connections waiting on them */
+	struct dns_stats ds;
+	dns_get_stats(&ds);
 	struct { const char *name; long long v; } rows[] = {
 		{ "databases", pgv.databases.count }, { "users", (long long)users }, { "peers", peers },
 		{ "pools", pools }, { "peer_pools", 0 }, { "free_clients", 0 }, { "used_clients", used_clients },
 		{ "login_clients", pgv.login_clients.count }, { "free_servers", 0 },
-		{ "used_servers", used_servers }, { "dns_names", 0 }, { "dns_zones", 0 },
-		{ "dns_queries", 0 }, { "dns_pending", 0 },
+		{ "used_servers", used_servers }, { "dns_names", ds.names }, { "dns_zones", ds.zones },
+		{ "dns_queries", ds.queries }, { "dns_pending", ds.pending },
 	};
 	struct cells c;
 	result_begin(r, "si", names);
@@ -913,16 +921,38 @@ static void show_peer_pools(struct result *r)
 	result_begin(r, "iiiii", names);
 }
 
+static void dns_host_row(void *arg, const char *name, long long ttl, const char *addrs)
+{
+	struct cells c;
+	cells_reset(&c);
+	cell_str(&c, name);
+	cell_int(&c, ttl);
+	cell_str(&c, addrs);
+	result_row(arg, c.v);
+}
+
 static void show_dns_hosts(struct result *r)
 {
 	static const char *const names[] = { "hostname", "ttl", "addrs" };
 	result_begin(r, "sqs", names);
+	dns_walk_hosts(dns_host_row, r);
+}
+
+static void dns_zone_row(void *arg, const char *zone, long long serial, int count)
+{
+	struct cells c;
+	cells_reset(&c);
+	cell_str(&c, zone);
+	cell_int(&c, serial);
+	cell_int(&c, count);
+	result_row(arg, c.v);
 }
 
 static void show_dns_zones(struct result *r)
 {
 	static const char *const names[] = { "zonename", "serial", "count" };
 	result_begin(r, "sqi", names);
+	dns_walk_zones(dns_zone_row, r);
 }
 
 static const char help_text[] =

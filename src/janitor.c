@@ -17,6 +17,7 @@
 #include "pgvalve/janitor.h"
 #include "pgvalve/admin.h"
 #include "pgvalve/client.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/pool.h"
@@ -165,10 +166,8 @@ static void check_servers(struct pool *pool, usec_t now)
 		for (n = list_first(&pool->login_servers); n && n != &pool->login_servers.head; n = next) {
 			next = n->next;
 			struct server *server = container_of(n, struct server, node);
-			if (now - server->connect_time >= cfg->server_connect_timeout) {
-				pool_server_login_failed(pool, "08006", "server connect timeout");
-				server_close(server, "connect timeout");
-			}
+			if (now - server->connect_time >= cfg->server_connect_timeout)
+				server_connect_timed_out(server);
 		}
 	}
 	/* A cancel that does not complete must not hold its server forever. */
@@ -226,6 +225,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what; (void)arg;
 	usec_t now = now_usec();
 	roll_stats(now);
+	dns_housekeeping(now);
 	admin_check_waits();
 	check_login_clients(now);
 	if (pgv.cfg->cancel_wait_timeout > 0)

@@ -12,6 +12,7 @@
 #include "pgvalve/crypto.h"
 #include "pgvalve/hba.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/janitor.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
@@ -210,6 +211,9 @@ int main(int argc, char **argv)
 	loop_init();
 	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
 	netbuf_set_loopcnt(cfg->sbuf_loopcnt);
+	char dns_err[512];
+	if (dns_init(pgv.base, cfg, pool_dns_changed, dns_err, sizeof(dns_err)) < 0)
+		die("%s", dns_err);
 	varcache_configure(cfg->track_extra_parameters);
 	admin_setup();
 	pool_setup_databases();
@@ -229,6 +233,7 @@ int main(int argc, char **argv)
 	listener_close();
 	loop_cleanup();
 	pool_free_all();
+	dns_shutdown();
 	netbuf_global_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)

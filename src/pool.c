@@ -18,9 +18,12 @@
 #include "pgvalve/auth.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/server.h"
+
+#include <strings.h>
 
 struct instance pgv;
 
@@ -108,6 +111,36 @@ static void db_retire_servers(struct db *db, const char *reason)
 		}
 		close_servers(&pool->idle_servers, reason);
 	}
+}
+
+void pool_dns_changed(const char *name)
+{
+	int retired = 0;
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct list *lists[] = { &pool->active_servers, &pool->used_servers, &pool->tested_servers,
+						 &pool->login_servers, &pool->idle_servers };
+			for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+				list_for_each_safe(pos, tmp, lists[i]) {
+					struct server *server = container_of(pos, struct server, node);
+					sa_family_t family = server->addr.sa.sa_family;
+					if (!server->host || strcasecmp(server->host, name) != 0 ||
+					    (family != AF_INET && family != AF_INET6) ||
+					    dns_has_address(name, &server->addr.sa))
+						continue;
+					retired++;
+					if (lists[i] == &pool->idle_servers)
+						server_close(server, "DNS address changed");
+					else
+						server->close_needed = true;
+				}
+			}
+		}
+	}
+	if (retired)
+		log_info("DNS: %d server connection(s) to old addresses of %s are closed when released", retired, name);
 }
 
 static char *pool_login_password(const struct db *db, const char *user)

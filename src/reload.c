@@ -10,6 +10,7 @@
 #include "pgvalve/reload.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/config.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/tls.h"
@@ -97,6 +98,7 @@ int reload_config(char *errbuf, size_t errsize)
 	char tls_err[512];
 	tls_configure(fresh, tls_err, sizeof(tls_err));
 	netbuf_set_loopcnt(fresh->sbuf_loopcnt);
+	dns_configure(fresh);
 	pool_apply_config();
 	config_free(old);
 	if (old_auth)

@@ -49,8 +49,10 @@ const char *server_prefix(const struct server *server, char *buf, size_t size)
 		inet_ntop(AF_INET, &server->addr.in.sin_addr, host, sizeof(host));
 	else if (server->addr.sa.sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &server->addr.in6.sin6_addr, host, sizeof(host));
+	/* not resolved yet: the name it waits for */
+	const char *shown = server->addr.sa.sa_family == AF_UNSPEC && server->host ? server->host : host;
 	snprintf(buf, size, "S-%p: %s/%s@%s:%d", (const void *)server, server->pool->db->name,
-		 server->pool->user, host, port);
+		 server->pool->user, shown, port);
 	return buf;
 }
 
@@ -60,6 +62,7 @@ static struct list *server_state_list(struct server *server, enum server_state s
 {
 	struct pool *pool = server->pool;
 	switch (state) {
+	case SV_LOOKUP:
 	case SV_LOGIN:
 		return &pool->login_servers;
 	case SV_IDLE:
@@ -97,62 +100,235 @@ void server_set_state(struct server *server, enum server_state state)
 
 /* ---------------------------------------------------------------- connect */
 
-static int resolve_address(struct server *server, const struct db *db)
+/*
+ * Host lists (host=a,b,c): each new connection starts at one entry, per
+ * load_balance_hosts: round-robin takes the next entry every time,
+ * disable keeps the current entry until a connection to it fails. A
+ * connect-level failure (the name does not resolve, the connect is
+ * refused or unreachable) moves the same connection on at once: first to
+ * the name's other addresses, then to the next entries, each tried once.
+ * Only when every one failed do the pool's logins fail (server_login_retry
+ * then applies).
+ */
+
+static int host_list_count(const char *list)
 {
-	const char *host = db->cfg->host;
-	int port = db->cfg->port > 0 ? db->cfg->port : 5432;
-	char first[256];
+	int n = 1;
+	for (const char *p = list; *p; p++)
+		if (*p == ',')
+			n++;
+	return n;
+}
 
-	/* Host lists arrive with load_balance_hosts; the first entry is used for now. */
-	size_t n = strcspn(host, ",");
-	if (n >= sizeof(first))
-		n = sizeof(first) - 1;
-	memcpy(first, host, n);
-	first[n] = '\0';
+/* Entry idx of the list, without surrounding blanks. */
+static char *host_list_entry(const char *list, int idx)
+{
+	const char *p = list;
+	for (int i = 0; i < idx && p; i++) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return xstrdup("");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	size_t n = strcspn(p, ",");
+	while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+		n--;
+	char *e = xmalloc(n + 1);
+	memcpy(e, p, n);
+	e[n] = '\0';
+	return e;
+}
 
-	if (first[0] == '\0' || first[0] == '/') {
-		const char *dir = first[0] ? first : "/var/run/postgresql";
+static int db_first_host(struct db *db, int n)
+{
+	if (n <= 1)
+		return 0;
+	if (db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE)
+		return (int)(db->host_next % (unsigned)n);
+	return (int)(db->host_next++ % (unsigned)n);
+}
+
+/* load_balance_hosts=disable: a failed connection to the current entry makes the next one current. */
+static void db_host_failed(struct db *db, int idx)
+{
+	int n = host_list_count(db->cfg->host);
+	if (n > 1 && db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE &&
+	    (int)(db->host_next % (unsigned)n) == idx)
+		db->host_next = (unsigned)(idx + 1) % (unsigned)n;
+}
+
+static int server_port(const struct server *server)
+{
+	return server->pool->db->cfg->port > 0 ? server->pool->db->cfg->port : 5432;
+}
+
+/*
+ * Fills server->addr for a socket dir or an IP literal: 1. 0 when the
+ * entry is a host name (a lookup is needed), -1 when it cannot be used.
+ */
+static int set_literal_address(struct server *server, char *err, size_t errsize)
+{
+	const char *host = server->host;
+	int port = server_port(server);
+
+	memset(&server->addr, 0, sizeof(server->addr));
+	if (host[0] == '\0' || host[0] == '/') {
+		const char *dir = host[0] ? host : "/var/run/postgresql";
 		struct stat st;
-		if (!first[0] && stat(dir, &st) != 0)
+		if (!host[0] && stat(dir, &st) != 0)
 			dir = "/tmp";
 		int len = snprintf(server->addr.un.sun_path, sizeof(server->addr.un.sun_path),
 				   "%s/.s.PGSQL.%d", dir, port);
-		if (len < 0 || (size_t)len >= sizeof(server->addr.un.sun_path))
+		if (len < 0 || (size_t)len >= sizeof(server->addr.un.sun_path)) {
+			snprintf(err, errsize, "unix socket path too long: %s", dir);
 			return -1;
+		}
 		server->addr.un.sun_family = AF_UNIX;
 		server->addrlen = (socklen_t)sizeof(server->addr.un);
-		return 0;
+		return 1;
 	}
-	if (inet_pton(AF_INET, first, &server->addr.in.sin_addr) == 1) {
+	if (inet_pton(AF_INET, host, &server->addr.in.sin_addr) == 1) {
 		server->addr.in.sin_family = AF_INET;
 		server->addr.in.sin_port = htons((uint16_t)port);
 		server->addrlen = sizeof(server->addr.in);
-		return 0;
+		return 1;
 	}
-	if (inet_pton(AF_INET6, first, &server->addr.in6.sin6_addr) == 1) {
+	if (inet_pton(AF_INET6, host, &server->addr.in6.sin6_addr) == 1) {
 		server->addr.in6.sin6_family = AF_INET6;
 		server->addr.in6.sin6_port = htons((uint16_t)port);
 		server->addrlen = sizeof(server->addr.in6);
-		return 0;
+		return 1;
 	}
-	/*
-	 * Host names: resolved synchronously until the c-ares resolver lands
-	 * (issue 7). Acceptable for names in /etc/hosts such as localhost.
-	 */
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-	if (getaddrinfo(first, NULL, &hints, &res) != 0 || !res)
-		return -1;
-	if (res->ai_family == AF_INET) {
-		memcpy(&server->addr.in, res->ai_addr, sizeof(server->addr.in));
-		server->addr.in.sin_port = htons((uint16_t)port);
-		server->addrlen = sizeof(server->addr.in);
-	} else {
-		memcpy(&server->addr.in6, res->ai_addr, sizeof(server->addr.in6));
-		server->addr.in6.sin6_port = htons((uint16_t)port);
-		server->addrlen = sizeof(server->addr.in6);
-	}
-	freeaddrinfo(res);
 	return 0;
+}
+
+static void set_resolved_address(struct server *server, const struct dns_addr *a)
+{
+	memset(&server->addr, 0, sizeof(server->addr));
+	memcpy(&server->addr, &a->u, a->len);
+	server->addrlen = a->len;
+	if (server->addr.sa.sa_family == AF_INET)
+		server->addr.in.sin_port = htons((uint16_t)server_port(server));
+	else
+		server->addr.in6.sin6_port = htons((uint16_t)server_port(server));
+	/* this answer's other addresses are tried before the next entry */
+	if (server->addrs_left < 0)
+		server->addrs_left = a->count - 1;
+}
+
+static void server_select_host(struct server *server, int idx)
+{
+	free(server->host);
+	server->host_idx = idx;
+	server->host = host_list_entry(server->pool->db->cfg->host, idx);
+	server->addrs_left = -1;	/* not resolved yet */
+	memset(&server->addr, 0, sizeof(server->addr));
+	server->addrlen = 0;
+}
+
+static const char *addr_describe(const struct server *server, char *buf, size_t size)
+{
+	char ip[INET6_ADDRSTRLEN] = "";
+	if (server->addr.sa.sa_family == AF_INET)
+		inet_ntop(AF_INET, &server->addr.in.sin_addr, ip, sizeof(ip));
+	else if (server->addr.sa.sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &server->addr.in6.sin6_addr, ip, sizeof(ip));
+	if (server->addr.sa.sa_family == AF_UNIX)
+		snprintf(buf, size, "%s", server->addr.un.sun_path);
+	else if (ip[0] && strcmp(ip, server->host) != 0)
+		snprintf(buf, size, "%s (%s) port %d", server->host, ip, server_port(server));
+	else
+		snprintf(buf, size, "%s port %d", server->host, server_port(server));
+	return buf;
+}
+
+static bool server_try_connect(struct server *server);
+
+/*
+ * The current entry (or address) failed at connect level: move on to the
+ * next address or entry. False when none is left: the pool's logins were
+ * failed and the server is closed.
+ */
+static bool server_connect_failed(struct server *server, const char *error)
+{
+	struct pool *pool = server->pool;
+	db_host_failed(pool->db, server->host_idx);
+	if (server->addrs_left > 0) {
+		server->addrs_left--;
+		server_log(LOG_LEVEL_WARNING, server, "%s; trying its next address", error);
+		return true;
+	}
+	if (--server->hosts_left > 0) {
+		int n = host_list_count(pool->db->cfg->host);
+		server_log(LOG_LEVEL_WARNING, server, "%s; trying the next host", error);
+		server_select_host(server, (server->host_idx + 1) % n);
+		return true;
+	}
+	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s", error);
+	pool_server_login_failed(pool, "08006", error);
+	server_close(server, "server login failed");
+	return false;
+}
+
+/* Starts the socket connect to server->addr; false (err filled) if it failed at once. */
+static bool server_start_socket(struct server *server, char *err, size_t errsize)
+{
+	if (netbuf_connect(&server->nb, &server->addr.sa, server->addrlen) < 0) {
+		char where[400];
+		snprintf(err, errsize, "could not connect to server %s: %s",
+			 addr_describe(server, where, sizeof(where)), strerror(errno));
+		return false;
+	}
+	if (server->addr.sa.sa_family != AF_UNIX)
+		listener_tune_tcp(server->nb.fd);
+	server_set_state(server, SV_LOGIN);
+	return true;
+}
+
+static void server_dns_done(struct dns_waiter *w, const struct dns_addr *addr, const char *error)
+{
+	struct server *server = container_of(w, struct server, dns);
+	char err[512];
+	if (addr) {
+		set_resolved_address(server, addr);
+		if (server_start_socket(server, err, sizeof(err)))
+			return;
+		error = err;
+	}
+	if (server_connect_failed(server, error))
+		server_try_connect(server);
+}
+
+/*
+ * Connects to the current entry, moving on along the list on failures.
+ * True when a connect or lookup is under way; false when the server was
+ * closed because nothing could be tried.
+ */
+static bool server_try_connect(struct server *server)
+{
+	char err[512];
+	for (;;) {
+		int r = set_literal_address(server, err, sizeof(err));
+		if (r == 0) {
+			struct dns_addr a;
+			enum dns_status st = dns_lookup(server->host, &server->dns, server_dns_done, &a, err, sizeof(err));
+			if (st == DNS_PENDING) {
+				server_set_state(server, SV_LOOKUP);
+				return true;
+			}
+			if (st == DNS_DONE) {
+				set_resolved_address(server, &a);
+				r = 1;
+			}
+		}
+		if (r == 1 && server_start_socket(server, err, sizeof(err)))
+			return true;
+		if (!server_connect_failed(server, err))
+			return false;
+	}
 }
 
 struct server *server_connect(struct pool *pool)
@@ -167,26 +343,27 @@ struct server *server_connect(struct pool *pool)
 	list_node_init(&server->node);
 	netbuf_init(&server->nb, server_handler, INT32_MAX);
 
-	if (resolve_address(server, db) < 0) {
-		pool_server_login_failed(pool, "08006", "could not resolve server address");
-		free(server);
-		return NULL;
-	}
-	if (netbuf_connect(&server->nb, &server->addr.sa, server->addrlen) < 0) {
-		char msg[256];
-		snprintf(msg, sizeof(msg), "could not connect to server: %s", strerror(errno));
-		log_warning("%s/%s: %s", db->name, pool->user, msg);
-		pool_server_login_failed(pool, "08006", msg);
-		free(server);
-		return NULL;
-	}
-	if (server->addr.sa.sa_family != AF_UNIX)
-		listener_tune_tcp(server->nb.fd);
-	server_set_state(server, SV_LOGIN);
+	int n = host_list_count(db->cfg->host);
+	server->hosts_left = n;
+	server_select_host(server, db_first_host(db, n));
+	/* Counted from the start: a lookup in flight is a connection on its way (pool sizing). */
+	server_set_state(server, SV_LOOKUP);
 	pgv.server_count++;
 	db->server_count++;
 	pool->ucount->servers++;
-	return server;
+	return server_try_connect(server) ? server : NULL;
+}
+
+void server_connect_timed_out(struct server *server)
+{
+	char msg[400];
+	if (server->state == SV_LOOKUP)
+		snprintf(msg, sizeof(msg), "server connect timeout: no DNS answer for host \"%s\"", server->host);
+	else
+		snprintf(msg, sizeof(msg), "server connect timeout");
+	db_host_failed(server->pool->db, server->host_idx);
+	pool_server_login_failed(server->pool, "08006", msg);
+	server_close(server, "connect timeout");
 }
 
 static void send_startup(struct server *server)
@@ -255,6 +432,7 @@ void server_close(struct server *server, const char *reason)
 	}
 	server_forget_cancels(server);
 	free_login_state(server);
+	dns_cancel(&server->dns);
 	netbuf_close(&server->nb);
 	server_set_state(server, SV_CLOSED);
 	pgv.server_count--;
@@ -273,6 +451,8 @@ void server_free(struct server *server)
 	}
 	free(server->params);
 	free_login_state(server);
+	dns_cancel(&server->dns);
+	free(server->host);
 	free(server);
 }
 
@@ -549,6 +729,7 @@ static bool parse_parameter_status(const struct pkt *pkt, const char **name, con
 static void login_failed(struct server *server, const char *sqlstate, const char *message)
 {
 	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s", message);
+	db_host_failed(server->pool->db, server->host_idx);
 	pool_server_login_failed(server->pool, sqlstate, message);
 	server_close(server, "server login failed");
 }
@@ -963,9 +1144,14 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	case NETBUF_EV_DIRECT_TLS:
 		return true;
 	case NETBUF_EV_CONNECT_FAILED: {
-		char msg[256];
-		snprintf(msg, sizeof(msg), "could not connect to server: %s", strerror(server->nb.last_errno));
-		login_failed(server, "08006", msg);
+		char msg[512], where[400];
+		snprintf(msg, sizeof(msg), "could not connect to server %s: %s",
+			 addr_describe(server, where, sizeof(where)), strerror(server->nb.last_errno));
+		/* A fresh socket for the next address or host, if any is left. */
+		netbuf_close(&server->nb);
+		netbuf_init(&server->nb, server_handler, INT32_MAX);
+		if (server_connect_failed(server, msg))
+			server_try_connect(server);
 		return false;
 	}
 	case NETBUF_EV_PACKET:

@@ -57,6 +57,7 @@ struct db {
 	int server_count;
 	int client_count;		/* clients that chose it, counted from the startup packet on */		/* all servers of all its pools */
 	usec_t last_used;
+	unsigned host_next;		/* host list entry for the next connection (load_balance_hosts) */
 };
 
 struct pool {
@@ -212,5 +213,10 @@ void pool_db_pause(struct db *db);
 void pool_db_resume(struct db *db);
 /* RECONNECT: replace every server once it is released. */
 void pool_db_reconnect(struct db *db);
+/*
+ * DNS change hook: servers that reached host name `name` at an address its
+ * new answer no longer lists close (idle ones now, busy ones when released).
+ */
+void pool_dns_changed(const char *name);
 
 #endif

@@ -5,6 +5,10 @@
  * State diagram (server_set_state changes it and moves the server between
  * its pool's lists):
  *
+ *   LOOKUP --address known, connect started--> LOGIN
+ *     ^                                          |
+ *     +--connect failed, next host is a name-----+   (host lists, see server.c)
+ *
  *   LOGIN --ReadyForQuery--> IDLE <--reset/check done-- TESTED
  *                            |  ^                          ^
  *                  pool links|  |released, clean           | reset/check query sent
@@ -17,6 +21,7 @@
 #define PGVALVE_SERVER_H
 
 #include "pgvalve/common.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/list.h"
 #include "pgvalve/varcache.h"
@@ -25,6 +30,7 @@
 #include <sys/un.h>
 
 enum server_state {
+	SV_LOOKUP,		/* waiting for the DNS answer for its host name (no socket yet) */
 	SV_LOGIN,
 	SV_IDLE,
 	SV_ACTIVE,
@@ -83,12 +89,24 @@ struct server {
 		struct sockaddr_in in;
 		struct sockaddr_in6 in6;
 		struct sockaddr_un un;
-	} addr;
+	} addr;				/* AF_UNSPEC until known (LOOKUP) */
 	socklen_t addrlen;
+	/* Where it connects: one entry of the database's host list. */
+	char *host;			/* the entry: a name, an address or a socket dir ("" = default dir) */
+	int host_idx;			/* its index in the list */
+	int hosts_left;			/* entries not tried yet for this connection */
+	int addrs_left;			/* further addresses of a name to try before the next entry */
+	struct dns_waiter dns;		/* LOOKUP: the pending lookup of host */
 };
 
-/* Opens a new server connection for pool (state LOGIN). NULL if it could not even start. */
+/*
+ * Opens a new server connection for pool (state LOOKUP or LOGIN). NULL if
+ * it could not even start (no host of the list could be tried); the
+ * pool's clients in login have been told why then.
+ */
 struct server *server_connect(struct pool *pool);
+/* server_connect_timeout ran out (janitor): fail the login and close. */
+void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);
 void server_close(struct server *server, const char *reason);
 /* Frees a closed server (from the loop's reaper). */

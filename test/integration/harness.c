@@ -332,12 +332,13 @@ int run_program(char *const argv[], char *const env[], const char *outfile, int 
 	return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-/* ---------------------------------------------------------------- pgvalve */
+/* ---------------------------------------------------------------- dnsmasq */
 
-static bool port_is_free(int port)
+/* Whether a socket of type (SOCK_STREAM, SOCK_DGRAM) can bind 127.0.0.1:port now. */
+static bool port_bindable(int port, int type)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
 	bool ok;
 
 	if (fd < 0)
@@ -347,6 +348,144 @@ static bool port_is_free(int port)
 	ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	close(fd);
 	return ok;
+}
+
+/* Free for both UDP and TCP on 127.0.0.1 (DNS serves both). */
+static bool dns_port_is_free(int port)
+{
+	return port_bindable(port, SOCK_DGRAM) && port_bindable(port, SOCK_STREAM);
+}
+
+/* How many times dnsmasq's log says it read the hosts file (start and each SIGHUP). */
+static int dns_hosts_reads(const struct pgv_dns *d)
+{
+	FILE *f = fopen(d->log, "re");
+	char line[1024], needle[700];
+	int n = 0;
+
+	if (f == NULL)
+		return 0;
+	snprintf(needle, sizeof(needle), "read %s ", d->hosts);
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strstr(line, needle) != NULL)
+			n++;
+	fclose(f);
+	return n;
+}
+
+void pgv_dns_start(struct pgv_dns *d, const char *hosts_text)
+{
+	static unsigned seq;
+	const char *testdir = env_required("PGV_TEST_DIR");
+	char pidfile[700], outfile[700], text[128];
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "%s/dns-%ld-%u", testdir, (long)getpid(), seq++);
+	if (mkdir(d->dir, 0755) != 0)
+		ck_abort_msg("mkdir %s: %s", d->dir, strerror(errno));
+	snprintf(d->hosts, sizeof(d->hosts), "%s/hosts", d->dir);
+	snprintf(d->resolv, sizeof(d->resolv), "%s/resolv.conf", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/dnsmasq.log", d->dir);
+	snprintf(pidfile, sizeof(pidfile), "%s/dnsmasq.pid", d->dir);
+	snprintf(outfile, sizeof(outfile), "%s/dnsmasq.out", d->dir);
+	write_file(d->hosts, hosts_text, 0644);
+
+	/* A port may be taken between the check and dnsmasq's bind: then try another. */
+	for (int attempt = 0; attempt < 5 && d->pid == 0; attempt++) {
+		int start = (int)((getpid() * 7 + attempt * 131) % 5000);
+		for (int i = 0; i < 5000 && d->port == 0; i++) {
+			int port = 20000 + (start + i) % 5000;
+			if (dns_port_is_free(port))
+				d->port = port;
+		}
+		if (d->port == 0)
+			ck_abort_msg("no free UDP/TCP port in 20000-24999 for dnsmasq");
+		char a_port[32], a_hosts[700], a_pid[720], a_log[720];
+		snprintf(a_port, sizeof(a_port), "--port=%d", d->port);
+		snprintf(a_hosts, sizeof(a_hosts), "--addn-hosts=%s", d->hosts);
+		snprintf(a_pid, sizeof(a_pid), "--pid-file=%s", pidfile);
+		snprintf(a_log, sizeof(a_log), "--log-facility=%s", d->log);
+		char *argv[] = { "dnsmasq", "--keep-in-foreground", a_port, "--listen-address=127.0.0.1",
+				 "--bind-interfaces", "--no-resolv", "--no-hosts", a_hosts, "--local-ttl=1",
+				 "--auth-server=ns.pgv.test,127.0.0.1", "--auth-zone=pgv.test", "--auth-ttl=1",
+				 a_pid, a_log, "--log-queries", NULL };
+		char *dnsmasq = access("/usr/sbin/dnsmasq", X_OK) == 0 ? "/usr/sbin/dnsmasq" : "dnsmasq";
+		argv[0] = dnsmasq;
+		pid_t pid = spawn(argv, NULL, outfile, d->dir);
+		registry_add_helper(pid);
+		double deadline = now_s() + START_TIMEOUT_S;
+		int status;
+		while (now_s() < deadline) {
+			if (waitpid(pid, &status, WNOHANG) == pid) {
+				registry_drop_helper(pid);
+				pid = 0;
+				break;
+			}
+			if (dns_hosts_reads(d) > 0)
+				break;
+			sleep_ms(20);
+		}
+		if (pid == 0) {
+			d->port = 0;	/* exited: most likely the port was taken; another one */
+			continue;
+		}
+		if (dns_hosts_reads(d) == 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			registry_drop_helper(pid);
+			char out[TAIL_BYTES + 1];
+			snprintf(out, sizeof(out), "%s", read_file_tail(outfile, TAIL_BYTES));
+			ck_abort_msg("dnsmasq did not start within %.0f s:\n%s\n%s", START_TIMEOUT_S, out,
+				     read_file_tail(d->log, TAIL_BYTES));
+		}
+		d->pid = pid;
+	}
+	if (d->pid == 0)
+		ck_abort_msg("dnsmasq would not start (last port %d):\n%s", d->port, read_file_tail(outfile, TAIL_BYTES));
+	snprintf(text, sizeof(text), "nameserver 127.0.0.1:%d\n", d->port);
+	write_file(d->resolv, text, 0644);
+}
+
+void pgv_dns_set_hosts(struct pgv_dns *d, const char *hosts_text)
+{
+	char tmp[700];
+	int before = dns_hosts_reads(d);
+	double deadline = now_s() + START_TIMEOUT_S;
+
+	ck_assert_msg(d->pid > 0, "dnsmasq is not running");
+	/* renamed into place: dnsmasq never reads half a file */
+	snprintf(tmp, sizeof(tmp), "%s.new", d->hosts);
+	write_file(tmp, hosts_text, 0644);
+	if (rename(tmp, d->hosts) != 0)
+		ck_abort_msg("rename %s: %s", tmp, strerror(errno));
+	kill(d->pid, SIGHUP);
+	while (dns_hosts_reads(d) <= before) {
+		if (now_s() > deadline)
+			ck_abort_msg("dnsmasq did not re-read %s:\n%s", d->hosts, read_file_tail(d->log, TAIL_BYTES));
+		sleep_ms(20);
+	}
+}
+
+void pgv_dns_stop(struct pgv_dns *d)
+{
+	int status;
+
+	if (d->pid <= 0)
+		return;
+	kill(d->pid, SIGTERM);
+	if (!wait_child(d->pid, &status, STOP_TIMEOUT_S)) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, &status, 0);
+	}
+	registry_drop_helper(d->pid);
+	d->pid = 0;
+}
+
+/* ---------------------------------------------------------------- pgvalve */
+
+static bool port_is_free(int port)
+{
+	return port_bindable(port, SOCK_STREAM);
 }
 
 /*

@@ -113,6 +113,30 @@ const char *std_userlist(void);
  */
 int run_program(char *const argv[], char *const env[], const char *outfile, int timeout_s);
 
+/*
+ * A DNS server for the test: dnsmasq on 127.0.0.1:port (UDP and TCP),
+ * authoritative for the zone "pgv.test" (so SOA queries are answered; its
+ * serial follows the time of the last reload), answering A/AAAA from a
+ * hosts file with TTL 1, nothing else (no upstream, no /etc/hosts).
+ * resolv is a resolv.conf naming it ("nameserver 127.0.0.1:port") for
+ * pgvalve's resolv_conf. Everything lives in dir under PGV_TEST_DIR; the
+ * teardown fixture kills dnsmasq (SIGKILL) if the test did not.
+ */
+struct pgv_dns {
+	pid_t pid;		/* 0 when not running */
+	int port;
+	char dir[512];
+	char hosts[600];	/* "ADDRESS NAME" lines */
+	char resolv[600];
+	char log[600];		/* dnsmasq's log (queries included) */
+};
+/* Starts it with hosts_text as the hosts file; returns once it answers. */
+void pgv_dns_start(struct pgv_dns *d, const char *hosts_text);
+/* Replaces the hosts file and returns once dnsmasq has re-read it (SIGHUP). */
+void pgv_dns_set_hosts(struct pgv_dns *d, const char *hosts_text);
+/* SIGTERM and wait (SIGKILL after 5 s). Idempotent. */
+void pgv_dns_stop(struct pgv_dns *d);
+
 /* Seconds on the monotonic clock. */
 double now_s(void);
 /* Reads a whole small file into a static buffer ("" if missing). */
