@@ -320,7 +320,8 @@ bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
 	int peer_id = peer_id_of_cancel_key(pid);
 	int own_id = pgv.cfg->peer_id;
 
-	if (peer_id == 0 || !pgv.cfg->peers) {
+	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers) {
+		/* peer_id 0 switches peering off, as in PgBouncer: no forwarding either. */
 		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key, ignored");
 		return false;
 	}

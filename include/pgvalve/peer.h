@@ -61,7 +61,7 @@ static inline unsigned peer_cancel_key_ttl(uint32_t key) { return key & PEER_CAN
  * A CancelRequest whose key no local client has. Forwards it to the peer
  * the key names and returns true: the requester is then held (paused) and
  * closed by peer.c when the forward ends. Returns false when the request is
- * dropped (no peering, own id, unknown peer, TTL exhausted; logged); the
+ * dropped (peer_id 0, own id, unknown peer, TTL exhausted; logged); the
  * caller closes the requester.
  */
 bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key);
