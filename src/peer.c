@@ -267,11 +267,7 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 		uint8_t mem[16];
 		struct pktbuf b;
 		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		pktbuf_begin(&b, 0);
-		pktbuf_put_uint32(&b, PROTO_CANCEL_REQUEST);
-		pktbuf_put_uint32(&b, req->pid);
-		pktbuf_put_uint32(&b, req->key);
-		pktbuf_end(&b);
+		proto_put_cancel_request(&b, req->pid, req->key);
 		peer_cancel_set_state(req, PEER_CANCEL_ACTIVE);
 		if (!netbuf_send(&req->nb, b.buf, b.len)) {
 			peer_cancel_drop(req, "send failed");
