@@ -277,6 +277,37 @@ START_TEST(backend_key_carries_peer_id)
 }
 END_TEST
 
+/* peer_id and [peers] change on RELOAD: new keys carry the new id, SHOW PEERS the new list. */
+START_TEST(peer_id_reloads)
+{
+	struct pgv p;
+	unsigned char key[8];
+
+	start_one(&p, "auth_type = md5\nadmin_users = admin_u\npeer_id = 5\n\n[peers]\n6 = host=/nowhere\n");
+	int fd = login_at(&p, key);
+	ck_assert_int_eq(peer_id_in_key(key), 5);
+	close(fd);
+
+	/* the same file with other values (later keys win, a section may open again) */
+	FILE *f = fopen(p.ini, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs("\n[pgvalve]\npeer_id = 300\n[peers]\n7 = host=127.0.0.1 port=1\n", f);
+	fclose(f);
+	PGconn *a = admin_at(&p);
+	PGresult *r = PQexec(a, "RELOAD");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	fd = login_at(&p, key);
+	ck_assert_int_eq(peer_id_in_key(key), 300);
+	close(fd);
+	ck_assert_int_eq(show_lists_value(a, "peers"), 2);
+	ck_assert_int_eq(peer_pool_value(a, 7, "sv_login"), 0);
+	ck_assert_int_eq(peer_pool_value(a, 8, "sv_login"), -1);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- forwarding */
 
 /* A query at one process, its cancel sent to the other: forwarded, the query ends with 57014. */
@@ -404,27 +435,44 @@ END_TEST
 /* ---------------------------------------------------------------- pool_size */
 
 /* A peer that accepts and never answers: pool_size caps the forwards, the rest queue, timeouts clear them. */
+/* A peer at <dir>/.s.PGSQL.7777 that accepts (the kernel does) and never answers. Returns the listening socket. */
+static int mute_peer(char *dir, size_t size)
+{
+	char path[800];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	static int seq;
+
+	snprintf(dir, size, "%s/mute-peer-%d-%d", getenv("PGV_TEST_DIR"), (int)getpid(), seq++);
+	ck_assert_int_eq(mkdir(dir, 0777), 0);
+	chmod(dir, 0777);	/* pgvalve may run as another user */
+	snprintf(path, sizeof(path), "%s/.s.PGSQL.7777", dir);
+	ck_assert_msg(strlen(path) < sizeof(sa.sun_path), "path too long: %s", path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	chmod(path, 0777);
+	ck_assert_int_eq(listen(lfd, 16), 0);
+	return lfd;
+}
+
+/* One instance with peer 5 = the mute peer at dir, pool_size 1, and more settings. */
+static void start_with_mute_peer(struct pgv *p, const char *dir, const char *more)
+{
+	char extra[1400];
+
+	snprintf(extra, sizeof(extra),
+		 "auth_type = md5\nadmin_users = admin_u\npeer_id = 1\nverbose = 1\n%s\n"
+		 "[peers]\n5 = host=%s port=7777 pool_size=1\n", more, dir);
+	start_one(p, extra);
+}
+
 START_TEST(peer_pool_size_queues)
 {
 	struct pgv p;
-	char extra[1400], sock_dir[700], sock_path[800];
+	char sock_dir[700];
+	int lfd = mute_peer(sock_dir, sizeof(sock_dir));
 
-	snprintf(sock_dir, sizeof(sock_dir), "%s/mute-peer-%d", getenv("PGV_TEST_DIR"), (int)getpid());
-	ck_assert_int_eq(mkdir(sock_dir, 0777), 0);
-	chmod(sock_dir, 0777);	/* pgvalve may run as another user */
-	snprintf(sock_path, sizeof(sock_path), "%s/.s.PGSQL.7777", sock_dir);
-	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	ck_assert_msg(strlen(sock_path) < sizeof(sa.sun_path), "path too long: %s", sock_path);
-	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	chmod(sock_path, 0777);
-	ck_assert_int_eq(listen(lfd, 16), 0);
-
-	snprintf(extra, sizeof(extra),
-		 "auth_type = md5\nadmin_users = admin_u\npeer_id = 1\nverbose = 1\n"
-		 "cancel_wait_timeout = 3\n\n[peers]\n5 = host=%s port=7777 pool_size=1\n", sock_dir);
-	start_one(&p, extra);
+	start_with_mute_peer(&p, sock_dir, "cancel_wait_timeout = 3\n");
 	PGconn *a = admin_at(&p);
 	ck_assert_int_eq(show_lists_value(a, "peers"), 1);
 	ck_assert_int_eq(show_lists_value(a, "peer_pools"), 1);
@@ -457,8 +505,42 @@ START_TEST(peer_pool_size_queues)
 	ck_assert(pgv_log_contains(&p, "dropping cancel request for peer 5: cancel_wait_timeout"));
 	PQfinish(a);
 	close(lfd);
-	unlink(sock_path);
-	rmdir(sock_dir);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Requesters closed by pgvalve (client_login_timeout) before their forwards end: the forwards go on alone. */
+START_TEST(requester_closed_before_forward_ends)
+{
+	struct pgv p;
+	char sock_dir[700];
+	int lfd = mute_peer(sock_dir, sizeof(sock_dir));
+	unsigned char key[8] = { 0x12, 5, 0, 0x23, 0x34, 0x45, 0x56, 0x03 };
+	int held[2];
+
+	start_with_mute_peer(&p, sock_dir, "client_login_timeout = 1\ncancel_wait_timeout = 4\n");
+	PGconn *a = admin_at(&p);
+	for (int i = 0; i < 2; i++) {
+		held[i] = raw_connect_unix(p.dir, p.port);
+		ck_assert_int_ge(held[i], 0);
+		ck_assert(raw_send_cancel(held[i], key));
+	}
+	for (int i = 0; i < 2; i++) {
+		ck_assert_msg(raw_wait_closed(held[i], 3000), "requester %d not closed by client_login_timeout", i);
+		close(held[i]);
+	}
+	/* both forwards outlive their requesters */
+	ck_assert_int_eq(peer_pool_value(a, 5, "sv_active_cancel"), 1);
+	ck_assert_int_eq(peer_pool_value(a, 5, "cl_waiting_cancel_req"), 1);
+	double deadline = now_s() + 5;
+	while (peer_pool_value(a, 5, "sv_active_cancel") + peer_pool_value(a, 5, "cl_waiting_cancel_req") > 0 &&
+	       now_s() < deadline)
+		usleep(100 * 1000);
+	ck_assert_int_eq(peer_pool_value(a, 5, "sv_active_cancel"), 0);
+	ck_assert_int_eq(peer_pool_value(a, 5, "cl_waiting_cancel_req"), 0);
+	ck_assert_int_eq(log_count(&p, "dropping cancel request for peer 5: cancel_wait_timeout"), 2);
+	PQfinish(a);
+	close(lfd);
 	pgv_stop(&p);
 }
 END_TEST
@@ -547,6 +629,7 @@ int main(void)
 	TCase *tc = pgv_tcase_create("keys", 60);
 	tcase_add_test(tc, backend_key_carries_peer_id);
 	tcase_add_test(tc, local_key_matches_any_ttl);
+	tcase_add_test(tc, peer_id_reloads);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("forwarding", 60);
@@ -554,6 +637,7 @@ int main(void)
 	tcase_add_test(tc, cancel_forwarded_over_tcp);
 	tcase_add_test(tc, bad_cancels_are_dropped);
 	tcase_add_test(tc, peer_pool_size_queues);
+	tcase_add_test(tc, requester_closed_before_forward_ends);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("pqcancel", 240);
