@@ -20,6 +20,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/netbuf.h"
+#include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/reload.h"
@@ -827,6 +828,7 @@ static void show_lists(struct result *r)
 	struct user_row *urows;
 	size_t users = collect_users(&urows);
 	free(urows);
+	/* SHOW PEER_POOLS has a row for every configured peer, as in PgBouncer. */
 	int peers = 0;
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)
 		peers++;
@@ -835,7 +837,7 @@ static void show_lists(struct result *r)
 	dns_get_stats(&ds);
 	struct { const char *name; long long v; } rows[] = {
 		{ "databases", pgv.databases.count }, { "users", (long long)users }, { "peers", peers },
-		{ "pools", pools }, { "peer_pools", 0 }, { "free_clients", 0 }, { "used_clients", used_clients },
+		{ "pools", pools }, { "peer_pools", peers }, { "free_clients", 0 }, { "used_clients", used_clients },
 		{ "login_clients", pgv.login_clients.count }, { "free_servers", 0 },
 		{ "used_servers", used_servers }, { "dns_names", ds.names }, { "dns_zones", ds.zones },
 		{ "dns_queries", ds.queries }, { "dns_pending", ds.pending },
@@ -918,7 +920,19 @@ static void show_peer_pools(struct result *r)
 {
 	static const char *const names[] = { "peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req",
 					     "sv_active_cancel", "sv_login" };
+	struct cells c;
 	result_begin(r, "iiiii", names);
+	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next) {
+		struct peer_pool_counts n;
+		peer_get_pool_counts(pc->peer_id, &n);
+		cells_reset(&c);
+		cell_int(&c, pc->peer_id);
+		cell_int(&c, n.cl_active_cancel_req);
+		cell_int(&c, n.cl_waiting_cancel_req);
+		cell_int(&c, n.sv_active_cancel);
+		cell_int(&c, n.sv_login);
+		result_row(r, c.v);
+	}
 }
 
 static void dns_host_row(void *arg, const char *name, long long ttl, const char *addrs)

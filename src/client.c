@@ -17,9 +17,9 @@
 #include "pgvalve/admin.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/config.h"
-#include "pgvalve/crypto.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
@@ -175,6 +175,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		pool_release_server(server);
 	}
 	cancel_index_remove(client);
+	peer_client_gone(client);
 	pool_cancel_auth_query(client);
 	if (client->is_admin)
 		admin_client_closing(client);
@@ -366,10 +367,11 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			}
 			uint32_t pid = pkt_get_uint32(&r);
 			uint32_t key = pkt_get_uint32(&r);
-			client_handle_cancel(pid, key);
 			client->quiet = true;
-			client_close(client, NULL, "cancel request");
-			return false;
+			netbuf_pause(&client->nb);	/* nothing more is read from a cancel connection */
+			if (!client_handle_cancel(client, pid, key))
+				client_close(client, NULL, "cancel request");
+			return client->state != CL_CLOSED;
 		}
 		if (!client->nb.ssl && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
 			client_close(client, "28000", "SSL required");
@@ -425,12 +427,9 @@ void client_finish_login(struct client *client)
 			value = varcache_get(client->vars, idx);
 		proto_put_parameter_status(&b, name, value);
 	}
-	do {
-		uint32_t key[2];
-		crypto_random(key, sizeof(key));
-		client->cancel_pid = key[0];
-		client->cancel_key = key[1];
-	} while (cancel_index_find(client->cancel_pid, client->cancel_key));
+	do
+		peer_make_cancel_key(pgv.cfg->peer_id, &client->cancel_pid, &client->cancel_key);
+	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
 	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
 	proto_put_ready(&b, 'I');
@@ -549,20 +548,19 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 /* ---------------------------------------------------------------- cancel */
 
-void client_handle_cancel(uint32_t pid, uint32_t key)
+bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key)
 {
 	struct client *target = cancel_index_find(pid, key);
-	if (!target) {
-		log_debug("cancel request for unknown key, ignored");
-		return;
-	}
+	if (!target)
+		return peer_forward_cancel(requester, pid, key);	/* maybe another process's client */
 	if (target->is_admin) {
 		admin_cancel_request(target);
-		return;
+		return false;
 	}
 	if (!target->link) {
 		client_log(LOG_LEVEL_DEBUG, target, "cancel request while not running a query, ignored");
-		return;
+		return false;
 	}
 	server_send_cancel(target->link);
+	return false;
 }

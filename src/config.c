@@ -123,7 +123,7 @@ static const struct param_def params[] = {
 	P_INT(max_user_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_user_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),
-	P_INT(peer_id, "0", RELOAD, TODO, 0, 16383),
+	P_INT(peer_id, "0", RELOAD, IMPL, 0, 16383),
 	P_STR(pidfile, "", RESTART, IMPL),
 	P_INT(pkt_buf, "4096", RESTART, IMPL, 256, INT_MAX),
 	/* Not in PgBouncer 1.25's table but in its current documentation: unused pools are freed. */

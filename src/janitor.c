@@ -20,6 +20,7 @@
 #include "pgvalve/dns.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
@@ -230,6 +231,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 	check_login_clients(now);
 	if (pgv.cfg->cancel_wait_timeout > 0)
 		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
+	peer_expire_requests(now);
 	bool users_override_idle = users_override_idle_timeout();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);

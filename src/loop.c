@@ -12,6 +12,7 @@
 #include "pgvalve/client.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
+#include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/server.h"
@@ -164,6 +165,7 @@ void loop_cleanup(void)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	pool_close_all_connections("pooler is shutting down");
 	server_cancel_requests_free_all();
+	peer_free_all();
 	reap_cb(-1, 0, NULL);
 	struct event **evs[] = { &loop_state.reap_ev, &loop_state.sig_int, &loop_state.sig_term,
 				 &loop_state.sig_hup, &loop_state.sig_quit, &loop_state.sig_usr1,

@@ -194,6 +194,7 @@ int main(int argc, char **argv)
 	list_init(&pgv.dead_clients);
 	list_init(&pgv.dead_servers);
 	list_init(&pgv.cancel_requests);
+	list_init(&pgv.peer_pools);
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

@@ -14,6 +14,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/peer.h"
 #include "pgvalve/admin.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/auth_file.h"
@@ -739,9 +740,15 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 
 /* ---------------------------------------------------------------- cancel keys */
 
+/*
+ * Keys match whatever their TTL bits say (peer.h): a request a peer
+ * forwarded arrives with a lowered TTL. Two random bits of 64 are lost.
+ */
+#define CANCEL_KEY_MATCH_MASK (~(uint32_t)PEER_CANCEL_TTL_MASK)
+
 static uint32_t cancel_hash(uint32_t pid, uint32_t key)
 {
-	return (pid * 2654435761u) ^ (key * 2246822519u);
+	return (pid * 2654435761u) ^ ((key & CANCEL_KEY_MATCH_MASK) * 2246822519u);
 }
 
 static void cancel_table_grow(void)
@@ -795,7 +802,7 @@ struct client *cancel_index_find(uint32_t pid, uint32_t key)
 		return NULL;
 	uint32_t h = cancel_hash(pid, key) & (pgv.cancel_table_size - 1);
 	for (struct client *c = pgv.cancel_table[h]; c; c = c->cancel_next)
-		if (c->cancel_pid == pid && c->cancel_key == key)
+		if (c->cancel_pid == pid && ((c->cancel_key ^ key) & CANCEL_KEY_MATCH_MASK) == 0)
 			return c;
 	return NULL;
 }

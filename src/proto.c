@@ -284,6 +284,15 @@ void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key)
 	pktbuf_end(b);
 }
 
+void proto_put_cancel_request(struct pktbuf *b, uint32_t pid, uint32_t key)
+{
+	pktbuf_begin(b, 0);
+	pktbuf_put_uint32(b, PROTO_CANCEL_REQUEST);
+	pktbuf_put_uint32(b, pid);
+	pktbuf_put_uint32(b, key);
+	pktbuf_end(b);
+}
+
 void proto_put_ready(struct pktbuf *b, char status)
 {
 	pktbuf_begin(b, 'Z');

@@ -1216,11 +1216,7 @@ static bool cancel_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		uint8_t mem[16];
 		struct pktbuf b;
 		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		pktbuf_begin(&b, 0);
-		pktbuf_put_uint32(&b, PROTO_CANCEL_REQUEST);
-		pktbuf_put_uint32(&b, req->be_pid);
-		pktbuf_put_uint32(&b, req->be_key);
-		pktbuf_end(&b);
+		proto_put_cancel_request(&b, req->be_pid, req->be_key);
 		netbuf_send(&req->nb, b.buf, b.len);
 		netbuf_resume(&req->nb);	/* the server answers by closing */
 		return true;

@@ -81,6 +81,7 @@ struct client {
 	struct varcache *vars;
 	uint32_t vars_gen;		/* bumped whenever vars change */
 	struct client *cancel_next;
+	struct peer_cancel *peer_cancel;	/* a cancel connection held while peer.c forwards it */
 	uint32_t cancel_pid;
 	uint32_t cancel_key;
 	uint64_t id;
@@ -125,8 +126,12 @@ const char *client_prefix(const struct client *client, char *buf, size_t size);
 const char *client_user_name(const struct client *client);
 const char *client_db_name(const struct client *client);
 
-/* Cancels: handles a CancelRequest from a new connection. */
-void client_handle_cancel(uint32_t pid, uint32_t key);
+/*
+ * Cancels: handles a CancelRequest that arrived on the connection
+ * requester. Returns true if requester is held open while the request is
+ * forwarded to a peer (peer.c closes it); false if the caller closes it now.
+ */
+bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key);
 
 #define client_log(level, c, fmt, ...) do { \
 	if (log_enabled(level)) { char _pfx[256]; \

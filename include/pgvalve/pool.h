@@ -108,6 +108,7 @@ struct instance {
 	struct list dead_clients;	/* closed, freed by the loop's reaper */
 	struct list dead_servers;
 	struct list cancel_requests;	/* cancel connections in flight */
+	struct list peer_pools;		/* peer.c: cancel forwarding, one pool per peer id in use */
 	struct user_count **user_counts;	/* hash table by name */
 	uint32_t user_counts_size;
 	uint32_t client_count;		/* every client socket, for max_client_conn */
@@ -191,7 +192,7 @@ void pool_use_looked_up_secret(struct pool *pool, const char *user, const struct
 /* Keeps keys recovered from a client's SCRAM proof for this pool's server logins. */
 void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], const uint8_t server_key[32]);
 
-/* Cancel-key index of clients. */
+/* Cancel-key index of clients. Lookups ignore the key's TTL bits (peer.h). */
 void cancel_index_add(struct client *client);
 void cancel_index_remove(struct client *client);
 struct client *cancel_index_find(uint32_t pid, uint32_t key);

@@ -150,6 +150,8 @@ void proto_put_notice(struct pktbuf *b, const char *sqlstate, const char *messag
 void proto_put_auth_request(struct pktbuf *b, uint32_t code, const void *extra, uint32_t extra_len);
 void proto_put_parameter_status(struct pktbuf *b, const char *name, const char *value);
 void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key);
+/* The 16-byte untyped CancelRequest a new connection sends. */
+void proto_put_cancel_request(struct pktbuf *b, uint32_t pid, uint32_t key);
 void proto_put_ready(struct pktbuf *b, char status);
 void proto_put_query(struct pktbuf *b, const char *sql);
 void proto_put_password(struct pktbuf *b, const char *password);

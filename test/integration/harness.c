@@ -29,6 +29,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <openssl/evp.h>
@@ -545,7 +546,42 @@ static void registry_drop(pid_t pid)
 			memset(&instances[i], 0, sizeof(instances[i]));
 }
 
+static bool unix_socket_accepts(const char *dir, int port)
+{
+	int fd = raw_connect_unix(dir, port);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+void pgv_reserve_dir(struct pgv *p)
+{
+	static unsigned seq;
+	const char *testdir = env_required("PGV_TEST_DIR");
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->dir, sizeof(p->dir), "%s/pgv-%ld-r%u", testdir, (long)getpid(), seq++);
+	if (mkdir(p->dir, 0755) != 0)
+		ck_abort_msg("mkdir %s: %s", p->dir, strerror(errno));
+	chown_runas(p->dir);
+	p->dir_ready = true;
+}
+
+int pgv_pick_port(void)
+{
+	return pick_port();
+}
+
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
+{
+	memset(p, 0, sizeof(*p));
+	pgv_start_on_port(p, 0, pgbouncer_extra, databases, userlist);
+}
+
+void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, const char *databases,
+		       const char *userlist)
 {
 	static unsigned seq;
 	const char *testdir = env_required("PGV_TEST_DIR");
@@ -560,17 +596,19 @@ void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases
 	int argc = 0;
 	double deadline;
 
-	memset(p, 0, sizeof(*p));
-	snprintf(p->dir, sizeof(p->dir), "%s/pgv-%ld-%u", testdir, (long)getpid(), seq++);
-	if (mkdir(p->dir, 0755) != 0)
-		ck_abort_msg("mkdir %s: %s", p->dir, strerror(errno));
-	chown_runas(p->dir);
+	if (!p->dir_ready) {
+		memset(p, 0, sizeof(*p));
+		snprintf(p->dir, sizeof(p->dir), "%s/pgv-%ld-%u", testdir, (long)getpid(), seq++);
+		if (mkdir(p->dir, 0755) != 0)
+			ck_abort_msg("mkdir %s: %s", p->dir, strerror(errno));
+		chown_runas(p->dir);
+	}
 	snprintf(p->ini, sizeof(p->ini), "%s/pgvalve.ini", p->dir);
 	snprintf(p->log, sizeof(p->log), "%s/pgvalve.log", p->dir);
 	instance_path(p, "userlist.txt", authfile, sizeof(authfile));
 	instance_path(p, "pgvalve.pid", pidfile, sizeof(pidfile));
 	instance_path(p, "stderr.log", errfile, sizeof(errfile));
-	p->port = pick_port();
+	p->port = port > 0 ? port : pick_port();
 
 	write_file(authfile, userlist ? userlist : "", 0600);
 	write_file(p->log, "", 0644);
@@ -616,7 +654,7 @@ void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases
 			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
 				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
 		}
-		if (port_listening(p->port))
+		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)))
 			return;
 		if (now_s() >= deadline) {
 			kill(p->pid, SIGKILL);
@@ -832,6 +870,25 @@ int raw_connect(int port)
 	return fd;
 }
 
+int raw_connect_unix(const char *dir, int port)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/.s.PGSQL.%d", dir, port) >= sizeof(sa.sun_path))
+		ck_abort_msg("unix socket path too long: %s", dir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		int save = errno;
+
+		close(fd);
+		errno = save;
+		return -1;
+	}
+	return fd;
+}
+
 bool raw_send(int fd, const void *buf, size_t len)
 {
 	const char *b = buf;
@@ -962,13 +1019,14 @@ static void parse_error(const unsigned char *body, size_t len, struct raw_error 
 	}
 }
 
-int raw_login_ex(int port, const char *dbname, const char *user, const char *password,
-		 const char *const *extra, struct raw_error *err, int *fd_out)
+/* The login exchange on a connected socket; the socket stays open. key (may be NULL) gets BackendKeyData. */
+static int login_on_fd(int fd, const char *dbname, const char *user, const char *password,
+		       const char *const *extra, struct raw_error *err, unsigned char *key)
 {
 	double deadline = now_s() + 10;
 	unsigned char startup[1024], hdr[5], *body = NULL;
 	size_t off = 8;
-	int fd, rc = -2;
+	int rc = -2;
 
 	memset(err, 0, sizeof(*err));
 	off += (size_t)snprintf((char *)startup + off, sizeof(startup) - off - 1, "user%c%s%cdatabase%c%s%c",
@@ -986,7 +1044,6 @@ int raw_login_ex(int port, const char *dbname, const char *user, const char *pas
 	put_u32(startup, (uint32_t)off);
 	put_u32(startup + 4, 196608);	/* protocol 3.0 */
 
-	fd = raw_connect(port);
 	if (!raw_send(fd, startup, off))
 		goto out;
 	for (;;) {
@@ -1033,15 +1090,12 @@ int raw_login_ex(int port, const char *dbname, const char *user, const char *pas
 			goto out;
 		case 'Z':
 			rc = 0;
-			if (fd_out) {
-				*fd_out = fd;
-				free(body);
-				return rc;
-			}
-			raw_send(fd, "X\0\0\0\4", 5);
 			goto out;
-		case 'S':
 		case 'K':
+			if (key != NULL && len == 12)
+				memcpy(key, body, 8);
+			break;
+		case 'S':
 		case 'N':
 			break;
 		default:
@@ -1050,10 +1104,42 @@ int raw_login_ex(int port, const char *dbname, const char *user, const char *pas
 	}
 out:
 	free(body);
+	return rc;
+}
+
+int raw_login_ex(int port, const char *dbname, const char *user, const char *password,
+		 const char *const *extra, struct raw_error *err, int *fd_out)
+{
+	int fd = raw_connect(port);
+	int rc = login_on_fd(fd, dbname, user, password, extra, err, NULL);
+
+	if (rc == 0 && fd_out) {
+		*fd_out = fd;
+		return rc;
+	}
+	if (rc == 0)
+		raw_send(fd, "X\0\0\0\4", 5);
 	close(fd);
 	if (fd_out)
 		*fd_out = -1;
 	return rc;
+}
+
+int raw_login_fd(int fd, const char *dbname, const char *user, const char *password,
+		 unsigned char backend_key[8], struct raw_error *err)
+{
+	memset(backend_key, 0, 8);
+	return login_on_fd(fd, dbname, user, password, NULL, err, backend_key);
+}
+
+bool raw_send_cancel(int fd, const unsigned char key[8])
+{
+	unsigned char pkt[16];
+
+	put_u32(pkt, 16);
+	put_u32(pkt + 4, 80877102);	/* CancelRequest code */
+	memcpy(pkt + 8, key, 8);
+	return raw_send(fd, pkt, sizeof(pkt));
 }
 
 int raw_login(int port, const char *dbname, const char *user, const char *password, struct raw_error *err)
@@ -1061,24 +1147,30 @@ int raw_login(int port, const char *dbname, const char *user, const char *passwo
 	return raw_login_ex(port, dbname, user, password, NULL, err, NULL);
 }
 
-int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_error *err)
+bool raw_send_query(int fd, const char *sql)
 {
-	double deadline = now_s() + 10;
 	size_t n = strlen(sql) + 1;
-	unsigned char *msg = malloc(n + 5), hdr[5], *body = NULL;
-	int rc = -2;
+	unsigned char *msg = malloc(n + 5);
+	bool sent;
 
 	ck_assert_ptr_nonnull(msg);
 	msg[0] = 'Q';
 	put_u32(msg + 1, (uint32_t)(n + 4));
 	memcpy(msg + 5, sql, n);
+	sent = raw_send(fd, msg, n + 5);
+	free(msg);
+	return sent;
+}
+
+int raw_read_result(int fd, char *value, size_t size, struct raw_error *err, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+	unsigned char hdr[5], *body = NULL;
+	int rc = -2;
+
 	memset(err, 0, sizeof(*err));
 	if (value && size)
 		value[0] = '\0';
-	bool sent = raw_send(fd, msg, n + 5);
-	free(msg);
-	if (!sent)
-		return -2;
 	for (;;) {
 		if (!read_exact(fd, hdr, 5, deadline))
 			break;
@@ -1109,6 +1201,16 @@ int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_erro
 	}
 	free(body);
 	return rc;
+}
+
+int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_error *err)
+{
+	memset(err, 0, sizeof(*err));
+	if (value && size)
+		value[0] = '\0';
+	if (!raw_send_query(fd, sql))
+		return -2;
+	return raw_read_result(fd, value, size, err, 10000);
 }
 
 /* ---------------------------------------------------------------- fixtures */

@@ -32,6 +32,7 @@ struct pgv {
 	char dir[512];		/* instance dir: ini, userlist, logs, pidfile, unix socket */
 	char ini[600];		/* <dir>/pgvalve.ini */
 	char log[600];		/* <dir>/pgvalve.log (the logfile setting) */
+	bool dir_ready;		/* pgv_reserve_dir() made dir: pgv_start_on_port() keeps it */
 };
 
 /*
@@ -46,6 +47,21 @@ struct pgv {
  * exits first or is not listening within 10 s. Any argument may be NULL.
  */
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist);
+/*
+ * The same on a given port (0: pick one), for several instances sharing it
+ * with so_reuseport (set it in pgbouncer_extra). A shared port is already
+ * listening, so this one waits for its own Unix socket (in p->dir) to
+ * accept as well. p must be zeroed, or prepared by pgv_reserve_dir().
+ */
+void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, const char *databases,
+		       const char *userlist);
+/*
+ * Makes an instance dir (its Unix socket dir) before the start, so that
+ * instances can name each other's sockets in their configs.
+ */
+void pgv_reserve_dir(struct pgv *p);
+/* A free TCP port for instances that will share it. */
+int pgv_pick_port(void);
 /* SIGQUIT (immediate shutdown), up to 5 s, then SIGKILL (and a failed test). Idempotent. */
 void pgv_stop(struct pgv *p);
 bool pgv_running(struct pgv *p);
@@ -67,6 +83,8 @@ const char *pgv_log_tail(struct pgv *p, size_t bytes);
 
 /* A connected TCP socket to 127.0.0.1:port, for sending anything at all. */
 int raw_connect(int port);
+/* The same to the Unix socket <dir>/.s.PGSQL.<port>; -1 (errno) if nothing accepts. */
+int raw_connect_unix(const char *dir, int port);
 /* Writes all of buf; false if pgvalve closed the socket first. */
 bool raw_send(int fd, const void *buf, size_t len);
 /* Reads and discards until the peer closes (EOF or reset); false after timeout_ms. */
@@ -96,6 +114,18 @@ int raw_login_ex(int port, const char *dbname, const char *user, const char *pas
  * value gets the first column of the first row. 0 ok, -1 ErrorResponse, -2 broken.
  */
 int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_error *err);
+/* raw_query in two halves: send the Query, and later read up to ReadyForQuery (within timeout_ms). */
+bool raw_send_query(int fd, const char *sql);
+int raw_read_result(int fd, char *value, size_t size, struct raw_error *err, int timeout_ms);
+/*
+ * Logs in on a connected socket (raw_connect, raw_connect_unix) like
+ * raw_login_ex, keeps it open, and hands back the BackendKeyData's 8 bytes
+ * as they were on the wire. 0 at ReadyForQuery, -1 ErrorResponse, -2 other.
+ */
+int raw_login_fd(int fd, const char *dbname, const char *user, const char *password,
+		 unsigned char backend_key[8], struct raw_error *err);
+/* Sends a 16-byte CancelRequest carrying key (wire order) on fd. */
+bool raw_send_cancel(int fd, const unsigned char key[8]);
 
 /* "md5" + hex(md5(password || user)), the way auth_file and pg_authid store it. */
 void md5_secret(const char *user, const char *password, char out[36]);

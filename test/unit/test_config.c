@@ -234,7 +234,7 @@ static const char *const implemented_params[] = {
 	"client_tls_ecdhcurve", "client_tls_dheparams", "server_tls_sslmode", "server_tls_ca_file",
 	"server_tls_key_file", "server_tls_cert_file", "server_tls_protocols", "server_tls_ciphers",
 	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
-	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout",
+	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout", "peer_id",
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
 };
 
@@ -283,7 +283,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 92);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 93);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {

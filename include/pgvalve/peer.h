@@ -1,0 +1,85 @@
+/*
+ * peer.h - peering for cancel requests: the peer id inside BackendKeyData,
+ * and forwarding CancelRequests that belong to another process.
+ *
+ * Several pgvalve (or PgBouncer) processes behind one port (so_reuseport,
+ * or a TCP load balancer) see a client's CancelRequest arrive on a fresh
+ * connection, often at a process other than the one running its query.
+ * So every process puts its peer_id into the keys it hands out, and a
+ * process that does not know a key sends the request on to the peer the
+ * key names ([peers]).
+ *
+ * Key layout, byte for byte as on the wire (4 bytes "pid", 4 bytes key),
+ * the same as PgBouncer 1.19+ so the two can peer with each other:
+ *   - all 8 bytes random, except:
+ *   - byte 0: high bit clear (a positive pid for clients that care);
+ *   - with peer_id > 0: byte 1 = peer_id & 0xFF, byte 2 = peer_id >> 8,
+ *     and the two low bits of byte 7 are a TTL, 3 when handed out.
+ * Each forward lowers the TTL by one; at 0 the request is dropped, so a
+ * misconfigured ring of peers cannot bounce a request forever. Local
+ * lookups ignore the TTL bits (pool.c's cancel index masks them).
+ *
+ * Forwarding: one connection per request to the peer (host starting with
+ * '/' = Unix socket dir, '@' = abstract Unix socket, else TCP), sends the
+ * 16-byte CancelRequest and waits for the peer to close, as a server
+ * would. At most the peer's pool_size of them are open at once; the rest
+ * queue in FIFO order. The requesting client connection is held open until
+ * then, so PQcancel() returns only once the peer has handled it.
+ * Limits: cancel_wait_timeout from arrival (queued or not), and
+ * server_connect_timeout from the start of the connection to the peer.
+ * A peer that cannot be reached, or is too slow, costs a log line and the
+ * cancel; nothing else.
+ *
+ * Request states (peer_cancel_set_state is the only place that changes
+ * them, and moves the request between its pool's lists):
+ *
+ *   WAITING --slot free, connect started--> LOGIN --connected, request sent--> ACTIVE
+ *   any --peer closed (done), error, timeout, shutdown--> freed
+ *
+ * Owns: the peer pools (one per peer id with traffic) and their requests.
+ * Reads pgv.cfg->peer_id and pgv.cfg->peers at each use, so a reload or a
+ * supervisor filling them in after fork takes effect for the next request.
+ * Must not touch another client's state beyond closing the requester.
+ */
+#ifndef PGVALVE_PEER_H
+#define PGVALVE_PEER_H
+
+#include "pgvalve/common.h"
+
+struct client;
+
+#define PEER_CANCEL_TTL_MASK 0x03u
+
+/* A fresh random BackendKeyData (host byte order halves) carrying peer_id (0: none). */
+void peer_make_cancel_key(int peer_id, uint32_t *pid, uint32_t *key);
+/* The peer id bytes 1-2 of a key carry (0: none). */
+int peer_id_of_cancel_key(uint32_t pid);
+/* The TTL bits of a key (byte 7). */
+static inline unsigned peer_cancel_key_ttl(uint32_t key) { return key & PEER_CANCEL_TTL_MASK; }
+
+/*
+ * A CancelRequest whose key no local client has. Forwards it to the peer
+ * the key names and returns true: the requester is then held (paused) and
+ * closed by peer.c when the forward ends. Returns false when the request is
+ * dropped (peer_id 0, own id, unknown peer, TTL exhausted; logged); the
+ * caller closes the requester.
+ */
+bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key);
+/* The requester of a forward closed first (client_close): the forward goes on without it. */
+void peer_client_gone(struct client *client);
+
+/* Janitor: drops requests past cancel_wait_timeout / server_connect_timeout, frees unused pools. */
+void peer_expire_requests(usec_t now);
+/* Shutdown: closes every forward. */
+void peer_free_all(void);
+
+/* Live counts of one peer's pool (all 0 if it has none), for SHOW PEER_POOLS. */
+struct peer_pool_counts {
+	int cl_active_cancel_req;	/* sent, waiting for the peer to close */
+	int cl_waiting_cancel_req;	/* queued or still connecting */
+	int sv_active_cancel;		/* connections that sent the request */
+	int sv_login;			/* connections being opened */
+};
+void peer_get_pool_counts(int peer_id, struct peer_pool_counts *out);
+
+#endif

@@ -1,0 +1,415 @@
+/*
+ * peer.c - cancel-request peering (see peer.h for the key layout, the
+ * request states and the limits).
+ *
+ * Owns: the peer pools in pgv.peer_pools and the forward requests in
+ * them, each with its own connection to the peer. Touches a client only
+ * to close the requester it holds once its forward is over.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/peer.h"
+#include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/crypto.h"
+#include "pgvalve/log.h"
+#include "pgvalve/netbuf.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/proto.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stddef.h>
+#include <sys/un.h>
+
+/* ---------------------------------------------------------------- keys */
+
+void peer_make_cancel_key(int peer_id, uint32_t *pid, uint32_t *key)
+{
+	uint32_t r[2];
+	crypto_random(r, sizeof(r));
+	uint32_t p = r[0] & 0x7FFFFFFFu;	/* byte 0's high bit */
+	uint32_t k = r[1];
+	if (peer_id > 0) {
+		p &= 0xFF0000FFu;
+		p |= (uint32_t)(peer_id & 0xFF) << 16;		/* byte 1 */
+		p |= (uint32_t)((peer_id >> 8) & 0xFF) << 8;	/* byte 2 */
+		k |= PEER_CANCEL_TTL_MASK;			/* byte 7: full TTL */
+	}
+	*pid = p;
+	*key = k;
+}
+
+int peer_id_of_cancel_key(uint32_t pid)
+{
+	return (int)(((pid >> 16) & 0xFF) | (((pid >> 8) & 0xFF) << 8));
+}
+
+/* ---------------------------------------------------------------- pools */
+
+enum peer_cancel_state {
+	PEER_CANCEL_WAITING,		/* queued for a connection slot */
+	PEER_CANCEL_LOGIN,		/* connecting to the peer */
+	PEER_CANCEL_ACTIVE,		/* sent, waiting for the peer to close */
+};
+
+struct peer_pool {
+	struct list_node node;		/* pgv.peer_pools */
+	int peer_id;
+	struct list waiting;
+	struct list login;
+	struct list active;
+};
+
+struct peer_cancel {
+	struct netbuf nb;
+	enum peer_cancel_state state;
+	struct list_node node;		/* the pool's list of its state */
+	struct peer_pool *pool;
+	struct client *client;		/* the requester, held open; NULL once it left */
+	uint32_t pid;			/* the key as forwarded: TTL already lowered */
+	uint32_t key;
+	usec_t queued_at;
+	usec_t started_at;		/* connect started */
+};
+
+static const struct peer_config *peer_find_config(int peer_id)
+{
+	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)
+		if (pc->peer_id == peer_id)
+			return pc;
+	return NULL;
+}
+
+static struct peer_pool *peer_find_pool(int peer_id)
+{
+	list_for_each(pos, &pgv.peer_pools) {
+		struct peer_pool *pool = container_of(pos, struct peer_pool, node);
+		if (pool->peer_id == peer_id)
+			return pool;
+	}
+	return NULL;
+}
+
+static struct peer_pool *peer_get_pool(int peer_id)
+{
+	struct peer_pool *pool = peer_find_pool(peer_id);
+	if (pool)
+		return pool;
+	pool = xcalloc(1, sizeof(*pool));
+	pool->peer_id = peer_id;
+	list_init(&pool->waiting);
+	list_init(&pool->login);
+	list_init(&pool->active);
+	list_append(&pgv.peer_pools, &pool->node);
+	return pool;
+}
+
+static struct list *peer_state_list(struct peer_pool *pool, enum peer_cancel_state state)
+{
+	switch (state) {
+	case PEER_CANCEL_WAITING:
+		return &pool->waiting;
+	case PEER_CANCEL_LOGIN:
+		return &pool->login;
+	case PEER_CANCEL_ACTIVE:
+		return &pool->active;
+	}
+	return NULL;
+}
+
+static void peer_cancel_set_state(struct peer_cancel *req, enum peer_cancel_state state)
+{
+	if (list_node_linked(&req->node))
+		list_remove(peer_state_list(req->pool, req->state), &req->node);
+	req->state = state;
+	list_append(peer_state_list(req->pool, state), &req->node);
+}
+
+void peer_get_pool_counts(int peer_id, struct peer_pool_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct peer_pool *pool = peer_find_pool(peer_id);
+	if (!pool)
+		return;
+	out->cl_active_cancel_req = (int)pool->active.count;
+	out->cl_waiting_cancel_req = (int)(pool->waiting.count + pool->login.count);
+	out->sv_active_cancel = (int)pool->active.count;
+	out->sv_login = (int)pool->login.count;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/*
+ * Ends a forward: closes its connection and the requester it held. Does
+ * not start queued ones (callers do, once they are done with their lists).
+ */
+static void peer_cancel_finish(struct peer_cancel *req)
+{
+	struct client *client = req->client;
+	netbuf_close(&req->nb);
+	list_remove(peer_state_list(req->pool, req->state), &req->node);
+	free(req);
+	if (client) {
+		client->peer_cancel = NULL;
+		client_close(client, NULL, "cancel request forwarded");
+	}
+}
+
+static void peer_cancel_drop(struct peer_cancel *req, const char *why)
+{
+	log_warning("dropping cancel request for peer %d: %s", req->pool->peer_id, why);
+	peer_cancel_finish(req);
+}
+
+/* The address of a [peers] entry: '/' a Unix socket dir, '@' an abstract one, else TCP. */
+union peer_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+	struct sockaddr_un un;
+};
+
+static int peer_resolve(const struct peer_config *pc, union peer_addr *addr, socklen_t *len)
+{
+	const char *host = pc->host;
+	memset(addr, 0, sizeof(*addr));
+	if (host[0] == '/' || host[0] == '@') {
+		int n = snprintf(addr->un.sun_path, sizeof(addr->un.sun_path), "%s/.s.PGSQL.%d", host, pc->port);
+		if (n < 0 || (size_t)n >= sizeof(addr->un.sun_path))
+			return -1;
+		addr->un.sun_family = AF_UNIX;
+		if (host[0] == '@') {
+			addr->un.sun_path[0] = '\0';	/* the abstract namespace: no trailing NUL in the name */
+			*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n);
+		} else {
+			*len = (socklen_t)sizeof(addr->un);
+		}
+		return 0;
+	}
+	if (inet_pton(AF_INET, host, &addr->in.sin_addr) == 1) {
+		addr->in.sin_family = AF_INET;
+		addr->in.sin_port = htons((uint16_t)pc->port);
+		*len = sizeof(addr->in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &addr->in6.sin6_addr) == 1) {
+		addr->in6.sin6_family = AF_INET6;
+		addr->in6.sin6_port = htons((uint16_t)pc->port);
+		*len = sizeof(addr->in6);
+		return 0;
+	}
+	/* Names: resolved synchronously until the c-ares resolver lands; fine for /etc/hosts names. */
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
+		return -1;
+	if (res->ai_family == AF_INET && res->ai_addrlen <= sizeof(addr->in)) {
+		memcpy(&addr->in, res->ai_addr, res->ai_addrlen);
+		addr->in.sin_port = htons((uint16_t)pc->port);
+		*len = sizeof(addr->in);
+	} else if (res->ai_family == AF_INET6 && res->ai_addrlen <= sizeof(addr->in6)) {
+		memcpy(&addr->in6, res->ai_addr, res->ai_addrlen);
+		addr->in6.sin6_port = htons((uint16_t)pc->port);
+		*len = sizeof(addr->in6);
+	} else {
+		freeaddrinfo(res);
+		return -1;
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* Connects the request to its peer; on failure the request is dropped. */
+static void peer_cancel_connect(struct peer_cancel *req, const struct peer_config *pc)
+{
+	union peer_addr addr;
+	socklen_t len = 0;
+	char why[256];
+
+	if (peer_resolve(pc, &addr, &len) < 0) {
+		snprintf(why, sizeof(why), "cannot resolve host \"%s\"", pc->host);
+		peer_cancel_drop(req, why);
+		return;
+	}
+	if (netbuf_connect(&req->nb, &addr.sa, len) < 0) {
+		snprintf(why, sizeof(why), "could not connect: %s", strerror(errno));
+		peer_cancel_drop(req, why);
+		return;
+	}
+	req->started_at = now_usec();
+	peer_cancel_set_state(req, PEER_CANCEL_LOGIN);
+}
+
+/* Starts queued requests while the peer's pool_size allows. */
+static void peer_pool_launch(struct peer_pool *pool)
+{
+	struct list_node *n;
+	while ((n = list_first(&pool->waiting))) {
+		struct peer_cancel *req = container_of(n, struct peer_cancel, node);
+		const struct peer_config *pc = peer_find_config(pool->peer_id);
+		if (!pc) {
+			peer_cancel_drop(req, "the peer is no longer configured");
+			continue;
+		}
+		int limit = pc->pool_size >= 0 ? pc->pool_size : pgv.cfg->default_pool_size;
+		if ((int)(pool->login.count + pool->active.count) >= limit)
+			break;
+		peer_cancel_connect(req, pc);
+	}
+}
+
+static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt)
+{
+	struct peer_cancel *req = container_of(nb, struct peer_cancel, nb);
+	struct peer_pool *pool = req->pool;
+
+	switch (ev) {
+	case NETBUF_EV_CONNECT_OK: {
+		uint8_t mem[16];
+		struct pktbuf b;
+		pktbuf_init_fixed(&b, mem, sizeof(mem));
+		proto_put_cancel_request(&b, req->pid, req->key);
+		peer_cancel_set_state(req, PEER_CANCEL_ACTIVE);
+		if (!netbuf_send(&req->nb, b.buf, b.len)) {
+			peer_cancel_drop(req, "send failed");
+			peer_pool_launch(pool);
+			return false;
+		}
+		log_debug("sent cancel request to peer %d", pool->peer_id);
+		netbuf_resume(&req->nb);	/* the peer answers by closing */
+		return true;
+	}
+	case NETBUF_EV_PACKET:
+		netbuf_skip(nb, pkt->len);	/* a peer has nothing to say; wait for its close */
+		return true;
+	case NETBUF_EV_RECV_FAILED:
+		if (req->state == PEER_CANCEL_ACTIVE) {
+			log_debug("peer %d handled the cancel request", pool->peer_id);
+			peer_cancel_finish(req);
+		} else {
+			peer_cancel_drop(req, "the peer closed the connection");
+		}
+		break;
+	case NETBUF_EV_CONNECT_FAILED: {
+		char why[256];
+		snprintf(why, sizeof(why), "could not connect: %s", strerror(nb->last_errno));
+		peer_cancel_drop(req, why);
+		break;
+	}
+	case NETBUF_EV_SEND_FAILED:
+		peer_cancel_drop(req, "send failed");
+		break;
+	case NETBUF_EV_BAD_PACKET:
+		peer_cancel_drop(req, "the peer sent garbage");
+		break;
+	case NETBUF_EV_DRAINED:
+	case NETBUF_EV_TLS_READY:
+	case NETBUF_EV_TLS_FAILED:
+	case NETBUF_EV_DIRECT_TLS:
+		return true;
+	}
+	peer_pool_launch(pool);
+	return false;
+}
+
+bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
+{
+	int peer_id = peer_id_of_cancel_key(pid);
+	int own_id = pgv.cfg->peer_id;
+
+	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers) {
+		/* peer_id 0 switches peering off, as in PgBouncer: no forwarding either. */
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key, ignored");
+		return false;
+	}
+	if (peer_id == own_id) {
+		/* Ours, but the client is gone (or the key never existed): nothing to cancel. */
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key of this peer, ignored");
+		return false;
+	}
+	if (!peer_find_config(peer_id)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
+		return false;
+	}
+	if (peer_cancel_key_ttl(key) == 0) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request for peer %d: TTL exhausted, dropped", peer_id);
+		return false;
+	}
+
+	struct peer_cancel *req = xcalloc(1, sizeof(*req));
+	netbuf_init(&req->nb, peer_cancel_handler, 1024);
+	list_node_init(&req->node);
+	req->pool = peer_get_pool(peer_id);
+	req->client = requester;
+	req->pid = pid;
+	req->key = key - 1;	/* one hop used: the TTL bits are non-zero, so no borrow */
+	req->queued_at = now_usec();
+	requester->peer_cancel = req;
+	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
+	peer_cancel_set_state(req, PEER_CANCEL_WAITING);
+	peer_pool_launch(req->pool);
+	/* A failed connect finished the request, and with it closed the requester. */
+	return true;
+}
+
+static void peer_client_gone_of(struct peer_cancel *req)
+{
+	if (req->client)
+		req->client->peer_cancel = NULL;
+	req->client = NULL;
+}
+
+void peer_client_gone(struct client *client)
+{
+	if (client->peer_cancel)
+		peer_client_gone_of(client->peer_cancel);
+}
+
+/* ---------------------------------------------------------------- janitor */
+
+static void peer_expire_list(struct list *l, usec_t now)
+{
+	usec_t wait_timeout = pgv.cfg->cancel_wait_timeout;
+	usec_t connect_timeout = pgv.cfg->server_connect_timeout;
+	list_for_each_safe(pos, tmp, l) {
+		struct peer_cancel *req = container_of(pos, struct peer_cancel, node);
+		if (wait_timeout > 0 && now - req->queued_at >= wait_timeout)
+			peer_cancel_drop(req, "cancel_wait_timeout");
+		else if (req->state != PEER_CANCEL_WAITING && connect_timeout > 0 &&
+			 now - req->started_at >= connect_timeout)
+			peer_cancel_drop(req, "the peer did not finish within server_connect_timeout");
+	}
+}
+
+void peer_expire_requests(usec_t now)
+{
+	list_for_each_safe(pos, tmp, &pgv.peer_pools) {
+		struct peer_pool *pool = container_of(pos, struct peer_pool, node);
+		peer_expire_list(&pool->waiting, now);
+		peer_expire_list(&pool->login, now);
+		peer_expire_list(&pool->active, now);
+		peer_pool_launch(pool);
+		if (!pool->waiting.count && !pool->login.count && !pool->active.count &&
+		    !peer_find_config(pool->peer_id)) {
+			list_remove(&pgv.peer_pools, &pool->node);
+			free(pool);
+		}
+	}
+}
+
+void peer_free_all(void)
+{
+	list_for_each_safe(pos, tmp, &pgv.peer_pools) {
+		struct peer_pool *pool = container_of(pos, struct peer_pool, node);
+		struct list *lists[] = { &pool->waiting, &pool->login, &pool->active };
+		for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+			struct list_node *n;
+			while ((n = list_first(lists[i]))) {
+				struct peer_cancel *req = container_of(n, struct peer_cancel, node);
+				peer_client_gone_of(req);
+				peer_cancel_finish(req);
+			}
+		}
+		list_remove(&pgv.peer_pools, &pool->node);
+		free(pool);
+	}
+}
