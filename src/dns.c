@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <ares.h>
 #include <arpa/nameser.h>
 
@@ -693,4 +694,55 @@ void dns_walk_zones(void (*fn)(void *arg, const char *zone, long long serial, in
 		if (!z->forgotten)
 			fn(arg, z->name, z->serial_known ? (long long)z->serial : 0, z->count);
 	}
+}
+
+/* ---------------------------------------------------------------- literal addresses */
+
+int dns_literal_address(const char *host, int port, union pgv_sockaddr *out, socklen_t *len,
+			char *err, size_t errsize)
+{
+	memset(out, 0, sizeof(*out));
+	if (host[0] == '\0' || host[0] == '/' || host[0] == '@') {
+		const char *dir = host;
+		struct stat st;
+		if (!host[0])
+			dir = stat("/var/run/postgresql", &st) == 0 ? "/var/run/postgresql" : "/tmp";
+		int n = snprintf(out->un.sun_path, sizeof(out->un.sun_path), "%s/.s.PGSQL.%d", dir, port);
+		if (n < 0 || (size_t)n >= sizeof(out->un.sun_path)) {
+			snprintf(err, errsize, "unix socket path too long: %s", dir);
+			return -1;
+		}
+		out->un.sun_family = AF_UNIX;
+		if (host[0] == '@') {
+			out->un.sun_path[0] = '\0';	/* abstract namespace: the name has no trailing NUL */
+			*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n);
+		} else {
+			*len = (socklen_t)sizeof(out->un);
+		}
+		return 1;
+	}
+	if (inet_pton(AF_INET, host, &out->in.sin_addr) == 1) {
+		out->in.sin_family = AF_INET;
+		out->in.sin_port = htons((uint16_t)port);
+		*len = sizeof(out->in);
+		return 1;
+	}
+	if (inet_pton(AF_INET6, host, &out->in6.sin6_addr) == 1) {
+		out->in6.sin6_family = AF_INET6;
+		out->in6.sin6_port = htons((uint16_t)port);
+		*len = sizeof(out->in6);
+		return 1;
+	}
+	return 0;
+}
+
+void dns_answer_address(const struct dns_addr *a, int port, union pgv_sockaddr *out, socklen_t *len)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(out, &a->u, a->len);
+	*len = a->len;
+	if (out->sa.sa_family == AF_INET)
+		out->in.sin_port = htons((uint16_t)port);
+	else
+		out->in6.sin6_port = htons((uint16_t)port);
 }

@@ -11,13 +11,12 @@
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
+#include "pgvalve/dns.h"
 #include "pgvalve/log.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <stddef.h>
 #include <sys/un.h>
 
@@ -69,7 +68,9 @@ struct peer_cancel {
 	uint32_t pid;			/* the key as forwarded: TTL already lowered */
 	uint32_t key;
 	usec_t queued_at;
-	usec_t started_at;		/* connect started */
+	usec_t started_at;		/* connect (or the lookup before it) started */
+	int port;			/* the peer's, when the connect started */
+	struct dns_waiter dns;		/* LOGIN: looking up the peer's host name */
 };
 
 static const struct peer_config *peer_find_config(int peer_id)
@@ -146,6 +147,7 @@ void peer_get_pool_counts(int peer_id, struct peer_pool_counts *out)
 static void peer_cancel_finish(struct peer_cancel *req)
 {
 	struct client *client = req->client;
+	dns_cancel(&req->dns);
 	netbuf_close(&req->nb);
 	list_remove(peer_state_list(req->pool, req->state), &req->node);
 	free(req);
@@ -161,82 +163,70 @@ static void peer_cancel_drop(struct peer_cancel *req, const char *why)
 	peer_cancel_finish(req);
 }
 
-/* The address of a [peers] entry: '/' a Unix socket dir, '@' an abstract one, else TCP. */
-union peer_addr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-	struct sockaddr_un un;
-};
+static void peer_pool_launch(struct peer_pool *pool);
 
-static int peer_resolve(const struct peer_config *pc, union peer_addr *addr, socklen_t *len)
+/* False when the request was dropped. */
+static bool peer_cancel_start_socket(struct peer_cancel *req, const union pgv_sockaddr *addr, socklen_t len)
 {
-	const char *host = pc->host;
-	memset(addr, 0, sizeof(*addr));
-	if (host[0] == '/' || host[0] == '@') {
-		int n = snprintf(addr->un.sun_path, sizeof(addr->un.sun_path), "%s/.s.PGSQL.%d", host, pc->port);
-		if (n < 0 || (size_t)n >= sizeof(addr->un.sun_path))
-			return -1;
-		addr->un.sun_family = AF_UNIX;
-		if (host[0] == '@') {
-			addr->un.sun_path[0] = '\0';	/* the abstract namespace: no trailing NUL in the name */
-			*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n);
-		} else {
-			*len = (socklen_t)sizeof(addr->un);
-		}
-		return 0;
-	}
-	if (inet_pton(AF_INET, host, &addr->in.sin_addr) == 1) {
-		addr->in.sin_family = AF_INET;
-		addr->in.sin_port = htons((uint16_t)pc->port);
-		*len = sizeof(addr->in);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, host, &addr->in6.sin6_addr) == 1) {
-		addr->in6.sin6_family = AF_INET6;
-		addr->in6.sin6_port = htons((uint16_t)pc->port);
-		*len = sizeof(addr->in6);
-		return 0;
-	}
-	/* Names: resolved synchronously until the c-ares resolver lands; fine for /etc/hosts names. */
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
-		return -1;
-	if (res->ai_family == AF_INET && res->ai_addrlen <= sizeof(addr->in)) {
-		memcpy(&addr->in, res->ai_addr, res->ai_addrlen);
-		addr->in.sin_port = htons((uint16_t)pc->port);
-		*len = sizeof(addr->in);
-	} else if (res->ai_family == AF_INET6 && res->ai_addrlen <= sizeof(addr->in6)) {
-		memcpy(&addr->in6, res->ai_addr, res->ai_addrlen);
-		addr->in6.sin6_port = htons((uint16_t)pc->port);
-		*len = sizeof(addr->in6);
-	} else {
-		freeaddrinfo(res);
-		return -1;
-	}
-	freeaddrinfo(res);
-	return 0;
-}
-
-/* Connects the request to its peer; on failure the request is dropped. */
-static void peer_cancel_connect(struct peer_cancel *req, const struct peer_config *pc)
-{
-	union peer_addr addr;
-	socklen_t len = 0;
-	char why[256];
-
-	if (peer_resolve(pc, &addr, &len) < 0) {
-		snprintf(why, sizeof(why), "cannot resolve host \"%s\"", pc->host);
-		peer_cancel_drop(req, why);
-		return;
-	}
-	if (netbuf_connect(&req->nb, &addr.sa, len) < 0) {
+	if (netbuf_connect(&req->nb, &addr->sa, len) < 0) {
+		char why[256];
 		snprintf(why, sizeof(why), "could not connect: %s", strerror(errno));
 		peer_cancel_drop(req, why);
+		return false;
+	}
+	return true;
+}
+
+static void peer_cancel_dns_done(struct dns_waiter *w, const struct dns_addr *a, const char *error)
+{
+	struct peer_cancel *req = container_of(w, struct peer_cancel, dns);
+	struct peer_pool *pool = req->pool;
+	if (a) {
+		union pgv_sockaddr addr;
+		socklen_t len;
+		dns_answer_address(a, req->port, &addr, &len);
+		if (peer_cancel_start_socket(req, &addr, len))
+			return;
+	} else {
+		peer_cancel_drop(req, error);
+	}
+	peer_pool_launch(pool);	/* a slot came free */
+}
+
+/*
+ * Connects the request to its peer: '/' a Unix socket dir, '@' an abstract
+ * one, an IP literal, or a name looked up first (asynchronously). On
+ * failure the request is dropped.
+ */
+static void peer_cancel_connect(struct peer_cancel *req, const struct peer_config *pc)
+{
+	union pgv_sockaddr addr;
+	socklen_t len = 0;
+	char why[512];
+
+	req->started_at = now_usec();
+	req->port = pc->port;
+	peer_cancel_set_state(req, PEER_CANCEL_LOGIN);	/* holds a slot from here, lookup included */
+	int r = dns_literal_address(pc->host, pc->port, &addr, &len, why, sizeof(why));
+	if (r == 0) {
+		struct dns_addr a;
+		switch (dns_lookup(pc->host, &req->dns, peer_cancel_dns_done, &a, why, sizeof(why))) {
+		case DNS_PENDING:
+			return;
+		case DNS_DONE:
+			dns_answer_address(&a, pc->port, &addr, &len);
+			r = 1;
+			break;
+		case DNS_FAILED:
+			r = -1;
+			break;
+		}
+	}
+	if (r < 0) {
+		peer_cancel_drop(req, why);
 		return;
 	}
-	req->started_at = now_usec();
-	peer_cancel_set_state(req, PEER_CANCEL_LOGIN);
+	peer_cancel_start_socket(req, &addr, len);
 }
 
 /* Starts queued requests while the peer's pool_size allows. */

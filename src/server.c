@@ -165,55 +165,15 @@ static int server_port(const struct server *server)
 	return server->pool->db->cfg->port > 0 ? server->pool->db->cfg->port : 5432;
 }
 
-/*
- * Fills server->addr for a socket dir or an IP literal: 1. 0 when the
- * entry is a host name (a lookup is needed), -1 when it cannot be used.
- */
+/* 1: server->addr is set; 0: server->host is a name to look up; -1: unusable. */
 static int set_literal_address(struct server *server, char *err, size_t errsize)
 {
-	const char *host = server->host;
-	int port = server_port(server);
-
-	memset(&server->addr, 0, sizeof(server->addr));
-	if (host[0] == '\0' || host[0] == '/') {
-		const char *dir = host[0] ? host : "/var/run/postgresql";
-		struct stat st;
-		if (!host[0] && stat(dir, &st) != 0)
-			dir = "/tmp";
-		int len = snprintf(server->addr.un.sun_path, sizeof(server->addr.un.sun_path),
-				   "%s/.s.PGSQL.%d", dir, port);
-		if (len < 0 || (size_t)len >= sizeof(server->addr.un.sun_path)) {
-			snprintf(err, errsize, "unix socket path too long: %s", dir);
-			return -1;
-		}
-		server->addr.un.sun_family = AF_UNIX;
-		server->addrlen = (socklen_t)sizeof(server->addr.un);
-		return 1;
-	}
-	if (inet_pton(AF_INET, host, &server->addr.in.sin_addr) == 1) {
-		server->addr.in.sin_family = AF_INET;
-		server->addr.in.sin_port = htons((uint16_t)port);
-		server->addrlen = sizeof(server->addr.in);
-		return 1;
-	}
-	if (inet_pton(AF_INET6, host, &server->addr.in6.sin6_addr) == 1) {
-		server->addr.in6.sin6_family = AF_INET6;
-		server->addr.in6.sin6_port = htons((uint16_t)port);
-		server->addrlen = sizeof(server->addr.in6);
-		return 1;
-	}
-	return 0;
+	return dns_literal_address(server->host, server_port(server), &server->addr, &server->addrlen, err, errsize);
 }
 
 static void set_resolved_address(struct server *server, const struct dns_addr *a)
 {
-	memset(&server->addr, 0, sizeof(server->addr));
-	memcpy(&server->addr, &a->u, a->len);
-	server->addrlen = a->len;
-	if (server->addr.sa.sa_family == AF_INET)
-		server->addr.in.sin_port = htons((uint16_t)server_port(server));
-	else
-		server->addr.in6.sin6_port = htons((uint16_t)server_port(server));
+	dns_answer_address(a, server_port(server), &server->addr, &server->addrlen);
 	/* this answer's other addresses are tried before the next entry */
 	if (server->addrs_left < 0)
 		server->addrs_left = a->count - 1;

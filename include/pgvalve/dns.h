@@ -36,8 +36,17 @@
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 struct dns_host;
+
+/* Any address pgvalve connects to: a lookup's answer or a literal entry. */
+union pgv_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+	struct sockaddr_un un;
+};
 
 /* One address of an answer; the port is left 0 for the caller to set. */
 struct dns_addr {
@@ -92,6 +101,18 @@ enum dns_status dns_lookup(const char *name, struct dns_waiter *w, dns_done_fn d
 void dns_cancel(struct dns_waiter *w);
 /* Whether name's cached answer still lists sa's address (port ignored). */
 bool dns_has_address(const char *name, const struct sockaddr *sa);
+
+/*
+ * A host entry that needs no lookup, completed with port: "" (the default
+ * socket dir: /var/run/postgresql, else /tmp), "/dir" or "@name"
+ * (.s.PGSQL.<port> in the file system or the abstract namespace), or an
+ * IP literal. 1 with *out and *len filled; 0 when host is a name (look it
+ * up); -1 when it cannot be used (err says why).
+ */
+int dns_literal_address(const char *host, int port, union pgv_sockaddr *out, socklen_t *len,
+			char *err, size_t errsize);
+/* A lookup's answer with port set. */
+void dns_answer_address(const struct dns_addr *a, int port, union pgv_sockaddr *out, socklen_t *len);
 
 /* Periodic work (janitor): zone serial checks, forgetting long-unused names. */
 void dns_housekeeping(usec_t now);

@@ -84,12 +84,7 @@ struct server {
 	usec_t query_start;		/* statistics: first client message since the last ReadyForQuery */
 	usec_t last_active;		/* last ReadyForQuery (idle_transaction_timeout) */
 	usec_t xact_start;		/* ... since the last ReadyForQuery with status I */
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in;
-		struct sockaddr_in6 in6;
-		struct sockaddr_un un;
-	} addr;				/* AF_UNSPEC until known (LOOKUP) */
+	union pgv_sockaddr addr;	/* AF_UNSPEC until known (LOOKUP) */
 	socklen_t addrlen;
 	/* Where it connects: one entry of the database's host list. */
 	char *host;			/* the entry: a name, an address or a socket dir ("" = default dir) */
