@@ -440,12 +440,14 @@ static bool addr_listed(const struct dns_addr *list, int n, const struct sockadd
 	return false;
 }
 
-/* The next address round robin; the port stays 0. */
-static void host_pick(struct dns_host *h, struct dns_addr *out)
+/* The address a waiter wants (see dns_waiter.want); the port stays 0. */
+static void host_pick(struct dns_host *h, int want, struct dns_addr *out)
 {
-	*out = h->addrs[h->next % (unsigned)h->naddrs];
+	unsigned i = want > 0 ? (unsigned)(want - 1) : h->next++;
+	i %= (unsigned)h->naddrs;
+	*out = h->addrs[i];
 	out->count = h->naddrs;
-	h->next++;
+	out->index = (int)i;
 }
 
 static void format_addrs(const struct dns_host *h, char *buf, size_t size)
@@ -553,15 +555,19 @@ static void host_gai_cb(void *arg, int status, int timeouts, struct ares_addrinf
 		h->changed = true;
 		event_active(dns.notify, 0, 0);
 	}
-	/* One at a time from the head: a callback may cancel or add waiters. */
+	/*
+	 * One at a time from the head: a callback may cancel waiters, or add
+	 * some (they start a new query when this answer is already stale, as
+	 * with a TTL of 0), so only as many as were queued are served here.
+	 */
 	struct list_node *n;
-	while ((n = list_first(&h->waiters))) {
+	for (size_t left = h->waiters.count; left > 0 && (n = list_first(&h->waiters)); left--) {
 		struct dns_waiter *w = container_of(n, struct dns_waiter, node);
 		list_remove(&h->waiters, n);
 		w->host = NULL;
 		if (h->answer == DNS_ANSWER_ADDRS) {
 			struct dns_addr a;
-			host_pick(h, &a);
+			host_pick(h, w->want, &a);
 			w->done(w, &a, NULL);
 		} else {
 			w->done(w, NULL, h->error);
@@ -611,7 +617,7 @@ enum dns_status dns_lookup(const char *name, struct dns_waiter *w, dns_done_fn d
 		/* answered inside ares_getaddrinfo: used even if dns_max_ttl is 0 */
 	}
 	if (h->answer == DNS_ANSWER_ADDRS) {
-		host_pick(h, addr);
+		host_pick(h, w->want, addr);
 		return DNS_DONE;
 	}
 	snprintf(errbuf, errsize, "%s", h->error);

@@ -174,9 +174,10 @@ static int set_literal_address(struct server *server, char *err, size_t errsize)
 static void set_resolved_address(struct server *server, const struct dns_addr *a)
 {
 	dns_answer_address(a, server_port(server), &server->addr, &server->addrlen);
-	/* this answer's other addresses are tried before the next entry */
+	/* this answer's other addresses are tried, each once, before the next entry */
 	if (server->addrs_left < 0)
 		server->addrs_left = a->count - 1;
+	server->dns.want = a->index + 2;	/* address index + 1 next */
 }
 
 static void server_select_host(struct server *server, int idx)
@@ -185,6 +186,7 @@ static void server_select_host(struct server *server, int idx)
 	server->host_idx = idx;
 	server->host = host_list_entry(server->pool->db->cfg->host, idx);
 	server->addrs_left = -1;	/* not resolved yet */
+	server->dns.want = 0;		/* the name's next address, round robin */
 	memset(&server->addr, 0, sizeof(server->addr));
 	server->addrlen = 0;
 }
@@ -215,12 +217,12 @@ static bool server_try_connect(struct server *server);
 static bool server_connect_failed(struct server *server, const char *error)
 {
 	struct pool *pool = server->pool;
-	db_host_failed(pool->db, server->host_idx);
 	if (server->addrs_left > 0) {
 		server->addrs_left--;
 		server_log(LOG_LEVEL_WARNING, server, "%s; trying its next address", error);
 		return true;
 	}
+	db_host_failed(pool->db, server->host_idx);	/* the entry as a whole failed */
 	if (--server->hosts_left > 0) {
 		int n = host_list_count(pool->db->cfg->host);
 		server_log(LOG_LEVEL_WARNING, server, "%s; trying the next host", error);
@@ -311,7 +313,10 @@ struct server *server_connect(struct pool *pool)
 	pgv.server_count++;
 	db->server_count++;
 	pool->ucount->servers++;
-	return server_try_connect(server) ? server : NULL;
+	server->connecting_sync = true;
+	bool started = server_try_connect(server);
+	server->connecting_sync = false;
+	return started ? server : NULL;
 }
 
 void server_connect_timed_out(struct server *server)
@@ -398,7 +403,8 @@ void server_close(struct server *server, const char *reason)
 	pgv.server_count--;
 	pool->db->server_count--;
 	pool->ucount->servers--;
-	pool_after_change(pool);
+	if (!server->connecting_sync)
+		pool_after_change(pool);
 }
 
 void server_free(struct server *server)

@@ -57,6 +57,7 @@ struct dns_addr {
 	} u;
 	socklen_t len;
 	int count;		/* how many addresses the name has (failover tries each once) */
+	int index;		/* its place among them */
 };
 
 struct dns_waiter;
@@ -68,6 +69,7 @@ struct dns_waiter {
 	struct list_node node;		/* its host's waiters */
 	struct dns_host *host;		/* NULL when not waiting */
 	dns_done_fn done;
+	int want;			/* 0: the name's next address round robin; i + 1: address i (mod count) */
 };
 
 enum dns_status {

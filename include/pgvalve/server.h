@@ -92,6 +92,12 @@ struct server {
 	int hosts_left;			/* entries not tried yet for this connection */
 	int addrs_left;			/* further addresses of a name to try before the next entry */
 	struct dns_waiter dns;		/* LOOKUP: the pending lookup of host */
+	/*
+	 * Inside server_connect(): a failure there closes the server without
+	 * launching another one (the caller stops its launch loop), or a pool
+	 * with server_login_retry = 0 would recurse without end.
+	 */
+	bool connecting_sync;
 };
 
 /*

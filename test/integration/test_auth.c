@@ -682,6 +682,36 @@ START_TEST(auth_query_users)
 END_TEST
 
 /*
+ * auth_dbname's server cannot be reached (a socket dir that does not
+ * exist: connect() fails at once) and server_login_retry = 0: the login
+ * waiting for the lookup fails by client_login_timeout, pgvalve keeps
+ * serving others. (Each failed connect once launched the next from inside
+ * itself, until the stack ran out.)
+ */
+START_TEST(auth_query_server_unreachable)
+{
+	struct pgv p;
+	struct cparams cp;
+	char extra[512], databases[1024];
+
+	snprintf(databases, sizeof(databases), "%sauthdb = host=%s/no-such-dir dbname=postgres\n", std_databases(),
+		 getenv("PGV_TEST_DIR"));
+	snprintf(extra, sizeof(extra), "auth_type = scram-sha-256\nauth_user = auth_lookup\nauth_dbname = authdb\n"
+		 "server_login_retry = 0\nclient_login_timeout = 2\n");
+	start_dbs(&p, extra, databases, "\"auth_lookup\" \"" LOOKUP_PW "\"\n\"scram_user\" \"scram_pass\"\n");
+	double t0 = now_s();
+	cp_init(&cp, &p, "aq_user", AQ_PW, "disable");
+	expect_refused(&p, &cp, NULL, "", "auth_query with its server unreachable");
+	double took = now_s() - t0;
+	ck_assert_msg(took < 10, "the login took %.1f s to fail", took);
+	ck_assert_msg(pgv_running(&p), "pgvalve died:\n%s", pgv_log_tail(&p, 1500));
+	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
+	expect_login(&p, &cp, "scram_user", "a user from auth_file meanwhile");
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
  * A user whose pg_authid secret is md5: the client proves the password
  * with md5 against the looked-up secret, and the same secret logs in to
  * the server (which wants md5 from md5_user), as PgBouncer does.
@@ -1437,6 +1467,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, NULL, drop_auth_query_roles);
 	tcase_add_loop_test(tc, auth_query_users, 0, 2);
 	tcase_add_test(tc, auth_query_md5_user);
+	tcase_add_test(tc, auth_query_server_unreachable);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("tls", 40);
