@@ -25,6 +25,7 @@
 #include "pgvalve/server.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/workers.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -913,6 +914,64 @@ static void show_peer_pools(struct result *r)
 	result_begin(r, "iiiii", names);
 }
 
+static void cells_worker_counters(struct cells *c, const struct worker_counters *w)
+{
+	const uint64_t v[] = { w->cl_active, w->cl_waiting, w->cl_idle, w->cl_login, w->sv_active, w->sv_idle,
+			       w->sv_used, w->sv_login, w->xact_count, w->query_count, w->bytes_received,
+			       w->bytes_sent };
+	for (size_t i = 0; i < ARRAY_SIZE(v); i++)
+		cell_uint(c, v[i]);
+}
+
+/*
+ * SHOW WORKERS (pgvalve extension): one row per worker process from the
+ * shared worker table, then a "total" row; any worker's console shows
+ * them all. Counters are as of each worker's last janitor tick; the
+ * asking worker's own row is brought up to date first.
+ */
+static void show_workers(struct result *r)
+{
+	static const char *const names[] = {
+		"worker", "pid", "peer_id", "state", "restarts", "started", "cl_active", "cl_waiting", "cl_idle",
+		"cl_login", "sv_active", "sv_idle", "sv_used", "sv_login", "total_xact_count", "total_query_count",
+		"total_received", "total_sent",
+	};
+	struct cells c;
+	struct worker_status sum = { 0 };
+	result_begin(r, "siisiTiiiiiiiiqqqq", names);
+	workers_publish();
+	for (int k = 1; k <= workers_count(); k++) {
+		struct worker_status w;
+		workers_read(k, &w);
+		cells_reset(&c);
+		cell_int(&c, k);
+		if (w.pid > 0)
+			cell_int(&c, w.pid);
+		else
+			cell_null(&c);
+		cell_int(&c, w.peer_id);
+		cell_str(&c, worker_state_name(w.state));
+		cell_uint(&c, w.restarts);
+		if (w.started > 0)
+			cell_time(&c, w.started);
+		else
+			cell_null(&c);
+		cells_worker_counters(&c, &w.c);
+		workers_add_counters(&sum.c, &w.c);
+		sum.restarts += w.restarts;
+		result_row(r, c.v);
+	}
+	cells_reset(&c);
+	cell_str(&c, "total");
+	cell_null(&c);
+	cell_null(&c);
+	cell_null(&c);
+	cell_uint(&c, sum.restarts);
+	cell_null(&c);
+	cells_worker_counters(&c, &sum.c);
+	result_row(r, c.v);
+}
+
 static void show_dns_hosts(struct result *r)
 {
 	static const char *const names[] = { "hostname", "ttl", "addrs" };
@@ -927,7 +986,7 @@ static void show_dns_zones(struct result *r)
 
 static const char help_text[] =
 	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
-	"\n\tSHOW PEERS|PEER_POOLS"
+	"\n\tSHOW PEERS|PEER_POOLS|WORKERS"
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
@@ -1728,6 +1787,7 @@ static const struct show_entry shows[] = {
 	{ "DNS_ZONES", show_dns_zones },
 	{ "VERSION", show_version },
 	{ "STATE", show_state },
+	{ "WORKERS", show_workers },
 };
 
 static bool run_show(struct client *client, const char *what)

@@ -69,9 +69,13 @@ void loop_client_gone(void)
 
 void loop_begin_graceful_shutdown(void)
 {
-	pgv.shutting_down = true;
-	/* Closed, not just ignored: the kernel must stop queueing TCP connections for us. */
+	/*
+	 * Closed, not just ignored: the kernel must stop queueing TCP
+	 * connections for us. First, so that the connections it had queued
+	 * are taken in as clients from before the shutdown.
+	 */
 	listener_close_tcp();
+	pgv.shutting_down = true;
 	loop_client_gone();
 }
 
