@@ -29,6 +29,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <openssl/evp.h>
@@ -406,7 +407,32 @@ static void registry_drop(pid_t pid)
 			memset(&instances[i], 0, sizeof(instances[i]));
 }
 
+/* True once <dir>/.s.PGSQL.<port> accepts a connection. */
+static bool unix_socket_accepts(const struct pgv *p)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%.90s/.s.PGSQL.%d", p->dir, p->port) >=
+	    sizeof(sun.sun_path)) {
+		close(fd);
+		return false;
+	}
+	ok = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+	close(fd);
+	return ok;
+}
+
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
+{
+	pgv_start_ex(p, pgbouncer_extra, databases, userlist, NULL, 0);
+}
+
+void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist,
+		  const char *const *args, int port)
 {
 	static unsigned seq;
 	const char *testdir = env_required("PGV_TEST_DIR");
@@ -417,7 +443,7 @@ void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases
 	char authfile[700], pidfile[700], errfile[700], *ini_text = NULL;
 	size_t ini_len = 0;
 	FILE *ini;
-	char *argv[6];
+	char *argv[16];
 	int argc = 0;
 	double deadline;
 
@@ -431,7 +457,7 @@ void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases
 	instance_path(p, "userlist.txt", authfile, sizeof(authfile));
 	instance_path(p, "pgvalve.pid", pidfile, sizeof(pidfile));
 	instance_path(p, "stderr.log", errfile, sizeof(errfile));
-	p->port = pick_port();
+	p->port = port > 0 ? port : pick_port();
 
 	write_file(authfile, userlist ? userlist : "", 0600);
 	write_file(p->log, "", 0644);
@@ -460,6 +486,8 @@ void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases
 		argv[argc++] = "-u";
 		argv[argc++] = (char *)user;
 	}
+	for (size_t i = 0; args != NULL && args[i] != NULL && argc < 14; i++)
+		argv[argc++] = (char *)args[i];
 	argv[argc++] = p->ini;
 	argv[argc] = NULL;
 	p->pid = spawn(argv, NULL, errfile, p->dir);
@@ -477,7 +505,8 @@ void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases
 			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
 				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
 		}
-		if (port_listening(p->port))
+		/* On a shared port another instance listens already: wait for our own socket. */
+		if (port > 0 ? unix_socket_accepts(p) : port_listening(p->port))
 			return;
 		if (now_s() >= deadline) {
 			kill(p->pid, SIGKILL);

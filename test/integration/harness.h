@@ -46,6 +46,14 @@ struct pgv {
  * exits first or is not listening within 10 s. Any argument may be NULL.
  */
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist);
+/*
+ * pgv_start with extra command-line arguments (NULL-terminated, put before
+ * the ini file; may be NULL) and, when port > 0, on that TCP port instead
+ * of a free one: another instance may listen there already (so_reuseport),
+ * so it is ready once its own Unix socket in <dir> accepts.
+ */
+void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist,
+		  const char *const *args, int port);
 /* SIGQUIT (immediate shutdown), up to 5 s, then SIGKILL (and a failed test). Idempotent. */
 void pgv_stop(struct pgv *p);
 bool pgv_running(struct pgv *p);
