@@ -28,6 +28,7 @@
 #include "pgvalve/workers.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <strings.h>
@@ -1593,6 +1594,8 @@ static void run_control(struct client *client, const struct command *cmd)
 			send_error_and_ready(client, "F0000", "RELOAD failed, see logs for additional details");
 			return;
 		}
+		/* The whole instance reloads, as SIGHUP would: the supervisor tells the other workers. */
+		workers_tell_supervisor(SIGHUP);
 		send_complete_and_ready(client, "RELOAD");
 		return;
 	}
@@ -1737,16 +1740,19 @@ static void run_control(struct client *client, const struct command *cmd)
 	if (word_is(verb, "SHUTDOWN")) {
 		if (!cmd->has_arg) {
 			log_info("SHUTDOWN command issued");
+			workers_tell_supervisor(SIGQUIT);
 			loop_exit_now();	/* no reply: the connection just closes */
 			return;
 		}
 		if (word_is(cmd->arg, "WAIT_FOR_SERVERS")) {
 			log_info("SHUTDOWN WAIT_FOR_SERVERS command issued");
+			workers_tell_supervisor(SIGINT);
 			send_complete_and_ready(client, "SHUTDOWN");
 			admin_shutdown_wait_for_servers();
 			return;
 		}
 		log_info("SHUTDOWN WAIT_FOR_CLIENTS command issued");
+		workers_tell_supervisor(SIGTERM);
 		send_complete_and_ready(client, "SHUTDOWN");
 		admin_shutdown_wait_for_clients();
 		return;

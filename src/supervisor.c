@@ -110,22 +110,23 @@ static int live_workers(void)
 	return n;
 }
 
-static void forward(int sig)
+/* To every worker but the one that sent it (RELOAD or SHUTDOWN on its console: it acted already). */
+static void forward(int sig, pid_t sender)
 {
 	for (int k = 1; k <= sup.count; k++)
-		if (sup.w[k - 1].pid > 0)
+		if (sup.w[k - 1].pid > 0 && sup.w[k - 1].pid != sender)
 			kill(sup.w[k - 1].pid, sig);
 }
 
 /* SIGINT, SIGTERM, SIGQUIT (or a failed start): no more restarts; workers finish as the signal says. */
-static void begin_stop(int sig)
+static void begin_stop(int sig, pid_t sender)
 {
 	sup.stopping = true;
 	for (int k = 1; k <= sup.count; k++) {
 		struct child *c = &sup.w[k - 1];
 		child_set_state(k, c->pid > 0 ? WORKER_STATE_STOPPING : WORKER_STATE_EXITED);
 	}
-	forward(sig);
+	forward(sig, sender);
 }
 
 static void worker_exited(int k, int status)
@@ -147,7 +148,7 @@ static void worker_exited(int k, int status)
 		child_set_state(k, WORKER_STATE_EXITED);
 		log_error("worker %d (pid %d) %s during start-up; stopping", k, (int)pid, how);
 		sup.exit_code = 1;
-		begin_stop(SIGQUIT);
+		begin_stop(SIGQUIT, 0);
 		return;
 	}
 	usec_t now = monotonic_usec();
@@ -193,7 +194,7 @@ static usec_t restart_due(void)
 	return wait;
 }
 
-static void handle_signal(int sig)
+static void handle_signal(int sig, pid_t sender)
 {
 	switch (sig) {
 	case SIGCHLD:
@@ -201,19 +202,19 @@ static void handle_signal(int sig)
 	case SIGHUP:
 		log_info("got SIGHUP, reloading all workers");
 		log_reopen();
-		forward(sig);
+		forward(sig, sender);
 		break;
 	case SIGUSR1:
 	case SIGUSR2:
 		log_info("got %s, passing it to all workers", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
-		forward(sig);
+		forward(sig, sender);
 		break;
 	case SIGINT:
 	case SIGTERM:
 	case SIGQUIT:
 		log_info("got %s, passing it to all workers; exiting when they have",
 			 sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGQUIT");
-		begin_stop(sig);
+		begin_stop(sig, sender);
 		break;
 	default:
 		break;
@@ -266,7 +267,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 		siginfo_t si;
 		int sig = sigtimedwait(&sup.sigs, &si, &ts);
 		if (sig > 0)
-			handle_signal(sig);
+			handle_signal(sig, si.si_code == SI_USER ? si.si_pid : 0);
 		reap();
 	}
 

@@ -11,6 +11,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -308,4 +309,10 @@ void workers_add_counters(struct worker_counters *sum, const struct worker_count
 	sum->query_count += c->query_count;
 	sum->bytes_received += c->bytes_received;
 	sum->bytes_sent += c->bytes_sent;
+}
+
+void workers_tell_supervisor(int sig)
+{
+	if (wk.supervisor && getppid() == wk.supervisor)
+		kill(wk.supervisor, sig);
 }

@@ -18,7 +18,13 @@ int listener_start(void);
 void listener_pause(void);
 /* Accepts again after listener_pause() (RESUME after SUSPEND). */
 void listener_resume(void);
-/* Graceful shutdown (PgBouncer 1.25): closes the TCP listeners; the Unix socket stays for admins. */
+/*
+ * Graceful shutdown (PgBouncer 1.25): closes the TCP listeners; the Unix
+ * socket stays for admins. Connections the kernel had queued are accepted
+ * first (with so_reuseport they would be reset, not handed to the new
+ * instance). With workers, only worker 1 listens on unix_socket_dir; every
+ * worker also listens on its private socket (workers.h).
+ */
 void listener_close_tcp(void);
 /* Closes all listeners and removes the Unix socket file if it is still ours. Idempotent. */
 void listener_close(void);

@@ -121,6 +121,13 @@ void workers_announce_running(void);
 void workers_publish(void);
 /* sum += c, field by field (SHOW WORKERS' total row). */
 void workers_add_counters(struct worker_counters *sum, const struct worker_counters *c);
+/*
+ * Worker side: RELOAD and SHUTDOWN on one worker's console are meant for
+ * the whole instance: sends sig (SIGHUP, SIGINT, SIGTERM, SIGQUIT) to the
+ * supervisor, which passes it to the other workers. Nothing for a single
+ * process.
+ */
+void workers_tell_supervisor(int sig);
 /* Any process: slot of worker k (1-based). */
 void workers_read(int worker, struct worker_status *out);
 

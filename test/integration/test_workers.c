@@ -328,6 +328,51 @@ START_TEST(sighup_reloads_every_worker)
 }
 END_TEST
 
+/* RELOAD and SHUTDOWN on one worker's console are for the whole instance. */
+START_TEST(console_reload_and_shutdown_reach_all)
+{
+	struct pgv p;
+	struct wrow w[MAX_W];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 7\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	FILE *f = fopen(p.ini, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs("default_pool_size = 11\n", f);
+	fclose(f);
+	PGconn *c1 = worker_console(&p, 1);
+	PGresult *r = PQexec(c1, "RELOAD");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ck_assert_str_eq(config_value(c1, "default_pool_size"), "11");
+	double deadline = now_s() + 5;
+	for (;;) {
+		PGconn *c2 = worker_console(&p, 2);
+		bool done = strcmp(config_value(c2, "default_pool_size"), "11") == 0;
+		PQfinish(c2);
+		if (done)
+			break;
+		ck_assert_msg(now_s() < deadline, "RELOAD on worker 1 did not reach worker 2\n%s", pgv_log_tail(&p, 1500));
+		sleep_ms(100);
+	}
+	/* The worker that asked reloaded once, not twice. */
+	ck_assert(!pgv_log_contains(&p, "[w1] got SIGHUP"));
+
+	PGconn *c2 = worker_console(&p, 2);
+	r = PQexec(c2, "SHUTDOWN WAIT_FOR_SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	PQfinish(c2);
+	PQfinish(c1);
+	deadline = now_s() + 5;
+	while (pgv_running(&p) || pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
+		ck_assert_msg(now_s() < deadline, "instance still up 5 s after SHUTDOWN on worker 2\n%s",
+			      pgv_log_tail(&p, 1500));
+		sleep_ms(50);
+	}
+	ck_assert(!pgv_log_contains(&p, "restarting in"));
+}
+END_TEST
+
 /* SIGINT: the supervisor and its workers are all gone within seconds, files cleaned up. */
 START_TEST(sigint_stops_all)
 {
@@ -429,8 +474,10 @@ START_TEST(rolling_restart_under_load)
 	sleep_ms(1000);
 	ck_assert_int_eq(kill(a.pid, SIGTERM), 0);
 	double deadline = now_s() + 10;
-	while (pgv_running(&a))
+	while (pgv_running(&a)) {
 		ck_assert_msg(now_s() < deadline, "A still running 10 s after SIGTERM\n%s", pgv_log_tail(&a, 1500));
+		sleep_ms(50);
+	}
 
 	int status;
 	ck_assert_int_eq(waitpid(bench, &status, 0), bench);
@@ -466,6 +513,7 @@ int main(void)
 	tcase_add_test(tc, killed_worker_is_restarted);
 	tcase_add_test(tc, sighup_reloads_every_worker);
 	tcase_add_test(tc, sigint_stops_all);
+	tcase_add_test(tc, console_reload_and_shutdown_reach_all);
 	tcase_add_test(tc, workers_follow_a_killed_supervisor);
 	tcase_add_test(tc, command_line_overrides_workers);
 	suite_add_tcase(s, tc);
