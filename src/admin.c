@@ -927,7 +927,7 @@ static void cells_worker_counters(struct cells *c, const struct worker_counters 
 /*
  * SHOW WORKERS (pgvalve extension): one row per worker process from the
  * shared worker table, then a "total" row; any worker's console shows
- * them all. Counters are as of each worker's last janitor tick; the
+ * them all. Not in SHOW HELP, whose text stays PgBouncer's. Counters are as of each worker's last janitor tick; the
  * asking worker's own row is brought up to date first.
  */
 static void show_workers(struct result *r)
@@ -987,7 +987,7 @@ static void show_dns_zones(struct result *r)
 
 static const char help_text[] =
 	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
-	"\n\tSHOW PEERS|PEER_POOLS|WORKERS"
+	"\n\tSHOW PEERS|PEER_POOLS"
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"

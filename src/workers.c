@@ -87,8 +87,12 @@ void workers_socket_dir(const struct config *cfg, int worker, char *buf, size_t 
 		buf[0] = '\0';
 		return;
 	}
-	snprintf(buf, size, "%s/pgvalve-%d-%d-w%d",
-		 cfg->unix_socket_dir[0] ? cfg->unix_socket_dir : DEFAULT_PRIVATE_SOCKET_BASE, cfg->listen_port,
+	const char *base = cfg->unix_socket_dir[0] ? cfg->unix_socket_dir : DEFAULT_PRIVATE_SOCKET_BASE;
+	/* Absolute: a [peers] host starting with '/' is a socket directory, anything else a host name. */
+	char cwd[256] = "";
+	if (base[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		base = DEFAULT_PRIVATE_SOCKET_BASE;
+	snprintf(buf, size, "%s%s%s/pgvalve-%d-%d-w%d", cwd, cwd[0] ? "/" : "", base, cfg->listen_port,
 		 (int)wk.supervisor, worker);
 }
 
