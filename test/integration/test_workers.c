@@ -151,6 +151,38 @@ static bool pid_alive(int pid)
 	return ok && state != 'Z' && state != 'X';
 }
 
+static void append_ini(struct pgv *p, const char *line)
+{
+	FILE *f = fopen(p->ini, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs(line, f);
+	fclose(f);
+}
+
+/* Until worker k's SHOW CONFIG says key = value (5 s). */
+static void wait_worker_config(struct pgv *p, int k, const char *key, const char *value)
+{
+	double deadline = now_s() + 5;
+	for (;;) {
+		PGconn *c = worker_console(p, k);
+		bool done = strcmp(config_value(c, key), value) == 0;
+		PQfinish(c);
+		if (done)
+			return;
+		ck_assert_msg(now_s() < deadline, "worker %d: %s is not %s\n%s", k, key, value, pgv_log_tail(p, 1500));
+		sleep_ms(100);
+	}
+}
+
+static void wait_log(struct pgv *p, const char *line)
+{
+	double deadline = now_s() + 5;
+	while (!pgv_log_contains(p, line)) {
+		ck_assert_msg(now_s() < deadline, "no \"%s\" in the log\n%s", line, pgv_log_tail(p, 1500));
+		sleep_ms(20);
+	}
+}
+
 /* ---------------------------------------------------------------- tests */
 
 /* Without workers, SHOW WORKERS shows the one process. */
@@ -247,11 +279,7 @@ START_TEST(killed_worker_is_restarted)
 
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
 	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9, restarting in 1 s", old);
-	double deadline = now_s() + 5;
-	while (!pgv_log_contains(&p, line)) {
-		ck_assert_msg(now_s() < deadline, "no \"%s\" in the log\n%s", line, pgv_log_tail(&p, 1500));
-		sleep_ms(20);
-	}
+	wait_log(&p, line);
 	/*
 	 * Worker 1 serves alone while worker 2 is down (what sat in the dead
 	 * worker's accept queue is lost with it: that is SIGKILL).
@@ -282,11 +310,7 @@ START_TEST(killed_worker_is_restarted)
 	int second = w[1].pid;
 	ck_assert_int_eq(kill(second, SIGKILL), 0);
 	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9, restarting in 2 s", second);
-	deadline = now_s() + 5;
-	while (!pgv_log_contains(&p, line)) {
-		ck_assert_msg(now_s() < deadline, "no \"%s\" in the log\n%s", line, pgv_log_tail(&p, 1500));
-		sleep_ms(50);
-	}
+	wait_log(&p, line);
 	wait_running(&p, 2, w);
 	ck_assert_int_eq(w[1].restarts, 2);
 	pgv_stop(&p);
@@ -305,23 +329,10 @@ START_TEST(sighup_reloads_every_worker)
 		ck_assert_str_eq(config_value(c, "default_pool_size"), "7");
 		PQfinish(c);
 	}
-	FILE *f = fopen(p.ini, "a");
-	ck_assert_ptr_nonnull(f);
-	fputs("default_pool_size = 9\n", f);
-	fclose(f);
+	append_ini(&p, "default_pool_size = 9\n");
 	ck_assert_int_eq(kill(p.pid, SIGHUP), 0);
-	for (int k = 1; k <= 2; k++) {
-		double deadline = now_s() + 5;
-		for (;;) {
-			PGconn *c = worker_console(&p, k);
-			bool done = strcmp(config_value(c, "default_pool_size"), "9") == 0;
-			PQfinish(c);
-			if (done)
-				break;
-			ck_assert_msg(now_s() < deadline, "worker %d did not reload\n%s", k, pgv_log_tail(&p, 1500));
-			sleep_ms(100);
-		}
-	}
+	for (int k = 1; k <= 2; k++)
+		wait_worker_config(&p, k, "default_pool_size", "9");
 	ck_assert(pgv_log_contains(&p, "[w1] got SIGHUP"));
 	ck_assert(pgv_log_contains(&p, "[w2] got SIGHUP"));
 	pgv_stop(&p);
@@ -335,25 +346,13 @@ START_TEST(console_reload_and_shutdown_reach_all)
 	struct wrow w[MAX_W];
 	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 7\n", std_databases(), std_userlist());
 	wait_running(&p, 2, w);
-	FILE *f = fopen(p.ini, "a");
-	ck_assert_ptr_nonnull(f);
-	fputs("default_pool_size = 11\n", f);
-	fclose(f);
+	append_ini(&p, "default_pool_size = 11\n");
 	PGconn *c1 = worker_console(&p, 1);
 	PGresult *r = PQexec(c1, "RELOAD");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
 	PQclear(r);
 	ck_assert_str_eq(config_value(c1, "default_pool_size"), "11");
-	double deadline = now_s() + 5;
-	for (;;) {
-		PGconn *c2 = worker_console(&p, 2);
-		bool done = strcmp(config_value(c2, "default_pool_size"), "11") == 0;
-		PQfinish(c2);
-		if (done)
-			break;
-		ck_assert_msg(now_s() < deadline, "RELOAD on worker 1 did not reach worker 2\n%s", pgv_log_tail(&p, 1500));
-		sleep_ms(100);
-	}
+	wait_worker_config(&p, 2, "default_pool_size", "11");
 	/* The worker that asked reloaded once, not twice. */
 	ck_assert(!pgv_log_contains(&p, "[w1] got SIGHUP"));
 
@@ -363,7 +362,7 @@ START_TEST(console_reload_and_shutdown_reach_all)
 	PQclear(r);
 	PQfinish(c2);
 	PQfinish(c1);
-	deadline = now_s() + 5;
+	double deadline = now_s() + 5;
 	while (pgv_running(&p) || pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
 		ck_assert_msg(now_s() < deadline, "instance still up 5 s after SHUTDOWN on worker 2\n%s",
 			      pgv_log_tail(&p, 1500));
@@ -430,6 +429,12 @@ START_TEST(command_line_overrides_workers)
 	ck_assert_str_eq(config_value(c, "workers"), "2");
 	PQfinish(c);
 	pgv_stop(&p);
+
+	/* Out of range: refused before anything starts. */
+	char out[700], *bad[] = { getenv("PGV_BINARY"), "-w", "0", p.ini, NULL };
+	snprintf(out, sizeof(out), "%s/bad-w.out", p.dir);
+	ck_assert_int_eq(run_program(bad, NULL, out, 10), 1);
+	ck_assert_msg(strstr(read_file_tail(out, 2000), "--workers"), "%s", read_file_tail(out, 2000));
 
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const char *const auto_args[] = { "--workers=auto", NULL };

@@ -317,13 +317,14 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 88);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 89);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
 		"listen_addr", "listen_port", "listen_backlog", "unix_socket_dir", "unix_socket_mode",
 		"unix_socket_group", "user", "pidfile", "so_reuseport", "pkt_buf", "disable_pqexec",
 		"resolv_conf", "track_extra_parameters", "job_name", "service_name",
+		"workers",	/* pgvalve: the process layout is fixed at start */
 	};
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(ps[i].reloadable == !in_list(restart, ARRAY_SIZE(restart), ps[i].name),
