@@ -119,7 +119,8 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 	client->nb.startup = true;
 	client->id = ++pgv.next_conn_id;
 	client->connect_time = now_usec();
-	client->accepted_in_shutdown = pgv.shutting_down;
+	/* TCP listeners accept during a shutdown only to hand the port off: those clients count as earlier. */
+	client->accepted_in_shutdown = pgv.shutting_down && is_unix;
 	client->request_time = client->connect_time;
 	client->is_unix = is_unix;
 	if (!is_unix && addrlen <= sizeof(client->addr))

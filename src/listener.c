@@ -34,6 +34,12 @@
 
 /* Connections queued in the kernel that a closing TCP listener still takes in. */
 #define DRAIN_MAX 4096
+/*
+ * so_reuseport hand-off: how long a stopping process keeps accepting with
+ * TCP_DEFER_ACCEPT off before it closes its TCP listeners (see
+ * listener_hand_off_tcp).
+ */
+#define HANDOFF_LINGER_USEC (USEC_PER_SEC / 5)
 
 struct listener {
 	int fd;
@@ -47,6 +53,8 @@ static struct {
 	struct listener list[MAX_LISTENERS];
 	int count;
 	struct event *resume_timer;	/* after running out of file descriptors */
+	struct event *handoff_timer;	/* pending while handing off (so_reuseport) */
+	void (*handoff_done)(void);
 } lst;
 
 void listener_tune_tcp(int fd)
@@ -298,6 +306,48 @@ void listener_close_tcp(void)
 	}
 }
 
+static void handoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	event_free(lst.handoff_timer);
+	lst.handoff_timer = NULL;
+	listener_close_tcp();
+	if (lst.handoff_done)
+		lst.handoff_done();
+}
+
+bool listener_hand_off_tcp(void (*closed)(void))
+{
+	int tcp = 0, off = 0;
+	if (!pgv.cfg->so_reuseport || lst.handoff_timer)
+		return false;
+	for (int i = 0; i < lst.count; i++) {
+		if (lst.list[i].is_unix)
+			continue;
+		/*
+		 * A deferred connection sits in the kernel until its first bytes
+		 * and is reset when the listener closes: from now on each goes
+		 * straight to the accept queue, which is drained before closing.
+		 */
+		setsockopt(lst.list[i].fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &off, sizeof(off));
+		tcp++;
+	}
+	if (!tcp)
+		return false;
+	log_info("so_reuseport: handing the port off, closing the TCP listeners in %d ms",
+		 (int)(HANDOFF_LINGER_USEC / 1000));
+	struct timeval tv = { 0, HANDOFF_LINGER_USEC };
+	lst.handoff_done = closed;
+	lst.handoff_timer = evtimer_new(pgv.base, handoff_cb, NULL);
+	event_add(lst.handoff_timer, &tv);
+	return true;
+}
+
+bool listener_handing_off(void)
+{
+	return lst.handoff_timer != NULL;
+}
+
 void listener_close(void)
 {
 	for (int i = 0; i < lst.count; i++) {
@@ -318,4 +368,7 @@ void listener_close(void)
 	if (lst.resume_timer)
 		event_free(lst.resume_timer);
 	lst.resume_timer = NULL;
+	if (lst.handoff_timer)
+		event_free(lst.handoff_timer);
+	lst.handoff_timer = NULL;
 }

@@ -61,7 +61,8 @@ void loop_schedule_reap(void)
 
 void loop_client_gone(void)
 {
-	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0) {
+	/* Not while handing the port off: exiting would reset what the kernel queued for us. */
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0 && !listener_handing_off()) {
 		log_info("client connections dropped, exiting");
 		event_base_loopexit(pgv.base, NULL);
 	}
@@ -71,10 +72,11 @@ void loop_begin_graceful_shutdown(void)
 {
 	/*
 	 * Closed, not just ignored: the kernel must stop queueing TCP
-	 * connections for us. First, so that the connections it had queued
-	 * are taken in as clients from before the shutdown.
+	 * connections for us. With so_reuseport, after a short hand-off (a
+	 * new process on the port takes over without a reset connection).
 	 */
-	listener_close_tcp();
+	if (!listener_hand_off_tcp(loop_client_gone))
+		listener_close_tcp();
 	pgv.shutting_down = true;
 	loop_client_gone();
 }

@@ -26,6 +26,17 @@ void listener_resume(void);
  * worker also listens on its private socket (workers.h).
  */
 void listener_close_tcp(void);
+/*
+ * Graceful shutdown with so_reuseport (a rolling restart hands the port to
+ * a new process): keeps accepting for a moment with TCP_DEFER_ACCEPT off,
+ * so the connections the kernel still routes here, and those it held back
+ * waiting for their first bytes, reach the accept queue; then closes the
+ * TCP listeners as listener_close_tcp() does and calls closed(). False
+ * (nothing done) without so_reuseport or TCP listeners.
+ */
+bool listener_hand_off_tcp(void (*closed)(void));
+/* Between listener_hand_off_tcp() and its closing. */
+bool listener_handing_off(void);
 /* Closes all listeners and removes the Unix socket file if it is still ours. Idempotent. */
 void listener_close(void);
 

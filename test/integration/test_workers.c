@@ -505,6 +505,7 @@ START_TEST(rolling_restart_under_load)
 	PQfinish(c);
 	ck_assert_msg(xacts > 100, "B served %lld transactions", xacts);
 	ck_assert(pgv_log_contains(&a, "got SIGTERM"));
+	ck_assert(pgv_log_contains(&a, "handing the port off"));
 	pgv_stop(&b);
 }
 END_TEST
