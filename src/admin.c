@@ -27,8 +27,10 @@
 #include "pgvalve/server.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/workers.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <strings.h>
@@ -945,6 +947,64 @@ static void dns_host_row(void *arg, const char *name, long long ttl, const char 
 	result_row(arg, c.v);
 }
 
+static void cells_worker_counters(struct cells *c, const struct worker_counters *w)
+{
+	const uint64_t v[] = { w->cl_active, w->cl_waiting, w->cl_idle, w->cl_login, w->sv_active, w->sv_idle,
+			       w->sv_used, w->sv_login, w->xact_count, w->query_count, w->bytes_received,
+			       w->bytes_sent };
+	for (size_t i = 0; i < ARRAY_SIZE(v); i++)
+		cell_uint(c, v[i]);
+}
+
+/*
+ * SHOW WORKERS (pgvalve extension): one row per worker process from the
+ * shared worker table, then a "total" row; any worker's console shows
+ * them all. Not in SHOW HELP, whose text stays PgBouncer's. Counters are as of each worker's last janitor tick; the
+ * asking worker's own row is brought up to date first.
+ */
+static void show_workers(struct result *r)
+{
+	static const char *const names[] = {
+		"worker", "pid", "peer_id", "state", "restarts", "started", "cl_active", "cl_waiting", "cl_idle",
+		"cl_login", "sv_active", "sv_idle", "sv_used", "sv_login", "total_xact_count", "total_query_count",
+		"total_received", "total_sent",
+	};
+	struct cells c;
+	struct worker_status sum = { 0 };
+	result_begin(r, "siisiTiiiiiiiiqqqq", names);
+	workers_publish();
+	for (int k = 1; k <= workers_count(); k++) {
+		struct worker_status w;
+		workers_read(k, &w);
+		cells_reset(&c);
+		cell_int(&c, k);
+		if (w.pid > 0)
+			cell_int(&c, w.pid);
+		else
+			cell_null(&c);
+		cell_int(&c, w.peer_id);
+		cell_str(&c, worker_state_name(w.state));
+		cell_uint(&c, w.restarts);
+		if (w.started > 0)
+			cell_time(&c, w.started);
+		else
+			cell_null(&c);
+		cells_worker_counters(&c, &w.c);
+		workers_add_counters(&sum.c, &w.c);
+		sum.restarts += w.restarts;
+		result_row(r, c.v);
+	}
+	cells_reset(&c);
+	cell_str(&c, "total");
+	cell_null(&c);
+	cell_null(&c);
+	cell_null(&c);
+	cell_uint(&c, sum.restarts);
+	cell_null(&c);
+	cells_worker_counters(&c, &sum.c);
+	result_row(r, c.v);
+}
+
 static void show_dns_hosts(struct result *r)
 {
 	static const char *const names[] = { "hostname", "ttl", "addrs" };
@@ -1578,6 +1638,8 @@ static void run_control(struct client *client, const struct command *cmd)
 			send_error_and_ready(client, "F0000", "RELOAD failed, see logs for additional details");
 			return;
 		}
+		/* The whole instance reloads, as SIGHUP would: the supervisor tells the other workers. */
+		workers_tell_supervisor(SIGHUP);
 		send_complete_and_ready(client, "RELOAD");
 		return;
 	}
@@ -1722,16 +1784,19 @@ static void run_control(struct client *client, const struct command *cmd)
 	if (word_is(verb, "SHUTDOWN")) {
 		if (!cmd->has_arg) {
 			log_info("SHUTDOWN command issued");
+			workers_tell_supervisor(SIGQUIT);
 			loop_exit_now();	/* no reply: the connection just closes */
 			return;
 		}
 		if (word_is(cmd->arg, "WAIT_FOR_SERVERS")) {
 			log_info("SHUTDOWN WAIT_FOR_SERVERS command issued");
+			workers_tell_supervisor(SIGINT);
 			send_complete_and_ready(client, "SHUTDOWN");
 			admin_shutdown_wait_for_servers();
 			return;
 		}
 		log_info("SHUTDOWN WAIT_FOR_CLIENTS command issued");
+		workers_tell_supervisor(SIGTERM);
 		send_complete_and_ready(client, "SHUTDOWN");
 		admin_shutdown_wait_for_clients();
 		return;
@@ -1772,6 +1837,7 @@ static const struct show_entry shows[] = {
 	{ "DNS_ZONES", show_dns_zones },
 	{ "VERSION", show_version },
 	{ "STATE", show_state },
+	{ "WORKERS", show_workers },
 };
 
 static bool run_show(struct client *client, const char *what)

@@ -119,6 +119,8 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 	client->nb.startup = true;
 	client->id = ++pgv.next_conn_id;
 	client->connect_time = now_usec();
+	/* TCP listeners accept during a shutdown only to hand the port off: those clients count as earlier. */
+	client->accepted_in_shutdown = pgv.shutting_down && is_unix;
 	client->request_time = client->connect_time;
 	client->is_unix = is_unix;
 	if (!is_unix && addrlen <= sizeof(client->addr))
@@ -292,7 +294,13 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	}
 
 	bool is_admin = admin_is_admin_dbname(dbname);
-	if (pgv.shutting_down && !is_admin) {
+	/*
+	 * SIGTERM waits for clients: one that connected before (its startup
+	 * packet may come an SSLRequest later) is one of them, or a rolling
+	 * restart would fail it. Other shutdowns refuse every new login.
+	 */
+	if (pgv.shutting_down && !is_admin &&
+	    (client->accepted_in_shutdown || pgv.shutdown_mode != SHUTDOWN_WAIT_FOR_CLIENTS)) {
 		client_close(client, "57P03", "pooler is shutting down");
 		return;
 	}

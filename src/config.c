@@ -53,6 +53,9 @@ static const char *const load_balance_hosts_names[] = { "round-robin", "disable"
 #define P_INT(n, def, rel, impl, lo, hi) \
 	{ .name = #n, .type = PARAM_INT, .default_value = def, .offset = FIELD(n, int), \
 	  .reloadable = rel, .implemented = impl, .min_value = lo, .max_value = hi }
+#define P_INT_AUTO(n, def, rel, impl, lo, hi) \
+	{ .name = #n, .type = PARAM_INT, .default_value = def, .offset = FIELD(n, int), \
+	  .reloadable = rel, .implemented = impl, .min_value = lo, .max_value = hi, .auto_is_zero = true }
 #define P_BOOL(n, def, rel, impl) \
 	{ .name = #n, .type = PARAM_BOOL, .default_value = def, .offset = FIELD(n, bool), \
 	  .reloadable = rel, .implemented = impl }
@@ -71,7 +74,8 @@ static const char *const load_balance_hosts_names[] = { "round-robin", "disable"
 
 /*
  * Every [pgbouncer] parameter of PgBouncer 1.25, alphabetical (the order
- * SHOW CONFIG uses). Defaults and restart-only flags follow PgBouncer.
+ * SHOW CONFIG uses), then pgvalve's own extensions. Defaults and
+ * restart-only flags follow PgBouncer.
  */
 static const struct param_def params[] = {
 	P_STR(admin_users, "", RELOAD, IMPL),
@@ -180,6 +184,8 @@ static const struct param_def params[] = {
 	P_OCTAL(unix_socket_mode, "0777", RESTART, IMPL, 07777),
 	P_STR(user, "", RESTART, IMPL),
 	P_INT(verbose, "0", RELOAD, IMPL, 0, INT_MAX),
+	/* pgvalve extension: processes sharing the port (see supervisor.h); "auto" = online CPUs. */
+	P_INT_AUTO(workers, "1", RESTART, IMPL, 1, CONFIG_MAX_WORKERS),
 };
 
 /* Times above this many seconds (about 31,700 years) would overflow usec_t arithmetic elsewhere. */
@@ -388,6 +394,10 @@ int config_set_param(struct config *cfg, const struct param_def *p, const char *
 		replace_str((char **)field, value);
 		return 0;
 	case PARAM_INT:
+		if (p->auto_is_zero && strcasecmp(value, "auto") == 0) {
+			*(int *)field = 0;
+			return 0;
+		}
 		if (parse_int(value, p->min_value, p->max_value, &iv, errbuf, errsize) < 0)
 			return -1;
 		*(int *)field = iv;
@@ -449,7 +459,10 @@ void config_format_value(const struct config *cfg, const struct param_def *p, ch
 		snprintf(buf, size, "%s", *(char *const *)field ? *(char *const *)field : "");
 		return;
 	case PARAM_INT:
-		snprintf(buf, size, "%d", *(const int *)field);
+		if (p->auto_is_zero && *(const int *)field == 0)
+			snprintf(buf, size, "auto");
+		else
+			snprintf(buf, size, "%d", *(const int *)field);
 		return;
 	case PARAM_BOOL:
 		snprintf(buf, size, "%d", *(const bool *)field ? 1 : 0);
@@ -580,6 +593,34 @@ static void peer_free(struct peer_config *peer)
 	free(peer->host);
 	free(peer->origin);
 	free(peer);
+}
+
+void config_put_peer(struct config *cfg, int peer_id, const char *host, int port, const char *origin)
+{
+	struct peer_config **link = &cfg->peers;
+	while (*link && (*link)->peer_id != peer_id)
+		link = &(*link)->next;
+	struct peer_config *peer = peer_new(peer_id);
+	replace_str(&peer->host, host);
+	replace_str(&peer->origin, origin);
+	peer->port = port;
+	if (*link) {
+		peer->next = (*link)->next;
+		peer_free(*link);
+	}
+	*link = peer;
+}
+
+void config_drop_peer(struct config *cfg, int peer_id)
+{
+	for (struct peer_config **link = &cfg->peers; *link; link = &(*link)->next) {
+		if ((*link)->peer_id == peer_id) {
+			struct peer_config *gone = *link;
+			*link = gone->next;
+			peer_free(gone);
+			return;
+		}
+	}
 }
 
 const struct db_config *config_find_db(const struct config *cfg, const char *name)

@@ -11,6 +11,9 @@
  * Idle clients never cost more than looking at the head of their list, so
  * tens of thousands of idle clients cost nothing per tick.
  *
+ * Each tick also publishes this process's counters to the worker table
+ * (SHOW WORKERS).
+ *
  * Every close names PgBouncer's reason, logged as "closing because: ...".
  */
 #include "pgvalve/common.h"
@@ -25,6 +28,7 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
 #include "pgvalve/stats.h"
+#include "pgvalve/workers.h"
 
 #include <event2/event.h>
 
@@ -247,6 +251,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 		pool_drop_idle_pools(db, now);
 		pool_drop_idle_autodb(db, now);
 	}
+	workers_publish();
 }
 
 void janitor_start(void)

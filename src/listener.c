@@ -12,6 +12,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/workers.h"
 
 #include <event2/event.h>
 #include <fcntl.h>
@@ -31,18 +32,29 @@
  */
 #define ACCEPTS_PER_WAKEUP 1
 
+/* Connections queued in the kernel that a closing TCP listener still takes in. */
+#define DRAIN_MAX 4096
+/*
+ * so_reuseport hand-off: how long a stopping process keeps accepting with
+ * TCP_DEFER_ACCEPT off before it closes its TCP listeners (see
+ * listener_hand_off_tcp).
+ */
+#define HANDOFF_LINGER_USEC (USEC_PER_SEC / 5)
+
 struct listener {
 	int fd;
 	bool is_unix;
 	struct event *ev;
+	char unix_path[108];		/* Unix socket file, "" for TCP */
+	ino_t unix_inode;		/* to remove the socket file only while it is still ours */
 };
 
 static struct {
 	struct listener list[MAX_LISTENERS];
 	int count;
-	char unix_path[108];
-	ino_t unix_inode;		/* to remove the socket file only while it is still ours */
 	struct event *resume_timer;	/* after running out of file descriptors */
+	struct event *handoff_timer;	/* pending while handing off (so_reuseport) */
+	void (*handoff_done)(void);
 } lst;
 
 void listener_tune_tcp(int fd)
@@ -71,47 +83,55 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 		event_add(lst.list[i].ev, NULL);
 }
 
-static void accept_cb(evutil_socket_t fd, short what, void *arg)
+/* Accepts up to max connections; false once the queue is empty or accepting failed. */
+static bool accept_some(struct listener *l, int max)
 {
-	struct listener *l = arg;
-	(void)what;
-	for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+	int fd = l->fd;
+	for (int i = 0; i < max; i++) {
 		struct sockaddr_storage addr;
 		socklen_t len = sizeof(addr);
 		int cfd = accept4(fd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-				return;
+				return false;
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 				log_error("accept() failed: %s; not accepting for 1 s", strerror(errno));
 				for (int j = 0; j < lst.count; j++)
 					event_del(lst.list[j].ev);
 				struct timeval tv = { 1, 0 };
 				event_add(lst.resume_timer, &tv);
-				return;
+				return false;
 			}
 			log_error("accept() failed: %s", strerror(errno));
-			return;
+			return false;
 		}
 		if (!l->is_unix)
 			listener_tune_tcp(cfd);
 		client_accept(cfd, (struct sockaddr *)&addr, len, l->is_unix);
 	}
+	return true;
 }
 
-static int add_listener(int fd, bool is_unix)
+static void accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what;
+	accept_some(arg, ACCEPTS_PER_WAKEUP);
+}
+
+static struct listener *add_listener(int fd, bool is_unix)
 {
 	if (lst.count >= MAX_LISTENERS) {
 		close(fd);
 		log_error("too many listening sockets");
-		return -1;
+		return NULL;
 	}
 	struct listener *l = &lst.list[lst.count++];
+	memset(l, 0, sizeof(*l));
 	l->fd = fd;
 	l->is_unix = is_unix;
 	l->ev = event_new(pgv.base, fd, EV_READ | EV_PERSIST, accept_cb, l);
 	event_add(l->ev, NULL);
-	return 0;
+	return l;
 }
 
 static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *what)
@@ -144,7 +164,7 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		return -1;
 	}
 	log_info("listening on %s", what);
-	return add_listener(fd, false);
+	return add_listener(fd, false) ? 0 : -1;
 }
 
 static int listen_address(const char *host, int port)
@@ -208,11 +228,16 @@ static int listen_unix(const char *dir, int port)
 		unlink(sun.sun_path);
 		return -1;
 	}
-	strlcpy_s(lst.unix_path, sun.sun_path, sizeof(lst.unix_path));
+	struct listener *l = add_listener(fd, true);
+	if (!l) {
+		unlink(sun.sun_path);
+		return -1;
+	}
+	strlcpy_s(l->unix_path, sun.sun_path, sizeof(l->unix_path));
 	struct stat st;
-	lst.unix_inode = stat(sun.sun_path, &st) == 0 ? st.st_ino : 0;
+	l->unix_inode = stat(sun.sun_path, &st) == 0 ? st.st_ino : 0;
 	log_info("listening on %s", sun.sun_path);
-	return add_listener(fd, true);
+	return 0;
 }
 
 int listener_start(void)
@@ -226,7 +251,12 @@ int listener_start(void)
 		if (listen_address(host, cfg->listen_port) < 0)
 			return -1;
 	}
-	if (cfg->unix_socket_dir[0] && listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
+	if (cfg->unix_socket_dir[0] && workers_owns_unix_socket() &&
+	    listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
+		return -1;
+	char private_dir[256];
+	workers_socket_dir(cfg, workers_self(), private_dir, sizeof(private_dir));
+	if (private_dir[0] && listen_unix(private_dir, cfg->listen_port) < 0)
 		return -1;
 	if (lst.count == 0) {
 		log_error("nothing to listen on: set listen_addr or unix_socket_dir");
@@ -257,6 +287,13 @@ void listener_close_tcp(void)
 			lst.list[kept++] = lst.list[i];
 			continue;
 		}
+		/*
+		 * With so_reuseport the kernel resets what is still queued on a
+		 * socket that closes: take it in first (a rolling restart must
+		 * not fail the clients that came just before).
+		 */
+		if (!pgv.suspended)
+			accept_some(&lst.list[i], DRAIN_MAX);
 		event_free(lst.list[i].ev);
 		close(lst.list[i].fd);
 	}
@@ -269,21 +306,69 @@ void listener_close_tcp(void)
 	}
 }
 
+static void handoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	event_free(lst.handoff_timer);
+	lst.handoff_timer = NULL;
+	listener_close_tcp();
+	if (lst.handoff_done)
+		lst.handoff_done();
+}
+
+bool listener_hand_off_tcp(void (*closed)(void))
+{
+	int tcp = 0, off = 0;
+	if (!pgv.cfg->so_reuseport || lst.handoff_timer)
+		return false;
+	for (int i = 0; i < lst.count; i++) {
+		if (lst.list[i].is_unix)
+			continue;
+		/*
+		 * A deferred connection sits in the kernel until its first bytes
+		 * and is reset when the listener closes: from now on each goes
+		 * straight to the accept queue, which is drained before closing.
+		 */
+		setsockopt(lst.list[i].fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &off, sizeof(off));
+		tcp++;
+	}
+	if (!tcp)
+		return false;
+	log_info("so_reuseport: handing the port off, closing the TCP listeners in %d ms",
+		 (int)(HANDOFF_LINGER_USEC / 1000));
+	struct timeval tv = { 0, HANDOFF_LINGER_USEC };
+	lst.handoff_done = closed;
+	lst.handoff_timer = evtimer_new(pgv.base, handoff_cb, NULL);
+	event_add(lst.handoff_timer, &tv);
+	return true;
+}
+
+bool listener_handing_off(void)
+{
+	return lst.handoff_timer != NULL;
+}
+
 void listener_close(void)
 {
 	for (int i = 0; i < lst.count; i++) {
 		event_free(lst.list[i].ev);
 		close(lst.list[i].fd);
 	}
-	lst.count = 0;
-	if (lst.unix_path[0]) {
+	for (int i = 0; i < lst.count; i++) {
+		struct listener *l = &lst.list[i];
+		if (!l->unix_path[0])
+			continue;
 		/* A new instance may already have bound the same path (rolling restart). */
 		struct stat st;
-		if (stat(lst.unix_path, &st) == 0 && st.st_ino == lst.unix_inode)
-			unlink(lst.unix_path);
-		lst.unix_path[0] = '\0';
+		if (stat(l->unix_path, &st) == 0 && st.st_ino == l->unix_inode)
+			unlink(l->unix_path);
+		l->unix_path[0] = '\0';
 	}
+	lst.count = 0;
 	if (lst.resume_timer)
 		event_free(lst.resume_timer);
 	lst.resume_timer = NULL;
+	if (lst.handoff_timer)
+		event_free(lst.handoff_timer);
+	lst.handoff_timer = NULL;
 }

@@ -22,6 +22,7 @@ static struct {
 	char syslog_ident[64];		/* openlog() keeps the pointer: it must outlive the config */
 	int verbose;
 	int pid;			/* cached: getpid() is a system call */
+	char tag[16];			/* "[w2] " in a worker process, else "" */
 	time_t stamp_sec;		/* the second the cached stamp text is for */
 	char stamp[32];			/* "YYYY-MM-DD HH:MM:SS" */
 } log_state = { .fd = -1, .to_stderr = true };
@@ -73,6 +74,15 @@ int log_setup(const struct log_settings *s)
 		openlog(log_state.syslog_ident, LOG_PID, syslog_facility_code(s->syslog_facility));
 	}
 	return 0;
+}
+
+void log_set_process(const char *tag)
+{
+	log_state.pid = (int)getpid();
+	if (tag && tag[0])
+		snprintf(log_state.tag, sizeof(log_state.tag), "[%s] ", tag);
+	else
+		log_state.tag[0] = '\0';
 }
 
 void log_reopen(void)
@@ -134,8 +144,9 @@ static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 	}
 	if (!log_state.pid)
 		log_state.pid = (int)getpid();
-	int head = snprintf(line, sizeof(line), "%s.%03d UTC [%d] %s ", log_state.stamp, (int)(tv.tv_usec / 1000),
-			    log_state.pid, level_names[level]);
+	int lvl = snprintf(line, sizeof(line), "%s.%03d UTC [%d] ", log_state.stamp, (int)(tv.tv_usec / 1000),
+			   log_state.pid);
+	int head = lvl + snprintf(line + lvl, sizeof(line) - (size_t)lvl, "%s %s", level_names[level], log_state.tag);
 	int n = vsnprintf(line + head, sizeof(line) - (size_t)head - 1, fmt, ap);
 	size_t len = (size_t)head + (n < 0 ? 0 : MIN((size_t)n, sizeof(line) - (size_t)head - 2));
 	line[len++] = '\n';
@@ -146,7 +157,7 @@ static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 		write_all(log_state.fd, line, len);
 	if (log_state.use_syslog) {
 		line[len - 1] = '\0';
-		syslog(level_syslog[level], "%s", line + head - strlen(level_names[level]) - 1);
+		syslog(level_syslog[level], "%s", line + lvl);
 	}
 	errno = save_errno;
 }

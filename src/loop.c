@@ -54,7 +54,8 @@ void loop_schedule_reap(void)
 
 void loop_client_gone(void)
 {
-	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0) {
+	/* Not while handing the port off: exiting would reset what the kernel queued for us. */
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0 && !listener_handing_off()) {
 		log_info("client connections dropped, exiting");
 		event_base_loopexit(pgv.base, NULL);
 	}
@@ -62,9 +63,14 @@ void loop_client_gone(void)
 
 void loop_begin_graceful_shutdown(void)
 {
+	/*
+	 * Closed, not just ignored: the kernel must stop queueing TCP
+	 * connections for us. With so_reuseport, after a short hand-off (a
+	 * new process on the port takes over without a reset connection).
+	 */
+	if (!listener_hand_off_tcp(loop_client_gone))
+		listener_close_tcp();
 	pgv.shutting_down = true;
-	/* Closed, not just ignored: the kernel must stop queueing TCP connections for us. */
-	listener_close_tcp();
 	loop_client_gone();
 }
 

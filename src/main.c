@@ -19,7 +19,10 @@
 #include "pgvalve/loop.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/reload.h"
+#include "pgvalve/supervisor.h"
 #include "pgvalve/varcache.h"
+#include "pgvalve/workers.h"
 
 #include <event2/event.h>
 #include <fcntl.h>
@@ -42,11 +45,13 @@ static void usage(FILE *out)
 		"  -q, --quiet      do not log to stderr\n"
 		"  -v, --verbose    more log output (repeat for more)\n"
 		"  -u, --user=USER  switch to USER after start (required when started as root)\n"
+		"  -w, --workers=N  N processes share the port (a number or auto; overrides workers)\n"
 		"  -V, --version    print version and exit\n"
 		"  -h, --help       print this help and exit\n\n"
 		"Signals: SIGHUP reloads; SIGTERM exits when clients are gone (twice: now);\n"
 		"SIGINT exits when servers are released; SIGQUIT exits now;\n"
-		"SIGUSR1 pauses, SIGUSR2 resumes.\n",
+		"SIGUSR1 pauses, SIGUSR2 resumes. With workers, send them to the pidfile's\n"
+		"process (the supervisor): it passes them to every worker.\n",
 		PGVALVE_VERSION_STRING);
 }
 
@@ -120,73 +125,13 @@ static void write_pidfile(const char *path)
 	pidfile_written = true;
 }
 
-int main(int argc, char **argv)
+/*
+ * The pooler proper, in a single process or in a worker: everything from
+ * the auth file to the event loop and back. Frees pgv.cfg on the way out.
+ */
+static int run_pooler(bool single, unsigned restarts)
 {
-	static const struct option long_opts[] = {
-		{ "daemon", no_argument, NULL, 'd' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "user", required_argument, NULL, 'u' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	bool daemon_mode = false, quiet = false;
-	int verbose = 0;
-	const char *run_as = NULL;
-	int c;
-
-	while ((c = getopt_long(argc, argv, "dqvu:Vh", long_opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': daemon_mode = true; break;
-		case 'q': quiet = true; break;
-		case 'v': verbose++; break;
-		case 'u': run_as = optarg; break;
-		case 'V': print_version(); return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 1;
-		}
-	}
-	if (optind != argc - 1) {
-		usage(stderr);
-		return 1;
-	}
-	const char *config_path = argv[optind];
-
-	struct config_error err;
-	struct config *cfg = NULL;
-	if (config_load(config_path, &cfg, &err) < 0) {
-		fprintf(stderr, "FATAL %s\n", err.message);
-		return 1;
-	}
-	pgv.cfg = cfg;
-	pgv.config_path = config_path;
-	pgv.config_generation = 1;
-
-	if (!run_as && cfg->user[0])
-		run_as = cfg->user;
-	if (geteuid() == 0) {
-		if (!run_as)
-			die("pgvalve should not run as root: use -u USER (or user = USER in the config)");
-		drop_privileges(run_as);
-	}
-	if (daemon_mode && !cfg->logfile[0] && !cfg->syslog)
-		die("daemon mode needs a logfile or syslog");
-
-	struct log_settings ls = {
-		.logfile = cfg->logfile,
-		.to_stderr = !quiet && !daemon_mode,
-		.use_syslog = cfg->syslog,
-		.syslog_ident = cfg->syslog_ident,
-		.syslog_facility = cfg->syslog_facility,
-		.verbose = MAX(verbose, cfg->verbose),
-	};
-	pgv.log_to_stderr = ls.to_stderr;
-	pgv.cli_verbose = verbose;
-	if (daemon_mode)
-		daemonize();
-	if (log_setup(&ls) < 0)
-		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
+	const struct config *cfg = pgv.cfg;
 
 	/* Lists must exist before anything can be put in them. */
 	list_init(&pgv.databases);
@@ -222,10 +167,17 @@ int main(int argc, char **argv)
 		listener_close();
 		die("could not open the listening sockets");
 	}
-	write_pidfile(cfg->pidfile);
+	if (single)
+		write_pidfile(cfg->pidfile);
+	workers_announce_running();
 	janitor_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OPENSSL_VERSION_TEXT);
+	if (restarts > 0) {
+		/* Forked from the supervisor's start-up config: catch up with reloads since. */
+		char err[512];
+		reload_config(err, sizeof(err));
+	}
 
 	int rc = loop_run();
 
@@ -247,6 +199,132 @@ int main(int argc, char **argv)
 	if (pidfile_written)
 		unlink(pgv.cfg->pidfile);
 	config_free(pgv.cfg);
+	pgv.cfg = NULL;
+	workers_table_destroy();
+	log_close();
+	return rc;
+}
+
+/* In a forked worker (supervisor.c calls it): its own peer_id and sockets, then the pooler. */
+static int worker_main(int worker, unsigned restarts)
+{
+	char err[256];
+	workers_become(worker);
+	if (workers_apply_config(pgv.cfg, err, sizeof(err)) < 0)
+		die("%s", err);
+	return run_pooler(false, restarts);
+}
+
+/* "auto" = 0, or 1..CONFIG_MAX_WORKERS; -1 if neither. */
+static int parse_workers(const char *s)
+{
+	if (strcmp(s, "auto") == 0)
+		return 0;
+	char *end;
+	errno = 0;
+	long n = strtol(s, &end, 10);
+	if (errno || end == s || *end || n < 1 || n > CONFIG_MAX_WORKERS)
+		return -1;
+	return (int)n;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_opts[] = {
+		{ "daemon", no_argument, NULL, 'd' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool daemon_mode = false, quiet = false;
+	int verbose = 0, cli_workers = -1;
+	const char *run_as = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "dqvu:w:Vh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': daemon_mode = true; break;
+		case 'q': quiet = true; break;
+		case 'v': verbose++; break;
+		case 'u': run_as = optarg; break;
+		case 'w':
+			if ((cli_workers = parse_workers(optarg)) < 0) {
+				fprintf(stderr, "pgvalve: --workers must be auto or a number from 1 to %d\n",
+					CONFIG_MAX_WORKERS);
+				return 1;
+			}
+			break;
+		case 'V': print_version(); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 1;
+	}
+	const char *config_path = argv[optind];
+
+	struct config_error err;
+	struct config *cfg = NULL;
+	if (config_load(config_path, &cfg, &err) < 0) {
+		fprintf(stderr, "FATAL %s\n", err.message);
+		return 1;
+	}
+	workers_set_command_line(cli_workers);
+	workers_apply_config(cfg, err.message, sizeof(err.message));
+	int workers = workers_resolve(cfg);
+	if (workers > 1 && workers_peer_id(cfg, workers) > WORKERS_PEER_ID_MAX) {
+		fprintf(stderr, "FATAL peer_id %d leaves no room for %d workers (worker peer ids go up to %d)\n",
+			cfg->peer_id, workers, WORKERS_PEER_ID_MAX);
+		config_free(cfg);
+		return 1;
+	}
+	pgv.cfg = cfg;
+	pgv.config_path = config_path;
+	pgv.config_generation = 1;
+
+	if (!run_as && cfg->user[0])
+		run_as = cfg->user;
+	/* Before any fork: every worker runs as the dropped user, and so does the supervisor. */
+	if (geteuid() == 0) {
+		if (!run_as)
+			die("pgvalve should not run as root: use -u USER (or user = USER in the config)");
+		drop_privileges(run_as);
+	}
+	if (daemon_mode && !cfg->logfile[0] && !cfg->syslog)
+		die("daemon mode needs a logfile or syslog");
+
+	struct log_settings ls = {
+		.logfile = cfg->logfile,
+		.to_stderr = !quiet && !daemon_mode,
+		.use_syslog = cfg->syslog,
+		.syslog_ident = cfg->syslog_ident,
+		.syslog_facility = cfg->syslog_facility,
+		.verbose = MAX(verbose, cfg->verbose),
+	};
+	pgv.log_to_stderr = ls.to_stderr;
+	pgv.cli_verbose = verbose;
+	if (daemon_mode)
+		daemonize();
+	if (log_setup(&ls) < 0)
+		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
+
+	if (workers == 1) {
+		workers_table_create(1, 0);
+		workers_become(1);
+		return run_pooler(true, 0);
+	}
+	write_pidfile(cfg->pidfile);
+	int rc = supervisor_run(cfg, workers, worker_main);
+	if (pidfile_written)
+		unlink(cfg->pidfile);
+	config_free(cfg);
+	pgv.cfg = NULL;
 	log_close();
 	return rc;
 }

@@ -16,6 +16,7 @@
 #include "pgvalve/tls.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/hba.h"
+#include "pgvalve/workers.h"
 
 /* Restart-only parameters keep the value the process started with. */
 static void keep_restart_only(const struct config *running, struct config *fresh)
@@ -58,6 +59,16 @@ int reload_config(char *errbuf, size_t errsize)
 			config_free(fresh);
 			return -1;
 		}
+	}
+	/* -w and, in a worker, its own peer_id and [peers]: before comparing with the running values. */
+	char werr[256];
+	if (workers_apply_config(fresh, werr, sizeof(werr)) < 0) {
+		snprintf(errbuf, errsize, "%s", werr);
+		log_error("reload failed, keeping the running configuration: %s", werr);
+		if (auth)
+			auth_store_free(auth);
+		config_free(fresh);
+		return -1;
 	}
 	keep_restart_only(pgv.cfg, fresh);
 

@@ -102,6 +102,7 @@ struct client {
 	bool quiet;			/* a cancel-request connection: no disconnect log line */
 	bool direct_tls;		/* opened with TLS at once (ALPN required) */
 	bool wait_notified;		/* query_wait_notify sent for this wait */
+	bool accepted_in_shutdown;	/* came on the Unix socket after a shutdown began */
 };
 
 /* Takes an accepted socket. */

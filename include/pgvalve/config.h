@@ -36,6 +36,8 @@
 #include "pgvalve/common.h"
 
 #define CONFIG_MAX_INCLUDE_DEPTH 10
+/* workers = N: at most this many processes (auto is capped to it too). */
+#define CONFIG_MAX_WORKERS 128
 
 enum pool_mode {
 	POOL_MODE_SESSION = 0,
@@ -150,6 +152,7 @@ struct param_def {
 	int max_value;			/* PARAM_INT / PARAM_OCTAL: highest accepted */
 	unsigned enum_unsettable;	/* PARAM_ENUM: bit i set = enum_names[i] is shown but cannot be set */
 	const char *alias_of;		/* non-NULL: another name for that parameter (same field) */
+	bool auto_is_zero;		/* PARAM_INT: "auto" is accepted and stored (and shown) as 0 */
 };
 
 struct config {
@@ -270,6 +273,9 @@ struct config {
 	int tcp_keepintvl;
 	int tcp_user_timeout;		/* milliseconds, as in PgBouncer */
 
+	/* pgvalve extensions */
+	int workers;			/* processes serving the port; 0 = auto (online CPUs) */
+
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */
 	struct user_config *users;
@@ -304,6 +310,11 @@ int config_set_param(struct config *cfg, const struct param_def *p, const char *
 /* Exact, case-sensitive name match. config_find_db does not fall back to "*". */
 const struct db_config *config_find_db(const struct config *cfg, const char *name);
 const struct user_config *config_find_user(const struct config *cfg, const char *name);
+
+/* Adds a [peers] entry, or replaces the one with that id (pool_size: the default). */
+void config_put_peer(struct config *cfg, int peer_id, const char *host, int port, const char *origin);
+/* Removes the [peers] entry with that id, if any. */
+void config_drop_peer(struct config *cfg, int peer_id);
 
 /* A [databases] entry with nothing given (ints -1, strings "", port 5432). */
 struct db_config *config_db_new(const char *name);

@@ -18,8 +18,25 @@ int listener_start(void);
 void listener_pause(void);
 /* Accepts again after listener_pause() (RESUME after SUSPEND). */
 void listener_resume(void);
-/* Graceful shutdown (PgBouncer 1.25): closes the TCP listeners; the Unix socket stays for admins. */
+/*
+ * Graceful shutdown (PgBouncer 1.25): closes the TCP listeners; the Unix
+ * socket stays for admins. Connections the kernel had queued are accepted
+ * first (with so_reuseport they would be reset, not handed to the new
+ * instance). With workers, only worker 1 listens on unix_socket_dir; every
+ * worker also listens on its private socket (workers.h).
+ */
 void listener_close_tcp(void);
+/*
+ * Graceful shutdown with so_reuseport (a rolling restart hands the port to
+ * a new process): keeps accepting for a moment with TCP_DEFER_ACCEPT off,
+ * so the connections the kernel still routes here, and those it held back
+ * waiting for their first bytes, reach the accept queue; then closes the
+ * TCP listeners as listener_close_tcp() does and calls closed(). False
+ * (nothing done) without so_reuseport or TCP listeners.
+ */
+bool listener_hand_off_tcp(void (*closed)(void));
+/* Between listener_hand_off_tcp() and its closing. */
+bool listener_handing_off(void);
 /* Closes all listeners and removes the Unix socket file if it is still ours. Idempotent. */
 void listener_close(void);
 

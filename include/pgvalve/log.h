@@ -3,6 +3,8 @@
  *
  * Line format follows PgBouncer so operators' greps keep working:
  *   2026-11-22 12:00:00.123 UTC [1234] LOG C-0x55d0c0de: db/user@127.0.0.1:5432 login attempt: ...
+ * A worker of a multi-process instance puts its number after the level:
+ *   2026-11-22 12:00:00.123 UTC [1235] LOG [w2] C-0x55d0c0de: ...
  * The logging state (file, levels) is one of the few process globals; it is
  * set by log_setup() from main and by reload, and read everywhere.
  */
@@ -31,6 +33,11 @@ struct log_settings {
 
 /* (Re)opens the log destinations. Returns -1 and sets errno if the logfile cannot be opened. */
 int log_setup(const struct log_settings *settings);
+/*
+ * After fork: the new pid for the line header, and a tag put in front of
+ * every message ("w2" gives "... [pid] LOG [w2] message"); NULL for none.
+ */
+void log_set_process(const char *tag);
 /* Reopen the logfile (after rotation); called on SIGHUP. */
 void log_reopen(void);
 void log_close(void);

@@ -577,11 +577,17 @@ int pgv_pick_port(void)
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
 {
 	memset(p, 0, sizeof(*p));
-	pgv_start_on_port(p, 0, pgbouncer_extra, databases, userlist);
+	pgv_start_ex(p, pgbouncer_extra, databases, userlist, NULL, 0);
 }
 
 void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, const char *databases,
 		       const char *userlist)
+{
+	pgv_start_ex(p, pgbouncer_extra, databases, userlist, NULL, port);
+}
+
+void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist,
+		  const char *const *args, int port)
 {
 	static unsigned seq;
 	const char *testdir = env_required("PGV_TEST_DIR");
@@ -592,7 +598,7 @@ void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, con
 	char authfile[700], pidfile[700], errfile[700], *ini_text = NULL;
 	size_t ini_len = 0;
 	FILE *ini;
-	char *argv[6];
+	char *argv[16];
 	int argc = 0;
 	double deadline;
 
@@ -637,6 +643,8 @@ void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, con
 		argv[argc++] = "-u";
 		argv[argc++] = (char *)user;
 	}
+	for (size_t i = 0; args != NULL && args[i] != NULL && argc < 14; i++)
+		argv[argc++] = (char *)args[i];
 	argv[argc++] = p->ini;
 	argv[argc] = NULL;
 	p->pid = spawn(argv, NULL, errfile, p->dir);
@@ -654,6 +662,7 @@ void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, con
 			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
 				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
 		}
+		/* On a shared port another instance listens already: wait for our own socket too. */
 		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)))
 			return;
 		if (now_s() >= deadline) {

@@ -62,6 +62,12 @@ void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, con
 void pgv_reserve_dir(struct pgv *p);
 /* A free TCP port for instances that will share it. */
 int pgv_pick_port(void);
+/*
+ * pgv_start_on_port with extra command-line arguments (NULL-terminated, put
+ * before the ini file; may be NULL). p: zeroed or from pgv_reserve_dir().
+ */
+void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist,
+		  const char *const *args, int port);
 /* SIGQUIT (immediate shutdown), up to 5 s, then SIGKILL (and a failed test). Idempotent. */
 void pgv_stop(struct pgv *p);
 bool pgv_running(struct pgv *p);

@@ -1140,6 +1140,8 @@ static const struct config_key spec_config[] = {
 	{ "unix_socket_mode", "0777", false },
 	{ "user", NULL, false },
 	{ "verbose", NULL, true },
+	/* pgvalve's own extensions, after PgBouncer's keys */
+	{ "workers", "1", false },
 };
 
 /* SHOW CONFIG: every 1.25 key in order, changeable as PgBouncer, values reflecting the config. */

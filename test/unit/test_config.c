@@ -192,7 +192,41 @@ START_TEST(test_strings_never_null)
 }
 END_TEST
 
-/* Every [pgbouncer] parameter of PgBouncer 1.25. */
+/* workers = N | auto: auto is stored as 0 and shown as auto; 0 and words are refused. */
+START_TEST(test_workers_param)
+{
+	struct config *cfg = NULL;
+	struct config_error err;
+	char buf[64], why[256];
+	const struct param_def *p = config_find_param("workers");
+	ck_assert_ptr_nonnull(p);
+	ck_assert(!p->reloadable);
+
+	ck_assert_int_eq(config_load_string("[pgvalve]\n", "t.ini", &cfg, &err), 0);
+	ck_assert_int_eq(cfg->workers, 1);
+	config_free(cfg);
+	ck_assert_int_eq(config_load_string("[pgvalve]\nworkers = 4\n", "t.ini", &cfg, &err), 0);
+	ck_assert_int_eq(cfg->workers, 4);
+	config_format_value(cfg, p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "4");
+	config_free(cfg);
+	ck_assert_int_eq(config_load_string("[pgbouncer]\nworkers = AUTO\n", "t.ini", &cfg, &err), 0);
+	ck_assert_int_eq(cfg->workers, 0);
+	config_format_value(cfg, p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "auto");
+	ck_assert_int_eq(config_set_param(cfg, p, "0", why, sizeof(why)), -1);
+	ck_assert_int_eq(config_set_param(cfg, p, "many", why, sizeof(why)), -1);
+	ck_assert_int_eq(config_set_param(cfg, p, "129", why, sizeof(why)), -1);
+	ck_assert_int_eq(cfg->workers, 0);
+	config_free(cfg);
+	ck_assert_int_eq(config_load_string("[pgvalve]\nworkers = 0\n", "t.ini", &cfg, &err), -1);
+	ck_assert_msg(strstr(err.message, "workers"), "%s", err.message);
+	/* auto does not leak into other integers */
+	ck_assert_int_eq(config_load_string("[pgvalve]\ndefault_pool_size = auto\n", "t.ini", &cfg, &err), -1);
+}
+END_TEST
+
+/* Every [pgbouncer] parameter of PgBouncer 1.25, then pgvalve's extensions (workers). */
 static const char *const pgbouncer_125_params[] = {
 	"admin_users", "application_name_add_host", "auth_dbname", "auth_file", "auth_hba_file",
 	"auth_ident_file", "auth_ldap_options", "auth_query", "auth_type", "auth_user",
@@ -216,7 +250,7 @@ static const char *const pgbouncer_125_params[] = {
 	"syslog_ident", "tcp_defer_accept", "tcp_keepalive", "tcp_keepcnt", "tcp_keepidle",
 	"tcp_keepintvl", "tcp_socket_buffer", "tcp_user_timeout", "track_extra_parameters",
 	"transaction_timeout", "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "user",
-	"verbose",
+	"verbose", "workers",
 };
 
 static const char *const implemented_params[] = {
@@ -236,6 +270,7 @@ static const char *const implemented_params[] = {
 	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
 	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout", "peer_id",
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
+	"workers",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -283,13 +318,14 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 93);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 94);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
 		"listen_addr", "listen_port", "listen_backlog", "unix_socket_dir", "unix_socket_mode",
 		"unix_socket_group", "user", "pidfile", "so_reuseport", "pkt_buf", "disable_pqexec",
 		"resolv_conf", "track_extra_parameters", "job_name", "service_name",
+		"workers",	/* pgvalve: the process layout is fixed at start */
 	};
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(ps[i].reloadable == !in_list(restart, ARRAY_SIZE(restart), ps[i].name),
@@ -1039,6 +1075,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_format_round_trip_every_param);
 	tcase_add_test(tc, test_list_contains);
 	tcase_add_test(tc, test_enum_names);
+	tcase_add_test(tc, test_workers_param);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,278 @@
+/*
+ * supervisor.c - forks and watches the worker processes (see
+ * supervisor.h for the contract).
+ *
+ * Owns: the worker processes (pids, restart schedule) and their private
+ * socket directories. Writes only the process fields of the shared worker
+ * table. Must not touch pools, clients or servers: it never has any.
+ *
+ * Why sigtimedwait and no event loop: the supervisor waits for signals and
+ * restart deadlines, nothing else, and a child forked from a libevent
+ * process would inherit the parent's epoll and signal plumbing.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/supervisor.h"
+#include "pgvalve/log.h"
+#include "pgvalve/workers.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BACKOFF_FIRST_USEC USEC_PER_SEC
+#define BACKOFF_MAX_USEC (30 * USEC_PER_SEC)
+/* A worker that ran this long before dying starts over from BACKOFF_FIRST_USEC. */
+#define BACKOFF_RESET_USEC (30 * USEC_PER_SEC)
+/* Longest sleep with nothing scheduled; any signal ends it earlier. */
+#define IDLE_WAIT_USEC (60 * USEC_PER_SEC)
+
+struct child {
+	pid_t pid;			/* 0 while not running */
+	enum worker_state state;
+	unsigned restarts;
+	usec_t started;			/* monotonic */
+	usec_t restart_at;		/* monotonic, in WORKER_STATE_BACKOFF */
+	usec_t backoff;			/* the next delay */
+};
+
+static struct {
+	struct child w[CONFIG_MAX_WORKERS];
+	int count;
+	pid_t self;
+	bool stopping;
+	int exit_code;
+	sigset_t sigs;			/* blocked here, taken by sigtimedwait, unblocked in workers */
+	const struct config *cfg;
+	int (*worker_main)(int worker, unsigned restarts);
+} sup;
+
+static const int forwarded[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+static void child_set_state(int k, enum worker_state state)
+{
+	sup.w[k - 1].state = state;
+	workers_set_state(k, state);
+}
+
+static void describe_exit(int status, char *buf, size_t size)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, size, "exited with signal %d", WTERMSIG(status));
+	else if (WIFEXITED(status))
+		snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
+	else
+		snprintf(buf, size, "ended (wait status 0x%x)", (unsigned)status);
+}
+
+/* In the forked worker: undo what only the supervisor wants, then be a pooler. */
+static void __attribute__((noreturn)) become_worker(int k)
+{
+	/* No worker outlives the supervisor; if it is already gone, do not start at all. */
+	prctl(PR_SET_PDEATHSIG, SIGQUIT);
+	if (getppid() != sup.self)
+		_exit(1);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	exit(sup.worker_main(k, sup.w[k - 1].restarts));
+}
+
+static void start_worker(int k)
+{
+	struct child *c = &sup.w[k - 1];
+	workers_clear_slot(k);
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_error("could not fork worker %d: %s; trying again in %lld s", k, strerror(errno),
+			  (long long)(c->backoff / USEC_PER_SEC));
+		c->restart_at = monotonic_usec() + c->backoff;
+		c->backoff = MIN(c->backoff * 2, BACKOFF_MAX_USEC);
+		child_set_state(k, WORKER_STATE_BACKOFF);
+		return;
+	}
+	if (pid == 0)
+		become_worker(k);
+	c->pid = pid;
+	c->started = monotonic_usec();
+	workers_set_process(k, pid, WORKER_STATE_STARTING, c->restarts, now_usec());
+	c->state = WORKER_STATE_STARTING;
+	log_info("worker %d started (pid %d)", k, (int)pid);
+}
+
+static int live_workers(void)
+{
+	int n = 0;
+	for (int k = 1; k <= sup.count; k++)
+		n += sup.w[k - 1].pid > 0;
+	return n;
+}
+
+/* To every worker but the one that sent it (RELOAD or SHUTDOWN on its console: it acted already). */
+static void forward(int sig, pid_t sender)
+{
+	for (int k = 1; k <= sup.count; k++)
+		if (sup.w[k - 1].pid > 0 && sup.w[k - 1].pid != sender)
+			kill(sup.w[k - 1].pid, sig);
+}
+
+/* SIGINT, SIGTERM, SIGQUIT (or a failed start): no more restarts; workers finish as the signal says. */
+static void begin_stop(int sig, pid_t sender)
+{
+	sup.stopping = true;
+	for (int k = 1; k <= sup.count; k++) {
+		struct child *c = &sup.w[k - 1];
+		child_set_state(k, c->pid > 0 ? WORKER_STATE_STOPPING : WORKER_STATE_EXITED);
+	}
+	forward(sig, sender);
+}
+
+static void worker_exited(int k, int status)
+{
+	struct child *c = &sup.w[k - 1];
+	char how[64];
+	pid_t pid = c->pid;
+	bool listened = workers_slot_listening(k);
+
+	describe_exit(status, how, sizeof(how));
+	c->pid = 0;
+	if (sup.stopping) {
+		child_set_state(k, WORKER_STATE_EXITED);
+		log_info("worker %d (pid %d) %s", k, (int)pid, how);
+		return;
+	}
+	if (c->restarts == 0 && !listened) {
+		/* Nothing is served yet: a worker that cannot start means the instance cannot. */
+		child_set_state(k, WORKER_STATE_EXITED);
+		log_error("worker %d (pid %d) %s during start-up; stopping", k, (int)pid, how);
+		sup.exit_code = 1;
+		begin_stop(SIGQUIT, 0);
+		return;
+	}
+	usec_t now = monotonic_usec();
+	if (now - c->started >= BACKOFF_RESET_USEC)
+		c->backoff = BACKOFF_FIRST_USEC;
+	usec_t delay = c->backoff;
+	c->backoff = MIN(c->backoff * 2, BACKOFF_MAX_USEC);
+	c->restart_at = now + delay;
+	c->restarts++;
+	child_set_state(k, WORKER_STATE_BACKOFF);
+	workers_set_process(k, 0, WORKER_STATE_BACKOFF, c->restarts, 0);
+	log_warning("worker %d (pid %d) %s, restarting in %lld s", k, (int)pid, how,
+		    (long long)(delay / USEC_PER_SEC));
+}
+
+static void reap(void)
+{
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (int k = 1; k <= sup.count; k++) {
+			if (sup.w[k - 1].pid == pid) {
+				worker_exited(k, status);
+				break;
+			}
+		}
+	}
+}
+
+/* Restarts whatever is due; returns the time until the next restart (or IDLE_WAIT_USEC). */
+static usec_t restart_due(void)
+{
+	usec_t now = monotonic_usec(), wait = IDLE_WAIT_USEC;
+	for (int k = 1; k <= sup.count && !sup.stopping; k++) {
+		struct child *c = &sup.w[k - 1];
+		if (c->state != WORKER_STATE_BACKOFF)
+			continue;
+		if (c->restart_at <= now)
+			start_worker(k);
+		if (c->state == WORKER_STATE_BACKOFF)
+			wait = MIN(wait, MAX(0, c->restart_at - now));
+	}
+	return wait;
+}
+
+static void handle_signal(int sig, pid_t sender)
+{
+	switch (sig) {
+	case SIGCHLD:
+		break;		/* reaped below, every turn */
+	case SIGHUP:
+		log_info("got SIGHUP, reloading all workers");
+		log_reopen();
+		forward(sig, sender);
+		break;
+	case SIGUSR1:
+	case SIGUSR2:
+		log_info("got %s, passing it to all workers", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+		forward(sig, sender);
+		break;
+	case SIGINT:
+	case SIGTERM:
+	case SIGQUIT:
+		log_info("got %s, passing it to all workers; exiting when they have",
+			 sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGQUIT");
+		begin_stop(sig, sender);
+		break;
+	default:
+		break;
+	}
+}
+
+static void socket_dirs(bool create)
+{
+	char dir[256], sock[300];
+	for (int k = 1; k <= sup.count; k++) {
+		workers_socket_dir(sup.cfg, k, dir, sizeof(dir));
+		if (create) {
+			if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+				log_error("could not create the worker socket directory %s: %s", dir, strerror(errno));
+			continue;
+		}
+		/* A worker killed outright leaves its socket file behind. */
+		snprintf(sock, sizeof(sock), "%s/.s.PGSQL.%d", dir, sup.cfg->listen_port);
+		unlink(sock);
+		rmdir(dir);
+	}
+}
+
+int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int worker, unsigned restarts))
+{
+	sup.cfg = cfg;
+	sup.count = MIN(count, CONFIG_MAX_WORKERS);
+	sup.self = getpid();
+	sup.worker_main = worker_main;
+	sigemptyset(&sup.sigs);
+	sigaddset(&sup.sigs, SIGCHLD);
+	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaddset(&sup.sigs, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &sup.sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	workers_table_create(sup.count, sup.self);
+	socket_dirs(true);
+	log_info("supervisor up: %s, %d workers", PGVALVE_VERSION_STRING, sup.count);
+	for (int k = 1; k <= sup.count; k++) {
+		sup.w[k - 1].backoff = BACKOFF_FIRST_USEC;
+		start_worker(k);
+	}
+
+	while (!sup.stopping || live_workers() > 0) {
+		usec_t wait = restart_due();
+		if (sup.stopping && live_workers() == 0)
+			break;
+		struct timespec ts = { (time_t)(wait / USEC_PER_SEC), (long)(wait % USEC_PER_SEC) * 1000 };
+		siginfo_t si;
+		int sig = sigtimedwait(&sup.sigs, &si, &ts);
+		if (sig > 0)
+			handle_signal(sig, si.si_code == SI_USER ? si.si_pid : 0);
+		reap();
+	}
+
+	socket_dirs(false);
+	workers_table_destroy();
+	log_info("all workers have exited, supervisor exiting");
+	return sup.exit_code;
+}

@@ -1,0 +1,322 @@
+/*
+ * workers.c - this process's place in the worker set and the shared slot
+ * table (see workers.h for the scheme and who writes what).
+ *
+ * Owns: the table mapping and this process's identity. Reads pools and
+ * statistics only to publish counters; changes nothing outside its own
+ * state but the cfg handed to workers_apply_config.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/workers.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* A reader retries a slot being written this many times, then takes what it sees. */
+#define SEQ_READ_TRIES 100
+#define DEFAULT_PRIVATE_SOCKET_BASE "/tmp"
+
+/*
+ * One slot. Every field is one aligned word read and written with relaxed
+ * atomics; `seq` orders the worker's counter updates (odd = being written).
+ */
+struct worker_slot {
+	/* supervisor */
+	int32_t pid;
+	int32_t state;
+	uint32_t restarts;
+	int64_t started;
+	/* worker */
+	uint32_t seq;
+	int32_t peer_id;
+	int32_t listening;
+	int64_t updated;
+	uint64_t counters[sizeof(struct worker_counters) / sizeof(uint64_t)];
+} __attribute__((aligned(64)));
+
+static struct {
+	struct worker_slot *table;
+	size_t table_bytes;
+	int count;		/* slots in the table */
+	int self;		/* 1-based; 1 for a single process */
+	pid_t supervisor;	/* names the private sockets; 0 for a single process */
+	int cli_workers;	/* -w: -1 not given, 0 auto, N */
+} wk = { .self = 1, .count = 1, .cli_workers = -1 };
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+const char *worker_state_name(enum worker_state state)
+{
+	switch (state) {
+	case WORKER_STATE_STARTING: return "starting";
+	case WORKER_STATE_RUNNING: return "running";
+	case WORKER_STATE_BACKOFF: return "restarting";
+	case WORKER_STATE_STOPPING: return "stopping";
+	case WORKER_STATE_EXITED: return "exited";
+	}
+	return "unknown";
+}
+
+void workers_set_command_line(int workers)
+{
+	wk.cli_workers = workers;
+}
+
+int workers_resolve(const struct config *cfg)
+{
+	int n = cfg->workers;
+	if (n == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		n = cpus > 0 ? (int)cpus : 1;
+	}
+	return MAX(1, MIN(n, CONFIG_MAX_WORKERS));
+}
+
+int workers_peer_id(const struct config *cfg, int worker)
+{
+	return (cfg->peer_id > 0 ? cfg->peer_id : 1) + worker - 1;
+}
+
+void workers_socket_dir(const struct config *cfg, int worker, char *buf, size_t size)
+{
+	if (!wk.supervisor) {
+		buf[0] = '\0';
+		return;
+	}
+	const char *base = cfg->unix_socket_dir[0] ? cfg->unix_socket_dir : DEFAULT_PRIVATE_SOCKET_BASE;
+	/* Absolute: a [peers] host starting with '/' is a socket directory, anything else a host name. */
+	char cwd[256] = "";
+	if (base[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		base = DEFAULT_PRIVATE_SOCKET_BASE;
+	snprintf(buf, size, "%s%s%s/pgvalve-%d-%d-w%d", cwd, cwd[0] ? "/" : "", base, cfg->listen_port,
+		 (int)wk.supervisor, worker);
+}
+
+int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize)
+{
+	if (wk.cli_workers >= 0)
+		cfg->workers = wk.cli_workers;
+	if (!wk.supervisor)
+		return 0;
+	if (workers_peer_id(cfg, wk.count) > WORKERS_PEER_ID_MAX) {
+		snprintf(errbuf, errsize, "peer_id %d leaves no room for %d workers (worker peer ids go up to %d)",
+			 cfg->peer_id, wk.count, WORKERS_PEER_ID_MAX);
+		return -1;
+	}
+	cfg->so_reuseport = true;
+	char dir[256];
+	for (int k = 1; k <= wk.count; k++) {
+		int id = workers_peer_id(cfg, k);
+		if (k == wk.self) {
+			config_drop_peer(cfg, id);
+			continue;
+		}
+		workers_socket_dir(cfg, k, dir, sizeof(dir));
+		config_put_peer(cfg, id, dir, cfg->listen_port, "workers");
+	}
+	cfg->peer_id = workers_peer_id(cfg, wk.self);
+	return 0;
+}
+
+void workers_table_create(int count, pid_t supervisor)
+{
+	wk.count = MAX(1, count);
+	wk.supervisor = supervisor;
+	wk.table_bytes = sizeof(struct worker_slot) * (size_t)wk.count;
+	void *mem = mmap(NULL, wk.table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		die("could not map the shared worker table: %s", strerror(errno));
+	wk.table = mem;
+}
+
+void workers_table_destroy(void)
+{
+	if (wk.table)
+		munmap(wk.table, wk.table_bytes);
+	wk.table = NULL;
+}
+
+void workers_become(int worker)
+{
+	wk.self = worker;
+	if (wk.supervisor) {
+		char tag[16];
+		snprintf(tag, sizeof(tag), "w%d", worker);
+		log_set_process(tag);
+	}
+	if (!wk.supervisor && wk.table)
+		workers_set_process(1, getpid(), WORKER_STATE_STARTING, 0, now_usec());
+}
+
+int workers_self(void)
+{
+	return wk.self;
+}
+
+int workers_count(void)
+{
+	return wk.count;
+}
+
+bool workers_owns_unix_socket(void)
+{
+	return wk.self == 1;
+}
+
+static struct worker_slot *slot(int worker)
+{
+	if (!wk.table || worker < 1 || worker > wk.count)
+		return NULL;
+	return &wk.table[worker - 1];
+}
+
+void workers_set_process(int worker, pid_t pid, enum worker_state state, unsigned restarts, usec_t started)
+{
+	struct worker_slot *s = slot(worker);
+	if (!s)
+		return;
+	STORE(s->pid, (int32_t)pid);
+	STORE(s->restarts, restarts);
+	STORE(s->started, started);
+	STORE(s->state, (int32_t)state);
+}
+
+void workers_set_state(int worker, enum worker_state state)
+{
+	struct worker_slot *s = slot(worker);
+	if (s)
+		STORE(s->state, (int32_t)state);
+}
+
+/* Sums over every pool and database of this process. */
+static void count_self(struct worker_counters *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->cl_login = pgv.login_clients.count;
+	list_for_each(dpos, &pgv.databases) {
+		const struct db *db = container_of(dpos, struct db, node);
+		c->xact_count += db->stats.total.xact_count;
+		c->query_count += db->stats.total.query_count;
+		c->bytes_received += db->stats.total.bytes_received;
+		c->bytes_sent += db->stats.total.bytes_sent;
+		list_for_each(ppos, &db->pools) {
+			const struct pool *p = container_of(ppos, struct pool, node);
+			c->cl_active += p->active_clients.count;
+			c->cl_waiting += p->waiting_clients.count;
+			c->cl_idle += p->idle_clients.count;
+			c->cl_login += p->welcome_clients.count;
+			c->sv_active += p->active_servers.count;
+			c->sv_idle += p->idle_servers.count;
+			c->sv_used += p->used_servers.count + p->tested_servers.count;
+			c->sv_login += p->login_servers.count;
+		}
+	}
+}
+
+static void write_counters(struct worker_slot *s, const struct worker_counters *c, usec_t now)
+{
+	uint64_t words[ARRAY_SIZE(s->counters)];
+	memcpy(words, c, sizeof(words));
+	uint32_t seq = LOAD(s->seq);
+	if (seq & 1)
+		seq++;		/* left odd by a predecessor killed mid-update */
+	STORE(s->seq, seq + 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		STORE(s->counters[i], words[i]);
+	STORE(s->updated, now);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	STORE(s->seq, seq + 2);
+}
+
+void workers_announce_running(void)
+{
+	struct worker_slot *s = slot(wk.self);
+	if (!s)
+		return;
+	struct worker_counters zero = { 0 };
+	write_counters(s, &zero, now_usec());
+	STORE(s->peer_id, (int32_t)(pgv.cfg ? pgv.cfg->peer_id : 0));
+	STORE(s->listening, 1);
+	if (!wk.supervisor)
+		workers_set_state(1, WORKER_STATE_RUNNING);
+}
+
+void workers_publish(void)
+{
+	struct worker_slot *s = slot(wk.self);
+	if (!s)
+		return;
+	struct worker_counters c;
+	count_self(&c);
+	STORE(s->peer_id, (int32_t)pgv.cfg->peer_id);
+	write_counters(s, &c, now_usec());
+}
+
+void workers_read(int worker, struct worker_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->worker = worker;
+	struct worker_slot *s = slot(worker);
+	if (!s)
+		return;
+	uint64_t words[ARRAY_SIZE(s->counters)];
+	for (int tries = 0; tries < SEQ_READ_TRIES; tries++) {
+		uint32_t before = LOAD(s->seq);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+			words[i] = LOAD(s->counters[i]);
+		out->updated = LOAD(s->updated);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(before & 1) && LOAD(s->seq) == before)
+			break;
+	}
+	memcpy(&out->c, words, sizeof(out->c));
+	out->pid = LOAD(s->pid);
+	out->peer_id = LOAD(s->peer_id);
+	out->restarts = LOAD(s->restarts);
+	out->started = LOAD(s->started);
+	out->state = (enum worker_state)LOAD(s->state);
+	/* The supervisor knows a worker was started; the worker says when it listens. */
+	if (out->state == WORKER_STATE_STARTING && LOAD(s->listening))
+		out->state = WORKER_STATE_RUNNING;
+}
+
+bool workers_slot_listening(int worker)
+{
+	struct worker_slot *s = slot(worker);
+	return s && LOAD(s->listening);
+}
+
+void workers_clear_slot(int worker)
+{
+	struct worker_slot *s = slot(worker);
+	if (s)
+		STORE(s->listening, 0);
+}
+
+void workers_add_counters(struct worker_counters *sum, const struct worker_counters *c)
+{
+	sum->cl_active += c->cl_active;
+	sum->cl_waiting += c->cl_waiting;
+	sum->cl_idle += c->cl_idle;
+	sum->cl_login += c->cl_login;
+	sum->sv_active += c->sv_active;
+	sum->sv_idle += c->sv_idle;
+	sum->sv_used += c->sv_used;
+	sum->sv_login += c->sv_login;
+	sum->xact_count += c->xact_count;
+	sum->query_count += c->query_count;
+	sum->bytes_received += c->bytes_received;
+	sum->bytes_sent += c->bytes_sent;
+}
+
+void workers_tell_supervisor(int sig)
+{
+	if (wk.supervisor && getppid() == wk.supervisor)
+		kill(wk.supervisor, sig);
+}

@@ -1,0 +1,111 @@
+# test/bench/lib.sh - what the benchmarks share: a throwaway PostgreSQL
+# cluster with pgbench tables, a pgvalve on it, pgbench runs and medians.
+# Sourced by bench.sh and workers.sh (after they set srcdir and builddir);
+# it installs an EXIT trap that stops whatever it started.
+#
+#   bench_setup_cluster          tmp, runas, pgport; database bench (scale 10), role bench/bench (md5)
+#   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
+#                                pool of 20, EXTRA lines appended to [pgvalve]
+#   bench_stop_pgvalve           SIGTERM, waits until it has exited
+#   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
+#   median                       of numbers on stdin
+# shellcheck shell=bash
+# shellcheck source=../../scripts/deps.sh
+. "$srcdir/scripts/deps.sh"
+
+PGVALVE=${PGVALVE:-$builddir/src/pgvalve}
+[ -x "$PGVALVE" ] || { echo "${0##*/}: $PGVALVE not built (run make first)" >&2; exit 2; }
+duration=${duration:-10}
+tmp= runas= pgv_pid= port= pgport=
+
+bench_cleanup() {
+	trap - EXIT INT TERM
+	[ -n "$pgv_pid" ] && pgv_kill_pids "$pgv_pid"
+	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
+		pgv_pg_stop "$tmp/pgdata" "$runas"
+		pgv_kill_matching "$tmp/"
+		rm -rf "$tmp"
+	fi
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+bench_setup_cluster() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runas=pgvtest
+		pgv_ensure_user "$runas" || exit 1
+	fi
+	tmp=$(mktemp -d /tmp/pgvbench.XXXXXX) && chmod 755 "$tmp"
+	[ -n "$runas" ] && chown "$runas:" "$tmp"
+	pgport=$(pgv_free_port 27000)
+	pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" postgres || exit 1
+	printf 'local all all trust\nhost all all 127.0.0.1/32 md5\n' >"$tmp/pgdata/pg_hba.conf"
+	echo "max_connections = 220" >>"$tmp/pgdata/postgresql.conf"
+	pgv_pg_start "$tmp/pgdata" "$runas" "$tmp/pg.log" || exit 1
+	local psql_su=("$PGBIN/psql" -X -q -h "$tmp" -p "$pgport" -U postgres)
+	"${psql_su[@]}" -d postgres -c "SET password_encryption = 'md5'" \
+		-c "CREATE ROLE bench LOGIN SUPERUSER PASSWORD 'bench'" >/dev/null
+	"${psql_su[@]}" -d postgres -c "CREATE DATABASE bench OWNER bench" >/dev/null
+	echo "${0##*/}: pgbench -i -s 10"
+	PGPASSWORD=bench "$PGBIN/pgbench" -i -q -s 10 -h 127.0.0.1 -p "$pgport" -U bench bench >"$tmp/init.log" 2>&1 ||
+		{ cat "$tmp/init.log"; exit 1; }
+	echo "\"bench\" \"md5$(printf '%s' benchbench | md5sum | cut -d' ' -f1)\"" >"$tmp/userlist.txt"
+	[ -n "$runas" ] && chown "$runas:" "$tmp/userlist.txt"
+	ulimit -n 65536 2>/dev/null || true
+}
+
+bench_start_pgvalve() {
+	port=$(pgv_free_port $((pgport + 1)))
+	cat >"$tmp/pgvalve.ini" <<INI
+[databases]
+bench = host=127.0.0.1 port=$pgport dbname=bench
+[pgvalve]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = 2000
+auth_type = md5
+auth_file = $tmp/userlist.txt
+logfile = $tmp/pgvalve.log
+log_connections = 0
+log_disconnections = 0
+$1
+INI
+	[ -n "$runas" ] && chown "$runas:" "$tmp/pgvalve.ini"
+	if [ -n "$runas" ]; then
+		"$PGVALVE" -q -u "$runas" "$tmp/pgvalve.ini" &
+	else
+		"$PGVALVE" -q "$tmp/pgvalve.ini" &
+	fi
+	pgv_pid=$!
+	for _ in $(seq 50); do
+		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$port" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+}
+
+bench_stop_pgvalve() {
+	[ -n "$pgv_pid" ] && pgv_kill_pids "$pgv_pid"
+	wait "$pgv_pid" 2>/dev/null
+	pgv_pid=
+}
+
+run_pgbench() {
+	local p=$1
+	shift
+	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -T "$duration" -h 127.0.0.1 -p "$p" -U bench "$@" bench \
+		>"$tmp/run.out" 2>&1
+	local tps txns
+	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$tmp/run.out" | tail -1)
+	txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$tmp/run.out")
+	if ! grep -q "number of failed transactions: 0 " "$tmp/run.out"; then
+		echo "${0##*/}: failures in pgbench run:" >&2
+		tail -5 "$tmp/run.out" >&2
+	fi
+	echo "${tps:-0} ${txns:-0}"
+}
+
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }

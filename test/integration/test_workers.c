@@ -1,0 +1,530 @@
+/*
+ * test_workers.c - workers = N: the supervisor and its worker processes
+ * sharing one port, SHOW WORKERS, restarts after a crash, signals passed
+ * on to every worker, no process left behind, and a rolling restart under
+ * pgbench load without a failed transaction.
+ */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DB "pgvtest"
+#define USER "pgbench_user"
+#define PASS "bench_pass"
+/* pgbench_user is also the console admin: one login for every connection here. */
+#define BASE "auth_type = md5\npool_mode = transaction\nadmin_users = " USER "\nmax_client_conn = 300\n"
+#define MAX_W 8
+
+struct wrow {
+	int pid;		/* 0 = NULL */
+	int peer_id;
+	char state[32];
+	int restarts;
+	long clients;		/* cl_active + cl_waiting + cl_idle + cl_login */
+	long long xacts;
+};
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* Worker k's private socket directory (see workers.h: the supervisor's pid is in it). */
+static void worker_dir(const struct pgv *p, int k, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/pgvalve-%d-%d-w%d", p->dir, p->port, (int)p->pid, k);
+}
+
+static PGconn *console_at(const char *host, int port)
+{
+	char portbuf[16];
+	snprintf(portbuf, sizeof(portbuf), "%d", port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
+	const char *val[] = { host, portbuf, "pgbouncer", USER, PASS, "disable", "10", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "console at %s:%d: %s", host, port,
+		      c ? PQerrorMessage(c) : "out of memory");
+	return c;
+}
+
+static PGconn *console(struct pgv *p)
+{
+	return console_at("127.0.0.1", p->port);
+}
+
+static PGconn *worker_console(struct pgv *p, int k)
+{
+	char dir[700];
+	worker_dir(p, k, dir, sizeof(dir));
+	return console_at(dir, p->port);
+}
+
+static PGresult *show(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+	return r;
+}
+
+static long num(PGresult *r, int row, const char *col)
+{
+	int f = PQfnumber(r, col);
+	ck_assert_msg(f >= 0, "no column %s", col);
+	return PQgetisnull(r, row, f) ? 0 : atol(PQgetvalue(r, row, f));
+}
+
+/* SHOW WORKERS into rows[0..]: returns the number of worker rows; checks the total row. */
+static int read_workers(PGconn *c, struct wrow *rows)
+{
+	PGresult *r = show(c, "SHOW WORKERS");
+	int n = PQntuples(r) - 1;
+	ck_assert_msg(n >= 1 && n <= MAX_W, "SHOW WORKERS gave %d rows", PQntuples(r));
+	ck_assert_str_eq(PQgetvalue(r, n, PQfnumber(r, "worker")), "total");
+	long total = 0;
+	for (int i = 0; i < n; i++) {
+		char want[16];
+		snprintf(want, sizeof(want), "%d", i + 1);
+		ck_assert_str_eq(PQgetvalue(r, i, PQfnumber(r, "worker")), want);
+		rows[i].pid = (int)num(r, i, "pid");
+		rows[i].peer_id = (int)num(r, i, "peer_id");
+		snprintf(rows[i].state, sizeof(rows[i].state), "%s", PQgetvalue(r, i, PQfnumber(r, "state")));
+		rows[i].restarts = (int)num(r, i, "restarts");
+		rows[i].clients = num(r, i, "cl_active") + num(r, i, "cl_waiting") + num(r, i, "cl_idle") +
+				  num(r, i, "cl_login");
+		rows[i].xacts = num(r, i, "total_xact_count");
+		total += num(r, i, "cl_idle");
+	}
+	ck_assert_int_eq(num(r, n, "cl_idle"), total);
+	PQclear(r);
+	return n;
+}
+
+/* Until every one of n workers runs (the harness only waits for the first listener). */
+static void wait_running(struct pgv *p, int n, struct wrow *rows)
+{
+	double deadline = now_s() + 10;
+	for (;;) {
+		PGconn *c = console(p);
+		int got = read_workers(c, rows), running = 0;
+		PQfinish(c);
+		ck_assert_int_eq(got, n);
+		for (int i = 0; i < n; i++)
+			running += strcmp(rows[i].state, "running") == 0 && rows[i].pid > 0;
+		if (running == n)
+			return;
+		ck_assert_msg(now_s() < deadline, "only %d of %d workers running\n%s", running, n, pgv_log_tail(p, 1500));
+		sleep_ms(100);
+	}
+}
+
+static const char *config_value(PGconn *c, const char *key)
+{
+	static char buf[256];
+	PGresult *r = show(c, "SHOW CONFIG");
+	buf[0] = '\0';
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), key) == 0)
+			snprintf(buf, sizeof(buf), "%s", PQgetvalue(r, i, 1));
+	PQclear(r);
+	return buf;
+}
+
+/* Running, that is: neither gone nor a zombie waiting for whoever inherited it. */
+static bool pid_alive(int pid)
+{
+	char path[64], state = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+	if (!f)
+		return false;
+	bool ok = fscanf(f, "%*d (%*[^)]) %c", &state) == 1;
+	fclose(f);
+	return ok && state != 'Z' && state != 'X';
+}
+
+static void append_ini(struct pgv *p, const char *line)
+{
+	FILE *f = fopen(p->ini, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs(line, f);
+	fclose(f);
+}
+
+/* Until worker k's SHOW CONFIG says key = value (5 s). */
+static void wait_worker_config(struct pgv *p, int k, const char *key, const char *value)
+{
+	double deadline = now_s() + 5;
+	for (;;) {
+		PGconn *c = worker_console(p, k);
+		bool done = strcmp(config_value(c, key), value) == 0;
+		PQfinish(c);
+		if (done)
+			return;
+		ck_assert_msg(now_s() < deadline, "worker %d: %s is not %s\n%s", k, key, value, pgv_log_tail(p, 1500));
+		sleep_ms(100);
+	}
+}
+
+static void wait_log(struct pgv *p, const char *line)
+{
+	double deadline = now_s() + 5;
+	while (!pgv_log_contains(p, line)) {
+		ck_assert_msg(now_s() < deadline, "no \"%s\" in the log\n%s", line, pgv_log_tail(p, 1500));
+		sleep_ms(20);
+	}
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Without workers, SHOW WORKERS shows the one process. */
+START_TEST(single_process_is_worker_one)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	pgv_start(&p, BASE, std_databases(), std_userlist());
+	PGconn *c = console(&p);
+	ck_assert_int_eq(read_workers(c, w), 1);
+	ck_assert_int_eq(w[0].pid, p.pid);
+	ck_assert_str_eq(w[0].state, "running");
+	ck_assert_int_eq(w[0].restarts, 0);
+	ck_assert_str_eq(config_value(c, "workers"), "1");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* workers = 2: two processes, distinct peer ids, each a peer of the other, both taking TCP clients. */
+START_TEST(two_workers_share_the_port)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	enum { N = 40 };
+	PGconn *clients[N];
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	ck_assert_int_ne(w[0].pid, p.pid);
+	ck_assert_int_ne(w[1].pid, p.pid);
+	ck_assert_int_ne(w[0].pid, w[1].pid);
+	ck_assert_int_eq(w[0].peer_id, 1);
+	ck_assert_int_eq(w[1].peer_id, 2);
+
+	for (int i = 0; i < N; i++) {
+		clients[i] = pgv_connect(&p, DB, USER, PASS);
+		ck_assert_msg(PQstatus(clients[i]) == CONNECTION_OK, "client %d: %s", i, PQerrorMessage(clients[i]));
+		ck_assert_str_eq(query_value(clients[i], "SELECT 1"), "1");
+	}
+	/* Counters are published every janitor tick (a third of a second). */
+	double deadline = now_s() + 5;
+	for (;;) {
+		PGconn *c = console(&p);
+		read_workers(c, w);
+		PQfinish(c);
+		if (w[0].clients + w[1].clients >= N && w[0].clients > 0 && w[1].clients > 0)
+			break;
+		ck_assert_msg(now_s() < deadline, "clients per worker: %ld and %ld (of %d)", w[0].clients,
+			      w[1].clients, N);
+		sleep_ms(100);
+	}
+	ck_assert_int_gt(w[0].xacts, 0);
+	ck_assert_int_gt(w[1].xacts, 0);
+
+	/* Each worker's private socket reaches that worker, with the scheme's peer_id and [peers]. */
+	for (int k = 1; k <= 2; k++) {
+		PGconn *c = worker_console(&p, k);
+		char want[16], other_dir[700];
+		snprintf(want, sizeof(want), "%d", k);
+		ck_assert_str_eq(config_value(c, "peer_id"), want);
+		ck_assert_str_eq(config_value(c, "workers"), "2");
+		ck_assert_str_eq(config_value(c, "so_reuseport"), "1");
+		PGresult *r = show(c, "SHOW PEERS");
+		ck_assert_int_eq(PQntuples(r), 1);
+		worker_dir(&p, 3 - k, other_dir, sizeof(other_dir));
+		ck_assert_int_eq(atoi(PQgetvalue(r, 0, 0)), 3 - k);
+		ck_assert_str_eq(PQgetvalue(r, 0, 1), other_dir);
+		PQclear(r);
+		/* SHOW CLIENTS of this worker alone: some of the 40, not all of them. */
+		r = show(c, "SHOW CLIENTS");
+		int mine = 0;
+		for (int i = 0; i < PQntuples(r); i++)
+			mine += strcmp(PQgetvalue(r, i, PQfnumber(r, "database")), DB) == 0;
+		PQclear(r);
+		ck_assert_msg(mine > 0 && mine < N, "worker %d has %d of the %d clients", k, mine, N);
+		PQfinish(c);
+	}
+	ck_assert_msg(pgv_log_contains(&p, "[w1] ") && pgv_log_contains(&p, "[w2] "), "no worker tags in the log");
+	for (int i = 0; i < N; i++)
+		PQfinish(clients[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A worker killed outright is started again (1 s, then 2 s); clients keep getting in meanwhile. */
+START_TEST(killed_worker_is_restarted)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	char line[128];
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	int old = w[1].pid;
+
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9, restarting in 1 s", old);
+	wait_log(&p, line);
+	/*
+	 * Worker 1 serves alone while worker 2 is down (what sat in the dead
+	 * worker's accept queue is lost with it: that is SIGKILL).
+	 */
+	for (int i = 0; i < 10; i++) {
+		PGconn *c = pgv_connect(&p, DB, USER, PASS);
+		ck_assert_msg(PQstatus(c) == CONNECTION_OK, "while worker 2 is down: %s", PQerrorMessage(c));
+		PQfinish(c);
+	}
+	struct wrow down[MAX_W];
+	PGconn *ac = console(&p);
+	read_workers(ac, down);
+	PQfinish(ac);
+	ck_assert_msg(down[1].pid == 0 || down[1].pid != old, "SHOW WORKERS still shows pid %d", old);
+	wait_running(&p, 2, w);
+	ck_assert_int_ne(w[1].pid, old);
+	ck_assert_int_eq(w[1].restarts, 1);
+	ck_assert_int_eq(w[0].restarts, 0);
+	ck_assert(pgv_running(&p));
+	for (int i = 0; i < 20; i++) {
+		PGconn *c = pgv_connect(&p, DB, USER, PASS);
+		ck_assert_msg(PQstatus(c) == CONNECTION_OK, "after the restart: %s", PQerrorMessage(c));
+		ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+		PQfinish(c);
+	}
+
+	/* Dying again soon after: the delay doubles. */
+	int second = w[1].pid;
+	ck_assert_int_eq(kill(second, SIGKILL), 0);
+	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9, restarting in 2 s", second);
+	wait_log(&p, line);
+	wait_running(&p, 2, w);
+	ck_assert_int_eq(w[1].restarts, 2);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SIGHUP to the supervisor reloads every worker. */
+START_TEST(sighup_reloads_every_worker)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 7\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	for (int k = 1; k <= 2; k++) {
+		PGconn *c = worker_console(&p, k);
+		ck_assert_str_eq(config_value(c, "default_pool_size"), "7");
+		PQfinish(c);
+	}
+	append_ini(&p, "default_pool_size = 9\n");
+	ck_assert_int_eq(kill(p.pid, SIGHUP), 0);
+	for (int k = 1; k <= 2; k++)
+		wait_worker_config(&p, k, "default_pool_size", "9");
+	ck_assert(pgv_log_contains(&p, "[w1] got SIGHUP"));
+	ck_assert(pgv_log_contains(&p, "[w2] got SIGHUP"));
+	pgv_stop(&p);
+}
+END_TEST
+
+/* RELOAD and SHUTDOWN on one worker's console are for the whole instance. */
+START_TEST(console_reload_and_shutdown_reach_all)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 7\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	append_ini(&p, "default_pool_size = 11\n");
+	PGconn *c1 = worker_console(&p, 1);
+	PGresult *r = PQexec(c1, "RELOAD");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ck_assert_str_eq(config_value(c1, "default_pool_size"), "11");
+	wait_worker_config(&p, 2, "default_pool_size", "11");
+	/* The worker that asked reloaded once, not twice. */
+	ck_assert(!pgv_log_contains(&p, "[w1] got SIGHUP"));
+
+	PGconn *c2 = worker_console(&p, 2);
+	r = PQexec(c2, "SHUTDOWN WAIT_FOR_SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	PQfinish(c2);
+	PQfinish(c1);
+	double deadline = now_s() + 5;
+	while (pgv_running(&p) || pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
+		ck_assert_msg(now_s() < deadline, "instance still up 5 s after SHUTDOWN on worker 2\n%s",
+			      pgv_log_tail(&p, 1500));
+		sleep_ms(50);
+	}
+	ck_assert(!pgv_log_contains(&p, "restarting in"));
+}
+END_TEST
+
+/* SIGINT: the supervisor and its workers are all gone within seconds, files cleaned up. */
+START_TEST(sigint_stops_all)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	char pidfile[700], dir[700];
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	snprintf(pidfile, sizeof(pidfile), "%s/pgvalve.pid", p.dir);
+	ck_assert_int_eq(atoi(read_file_tail(pidfile, 64)), p.pid);
+	worker_dir(&p, 2, dir, sizeof(dir));
+	struct stat st;
+	ck_assert_int_eq(stat(dir, &st), 0);
+
+	int sup = p.pid;
+	ck_assert_int_eq(kill(sup, SIGINT), 0);
+	double deadline = now_s() + 5;
+	while (pgv_running(&p) || pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
+		ck_assert_msg(now_s() < deadline, "still running 5 s after SIGINT: supervisor %d, workers %d %d",
+			      pid_alive(sup), pid_alive(w[0].pid), pid_alive(w[1].pid));
+		sleep_ms(50);
+	}
+	ck_assert_msg(access(pidfile, F_OK) != 0, "pidfile left behind");
+	ck_assert_msg(stat(dir, &st) != 0, "worker socket directory %s left behind", dir);
+	ck_assert(pgv_log_contains(&p, "all workers have exited"));
+}
+END_TEST
+
+/* A supervisor killed outright takes its workers with it. */
+START_TEST(workers_follow_a_killed_supervisor)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
+	double deadline = now_s() + 5;
+	while (pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
+		ck_assert_msg(now_s() < deadline, "workers outlived the supervisor by 5 s");
+		sleep_ms(50);
+	}
+	pgv_running(&p);
+}
+END_TEST
+
+/* -w overrides the file, in both spellings. */
+START_TEST(command_line_overrides_workers)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	const char *const args[] = { "-w", "2", NULL };
+	pgv_start_ex(&p, BASE "workers = 1\n", std_databases(), std_userlist(), args, 0);
+	wait_running(&p, 2, w);
+	PGconn *c = console(&p);
+	ck_assert_str_eq(config_value(c, "workers"), "2");
+	PQfinish(c);
+	pgv_stop(&p);
+
+	/* Out of range: refused before anything starts. */
+	char out[700], *bad[] = { getenv("PGV_BINARY"), "-w", "0", p.ini, NULL };
+	snprintf(out, sizeof(out), "%s/bad-w.out", p.dir);
+	ck_assert_int_eq(run_program(bad, NULL, out, 10), 1);
+	ck_assert_msg(strstr(read_file_tail(out, 2000), "--workers"), "%s", read_file_tail(out, 2000));
+
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	const char *const auto_args[] = { "--workers=auto", NULL };
+	pgv_start_ex(&p, BASE, std_databases(), std_userlist(), auto_args, 0);
+	wait_running(&p, cpus > MAX_W ? MAX_W : (int)cpus, w);
+	c = console(&p);
+	ck_assert_str_eq(config_value(c, "workers"), "auto");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Rolling restart: pgbench reconnecting for every transaction runs
+ * against instance A; B starts on the same port (so_reuseport), A gets
+ * SIGTERM, stops accepting and exits when its clients are done; not one
+ * transaction fails. _i = 0: single processes, 1: two sets of 2 workers.
+ */
+START_TEST(rolling_restart_under_load)
+{
+	struct pgv a = { 0 }, b = { 0 };
+	char extra[512], out[700], port[16];
+	int workers = _i ? 2 : 1;
+	snprintf(extra, sizeof(extra), BASE "so_reuseport = 1\ndefault_pool_size = 10\nworkers = %d\n", workers);
+	pgv_start(&a, extra, std_databases(), std_userlist());
+	if (workers > 1) {
+		struct wrow w[MAX_W];
+		wait_running(&a, workers, w);
+	}
+	snprintf(out, sizeof(out), "%s/pgbench.out", a.dir);
+	snprintf(port, sizeof(port), "%d", a.port);
+	pid_t bench = fork();
+	ck_assert_int_ge(bench, 0);
+	if (bench == 0) {
+		char *env[] = { "PGPASSWORD=" PASS, "PGSSLMODE=disable", NULL };
+		char *argv[] = { "pgbench", "-n", "-C", "-S", "-c", "50", "-j", "2", "-T", "12", "-h", "127.0.0.1",
+				 "-p", port, "-U", USER, DB, NULL };
+		_exit(run_program(argv, env, out, 60));
+	}
+	sleep_ms(4000);
+	pgv_start_ex(&b, extra, std_databases(), std_userlist(), NULL, a.port);
+	sleep_ms(1000);
+	ck_assert_int_eq(kill(a.pid, SIGTERM), 0);
+	double deadline = now_s() + 10;
+	while (pgv_running(&a)) {
+		ck_assert_msg(now_s() < deadline, "A still running 10 s after SIGTERM\n%s", pgv_log_tail(&a, 1500));
+		sleep_ms(50);
+	}
+
+	int status;
+	ck_assert_int_eq(waitpid(bench, &status, 0), bench);
+	const char *text = read_file_tail(out, 8000);
+	const char *s = strstr(text, "number of failed transactions: ");
+	ck_assert_msg(s && strtol(s + strlen("number of failed transactions: "), NULL, 10) == 0,
+		      "failed transactions:\n%s", text);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench exit status %d:\n%s\n%s",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, text, pgv_log_tail(&b, 1500));
+	s = strstr(text, "number of transactions actually processed: ");
+	ck_assert_msg(s && strtol(s + strlen("number of transactions actually processed: "), NULL, 10) > 0,
+		      "no transactions:\n%s", text);
+	/* B took over: it served clients after A was gone. */
+	PGconn *c = console(&b);
+	struct wrow w[MAX_W];
+	int n = read_workers(c, w);
+	long long xacts = 0;
+	for (int i = 0; i < n; i++)
+		xacts += w[i].xacts;
+	PQfinish(c);
+	ck_assert_msg(xacts > 100, "B served %lld transactions", xacts);
+	ck_assert(pgv_log_contains(&a, "got SIGTERM"));
+	ck_assert(pgv_log_contains(&a, "handing the port off"));
+	pgv_stop(&b);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("workers");
+	TCase *tc = pgv_tcase_create("workers", 60);
+	tcase_add_test(tc, single_process_is_worker_one);
+	tcase_add_test(tc, two_workers_share_the_port);
+	tcase_add_test(tc, killed_worker_is_restarted);
+	tcase_add_test(tc, sighup_reloads_every_worker);
+	tcase_add_test(tc, sigint_stops_all);
+	tcase_add_test(tc, console_reload_and_shutdown_reach_all);
+	tcase_add_test(tc, workers_follow_a_killed_supervisor);
+	tcase_add_test(tc, command_line_overrides_workers);
+	suite_add_tcase(s, tc);
+	TCase *roll = pgv_tcase_create("rolling_restart", 90);
+	tcase_add_loop_test(roll, rolling_restart_under_load, 0, 2);
+	suite_add_tcase(s, roll);
+	return pgv_run_suite(s);
+}
