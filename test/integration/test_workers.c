@@ -510,6 +510,87 @@ START_TEST(rolling_restart_under_load)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- cancel across workers */
+
+static int log_occurrences(struct pgv *p, const char *needle)
+{
+	const char *text = read_file_tail(p->log, 1 << 20);
+	int n = 0;
+	for (const char *s = text; (s = strstr(s, needle)) != NULL; s++)
+		n++;
+	return n;
+}
+
+static void wait_sleepers(int n)
+{
+	PGconn *pgc = pg_direct();
+	double deadline = now_s() + 15;
+	for (;;) {
+		PGresult *r = PQexec(pgc, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'"
+				     " AND state = 'active'");
+		int running = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+		PQclear(r);
+		if (running >= n)
+			break;
+		ck_assert_msg(now_s() < deadline, "only %d of %d queries running", running, n);
+		sleep_ms(50);
+	}
+	PQfinish(pgc);
+}
+
+/* PQcancel's fresh connection lands on either worker: the cancel still reaches its query in time. */
+START_TEST(cancel_reaches_the_right_worker)
+{
+	enum { N = 20 };
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	int forwarded = 0, rounds = 0;
+
+	/* verbose: the forwards are logged at debug level */
+	pgv_start(&p, BASE "workers = 2\nverbose = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	while (rounds < 4 && forwarded == 0) {
+		PGconn *conns[N];
+		int before = log_occurrences(&p, "forwarding cancel request");
+		for (int i = 0; i < N; i++) {
+			conns[i] = pgv_connect(&p, DB, USER, PASS);
+			ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "client %d: %s", i, PQerrorMessage(conns[i]));
+			ck_assert_int_eq(PQsendQuery(conns[i], "SELECT pg_sleep(30)"), 1);
+		}
+		wait_sleepers(N);
+		for (int i = 0; i < N; i++) {
+			char errbuf[256];
+			PGcancel *cancel = PQgetCancel(conns[i]);
+			double t0 = now_s();
+			ck_assert_msg(PQcancel(cancel, errbuf, sizeof(errbuf)) == 1, "PQcancel %d: %s", i, errbuf);
+			PQfreeCancel(cancel);
+			PGresult *r;
+			while (PQisBusy(conns[i]) && now_s() - t0 < 2.0) {
+				sleep_ms(5);
+				ck_assert(PQconsumeInput(conns[i]));
+			}
+			double took = now_s() - t0;
+			ck_assert_msg(took < 2.0, "client %d: no result 2 s after its cancel\n%s", i, pgv_log_tail(&p, 1500));
+			r = PQgetResult(conns[i]);
+			const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+			ck_assert_msg(state && strcmp(state, "57014") == 0, "client %d: %s", i,
+				      r ? PQresultErrorMessage(r) : "no result");
+			PQclear(r);
+			while ((r = PQgetResult(conns[i])) != NULL)
+				PQclear(r);
+		}
+		for (int i = 0; i < N; i++)
+			PQfinish(conns[i]);
+		forwarded += log_occurrences(&p, "forwarding cancel request") - before;
+		rounds++;
+	}
+	printf("cancel_reaches_the_right_worker: %d cancels forwarded between workers in %d round(s)\n", forwarded,
+	       rounds);
+	ck_assert_msg(forwarded > 0, "no cancel crossed workers in %d rounds of %d", rounds, N);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("workers");
@@ -522,6 +603,7 @@ int main(void)
 	tcase_add_test(tc, console_reload_and_shutdown_reach_all);
 	tcase_add_test(tc, workers_follow_a_killed_supervisor);
 	tcase_add_test(tc, command_line_overrides_workers);
+	tcase_add_test(tc, cancel_reaches_the_right_worker);
 	suite_add_tcase(s, tc);
 	TCase *roll = pgv_tcase_create("rolling_restart", 90);
 	tcase_add_loop_test(roll, rolling_restart_under_load, 0, 2);
