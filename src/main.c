@@ -125,6 +125,23 @@ static void write_pidfile(const char *path)
 	pidfile_written = true;
 }
 
+/* Removes the pidfile we wrote, unless another instance has written its own since. */
+static void remove_pidfile(const char *path)
+{
+	if (!pidfile_written)
+		return;
+	char buf[32] = "";
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	if (atol(buf) == (long)getpid())
+		unlink(path);
+	pidfile_written = false;
+}
+
 /*
  * The pooler proper, in a single process or in a worker: everything from
  * the auth file to the event loop and back. Frees pgv.cfg on the way out.
@@ -155,6 +172,10 @@ static int run_pooler(bool single, unsigned restarts)
 	if (tls_configure(cfg, tls_err, sizeof(tls_err)) < 0)
 		die("TLS configuration failed: %s", tls_err);
 	loop_init();
+	/* A worker starts with the supervisor's signals blocked: they are handled from here on. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
 	netbuf_set_loopcnt(cfg->sbuf_loopcnt);
 	char dns_err[512];
@@ -163,6 +184,17 @@ static int run_pooler(bool single, unsigned restarts)
 	varcache_configure(cfg->track_extra_parameters);
 	admin_setup();
 	pool_setup_databases();
+	if (restarts > 0) {
+		/*
+		 * Forked from the supervisor's start-up config: catch up with the
+		 * reloads since. If the file does not load now, serving with the
+		 * start-up config (old users, old rules) would be wrong: exit, the
+		 * supervisor tries again after its backoff.
+		 */
+		char err[512];
+		if (reload_config(err, sizeof(err)) < 0)
+			die("worker restart: the current configuration does not load (%s)", err);
+	}
 	if (listener_start() < 0) {
 		listener_close();
 		die("could not open the listening sockets");
@@ -173,12 +205,6 @@ static int run_pooler(bool single, unsigned restarts)
 	janitor_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OPENSSL_VERSION_TEXT);
-	if (restarts > 0) {
-		/* Forked from the supervisor's start-up config: catch up with reloads since. */
-		char err[512];
-		reload_config(err, sizeof(err));
-	}
-
 	int rc = loop_run();
 
 	log_info("shutting down");
@@ -196,8 +222,7 @@ static int run_pooler(bool single, unsigned restarts)
 	tls_cleanup();
 	hba_free(pgv.hba);
 	ident_free(pgv.ident);
-	if (pidfile_written)
-		unlink(pgv.cfg->pidfile);
+	remove_pidfile(pgv.cfg->pidfile);
 	config_free(pgv.cfg);
 	pgv.cfg = NULL;
 	workers_table_destroy();
@@ -210,6 +235,7 @@ static int worker_main(int worker, unsigned restarts)
 {
 	char err[256];
 	workers_become(worker);
+	pidfile_written = false;	/* the supervisor's, not ours to remove */
 	if (workers_apply_config(pgv.cfg, err, sizeof(err)) < 0)
 		die("%s", err);
 	return run_pooler(false, restarts);
@@ -321,8 +347,7 @@ int main(int argc, char **argv)
 	}
 	write_pidfile(cfg->pidfile);
 	int rc = supervisor_run(cfg, workers, worker_main);
-	if (pidfile_written)
-		unlink(cfg->pidfile);
+	remove_pidfile(cfg->pidfile);
 	config_free(cfg);
 	pgv.cfg = NULL;
 	log_close();

@@ -60,9 +60,11 @@ int reload_config(char *errbuf, size_t errsize)
 			return -1;
 		}
 	}
-	/* -w and, in a worker, its own peer_id and [peers]: before comparing with the running values. */
+	/* -w and so_reuseport before comparing with the running values; a worker's peers after. */
 	char werr[256];
-	if (workers_apply_config(fresh, werr, sizeof(werr)) < 0) {
+	workers_force_options(fresh);
+	keep_restart_only(pgv.cfg, fresh);
+	if (workers_apply_peers(fresh, werr, sizeof(werr)) < 0) {
 		snprintf(errbuf, errsize, "%s", werr);
 		log_error("reload failed, keeping the running configuration: %s", werr);
 		if (auth)
@@ -70,7 +72,6 @@ int reload_config(char *errbuf, size_t errsize)
 		config_free(fresh);
 		return -1;
 	}
-	keep_restart_only(pgv.cfg, fresh);
 
 	/* hba and ident files: a file that cannot be read keeps the previous rules. */
 	struct hba *hba = NULL;

@@ -74,20 +74,43 @@ static void __attribute__((noreturn)) become_worker(int k)
 	prctl(PR_SET_PDEATHSIG, SIGQUIT);
 	if (getppid() != sup.self)
 		_exit(1);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* The signals stay blocked until the worker's loop has its handlers (run_pooler). */
 	exit(sup.worker_main(k, sup.w[k - 1].restarts));
+}
+
+/*
+ * Worker k's private socket dir, made before each start (a tmp cleaner may
+ * have removed it). One found in place must be a real directory of ours
+ * that nobody else can write: the sockets in it carry cancel keys between
+ * workers, and its name (under /tmp by default) can be guessed.
+ */
+static bool socket_dir_make(int k)
+{
+	char dir[256];
+	struct stat st;
+	workers_socket_dir(sup.cfg, k, dir, sizeof(dir));
+	if (mkdir(dir, 0755) == 0)
+		return true;
+	if (errno != EEXIST) {
+		log_error("could not create the worker socket directory %s: %s", dir, strerror(errno));
+		return false;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0022)) {
+		log_error("worker socket directory %s is not a directory of this user that only it can write", dir);
+		return false;
+	}
+	return true;
 }
 
 static void start_worker(int k)
 {
 	struct child *c = &sup.w[k - 1];
 	workers_clear_slot(k);
-	pid_t pid = fork();
+	bool dir_ok = socket_dir_make(k);
+	pid_t pid = dir_ok ? fork() : -1;
 	if (pid < 0) {
-		log_error("could not fork worker %d: %s; trying again in %lld s", k, strerror(errno),
-			  (long long)(c->backoff / USEC_PER_SEC));
+		log_error("could not start worker %d: %s; trying again in %lld s", k,
+			  dir_ok ? strerror(errno) : "no private socket directory", (long long)(c->backoff / USEC_PER_SEC));
 		c->restart_at = monotonic_usec() + c->backoff;
 		c->backoff = MIN(c->backoff * 2, BACKOFF_MAX_USEC);
 		child_set_state(k, WORKER_STATE_BACKOFF);
@@ -221,16 +244,11 @@ static void handle_signal(int sig, pid_t sender)
 	}
 }
 
-static void socket_dirs(bool create)
+static void socket_dirs_remove(void)
 {
 	char dir[256], sock[300];
 	for (int k = 1; k <= sup.count; k++) {
 		workers_socket_dir(sup.cfg, k, dir, sizeof(dir));
-		if (create) {
-			if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-				log_error("could not create the worker socket directory %s: %s", dir, strerror(errno));
-			continue;
-		}
 		/* A worker killed outright leaves its socket file behind. */
 		snprintf(sock, sizeof(sock), "%s/.s.PGSQL.%d", dir, sup.cfg->listen_port);
 		unlink(sock);
@@ -252,7 +270,6 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 	signal(SIGPIPE, SIG_IGN);
 
 	workers_table_create(sup.count, sup.self);
-	socket_dirs(true);
 	log_info("supervisor up: %s, %d workers", PGVALVE_VERSION_STRING, sup.count);
 	for (int k = 1; k <= sup.count; k++) {
 		sup.w[k - 1].backoff = BACKOFF_FIRST_USEC;
@@ -271,7 +288,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 		reap();
 	}
 
-	socket_dirs(false);
+	socket_dirs_remove();
 	workers_table_destroy();
 	log_info("all workers have exited, supervisor exiting");
 	return sup.exit_code;

@@ -96,10 +96,16 @@ void workers_socket_dir(const struct config *cfg, int worker, char *buf, size_t 
 		 (int)wk.supervisor, worker);
 }
 
-int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize)
+void workers_force_options(struct config *cfg)
 {
 	if (wk.cli_workers >= 0)
 		cfg->workers = wk.cli_workers;
+	if (wk.supervisor)
+		cfg->so_reuseport = true;
+}
+
+int workers_apply_peers(struct config *cfg, char *errbuf, size_t errsize)
+{
 	if (!wk.supervisor)
 		return 0;
 	if (workers_peer_id(cfg, wk.count) > WORKERS_PEER_ID_MAX) {
@@ -107,7 +113,6 @@ int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize)
 			 cfg->peer_id, wk.count, WORKERS_PEER_ID_MAX);
 		return -1;
 	}
-	cfg->so_reuseport = true;
 	char dir[256];
 	for (int k = 1; k <= wk.count; k++) {
 		int id = workers_peer_id(cfg, k);
@@ -120,6 +125,12 @@ int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize)
 	}
 	cfg->peer_id = workers_peer_id(cfg, wk.self);
 	return 0;
+}
+
+int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize)
+{
+	workers_force_options(cfg);
+	return workers_apply_peers(cfg, errbuf, errsize);
 }
 
 void workers_table_create(int count, pid_t supervisor)

@@ -88,6 +88,13 @@ void workers_set_command_line(int workers);
  * set if the peer ids do not fit.
  */
 int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize);
+/*
+ * Its two halves, for a reload: the forced options before the restart-only
+ * values are put back, the peers after (they are built from listen_port
+ * and unix_socket_dir, which must be the running ones).
+ */
+void workers_force_options(struct config *cfg);
+int workers_apply_peers(struct config *cfg, char *errbuf, size_t errsize);
 /* workers resolved: N, or "auto" = online CPUs, at most CONFIG_MAX_WORKERS. */
 int workers_resolve(const struct config *cfg);
 

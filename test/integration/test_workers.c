@@ -313,6 +313,18 @@ START_TEST(killed_worker_is_restarted)
 	wait_log(&p, line);
 	wait_running(&p, 2, w);
 	ck_assert_int_eq(w[1].restarts, 2);
+
+	/* A worker ended by SIGTERM is restarted too, and the pidfile (the supervisor's) stays. */
+	char pidfile[700];
+	snprintf(pidfile, sizeof(pidfile), "%s/pgvalve.pid", p.dir);
+	int third = w[0].pid;
+	ck_assert_int_eq(kill(third, SIGTERM), 0);
+	snprintf(line, sizeof(line), "worker 1 (pid %d) exited with status 0, restarting", third);
+	wait_log(&p, line);
+	ck_assert_msg(access(pidfile, F_OK) == 0, "a worker's exit removed the pidfile");
+	ck_assert_int_eq(atoi(read_file_tail(pidfile, 64)), p.pid);
+	wait_running(&p, 2, w);
+	ck_assert_int_ne(w[0].pid, third);
 	pgv_stop(&p);
 }
 END_TEST
