@@ -14,6 +14,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <sys/random.h>
 
 static const char hex_digits[] = "0123456789abcdef";
 
@@ -68,18 +70,64 @@ void crypto_md5_response(const char md5_secret[36], const uint8_t salt[4], char 
 	md5_hex_of_two(md5_secret + 3, MD5_PASSWD_LEN - 3, salt, 4, out);
 }
 
+/*
+ * Random bytes for salts, nonces and cancel keys, drawn from the kernel in
+ * blocks: a login needs about 12 bytes, and one getrandom() per call (what
+ * glibc 2.36's arc4random_buf does) showed up in every connection's system
+ * calls. Bytes handed out are wiped from the block at once. A forked child
+ * (a worker) must never hand out its parent's bytes: the block is dropped
+ * in the child.
+ */
+static struct {
+	uint8_t block[512];
+	size_t left;		/* unused bytes at the end of block */
+	bool atfork_set;
+} rnd;
+
+static void random_drop_block(void)
+{
+	OPENSSL_cleanse(rnd.block, sizeof(rnd.block));
+	rnd.left = 0;
+}
+
+static void random_fill(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = getrandom(p, len, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("getrandom: %s", strerror(errno));
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
 void crypto_random(void *buf, size_t len)
 {
-	/*
-	 * glibc's arc4random: a ChaCha20 stream seeded from getrandom(),
-	 * reseeded after fork, and far cheaper per call than RAND_bytes for
-	 * the few bytes a login needs (salts, cancel keys, nonces).
-	 */
-	arc4random_buf(buf, len);
+	if (!rnd.atfork_set) {
+		pthread_atfork(NULL, NULL, random_drop_block);
+		rnd.atfork_set = true;
+	}
+	if (len > sizeof(rnd.block) / 4) {
+		random_fill(buf, len);
+		return;
+	}
+	if (rnd.left < len) {
+		random_fill(rnd.block, sizeof(rnd.block));
+		rnd.left = sizeof(rnd.block);
+	}
+	uint8_t *from = rnd.block + sizeof(rnd.block) - rnd.left;
+	memcpy(buf, from, len);
+	OPENSSL_cleanse(from, len);
+	rnd.left -= len;
 }
 
 void crypto_cleanup(void)
 {
+	random_drop_block();
 	EVP_MD_free(md5_cache.md5);
 	EVP_MD_CTX_free(md5_cache.ctx);
 	md5_cache.md5 = NULL;

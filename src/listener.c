@@ -57,6 +57,74 @@ static struct {
 	void (*handoff_done)(void);
 } lst;
 
+/* The tcp_* settings a socket gets from listener_tune_tcp(). */
+struct tcp_tuning {
+	int socket_buffer, user_timeout, keepalive, keepidle, keepintvl, keepcnt;
+};
+
+static void tcp_tuning_of(const struct config *cfg, struct tcp_tuning *t)
+{
+	*t = (struct tcp_tuning){ cfg->tcp_socket_buffer, cfg->tcp_user_timeout, cfg->tcp_keepalive,
+				  cfg->tcp_keepidle, cfg->tcp_keepintvl, cfg->tcp_keepcnt };
+}
+
+/*
+ * What the TCP listeners are tuned with. Linux copies a listener's
+ * TCP_NODELAY, keepalive, buffer and user-timeout settings to the sockets
+ * accept() returns, so clients are not tuned one by one (two setsockopt
+ * calls saved per connection); a reload retunes the listeners.
+ */
+static struct tcp_tuning listener_tuning;
+
+/* The kernel's default for a keepalive setting left at 0 (net.ipv4.<name>). */
+static int tcp_sysctl(const char *name, int fallback)
+{
+	char path[128];
+	int v = fallback;
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", name);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = fallback;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Every value set, zeros as the system default, so that a reload can also take a setting back. */
+static void tune_listener(int fd, const struct tcp_tuning *t)
+{
+	int on = 1, keepalive = t->keepalive ? 1 : 0;
+	int idle = t->keepidle > 0 ? t->keepidle : tcp_sysctl("tcp_keepalive_time", 7200);
+	int intvl = t->keepintvl > 0 ? t->keepintvl : tcp_sysctl("tcp_keepalive_intvl", 75);
+	int cnt = t->keepcnt > 0 ? t->keepcnt : tcp_sysctl("tcp_keepalive_probes", 9);
+	int user_timeout = t->user_timeout;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, sizeof(keepalive));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+	if (t->socket_buffer > 0) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &t->socket_buffer, sizeof(t->socket_buffer));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &t->socket_buffer, sizeof(t->socket_buffer));
+	}
+}
+
+void listener_apply_tcp_settings(void)
+{
+	struct tcp_tuning t;
+	tcp_tuning_of(pgv.cfg, &t);
+	if (memcmp(&t, &listener_tuning, sizeof(t)) == 0)
+		return;
+	if (listener_tuning.socket_buffer > 0 && t.socket_buffer == 0)
+		log_warning("tcp_socket_buffer = 0: new clients keep the previous buffer size until a restart");
+	for (int i = 0; i < lst.count; i++)
+		if (!lst.list[i].is_unix)
+			tune_listener(lst.list[i].fd, &t);
+	listener_tuning = t;
+}
+
 void listener_tune_tcp(int fd)
 {
 	const struct config *cfg = pgv.cfg;
@@ -105,8 +173,6 @@ static bool accept_some(struct listener *l, int max)
 			log_error("accept() failed: %s", strerror(errno));
 			return false;
 		}
-		if (!l->is_unix)
-			listener_tune_tcp(cfd);
 		client_accept(cfd, (struct sockaddr *)&addr, len, l->is_unix);
 	}
 	return true;
@@ -153,6 +219,8 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		int secs = cfg->tcp_defer_accept;
 		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
 	}
+	tcp_tuning_of(cfg, &listener_tuning);
+	tune_listener(fd, &listener_tuning);	/* inherited by accepted clients */
 	if (bind(fd, sa, salen) < 0) {
 		log_error("could not bind %s: %s", what, strerror(errno));
 		close(fd);

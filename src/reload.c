@@ -12,6 +12,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/log.h"
+#include "pgvalve/listener.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/netbuf.h"
@@ -112,6 +113,7 @@ int reload_config(char *errbuf, size_t errsize)
 	netbuf_set_loopcnt(fresh->sbuf_loopcnt);
 	dns_configure(fresh);
 	pool_apply_config();
+	listener_apply_tcp_settings();
 	config_free(old);
 	if (old_auth)
 		auth_store_free(old_auth);

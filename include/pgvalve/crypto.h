@@ -1,8 +1,9 @@
 /*
  * crypto.h - the password hashing PostgreSQL's protocol needs, on OpenSSL.
  *
- * Stateless helpers: md5 password hashes and challenge responses, random
- * bytes, base64, and the SCRAM-SHA-256 primitives (HMAC, H, Hi).
+ * Helpers: md5 password hashes and challenge responses, random bytes,
+ * base64, and the SCRAM-SHA-256 primitives (HMAC, H, Hi). The only state
+ * is a block of kernel randomness crypto_random() hands out.
  */
 #ifndef PGVALVE_CRYPTO_H
 #define PGVALVE_CRYPTO_H
@@ -19,7 +20,7 @@ void crypto_md5_password(const char *password, const char *user, char out[36]);
  */
 void crypto_md5_response(const char md5_secret[36], const uint8_t salt[4], char out[36]);
 
-/* Cryptographically strong random bytes (arc4random_buf). */
+/* Cryptographically strong random bytes (getrandom, drawn in blocks; dropped in a forked child). */
 void crypto_random(void *buf, size_t len);
 /* Frees the cached digest objects (at exit). */
 void crypto_cleanup(void);

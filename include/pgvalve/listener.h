@@ -12,6 +12,8 @@
 
 /* TCP options for any TCP socket pgvalve uses (clients and servers): keepalive, buffers, user timeout. */
 void listener_tune_tcp(int fd);
+/* After a reload: the TCP listeners (and so the clients they accept) get the new tcp_* settings. */
+void listener_apply_tcp_settings(void);
 /* Opens every configured listener; -1 (logged) if any cannot be opened. */
 int listener_start(void);
 /* Stops accepting (graceful shutdown); sockets stay bound until listener_close(). */

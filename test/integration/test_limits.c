@@ -1836,6 +1836,22 @@ START_TEST(tcp_keepalive_and_listen_backlog)
 	unsigned long recvq = 0, sendq = 0;
 	ck_assert_msg(sscanf(text, "LISTEN %lu %lu", &recvq, &sendq) == 2, "ss: %s", text);
 	ck_assert_msg(sendq == 37, "listen_backlog=37: backlog %lu", sendq);
+
+	/* Clients inherit the listener's settings; after a reload that changes them they get the new ones. */
+	FILE *ini = fopen(p.ini, "a");
+	ck_assert_ptr_nonnull(ini);
+	fputs("tcp_keepalive = 0\n", ini);
+	fclose(ini);
+	ck_assert_int_eq(kill(p.pid, SIGHUP), 0);
+	for (int i = 0; i < 100 && !pgv_log_contains(&p, "configuration reloaded"); i++)
+		sleep_s(0.05);
+	ck_assert_msg(pgv_log_contains(&p, "configuration reloaded"), "%s", pgv_log_tail(&p, 1500));
+	PGconn *e = scram(&p, DB);
+	ck_assert_str_eq(query_value(e, "SELECT 1"), "1");
+	sleep_s(0.2);
+	ck_assert(tcp_timer(p.port, local_port_of(PQsocket(e)), &tr, &when));
+	ck_assert_msg(tr == 0, "tcp_keepalive=0 after a reload: client socket has timer %d", tr);
+	PQfinish(e);
 	PQfinish(c);
 	PQfinish(d);
 	pgv_stop(&p);
