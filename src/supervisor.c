@@ -43,6 +43,7 @@ static struct {
 	int count;
 	pid_t self;
 	bool stopping;
+	bool paused;			/* SIGUSR1 passed on, no SIGUSR2 since: a restarted worker starts paused */
 	int exit_code;
 	sigset_t sigs;			/* blocked here, taken by sigtimedwait, unblocked in workers */
 	const struct config *cfg;
@@ -120,6 +121,9 @@ static void start_worker(int k)
 		become_worker(k);
 	c->pid = pid;
 	c->started = monotonic_usec();
+	/* Pending (blocked) in the child until its loop handles signals: it comes up paused like the rest. */
+	if (sup.paused)
+		kill(pid, SIGUSR1);
 	workers_set_process(k, pid, WORKER_STATE_STARTING, c->restarts, now_usec());
 	c->state = WORKER_STATE_STARTING;
 	log_info("worker %d started (pid %d)", k, (int)pid);
@@ -230,6 +234,7 @@ static void handle_signal(int sig, pid_t sender)
 	case SIGUSR1:
 	case SIGUSR2:
 		log_info("got %s, passing it to all workers", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+		sup.paused = sig == SIGUSR1;
 		forward(sig, sender);
 		break;
 	case SIGINT:

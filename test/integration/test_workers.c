@@ -522,6 +522,48 @@ START_TEST(rolling_restart_under_load)
 }
 END_TEST
 
+/* SHOW STATE's paused value on worker k, waiting up to 10 s for it to become want. */
+static void wait_paused(struct pgv *p, int k, const char *want)
+{
+	char got[16] = "";
+	for (int i = 0; i < 200; i++) {
+		PGconn *c = worker_console(p, k);
+		PGresult *r = show(c, "SHOW STATE");
+		for (int row = 0; row < PQntuples(r); row++)
+			if (strcmp(PQgetvalue(r, row, 0), "paused") == 0)
+				snprintf(got, sizeof(got), "%s", PQgetvalue(r, row, 1));
+		PQclear(r);
+		PQfinish(c);
+		if (strcmp(got, want) == 0)
+			return;
+		sleep_ms(50);
+	}
+	ck_abort_msg("worker %d: paused = %s, expected %s", k, got, want);
+}
+
+/* A worker restarted during an instance-wide pause (SIGUSR1) comes up paused too. */
+START_TEST(restarted_worker_stays_paused)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	ck_assert_int_eq(kill(p.pid, SIGUSR1), 0);
+	wait_paused(&p, 1, "yes");
+	wait_paused(&p, 2, "yes");
+	int old = w[1].pid;
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	do {
+		wait_running(&p, 2, w);
+	} while (w[1].pid == old);
+	wait_paused(&p, 2, "yes");
+	ck_assert_int_eq(kill(p.pid, SIGUSR2), 0);
+	wait_paused(&p, 1, "no");
+	wait_paused(&p, 2, "no");
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- cancel across workers */
 
 static int log_occurrences(struct pgv *p, const char *needle)
@@ -616,6 +658,7 @@ int main(void)
 	tcase_add_test(tc, workers_follow_a_killed_supervisor);
 	tcase_add_test(tc, command_line_overrides_workers);
 	tcase_add_test(tc, cancel_reaches_the_right_worker);
+	tcase_add_test(tc, restarted_worker_stays_paused);
 	suite_add_tcase(s, tc);
 	TCase *roll = pgv_tcase_create("rolling_restart", 90);
 	tcase_add_loop_test(roll, rolling_restart_under_load, 0, 2);
