@@ -552,7 +552,11 @@ START_TEST(restarted_worker_stays_paused)
 	wait_paused(&p, 1, "yes");
 	wait_paused(&p, 2, "yes");
 	int old = w[1].pid;
+	char line[128];
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	/* reaped: its listener is gone, so no console connection can land on the dead worker */
+	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9", old);
+	wait_log(&p, line);
 	do {
 		wait_running(&p, 2, w);
 	} while (w[1].pid == old);
