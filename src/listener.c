@@ -57,7 +57,7 @@ static struct {
 	void (*handoff_done)(void);
 } lst;
 
-/* The tcp_* settings a socket gets from listener_tune_tcp(). */
+/* The tcp_* settings of a config, as tcp_apply() sets them. */
 struct tcp_tuning {
 	int socket_buffer, user_timeout, keepalive, keepidle, keepintvl, keepcnt;
 };
@@ -91,20 +91,30 @@ static int tcp_sysctl(const char *name, int fallback)
 	return v;
 }
 
-/* Every value set, zeros as the system default, so that a reload can also take a setting back. */
-static void tune_listener(int fd, const struct tcp_tuning *t)
+/*
+ * Sets t's tcp_* values on a socket. A fresh socket has the kernel's
+ * defaults, so zeros are skipped; a listener being retuned (explicit) gets
+ * every value, zeros as the kernel's default, so that a reload can also
+ * take a setting back (its clients copy them).
+ */
+static void tcp_apply(int fd, const struct tcp_tuning *t, bool explicit)
 {
 	int on = 1, keepalive = t->keepalive ? 1 : 0;
-	int idle = t->keepidle > 0 ? t->keepidle : tcp_sysctl("tcp_keepalive_time", 7200);
-	int intvl = t->keepintvl > 0 ? t->keepintvl : tcp_sysctl("tcp_keepalive_intvl", 75);
-	int cnt = t->keepcnt > 0 ? t->keepcnt : tcp_sysctl("tcp_keepalive_probes", 9);
-	int user_timeout = t->user_timeout;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, sizeof(keepalive));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+	if (keepalive || explicit) {
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, sizeof(keepalive));
+		int idle = t->keepidle > 0 ? t->keepidle : explicit ? tcp_sysctl("tcp_keepalive_time", 7200) : 0;
+		int intvl = t->keepintvl > 0 ? t->keepintvl : explicit ? tcp_sysctl("tcp_keepalive_intvl", 75) : 0;
+		int cnt = t->keepcnt > 0 ? t->keepcnt : explicit ? tcp_sysctl("tcp_keepalive_probes", 9) : 0;
+		if (idle > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		if (intvl > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		if (cnt > 0)
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	}
+	if (t->user_timeout > 0 || explicit)
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &t->user_timeout, sizeof(t->user_timeout));
 	if (t->socket_buffer > 0) {
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &t->socket_buffer, sizeof(t->socket_buffer));
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &t->socket_buffer, sizeof(t->socket_buffer));
@@ -121,25 +131,15 @@ void listener_apply_tcp_settings(void)
 		log_warning("tcp_socket_buffer = 0: new clients keep the previous buffer size until a restart");
 	for (int i = 0; i < lst.count; i++)
 		if (!lst.list[i].is_unix)
-			tune_listener(lst.list[i].fd, &t);
+			tcp_apply(lst.list[i].fd, &t, true);
 	listener_tuning = t;
 }
 
 void listener_tune_tcp(int fd)
 {
-	const struct config *cfg = pgv.cfg;
-	netbuf_tune_tcp(fd, cfg->tcp_socket_buffer, cfg->tcp_user_timeout);
-	int on = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-	if (cfg->tcp_keepalive) {
-		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
-		if (cfg->tcp_keepidle > 0)
-			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &cfg->tcp_keepidle, sizeof(cfg->tcp_keepidle));
-		if (cfg->tcp_keepintvl > 0)
-			setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &cfg->tcp_keepintvl, sizeof(cfg->tcp_keepintvl));
-		if (cfg->tcp_keepcnt > 0)
-			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cfg->tcp_keepcnt, sizeof(cfg->tcp_keepcnt));
-	}
+	struct tcp_tuning t;
+	tcp_tuning_of(pgv.cfg, &t);
+	tcp_apply(fd, &t, false);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -220,7 +220,7 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
 	}
 	tcp_tuning_of(cfg, &listener_tuning);
-	tune_listener(fd, &listener_tuning);	/* inherited by accepted clients */
+	tcp_apply(fd, &listener_tuning, false);	/* accepted clients copy these */
 	if (bind(fd, sa, salen) < 0) {
 		log_error("could not bind %s: %s", what, strerror(errno));
 		close(fd);
@@ -419,16 +419,12 @@ bool listener_handing_off(void)
 void listener_close(void)
 {
 	for (int i = 0; i < lst.count; i++) {
-		event_free(lst.list[i].ev);
-		close(lst.list[i].fd);
-	}
-	for (int i = 0; i < lst.count; i++) {
 		struct listener *l = &lst.list[i];
-		if (!l->unix_path[0])
-			continue;
+		event_free(l->ev);
+		close(l->fd);
 		/* A new instance may already have bound the same path (rolling restart). */
 		struct stat st;
-		if (stat(l->unix_path, &st) == 0 && st.st_ino == l->unix_inode)
+		if (l->unix_path[0] && stat(l->unix_path, &st) == 0 && st.st_ino == l->unix_inode)
 			unlink(l->unix_path);
 		l->unix_path[0] = '\0';
 	}

@@ -99,16 +99,6 @@ void netbuf_set_loopcnt(int loopcnt)
 	nbg.loopcnt = loopcnt;
 }
 
-void netbuf_tune_tcp(int fd, int socket_buffer, int user_timeout_ms)
-{
-	if (socket_buffer > 0) {
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &socket_buffer, sizeof(socket_buffer));
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &socket_buffer, sizeof(socket_buffer));
-	}
-	if (user_timeout_ms > 0)
-		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
-}
-
 void netbuf_global_cleanup(void)
 {
 	while (nbg.free_list) {
@@ -302,7 +292,7 @@ void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_pack
 
 void netbuf_accept(struct netbuf *nb, int fd)
 {
-	/* TCP options were set by the listener (listener_tune_tcp). */
+	/* TCP options come from the listener, which Linux copies to accepted sockets. */
 	nb->fd = fd;
 	nb->paused = false;
 	sync_events(nb);

@@ -10,7 +10,7 @@
 
 #include "pgvalve/common.h"
 
-/* TCP options for any TCP socket pgvalve uses (clients and servers): keepalive, buffers, user timeout. */
+/* tcp_* options (keepalive, buffers, user timeout, TCP_NODELAY) on a new server socket; clients copy the listener's. */
 void listener_tune_tcp(int fd);
 /* After a reload: the TCP listeners (and so the clients they accept) get the new tcp_* settings. */
 void listener_apply_tcp_settings(void);

@@ -98,8 +98,6 @@ void netbuf_set_loopcnt(int loopcnt);
  */
 void netbuf_set_suspended(bool suspended);
 void netbuf_refresh(struct netbuf *nb);
-/* tcp_socket_buffer and tcp_user_timeout (0 = leave the kernel's default). */
-void netbuf_tune_tcp(int fd, int socket_buffer, int user_timeout_ms);
 void netbuf_global_cleanup(void);
 /* Buffers held in the free list and in use, for SHOW MEM. */
 void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size);
