@@ -439,15 +439,7 @@ static const char *const conn_names[] = {
 
 static void addr_text(const struct sockaddr *sa, char *host, size_t size, int *port)
 {
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, host, (socklen_t)size);
-		*port = ntohs(in->sin_port);
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, (socklen_t)size);
-		*port = ntohs(in6->sin6_port);
-	} else {
+	if (!sockaddr_ip_text(sa, host, size, port)) {
 		snprintf(host, size, "unix");
 		*port = pgv.cfg->listen_port;
 	}

@@ -209,10 +209,8 @@ static int hba_method(struct client *client)
 		strlcpy_s(login->hba_map, m.map, sizeof(login->hba_map));
 	if (m.method == AUTH_TYPE_REJECT) {
 		char host[INET6_ADDRSTRLEN] = "local";
-		if (!client->is_unix && client->addr.sa.sa_family == AF_INET)
-			inet_ntop(AF_INET, &client->addr.in.sin_addr, host, sizeof(host));
-		else if (!client->is_unix)
-			inet_ntop(AF_INET6, &client->addr.in6.sin6_addr, host, sizeof(host));
+		if (!client->is_unix)
+			sockaddr_ip_text(&client->addr.sa, host, sizeof(host), NULL);
 		char msg[400];
 		/* PostgreSQL's wording, so operators recognise it */
 		snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :

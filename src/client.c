@@ -39,17 +39,9 @@ bool client_owns_netbuf(const struct netbuf *nb)
 
 static void format_addr(const union conn_addr *addr, bool is_unix, char *buf, size_t size, int *port)
 {
-	if (is_unix) {
+	if (is_unix || !sockaddr_ip_text(&addr->sa, buf, size, port)) {
 		snprintf(buf, size, "unix");
 		*port = pgv.cfg->listen_port;
-		return;
-	}
-	if (addr->sa.sa_family == AF_INET6) {
-		inet_ntop(AF_INET6, &addr->in6.sin6_addr, buf, (socklen_t)size);
-		*port = ntohs(addr->in6.sin6_port);
-	} else {
-		inet_ntop(AF_INET, &addr->in.sin_addr, buf, (socklen_t)size);
-		*port = ntohs(addr->in.sin_port);
 	}
 }
 

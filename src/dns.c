@@ -456,11 +456,7 @@ static void format_addrs(const struct dns_host *h, char *buf, size_t size)
 	buf[0] = '\0';
 	for (int i = 0; i < h->naddrs && used < size; i++) {
 		char ip[INET6_ADDRSTRLEN] = "?";
-		const struct sockaddr *sa = &h->addrs[i].u.sa;
-		if (sa->sa_family == AF_INET)
-			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-		else if (sa->sa_family == AF_INET6)
-			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
+		sockaddr_ip_text(&h->addrs[i].u.sa, ip, sizeof(ip), NULL);
 		int w = snprintf(buf + used, size - used, "%s%s", i ? "," : "", ip);
 		if (w < 0)
 			break;

@@ -45,10 +45,7 @@ const char *server_prefix(const struct server *server, char *buf, size_t size)
 {
 	char host[INET6_ADDRSTRLEN + 8] = "unix";
 	int port = server->pool->db->cfg->port;
-	if (server->addr.sa.sa_family == AF_INET)
-		inet_ntop(AF_INET, &server->addr.in.sin_addr, host, sizeof(host));
-	else if (server->addr.sa.sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &server->addr.in6.sin6_addr, host, sizeof(host));
+	sockaddr_ip_text(&server->addr.sa, host, sizeof(host), NULL);
 	/* not resolved yet: the name it waits for */
 	const char *shown = server->addr.sa.sa_family == AF_UNSPEC && server->host ? server->host : host;
 	snprintf(buf, size, "S-%p: %s/%s@%s:%d", (const void *)server, server->pool->db->name,
@@ -194,10 +191,7 @@ static void server_select_host(struct server *server, int idx)
 static const char *addr_describe(const struct server *server, char *buf, size_t size)
 {
 	char ip[INET6_ADDRSTRLEN] = "";
-	if (server->addr.sa.sa_family == AF_INET)
-		inet_ntop(AF_INET, &server->addr.in.sin_addr, ip, sizeof(ip));
-	else if (server->addr.sa.sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &server->addr.in6.sin6_addr, ip, sizeof(ip));
+	sockaddr_ip_text(&server->addr.sa, ip, sizeof(ip), NULL);
 	if (server->addr.sa.sa_family == AF_UNIX)
 		snprintf(buf, size, "%s", server->addr.un.sun_path);
 	else if (ip[0] && strcmp(ip, server->host) != 0)
@@ -844,17 +838,8 @@ static void login_complete(struct server *server)
 		socklen_t len = sizeof(local);
 		char host[INET6_ADDRSTRLEN] = "unix";
 		int port = 0;
-		if (getsockname(server->nb.fd, (struct sockaddr *)&local, &len) == 0) {
-			if (local.ss_family == AF_INET) {
-				struct sockaddr_in *in = (struct sockaddr_in *)&local;
-				inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-				port = ntohs(in->sin_port);
-			} else if (local.ss_family == AF_INET6) {
-				struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&local;
-				inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-				port = ntohs(in6->sin6_port);
-			}
-		}
+		if (getsockname(server->nb.fd, (struct sockaddr *)&local, &len) == 0)
+			sockaddr_ip_text((struct sockaddr *)&local, host, sizeof(host), &port);
 		server_log(LOG_LEVEL_INFO, server, "new connection to server (from %s:%d)", host, port);
 	}
 	pool->last_login_failure = 0;

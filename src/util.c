@@ -6,6 +6,8 @@
 #include "pgvalve/common.h"
 #include "pgvalve/log.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <sys/time.h>
 
@@ -100,4 +102,23 @@ bool secure_equal(const void *a, const void *b, size_t len)
 	for (size_t i = 0; i < len; i++)
 		diff |= x[i] ^ y[i];
 	return diff == 0;
+}
+
+bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *port)
+{
+	int p;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
+		p = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, buf, (socklen_t)size);
+		p = ntohs(in6->sin6_port);
+	} else {
+		return false;
+	}
+	if (port)
+		*port = p;
+	return true;
 }

@@ -53,6 +53,13 @@ usec_t monotonic_usec(void);
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy_s(char *dst, const char *src, size_t size);
 
+struct sockaddr;
+/*
+ * The IP address of an AF_INET/AF_INET6 sockaddr as text into buf (and its
+ * port into *port unless NULL). False, buf untouched, for other families.
+ */
+bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *port);
+
 /* FNV-1a hash of a NUL-terminated string (hash tables of names). */
 uint32_t hash_string(const char *s);
 
