@@ -302,11 +302,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	workers_set_command_line(cli_workers);
-	workers_apply_config(cfg, err.message, sizeof(err.message));
+	workers_force_options(cfg);
 	int workers = workers_resolve(cfg);
-	if (workers > 1 && workers_peer_id(cfg, workers) > WORKERS_PEER_ID_MAX) {
-		fprintf(stderr, "FATAL peer_id %d leaves no room for %d workers (worker peer ids go up to %d)\n",
-			cfg->peer_id, workers, WORKERS_PEER_ID_MAX);
+	if (workers_check_peer_ids(cfg, workers, err.message, sizeof(err.message)) < 0) {
+		fprintf(stderr, "FATAL %s\n", err.message);
 		config_free(cfg);
 		return 1;
 	}

@@ -104,15 +104,21 @@ void workers_force_options(struct config *cfg)
 		cfg->so_reuseport = true;
 }
 
+int workers_check_peer_ids(const struct config *cfg, int count, char *errbuf, size_t errsize)
+{
+	if (count <= 1 || workers_peer_id(cfg, count) <= WORKERS_PEER_ID_MAX)
+		return 0;
+	snprintf(errbuf, errsize, "peer_id %d leaves no room for %d workers (worker peer ids go up to %d)",
+		 cfg->peer_id, count, WORKERS_PEER_ID_MAX);
+	return -1;
+}
+
 int workers_apply_peers(struct config *cfg, char *errbuf, size_t errsize)
 {
 	if (!wk.supervisor)
 		return 0;
-	if (workers_peer_id(cfg, wk.count) > WORKERS_PEER_ID_MAX) {
-		snprintf(errbuf, errsize, "peer_id %d leaves no room for %d workers (worker peer ids go up to %d)",
-			 cfg->peer_id, wk.count, WORKERS_PEER_ID_MAX);
+	if (workers_check_peer_ids(cfg, wk.count, errbuf, errsize) < 0)
 		return -1;
-	}
 	char dir[256];
 	for (int k = 1; k <= wk.count; k++) {
 		int id = workers_peer_id(cfg, k);

@@ -95,6 +95,8 @@ int workers_apply_config(struct config *cfg, char *errbuf, size_t errsize);
  */
 void workers_force_options(struct config *cfg);
 int workers_apply_peers(struct config *cfg, char *errbuf, size_t errsize);
+/* -1 with errbuf set if count workers' peer ids (see the scheme above) do not fit under cfg's peer_id. */
+int workers_check_peer_ids(const struct config *cfg, int count, char *errbuf, size_t errsize);
 /* workers resolved: N, or "auto" = online CPUs, at most CONFIG_MAX_WORKERS. */
 int workers_resolve(const struct config *cfg);
 

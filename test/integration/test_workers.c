@@ -447,6 +447,17 @@ START_TEST(command_line_overrides_workers)
 	snprintf(out, sizeof(out), "%s/bad-w.out", p.dir);
 	ck_assert_int_eq(run_program(bad, NULL, out, 10), 1);
 	ck_assert_msg(strstr(read_file_tail(out, 2000), "--workers"), "%s", read_file_tail(out, 2000));
+	/* Worker peer ids past the top: refused too. */
+	char ini[700];
+	snprintf(ini, sizeof(ini), "%s/high-peer-id.ini", p.dir);
+	FILE *f = fopen(ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("[pgvalve]\nlisten_addr = 127.0.0.1\npeer_id = 16383\n", f);
+	fclose(f);
+	char *high[] = { getenv("PGV_BINARY"), "-w", "2", ini, NULL };
+	ck_assert_int_eq(run_program(high, NULL, out, 10), 1);
+	ck_assert_msg(strstr(read_file_tail(out, 2000), "peer_id 16383 leaves no room for 2 workers"), "%s",
+		      read_file_tail(out, 2000));
 
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const char *const auto_args[] = { "--workers=auto", NULL };
