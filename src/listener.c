@@ -404,6 +404,14 @@ bool listener_hand_off_tcp(void (*closed)(void))
 		return false;
 	log_info("so_reuseport: handing the port off, closing the TCP listeners in %d ms",
 		 (int)(HANDOFF_LINGER_USEC / 1000));
+	/*
+	 * Draining right before close() leaves Linux a window of microseconds
+	 * to queue one more connection on the closing socket and reset it;
+	 * only the kernel can hand such connections to a sibling (5.14+).
+	 */
+	if (tcp_sysctl("tcp_migrate_req", -1) == 0)
+		log_warning("so_reuseport: net.ipv4.tcp_migrate_req is 0, so a client connecting at the instant "
+			    "the listeners close can be reset; set it to 1 for rolling restarts");
 	struct timeval tv = { 0, HANDOFF_LINGER_USEC };
 	lst.handoff_done = closed;
 	lst.handoff_timer = evtimer_new(pgv.base, handoff_cb, NULL);

@@ -8,6 +8,7 @@
  * It knows nothing of pgvalve's internals: only its command line, its
  * config file format, its files and its sockets.
  */
+#define _GNU_SOURCE 1	/* unshare() */
 #include "harness.h"
 
 #include <errno.h>
@@ -26,6 +27,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1230,6 +1234,52 @@ const char *std_databases(void)
 
 	snprintf(buf, sizeof(buf), "pgvtest = host=127.0.0.1 port=%d dbname=pgvtest\n", pg_port());
 	return buf;
+}
+
+const char *std_databases_unix(void)
+{
+	static char buf[600];
+
+	snprintf(buf, sizeof(buf), "pgvtest = host=%s port=%d dbname=pgvtest\n", env_required("PGV_TEST_PGSOCKDIR"),
+		 pg_port());
+	return buf;
+}
+
+static void write_proc_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	ck_assert_msg(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+void enter_netns_with_migrate_req(void)
+{
+	if (unshare(CLONE_NEWNET) != 0) {
+		/* Not root: a user namespace of our own may create one (same uid inside). */
+		uid_t uid = getuid();
+		gid_t gid = getgid();
+		ck_assert_msg(unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0,
+			      "cannot create a network namespace (%s): run as root or allow user namespaces",
+			      strerror(errno));
+		char map[64];
+		write_proc_file("/proc/self/setgroups", "deny");
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+		write_proc_file("/proc/self/uid_map", map);
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+		write_proc_file("/proc/self/gid_map", map);
+	}
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(s, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	ck_assert_msg(ioctl(s, SIOCGIFFLAGS, &ifr) == 0, "SIOCGIFFLAGS lo: %s", strerror(errno));
+	ifr.ifr_flags |= IFF_UP;
+	ck_assert_msg(ioctl(s, SIOCSIFFLAGS, &ifr) == 0, "SIOCSIFFLAGS lo: %s", strerror(errno));
+	close(s);
+	write_proc_file("/proc/sys/net/ipv4/tcp_migrate_req", "1");
+	ck_assert_str_eq(read_file_tail("/proc/sys/net/ipv4/tcp_migrate_req", 16), "1\n");
 }
 
 const char *std_userlist(void)

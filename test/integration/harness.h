@@ -138,6 +138,8 @@ void md5_secret(const char *user, const char *password, char out[36]);
 
 /* "pgvtest = host=127.0.0.1 port=<pgport> dbname=pgvtest\n" (static buffer). */
 const char *std_databases(void);
+/* The same database reached over PostgreSQL's Unix socket (for tests in a network namespace). */
+const char *std_databases_unix(void);
 /* scram_user and pgbench_user with plain passwords, md5_user with its md5 secret (static buffer). */
 const char *std_userlist(void);
 
@@ -172,6 +174,16 @@ void pgv_dns_start(struct pgv_dns *d, const char *hosts_text);
 void pgv_dns_set_hosts(struct pgv_dns *d, const char *hosts_text);
 /* SIGTERM and wait (SIGKILL after 5 s). Idempotent. */
 void pgv_dns_stop(struct pgv_dns *d);
+
+/*
+ * Moves the calling test process, and everything it starts afterwards, into
+ * a network namespace of its own with the loopback interface up and
+ * net.ipv4.tcp_migrate_req = 1 (the setting the docs ask for rolling
+ * restarts; the host's own value is left alone). PostgreSQL is not on
+ * that namespace's 127.0.0.1: use std_databases_unix(). Needs root, or
+ * unprivileged user namespaces; fails the test otherwise.
+ */
+void enter_netns_with_migrate_req(void);
 
 /* Seconds on the monotonic clock. */
 double now_s(void);
