@@ -653,6 +653,7 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 	argv[argc] = NULL;
 	p->pid = spawn(argv, NULL, errfile, p->dir);
 	registry_add(p);
+	bool own_pidfile = pgbouncer_extra && strstr(pgbouncer_extra, "pidfile");
 
 	deadline = now_s() + START_TIMEOUT_S;
 	for (;;) {
@@ -666,8 +667,14 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
 				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
 		}
-		/* On a shared port another instance listens already: wait for our own socket too. */
-		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)))
+		/*
+		 * On a shared port another instance listens already: wait for our
+		 * own socket too. pgvalve writes the pidfile after all its
+		 * listeners (the Unix socket included): wait for it as well,
+		 * unless the test chose its own pidfile.
+		 */
+		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)) &&
+		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid))
 			return;
 		if (now_s() >= deadline) {
 			kill(p->pid, SIGKILL);
@@ -1251,6 +1258,33 @@ static void write_proc_file(const char *path, const char *text)
 	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
 	ck_assert_msg(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write %s: %s", path, strerror(errno));
 	close(fd);
+}
+
+int pgv_log_count(struct pgv *p, const char *needle)
+{
+	FILE *f = fopen(p->log, "re");
+	char line[4096];
+	int n = 0;
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strstr(line, needle) != NULL)
+			n++;
+	fclose(f);
+	return n;
+}
+
+void pgv_reload(struct pgv *p)
+{
+	int done = pgv_log_count(p, "configuration reloaded") + pgv_log_count(p, "reload failed, keeping");
+	double deadline = now_s() + 5;
+
+	ck_assert_int_eq(kill(p->pid, SIGHUP), 0);
+	while (pgv_log_count(p, "configuration reloaded") + pgv_log_count(p, "reload failed, keeping") == done) {
+		ck_assert_msg(now_s() < deadline, "no reload in the log 5 s after SIGHUP\n%s", pgv_log_tail(p, 1500));
+		sleep_ms(20);
+	}
 }
 
 void enter_netns_with_migrate_req(void)

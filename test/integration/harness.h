@@ -185,6 +185,11 @@ void pgv_dns_stop(struct pgv_dns *d);
  */
 void enter_netns_with_migrate_req(void);
 
+/* Lines of p's log that contain needle. */
+int pgv_log_count(struct pgv *p, const char *needle);
+/* SIGHUP, then waits up to 5 s for the next "configuration reloaded" (or a reported failure) in the log. */
+void pgv_reload(struct pgv *p);
+
 /* Seconds on the monotonic clock. */
 double now_s(void);
 /* Reads a whole small file into a static buffer ("" if missing). */

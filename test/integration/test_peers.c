@@ -168,22 +168,6 @@ static int peer_id_in_key(const unsigned char key[8])
 	return key[1] | key[2] << 8;
 }
 
-/* Lines of p's log that contain needle. */
-static int log_count(struct pgv *p, const char *needle)
-{
-	FILE *f = fopen(p->log, "re");
-	char line[2048];
-	int n = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strstr(line, needle) != NULL)
-			n++;
-	fclose(f);
-	return n;
-}
-
 /* Waits up to timeout_s for needle in p's log. */
 static bool log_wait(struct pgv *p, const char *needle, double timeout_s)
 {
@@ -324,7 +308,7 @@ static void forward_one(enum peer_transport how)
 	cancel_at(&two, key);
 	expect_cancelled(fd, &two);
 	ck_assert_msg(pgv_log_contains(&two, "forwarding cancel request to peer 1"), "%s", pgv_log_tail(&two, 1500));
-	ck_assert_int_eq(log_count(&one, "forwarding cancel request"), 0);
+	ck_assert_int_eq(pgv_log_count(&one, "forwarding cancel request"), 0);
 
 	/* the server is usable again, and the forward left nothing behind */
 	ck_assert_int_eq(raw_query(fd, "SELECT 'alive'", value, sizeof(value), &err), 0);
@@ -426,7 +410,7 @@ START_TEST(bad_cancels_are_dropped)
 	close(fd);
 	ck_assert(pgv_running(&two));
 	ck_assert(pgv_running(&one));
-	ck_assert_int_eq(log_count(&one, "forwarding cancel request"), 0);
+	ck_assert_int_eq(pgv_log_count(&one, "forwarding cancel request"), 0);
 	pgv_stop(&two);
 	pgv_stop(&one);
 }
@@ -538,7 +522,7 @@ START_TEST(requester_closed_before_forward_ends)
 		usleep(100 * 1000);
 	ck_assert_int_eq(peer_pool_value(a, 5, "sv_active_cancel"), 0);
 	ck_assert_int_eq(peer_pool_value(a, 5, "cl_waiting_cancel_req"), 0);
-	ck_assert_int_eq(log_count(&p, "dropping cancel request for peer 5: cancel_wait_timeout"), 2);
+	ck_assert_int_eq(pgv_log_count(&p, "dropping cancel request for peer 5: cancel_wait_timeout"), 2);
 	PQfinish(a);
 	close(lfd);
 	pgv_stop(&p);
@@ -568,7 +552,7 @@ static PGresult *result_within(PGconn *c, double timeout_s)
 static int pqcancel_round(struct pgv *one, struct pgv *two)
 {
 	PGconn *conns[NCLIENTS];
-	int before = log_count(one, "forwarding cancel request") + log_count(two, "forwarding cancel request");
+	int before = pgv_log_count(one, "forwarding cancel request") + pgv_log_count(two, "forwarding cancel request");
 
 	for (int i = 0; i < NCLIENTS; i++) {
 		conns[i] = pgv_connect(one, DB, USER, PASS);	/* one->port is both processes' port */
@@ -597,7 +581,7 @@ static int pqcancel_round(struct pgv *one, struct pgv *two)
 	}
 	for (int i = 0; i < NCLIENTS; i++)
 		PQfinish(conns[i]);
-	return log_count(one, "forwarding cancel request") + log_count(two, "forwarding cancel request") - before;
+	return pgv_log_count(one, "forwarding cancel request") + pgv_log_count(two, "forwarding cancel request") - before;
 }
 
 START_TEST(pqcancel_from_many_clients)
@@ -616,8 +600,8 @@ START_TEST(pqcancel_from_many_clients)
 	       rounds * NCLIENTS, rounds);
 	ck_assert_msg(forwarded > 0, "no cancel was forwarded in 4 rounds of %d", NCLIENTS);
 	/* both processes served clients */
-	ck_assert_int_gt(log_count(&one, "login attempt"), 0);
-	ck_assert_int_gt(log_count(&two, "login attempt"), 0);
+	ck_assert_int_gt(pgv_log_count(&one, "login attempt"), 0);
+	ck_assert_int_gt(pgv_log_count(&two, "login attempt"), 0);
 	pgv_stop(&two);
 	pgv_stop(&one);
 }
