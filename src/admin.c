@@ -47,6 +47,8 @@
 
 static struct {
 	struct db *db;
+	/* The instance pause a console PAUSE waits for on the other workers (0: none, or one process). */
+	uint32_t pause_gen;
 } adm;
 
 /* ---------------------------------------------------------------- setup */
@@ -1379,6 +1381,21 @@ static bool wait_done(const struct client *client)
 		if (client->admin_wait == ADMIN_WAIT_PAUSE ? !db_paused_done(db) : !db_close_done(db))
 			return false;
 	}
+	if (client->admin_wait == ADMIN_WAIT_PAUSE && adm.pause_gen)
+		return workers_others_paused(adm.pause_gen);
+	return true;
+}
+
+/* This process is paused (PAUSE, SIGUSR1) and holds no server any more. */
+static bool paused_done(void)
+{
+	if (!pgv.paused_all)
+		return false;
+	list_for_each(pos, &pgv.databases) {
+		const struct db *db = container_of(pos, struct db, node);
+		if (!db->is_admin && !db_paused_done(db))
+			return false;
+	}
 	return true;
 }
 
@@ -1400,6 +1417,9 @@ void admin_cancel_request(struct client *client)
 	if (!pgv.shutting_down) {
 		log_info("PAUSE canceled, resuming");
 		admin_resume_all();
+		if (adm.pause_gen)
+			workers_tell_supervisor(SIGUSR2);	/* the other workers paused with us */
+		adm.pause_gen = 0;
 		list_for_each(pos, &pgv.databases)
 			container_of(pos, struct db, node)->paused = false;
 		list_for_each(pos, &pgv.databases)
@@ -1429,6 +1449,8 @@ bool admin_waits_on(const struct db *db)
 
 void admin_check_waits(void)
 {
+	/* What the other workers' PAUSE waits see (see workers_others_paused). */
+	workers_publish_paused(paused_done());
 	if (!adm.db)
 		return;
 	list_for_each(ppos, &adm.db->pools) {
@@ -1439,6 +1461,8 @@ void admin_check_waits(void)
 				continue;
 			const char *tag = client->admin_wait == ADMIN_WAIT_PAUSE ? "PAUSE" :
 				client->admin_wait == ADMIN_WAIT_SUSPEND ? "SUSPEND" : "WAIT_CLOSE";
+			if (client->admin_wait == ADMIN_WAIT_PAUSE && !client->admin_wait_db)
+				adm.pause_gen = 0;
 			client->admin_wait = ADMIN_WAIT_NONE;
 			client->admin_wait_db = NULL;
 			send_complete_and_ready(client, tag);
@@ -1475,6 +1499,7 @@ void admin_resume_all(void)
 {
 	/* Only the global pause: databases paused by name (or KILL) stay paused. */
 	pgv.paused_all = false;
+	workers_publish_paused(false);
 	list_for_each(pos, &pgv.databases)
 		pool_db_resume(container_of(pos, struct db, node));
 }
@@ -1646,7 +1671,9 @@ static void run_control(struct client *client, const struct command *cmd)
 				return;
 			pause_db(db);
 		} else {
+			/* With workers the whole instance pauses, as with SIGUSR1; PAUSE returns when all have. */
 			admin_pause_all();
+			adm.pause_gen = workers_pause_instance();
 		}
 		wait_for(client, ADMIN_WAIT_PAUSE, db);
 		return;
@@ -1677,8 +1704,10 @@ static void run_control(struct client *client, const struct command *cmd)
 			}
 			if (pgv.suspended)
 				end_suspend();
-			if (pgv.paused_all)
+			if (pgv.paused_all) {
 				admin_resume_all();
+				workers_tell_supervisor(SIGUSR2);	/* every worker, as PAUSE did */
+			}
 		}
 		send_complete_and_ready(client, "RESUME");
 		return;

@@ -33,11 +33,18 @@ struct worker_slot {
 	uint32_t seq;
 	int32_t peer_id;
 	int32_t listening;
+	uint32_t paused_gen;	/* the instance pause this worker has completed, 0 = not paused */
 	int64_t updated;
 	uint64_t counters[sizeof(struct worker_counters) / sizeof(uint64_t)];
 } __attribute__((aligned(64)));
 
+/* Instance-wide words, before the slots; written by any worker. */
+struct worker_table_head {
+	uint32_t pause_gen;	/* bumped by a console PAUSE that is meant for every worker */
+} __attribute__((aligned(64)));
+
 static struct {
+	struct worker_table_head *head;
 	struct worker_slot *table;
 	size_t table_bytes;
 	int count;		/* slots in the table */
@@ -143,17 +150,19 @@ void workers_table_create(int count, pid_t supervisor)
 {
 	wk.count = MAX(1, count);
 	wk.supervisor = supervisor;
-	wk.table_bytes = sizeof(struct worker_slot) * (size_t)wk.count;
+	wk.table_bytes = sizeof(struct worker_table_head) + sizeof(struct worker_slot) * (size_t)wk.count;
 	void *mem = mmap(NULL, wk.table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		die("could not map the shared worker table: %s", strerror(errno));
-	wk.table = mem;
+	wk.head = mem;
+	wk.table = (struct worker_slot *)(wk.head + 1);
 }
 
 void workers_table_destroy(void)
 {
-	if (wk.table)
-		munmap(wk.table, wk.table_bytes);
+	if (wk.head)
+		munmap(wk.head, wk.table_bytes);
+	wk.head = NULL;
 	wk.table = NULL;
 }
 
@@ -258,6 +267,7 @@ void workers_announce_running(void)
 	struct worker_counters zero = { 0 };
 	write_counters(s, &zero, now_usec());
 	STORE(s->peer_id, (int32_t)(pgv.cfg ? pgv.cfg->peer_id : 0));
+	STORE(s->paused_gen, 0);
 	STORE(s->listening, 1);
 	if (!wk.supervisor)
 		workers_set_state(1, WORKER_STATE_RUNNING);
@@ -336,4 +346,40 @@ void workers_tell_supervisor(int sig)
 {
 	if (wk.supervisor && getppid() == wk.supervisor)
 		kill(wk.supervisor, sig);
+}
+
+uint32_t workers_pause_instance(void)
+{
+	if (!wk.supervisor || !wk.head)
+		return 0;
+	uint32_t gen = __atomic_add_fetch(&wk.head->pause_gen, 1, __ATOMIC_RELAXED);
+	if (gen == 0)		/* 0 means "not paused" in a slot */
+		gen = __atomic_add_fetch(&wk.head->pause_gen, 1, __ATOMIC_RELAXED);
+	workers_tell_supervisor(SIGUSR1);
+	return gen;
+}
+
+void workers_publish_paused(bool paused_done)
+{
+	struct worker_slot *s = slot(wk.self);
+	if (s && wk.head)
+		STORE(s->paused_gen, paused_done ? LOAD(wk.head->pause_gen) : 0);
+}
+
+bool workers_others_paused(uint32_t gen)
+{
+	for (int k = 1; k <= wk.count; k++) {
+		if (k == wk.self)
+			continue;
+		struct worker_status w;
+		workers_read(k, &w);
+		/* Only workers that serve: one (re)starting comes up paused (the supervisor sees to it). */
+		if (w.state != WORKER_STATE_RUNNING || w.pid <= 0)
+			continue;
+		struct worker_slot *s = slot(k);
+		uint32_t done = LOAD(s->paused_gen);
+		if (done == 0 || (int32_t)(done - gen) < 0)
+			return false;
+	}
+	return true;
 }

@@ -137,6 +137,18 @@ void workers_add_counters(struct worker_counters *sum, const struct worker_count
  * process.
  */
 void workers_tell_supervisor(int sig);
+/*
+ * Console PAUSE / RESUME without a database act on the whole instance.
+ * workers_pause_instance: a new instance pause generation, and SIGUSR1 to
+ * the supervisor (which passes it to every worker); returns the generation
+ * to wait for (0 for a single process). workers_publish_paused: this
+ * worker has (true) or has not completed the pause: every janitor tick
+ * and at once on RESUME. workers_others_paused: every other worker that
+ * serves has completed pause generation gen or a later one.
+ */
+uint32_t workers_pause_instance(void);
+void workers_publish_paused(bool paused_done);
+bool workers_others_paused(uint32_t gen);
 /* Any process: slot of worker k (1-based). */
 void workers_read(int worker, struct worker_status *out);
 

@@ -587,6 +587,81 @@ START_TEST(restarted_worker_stays_paused)
 }
 END_TEST
 
+/* A database client of worker k (through its private socket). */
+static PGconn *worker_client(struct pgv *p, int k)
+{
+	char dir[700], port[16];
+	worker_dir(p, k, dir, sizeof(dir));
+	snprintf(port, sizeof(port), "%d", p->port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", NULL };
+	const char *val[] = { dir, port, DB, USER, PASS, "disable", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "client of worker %d: %s", k, PQerrorMessage(c));
+	return c;
+}
+
+/* Whether c's pending query has ended within timeout_s (its result is then discarded, status kept). */
+static bool finished_within(PGconn *c, double timeout_s, ExecStatusType *status)
+{
+	double deadline = now_s() + timeout_s;
+	while (now_s() < deadline) {
+		ck_assert_int_eq(PQconsumeInput(c), 1);
+		if (!PQisBusy(c)) {
+			PGresult *r;
+			*status = PGRES_FATAL_ERROR;
+			while ((r = PQgetResult(c)) != NULL) {
+				*status = PQresultStatus(r);
+				PQclear(r);
+			}
+			return true;
+		}
+		sleep_ms(20);
+	}
+	return false;
+}
+
+/*
+ * PAUSE without a database on one worker's console pauses every worker,
+ * as SIGUSR1 does, and returns only when every worker has released its
+ * servers; RESUME there resumes them all.
+ */
+START_TEST(console_pause_reaches_all_workers)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	ExecStatusType st;
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	/* worker 2 holds a server in a transaction */
+	PGconn *tx = worker_client(&p, 2);
+	PQclear(PQexec(tx, "BEGIN"));
+	ck_assert_str_eq(query_value(tx, "SELECT 'in tx'"), "in tx");
+
+	PGconn *c1 = worker_console(&p, 1);
+	ck_assert_int_eq(PQsendQuery(c1, "PAUSE"), 1);
+	wait_paused(&p, 2, "yes");
+	ck_assert_msg(!finished_within(c1, 1.0, &st), "PAUSE returned while worker 2 still held a server");
+	ck_assert_str_eq(query_value(tx, "SELECT 'still in tx'"), "still in tx");
+	PQclear(PQexec(tx, "COMMIT"));
+	ck_assert_msg(finished_within(c1, 5.0, &st), "PAUSE did not return after worker 2 released its server\n%s",
+		      pgv_log_tail(&p, 1500));
+	ck_assert_int_eq(st, PGRES_COMMAND_OK);
+
+	/* paused: worker 2 holds a new query */
+	ck_assert_int_eq(PQsendQuery(tx, "SELECT 'after resume'"), 1);
+	ck_assert_msg(!finished_within(tx, 0.8, &st), "worker 2 ran a query while the instance was paused");
+	PGresult *r = PQexec(c1, "RESUME");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "RESUME: %s", PQerrorMessage(c1));
+	PQclear(r);
+	ck_assert_msg(finished_within(tx, 5.0, &st), "worker 2 stayed paused after RESUME on worker 1");
+	ck_assert_int_eq(st, PGRES_TUPLES_OK);
+	wait_paused(&p, 2, "no");
+	PQfinish(tx);
+	PQfinish(c1);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- cancel across workers */
 
 static int log_occurrences(struct pgv *p, const char *needle)
@@ -682,6 +757,7 @@ int main(void)
 	tcase_add_test(tc, command_line_overrides_workers);
 	tcase_add_test(tc, cancel_reaches_the_right_worker);
 	tcase_add_test(tc, restarted_worker_stays_paused);
+	tcase_add_test(tc, console_pause_reaches_all_workers);
 	suite_add_tcase(s, tc);
 	TCase *roll = pgv_tcase_create("rolling_restart", 90);
 	tcase_add_loop_test(roll, rolling_restart_under_load, 0, 2);
