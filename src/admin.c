@@ -47,8 +47,10 @@
 
 static struct {
 	struct db *db;
-	/* The instance pause a console PAUSE waits for on the other workers (0: none, or one process). */
+	/* The instance pause a console PAUSE here waits for on the other workers (0: none). */
 	uint32_t pause_gen;
+	/* The generation of the instance pause state this worker follows (see workers.h). */
+	uint32_t applied_gen;
 } adm;
 
 /* ---------------------------------------------------------------- setup */
@@ -1399,8 +1401,61 @@ static bool paused_done(void)
 	return true;
 }
 
+/* The console client waiting here for a PAUSE of the whole instance, if any. */
+static struct client *instance_pause_waiter(void)
+{
+	if (!adm.db)
+		return NULL;
+	list_for_each(ppos, &adm.db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
+		list_for_each(pos, &pool->idle_clients) {
+			struct client *client = container_of(pos, struct client, node);
+			if (client->admin_wait == ADMIN_WAIT_PAUSE && !client->admin_wait_db)
+				return client;
+		}
+	}
+	return NULL;
+}
+
+/* The instance was resumed under a waiting PAUSE: it ends with an error rather than wait for ever. */
+static void end_instance_pause_wait(void)
+{
+	struct client *client = adm.pause_gen ? instance_pause_waiter() : NULL;
+	adm.pause_gen = 0;
+	if (!client)
+		return;
+	client->admin_wait = ADMIN_WAIT_NONE;
+	send_error_and_ready(client, "57014", "PAUSE canceled: the instance was resumed");
+	netbuf_resume(&client->nb);
+}
+
+void admin_sync_instance_pause(void)
+{
+	uint32_t gen;
+	if (!workers_supervised())
+		return;
+	bool want = workers_want_paused(&gen);
+	if (gen == adm.applied_gen)
+		return;
+	adm.applied_gen = gen;
+	if (want) {
+		if (!pgv.paused_all) {
+			log_info("instance paused, pausing all activity");
+			admin_pause_all();
+		}
+		return;
+	}
+	end_instance_pause_wait();
+	if (pgv.paused_all && !pgv.shutting_down) {
+		log_info("instance resumed, continuing from PAUSE");
+		admin_resume_all();
+	}
+}
+
 void admin_client_closing(struct client *client)
 {
+	if (client->admin_wait == ADMIN_WAIT_PAUSE && !client->admin_wait_db)
+		adm.pause_gen = 0;	/* the instance stays paused, as PgBouncer leaves it */
 	if (client->did_suspend && pgv.suspended) {
 		log_info("admin disappeared when suspended, doing RESUME");
 		end_suspend();
@@ -1416,10 +1471,13 @@ void admin_cancel_request(struct client *client)
 	client->admin_wait_db = NULL;
 	if (!pgv.shutting_down) {
 		log_info("PAUSE canceled, resuming");
-		admin_resume_all();
-		if (adm.pause_gen)
-			workers_tell_supervisor(SIGUSR2);	/* the other workers paused with us */
+		if (adm.pause_gen) {
+			/* the other workers paused with us */
+			adm.applied_gen = workers_set_paused(false);
+			workers_tell_supervisor(SIGUSR2);
+		}
 		adm.pause_gen = 0;
+		admin_resume_all();
 		list_for_each(pos, &pgv.databases)
 			container_of(pos, struct db, node)->paused = false;
 		list_for_each(pos, &pgv.databases)
@@ -1449,8 +1507,11 @@ bool admin_waits_on(const struct db *db)
 
 void admin_check_waits(void)
 {
-	/* What the other workers' PAUSE waits see (see workers_others_paused). */
-	workers_publish_paused(paused_done());
+	/* Follow the instance's pause state, then say what the other workers' PAUSE waits see. */
+	admin_sync_instance_pause();
+	uint32_t gen;
+	bool want = workers_want_paused(&gen);
+	workers_publish_paused(want && gen == adm.applied_gen && paused_done() ? gen : 0);
 	if (!adm.db)
 		return;
 	list_for_each(ppos, &adm.db->pools) {
@@ -1499,7 +1560,7 @@ void admin_resume_all(void)
 {
 	/* Only the global pause: databases paused by name (or KILL) stay paused. */
 	pgv.paused_all = false;
-	workers_publish_paused(false);
+	workers_publish_paused(0);
 	list_for_each(pos, &pgv.databases)
 		pool_db_resume(container_of(pos, struct db, node));
 }
@@ -1673,7 +1734,10 @@ static void run_control(struct client *client, const struct command *cmd)
 		} else {
 			/* With workers the whole instance pauses, as with SIGUSR1; PAUSE returns when all have. */
 			admin_pause_all();
-			adm.pause_gen = workers_pause_instance();
+			if (workers_supervised()) {
+				adm.pause_gen = adm.applied_gen = workers_set_paused(true);
+				workers_tell_supervisor(SIGUSR1);
+			}
 		}
 		wait_for(client, ADMIN_WAIT_PAUSE, db);
 		return;
@@ -1698,16 +1762,22 @@ static void run_control(struct client *client, const struct command *cmd)
 				admin_error(client, "pooler is shutting down");
 				return;
 			}
-			if (!pgv.paused_all && !pgv.suspended) {
+			uint32_t gen;
+			bool instance_paused = workers_supervised() && workers_want_paused(&gen);
+			if (!pgv.paused_all && !pgv.suspended && !instance_paused) {
 				admin_error(client, "pooler is not paused/suspended");
 				return;
 			}
 			if (pgv.suspended)
 				end_suspend();
-			if (pgv.paused_all) {
-				admin_resume_all();
-				workers_tell_supervisor(SIGUSR2);	/* every worker, as PAUSE did */
+			if (instance_paused) {
+				/* every worker, as PAUSE did; a PAUSE still waiting here ends */
+				adm.applied_gen = workers_set_paused(false);
+				end_instance_pause_wait();
+				workers_tell_supervisor(SIGUSR2);
 			}
+			if (pgv.paused_all)
+				admin_resume_all();
 		}
 		send_complete_and_ready(client, "RESUME");
 		return;

@@ -16,6 +16,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/server.h"
+#include "pgvalve/workers.h"
 
 #include <signal.h>
 #include <event2/event.h>
@@ -101,10 +102,18 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		loop_exit_now();
 		break;
 	case SIGUSR1:
-		log_info("got SIGUSR1, pausing all activity");
-		admin_pause_all();
-		break;
 	case SIGUSR2:
+		if (workers_supervised()) {
+			/* From the supervisor: the instance's state says pause or resume, not the signal. */
+			log_info("got %s from the supervisor", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+			admin_sync_instance_pause();
+			break;
+		}
+		if (sig == SIGUSR1) {
+			log_info("got SIGUSR1, pausing all activity");
+			admin_pause_all();
+			break;
+		}
 		if (pgv.shutting_down) {
 			log_info("got SIGUSR2 while shutting down, ignoring");
 			break;

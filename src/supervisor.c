@@ -43,7 +43,6 @@ static struct {
 	int count;
 	pid_t self;
 	bool stopping;
-	bool paused;			/* SIGUSR1 passed on, no SIGUSR2 since: a restarted worker starts paused */
 	int exit_code;
 	sigset_t sigs;			/* blocked here, taken by sigtimedwait, unblocked in workers */
 	const struct config *cfg;
@@ -121,8 +120,12 @@ static void start_worker(int k)
 		become_worker(k);
 	c->pid = pid;
 	c->started = monotonic_usec();
-	/* Pending (blocked) in the child until its loop handles signals: it comes up paused like the rest. */
-	if (sup.paused)
+	/*
+	 * Pending (blocked) in the child until its loop handles signals: it
+	 * then follows the instance's pause state and comes up paused like the rest.
+	 */
+	uint32_t gen;
+	if (workers_want_paused(&gen))
 		kill(pid, SIGUSR1);
 	workers_set_process(k, pid, WORKER_STATE_STARTING, c->restarts, now_usec());
 	c->state = WORKER_STATE_STARTING;
@@ -138,6 +141,14 @@ static int live_workers(void)
 }
 
 /* To every worker but the one that sent it (RELOAD or SHUTDOWN on its console: it acted already). */
+static bool is_worker(pid_t pid)
+{
+	for (int k = 1; k <= sup.count; k++)
+		if (pid > 0 && sup.w[k - 1].pid == pid)
+			return true;
+	return false;
+}
+
 static void forward(int sig, pid_t sender)
 {
 	for (int k = 1; k <= sup.count; k++)
@@ -234,7 +245,9 @@ static void handle_signal(int sig, pid_t sender)
 	case SIGUSR1:
 	case SIGUSR2:
 		log_info("got %s, passing it to all workers", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
-		sup.paused = sig == SIGUSR1;
+		/* A worker's console PAUSE/RESUME has set the state already; from outside, the signal says it. */
+		if (!is_worker(sender))
+			workers_set_paused(sig == SIGUSR1);
 		forward(sig, sender);
 		break;
 	case SIGINT:

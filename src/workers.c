@@ -33,14 +33,19 @@ struct worker_slot {
 	uint32_t seq;
 	int32_t peer_id;
 	int32_t listening;
-	uint32_t paused_gen;	/* the instance pause this worker has completed, 0 = not paused */
+	uint32_t paused_gen;	/* the instance pause generation this worker has completed, 0 = none */
 	int64_t updated;
 	uint64_t counters[sizeof(struct worker_counters) / sizeof(uint64_t)];
 } __attribute__((aligned(64)));
 
-/* Instance-wide words, before the slots; written by any worker. */
+/*
+ * Instance-wide words, before the slots; written by any worker and by the
+ * supervisor. pause_state = generation << 1 | paused: the pause state the
+ * instance should be in, one word so that a reader never pairs one
+ * change's generation with another's state.
+ */
 struct worker_table_head {
-	uint32_t pause_gen;	/* bumped by a console PAUSE that is meant for every worker */
+	uint32_t pause_state;
 } __attribute__((aligned(64)));
 
 static struct {
@@ -268,7 +273,7 @@ void workers_announce_running(void)
 	write_counters(s, &zero, now_usec());
 	STORE(s->peer_id, (int32_t)(pgv.cfg ? pgv.cfg->peer_id : 0));
 	STORE(s->paused_gen, 0);
-	STORE(s->listening, 1);
+	__atomic_store_n(&s->listening, 1, __ATOMIC_RELEASE);
 	if (!wk.supervisor)
 		workers_set_state(1, WORKER_STATE_RUNNING);
 }
@@ -309,7 +314,7 @@ void workers_read(int worker, struct worker_status *out)
 	out->started = LOAD(s->started);
 	out->state = (enum worker_state)LOAD(s->state);
 	/* The supervisor knows a worker was started; the worker says when it listens. */
-	if (out->state == WORKER_STATE_STARTING && LOAD(s->listening))
+	if (out->state == WORKER_STATE_STARTING && __atomic_load_n(&s->listening, __ATOMIC_ACQUIRE))
 		out->state = WORKER_STATE_RUNNING;
 }
 
@@ -348,22 +353,36 @@ void workers_tell_supervisor(int sig)
 		kill(wk.supervisor, sig);
 }
 
-uint32_t workers_pause_instance(void)
+bool workers_supervised(void)
 {
-	if (!wk.supervisor || !wk.head)
-		return 0;
-	uint32_t gen = __atomic_add_fetch(&wk.head->pause_gen, 1, __ATOMIC_RELAXED);
-	if (gen == 0)		/* 0 means "not paused" in a slot */
-		gen = __atomic_add_fetch(&wk.head->pause_gen, 1, __ATOMIC_RELAXED);
-	workers_tell_supervisor(SIGUSR1);
-	return gen;
+	return wk.supervisor != 0;
 }
 
-void workers_publish_paused(bool paused_done)
+uint32_t workers_set_paused(bool paused)
+{
+	if (!wk.head)
+		return 0;
+	uint32_t old = __atomic_load_n(&wk.head->pause_state, __ATOMIC_ACQUIRE), new;
+	do {
+		uint32_t gen = ((old >> 1) + 1) & 0x7fffffffu;
+		new = (gen ? gen : 1) << 1 | (paused ? 1 : 0);	/* generation 0 is the start state */
+	} while (!__atomic_compare_exchange_n(&wk.head->pause_state, &old, new, false, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return new >> 1;
+}
+
+bool workers_want_paused(uint32_t *gen)
+{
+	uint32_t state = wk.head ? __atomic_load_n(&wk.head->pause_state, __ATOMIC_ACQUIRE) : 0;
+	*gen = state >> 1;
+	return state & 1;
+}
+
+void workers_publish_paused(uint32_t gen_done)
 {
 	struct worker_slot *s = slot(wk.self);
-	if (s && wk.head)
-		STORE(s->paused_gen, paused_done ? LOAD(wk.head->pause_gen) : 0);
+	if (s)
+		STORE(s->paused_gen, gen_done);
 }
 
 bool workers_others_paused(uint32_t gen)
@@ -378,7 +397,7 @@ bool workers_others_paused(uint32_t gen)
 			continue;
 		struct worker_slot *s = slot(k);
 		uint32_t done = LOAD(s->paused_gen);
-		if (done == 0 || (int32_t)(done - gen) < 0)
+		if (done == 0 || done < gen)	/* 31-bit generations: no wrap in practice */
 			return false;
 	}
 	return true;

@@ -37,6 +37,13 @@ bool admin_waits_on(const struct db *db);
 /* PAUSE / RESUME for all databases (SIGUSR1 / SIGUSR2). */
 void admin_pause_all(void);
 void admin_resume_all(void);
+/*
+ * A worker of a supervisor: follow the instance's pause state (workers.h)
+ * if it changed since last time: pause or resume this process, and end a
+ * PAUSE waiting here with an error when the instance was resumed under it.
+ * Nothing for a single process.
+ */
+void admin_sync_instance_pause(void);
 /* SHUTDOWN WAIT_FOR_SERVERS / WAIT_FOR_CLIENTS (SIGINT / SIGTERM). */
 void admin_shutdown_wait_for_servers(void);
 void admin_shutdown_wait_for_clients(void);

@@ -138,16 +138,24 @@ void workers_add_counters(struct worker_counters *sum, const struct worker_count
  */
 void workers_tell_supervisor(int sig);
 /*
- * Console PAUSE / RESUME without a database act on the whole instance.
- * workers_pause_instance: a new instance pause generation, and SIGUSR1 to
- * the supervisor (which passes it to every worker); returns the generation
- * to wait for (0 for a single process). workers_publish_paused: this
- * worker has (true) or has not completed the pause: every janitor tick
- * and at once on RESUME. workers_others_paused: every other worker that
- * serves has completed pause generation gen or a later one.
+ * The instance's pause state (workers = N > 1). Console PAUSE / RESUME
+ * without a database, and SIGUSR1 / SIGUSR2 reaching the supervisor from
+ * outside, set the state the whole instance should be in, with a new
+ * generation; then the supervisor signals every worker, and each worker
+ * follows the state (not the signal, which can be merged or reordered),
+ * also on every janitor tick. A worker publishes the generation of the
+ * pause it has completed (paused, no server left), 0 when it has none.
+ *
+ * workers_supervised: this process is a worker of a supervisor.
+ * workers_set_paused: new state; returns its generation.
+ * workers_want_paused: the state now and its generation (0 at start).
+ * workers_others_paused: every other worker that serves has completed
+ * generation gen or a later pause.
  */
-uint32_t workers_pause_instance(void);
-void workers_publish_paused(bool paused_done);
+bool workers_supervised(void);
+uint32_t workers_set_paused(bool paused);
+bool workers_want_paused(uint32_t *gen);
+void workers_publish_paused(uint32_t gen_done);
 bool workers_others_paused(uint32_t gen);
 /* Any process: slot of worker k (1-based). */
 void workers_read(int worker, struct worker_status *out);

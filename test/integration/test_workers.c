@@ -656,6 +656,23 @@ START_TEST(console_pause_reaches_all_workers)
 	ck_assert_msg(finished_within(tx, 5.0, &st), "worker 2 stayed paused after RESUME on worker 1");
 	ck_assert_int_eq(st, PGRES_TUPLES_OK);
 	wait_paused(&p, 2, "no");
+
+	/* RESUME on worker 2 while worker 1's PAUSE waits: that PAUSE ends with an error, nobody stays paused. */
+	PQclear(PQexec(tx, "BEGIN"));
+	ck_assert_str_eq(query_value(tx, "SELECT 'in tx again'"), "in tx again");
+	ck_assert_int_eq(PQsendQuery(c1, "PAUSE"), 1);
+	wait_paused(&p, 2, "yes");
+	PGconn *c2 = worker_console(&p, 2);
+	r = PQexec(c2, "RESUME");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "RESUME on worker 2: %s", PQerrorMessage(c2));
+	PQclear(r);
+	ck_assert_msg(finished_within(c1, 5.0, &st), "worker 1's PAUSE still waits after RESUME on worker 2");
+	ck_assert_int_eq(st, PGRES_FATAL_ERROR);
+	wait_paused(&p, 1, "no");
+	wait_paused(&p, 2, "no");
+	ck_assert_str_eq(query_value(tx, "SELECT 'still served'"), "still served");
+	PQclear(PQexec(tx, "COMMIT"));
+	PQfinish(c2);
 	PQfinish(tx);
 	PQfinish(c1);
 	pgv_stop(&p);
