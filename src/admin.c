@@ -1471,9 +1471,11 @@ void admin_cancel_request(struct client *client)
 	client->admin_wait_db = NULL;
 	if (!pgv.shutting_down) {
 		log_info("PAUSE canceled, resuming");
-		if (adm.pause_gen) {
-			/* the other workers paused with us */
+		uint32_t gen;
+		if (workers_supervised() && workers_want_paused(&gen)) {
+			/* Everything resumes: the whole instance, whoever paused it. */
 			adm.applied_gen = workers_set_paused(false);
+			end_instance_pause_wait();	/* another console's PAUSE waiting here */
 			workers_tell_supervisor(SIGUSR2);
 		}
 		adm.pause_gen = 0;

@@ -104,8 +104,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	case SIGUSR1:
 	case SIGUSR2:
 		if (workers_supervised()) {
-			/* From the supervisor: the instance's state says pause or resume, not the signal. */
-			log_info("got %s from the supervisor", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+			/* Passed on by the supervisor: the instance's state says pause or resume, not the signal. */
+			log_info("got %s, following the instance's pause state", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
 			admin_sync_instance_pause();
 			break;
 		}

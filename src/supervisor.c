@@ -140,7 +140,7 @@ static int live_workers(void)
 	return n;
 }
 
-/* To every worker but the one that sent it (RELOAD or SHUTDOWN on its console: it acted already). */
+/* Whether pid is one of our workers (a console command of its own) rather than someone outside. */
 static bool is_worker(pid_t pid)
 {
 	for (int k = 1; k <= sup.count; k++)
@@ -149,6 +149,7 @@ static bool is_worker(pid_t pid)
 	return false;
 }
 
+/* To every worker but the one that sent it (RELOAD or SHUTDOWN on its console: it acted already). */
 static void forward(int sig, pid_t sender)
 {
 	for (int k = 1; k <= sup.count; k++)

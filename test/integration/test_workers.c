@@ -679,6 +679,42 @@ START_TEST(console_pause_reaches_all_workers)
 }
 END_TEST
 
+/* ^C on any waiting PAUSE (here of one database) while the instance is paused resumes every worker. */
+START_TEST(cancelled_pause_resumes_every_worker)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	ExecStatusType st;
+	char errbuf[256];
+	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, w);
+	PGconn *tx = worker_client(&p, 1);
+	PQclear(PQexec(tx, "BEGIN"));
+	ck_assert_str_eq(query_value(tx, "SELECT 'in tx'"), "in tx");
+	PGconn *c1 = worker_console(&p, 1);
+	ck_assert_int_eq(PQsendQuery(c1, "PAUSE " DB), 1);
+	ck_assert_msg(!finished_within(c1, 0.5, &st), "PAUSE " DB " returned with a transaction open");
+	ck_assert_int_eq(kill(p.pid, SIGUSR1), 0);
+	wait_paused(&p, 1, "yes");
+	wait_paused(&p, 2, "yes");
+	PGcancel *cancel = PQgetCancel(c1);
+	ck_assert_ptr_nonnull(cancel);
+	ck_assert_msg(PQcancel(cancel, errbuf, sizeof(errbuf)) == 1, "PQcancel: %s", errbuf);
+	PQfreeCancel(cancel);
+	ck_assert_msg(finished_within(c1, 5.0, &st), "the cancelled PAUSE did not end");
+	ck_assert_int_eq(st, PGRES_FATAL_ERROR);
+	wait_paused(&p, 1, "no");
+	wait_paused(&p, 2, "no");
+	PGconn *other = worker_client(&p, 2);
+	ck_assert_str_eq(query_value(other, "SELECT 'served'"), "served");
+	PQfinish(other);
+	PQclear(PQexec(tx, "COMMIT"));
+	PQfinish(tx);
+	PQfinish(c1);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- cancel across workers */
 
 static int log_occurrences(struct pgv *p, const char *needle)
@@ -775,6 +811,7 @@ int main(void)
 	tcase_add_test(tc, cancel_reaches_the_right_worker);
 	tcase_add_test(tc, restarted_worker_stays_paused);
 	tcase_add_test(tc, console_pause_reaches_all_workers);
+	tcase_add_test(tc, cancelled_pause_resumes_every_worker);
 	suite_add_tcase(s, tc);
 	TCase *roll = pgv_tcase_create("rolling_restart", 90);
 	tcase_add_loop_test(roll, rolling_restart_under_load, 0, 2);
