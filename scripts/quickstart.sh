@@ -110,7 +110,7 @@ cat <<EOF
   Try it from another terminal:
     psql "host=127.0.0.1 port=$listen_port dbname=app user=app password=$password"
 
-  Admin console (coming):
+  Admin console (SHOW POOLS, SHOW STATS, SHOW HELP, ...):
     psql "host=127.0.0.1 port=$listen_port dbname=pgbouncer user=app password=$password" -c 'SHOW POOLS'
 
   Ctrl-C stops pgvalve and PostgreSQL and removes $tmp.
