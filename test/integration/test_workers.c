@@ -480,7 +480,8 @@ END_TEST
  * net.ipv4.tcp_migrate_req = 1 (in a network namespace of the test's own).
  * Without it Linux resets a connection that reaches the old listener's
  * queue in the microseconds between pgvalve's last accept() and close()
- * (about one hand-off in 25 under this load: test/bench/rolling_restart.sh).
+ * (about one hand-off in 15 to 25 under 50 reconnecting clients:
+ * test/bench/rolling_restart.sh).
  */
 START_TEST(rolling_restart_under_load)
 {
