@@ -1361,6 +1361,17 @@ static bool db_close_done(const struct db *db)
 	return true;
 }
 
+/* done(db) for every database but the console's. */
+static bool every_db(bool (*done)(const struct db *))
+{
+	list_for_each(pos, &pgv.databases) {
+		const struct db *db = container_of(pos, struct db, node);
+		if (!db->is_admin && !done(db))
+			return false;
+	}
+	return true;
+}
+
 static bool wait_done(const struct client *client)
 {
 	if (client->admin_wait == ADMIN_WAIT_SUSPEND) {
@@ -1373,16 +1384,11 @@ static bool wait_done(const struct client *client)
 		}
 		return unflushed == 0;
 	}
+	bool (*done)(const struct db *) = client->admin_wait == ADMIN_WAIT_PAUSE ? db_paused_done : db_close_done;
 	if (client->admin_wait_db)
-		return client->admin_wait == ADMIN_WAIT_PAUSE ? db_paused_done(client->admin_wait_db) :
-			db_close_done(client->admin_wait_db);
-	list_for_each(pos, &pgv.databases) {
-		const struct db *db = container_of(pos, struct db, node);
-		if (db->is_admin)
-			continue;
-		if (client->admin_wait == ADMIN_WAIT_PAUSE ? !db_paused_done(db) : !db_close_done(db))
-			return false;
-	}
+		return done(client->admin_wait_db);
+	if (!every_db(done))
+		return false;
 	if (client->admin_wait == ADMIN_WAIT_PAUSE && adm.pause_gen)
 		return workers_others_paused(adm.pause_gen);
 	return true;
@@ -1391,14 +1397,7 @@ static bool wait_done(const struct client *client)
 /* This process is paused (PAUSE, SIGUSR1) and holds no server any more. */
 static bool paused_done(void)
 {
-	if (!pgv.paused_all)
-		return false;
-	list_for_each(pos, &pgv.databases) {
-		const struct db *db = container_of(pos, struct db, node);
-		if (!db->is_admin && !db_paused_done(db))
-			return false;
-	}
-	return true;
+	return pgv.paused_all && every_db(db_paused_done);
 }
 
 /* The console client waiting here for a PAUSE of the whole instance, if any. */
@@ -1427,6 +1426,14 @@ static void end_instance_pause_wait(void)
 	client->admin_wait = ADMIN_WAIT_NONE;
 	send_error_and_ready(client, "57014", "PAUSE canceled: the instance was resumed");
 	netbuf_resume(&client->nb);
+}
+
+/* Console RESUME or ^C on a PAUSE: every worker resumes; a PAUSE still waiting here ends. */
+static void resume_instance(void)
+{
+	adm.applied_gen = workers_set_paused(false);
+	end_instance_pause_wait();
+	workers_tell_supervisor(SIGUSR2);
 }
 
 void admin_sync_instance_pause(void)
@@ -1471,13 +1478,9 @@ void admin_cancel_request(struct client *client)
 	client->admin_wait_db = NULL;
 	if (!pgv.shutting_down) {
 		log_info("PAUSE canceled, resuming");
-		uint32_t gen;
-		if (workers_supervised() && workers_want_paused(&gen)) {
-			/* Everything resumes: the whole instance, whoever paused it. */
-			adm.applied_gen = workers_set_paused(false);
-			end_instance_pause_wait();	/* another console's PAUSE waiting here */
-			workers_tell_supervisor(SIGUSR2);
-		}
+		/* Everything resumes: the whole instance, whoever paused it. */
+		if (workers_supervised() && workers_want_paused(NULL))
+			resume_instance();
 		adm.pause_gen = 0;
 		admin_resume_all();
 		list_for_each(pos, &pgv.databases)
@@ -1764,20 +1767,15 @@ static void run_control(struct client *client, const struct command *cmd)
 				admin_error(client, "pooler is shutting down");
 				return;
 			}
-			uint32_t gen;
-			bool instance_paused = workers_supervised() && workers_want_paused(&gen);
+			bool instance_paused = workers_supervised() && workers_want_paused(NULL);
 			if (!pgv.paused_all && !pgv.suspended && !instance_paused) {
 				admin_error(client, "pooler is not paused/suspended");
 				return;
 			}
 			if (pgv.suspended)
 				end_suspend();
-			if (instance_paused) {
-				/* every worker, as PAUSE did; a PAUSE still waiting here ends */
-				adm.applied_gen = workers_set_paused(false);
-				end_instance_pause_wait();
-				workers_tell_supervisor(SIGUSR2);
-			}
+			if (instance_paused)
+				resume_instance();	/* every worker, as PAUSE did */
 			if (pgv.paused_all)
 				admin_resume_all();
 		}

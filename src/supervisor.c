@@ -124,8 +124,7 @@ static void start_worker(int k)
 	 * Pending (blocked) in the child until its loop handles signals: it
 	 * then follows the instance's pause state and comes up paused like the rest.
 	 */
-	uint32_t gen;
-	if (workers_want_paused(&gen))
+	if (workers_want_paused(NULL))
 		kill(pid, SIGUSR1);
 	workers_set_process(k, pid, WORKER_STATE_STARTING, c->restarts, now_usec());
 	c->state = WORKER_STATE_STARTING;

@@ -374,7 +374,8 @@ uint32_t workers_set_paused(bool paused)
 bool workers_want_paused(uint32_t *gen)
 {
 	uint32_t state = wk.head ? __atomic_load_n(&wk.head->pause_state, __ATOMIC_ACQUIRE) : 0;
-	*gen = state >> 1;
+	if (gen)
+		*gen = state >> 1;
 	return state & 1;
 }
 

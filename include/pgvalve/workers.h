@@ -148,7 +148,8 @@ void workers_tell_supervisor(int sig);
  *
  * workers_supervised: this process is a worker of a supervisor.
  * workers_set_paused: new state; returns its generation.
- * workers_want_paused: the state now and its generation (0 at start).
+ * workers_want_paused: the state now and its generation (0 at start;
+ * gen may be NULL).
  * workers_others_paused: every other worker that serves has completed
  * generation gen or a later pause.
  */
