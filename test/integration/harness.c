@@ -66,9 +66,19 @@ double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void sleep_ms(int ms)
+void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+void sleep_s(double s)
+{
+	if (s <= 0)
+		return;
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
 
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
@@ -1273,6 +1283,24 @@ int pgv_log_count(struct pgv *p, const char *needle)
 			n++;
 	fclose(f);
 	return n;
+}
+
+bool pgv_log_wait(struct pgv *p, const char *needle, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+
+	while (!pgv_log_contains(p, needle)) {
+		if (now_s() >= deadline)
+			return false;
+		sleep_ms(20);
+	}
+	return true;
+}
+
+void pgv_expect_log(struct pgv *p, const char *needle, double timeout_s)
+{
+	ck_assert_msg(pgv_log_wait(p, needle, timeout_s), "no \"%s\" in pgvalve's log after %.1f s\n%s", needle,
+		      timeout_s, pgv_log_tail(p, 1500));
 }
 
 void pgv_reload(struct pgv *p)

@@ -187,8 +187,16 @@ void enter_netns_with_migrate_req(void);
 
 /* Lines of p's log that contain needle. */
 int pgv_log_count(struct pgv *p, const char *needle);
+/* Waits up to timeout_s for needle in p's log (pgvalve may log just after it acts); whether it came. */
+bool pgv_log_wait(struct pgv *p, const char *needle, double timeout_s);
+/* The same, failing the test (with the log's tail) if it does not come. */
+void pgv_expect_log(struct pgv *p, const char *needle, double timeout_s);
 /* SIGHUP, then waits up to 5 s for the next "configuration reloaded" (or a reported failure) in the log. */
 void pgv_reload(struct pgv *p);
+
+/* Sleeps that resume after a signal. */
+void sleep_ms(int ms);
+void sleep_s(double s);	/* nothing for s <= 0 */
 
 /* Seconds on the monotonic clock. */
 double now_s(void);

@@ -48,15 +48,6 @@ static const char *pg_sockdir(void)
 	return v;
 }
 
-static void sleep_s(double s)
-{
-	if (s <= 0)
-		return;
-	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 /* pgvalve's ini extras: BASE, resolv_conf pointing at d, then extra. */
 static const char *cfg(const struct pgv_dns *d, const char *extra)
 {

@@ -50,15 +50,6 @@ static const char QUEUED_NOTICE[] = "No server connection available in postgres 
 
 /* ================================================================ small helpers */
 
-static void sleep_s(double s)
-{
-	if (s <= 0)
-		return;
-	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static void sleep_until(double t)
 {
 	sleep_s(t - now_s());
@@ -78,16 +69,6 @@ static void assert_fired(const char *what, double at, double value)
 	ck_assert_msg(at >= EARLY_SHARE * value, "%s after %.2f s: too early for a timeout of %.2f s", what, at, value);
 	ck_assert_msg(at <= value + TICK_S + SLACK_S, "%s after %.2f s: too late for a timeout of %.2f s", what, at,
 		      value);
-}
-
-/* pgvalve logs a close right after telling the client: give the line a moment. */
-static void assert_log(struct pgv *p, const char *needle)
-{
-	double end = now_s() + 2;
-	while (!pgv_log_contains(p, needle)) {
-		ck_assert_msg(now_s() < end, "pgvalve did not log \"%s\"\n%s", needle, pgv_log_tail(p, 1500));
-		sleep_s(0.05);
-	}
 }
 
 /* The standard users plus an admin console user. */
@@ -846,7 +827,7 @@ START_TEST(client_login_timeout_fires)
 		      r[1].err.message);
 	ck_assert_msg(r[1].ready == 1, "the client that logged in at 0.9 s got %d ReadyForQuery", r[1].ready);
 	raw_query_ok(ontime, "SELECT 'still here'", "still here");
-	assert_log(&p, "closing because: client_login_timeout (age=");
+	pgv_expect_log(&p, "closing because: client_login_timeout (age=", 2);
 	close(slow);
 	close(ontime);
 	pgv_stop(&p);
@@ -869,7 +850,7 @@ START_TEST(client_login_timeout_server_down)
 	ck_assert_msg(strstr(PQerrorMessage(c), "client_login_timeout") != NULL, "error: %s", PQerrorMessage(c));
 	assert_fired("client_login_timeout while the server is down", took, 1.5);
 	PQfinish(c);
-	assert_log(&p, "closing because: client_login_timeout");
+	pgv_expect_log(&p, "closing because: client_login_timeout", 2);
 	pgv_stop(&p);
 	close(blackhole);
 }
@@ -889,7 +870,7 @@ START_TEST(client_idle_timeout_fires)
 	ck_assert(r[0].closed);
 	ck_assert_msg(r[1].err_at < 0 && !r[1].closed, "the busy client was cut off: %s", r[1].err.message);
 	ck_assert_int_ge(r[1].ready, 4);
-	assert_log(&p, "closing because: client_idle_timeout (age=");
+	pgv_expect_log(&p, "closing because: client_idle_timeout (age=", 2);
 	close(r[0].fd);
 	close(r[1].fd);
 	pgv_stop(&p);
@@ -908,7 +889,7 @@ START_TEST(query_timeout_fires)
 	assert_fatal(&o[0], "long query", "query timeout");
 	assert_fired("query timeout", o[0].at, 1.5);
 	assert_ok(&o[1], "a 0.5 s query under a 1.5 s query_timeout", "short");
-	assert_log(&p, "closing because: query timeout (age=");
+	pgv_expect_log(&p, "closing because: query timeout (age=", 2);
 	/* the pool serves on */
 	ck_assert_str_eq(query_value(b, "SELECT 'after'"), "after");
 	PQfinish(a);
@@ -947,7 +928,7 @@ START_TEST(query_wait_timeout_and_notify)
 	assert_fatal(&o[1], "client queued for too long", "query_wait_timeout");
 	assert_fired("query_wait_timeout", o[1].at, 2);
 	ck_assert_msg(notices2 == 1, "%d \"client being queued\" notices, expected exactly 1", notices2);
-	assert_log(&p, "closing because: query_wait_timeout (age=");
+	pgv_expect_log(&p, "closing because: query_wait_timeout (age=", 2);
 	PQfinish(holder);
 	PQfinish(w1);
 	PQfinish(w2);
@@ -978,7 +959,7 @@ START_TEST(idle_transaction_timeout_fires)
 	ck_assert_msg(r[2].err_at < 0 && !r[2].closed, "idle client outside a transaction was cut off: %s",
 		      r[2].err.message);
 	raw_query_ok(idle, "SELECT 'fine'", "fine");
-	assert_log(&p, "closing because: idle transaction timeout (age=");
+	pgv_expect_log(&p, "closing because: idle transaction timeout (age=", 2);
 	close(idle_tx);
 	close(busy_tx);
 	close(idle);
@@ -1012,7 +993,7 @@ START_TEST(transaction_timeout_fires)
 		      "transaction timeout after %.2f s (timeout 2 s)", r[0].err_at);
 	assert_raw_fatal(&r[0].err, "long transaction", "transaction timeout");
 	ck_assert(r[0].closed);
-	assert_log(&p, "closing because: transaction timeout (age=");
+	pgv_expect_log(&p, "closing because: transaction timeout (age=", 2);
 	close(long_tx);
 	close(short_tx);
 	pgv_stop(&p);
@@ -1119,7 +1100,7 @@ START_TEST(cancel_wait_timeout_closes_held_server)
 	ck_assert_msg(at <= 2 + TICK_S + SLACK_S, "served after %.2f s: cancel_wait_timeout (2 s) did not free the pool",
 		      at);
 	ck_assert_str_ne(o.value, pid1);
-	assert_log(&p, "closing because: cancel_wait_timeout (age=");
+	pgv_expect_log(&p, "closing because: cancel_wait_timeout (age=", 2);
 	PQfinish(c);
 	pgv_stop(&p);
 	proxy_stop(&px);
@@ -1145,7 +1126,7 @@ START_TEST(server_connect_timeout_fires)
 	ck_assert_msg(strstr(PQerrorMessage(c), "connect timeout") != NULL, "error: %s", PQerrorMessage(c));
 	assert_fired("server_connect_timeout", took, 1.5);
 	PQfinish(c);
-	assert_log(&p, "closing because: connect timeout (age=");
+	pgv_expect_log(&p, "closing because: connect timeout (age=", 2);
 
 	t0 = now_s();
 	c = scram(&p, "slow");
@@ -1299,7 +1280,7 @@ START_TEST(server_lifetime_closes_idle_and_released_servers)
 		sleep_s(0.1);
 	}
 	assert_fired("server_lifetime (idle server)", gone, 2);
-	assert_log(&p, "closing because: server lifetime over (age=");
+	pgv_expect_log(&p, "closing because: server lifetime over (age=", 2);
 
 	/* in use: kept through a transaction longer than its lifetime, closed when released */
 	exec_ok(c, "BEGIN");
@@ -1340,7 +1321,7 @@ START_TEST(server_idle_timeout_closes_unused_servers)
 		sleep_s(0.1);
 	}
 	assert_fired("server_idle_timeout", gone, 1.5);
-	assert_log(&p, "closing because: server idle timeout (age=");
+	pgv_expect_log(&p, "closing because: server idle timeout (age=", 2);
 	ck_assert_str_eq(query_value(c, "SELECT 'new server'"), "new server");
 	PQfinish(c);
 	pgv_stop(&p);
@@ -1370,7 +1351,7 @@ START_TEST(autodb_idle_timeout_drops_database)
 		sleep_s(0.1);
 	}
 	assert_fired("autodb_idle_timeout", gone, 1.5);
-	assert_log(&p, "auto-database pgvtest unused for");
+	pgv_expect_log(&p, "auto-database pgvtest unused for", 2);
 	/* and it comes back on demand */
 	c = scram(&p, DB);
 	ck_assert_str_eq(query_value(c, "SELECT 'again'"), "again");
@@ -1491,20 +1472,17 @@ START_TEST(min_pool_size_kept_and_refilled)
 	ck_assert_int_eq(terminate_backends("scram_user", true), 2);
 	ck_assert_int_eq(terminate_backends("pgbench_user", true), 1);
 	/* Gone first (pg_stat_activity lists a backend until it has exited), then replaced. */
-	char gone[512];
-	snprintf(gone, sizeof(gone),
+	char still_listed[512];
+	snprintf(still_listed, sizeof(still_listed),
 		 "SELECT count(*) FROM pg_stat_activity WHERE usename = 'scram_user' AND pid = ANY('{%s}'::int[])", before);
-	for (int i = 0; i < 100 && direct_int(gone) > 0; i++)
+	for (int i = 0; i < 100 && direct_int(still_listed) > 0; i++)
 		sleep_s(0.05);
 	ck_assert_msg(wait_backends("scram_user", 2, 3) >= 0, "after pg_terminate_backend: %d servers, expected 2 again",
 		      pg_count_backends("scram_user"));
 	ck_assert_msg(wait_backends("pgbench_user", 1, 3) >= 0,
 		      "after pg_terminate_backend: %d pgbench_user servers, expected 1 again",
 		      pg_count_backends("pgbench_user"));
-	char sql[512];
-	snprintf(sql, sizeof(sql),
-		 "SELECT count(*) FROM pg_stat_activity WHERE usename = 'scram_user' AND pid = ANY('{%s}'::int[])", before);
-	ck_assert_msg(direct_int(sql) == 0, "the killed servers (%s) still show", before);
+	ck_assert_msg(direct_int(still_listed) == 0, "the killed servers (%s) still show", before);
 	sleep_s(0.5);
 	ck_assert_int_eq(pg_count_backends("scram_user"), 2);
 	ck_assert_str_eq(query_value(s, "SELECT 'served'"), "served");
@@ -1538,7 +1516,7 @@ START_TEST(reserve_pool_after_timeout)
 		      w.first[0][2]);
 	assert_fired("reserve pool (third server)", w.first[0][3], 1.5);
 	ck_assert_msg(w.peak[0] == 3, "%d servers with pool 2 + reserve 1", w.peak[0]);
-	assert_log(&p, "taking a connection from the reserve pool");
+	pgv_expect_log(&p, "taking a connection from the reserve pool", 2);
 	for (int i = 0; i < 4; i++)
 		PQfinish(c[i]);
 	pgv_stop(&p);

@@ -168,19 +168,6 @@ static int peer_id_in_key(const unsigned char key[8])
 	return key[1] | key[2] << 8;
 }
 
-/* Waits up to timeout_s for needle in p's log. */
-static bool log_wait(struct pgv *p, const char *needle, double timeout_s)
-{
-	double deadline = now_s() + timeout_s;
-
-	while (now_s() < deadline) {
-		if (pgv_log_contains(p, needle))
-			return true;
-		usleep(50 * 1000);
-	}
-	return false;
-}
-
 static PGconn *admin_at(struct pgv *p)
 {
 	char port[16];
@@ -384,7 +371,7 @@ START_TEST(bad_cancels_are_dropped)
 		if (drops[i].ttl0)
 			bad[7] &= (unsigned char)~3;
 		cancel_at(&two, bad);
-		ck_assert_msg(log_wait(&two, drops[i].logged, 2), "case %zu\n%s", i, pgv_log_tail(&two, 1500));
+		ck_assert_msg(pgv_log_wait(&two, drops[i].logged, 2), "case %zu\n%s", i, pgv_log_tail(&two, 1500));
 	}
 	/* hostile shapes: short, long, and a header that claims more than is sent */
 	static const unsigned char shapes[][20] = {

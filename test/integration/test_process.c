@@ -123,16 +123,6 @@ static void wait_exit(struct pgv *p, double seconds)
 		usleep(50 * 1000);
 }
 
-/* Waits up to 5 s for pgvalve to have logged needle (a signal is handled when its log line is out). */
-static void wait_logged(struct pgv *p, const char *needle)
-{
-	double t0 = now_s();
-	while (!pgv_log_contains(p, needle)) {
-		ck_assert_msg(now_s() - t0 < 5, "no \"%s\" in the log after 5 s\n%s", needle, pgv_log_tail(p, 1500));
-		usleep(20 * 1000);
-	}
-}
-
 /* SIGTERM (PgBouncer 1.25: SHUTDOWN WAIT_FOR_CLIENTS): no new clients, exit after the last one. */
 START_TEST(sigterm_waits_for_clients)
 {
@@ -143,7 +133,7 @@ START_TEST(sigterm_waits_for_clients)
 	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
 
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
-	wait_logged(&p, "got SIGTERM");
+	pgv_expect_log(&p, "got SIGTERM", 5);
 	usleep(300 * 1000);
 	ck_assert_msg(pgv_running(&p), "pgvalve exited with a client still connected");
 	PGconn *late = pgv_connect(&p, DB, "md5_user", "md5_pass");
@@ -165,7 +155,7 @@ START_TEST(second_sigterm_exits_now)
 	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
 	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
-	wait_logged(&p, "got SIGTERM");	/* two pending SIGTERMs would be one */
+	pgv_expect_log(&p, "got SIGTERM", 5);	/* two pending SIGTERMs would be one */
 	usleep(200 * 1000);
 	ck_assert(pgv_running(&p));
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);

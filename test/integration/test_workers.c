@@ -31,29 +31,28 @@ struct wrow {
 	long long xacts;
 };
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 /* Worker k's private socket directory (see workers.h: the supervisor's pid is in it). */
 static void worker_dir(const struct pgv *p, int k, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s/pgvalve-%d-%d-w%d", p->dir, p->port, (int)p->pid, k);
 }
 
-static PGconn *console_at(const char *host, int port)
+/* USER logged in to dbname at host (an address or a socket directory). */
+static PGconn *login_at(const char *host, int port, const char *dbname)
 {
 	char portbuf[16];
 	snprintf(portbuf, sizeof(portbuf), "%d", port);
 	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
-	const char *val[] = { host, portbuf, "pgbouncer", USER, PASS, "disable", "10", NULL };
+	const char *val[] = { host, portbuf, dbname, USER, PASS, "disable", "10", NULL };
 	PGconn *c = PQconnectdbParams(kw, val, 0);
-	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "console at %s:%d: %s", host, port,
+	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "%s at %s:%d: %s", dbname, host, port,
 		      c ? PQerrorMessage(c) : "out of memory");
 	return c;
+}
+
+static PGconn *console_at(const char *host, int port)
+{
+	return login_at(host, port, "pgbouncer");
 }
 
 static PGconn *console(struct pgv *p)
@@ -174,15 +173,6 @@ static void wait_worker_config(struct pgv *p, int k, const char *key, const char
 	}
 }
 
-static void wait_log(struct pgv *p, const char *line)
-{
-	double deadline = now_s() + 5;
-	while (!pgv_log_contains(p, line)) {
-		ck_assert_msg(now_s() < deadline, "no \"%s\" in the log\n%s", line, pgv_log_tail(p, 1500));
-		sleep_ms(20);
-	}
-}
-
 /* ---------------------------------------------------------------- tests */
 
 /* Without workers, SHOW WORKERS shows the one process. */
@@ -279,7 +269,7 @@ START_TEST(killed_worker_is_restarted)
 
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
 	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9, restarting in 1 s", old);
-	wait_log(&p, line);
+	pgv_expect_log(&p, line, 5);
 	/*
 	 * Worker 1 serves alone while worker 2 is down (what sat in the dead
 	 * worker's accept queue is lost with it: that is SIGKILL).
@@ -310,7 +300,7 @@ START_TEST(killed_worker_is_restarted)
 	int second = w[1].pid;
 	ck_assert_int_eq(kill(second, SIGKILL), 0);
 	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9, restarting in 2 s", second);
-	wait_log(&p, line);
+	pgv_expect_log(&p, line, 5);
 	wait_running(&p, 2, w);
 	ck_assert_int_eq(w[1].restarts, 2);
 
@@ -320,7 +310,7 @@ START_TEST(killed_worker_is_restarted)
 	int third = w[0].pid;
 	ck_assert_int_eq(kill(third, SIGTERM), 0);
 	snprintf(line, sizeof(line), "worker 1 (pid %d) exited with status 0, restarting", third);
-	wait_log(&p, line);
+	pgv_expect_log(&p, line, 5);
 	ck_assert_msg(access(pidfile, F_OK) == 0, "a worker's exit removed the pidfile");
 	ck_assert_int_eq(atoi(read_file_tail(pidfile, 64)), p.pid);
 	wait_running(&p, 2, w);
@@ -576,7 +566,7 @@ START_TEST(restarted_worker_stays_paused)
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
 	/* reaped: its listener is gone, so no console connection can land on the dead worker */
 	snprintf(line, sizeof(line), "worker 2 (pid %d) exited with signal 9", old);
-	wait_log(&p, line);
+	pgv_expect_log(&p, line, 5);
 	do {
 		wait_running(&p, 2, w);
 	} while (w[1].pid == old);
@@ -591,14 +581,9 @@ END_TEST
 /* A database client of worker k (through its private socket). */
 static PGconn *worker_client(struct pgv *p, int k)
 {
-	char dir[700], port[16];
+	char dir[700];
 	worker_dir(p, k, dir, sizeof(dir));
-	snprintf(port, sizeof(port), "%d", p->port);
-	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", NULL };
-	const char *val[] = { dir, port, DB, USER, PASS, "disable", NULL };
-	PGconn *c = PQconnectdbParams(kw, val, 0);
-	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "client of worker %d: %s", k, PQerrorMessage(c));
-	return c;
+	return login_at(dir, p->port, DB);
 }
 
 /* Whether c's pending query has ended within timeout_s (its result is then discarded, status kept). */
@@ -718,15 +703,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- cancel across workers */
 
-static int log_occurrences(struct pgv *p, const char *needle)
-{
-	const char *text = read_file_tail(p->log, 1 << 20);
-	int n = 0;
-	for (const char *s = text; (s = strstr(s, needle)) != NULL; s++)
-		n++;
-	return n;
-}
-
 static void wait_sleepers(int n)
 {
 	PGconn *pgc = pg_direct();
@@ -757,7 +733,7 @@ START_TEST(cancel_reaches_the_right_worker)
 	wait_running(&p, 2, w);
 	while (rounds < 4 && forwarded == 0) {
 		PGconn *conns[N];
-		int before = log_occurrences(&p, "forwarding cancel request");
+		int before = pgv_log_count(&p, "forwarding cancel request");
 		for (int i = 0; i < N; i++) {
 			conns[i] = pgv_connect(&p, DB, USER, PASS);
 			ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "client %d: %s", i, PQerrorMessage(conns[i]));
@@ -787,7 +763,7 @@ START_TEST(cancel_reaches_the_right_worker)
 		}
 		for (int i = 0; i < N; i++)
 			PQfinish(conns[i]);
-		forwarded += log_occurrences(&p, "forwarding cancel request") - before;
+		forwarded += pgv_log_count(&p, "forwarding cancel request") - before;
 		rounds++;
 	}
 	printf("cancel_reaches_the_right_worker: %d cancels forwarded between workers in %d round(s)\n", forwarded,
