@@ -538,7 +538,9 @@ static void make_room(struct netbuf *nb, uint32_t need)
 	struct iobuf *in = nb->in;
 	if (in->size - in->pos >= need)
 		return;
+	/* Offsets are taken before a new buffer replaces `in`: its fields are not set yet. */
 	uint32_t used = in->end - in->start;
+	uint32_t decided = in->pos - in->start;
 	if (need <= in->size) {
 		memmove(in->data, in->data + in->start, used);
 	} else {
@@ -551,9 +553,9 @@ static void make_room(struct netbuf *nb, uint32_t need)
 		iobuf_put(in);
 		nb->in = in = big;
 	}
-	in->pos -= in->start;
-	in->end = used;
 	in->start = 0;
+	in->pos = decided;
+	in->end = used;
 }
 
 /*
