@@ -128,7 +128,46 @@ static void write_all(int fd, const char *buf, size_t len)
 	}
 }
 
-/* One line, formatted once, written whole to each destination. */
+size_t log_escape(char *dst, size_t size, const char *src)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)src;
+	size_t n = 0;
+
+	if (size == 0)
+		return 0;
+	for (; *p; p++) {
+		char esc[5];
+		size_t elen = 0;
+		unsigned c = *p;
+		bool c1 = c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;	/* U+0080..U+009F (NEL among them) */
+		if (c1)
+			c = *++p;	/* escaped as its code point */
+		if (c == '\n' || c == '\r' || c == '\t') {
+			esc[elen++] = '\\';
+			esc[elen++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+		} else if (c < 0x20 || c == 0x7f || c1) {
+			esc[elen++] = '\\';
+			esc[elen++] = 'x';
+			esc[elen++] = hex[c >> 4];
+			esc[elen++] = hex[c & 15];
+		} else {
+			esc[elen++] = (char)c;
+		}
+		if (n + elen >= size)
+			break;
+		memcpy(dst + n, esc, elen);
+		n += elen;
+	}
+	dst[n] = '\0';
+	return n;
+}
+
+/*
+ * One line, formatted once, written whole to each destination. Control
+ * characters are escaped here, at the one sink every message passes, so
+ * no client-supplied name or value can start a forged line.
+ */
 static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
 	char line[2400];
@@ -147,8 +186,10 @@ static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 	int lvl = snprintf(line, sizeof(line), "%s.%03d UTC [%d] ", log_state.stamp, (int)(tv.tv_usec / 1000),
 			   log_state.pid);
 	int head = lvl + snprintf(line + lvl, sizeof(line) - (size_t)lvl, "%s %s", level_names[level], log_state.tag);
-	int n = vsnprintf(line + head, sizeof(line) - (size_t)head - 1, fmt, ap);
-	size_t len = (size_t)head + (n < 0 ? 0 : MIN((size_t)n, sizeof(line) - (size_t)head - 2));
+	char msg[2048];
+	if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
+		msg[0] = '\0';
+	size_t len = (size_t)head + log_escape(line + head, sizeof(line) - (size_t)head - 1, msg);
 	line[len++] = '\n';
 
 	if (log_state.to_stderr)

@@ -42,6 +42,12 @@ void log_set_process(const char *tag);
 void log_reopen(void);
 void log_close(void);
 bool log_enabled(enum log_level level);
+/*
+ * Copies src into dst (size bytes, always terminated) with control
+ * characters escaped: \n \r \t, other C0/C1 controls and DEL as \xHH.
+ * Every log line goes through it. Returns the length written.
+ */
+size_t log_escape(char *dst, size_t size, const char *src);
 
 void log_msg(enum log_level level, const char *fmt, ...) PRINTF_LIKE(2, 3);
 
