@@ -173,12 +173,17 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	pool_cancel_auth_query(client);
 	if (client->is_admin)
 		admin_client_closing(client);
-	if (client->ucount)
+	if (client->ucount) {
 		client->ucount->clients--;
+		pool_user_unref(client->ucount);
+		client->ucount = NULL;
+	}
 	if (client->counted_in_db)
 		pool->db->client_count--;
 	if (pool)
 		pool->db->last_used = pool->last_used = now_usec();
+	if (pool && !client->logged_in && pool_login_abandoned(client))
+		client->pool = NULL;
 	netbuf_close(&client->nb);
 	client_set_state(client, CL_CLOSED);
 	pgv.client_count--;
@@ -248,6 +253,36 @@ static bool startup_param_allowed(const char *name)
 	return varcache_index(name) >= 0;
 }
 
+/* "_pq_.name": a protocol extension the client offers; none is spoken yet. */
+static bool is_protocol_option(const char *name)
+{
+	return strncmp(name, "_pq_.", 5) == 0;
+}
+
+/*
+ * As PostgreSQL: a client asking for protocol 3.x with x > 0, or offering
+ * _pq_ options, is told with NegotiateProtocolVersion that 3.0 is spoken
+ * and which options were not recognized, and the login goes on in 3.0
+ * (libpq's max_protocol_version relies on it). Returns false if the client
+ * was closed.
+ */
+static bool negotiate_protocol(struct client *client, const struct startup_params *sp)
+{
+	const char *unknown[STARTUP_MAX_PARAMS];
+	int count = 0;
+	for (int i = 0; i < sp->count; i++)
+		if (is_protocol_option(sp->names[i]))
+			unknown[count++] = sp->names[i];
+	if ((sp->version & 0xffff) == 0 && count == 0)
+		return true;
+	struct pktbuf b;
+	pktbuf_init(&b, 64);
+	proto_put_negotiate_version(&b, 0, unknown, count);
+	netbuf_send(&client->nb, b.buf, b.len);
+	pktbuf_free(&b);
+	return client->state != CL_CLOSED;
+}
+
 static void handle_startup(struct client *client, const struct startup_params *sp)
 {
 	struct client_login *login = client->login;
@@ -261,6 +296,8 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	}
 	if (!dbname || !dbname[0])
 		dbname = user;
+	if (!negotiate_protocol(client, sp))
+		return;
 	if (strlen(user) >= sizeof(login->user) || strlen(dbname) >= sizeof(login->dbname)) {
 		client_close(client, "08P01", "user or database name too long");
 		return;
@@ -270,7 +307,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 
 	for (int i = 0; i < sp->count; i++) {
 		const char *name = sp->names[i];
-		if (startup_param_allowed(name))
+		if (startup_param_allowed(name) || is_protocol_option(name))
 			continue;
 		if (config_list_contains(pgv.cfg->ignore_startup_parameters, name))
 			continue;
@@ -302,6 +339,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		return;
 	}
 
+	bool db_known = is_admin || pool_find_db(dbname);
 	struct db *db = is_admin ? admin_db() : pool_find_or_autodb(dbname);
 	if (!db) {
 		if (pgv.cfg->log_connections)
@@ -328,9 +366,9 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	for (int i = 0; i < sp->count; i++)
 		varcache_set_by_name(&client->vars, sp->names[i], sp->values[i]);
 
-	client->pool = pool_get(db, user);
+	client->pool = pool_get_for_login(db, user, !db_known);
 	client->username = xstrdup(user);
-	client->ucount = pool_user_count(user);
+	client->ucount = pool_user_ref(user);
 	client->ucount->clients++;
 	db->client_count++;
 	client->counted_in_db = true;
@@ -378,7 +416,10 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			return false;
 		}
 		if ((code >> 16) != 3) {
-			client_close(client, "08P01", "unsupported startup packet: protocol version not supported");
+			char msg[96];
+			snprintf(msg, sizeof(msg), "unsupported frontend protocol %u.%u: server supports 3.0 to 3.0",
+				 code >> 16, code & 0xffff);
+			client_close(client, "0A000", msg);
 			return false;
 		}
 		struct startup_params sp;
@@ -515,8 +556,9 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			return client_login_packet(client, pkt);
 		return client_data_packet(client, pkt);
 	case NETBUF_EV_BAD_PACKET:
-		client_close(client, "08P01", client->state == CL_LOGIN ? "bad packet header in startup" :
-			     "bad packet header");
+		/* A startup packet over PostgreSQL's 10,000 bytes gets PostgreSQL's words. */
+		client_close(client, "08P01", client->nb.startup ? "invalid length of startup packet" :
+			     client->state == CL_LOGIN ? "bad packet header in startup" : "bad packet header");
 		return false;
 	case NETBUF_EV_RECV_FAILED:
 		client_close(client, NULL, client->logged_in ? "client unexpected eof" : "client closed during login");

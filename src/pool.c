@@ -220,7 +220,7 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	struct pool *pool = xcalloc(1, sizeof(*pool));
 	pool->db = db;
 	pool->user = xstrdup(user);
-	pool->ucount = pool_user_count(user);
+	pool->ucount = pool_user_ref(user);
 	pool->last_used = now_usec();
 	pool->password = pool_login_password(db, user);
 	list_init(&pool->active_clients);
@@ -404,22 +404,38 @@ void pool_after_change(struct pool *pool)
 
 /* ---------------------------------------------------------------- users and limits */
 
-struct user_count *pool_user_count(const char *name)
+static struct user_count **user_count_slot(const char *name)
 {
 	if (!pgv.user_counts) {
 		pgv.user_counts_size = 256;
 		pgv.user_counts = xcalloc(pgv.user_counts_size, sizeof(*pgv.user_counts));
 	}
-	uint32_t h = hash_string(name) & (pgv.user_counts_size - 1);
-	for (struct user_count *u = pgv.user_counts[h]; u; u = u->next)
-		if (strcmp(u->name, name) == 0)
-			return u;
-	size_t len = strlen(name);
-	struct user_count *u = xcalloc(1, sizeof(*u) + len + 1);
-	memcpy(u->name, name, len + 1);
-	u->next = pgv.user_counts[h];
-	pgv.user_counts[h] = u;
-	return u;
+	struct user_count **slot = &pgv.user_counts[hash_string(name) & (pgv.user_counts_size - 1)];
+	while (*slot && strcmp((*slot)->name, name) != 0)
+		slot = &(*slot)->next;
+	return slot;
+}
+
+struct user_count *pool_user_ref(const char *name)
+{
+	struct user_count **slot = user_count_slot(name);
+	if (!*slot) {
+		size_t len = strlen(name);
+		*slot = xcalloc(1, sizeof(**slot) + len + 1);
+		memcpy((*slot)->name, name, len + 1);
+	}
+	(*slot)->refs++;
+	return *slot;
+}
+
+void pool_user_unref(struct user_count *u)
+{
+	if (--u->refs > 0 || !pgv.user_counts)
+		return;
+	struct user_count **slot = user_count_slot(u->name);
+	if (*slot == u)
+		*slot = u->next;
+	free(u);
 }
 
 const char *pool_client_limit_reached(const struct db *db, const char *user)
@@ -434,7 +450,8 @@ const char *pool_client_limit_reached(const struct db *db, const char *user)
 	const struct user_config *uc = config_find_user(pgv.cfg, user);
 	int ulimit = uc && uc->max_user_client_connections > 0 ? uc->max_user_client_connections :
 		pgv.cfg->max_user_client_connections;
-	if (ulimit > 0 && pool_user_count(user)->clients >= ulimit)
+	struct user_count *u = ulimit > 0 ? *user_count_slot(user) : NULL;
+	if (u && u->clients >= ulimit)
 		return "client connections exceeded (max_user_client_connections)";
 	return NULL;
 }
@@ -487,6 +504,36 @@ void pool_drop_idle_autodb(struct db *db, usec_t now)
 		return;
 	log_info("auto-database %s unused for %lld s, dropped", db->name, (long long)(timeout / USEC_PER_SEC));
 	db_free(db);
+}
+
+struct pool *pool_get_for_login(struct db *db, const char *client_user, bool db_is_new)
+{
+	uint32_t before = db->pools.count;
+	struct pool *pool = pool_get(db, client_user);
+	if (db->pools.count != before)
+		pool->provisional = true;
+	if (db_is_new)
+		db->provisional = true;
+	if (pool->provisional)
+		pool->logins++;
+	return pool;
+}
+
+bool pool_login_abandoned(struct client *client)
+{
+	struct pool *pool = client->pool;
+	if (!pool || !pool->provisional || --pool->logins > 0)
+		return false;
+	struct db *db = pool->db;
+	/* Nothing but logins can have used a pool that none of them got into. */
+	if (!pool_unused(pool))
+		return false;
+	pool_destroy(pool);
+	if (db->provisional && db->is_autodb && !db->client_count && !db->pools.count && !admin_waits_on(db)) {
+		log_info("auto-database %s dropped: no login to it succeeded", db->name);
+		db_free(db);
+	}
+	return true;
 }
 
 /* ---------------------------------------------------------------- matching */
@@ -710,6 +757,9 @@ void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], c
 void pool_client_logged_in(struct client *client)
 {
 	struct pool *pool = client->pool;
+	/* Authenticated: the user is real, its pool and database stay. */
+	pool->provisional = false;
+	pool->db->provisional = false;
 	if (client->is_admin && !admin_check_access(client))
 		return;
 	if (pool->db->disabled) {	/* checked after authentication, as PgBouncer */
@@ -915,6 +965,7 @@ static void pool_free(struct pool *pool)
 	}
 	free(pool->welcome);
 	varcache_free(pool->welcome_vars);
+	pool_user_unref(pool->ucount);
 	free(pool->user);
 	free(pool->password);
 	free(pool);

@@ -945,14 +945,34 @@ static void count_ready(struct server *server, uint32_t len)
 }
 
 
+/*
+ * The largest message pgvalve reads whole from a logged-in server
+ * (ReadyForQuery, ParameterStatus, an ErrorResponse it must look at);
+ * everything else is streamed. A server that sends more is broken.
+ */
+#define SERVER_WHOLE_MAX (1024 * 1024)
+
+/* A message to read whole: 1 it is here, 0 wait for the rest, -1 too large (the server was closed). */
+static int whole_message(struct server *server, const struct pkt *pkt)
+{
+	if (pkt_complete(pkt))
+		return 1;
+	if (pkt->len <= SERVER_WHOLE_MAX)
+		return 0;
+	server_log(LOG_LEVEL_WARNING, server, "message '%c' of %u bytes is too large", pkt->type, pkt->len);
+	server_close(server, "oversized message from server");
+	return -1;
+}
+
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
 
 	switch (pkt->type) {
 	case 'Z': {
-		if (!pkt_complete(pkt))
-			return true;
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
 		server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
 		if (server->expect_ready > 0)
 			server->expect_ready--;
@@ -984,8 +1004,9 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		return true;
 	}
 	case 'S': {
-		if (!pkt_complete(pkt))
-			return true;
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
 		const char *name, *value;
 		if (parse_parameter_status(pkt, &name, &value)) {
 			remember_param(server, name, value);
@@ -997,8 +1018,9 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	}
 	case 'E':
 		if (internal) {
-			if (!pkt_complete(pkt))
-				return true;
+			int w = whole_message(server, pkt);
+			if (w <= 0)
+				return w == 0;
 			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
 			server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
 			server->internal_failed = true;
@@ -1032,8 +1054,9 @@ static bool server_idle_packet(struct server *server, const struct pkt *pkt)
 {
 	switch (pkt->type) {
 	case 'S': {
-		if (!pkt_complete(pkt))
-			return true;
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
 		const char *name, *value;
 		if (parse_parameter_status(pkt, &name, &value))
 			remember_param(server, name, value);
@@ -1045,8 +1068,9 @@ static bool server_idle_packet(struct server *server, const struct pkt *pkt)
 		netbuf_skip(&server->nb, pkt->len);
 		return true;
 	case 'E': {
-		if (!pkt_complete(pkt))
-			return true;
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
 		const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
 		char reason[256];
 		snprintf(reason, sizeof(reason), "server sent an error while idle: %s", msg ? msg : "?");

@@ -38,6 +38,7 @@ struct welcome_param {
 /* Connections per user name, across databases (max_user_connections and friends). */
 struct user_count {
 	struct user_count *next;	/* hash chain */
+	int refs;			/* pools and clients holding it; freed at 0 */
 	int servers;
 	int clients;
 	char name[];
@@ -52,6 +53,7 @@ struct db {
 	bool removed;			/* gone from the config: no new logins, closes when unused */
 	bool paused;			/* PAUSE: no server is handed out, released ones close */
 	bool disabled;			/* DISABLE: new clients are refused */
+	bool provisional;		/* auto-database made by logins none of which has succeeded yet */
 	struct list pools;
 	struct stats_period stats;
 	int server_count;
@@ -84,6 +86,13 @@ struct pool {
 	struct list login_servers;	/* connecting / authenticating */
 
 	bool welcome_ready;
+	/*
+	 * Made by a login none of whose clients has authenticated yet: freed
+	 * with the last of them (`logins`), so that failed or abandoned logins
+	 * leave no pool, user or database behind.
+	 */
+	bool provisional;
+	uint32_t logins;
 	struct welcome_param *welcome;
 	int welcome_count;
 	struct varcache *welcome_vars;
@@ -139,6 +148,17 @@ struct db *pool_find_db(const char *name);
 /* Finds a database, or makes one from the "*" entry. NULL if neither. */
 struct db *pool_find_or_autodb(const char *name);
 struct pool *pool_get(struct db *db, const char *client_user);
+/*
+ * A login chose its database and user: the pool, made provisional if it
+ * is new (and the database too if the login made it from "*"), until a
+ * client of it authenticates (pool_client_logged_in).
+ */
+struct pool *pool_get_for_login(struct db *db, const char *client_user, bool db_is_new);
+/*
+ * A client left before authenticating: provisional objects it alone held
+ * are freed. True if its pool was (client->pool must not be used then).
+ */
+bool pool_login_abandoned(struct client *client);
 
 int pool_effective_size(const struct pool *pool);
 /* min_pool_size for this pool (database or global), capped at its size. */
@@ -153,8 +173,10 @@ void pool_keep_min_size(struct pool *pool);
 void pool_drop_idle_pools(struct db *db, usec_t now);
 /* autodb_idle_timeout: frees an unused database made from "*" (janitor). */
 void pool_drop_idle_autodb(struct db *db, usec_t now);
-/* The connection counters of a user name (made on first use). */
-struct user_count *pool_user_count(const char *name);
+/* The connection counters of a user name, with a reference taken (made on first use). */
+struct user_count *pool_user_ref(const char *name);
+/* Drops a reference; the counters go when nothing holds them. */
+void pool_user_unref(struct user_count *u);
 /*
  * May one more client of this database/user log in? NULL if yes, else
  * PgBouncer's "client connections exceeded (...)" message.
