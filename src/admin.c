@@ -1578,16 +1578,7 @@ void admin_shutdown_wait_for_servers(void)
 	pgv.shutting_down = true;
 	listener_close_tcp();	/* 1.25: the Unix socket stays, so admins can still connect */
 	admin_pause_all();
-	/* Clients still queued will not get a server any more. */
-	list_for_each(dpos, &pgv.databases) {
-		struct db *db = container_of(dpos, struct db, node);
-		list_for_each(ppos, &db->pools) {
-			struct pool *pool = container_of(ppos, struct pool, node);
-			struct list_node *n;
-			while ((n = list_first(&pool->waiting_clients)))
-				client_close(container_of(n, struct client, node), "08P01", "server shutting down");
-		}
-	}
+	/* Clients already queued are closed by the janitor's next pass, after this command has answered. */
 	admin_check_waits();
 }
 
@@ -1602,27 +1593,7 @@ void admin_shutdown_wait_for_clients(void)
 static void kill_db(struct db *db)
 {
 	pause_db(db);
-	list_for_each(ppos, &db->pools) {
-		struct pool *pool = container_of(ppos, struct pool, node);
-		struct list *clists[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
-					  &pool->welcome_clients };
-		for (size_t i = 0; i < ARRAY_SIZE(clists); i++) {
-			struct list_node *n;
-			while ((n = list_first(clists[i])))
-				client_close(container_of(n, struct client, node), "08P01", "database removed");
-		}
-		struct list *slists[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
-					  &pool->tested_servers, &pool->login_servers };
-		for (size_t i = 0; i < ARRAY_SIZE(slists); i++) {
-			struct list_node *n;
-			while ((n = list_first(slists[i])))
-				server_close(container_of(n, struct server, node), "database removed");
-		}
-	}
-	/* As PgBouncer, the pools go, and their statistics with them. */
-	struct list_node *n;
-	while ((n = list_first(&db->pools)))
-		pool_destroy(container_of(n, struct pool, node));
+	pool_close_db(db, "database removed");
 	stats_init(&db->stats, now_usec());
 }
 

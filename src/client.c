@@ -39,7 +39,7 @@ bool client_owns_netbuf(const struct netbuf *nb)
 
 static void format_addr(const union conn_addr *addr, bool is_unix, char *buf, size_t size, int *port)
 {
-	if (is_unix || !sockaddr_ip_text(&addr->sa, buf, size, port)) {
+	if (is_unix || !sockaddr_host_text(&addr->sa, buf, size, port)) {
 		snprintf(buf, size, "unix");
 		*port = pgv.cfg->listen_port;
 	}
@@ -61,7 +61,7 @@ const char *client_db_name(const struct client *client)
 
 const char *client_prefix(const struct client *client, char *buf, size_t size)
 {
-	char host[INET6_ADDRSTRLEN];
+	char host[INET6_ADDRSTRLEN + 2];
 	int port = 0;
 	format_addr(&client->addr, client->is_unix, host, sizeof(host), &port);
 	snprintf(buf, size, "C-%p: %s/%s@%s:%d", (const void *)client,
@@ -155,14 +155,15 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 
 	/* An error in the middle of a forwarded server message would corrupt the client's stream. */
 	bool mid_message = client->link && client->link->nb.pkt_remaining;
-	if (sqlstate && !mid_message) {
-		client_send_error(client, "FATAL", sqlstate, reason);
-		if (pgv.cfg->log_pooler_errors)
-			client_log(LOG_LEVEL_WARNING, client, "pooler error: %s", reason);
-	}
+	/* Logged before the client hears it, so a log read right after the client's error has the line. */
 	if (!client->quiet && (client->logged_in ? pgv.cfg->log_disconnections :
 				(sqlstate != NULL || pgv.cfg->log_connections)))
 		client_log(LOG_LEVEL_INFO, client, "closing because: %s (age=%llds)", reason, (long long)age);
+	if (sqlstate && !mid_message) {
+		if (pgv.cfg->log_pooler_errors)
+			client_log(LOG_LEVEL_WARNING, client, "pooler error: %s", reason);
+		client_send_error(client, "FATAL", sqlstate, reason);
+	}
 
 	if (client->link) {
 		struct server *server = client->link;
@@ -512,7 +513,7 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		return admin_handle_packet(client, pkt);
 	if (!client->link) {
 		if (!pool_request_server(client))
-			return true;	/* queued and paused; offered again when linked */
+			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */
 	}

@@ -84,6 +84,11 @@ static void check_waiting(struct pool *pool, usec_t now)
 			client_close(client, "08P01", "client_login_timeout (server down)");
 		}
 	}
+	/* SHUTDOWN WAIT_FOR_SERVERS: queued clients will not get a server any more (as PgBouncer, here). */
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS) {
+		while ((n = list_first(&pool->waiting_clients)))
+			client_close(container_of(n, struct client, node), "08P01", "server shutting down");
+	}
 	/* FIFO: the oldest waiters come first. */
 	for (n = list_first(&pool->waiting_clients); n && n != &pool->waiting_clients.head; n = next) {
 		next = n->next;
@@ -185,6 +190,20 @@ static void check_servers(struct pool *pool, usec_t now)
 				server_close(server, "cancel_wait_timeout");
 		}
 	}
+	/*
+	 * server_fast_close: a session's server that must go (RECONNECT, new
+	 * connection settings, DNS) is closed with its client at the next pass
+	 * where it is between transactions, as PgBouncer does.
+	 */
+	if (cfg->server_fast_close && pool_effective_mode(pool) == POOL_MODE_SESSION) {
+		for (n = list_first(&pool->active_servers); n && n != &pool->active_servers.head; n = next) {
+			next = n->next;
+			struct server *server = container_of(n, struct server, node);
+			if (server->close_needed && server_is_clean(server))
+				server_close_with_client(server, "database configuration changed");
+		}
+	}
+	/* Idle servers never used do not count for server_lifetime = 0 ("use once"). */
 	usec_t lifetime = pool_server_lifetime(pool);
 	int keep = pool_min_size(pool);
 	for (n = list_first(&pool->idle_servers); n && n != &pool->idle_servers.head; n = next) {

@@ -80,22 +80,36 @@ void loop_exit_now(void)
 	event_base_loopbreak(pgv.base);
 }
 
+/*
+ * As PgBouncer: SIGINT or SIGTERM while a shutdown is under way exits at
+ * once. A worker's SHUTDOWN command also reaches the asking worker as the
+ * supervisor's relayed signal: that first signal after the command only
+ * confirms the shutdown it began.
+ */
+static bool shutdown_signal_exits_now(void)
+{
+	if (pgv.shutdown_mode == SHUTDOWN_NONE)
+		return false;
+	return pgv.shutdown_signalled || !workers_supervised();
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what; (void)arg;
 	switch (sig) {
 	case SIGINT:	/* PgBouncer 1.25: SHUTDOWN WAIT_FOR_SERVERS */
-		log_info("got SIGINT");
-		admin_shutdown_wait_for_servers();
-		break;
-	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS; a second SIGTERM exits now */
-		if (++pgv.sigterm_count > 1) {
-			log_info("got SIGTERM again, exiting now");
+	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS */
+		if (shutdown_signal_exits_now()) {
+			log_info("got %s while shutting down, fast exit", sig == SIGINT ? "SIGINT" : "SIGTERM");
 			loop_exit_now();
 			break;
 		}
-		log_info("got SIGTERM");
-		admin_shutdown_wait_for_clients();
+		pgv.shutdown_signalled = true;
+		log_info("got %s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+		if (sig == SIGINT)
+			admin_shutdown_wait_for_servers();
+		else
+			admin_shutdown_wait_for_clients();
 		break;
 	case SIGQUIT:
 		log_info("got SIGQUIT, exiting now");

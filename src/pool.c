@@ -30,6 +30,7 @@ struct instance pgv;
 
 static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
+static void db_free(struct db *db);
 
 /* ---------------------------------------------------------------- databases */
 
@@ -169,7 +170,7 @@ void pool_apply_config(void)
 {
 	const struct db_config *fallback = config_find_db(pgv.cfg, "*");
 
-	list_for_each(pos, &pgv.databases) {
+	list_for_each_safe(pos, tmp, &pgv.databases) {
 		struct db *db = container_of(pos, struct db, node);
 		if (db->is_admin)
 			continue;
@@ -181,7 +182,14 @@ void pool_apply_config(void)
 		} else if (!db->removed) {
 			log_info("database %s was removed from the configuration", db->name);
 			db->removed = true;
-			db_retire_servers(db, "database removed from the configuration");
+			/*
+			 * As PgBouncer: dropped at once, so the name is free for the
+			 * "*" entry. A console waiting on it (WAIT_CLOSE, PAUSE db)
+			 * keeps it, closed, until it has its answer.
+			 */
+			pool_close_db(db, "database removed");
+			if (!admin_waits_on(db))
+				db_free(db);
 		}
 	}
 	for (const struct db_config *dc = pgv.cfg->databases; dc; dc = dc->next) {
@@ -331,7 +339,7 @@ int pool_min_size(const struct pool *pool)
 
 usec_t pool_server_lifetime(const struct pool *pool)
 {
-	return pool->db->cfg->server_lifetime > 0 ? pool->db->cfg->server_lifetime : pgv.cfg->server_lifetime;
+	return pool->db->cfg->server_lifetime >= 0 ? pool->db->cfg->server_lifetime : pgv.cfg->server_lifetime;
 }
 
 bool pool_login_retry_pending(const struct pool *pool, usec_t now)
@@ -376,12 +384,11 @@ void pool_launch_servers(struct pool *pool)
 	/* reserve_pool_size more, once the first client has waited reserve_pool_timeout */
 	struct list_node *first = list_first(&pool->waiting_clients);
 	int reserve = pool_reserve_size(pool);
-	if (first && reserve > 0 && total >= size &&
-	    now_usec() - container_of(first, struct client, node)->request_time >= pgv.cfg->reserve_pool_timeout) {
-		if (total < size + reserve)
-			log_info("%s/%s: taking a connection from the reserve pool", pool->db->name, pool->user);
+	int base_size = size;
+	struct client *first_waiter = first ? container_of(first, struct client, node) : NULL;
+	if (first_waiter && reserve > 0 && total >= size &&
+	    now_usec() - first_waiter->request_time >= pgv.cfg->reserve_pool_timeout)
 		size += reserve;
-	}
 	while (coming < demand && total < size) {
 		/* At max_db_connections / max_user_connections another pool's idle server makes room. */
 		if (!db_may_open_server(pool->db) && !evict_idle_server(pool, true))
@@ -390,6 +397,9 @@ void pool_launch_servers(struct pool *pool)
 			break;
 		if (!server_connect(pool))
 			break;
+		/* As PgBouncer: each reserve connection is logged, for the client that waited. */
+		if (total >= base_size)
+			client_log(LOG_LEVEL_WARNING, first_waiter, "taking connection from reserve_pool");
 		coming++;
 		total++;
 	}
@@ -491,6 +501,37 @@ static void db_free(struct db *db)
 	free(db);
 }
 
+void pool_close_db(struct db *db, const char *reason)
+{
+	/* Logins that chose it hold its pools too. */
+	list_for_each_safe(pos, tmp, &pgv.login_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		if (client->pool && client->pool->db == db)
+			client_close(client, "08P01", reason);
+	}
+	list_for_each(ppos, &db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
+		struct list *clists[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
+					  &pool->welcome_clients };
+		for (size_t i = 0; i < ARRAY_SIZE(clists); i++) {
+			struct list_node *n;
+			while ((n = list_first(clists[i])))
+				client_close(container_of(n, struct client, node), "08P01", reason);
+		}
+		struct list *slists[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
+					  &pool->tested_servers, &pool->login_servers };
+		for (size_t i = 0; i < ARRAY_SIZE(slists); i++) {
+			struct list_node *n;
+			while ((n = list_first(slists[i])))
+				server_close(container_of(n, struct server, node), reason);
+		}
+	}
+	/* As PgBouncer, the pools go, and their statistics with them. */
+	struct list_node *n;
+	while ((n = list_first(&db->pools)))
+		pool_destroy(container_of(n, struct pool, node));
+}
+
 void pool_drop_idle_autodb(struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->autodb_idle_timeout;
@@ -529,7 +570,8 @@ bool pool_login_abandoned(struct client *client)
 	if (!pool_unused(pool))
 		return false;
 	pool_destroy(pool);
-	if (db->provisional && db->is_autodb && !db->client_count && !db->pools.count && !admin_waits_on(db)) {
+	if (db->provisional && db->is_autodb && !db->removed && !db->client_count && !db->pools.count &&
+	    !admin_waits_on(db)) {
 		log_info("auto-database %s dropped: no login to it succeeded", db->name);
 		db_free(db);
 	}
@@ -597,6 +639,11 @@ bool db_paused(const struct db *db)
 bool pool_request_server(struct client *client)
 {
 	struct pool *pool = client->pool;
+
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS) {
+		client_close(client, "08P01", "server shutting down");
+		return false;
+	}
 
 	/* Only skip the queue when there is none (and the database is not paused). */
 	if (list_empty(&pool->waiting_clients) && !db_paused(pool->db)) {
@@ -674,8 +721,9 @@ void pool_release_server(struct server *server)
 		server_close(server, "client disconnected while the server was not idle");
 		return;
 	}
+	/* server_lifetime = 0: each server serves once (as PgBouncer). */
 	usec_t lifetime = pool_server_lifetime(pool);
-	if (lifetime > 0 && now_usec() - server->connect_time >= lifetime) {
+	if (now_usec() - server->connect_time >= lifetime) {
 		server_close(server, "server lifetime over");
 		return;
 	}

@@ -45,7 +45,7 @@ const char *server_prefix(const struct server *server, char *buf, size_t size)
 {
 	char host[INET6_ADDRSTRLEN + 8] = "unix";
 	int port = server->pool->db->cfg->port;
-	sockaddr_ip_text(&server->addr.sa, host, sizeof(host), NULL);
+	sockaddr_host_text(&server->addr.sa, host, sizeof(host), NULL);
 	/* not resolved yet: the name it waits for */
 	const char *shown = server->addr.sa.sa_family == AF_UNSPEC && server->host ? server->host : host;
 	snprintf(buf, size, "S-%p: %s/%s@%s:%d", (const void *)server, server->pool->db->name,
@@ -448,6 +448,12 @@ static void close_linked_client(struct server *server, const char *reason)
 		return;
 	server_unlink(server);
 	client_close(client, "08P01", reason);
+}
+
+void server_close_with_client(struct server *server, const char *reason)
+{
+	close_linked_client(server, reason);
+	server_close(server, reason);
 }
 
 bool server_is_clean(const struct server *server)
@@ -993,14 +999,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		}
 		netbuf_forward(&server->nb, pkt->len);
 		count_ready(server, pkt->len);
-		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server)) {
+		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
 			pool_release_server(server);
-		} else if (server->link && server->close_needed && pgv.cfg->server_fast_close && server_is_clean(server)) {
-			/* server_fast_close: a session client gets a fresh server at its next query. */
-			server_unlink(server);
-			server_close(server, "close_needed (server_fast_close)");
-			return false;
-		}
 		return true;
 	}
 	case 'S': {

@@ -104,6 +104,19 @@ bool secure_equal(const void *a, const void *b, size_t len)
 	return diff == 0;
 }
 
+bool sockaddr_host_text(const struct sockaddr *sa, char *buf, size_t size, int *port)
+{
+	if (sa->sa_family != AF_INET6 || size < 3)
+		return sockaddr_ip_text(sa, buf, size, port);
+	if (!sockaddr_ip_text(sa, buf + 1, size - 2, port))
+		return false;
+	size_t n = strlen(buf + 1);
+	buf[0] = '[';
+	buf[n + 1] = ']';
+	buf[n + 2] = '\0';
+	return true;
+}
+
 bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *port)
 {
 	int p;

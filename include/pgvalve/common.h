@@ -59,6 +59,8 @@ struct sockaddr;
  * port into *port unless NULL). False, buf untouched, for other families.
  */
 bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *port);
+/* The same as log lines show a peer, as PgBouncer: an IPv6 address in brackets ("[::1]"). */
+bool sockaddr_host_text(const struct sockaddr *sa, char *buf, size_t size, int *port);
 
 /* FNV-1a hash of a NUL-terminated string (hash tables of names). */
 uint32_t hash_string(const char *s);

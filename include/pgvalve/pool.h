@@ -131,7 +131,7 @@ struct instance {
 	bool suspended;			/* SUSPEND: no socket is read, listeners stopped */
 	usec_t suspend_start;
 	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
-	int sigterm_count;		/* SIGINT: no new clients, exit when the last one leaves */
+	bool shutdown_signalled;	/* a SIGINT or SIGTERM began the shutdown (a second one exits at once) */
 	/* cancel key index: open hash over client BackendKeyData */
 	struct client **cancel_table;
 	uint32_t cancel_table_size;
@@ -171,6 +171,8 @@ bool pool_login_retry_pending(const struct pool *pool, usec_t now);
 void pool_keep_min_size(struct pool *pool);
 /* pool_idle_timeout: frees pools of db with no clients or servers for that long (janitor). */
 void pool_drop_idle_pools(struct db *db, usec_t now);
+/* Closes every client (logins included) and server of db with reason, and frees its pools. */
+void pool_close_db(struct db *db, const char *reason);
 /* autodb_idle_timeout: frees an unused database made from "*" (janitor). */
 void pool_drop_idle_autodb(struct db *db, usec_t now);
 /* The connection counters of a user name, with a reference taken (made on first use). */
@@ -188,7 +190,8 @@ int pool_server_count(const struct pool *pool);
 /*
  * The client has a message for a server. Links an idle server now, or
  * queues the client (and opens a server if the pool may). Returns true if
- * the client is linked on return.
+ * the client is linked on return. During SHUTDOWN WAIT_FOR_SERVERS the
+ * client is closed instead ("server shutting down").
  */
 bool pool_request_server(struct client *client);
 /* A client was authenticated: finish login now or wait for server parameters. */

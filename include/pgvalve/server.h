@@ -110,6 +110,8 @@ struct server *server_connect(struct pool *pool);
 void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);
 void server_close(struct server *server, const char *reason);
+/* Closes the linked client (FATAL 08P01 reason), then the server. */
+void server_close_with_client(struct server *server, const char *reason);
 /* Frees a closed server (from the loop's reaper). */
 void server_free(struct server *server);
 /* cancel_wait_timeout: gives up cancel connections older than timeout. */

@@ -1516,7 +1516,7 @@ START_TEST(reserve_pool_after_timeout)
 		      w.first[0][2]);
 	assert_fired("reserve pool (third server)", w.first[0][3], 1.5);
 	ck_assert_msg(w.peak[0] == 3, "%d servers with pool 2 + reserve 1", w.peak[0]);
-	pgv_expect_log(&p, "taking a connection from the reserve pool", 2);
+	pgv_expect_log(&p, "taking connection from reserve_pool", 2);
 	for (int i = 0; i < 4; i++)
 		PQfinish(c[i]);
 	pgv_stop(&p);

@@ -1,0 +1,307 @@
+/*
+ * test_compat.c - PgBouncer 1.25's documented behaviour, point by point
+ * (issue 15), against a real PostgreSQL 15: what happens to databases
+ * removed at RELOAD, server_lifetime = 0, shutdown, log and error texts.
+ */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DB "pgvtest"
+
+/* ================================================================ helpers */
+
+static const char *pg_port_text(void)
+{
+	const char *v = getenv("PGV_TEST_PGPORT");
+	ck_assert_ptr_nonnull(v);
+	return v;
+}
+
+/* The standard users and an admin console user. */
+static const char *userlist(void)
+{
+	static char buf[1024];
+	snprintf(buf, sizeof(buf), "%s\"admin_u\" \"admin_pass\"\n", std_userlist());
+	return buf;
+}
+
+/* Replaces the first line of p's ini that starts with `prefix` by `line` ("" drops it), then RELOAD. */
+static void ini_replace_and_reload(struct pgv *p, const char *prefix, const char *line)
+{
+	FILE *f = fopen(p->ini, "re");
+	ck_assert_ptr_nonnull(f);
+	static char out[65536];
+	char buf[4096];
+	size_t n = 0;
+	bool done = false;
+	while (fgets(buf, sizeof(buf), f)) {
+		const char *put = buf;
+		if (!done && strncmp(buf, prefix, strlen(prefix)) == 0) {
+			put = line;
+			done = true;
+		}
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%s", put);
+	}
+	fclose(f);
+	ck_assert_msg(done, "no line starting with \"%s\" in %s", prefix, p->ini);
+	f = fopen(p->ini, "we");
+	ck_assert_ptr_nonnull(f);
+	fputs(out, f);
+	fclose(f);
+	pgv_reload(p);
+}
+
+/* Whether SHOW DATABASES has a row named name. */
+static bool show_databases_has(PGconn *admin, const char *name)
+{
+	PGresult *r = PQexec(admin, "SHOW DATABASES");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	bool found = false;
+	for (int i = 0; i < PQntuples(r); i++)
+		found |= strcmp(PQgetvalue(r, i, 0), name) == 0;
+	PQclear(r);
+	return found;
+}
+
+/* ================================================================ 13: removed database */
+
+/*
+ * A database removed at RELOAD is dropped at once: its clients are closed
+ * with "database removed", it leaves SHOW DATABASES, and a later login to
+ * that name may match the "*" auto-database.
+ */
+START_TEST(removed_database_dropped_at_once)
+{
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "%spostgres = host=127.0.0.1 port=%s dbname=" DB "\n* = host=127.0.0.1 port=%s\n",
+		 std_databases(), pg_port_text(), pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nadmin_users = admin_u\npool_mode = session\n", dbs, userlist());
+	PGconn *c = pgv_connect(&p, "postgres", "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(c, "SELECT current_database()"), DB);
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	ck_assert(show_databases_has(admin, "postgres"));
+
+	ini_replace_and_reload(&p, "postgres = ", "");
+	pgv_expect_log(&p, "database postgres was removed from the configuration", 5);
+	ck_assert(!show_databases_has(admin, "postgres"));
+	/* the session client was closed with the reason */
+	PGresult *r = PQexec(c, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(strstr(PQerrorMessage(c), "database removed") != NULL, "error: %s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+	/* the name is free: the auto-database takes it, with its own dbname */
+	c = pgv_connect(&p, "postgres", "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(c, "SELECT current_database()"), "postgres");
+	ck_assert(show_databases_has(admin, "postgres"));
+	PQfinish(c);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ 14: server_lifetime = 0, server_fast_close */
+
+/* server_lifetime = 0: a server serves one client (here: one transaction), then closes. */
+START_TEST(server_lifetime_zero_uses_once)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\nserver_lifetime = 0\n", std_databases(), userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	char pids[3][32];
+	for (int i = 0; i < 3; i++)
+		snprintf(pids[i], sizeof(pids[i]), "%s", query_value(c, "SELECT pg_backend_pid()"));
+	ck_assert_str_ne(pids[0], pids[1]);
+	ck_assert_str_ne(pids[1], pids[2]);
+	pgv_expect_log(&p, "server lifetime over", 5);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * server_fast_close in session mode: after RECONNECT, a session's server
+ * is closed with its client at the next maintenance pass, between
+ * transactions; one inside a transaction is left until it ends.
+ */
+START_TEST(server_fast_close_session)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = session\nserver_fast_close = 1\nadmin_users = admin_u\n",
+		  std_databases(), userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	PGconn *t = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	PQclear(PQexec(t, "BEGIN"));
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	PGresult *r = PQexec(admin, "RECONNECT");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	pgv_expect_log(&p, "closing because: database configuration changed", 5);
+	r = PQexec(c, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(strstr(PQerrorMessage(c), "database configuration changed") != NULL, "%s", PQerrorMessage(c));
+	PQclear(r);
+	/* the one in a transaction keeps its server until the transaction ends */
+	ck_assert_str_eq(query_value(t, "SELECT 2"), "2");
+	PQclear(PQexec(t, "COMMIT"));
+	double t0 = now_s();
+	while (PQstatus(t) == CONNECTION_OK && now_s() - t0 < 5) {
+		PGresult *x = PQexec(t, "SELECT 3");
+		PQclear(x);
+		if (PQstatus(t) != CONNECTION_OK || strstr(PQerrorMessage(t), "database configuration changed"))
+			break;
+		sleep_ms(100);
+	}
+	ck_assert_msg(strstr(PQerrorMessage(t), "database configuration changed") != NULL, "%s", PQerrorMessage(t));
+	PQfinish(t);
+	PQfinish(c);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ 16: log texts */
+
+/*
+ * IPv6 peers print as [::1]:port; a client's "closing because:" and
+ * "pooler error:" lines are in the log before its ErrorResponse arrives.
+ */
+START_TEST(log_texts)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nlisten_addr = 127.0.0.1,::1\nlog_connections = 1\nlog_pooler_errors = 1\n",
+		  std_databases(), userlist());
+	char conninfo[256];
+	snprintf(conninfo, sizeof(conninfo),
+		 "host=::1 port=%d dbname=" DB " user=md5_user password=md5_pass sslmode=disable", p.port);
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "IPv6 login: %s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	PQfinish(c);
+	pgv_expect_log(&p, "md5_user@[::1]:", 5);
+	/* read at once, no waiting: the lines came before the error */
+	for (int i = 0; i < 20; i++) {
+		struct raw_error err;
+		char db[32];
+		snprintf(db, sizeof(db), "nosuch_%d", i);
+		ck_assert_int_eq(raw_login(p.port, db, "md5_user", "md5_pass", &err), -1);
+		char want[96];
+		snprintf(want, sizeof(want), "%s/md5_user@127.0.0.1:", db);
+		ck_assert_msg(pgv_log_contains(&p, want), "no line for %s", want);
+		ck_assert_msg(pgv_log_contains(&p, "pooler error: no such database: nosuch_"), "no pooler error line");
+		ck_assert_msg(pgv_log_count(&p, "closing because: no such database") == i + 1,
+			      "closing line %d not in the log when the client had its error", i + 1);
+	}
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ 15: shutdown */
+
+static bool wait_exit(struct pgv *p, double seconds)
+{
+	double t0 = now_s();
+	while (pgv_running(p) && now_s() - t0 < seconds)
+		sleep_ms(50);
+	return !pgv_running(p);
+}
+
+/*
+ * During SHUTDOWN WAIT_FOR_SERVERS a logged-in client that asks for a
+ * server is closed with "server shutting down" rather than queued.
+ */
+START_TEST(shutdown_wait_for_servers_refuses_requests)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\nadmin_users = admin_u\n", std_databases(),
+		  userlist());
+	PGconn *h = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	PQclear(PQexec(h, "BEGIN"));
+	ck_assert_str_eq(query_value(h, "SELECT 1"), "1");
+	PGconn *idle = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	PGresult *r = PQexec(admin, "SHUTDOWN WAIT_FOR_SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	r = PQexec(idle, "SELECT 2");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_msg(strstr(PQerrorMessage(idle), "server shutting down") != NULL, "%s", PQerrorMessage(idle));
+	PQclear(r);
+	/* the transaction in progress goes on, and its end lets the pooler exit */
+	ck_assert_str_eq(query_value(h, "SELECT 3"), "3");
+	PQclear(PQexec(h, "COMMIT"));
+	ck_assert(wait_exit(&p, 5));
+	PQfinish(h);
+	PQfinish(idle);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A second SIGINT or SIGTERM while shutting down exits at once, as PgBouncer logs it. */
+static void second_signal_exits(int first, int second, const char *line)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = session\n", std_databases(), userlist());
+	PGconn *h = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(h, "SELECT 1"), "1");
+	kill(p.pid, first);
+	pgv_expect_log(&p, first == SIGINT ? "got SIGINT" : "got SIGTERM", 5);
+	sleep_ms(300);
+	ck_assert_msg(pgv_running(&p), "exited with a session client still there");
+	kill(p.pid, second);
+	pgv_expect_log(&p, line, 5);
+	ck_assert_msg(wait_exit(&p, 5), "no fast exit after the second signal");
+	PQfinish(h);
+	pgv_stop(&p);
+}
+
+START_TEST(second_sigint_fast_exit)
+{
+	second_signal_exits(SIGINT, SIGINT, "got SIGINT while shutting down, fast exit");
+}
+END_TEST
+
+START_TEST(sigterm_then_sigint_fast_exit)
+{
+	second_signal_exits(SIGTERM, SIGINT, "got SIGINT while shutting down, fast exit");
+}
+END_TEST
+
+START_TEST(second_sigterm_fast_exit)
+{
+	second_signal_exits(SIGTERM, SIGTERM, "got SIGTERM while shutting down, fast exit");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("compat");
+	struct {
+		const char *name;
+		const TTest *test;
+		double timeout;
+	} tests[] = {
+		{ "removed_database", removed_database_dropped_at_once, 20 },
+		{ "server_lifetime_zero", server_lifetime_zero_uses_once, 20 },
+		{ "server_fast_close_session", server_fast_close_session, 20 },
+		{ "log_texts", log_texts, 20 },
+		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
+		{ "second_sigint", second_sigint_fast_exit, 20 },
+		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
+		{ "second_sigterm", second_sigterm_fast_exit, 20 },
+	};
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
+		tcase_add_test(tc, tests[i].test);
+		suite_add_tcase(s, tc);
+	}
+	return pgv_run_suite(s);
+}
