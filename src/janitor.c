@@ -76,13 +76,15 @@ static void check_waiting(struct pool *pool, usec_t now)
 	const struct config *cfg = pgv.cfg;
 	struct list_node *n, *next;
 
-	if (cfg->client_login_timeout > 0) {
-		while ((n = list_first(&pool->welcome_clients))) {
-			struct client *client = container_of(n, struct client, node);
-			if (now - client->connect_time < cfg->client_login_timeout)
-				break;
+	/* Logins waiting for their first server: client_login_timeout, and query_wait_timeout as PgBouncer. */
+	while ((n = list_first(&pool->welcome_clients))) {
+		struct client *client = container_of(n, struct client, node);
+		if (cfg->client_login_timeout > 0 && now - client->connect_time >= cfg->client_login_timeout)
 			client_close(client, "08P01", "client_login_timeout (server down)");
-		}
+		else if (cfg->query_wait_timeout > 0 && now - client->request_time >= cfg->query_wait_timeout)
+			client_close(client, "08P01", "query_wait_timeout");
+		else
+			break;
 	}
 	/* SHUTDOWN WAIT_FOR_SERVERS: queued clients will not get a server any more (as PgBouncer, here). */
 	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS) {

@@ -31,6 +31,7 @@ struct instance pgv;
 static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static void db_free(struct db *db);
+static bool pool_fast_fail(struct pool *pool, struct client *client);
 
 /* ---------------------------------------------------------------- databases */
 
@@ -644,6 +645,8 @@ bool pool_request_server(struct client *client)
 		client_close(client, "08P01", "server shutting down");
 		return false;
 	}
+	if (pool_fast_fail(pool, client))
+		return false;
 
 	/* Only skip the queue when there is none (and the database is not paused). */
 	if (list_empty(&pool->waiting_clients) && !db_paused(pool->db)) {
@@ -820,6 +823,8 @@ void pool_client_logged_in(struct client *client)
 		client_finish_login(client);
 		return;
 	}
+	if (pool_fast_fail(pool, client))
+		return;
 	netbuf_pause(&client->nb);
 	client_set_state(client, CL_WELCOME);
 	pool_launch_servers(pool);
@@ -830,10 +835,44 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	pool->last_login_failure = now_usec();
 	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
 	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
-	/* Clients still logging in cannot finish without a server: tell them why. */
+	/*
+	 * The server's own error, to everyone who cannot go on without a new
+	 * server: logins waiting for server parameters, logins of other pools
+	 * waiting for auth_query here, and logged-in clients in the queue when
+	 * no other server of the pool (the failed one is still counted) could
+	 * serve them later.
+	 */
 	struct list_node *n;
 	while ((n = list_first(&pool->welcome_clients)))
 		client_close(container_of(n, struct client, node), sqlstate, message);
+	while ((n = list_first(&pool->auth_waiters)))
+		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
+	if (pool_server_count(pool) <= 1) {
+		while ((n = list_first(&pool->waiting_clients)))
+			client_close(container_of(n, struct client, node), sqlstate, message);
+	}
+}
+
+void pool_server_connect_failed(struct pool *pool)
+{
+	pool->last_login_failure = now_usec();	/* paces the next try (server_login_retry) */
+	pool->last_error[0] = '\0';		/* nothing to fail clients with: they wait */
+}
+
+/*
+ * As PgBouncer: while server logins fail with an error and the pool has no
+ * server at all, a client that needs one is failed at once with that error
+ * instead of queueing until server_login_retry. True if it was closed.
+ */
+static bool pool_fast_fail(struct pool *pool, struct client *client)
+{
+	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pool_server_count(pool))
+		return false;
+	char msg[400];
+	snprintf(msg, sizeof(msg), "server login has been failing, cached error: %s (server_login_retry)",
+		 pool->last_error);
+	client_close(client, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
+	return true;
 }
 
 /* ---------------------------------------------------------------- cancel keys */

@@ -223,9 +223,11 @@ static bool server_connect_failed(struct server *server, const char *error)
 		server_select_host(server, (server->host_idx + 1) % n);
 		return true;
 	}
-	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s", error);
-	pool_server_login_failed(pool, "08006", error);
-	server_close(server, "server login failed");
+	/* Connect level: only this server goes; its clients stay queued for the next try. */
+	bool resolved = server->addr.sa.sa_family != AF_UNSPEC;
+	server_log(LOG_LEVEL_WARNING, server, "%s", error);
+	pool_server_connect_failed(pool);
+	server_close(server, resolved ? "connect failed" : "server DNS lookup failed");
 	return false;
 }
 
@@ -321,7 +323,8 @@ void server_connect_timed_out(struct server *server)
 	else
 		snprintf(msg, sizeof(msg), "server connect timeout");
 	db_host_failed(server->pool->db, server->host_idx);
-	pool_server_login_failed(server->pool, "08006", msg);
+	server_log(LOG_LEVEL_WARNING, server, "%s", msg);
+	pool_server_connect_failed(server->pool);
 	server_close(server, "connect timeout");
 }
 
@@ -692,12 +695,24 @@ static bool parse_parameter_status(const struct pkt *pkt, const char **name, con
 
 /* ---------------------------------------------------------------- login */
 
-static void login_failed(struct server *server, const char *sqlstate, const char *message)
+/*
+ * The login itself failed (the server refused it, or pgvalve could not
+ * complete it): the pool's waiting clients get the error (pool.c), and the
+ * server closes with it as the reason. severity: the server's, for the
+ * log line PgBouncer writes ("server login failed: FATAL ...").
+ */
+static void login_failed_severity(struct server *server, const char *severity, const char *sqlstate,
+				  const char *message)
 {
-	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s", message);
+	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s %s", severity, message);
 	db_host_failed(server->pool->db, server->host_idx);
 	pool_server_login_failed(server->pool, sqlstate, message);
-	server_close(server, "server login failed");
+	server_close(server, message);
+}
+
+static void login_failed(struct server *server, const char *sqlstate, const char *message)
+{
+	login_failed_severity(server, "ERROR", sqlstate, message);
 }
 
 static void send_sasl(struct server *server, const char *mechanism, const char *data, int len)
@@ -917,7 +932,9 @@ static bool server_login_packet(struct server *server, const struct pkt *pkt)
 	case 'E': {
 		const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
 		const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
-		login_failed(server, code && strlen(code) == 5 ? code : "08P01", msg ? msg : "server login failed");
+		const char *severity = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
+		login_failed_severity(server, severity ? severity : "FATAL", code && strlen(code) == 5 ? code : "08P01",
+				      msg ? msg : "server login failed");
 		break;
 	}
 	case 'N':
@@ -1113,7 +1130,11 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	case NETBUF_EV_TLS_FAILED: {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "TLS handshake with the server failed: %s", server->nb.tls_error);
-		login_failed(server, "08006", msg);
+		/* Connect level, as a refused connect: the clients wait for the next try. */
+		server_log(LOG_LEVEL_WARNING, server, "%s", msg);
+		db_host_failed(server->pool->db, server->host_idx);
+		pool_server_connect_failed(server->pool);
+		server_close(server, "connect failed");
 		return false;
 	}
 	case NETBUF_EV_DIRECT_TLS:

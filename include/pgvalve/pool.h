@@ -200,8 +200,13 @@ void pool_client_logged_in(struct client *client);
 void pool_server_ready(struct server *server);
 /* Client is done with its server (end of transaction, statement, or session). */
 void pool_release_server(struct server *server);
-/* A server login failed: remember why for clients waiting on this pool. */
+/*
+ * A server login failed with an error: the pool's waiting clients get it,
+ * and new ones while server_login_retry runs (PgBouncer's "cached error").
+ */
 void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message);
+/* A server could not be reached (connect, DNS, TLS): no retry before server_login_retry; clients wait. */
+void pool_server_connect_failed(struct pool *pool);
 /* Opens new servers if clients are waiting and limits allow. */
 void pool_launch_servers(struct pool *pool);
 /* Called after a server or client left, to keep things moving. */

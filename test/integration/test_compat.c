@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define DB "pgvtest"
 
@@ -281,6 +284,106 @@ START_TEST(second_sigterm_fast_exit)
 }
 END_TEST
 
+/* ================================================================ 6, 7: servers failing */
+
+static void direct_exec(const char *sql)
+{
+	PGconn *d = pg_direct();
+	PGresult *r = PQexec(d, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(d));
+	PQclear(r);
+	PQfinish(d);
+}
+
+/*
+ * A server login refused by PostgreSQL fails the clients waiting on the
+ * pool with PostgreSQL's own SQLSTATE and message; new clients during
+ * server_login_retry fail fast with the cached error.
+ */
+START_TEST(server_login_error_fails_waiters)
+{
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "badpw = host=127.0.0.1 port=%s dbname=" DB " user=md5_user password=wrong\n",
+		 pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nserver_login_retry = 5\n", dbs, userlist());
+	PGconn *c = pgv_connect(&p, "badpw", "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "password authentication failed for user \"md5_user\"") != NULL,
+		      "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "server login failed: FATAL password authentication failed for user \"md5_user\"", 5);
+	pgv_expect_log(&p, "closing because: password authentication failed for user \"md5_user\"", 5);
+	struct raw_error err;
+	ck_assert_int_eq(raw_login(p.port, "badpw", "md5_user", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.sqlstate, "28P01");
+	ck_assert_msg(strstr(err.message, "server login has been failing, cached error: password authentication failed")
+		      != NULL, "%s", err.message);
+	ck_assert_msg(strstr(err.message, "(server_login_retry)") != NULL, "%s", err.message);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A logged-in client queued for a new server gets the server's login error (here: its database is gone). */
+START_TEST(server_login_error_fails_logged_in_waiter)
+{
+	direct_exec("DROP DATABASE IF EXISTS pgv_compat_gone");
+	direct_exec("CREATE DATABASE pgv_compat_gone");
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "gone = host=127.0.0.1 port=%s dbname=pgv_compat_gone\n", pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\nadmin_users = admin_u\n", dbs, userlist());
+	PGconn *c = pgv_connect(&p, "gone", "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(c, "SELECT current_database()"), "pgv_compat_gone");
+	direct_exec("DROP DATABASE pgv_compat_gone WITH (FORCE)");
+	PGresult *r = PQexec(c, "SELECT 1");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	ck_assert_msg(strstr(PQerrorMessage(c), "database \"pgv_compat_gone\" does not exist") != NULL, "%s",
+		      PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "server login failed: FATAL database \"pgv_compat_gone\" does not exist", 5);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A server that cannot be reached closes only that server ("connect
+ * failed"); its clients stay queued and query_wait_timeout ends them.
+ */
+/* A port bound but not listening, so connects to it are refused; the socket holds it (close it after). */
+static int refusing_port(int *fd)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(*fd, 0);
+	ck_assert_int_eq(bind(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(*fd, (struct sockaddr *)&sa, &len), 0);
+	return ntohs(sa.sin_port);
+}
+
+START_TEST(connect_failure_keeps_clients_queued)
+{
+	int hold;
+	int port = refusing_port(&hold);
+	char dbs[256];
+	snprintf(dbs, sizeof(dbs), "down = host=127.0.0.1 port=%d dbname=" DB "\n", port);
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nserver_login_retry = 0.5\nquery_wait_timeout = 3\n", dbs, userlist());
+	double t0 = now_s();
+	struct raw_error err;
+	ck_assert_int_eq(raw_login(p.port, "down", "md5_user", "md5_pass", &err), -1);
+	double took = now_s() - t0;
+	ck_assert_msg(took >= 2.5, "failed after %.2f s: the client was not kept queued (%s)", took, err.message);
+	ck_assert_str_eq(err.message, "query_wait_timeout");
+	pgv_expect_log(&p, "closing because: connect failed", 5);
+	ck_assert_msg(pgv_log_count(&p, "closing because: connect failed") >= 2, "no retry while the client waited");
+	pgv_stop(&p);
+	close(hold);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -293,6 +396,9 @@ int main(void)
 		{ "server_lifetime_zero", server_lifetime_zero_uses_once, 20 },
 		{ "server_fast_close_session", server_fast_close_session, 20 },
 		{ "log_texts", log_texts, 20 },
+		{ "server_login_error", server_login_error_fails_waiters, 20 },
+		{ "server_login_error_logged_in", server_login_error_fails_logged_in_waiter, 20 },
+		{ "connect_failure_queued", connect_failure_keeps_clients_queued, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
