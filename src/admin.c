@@ -746,6 +746,7 @@ static size_t collect_users(struct user_row **out)
 		cap++;
 	list_for_each(dpos, &pgv.databases)
 		cap += container_of(dpos, struct db, node)->pools.count;
+	cap += pool_user_count_list(NULL, 0);
 	struct user_row *rows = xcalloc(cap, sizeof(*rows));
 	rows[n++] = (struct user_row){ "pgbouncer", 0, 0 };
 	for (size_t i = 0; i < auth_store_count(pgv.auth); i++)
@@ -757,24 +758,28 @@ static size_t collect_users(struct user_row **out)
 		list_for_each(ppos, &db->pools)
 			rows[n++] = (struct user_row){ container_of(ppos, struct pool, node)->user, 0, 0 };
 	}
+	/* Everyone logged in or logging in, by the name they gave (forced-user databases and the console too). */
+	size_t counted = pool_user_count_list(NULL, 0);
+	const struct user_count **uc = xcalloc(counted + 1, sizeof(*uc));
+	counted = pool_user_count_list(uc, counted);
+	for (size_t i = 0; i < counted; i++)
+		if (uc[i]->clients > 0)
+			rows[n++] = (struct user_row){ uc[i]->name, 0, 0 };
 	qsort(rows, n, sizeof(*rows), cmp_user_row);
 	size_t w = 0;
 	for (size_t i = 0; i < n; i++)
 		if (w == 0 || strcmp(rows[w - 1].name, rows[i].name) != 0)
 			rows[w++] = rows[i];
-	list_for_each(dpos, &pgv.databases) {
-		struct db *db = container_of(dpos, struct db, node);
-		list_for_each(ppos, &db->pools) {
-			struct pool *pool = container_of(ppos, struct pool, node);
-			struct user_row key = { pool->user, 0, 0 };
-			struct user_row *row = bsearch(&key, rows, w, sizeof(*rows), cmp_user_row);
-			if (row) {
-				row->servers += pool_server_count(pool);
-				row->clients += (int)(pool->active_clients.count + pool->idle_clients.count +
-						      pool->waiting_clients.count);
-			}
+	/* Servers by the user they log in as, clients by the user they logged in as. */
+	for (size_t i = 0; i < counted; i++) {
+		struct user_row key = { uc[i]->name, 0, 0 };
+		struct user_row *row = bsearch(&key, rows, w, sizeof(*rows), cmp_user_row);
+		if (row) {
+			row->servers = uc[i]->servers;
+			row->clients = uc[i]->clients;
 		}
 	}
+	free(uc);
 	*out = rows;
 	return w;
 }

@@ -349,7 +349,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		client_close(client, "08P01", msg);
 		return;
 	}
-	const char *limit = is_admin ? NULL : pool_client_limit_reached(db, user);
+	const char *limit = pool_client_limit_reached(db, user);
 	if (limit) {
 		client_close(client, "08P01", limit);
 		return;

@@ -260,6 +260,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 	bool users_override_idle = users_override_idle_timeout();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
+		pool_keep_forced_user_pool(db);
 		list_for_each(ppos, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
 			check_waiting(pool, now);

@@ -362,6 +362,13 @@ void pool_keep_min_size(struct pool *pool)
 	}
 }
 
+void pool_keep_forced_user_pool(struct db *db)
+{
+	int min = db->cfg->min_pool_size >= 0 ? db->cfg->min_pool_size : pgv.cfg->min_pool_size;
+	if (min > 0 && db->cfg->user[0] && !db->is_admin && !db->removed)
+		pool_get(db, db->cfg->user);
+}
+
 void pool_launch_servers(struct pool *pool)
 {
 	if (db_paused(pool->db) || pool->db->is_admin)
@@ -427,6 +434,18 @@ static struct user_count **user_count_slot(const char *name)
 	return slot;
 }
 
+size_t pool_user_count_list(const struct user_count **out, size_t max)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < pgv.user_counts_size; i++)
+		for (const struct user_count *u = pgv.user_counts[i]; u; u = u->next) {
+			if (out && n < max)
+				out[n] = u;
+			n++;
+		}
+	return out ? MIN(n, max) : n;
+}
+
 struct user_count *pool_user_ref(const char *name)
 {
 	struct user_count **slot = user_count_slot(name);
@@ -451,8 +470,8 @@ void pool_user_unref(struct user_count *u)
 
 const char *pool_client_limit_reached(const struct db *db, const char *user)
 {
-	/* As PgBouncer, admin_users are not held back by these. */
-	if (config_list_contains(pgv.cfg->admin_users, user))
+	/* As PgBouncer, admin_users are not held back by these on the admin console; elsewhere they are. */
+	if (db->is_admin && config_list_contains(pgv.cfg->admin_users, user))
 		return NULL;
 	int dblimit = db->cfg->max_db_client_connections > 0 ? db->cfg->max_db_client_connections :
 		pgv.cfg->max_db_client_connections;

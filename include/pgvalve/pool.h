@@ -167,6 +167,11 @@ int pool_min_size(const struct pool *pool);
 usec_t pool_server_lifetime(const struct pool *pool);
 /* A login failed less than server_login_retry ago: open no server yet. */
 bool pool_login_retry_pending(const struct pool *pool, usec_t now);
+/*
+ * A database with a forced user and min_pool_size: its one pool exists
+ * before any client comes, so min_pool_size is kept from the start (janitor).
+ */
+void pool_keep_forced_user_pool(struct db *db);
 /* Opens servers in the background up to min_pool_size (janitor). */
 void pool_keep_min_size(struct pool *pool);
 /* pool_idle_timeout: frees pools of db with no clients or servers for that long (janitor). */
@@ -179,6 +184,8 @@ void pool_drop_idle_autodb(struct db *db, usec_t now);
 struct user_count *pool_user_ref(const char *name);
 /* Drops a reference; the counters go when nothing holds them. */
 void pool_user_unref(struct user_count *u);
+/* Every user's counters: up to max into out; with out NULL, how many there are. */
+size_t pool_user_count_list(const struct user_count **out, size_t max);
 /*
  * May one more client of this database/user log in? NULL if yes, else
  * PgBouncer's "client connections exceeded (...)" message.

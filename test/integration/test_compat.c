@@ -384,6 +384,96 @@ START_TEST(connect_failure_keeps_clients_queued)
 }
 END_TEST
 
+/* ================================================================ 11: min_pool_size, forced user */
+
+/* A database with a forced user keeps min_pool_size servers before any client comes. */
+START_TEST(forced_user_min_pool_size)
+{
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs),
+		 "forced = host=127.0.0.1 port=%s dbname=" DB " user=pgbench_user password=bench_pass min_pool_size=2\n",
+		 pg_port_text());
+	ck_assert_int_eq(pg_count_backends("pgbench_user"), 0);
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nadmin_users = admin_u\n", dbs, userlist());
+	double t0 = now_s();
+	while (pg_count_backends("pgbench_user") < 2 && now_s() - t0 < 5)
+		sleep_ms(100);
+	ck_assert_int_eq(pg_count_backends("pgbench_user"), 2);
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	PGresult *r = PQexec(admin, "SHOW POOLS");
+	bool found = false;
+	for (int i = 0; i < PQntuples(r); i++)
+		found |= strcmp(PQgetvalue(r, i, 0), "forced") == 0 && strcmp(PQgetvalue(r, i, 1), "pgbench_user") == 0;
+	PQclear(r);
+	ck_assert_msg(found, "no forced/pgbench_user pool");
+	PQfinish(admin);
+	pgv_stop(&p);
+	t0 = now_s();
+	while (pg_count_backends("pgbench_user") > 0 && now_s() - t0 < 5)
+		sleep_ms(100);
+}
+END_TEST
+
+/* ================================================================ 3: clients per user */
+
+/* SHOW USERS' current_client_connections for name (-1 if no row). */
+static int user_clients(PGconn *admin, const char *name)
+{
+	PGresult *r = PQexec(admin, "SHOW USERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int col = PQfnumber(r, "current_client_connections"), n = -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), name) == 0)
+			n = atoi(PQgetvalue(r, i, col));
+	PQclear(r);
+	return n;
+}
+
+/*
+ * Clients count for the user they logged in as (a forced-user database
+ * and the console included); the client limits apply to the console, where
+ * admin_users alone are exempt.
+ */
+START_TEST(clients_per_login_user)
+{
+	char dbs[512], users[1200];
+	snprintf(dbs, sizeof(dbs), "%sforced = host=127.0.0.1 port=%s dbname=" DB " user=pgbench_user password=bench_pass\n",
+		 std_databases(), pg_port_text());
+	snprintf(users, sizeof(users), "%s\"stat_u\" \"stat_pass\"\n", userlist());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nadmin_users = admin_u\nstats_users = stat_u\nmax_user_client_connections = 2\n",
+		  dbs, users);
+	PGconn *a = pgv_connect(&p, "forced", "md5_user", "md5_pass");
+	PGconn *b = pgv_connect(&p, "forced", "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(a, "SELECT current_user"), "pgbench_user");
+	ck_assert_str_eq(query_value(b, "SELECT 1"), "1");
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	ck_assert_int_eq(user_clients(admin, "md5_user"), 2);
+	ck_assert_int_eq(user_clients(admin, "pgbench_user"), 0);
+	ck_assert_int_eq(user_clients(admin, "admin_u"), 1);
+	/* the limit holds on the console for a stats user ... */
+	PGconn *s1 = pgv_connect(&p, "pgbouncer", "stat_u", "stat_pass");
+	PGconn *s2 = pgv_connect(&p, "pgbouncer", "stat_u", "stat_pass");
+	ck_assert_int_eq(PQstatus(s2), CONNECTION_OK);
+	PGconn *s3 = pgv_connect(&p, "pgbouncer", "stat_u", "stat_pass");
+	ck_assert_int_eq(PQstatus(s3), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(s3), "client connections exceeded (max_user_client_connections)"), "%s",
+		      PQerrorMessage(s3));
+	/* ... not for an admin user there, but for one on another database */
+	PGconn *a2 = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	PGconn *a3 = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	ck_assert_int_eq(PQstatus(a3), CONNECTION_OK);
+	PGconn *a4 = pgv_connect(&p, DB, "admin_u", "admin_pass");
+	ck_assert_int_eq(PQstatus(a4), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(a4), "max_user_client_connections"), "%s", PQerrorMessage(a4));
+	PGconn *all[] = { a, b, admin, s1, s2, s3, a2, a3, a4 };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		PQfinish(all[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -399,6 +489,8 @@ int main(void)
 		{ "server_login_error", server_login_error_fails_waiters, 20 },
 		{ "server_login_error_logged_in", server_login_error_fails_logged_in_waiter, 20 },
 		{ "connect_failure_queued", connect_failure_keeps_clients_queued, 20 },
+		{ "forced_user_min_pool_size", forced_user_min_pool_size, 20 },
+		{ "clients_per_login_user", clients_per_login_user, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
