@@ -509,6 +509,12 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	}
 	}
 
+	if (pkt->type == 'Q' && pgv.cfg->disable_pqexec) {
+		/* As PgBouncer, the console included: only the extended protocol gets through. */
+		client_log(LOG_LEVEL_ERROR, client, "client used \"Query\" packet type");
+		client_close(client, "08P01", "PQexec disallowed");
+		return false;
+	}
 	if (client->is_admin)
 		return admin_handle_packet(client, pkt);
 	if (!client->link) {

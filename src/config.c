@@ -84,7 +84,7 @@ static const struct param_def params[] = {
 	P_STR(auth_file, "", RELOAD, IMPL),
 	P_STR(auth_hba_file, "", RELOAD, IMPL),
 	P_STR(auth_ident_file, "", RELOAD, IMPL),
-	P_STR(auth_ldap_options, "", RELOAD, TODO),
+	P_STR(auth_ldap_options, "", RELOAD, IMPL),	/* set: refused at load (no LDAP client) */
 	P_STR(auth_query, "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
 	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, IMPL),
 	P_ENUM(auth_type, "md5", RELOAD, IMPL, auth_type_names, AUTH_TYPE_HBA_ONLY),
@@ -102,15 +102,15 @@ static const struct param_def params[] = {
 	P_STR(client_tls_key_file, "", RELOAD, IMPL),
 	P_STR(client_tls_protocols, "secure", RELOAD, IMPL),
 	P_ENUM(client_tls_sslmode, "disable", RELOAD, IMPL, sslmode_names, 0),
-	P_STR(conffile, "", RELOAD, TODO),
+	P_STR(conffile, "", RELOAD, IMPL),
 	P_INT(default_pool_size, "20", RELOAD, IMPL, 0, INT_MAX),
-	P_BOOL(disable_pqexec, "0", RESTART, TODO),
+	P_BOOL(disable_pqexec, "0", RESTART, IMPL),
 	P_TIME(dns_max_ttl, "15", RELOAD, IMPL),
 	P_TIME(dns_nxdomain_ttl, "15", RELOAD, IMPL),
 	P_TIME(dns_zone_check_period, "0", RELOAD, IMPL),
 	P_TIME(idle_transaction_timeout, "0", RELOAD, IMPL),
 	P_STR(ignore_startup_parameters, "", RELOAD, IMPL),
-	P_STR(job_name, "pgbouncer", RESTART, TODO),
+	P_STR(job_name, "pgbouncer", RESTART, IMPL),	/* Windows service name in PgBouncer: no effect here either */
 	P_STR(listen_addr, "", RESTART, IMPL),
 	P_INT(listen_backlog, "128", RESTART, IMPL, 0, INT_MAX),
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),
@@ -158,7 +158,7 @@ static const struct param_def params[] = {
 	P_STR(server_tls_key_file, "", RELOAD, IMPL),
 	P_STR(server_tls_protocols, "secure", RELOAD, IMPL),
 	P_ENUM(server_tls_sslmode, "prefer", RELOAD, IMPL, sslmode_names, 0),
-	P_STR_ALIAS(service_name, job_name, "pgbouncer", RESTART, TODO),
+	P_STR_ALIAS(service_name, job_name, "pgbouncer", RESTART, IMPL),
 	P_BOOL(so_reuseport, "0", RESTART, IMPL),
 	P_TIME(stats_period, "60", RELOAD, IMPL),
 	P_STR(stats_users, "", RELOAD, IMPL),
@@ -180,7 +180,7 @@ static const struct param_def params[] = {
 	P_STR(track_extra_parameters, "IntervalStyle", RESTART, IMPL),
 	P_TIME(transaction_timeout, "0", RELOAD, IMPL),
 	P_STR(unix_socket_dir, "/tmp", RESTART, IMPL),
-	P_STR(unix_socket_group, "", RESTART, TODO),
+	P_STR(unix_socket_group, "", RESTART, IMPL),
 	P_OCTAL(unix_socket_mode, "0777", RESTART, IMPL, 07777),
 	P_STR(user, "", RESTART, IMPL),
 	P_INT(verbose, "0", RELOAD, IMPL, 0, INT_MAX),
@@ -1057,6 +1057,11 @@ static int set_main_key(struct loader *ld, const struct position *pos, const cha
 	if (config_set_param(ld->cfg, p, value, why, sizeof(why)) < 0)
 		return load_error(ld, pos, "invalid value \"%s\" for parameter %s: %s",
 				  shorten(value, vbuf, sizeof(vbuf)), p->name, why);
+	/* Refused rather than ignored: a login method that cannot work must not look configured. */
+	if ((strcmp(p->name, "auth_type") == 0 && ld->cfg->auth_type == AUTH_TYPE_LDAP) ||
+	    (strcmp(p->name, "auth_ldap_options") == 0 && value[0]))
+		return load_error(ld, pos, "%s: LDAP authentication is not supported (pgvalve has no LDAP client)",
+				  p->name);
 	if (!p->implemented && !ld->warned[p - params]) {
 		ld->warned[p - params] = true;
 		log_warning("%s:%d: parameter \"%s\" is not supported yet, ignored", pos->file, pos->line, p->name);

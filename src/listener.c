@@ -16,6 +16,7 @@
 
 #include <event2/event.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -263,6 +264,22 @@ static int listen_address(const char *host, int port)
 	return opened ? 0 : -1;
 }
 
+/* unix_socket_group: the socket file's group, so its members may connect (with unix_socket_mode). */
+static bool set_socket_group(const char *path, const char *group)
+{
+	errno = 0;
+	struct group *gr = getgrnam(group);
+	if (!gr) {
+		log_error("unix_socket_group: no group \"%s\"%s%s", group, errno ? ": " : "", errno ? strerror(errno) : "");
+		return false;
+	}
+	if (chown(path, (uid_t)-1, gr->gr_gid) < 0) {
+		log_error("unix_socket_group: could not give %s to group %s: %s", path, group, strerror(errno));
+		return false;
+	}
+	return true;
+}
+
 static int listen_unix(const char *dir, int port)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -290,6 +307,11 @@ static int listen_unix(const char *dir, int port)
 		return -1;
 	}
 	chmod(sun.sun_path, (mode_t)pgv.cfg->unix_socket_mode);
+	if (pgv.cfg->unix_socket_group[0] && !set_socket_group(sun.sun_path, pgv.cfg->unix_socket_group)) {
+		close(fd);
+		unlink(sun.sun_path);
+		return -1;
+	}
 	if (listen(fd, pgv.cfg->listen_backlog > 0 ? pgv.cfg->listen_backlog : 128) < 0) {
 		log_error("listen() on %s failed: %s", sun.sun_path, strerror(errno));
 		close(fd);

@@ -5,7 +5,10 @@
  */
 #include "harness.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +477,70 @@ START_TEST(clients_per_login_user)
 }
 END_TEST
 
+/* ================================================================ 17: settings that were ignored */
+
+/* disable_pqexec: a simple Query closes the client with PgBouncer's words; the extended protocol works. */
+START_TEST(disable_pqexec_refuses_simple_query)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\ndisable_pqexec = 1\n", std_databases(), userlist());
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	PGresult *r = PQexecParams(c, "SELECT $1::int + 1", 1, NULL, (const char *const[]){ "41" }, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "42");
+	PQclear(r);
+	r = PQexec(c, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_msg(strstr(PQerrorMessage(c), "PQexec disallowed") != NULL, "%s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+	pgv_expect_log(&p, "client used \"Query\" packet type", 5);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* unix_socket_group: the socket file belongs to that group. */
+START_TEST(unix_socket_group_applied)
+{
+	const char *runas = getenv("PGV_TEST_RUNAS");
+	gid_t gid = getegid();
+	if (runas && runas[0]) {
+		struct passwd *pw = getpwnam(runas);
+		ck_assert_ptr_nonnull(pw);
+		gid = pw->pw_gid;
+	}
+	struct group *gr = getgrgid(gid);
+	ck_assert_ptr_nonnull(gr);
+	char extra[256];
+	snprintf(extra, sizeof(extra), "auth_type = md5\nunix_socket_group = %s\nunix_socket_mode = 0770\n", gr->gr_name);
+	struct pgv p;
+	pgv_start(&p, extra, std_databases(), userlist());
+	char path[700];
+	snprintf(path, sizeof(path), "%s/.s.PGSQL.%d", p.dir, p.port);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_gid, gid);
+	ck_assert_uint_eq(st.st_mode & 0777, 0770);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* LDAP cannot work here: auth_type = ldap and auth_ldap_options are refused, not ignored. */
+START_TEST(ldap_refused)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\n", std_databases(), userlist());
+	ini_replace_and_reload(&p, "auth_type = md5", "auth_type = ldap\n");
+	pgv_expect_log(&p, "auth_type: LDAP authentication is not supported", 5);
+	ini_replace_and_reload(&p, "auth_type = ldap", "auth_type = md5\nauth_ldap_options = host=ldap.example\n");
+	pgv_expect_log(&p, "auth_ldap_options: LDAP authentication is not supported", 5);
+	/* the running configuration was kept: md5 logins work */
+	struct raw_error err;
+	ck_assert_int_eq(raw_login(p.port, DB, "md5_user", "md5_pass", &err), 0);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -491,6 +558,9 @@ int main(void)
 		{ "connect_failure_queued", connect_failure_keeps_clients_queued, 20 },
 		{ "forced_user_min_pool_size", forced_user_min_pool_size, 20 },
 		{ "clients_per_login_user", clients_per_login_user, 20 },
+		{ "disable_pqexec", disable_pqexec_refuses_simple_query, 20 },
+		{ "unix_socket_group", unix_socket_group_applied, 20 },
+		{ "ldap_refused", ldap_refused, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },

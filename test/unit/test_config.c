@@ -271,6 +271,7 @@ static const char *const implemented_params[] = {
 	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout", "peer_id",
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
 	"workers",
+	"auth_ldap_options", "conffile", "disable_pqexec", "job_name", "service_name", "unix_socket_group",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -318,7 +319,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 94);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 100);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -635,18 +636,16 @@ START_TEST(test_not_supported_warns_once_per_load)
 	const char *text =
 		"[pgbouncer]\n"
 		"listen_port = 7000\n"
-		"disable_pqexec = 1\n"
-		"disable_pqexec = 0\n"
-		"unix_socket_group = wheel\n";
+		"max_prepared_statements = 10\n"
+		"max_prepared_statements = 0\n";
 
 	capture_start();
 	cfg = load_ok(text);
 	log = capture_end();
-	ck_assert_int_eq(count_occurrences(log, "parameter \"disable_pqexec\" is not supported yet, ignored"), 1);
-	assert_contains(log, "t.ini:3: parameter \"disable_pqexec\" is not supported yet, ignored");
-	assert_contains(log, "t.ini:5: parameter \"unix_socket_group\" is not supported yet, ignored");
+	ck_assert_int_eq(count_occurrences(log, "parameter \"max_prepared_statements\" is not supported yet, ignored"), 1);
+	assert_contains(log, "t.ini:3: parameter \"max_prepared_statements\" is not supported yet, ignored");
 	ck_assert_ptr_null(strstr(log, "listen_port"));
-	ck_assert(!cfg->disable_pqexec);	/* validated and stored; last one wins */
+	ck_assert_int_eq(cfg->max_prepared_statements, 0);	/* validated and stored; last one wins */
 	config_free(cfg);
 	free(log);
 
@@ -654,12 +653,22 @@ START_TEST(test_not_supported_warns_once_per_load)
 	capture_start();
 	cfg = load_ok(text);
 	log = capture_end();
-	ck_assert_int_eq(count_occurrences(log, "\"disable_pqexec\" is not supported yet"), 1);
+	ck_assert_int_eq(count_occurrences(log, "\"max_prepared_statements\" is not supported yet"), 1);
 	config_free(cfg);
 	free(log);
 
 	/* an invalid value for an unsupported parameter is still an error */
-	assert_contains(load_fail("[pgbouncer]\ndisable_pqexec = perhaps\n"), "t.ini:2:");
+	assert_contains(load_fail("[pgbouncer]\nmax_prepared_statements = perhaps\n"), "t.ini:2:");
+}
+END_TEST
+
+/* LDAP cannot work without a library outside the design: refused at load, never silently ignored. */
+START_TEST(test_ldap_refused)
+{
+	assert_contains(load_fail("[pgbouncer]\nauth_type = ldap\n"),
+			"t.ini:2: auth_type: LDAP authentication is not supported");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = host=x\n"),
+			"t.ini:2: auth_ldap_options: LDAP authentication is not supported");
 }
 END_TEST
 
@@ -1064,6 +1073,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_invalid_values);
 	tcase_add_test(tc, test_errors_never_show_passwords);
 	tcase_add_test(tc, test_not_supported_warns_once_per_load);
+	tcase_add_test(tc, test_ldap_refused);
 	tcase_add_test(tc, test_unknown_key_warns_and_loads);
 	tcase_add_test(tc, test_databases);
 	tcase_add_test(tc, test_parse_db_string_and_clone);
