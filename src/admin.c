@@ -1680,6 +1680,16 @@ static void run_set(struct client *client, const struct command *cmd)
 	}
 	pgv.config_generation++;
 	log_info("SET %s = %s", p->name, cmd->value);
+	/* TLS settings take effect at once; a broken set keeps the running contexts, as PgBouncer. */
+	if (strstr(p->name, "_tls_") || strstr(p->name, "_tls13_")) {
+		if (tls_configure(pgv.cfg, err, sizeof(err)) < 0) {
+			send_notice_complete_and_ready(client, "TLS settings could not be applied, still using old configuration",
+						       NULL, tag);
+			return;
+		}
+		if (strncmp(p->name, "server_tls", 10) == 0)
+			pool_retire_all_servers("obsolete connection");
+	}
 	send_complete_and_ready(client, tag);
 }
 

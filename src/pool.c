@@ -116,6 +116,27 @@ static void db_retire_servers(struct db *db, const char *reason)
 	}
 }
 
+void pool_retire_all_servers(const char *reason)
+{
+	list_for_each(pos, &pgv.databases) {
+		struct db *db = container_of(pos, struct db, node);
+		if (!db->is_admin)
+			db_retire_servers(db, reason);
+	}
+}
+
+bool pool_server_tls_changed(const struct config *a, const struct config *b)
+{
+	const char *const sa[] = { a->server_tls_ca_file, a->server_tls_key_file, a->server_tls_cert_file,
+				   a->server_tls_protocols, a->server_tls_ciphers, a->server_tls13_ciphers };
+	const char *const sb[] = { b->server_tls_ca_file, b->server_tls_key_file, b->server_tls_cert_file,
+				   b->server_tls_protocols, b->server_tls_ciphers, b->server_tls13_ciphers };
+	for (size_t i = 0; i < ARRAY_SIZE(sa); i++)
+		if (strcmp(sa[i], sb[i]) != 0)
+			return true;
+	return a->server_tls_sslmode != b->server_tls_sslmode;
+}
+
 void pool_dns_changed(const char *name)
 {
 	int retired = 0;
@@ -687,7 +708,7 @@ void pool_server_ready(struct server *server)
 	struct pool *pool = server->pool;
 
 	if (server->close_needed) {
-		server_close(server, "server is scheduled to close");
+		server_close(server, "obsolete connection");
 		return;
 	}
 	if (db_paused(pool->db)) {
@@ -728,7 +749,7 @@ void pool_release_server(struct server *server)
 		return;
 	}
 	if (server->close_needed) {
-		server_close(server, "server is scheduled to close");
+		server_close(server, "obsolete connection");
 		return;
 	}
 	if (server->cancel_expired) {	/* a cancel we gave up on could still reach it */

@@ -109,7 +109,10 @@ int reload_config(char *errbuf, size_t errsize)
 
 	/* TLS files are re-read; a broken one keeps the previous contexts (logged). */
 	char tls_err[512];
-	tls_configure(fresh, tls_err, sizeof(tls_err));
+	if (tls_configure(fresh, tls_err, sizeof(tls_err)) == 0 && pool_server_tls_changed(old, fresh)) {
+		log_info("server TLS settings changed: server connections will be replaced");
+		pool_retire_all_servers("obsolete connection");
+	}
 	netbuf_set_loopcnt(fresh->sbuf_loopcnt);
 	dns_configure(fresh);
 	pool_apply_config();

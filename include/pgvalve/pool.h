@@ -176,6 +176,13 @@ void pool_keep_forced_user_pool(struct db *db);
 void pool_keep_min_size(struct pool *pool);
 /* pool_idle_timeout: frees pools of db with no clients or servers for that long (janitor). */
 void pool_drop_idle_pools(struct db *db, usec_t now);
+/*
+ * Every server connection is replaced: idle ones close now (reason), the
+ * others when released ("obsolete connection"). For new server TLS settings.
+ */
+void pool_retire_all_servers(const char *reason);
+/* Whether two configurations differ in a setting of TLS to servers. */
+bool pool_server_tls_changed(const struct config *a, const struct config *b);
 /* Closes every client (logins included) and server of db with reason, and frees its pools. */
 void pool_close_db(struct db *db, const char *reason);
 /* autodb_idle_timeout: frees an unused database made from "*" (janitor). */

@@ -541,6 +541,85 @@ START_TEST(ldap_refused)
 }
 END_TEST
 
+/* ================================================================ 12: TLS settings at run time */
+
+static void admin_set(PGconn *admin, const char *sql)
+{
+	PGresult *r = PQexec(admin, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(admin));
+	PQclear(r);
+}
+
+static void record_notice(void *arg, const PGresult *res)
+{
+	snprintf((char *)arg, 512, "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+}
+
+/*
+ * SET of client_tls_* / server_tls_* in the console takes effect at once; a
+ * broken value keeps the running contexts with PgBouncer's notice; new
+ * server TLS settings retire the servers ("obsolete connection").
+ */
+START_TEST(tls_settings_at_run_time)
+{
+	const char *certs = getenv("PGV_TEST_CERTDIR");
+	ck_assert_ptr_nonnull(certs);
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nadmin_users = admin_u\npool_mode = session\n", std_databases(), userlist());
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	char sql[1024], conninfo[512], notice[512] = "";
+	PQsetNoticeReceiver(admin, record_notice, notice);
+
+	/* client side: no TLS yet, then TLS at once */
+	snprintf(conninfo, sizeof(conninfo),
+		 "host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass sslmode=require", p.port);
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	PQfinish(c);
+	snprintf(sql, sizeof(sql), "SET client_tls_key_file = '%s/server.key'", certs);
+	admin_set(admin, sql);
+	snprintf(sql, sizeof(sql), "SET client_tls_cert_file = '%s/server.crt'", certs);
+	admin_set(admin, sql);
+	admin_set(admin, "SET client_tls_sslmode = 'allow'");
+	c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "TLS after SET: %s", PQerrorMessage(c));
+	ck_assert(PQsslInUse(c));
+	PQfinish(c);
+
+	/* a file that does not exist: PgBouncer's notice, the running TLS goes on */
+	notice[0] = '\0';
+	admin_set(admin, "SET client_tls_cert_file = '/nonexistent/pgv.crt'");
+	ck_assert_str_eq(notice, "TLS settings could not be applied, still using old configuration");
+	c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "TLS after a broken SET: %s", PQerrorMessage(c));
+	PQfinish(c);
+
+	/* As PgBouncer, the broken value stays set: put the good one back first */
+	snprintf(sql, sizeof(sql), "SET client_tls_cert_file = '%s/server.crt'", certs);
+	notice[0] = '\0';
+	admin_set(admin, sql);
+	ck_assert_str_eq(notice, "");
+
+	/* server side (prefer by default: TLS): the idle server is retired, the next one is plain */
+	PGconn *s = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(s, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "true");
+	PQfinish(s);
+	admin_set(admin, "SET server_tls_sslmode = 'disable'");
+	pgv_expect_log(&p, "closing because: obsolete connection", 5);
+	s = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(s, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "false");
+	PQfinish(s);
+	/* RELOAD with other server TLS settings: the same */
+	ini_replace_and_reload(&p, "auth_type = md5", "auth_type = md5\nserver_tls_sslmode = require\n");
+	pgv_expect_log(&p, "server TLS settings changed: server connections will be replaced", 5);
+	s = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(s, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "true");
+	PQfinish(s);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -561,6 +640,7 @@ int main(void)
 		{ "disable_pqexec", disable_pqexec_refuses_simple_query, 20 },
 		{ "unix_socket_group", unix_socket_group_applied, 20 },
 		{ "ldap_refused", ldap_refused, 20 },
+		{ "tls_settings_at_run_time", tls_settings_at_run_time, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
