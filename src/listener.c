@@ -12,6 +12,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/sdnotify.h"
 #include "pgvalve/workers.h"
 
 #include <event2/event.h>
@@ -308,10 +309,48 @@ static int listen_unix(const char *dir, int port)
 	return 0;
 }
 
+/*
+ * Socket activation (a pgvalve.socket unit): the sockets systemd opened
+ * replace listen_addr, listen_port and unix_socket_dir, as in PgBouncer.
+ * Each must be a listening stream socket; the files of inherited Unix
+ * sockets belong to systemd and are never removed here.
+ */
+static int adopt_inherited(int first, int count)
+{
+	for (int fd = first; fd < first + count; fd++) {
+		int type = 0, listening = 0, domain = 0;
+		socklen_t len = sizeof(int);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
+		    (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len)) < 0 ||
+		    !listening || (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)) < 0) {
+			log_error("socket activation: file descriptor %d is not a listening stream socket", fd);
+			return -1;
+		}
+		int flags = fcntl(fd, F_GETFL);
+		if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+			log_error("socket activation: file descriptor %d: %s", fd, strerror(errno));
+			return -1;
+		}
+		bool is_unix = domain == AF_UNIX;
+		if (!is_unix) {
+			tcp_tuning_of(pgv.cfg, &listener_tuning);
+			tcp_apply(fd, &listener_tuning, false);
+		}
+		if (!add_listener(fd, is_unix))
+			return -1;
+		log_info("listening on file descriptor %d from systemd (%s)", fd, is_unix ? "unix" : "tcp");
+	}
+	return 0;
+}
+
 int listener_start(void)
 {
 	const struct config *cfg = pgv.cfg;
 	lst.resume_timer = evtimer_new(pgv.base, resume_cb, NULL);
+
+	int first, inherited = sdnotify_listen_fds(&first);
+	if (inherited > 0)
+		return adopt_inherited(first, inherited);
 
 	const char *p = cfg->listen_addr;
 	char host[256];

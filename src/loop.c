@@ -15,6 +15,7 @@
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/reload.h"
+#include "pgvalve/sdnotify.h"
 #include "pgvalve/server.h"
 #include "pgvalve/workers.h"
 
@@ -86,6 +87,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	switch (sig) {
 	case SIGINT:	/* PgBouncer 1.25: SHUTDOWN WAIT_FOR_SERVERS */
 		log_info("got SIGINT");
+		sdnotify_send_stopping("SIGINT: waiting for server connections to be released");
 		admin_shutdown_wait_for_servers();
 		break;
 	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS; a second SIGTERM exits now */
@@ -95,6 +97,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 			break;
 		}
 		log_info("got SIGTERM");
+		sdnotify_send_stopping("SIGTERM: waiting for clients to leave");
 		admin_shutdown_wait_for_clients();
 		break;
 	case SIGQUIT:
@@ -124,7 +127,10 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	case SIGHUP: {
 		char err[512];
 		log_info("got SIGHUP, re-reading config");
+		sdnotify_send_reloading();
 		reload_config(err, sizeof(err));
+		/* Ready again either way: a config that does not load leaves the old one serving. */
+		sdnotify_send_ready();
 		break;
 	}
 	default:
