@@ -270,6 +270,7 @@ else
 fi
 
 step "start pgvalve as pgvalve.service's ExecStart would"
+: >"$notify_log"
 start_as_unit pgvalve.service
 check "READY=1 on NOTIFY_SOCKET" wait_for 10 grep -q '^READY=1|STATUS=0 clients, 0 servers$' "$notify_log"
 check "runs as pgvalve" test "$(stat -c %U "/proc/$pgvalve_pid")" = pgvalve
@@ -366,6 +367,43 @@ check "pgvalve@b's own Unix socket" test -S "/run/pgvalve/b/.s.PGSQL.$port"
 kill -TERM "$b_pid"
 check "pgvalve@b stops" wait_for 10 bash -c "! kill -0 $b_pid"
 stop_pid "$b_pid"
+
+step "a PgBouncer configuration laid out as Debian's pgbouncer package does"
+if getent passwd postgres >/dev/null && [ -d /run/postgresql ] && [ -d /var/log/postgresql ]; then
+	pgb="$work/etc-pgbouncer"
+	pgb_log=/var/log/postgresql/pgbouncer-pkgtest-$$.log
+	install -d -m 0750 -o postgres -g postgres "$pgb"
+	install -m 0640 -o postgres -g postgres /dev/stdin "$pgb/pgbouncer.ini" <<EOF
+[databases]
+pkgtest = host=127.0.0.1 port=$pg_port dbname=postgres
+
+[pgbouncer]
+logfile = $pgb_log
+pidfile = /var/run/postgresql/pgbouncer-pkgtest-$$.pid
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir = /var/run/postgresql
+auth_type = md5
+auth_file = $pgb/userlist.txt
+admin_users = pkgtest
+EOF
+	printf '"pkgtest" "%s"\n' "$md5" | install -m 0640 -o postgres -g postgres /dev/stdin "$pgb/userlist.txt"
+	adduser --quiet pgvalve postgres
+	echo "PGVALVE_CONFIG=$pgb/pgbouncer.ini" >>/etc/default/pgvalve
+	: >"$notify_log"
+	start_as_unit pgvalve.service
+	check "ready with the PgBouncer file" wait_for 10 grep -q '^READY=1|' "$notify_log"
+	check "psql through it" \
+		test "$(psql_app "host=127.0.0.1 port=$port dbname=pkgtest user=pkgtest" -c 'SELECT 5')" = 5
+	check "its Unix socket in /run/postgresql" test -S "/run/postgresql/.s.PGSQL.$port"
+	check "its log in /var/log/postgresql" grep -q 'process up' "$pgb_log"
+	kill -INT "$pgvalve_pid"
+	check "stops" wait_for 10 bash -c "! kill -0 $pgvalve_pid"
+	stop_pid "$pgvalve_pid"
+	rm -f "$pgb_log"
+else
+	echo "no postgres user or /run/postgresql here: skipped"
+fi
 
 # ---------------------------------------------------------------- purge
 # The test's own files first: an operator's extra files would stay, as dpkg wants.
