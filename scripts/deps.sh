@@ -62,6 +62,7 @@ EOF
 check|pkg-config --exists 'check >= 0.10'
 libpq-dev|pkg-config --exists 'libpq >= 10'
 dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
+systemd|command -v systemd-analyze
 EOF
 		;;
 	esac

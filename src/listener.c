@@ -349,18 +349,21 @@ int listener_start(void)
 	lst.resume_timer = evtimer_new(pgv.base, resume_cb, NULL);
 
 	int first, inherited = sdnotify_listen_fds(&first);
-	if (inherited > 0)
-		return adopt_inherited(first, inherited);
-
-	const char *p = cfg->listen_addr;
-	char host[256];
-	while (list_next_item(&p, host, sizeof(host))) {
-		if (listen_address(host, cfg->listen_port) < 0)
+	if (inherited > 0) {
+		if (adopt_inherited(first, inherited) < 0)
+			return -1;
+	} else {
+		const char *p = cfg->listen_addr;
+		char host[256];
+		while (list_next_item(&p, host, sizeof(host))) {
+			if (listen_address(host, cfg->listen_port) < 0)
+				return -1;
+		}
+		if (cfg->unix_socket_dir[0] && workers_owns_unix_socket() &&
+		    listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
 			return -1;
 	}
-	if (cfg->unix_socket_dir[0] && workers_owns_unix_socket() &&
-	    listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
-		return -1;
+	/* A worker's private socket is how its siblings forward cancels: it stays under socket activation. */
 	char private_dir[256];
 	workers_socket_dir(cfg, workers_self(), private_dir, sizeof(private_dir));
 	if (private_dir[0] && listen_unix(private_dir, cfg->listen_port) < 0)

@@ -132,25 +132,8 @@ check "pgvalve.socket is not enabled" test ! -e /etc/systemd/system/sockets.targ
 check "pgvalve --version names PgBouncer 1.25" \
 	bash -c '/usr/bin/pgvalve --version | head -n 1 | grep -q "PgBouncer 1\.25"'
 
-step "systemd-analyze verify and security"
-# Documentation= is checked where man is there to check it.
-man_opt=--man=no
-command -v man >/dev/null && man_opt=--man=yes
-for unit in pgvalve.service pgvalve@.service pgvalve.socket; do
-	u=/lib/systemd/system/$unit
-	if [ "$unit" = pgvalve@.service ]; then
-		# a template verifies as an instance of it
-		cp "$u" "$work/pgvalve@a.service"
-		u="$work/pgvalve@a.service"
-	fi
-	check "systemd-analyze verify $unit" systemd-analyze verify "$man_opt" "$u"
-	case $unit in *.service)
-		score=$(systemd-analyze security --offline=true "$u" 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
-		echo "systemd-analyze security $unit: $score"
-		check "exposure of $unit <= 4.0" awk -v s="$score" 'BEGIN { exit !(s != "" && s <= 4.0) }'
-		;;
-	esac
-done
+step "systemd-analyze verify and security of the installed units"
+check "units verify cleanly and rate <= 4.0" "$root/scripts/check-units.sh" /lib/systemd/system /usr/bin/pgvalve
 
 # ---------------------------------------------------------------- run
 step "a throwaway PostgreSQL 15"
@@ -319,6 +302,23 @@ sa_pid=$(cat /run/pgvalve/pgvalve.pid)
 kill -INT "$sa_pid"
 check "activated pgvalve exits" wait_for 10 bash -c "! kill -0 $sa_pid"
 stop_pid "$pgvalve_pid"	# systemd-socket-activate itself
+
+# The same with two workers (PGVALVE_OPTS): both accept on the inherited socket.
+echo "PGVALVE_OPTS=-w 2" >>/etc/default/pgvalve
+start_as_unit pgvalve.service systemd-socket-activate -l "127.0.0.1:$sa_port" -E NOTIFY_SOCKET
+check "psql with workers on the inherited socket" \
+	test "$(psql_app "host=127.0.0.1 port=$sa_port dbname=pkgtest user=pkgtest connect_timeout=10" -c 'SELECT 8')" = 8
+for w in w1 w2; do
+	check "worker $w took fd 3" wait_for 10 grep -q "\[$w\] listening on file descriptor 3 from systemd (tcp)" \
+		/var/log/pgvalve/pgvalve.log
+done
+check "the workers' private sockets (cancel forwarding) are there" \
+	wait_for 5 bash -c "ls /run/pgvalve/pgvalve-$port-*-w2/.s.PGSQL.$port >/dev/null 2>&1"
+sa_pid=$(cat /run/pgvalve/pgvalve.pid)
+kill -INT "$sa_pid"
+check "supervisor and workers exit" wait_for 15 bash -c "! kill -0 $sa_pid"
+stop_pid "$pgvalve_pid"
+sed -i '/^PGVALVE_OPTS=-w 2$/d' /etc/default/pgvalve
 
 step "rolling restart with pgvalve@a and pgvalve@b (README's steps)"
 for i in a b; do
