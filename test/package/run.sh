@@ -405,6 +405,16 @@ else
 	echo "no postgres user or /run/postgresql here: skipped"
 fi
 
+step "reinstall (the postinst again): the operator's files stay as they are"
+chmod 0600 /etc/pgvalve/pgvalve.ini
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall "$deb" >"$work/reinstall.log" 2>&1 || {
+	cat "$work/reinstall.log" >&2
+	fail "apt-get install --reinstall"
+}
+check "userlist.txt kept, with the test's user" grep -q '^"pkgtest"' /etc/pgvalve/userlist.txt
+check "userlist.txt still pgvalve:pgvalve 640" test "$(owner_mode /etc/pgvalve/userlist.txt)" = "pgvalve:pgvalve 640"
+check "pgvalve.ini keeps the operator's mode 600" test "$(owner_mode /etc/pgvalve/pgvalve.ini)" = "pgvalve:pgvalve 600"
+
 # ---------------------------------------------------------------- purge
 # The test's own files first: an operator's extra files would stay, as dpkg wants.
 rm -f /etc/pgvalve/pkgtest.ini /etc/pgvalve/pgvalve-a.ini /etc/pgvalve/pgvalve-b.ini
