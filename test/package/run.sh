@@ -70,8 +70,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- build
+step "one version everywhere"
+version=$(sed -n 's/^AC_INIT(\[pgvalve\], \[\([^]]*\)\].*/\1/p' "$root/configure.ac")
+deb_version=$(sed -n '1s/^pgvalve (\([^)-]*\).*/\1/p' "$root/debian/changelog")
+rpm_version=$(sed -n 's/^Version: *//p' "$root/pgvalve.spec")
+check "configure.ac ($version), debian/changelog ($deb_version) and pgvalve.spec ($rpm_version) agree" \
+	test -n "$version" -a "$version" = "$deb_version" -a "$version" = "$rpm_version"
+
 step "build the .deb (DEB_BUILD_OPTIONS=nocheck)"
-src="$work/src/pgvalve-0.1.0"
+src="$work/src/pgvalve-$version"
 mkdir -p "$src"
 # What git tracks plus new files not ignored: the tree as it is, without build/.
 (cd "$root" && git ls-files -z --cached --others --exclude-standard |
@@ -258,6 +265,16 @@ start_as_unit pgvalve.service
 check "READY=1 on NOTIFY_SOCKET" wait_for 10 grep -q '^READY=1|STATUS=0 clients, 0 servers$' "$notify_log"
 check "runs as pgvalve" test "$(stat -c %U "/proc/$pgvalve_pid")" = pgvalve
 psql_app() { PGPASSWORD=$password psql -X -A -t -v ON_ERROR_STOP=1 "$@"; }
+# psql_expect EXPECTED CONNINFO SQL: retried for 10 s (a socket being set up)
+psql_expect() {
+	local i
+	for ((i = 0; i < 50; i++)); do
+		[ "$(psql_app "$2" -c "$3" 2>/dev/null)" = "$1" ] && return 0
+		sleep 0.2
+	done
+	psql_app "$2" -c "$3" >&2 || true
+	return 1
+}
 check "psql through TCP reaches PostgreSQL" \
 	test "$(psql_app "host=127.0.0.1 port=$port dbname=pkgtest user=pkgtest" -c 'SELECT 40 + 2')" = 42
 check "psql through the Unix socket in /run/pgvalve" \
@@ -293,13 +310,13 @@ sa_port=$(pgv_free_port $((port + 1)))
 start_as_unit pgvalve.service systemd-socket-activate -l "127.0.0.1:$sa_port" -E NOTIFY_SOCKET
 # systemd-socket-activate starts the service on the first connection, as the socket unit does
 check "psql on the inherited socket" \
-	test "$(psql_app "host=127.0.0.1 port=$sa_port dbname=pkgtest user=pkgtest connect_timeout=10" -c 'SELECT 7')" = 7
+	psql_expect 7 "host=127.0.0.1 port=$sa_port dbname=pkgtest user=pkgtest connect_timeout=10" 'SELECT 7'
 check "pgvalve took fd 3 from systemd" grep -q 'listening on file descriptor 3 from systemd (tcp)' /var/log/pgvalve/pgvalve.log
 check "and did not bind listen_port itself" \
 	bash -c "! psql -X -h 127.0.0.1 -p $port -U pkgtest -d pkgtest -c 'SELECT 1' >/dev/null 2>&1"
 check "READY=1 from the activated pgvalve" wait_for 5 grep -q '^READY=1|' "$notify_log"
-sa_pid=$(cat /run/pgvalve/pgvalve.pid)
-kill -INT "$sa_pid"
+sa_pid=$(cat /run/pgvalve/pgvalve.pid 2>/dev/null) || sa_pid=$pgvalve_pid
+kill -INT "$sa_pid" 2>/dev/null || true
 check "activated pgvalve exits" wait_for 10 bash -c "! kill -0 $sa_pid"
 stop_pid "$pgvalve_pid"	# systemd-socket-activate itself
 
@@ -307,15 +324,15 @@ stop_pid "$pgvalve_pid"	# systemd-socket-activate itself
 echo "PGVALVE_OPTS=-w 2" >>/etc/default/pgvalve
 start_as_unit pgvalve.service systemd-socket-activate -l "127.0.0.1:$sa_port" -E NOTIFY_SOCKET
 check "psql with workers on the inherited socket" \
-	test "$(psql_app "host=127.0.0.1 port=$sa_port dbname=pkgtest user=pkgtest connect_timeout=10" -c 'SELECT 8')" = 8
+	psql_expect 8 "host=127.0.0.1 port=$sa_port dbname=pkgtest user=pkgtest connect_timeout=10" 'SELECT 8'
 for w in w1 w2; do
 	check "worker $w took fd 3" wait_for 10 grep -q "\[$w\] listening on file descriptor 3 from systemd (tcp)" \
 		/var/log/pgvalve/pgvalve.log
 done
 check "the workers' private sockets (cancel forwarding) are there" \
 	wait_for 5 bash -c "ls /run/pgvalve/pgvalve-$port-*-w2/.s.PGSQL.$port >/dev/null 2>&1"
-sa_pid=$(cat /run/pgvalve/pgvalve.pid)
-kill -INT "$sa_pid"
+sa_pid=$(cat /run/pgvalve/pgvalve.pid 2>/dev/null) || sa_pid=$pgvalve_pid
+kill -INT "$sa_pid" 2>/dev/null || true
 check "supervisor and workers exit" wait_for 15 bash -c "! kill -0 $sa_pid"
 stop_pid "$pgvalve_pid"
 sed -i '/^PGVALVE_OPTS=-w 2$/d' /etc/default/pgvalve
@@ -434,14 +451,14 @@ check "user pgvalve removed" bash -c '! getent passwd pgvalve >/dev/null'
 step "rpmbuild -bb pgvalve.spec (--nodeps: the build dependencies are Debian's)"
 top="$work/rpmbuild"
 mkdir -p "$top/SOURCES"
-tar -C "$work/src" --exclude=debian/.debhelper -czf "$top/SOURCES/pgvalve-0.1.0.tar.gz" pgvalve-0.1.0
+tar -C "$work/src" --exclude=debian/.debhelper -czf "$top/SOURCES/pgvalve-$version.tar.gz" "pgvalve-$version"
 cp "$root/etc/pgvalve.sysusers" "$top/SOURCES/"
 rpmbuild -bb --nodeps --define "_topdir $top" "$root/pgvalve.spec" >"$work/rpm-build.log" 2>&1 || {
 	tail -n 60 "$work/rpm-build.log" >&2
 	fail "rpmbuild"
 	exit 1
 }
-rpmfile=$(ls "$top"/RPMS/*/pgvalve-0.1.0-*.rpm)
+rpmfile=$(ls "$top"/RPMS/*/pgvalve-"$version"-*.rpm)
 ok "built $(basename "$rpmfile")"
 rpm -qlp "$rpmfile" 2>/dev/null | tee "$work/rpm-files"
 for f in /usr/bin/pgvalve /etc/pgvalve/pgvalve.ini /etc/pgvalve/userlist.txt /etc/sysconfig/pgvalve \
