@@ -201,6 +201,19 @@ static struct listener *add_listener(int fd, bool is_unix)
 	return l;
 }
 
+/* TCP_DEFER_ACCEPT and the tcp_* settings on a TCP listener, opened here or inherited. */
+static void tune_tcp_listener(int fd)
+{
+	const struct config *cfg = pgv.cfg;
+	if (cfg->tcp_defer_accept) {
+		/* Wake up only once the client has sent its first bytes (seconds to wait for them). */
+		int secs = cfg->tcp_defer_accept;
+		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	}
+	tcp_tuning_of(cfg, &listener_tuning);
+	tcp_apply(fd, &listener_tuning, false);	/* accepted clients copy these */
+}
+
 static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *what)
 {
 	const struct config *cfg = pgv.cfg;
@@ -215,13 +228,7 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		log_warning("so_reuseport: %s", strerror(errno));
 	if (sa->sa_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-	if (cfg->tcp_defer_accept) {
-		/* Wake up only once the client has sent its first bytes (seconds to wait for them). */
-		int secs = cfg->tcp_defer_accept;
-		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
-	}
-	tcp_tuning_of(cfg, &listener_tuning);
-	tcp_apply(fd, &listener_tuning, false);	/* accepted clients copy these */
+	tune_tcp_listener(fd);
 	if (bind(fd, sa, salen) < 0) {
 		log_error("could not bind %s: %s", what, strerror(errno));
 		close(fd);
@@ -332,10 +339,8 @@ static int adopt_inherited(int first, int count)
 			return -1;
 		}
 		bool is_unix = domain == AF_UNIX;
-		if (!is_unix) {
-			tcp_tuning_of(pgv.cfg, &listener_tuning);
-			tcp_apply(fd, &listener_tuning, false);
-		}
+		if (!is_unix)
+			tune_tcp_listener(fd);
 		if (!add_listener(fd, is_unix))
 			return -1;
 		log_info("listening on file descriptor %d from systemd (%s)", fd, is_unix ? "unix" : "tcp");
@@ -350,6 +355,10 @@ int listener_start(void)
 
 	int first, inherited = sdnotify_listen_fds(&first);
 	if (inherited > 0) {
+		if (cfg->listen_addr[0])
+			log_warning("sockets passed by systemd: listen_addr is ignored");
+		if (cfg->unix_socket_dir[0] && workers_owns_unix_socket())
+			log_warning("sockets passed by systemd: unix_socket_dir is ignored");
 		if (adopt_inherited(first, inherited) < 0)
 			return -1;
 	} else {

@@ -312,6 +312,7 @@ start_as_unit pgvalve.service systemd-socket-activate -l "127.0.0.1:$sa_port" -E
 check "psql on the inherited socket" \
 	psql_expect 7 "host=127.0.0.1 port=$sa_port dbname=pkgtest user=pkgtest connect_timeout=10" 'SELECT 7'
 check "pgvalve took fd 3 from systemd" grep -q 'listening on file descriptor 3 from systemd (tcp)' /var/log/pgvalve/pgvalve.log
+check "and says listen_addr is ignored" grep -q 'sockets passed by systemd: listen_addr is ignored' /var/log/pgvalve/pgvalve.log
 check "and did not bind listen_port itself" \
 	bash -c "! psql -X -h 127.0.0.1 -p $port -U pkgtest -d pkgtest -c 'SELECT 1' >/dev/null 2>&1"
 check "READY=1 from the activated pgvalve" wait_for 5 grep -q '^READY=1|' "$notify_log"
