@@ -5,7 +5,8 @@
 # runs nothing by itself.
 #
 #   pgv_deps_ensure MODE     install (root, apt-get) or name (otherwise) the
-#                            Debian packages MODE needs: build, quickstart, test
+#                            Debian packages MODE needs: build, quickstart,
+#                            test, package (test/package/run.sh)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -34,11 +35,24 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test)
+	quickstart | test | package)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
 python3|command -v python3
+EOF
+		;;
+	esac
+	case $mode in
+	package)
+		cat <<'EOF'
+dpkg-dev|command -v dpkg-buildpackage
+debhelper|command -v dh && command -v dh_installsysusers
+fakeroot|command -v fakeroot
+lintian|command -v lintian
+rpm|command -v rpmbuild
+systemd|command -v systemd-analyze && command -v systemd-socket-activate && command -v systemd-sysusers
+logrotate|command -v logrotate
 EOF
 		;;
 	esac
@@ -48,6 +62,7 @@ EOF
 check|pkg-config --exists 'check >= 0.10'
 libpq-dev|pkg-config --exists 'libpq >= 10'
 dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
+systemd|command -v systemd-analyze
 EOF
 		;;
 	esac

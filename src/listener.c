@@ -12,6 +12,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/sdnotify.h"
 #include "pgvalve/workers.h"
 
 #include <event2/event.h>
@@ -201,6 +202,19 @@ static struct listener *add_listener(int fd, bool is_unix)
 	return l;
 }
 
+/* TCP_DEFER_ACCEPT and the tcp_* settings on a TCP listener, opened here or inherited. */
+static void tune_tcp_listener(int fd)
+{
+	const struct config *cfg = pgv.cfg;
+	if (cfg->tcp_defer_accept) {
+		/* Wake up only once the client has sent its first bytes (seconds to wait for them). */
+		int secs = cfg->tcp_defer_accept;
+		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	}
+	tcp_tuning_of(cfg, &listener_tuning);
+	tcp_apply(fd, &listener_tuning, false);	/* accepted clients copy these */
+}
+
 static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *what)
 {
 	const struct config *cfg = pgv.cfg;
@@ -215,13 +229,7 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		log_warning("so_reuseport: %s", strerror(errno));
 	if (sa->sa_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-	if (cfg->tcp_defer_accept) {
-		/* Wake up only once the client has sent its first bytes (seconds to wait for them). */
-		int secs = cfg->tcp_defer_accept;
-		setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
-	}
-	tcp_tuning_of(cfg, &listener_tuning);
-	tcp_apply(fd, &listener_tuning, false);	/* accepted clients copy these */
+	tune_tcp_listener(fd);
 	if (bind(fd, sa, salen) < 0) {
 		log_error("could not bind %s: %s", what, strerror(errno));
 		close(fd);
@@ -330,20 +338,63 @@ static int listen_unix(const char *dir, int port)
 	return 0;
 }
 
+/*
+ * Socket activation (a pgvalve.socket unit): the sockets systemd opened
+ * replace listen_addr, listen_port and unix_socket_dir, as in PgBouncer.
+ * Each must be a listening stream socket; the files of inherited Unix
+ * sockets belong to systemd and are never removed here.
+ */
+static int adopt_inherited(int first, int count)
+{
+	for (int fd = first; fd < first + count; fd++) {
+		int type = 0, listening = 0, domain = 0;
+		socklen_t len = sizeof(int);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
+		    (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len)) < 0 ||
+		    !listening || (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)) < 0) {
+			log_error("socket activation: file descriptor %d is not a listening stream socket", fd);
+			return -1;
+		}
+		int flags = fcntl(fd, F_GETFL);
+		if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+			log_error("socket activation: file descriptor %d: %s", fd, strerror(errno));
+			return -1;
+		}
+		bool is_unix = domain == AF_UNIX;
+		if (!is_unix)
+			tune_tcp_listener(fd);
+		if (!add_listener(fd, is_unix))
+			return -1;
+		log_info("listening on file descriptor %d from systemd (%s)", fd, is_unix ? "unix" : "tcp");
+	}
+	return 0;
+}
+
 int listener_start(void)
 {
 	const struct config *cfg = pgv.cfg;
 	lst.resume_timer = evtimer_new(pgv.base, resume_cb, NULL);
 
-	const char *p = cfg->listen_addr;
-	char host[256];
-	while (list_next_item(&p, host, sizeof(host))) {
-		if (listen_address(host, cfg->listen_port) < 0)
+	int first, inherited = sdnotify_listen_fds(&first);
+	if (inherited > 0) {
+		if (cfg->listen_addr[0])
+			log_warning("sockets passed by systemd: listen_addr is ignored");
+		if (cfg->unix_socket_dir[0] && workers_owns_unix_socket())
+			log_warning("sockets passed by systemd: unix_socket_dir is ignored");
+		if (adopt_inherited(first, inherited) < 0)
+			return -1;
+	} else {
+		const char *p = cfg->listen_addr;
+		char host[256];
+		while (list_next_item(&p, host, sizeof(host))) {
+			if (listen_address(host, cfg->listen_port) < 0)
+				return -1;
+		}
+		if (cfg->unix_socket_dir[0] && workers_owns_unix_socket() &&
+		    listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
 			return -1;
 	}
-	if (cfg->unix_socket_dir[0] && workers_owns_unix_socket() &&
-	    listen_unix(cfg->unix_socket_dir, cfg->listen_port) < 0)
-		return -1;
+	/* A worker's private socket is how its siblings forward cancels: it stays under socket activation. */
 	char private_dir[256];
 	workers_socket_dir(cfg, workers_self(), private_dir, sizeof(private_dir));
 	if (private_dir[0] && listen_unix(private_dir, cfg->listen_port) < 0)

@@ -15,6 +15,7 @@
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/reload.h"
+#include "pgvalve/sdnotify.h"
 #include "pgvalve/server.h"
 #include "pgvalve/workers.h"
 
@@ -106,10 +107,13 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		}
 		pgv.shutdown_signalled = true;
 		log_info("got %s", sig == SIGINT ? "SIGINT" : "SIGTERM");
-		if (sig == SIGINT)
+		if (sig == SIGINT) {
+			sdnotify_send_stopping("SIGINT: waiting for server connections to be released");
 			admin_shutdown_wait_for_servers();
-		else
+		} else {
+			sdnotify_send_stopping("SIGTERM: waiting for clients to leave");
 			admin_shutdown_wait_for_clients();
+		}
 		break;
 	case SIGQUIT:
 		log_info("got SIGQUIT, exiting now");
@@ -138,7 +142,10 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	case SIGHUP: {
 		char err[512];
 		log_info("got SIGHUP, re-reading config");
+		sdnotify_send_reloading();
 		reload_config(err, sizeof(err));
+		/* Ready again either way: a config that does not load leaves the old one serving. */
+		sdnotify_send_ready();
 		break;
 	}
 	default:

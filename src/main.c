@@ -20,6 +20,7 @@
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/reload.h"
+#include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/workers.h"
@@ -205,9 +206,14 @@ static int run_pooler(bool single, unsigned restarts)
 	janitor_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OPENSSL_VERSION_TEXT);
+	/* Listening: systemd may start what comes After= us (Type=notify). */
+	sdnotify_send_ready();
+	sdnotify_start_status_timer(pgv.base);
 	int rc = loop_run();
 
 	log_info("shutting down");
+	sdnotify_stop_status_timer();
+	sdnotify_send_stopping("shutting down");
 	janitor_stop();
 	listener_close();
 	loop_cleanup();
@@ -235,6 +241,8 @@ static int worker_main(int worker, unsigned restarts)
 {
 	char err[256];
 	workers_become(worker);
+	/* The supervisor has no loop to notify from: worker 1 speaks for the instance. */
+	sdnotify_set_enabled(worker == 1);
 	pidfile_written = false;	/* the supervisor's, not ours to remove */
 	if (workers_apply_config(pgv.cfg, err, sizeof(err)) < 0)
 		die("%s", err);
@@ -294,6 +302,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const char *config_path = argv[optind];
+	/* Before anything forks or opens a file: the inherited sockets are fds 3 and up. */
+	sdnotify_init();
 
 	struct config_error err;
 	struct config *cfg = NULL;
