@@ -20,6 +20,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/peer.h"
+#include "pgvalve/pgoptions.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
@@ -308,13 +309,35 @@ static void handle_startup(struct client *client, const struct startup_params *s
 
 	for (int i = 0; i < sp->count; i++) {
 		const char *name = sp->names[i];
-		if (startup_param_allowed(name) || is_protocol_option(name))
+		if (startup_param_allowed(name) || is_protocol_option(name) || strcmp(name, "options") == 0)
 			continue;
 		if (config_list_contains(pgv.cfg->ignore_startup_parameters, name))
 			continue;
 		snprintf(msg, sizeof(msg), "unsupported startup parameter: %s", name);
 		client_close(client, "08P01", msg);
 		return;
+	}
+	/* options: its -c settings are startup parameters too, under the same rules (as PgBouncer). */
+	struct pgoptions opts = { 0 };
+	const char *options = startup_param(sp, "options");
+	if (options && !config_list_contains(pgv.cfg->ignore_startup_parameters, "options")) {
+		if (!pgoptions_parse(options, &opts, msg, sizeof(msg))) {
+			client_close(client, "08P01", msg);
+			return;
+		}
+		for (int i = 0; i < opts.count; i++) {
+			if (varcache_index(opts.names[i]) >= 0 ||
+			    config_list_contains(pgv.cfg->ignore_startup_parameters, opts.names[i]))
+				continue;
+			snprintf(msg, sizeof(msg), "unsupported startup parameter in options: %s", opts.names[i]);
+			pgoptions_free(&opts);
+			client_close(client, "08P01", msg);
+			return;
+		}
+		/* Remembered now; the startup packet's own parameters, set later, win (as in PostgreSQL). */
+		for (int i = 0; i < opts.count; i++)
+			varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
+		pgoptions_free(&opts);
 	}
 	const char *replication = startup_param(sp, "replication");
 	if (replication && strcmp(replication, "false") != 0 && strcmp(replication, "0") != 0 &&

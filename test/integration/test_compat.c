@@ -620,6 +620,62 @@ START_TEST(tls_settings_at_run_time)
 }
 END_TEST
 
+/* ================================================================ 9: the options startup parameter */
+
+static PGconn *connect_with_options(struct pgv *p, const char *options)
+{
+	char port[16];
+	snprintf(port, sizeof(port), "%d", p->port);
+	const char *const k[] = { "host", "port", "dbname", "user", "password", "sslmode", "options", NULL };
+	const char *const v[] = { "127.0.0.1", port, DB, "md5_user", "md5_pass", "disable", options, NULL };
+	return PQconnectdbParams(k, v, 0);
+}
+
+/*
+ * -c settings of tracked parameters in options are applied (escaped
+ * spaces included); others are refused with PgBouncer's message unless
+ * ignore_startup_parameters names them; anything but a setting is refused.
+ */
+START_TEST(options_startup_parameter)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\n", std_databases(), userlist());
+	PGconn *c = connect_with_options(&p, "-c datestyle=German,\\ YMD");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SHOW DateStyle"), "German, YMD");
+	PQfinish(c);
+	c = connect_with_options(&p, "--application-name=from_options");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SHOW application_name"), "from_options");
+	PQfinish(c);
+	c = connect_with_options(&p, "-c statement_timeout=5s");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "unsupported startup parameter in options: statement_timeout"), "%s",
+		      PQerrorMessage(c));
+	PQfinish(c);
+	c = connect_with_options(&p, "-x");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "only '-c config=val' and '--config=val' are allowed"), "%s",
+		      PQerrorMessage(c));
+	PQfinish(c);
+	pgv_stop(&p);
+
+	/* ignore_startup_parameters: the named setting is dropped; "options" itself drops them all */
+	pgv_start(&p, "auth_type = md5\nignore_startup_parameters = statement_timeout\n", std_databases(), userlist());
+	c = connect_with_options(&p, "-c statement_timeout=5s -c datestyle=SQL");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SHOW statement_timeout"), "0");
+	ck_assert_str_eq(query_value(c, "SHOW DateStyle"), "SQL, MDY");
+	PQfinish(c);
+	pgv_stop(&p);
+	pgv_start(&p, "auth_type = md5\nignore_startup_parameters = options\n", std_databases(), userlist());
+	c = connect_with_options(&p, "-c statement_timeout=5s -x");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -641,6 +697,7 @@ int main(void)
 		{ "unix_socket_group", unix_socket_group_applied, 20 },
 		{ "ldap_refused", ldap_refused, 20 },
 		{ "tls_settings_at_run_time", tls_settings_at_run_time, 20 },
+		{ "options_startup_parameter", options_startup_parameter, 30 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
