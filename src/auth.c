@@ -48,7 +48,7 @@ static void send_auth_request(struct client *client, uint32_t code, const void *
 
 static void auth_fail(struct client *client)
 {
-	char msg[160];
+	char msg[300];
 	snprintf(msg, sizeof(msg), "password authentication failed for user \"%s\"", client->login->user);
 	client_close(client, "28P01", msg);
 }

@@ -243,7 +243,7 @@ static bool parse_line(const char *p, const char *end, struct auth_secret *out, 
 		*why = "expected a quoted user name";
 		return false;
 	}
-	if ((*why = read_quoted(&p, end, user, sizeof(user), "user name longer than 63 bytes")))
+	if ((*why = read_quoted(&p, end, user, sizeof(user), "user name longer than 127 bytes")))
 		return false;
 	if (user[0] == '\0') {
 		*why = "empty user name";

@@ -5,7 +5,7 @@
  * literal quote. Secrets are plain text, "md5" + 32 hex digits, or
  * "SCRAM-SHA-256$<iter>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>".
  * Blank lines and lines starting with ';' or '#' are skipped. A malformed
- * line (unterminated quote, missing secret, user name longer than 63 bytes,
+ * line (unterminated quote, missing secret, user name longer than 127 bytes,
  * secret longer than AUTH_SECRET_MAX - 1, unparsable SCRAM secret) logs a
  * warning with its line number - never its contents - and is skipped. When a
  * user appears twice, the later line wins.
@@ -17,8 +17,8 @@
 
 #include "pgvalve/common.h"
 
-#define AUTH_NAME_MAX 64		/* PostgreSQL's NAMEDATALEN */
-#define AUTH_SECRET_MAX 512
+#define AUTH_NAME_MAX 128		/* PgBouncer's MAX_USERNAME (PostgreSQL's own names stop at 63) */
+#define AUTH_SECRET_MAX 2048		/* PgBouncer's MAX_PASSWORD */
 
 enum secret_type {
 	SECRET_NONE = 0,	/* user listed with an empty secret */

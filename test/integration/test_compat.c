@@ -676,6 +676,33 @@ START_TEST(options_startup_parameter)
 }
 END_TEST
 
+/* ================================================================ 4: auth_file limits */
+
+/* auth_file secrets up to 2047 bytes and user names up to 127, as PgBouncer's. */
+START_TEST(auth_file_limits)
+{
+	static char pw[2048], user[128], users[8192], dbs[512];
+	memset(pw, 'p', 2047);
+	pw[2047] = '\0';
+	memset(user, 'u', 127);
+	user[127] = '\0';
+	snprintf(users, sizeof(users), "\"longpw\" \"%s\"\n\"%s\" \"short\"\n", pw, user);
+	snprintf(dbs, sizeof(dbs), "forced = host=127.0.0.1 port=%s dbname=" DB " user=md5_user password=md5_pass\n",
+		 pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\n", dbs, users);
+	PGconn *c = pgv_connect(&p, "forced", "longpw", pw);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "2047-byte password: %s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SELECT current_user"), "md5_user");
+	PQfinish(c);
+	c = pgv_connect(&p, "forced", user, "short");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "127-byte user name: %s", PQerrorMessage(c));
+	PQfinish(c);
+	ck_assert(!pgv_log_contains(&p, "longer than"));
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -698,6 +725,7 @@ int main(void)
 		{ "ldap_refused", ldap_refused, 20 },
 		{ "tls_settings_at_run_time", tls_settings_at_run_time, 20 },
 		{ "options_startup_parameter", options_startup_parameter, 30 },
+		{ "auth_file_limits", auth_file_limits, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },

@@ -159,16 +159,17 @@ END_TEST
 
 START_TEST(test_malformed_skipped)
 {
-	char user63[64], user64[65], secret511[512], secret512[513];
-	char text[4096];
-	memset(user63, 'u', 63);
-	user63[63] = '\0';
-	memset(user64, 'v', 64);
-	user64[64] = '\0';
-	memset(secret511, 's', 511);
-	secret511[511] = '\0';
-	memset(secret512, 't', 512);
-	secret512[512] = '\0';
+	char user63[128], user64[129], secret511[2048], secret512[2049];
+	char text[8192];
+	/* PgBouncer's limits: user names up to 127 bytes, secrets up to 2047 */
+	memset(user63, 'u', 127);
+	user63[127] = '\0';
+	memset(user64, 'v', 128);
+	user64[128] = '\0';
+	memset(secret511, 's', 2047);
+	secret511[2047] = '\0';
+	memset(secret512, 't', 2048);
+	secret512[2048] = '\0';
 	snprintf(text, sizeof(text),
 		 "\"good1\" \"p1\"\n"
 		 "\"unterminated \"p\"\n"		/* user runs to the end of the line */
