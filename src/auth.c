@@ -19,6 +19,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/auth.h"
+#include "pgvalve/admin.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
@@ -159,14 +160,47 @@ void auth_login_free(struct client_login *login)
 
 static void auth_proceed(struct client *client);
 
-/* Where auth_query runs for this login: auth_user and auth_dbname of the database, else the globals. */
+/*
+ * Where auth_query runs for this login: auth_user and auth_dbname of the
+ * database, else the globals, else the database itself. The admin console
+ * uses them like any database (as PgBouncer), with the globals.
+ */
 static bool auth_query_target(const struct client *client, const char **user, const char **dbname)
 {
 	const struct db_config *dc = client->pool->db->cfg;
-	*user = dc->auth_user[0] ? dc->auth_user : pgv.cfg->auth_user;
-	*dbname = dc->auth_dbname[0] ? dc->auth_dbname : pgv.cfg->auth_dbname[0] ? pgv.cfg->auth_dbname :
+	bool own = !client->is_admin;
+	*user = own && dc->auth_user[0] ? dc->auth_user : pgv.cfg->auth_user;
+	*dbname = own && dc->auth_dbname[0] ? dc->auth_dbname : pgv.cfg->auth_dbname[0] ? pgv.cfg->auth_dbname :
 		client->pool->db->name;
-	return (*user)[0] != '\0' && !client->is_admin;
+	return (*user)[0] != '\0';
+}
+
+/*
+ * The database auth_query runs in, or NULL with the client closed as
+ * PgBouncer does: the admin console's own name, an unknown name (no "*"
+ * either) and a disabled database cannot serve.
+ */
+static struct db *auth_query_db(struct client *client, const char *auth_dbname)
+{
+	char msg[300];
+	if (admin_is_admin_dbname(auth_dbname)) {
+		client_log(LOG_LEVEL_WARNING, client, "cannot use the reserved \"%s\" database as an auth_dbname",
+			   auth_dbname);
+		client_close(client, "08P01", "bouncer config error");
+		return NULL;
+	}
+	struct db *adb = pool_find_or_autodb(auth_dbname);
+	if (!adb) {
+		client_log(LOG_LEVEL_WARNING, client, "authentication database \"%s\" is not configured.", auth_dbname);
+		client_close(client, "08P01", "bouncer config error");
+		return NULL;
+	}
+	if (adb->disabled) {
+		snprintf(msg, sizeof(msg), "authentication database \"%s\" is disabled", auth_dbname);
+		client_close(client, "08P01", msg);
+		return NULL;
+	}
+	return adb;
 }
 
 /* The OS user at the other end of a Unix socket. */
@@ -253,19 +287,16 @@ void auth_begin(struct client *client)
 	const struct auth_secret *secret = pgv.auth ? auth_store_find(pgv.auth, login->user) : NULL;
 	if (secret) {
 		login->stored = *secret;
+		login->user_known = true;	/* an empty password is a real user too */
 		auth_proceed(client);
 		return;
 	}
 	const char *auth_user, *auth_dbname;
 	if (auth_query_target(client, &auth_user, &auth_dbname)) {
 		/* Not in auth_file: ask the database, without blocking the loop. */
-		struct db *adb = pool_find_or_autodb(auth_dbname);
-		if (!adb) {
-			char msg[200];
-			snprintf(msg, sizeof(msg), "auth_dbname \"%s\" is not a configured database", auth_dbname);
-			client_close(client, "08P01", msg);
+		struct db *adb = auth_query_db(client, auth_dbname);
+		if (!adb)
 			return;
-		}
 		login->phase = LOGIN_AUTH_QUERY;
 		netbuf_pause(&client->nb);
 		pool_queue_auth_query(pool_get(adb, auth_user), client);
@@ -282,7 +313,7 @@ void auth_query_answer(struct client *client, const char *secret, const char *er
 	login->auth_pool = NULL;
 	if (error) {
 		client_log(LOG_LEVEL_WARNING, client, "auth_query failed: %s", error);
-		client_close(client, "08P01", "authentication lookup failed");
+		client_close(client, "08P01", "bouncer config error");	/* as PgBouncer */
 		return;
 	}
 	if (!secret || !auth_secret_parse(login->user, secret, &login->stored)) {
@@ -291,6 +322,7 @@ void auth_query_answer(struct client *client, const char *secret, const char *er
 		memset(&login->stored, 0, sizeof(login->stored));
 		login->fake_auth = true;
 	} else {
+		login->user_known = true;	/* a row, perhaps with a NULL password */
 		pool_use_looked_up_secret(client->pool, login->user, &login->stored);
 	}
 	netbuf_resume(&client->nb);
@@ -312,10 +344,9 @@ static void auth_proceed(struct client *client)
 		auth_succeed(client);
 		return;
 	case AUTH_TYPE_TRUST:
-		if (login->fake_auth) {
-			char msg[160];
-			snprintf(msg, sizeof(msg), "no such user: %s", login->user);
-			client_close(client, "28000", msg);
+		/* As PgBouncer: any user it knows, with or without a password; the text names no user. */
+		if (!login->user_known) {
+			client_close(client, "08P01", "\"trust\" authentication failed");
 			return;
 		}
 		auth_succeed(client);

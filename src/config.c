@@ -1057,6 +1057,9 @@ static int set_main_key(struct loader *ld, const struct position *pos, const cha
 	if (config_set_param(ld->cfg, p, value, why, sizeof(why)) < 0)
 		return load_error(ld, pos, "invalid value \"%s\" for parameter %s: %s",
 				  shorten(value, vbuf, sizeof(vbuf)), p->name, why);
+	/* As PgBouncer: the admin console cannot answer auth_query. */
+	if (strcmp(p->name, "auth_dbname") == 0 && (strcmp(value, "pgbouncer") == 0 || strcmp(value, "pgvalve") == 0))
+		return load_error(ld, pos, "cannot use the reserved \"%s\" database as an auth_dbname", value);
 	/* Refused rather than ignored: a login method that cannot work must not look configured. */
 	if ((strcmp(p->name, "auth_type") == 0 && ld->cfg->auth_type == AUTH_TYPE_LDAP) ||
 	    (strcmp(p->name, "auth_ldap_options") == 0 && value[0]))

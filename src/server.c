@@ -571,8 +571,14 @@ static void take_auth_row(struct server *server, const struct pkt *pkt)
 	if (len != 0xFFFFFFFFu)
 		pkt_get_bytes(&r, len);
 	len = pkt_get_uint32(&r);
-	if (r.failed || len == 0xFFFFFFFFu)
-		return;	/* NULL secret: no login possible */
+	if (r.failed)
+		return;
+	if (len == 0xFFFFFFFFu) {
+		/* NULL secret: the user exists but has no password (trust still lets it in) */
+		server->auth_result = xstrdup("");
+		server->auth_null = false;
+		return;
+	}
 	const uint8_t *secret = pkt_get_bytes(&r, len);
 	if (!secret || len >= AUTH_SECRET_MAX)
 		return;
@@ -1039,7 +1045,12 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			if (w <= 0)
 				return w == 0;
 			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
-			server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
+			const char *sev = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
+			if (server->internal == SV_INTERNAL_AUTH_QUERY)	/* PgBouncer's words */
+				server_log(LOG_LEVEL_WARNING, server, "error in auth_query: %s: %s", sev ? sev : "ERROR",
+					   msg ? msg : "?");
+			else
+				server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
 			server->internal_failed = true;
 		}
 		break;

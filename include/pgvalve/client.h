@@ -59,6 +59,7 @@ struct client_login {
 	} phase;
 	int auth_method;		/* enum auth_type actually used */
 	bool fake_auth;			/* unknown user: fail after the password, revealing nothing */
+	bool user_known;		/* in auth_file or found by auth_query, even without a usable password */
 	struct auth_secret stored;	/* from auth_file or auth_query; type SECRET_NONE if none */
 	char hba_map[64];		/* map= of the matching auth_hba_file line */
 	struct scram_server *scram;	/* during a SCRAM exchange */

@@ -703,6 +703,91 @@ START_TEST(auth_file_limits)
 }
 END_TEST
 
+/* ================================================================ 1, 4: trust, auth_query, auth_dbname */
+
+static void direct_exec_quiet(const char *sql)
+{
+	PGconn *d = pg_direct();
+	PQclear(PQexec(d, sql));
+	PQfinish(d);
+}
+
+/*
+ * trust lets in a user with an empty password in auth_file and one whose
+ * auth_query row has a NULL password; an unknown one gets PgBouncer's
+ * words. The console logs users in through auth_query like any database;
+ * the auth database's problems get PgBouncer's texts.
+ */
+START_TEST(auth_query_and_trust)
+{
+	direct_exec_quiet("DROP ROLE IF EXISTS cmp_lookup, cmp_nopw, cmp_stat");
+	direct_exec("CREATE ROLE cmp_lookup LOGIN SUPERUSER PASSWORD 'lookup_pw'");
+	direct_exec("CREATE ROLE cmp_nopw LOGIN");
+	direct_exec("SET password_encryption = 'md5'; CREATE ROLE cmp_stat LOGIN PASSWORD 'stat_pw'");
+	char dbs[1024], users[1200];
+	snprintf(dbs, sizeof(dbs),
+		 "authdb = host=127.0.0.1 port=%s dbname=postgres\n"
+		 "forced = host=127.0.0.1 port=%s dbname=" DB " user=md5_user password=md5_pass\n"
+		 "badq = host=127.0.0.1 port=%s dbname=" DB " user=md5_user password=md5_pass "
+		 "auth_query='SELECT usename, passwd FROM not_pg_shadow WHERE usename = $1'\n"
+		 "noauthdb = host=127.0.0.1 port=%s dbname=" DB " user=md5_user password=md5_pass auth_dbname=nosuchauthdb\n",
+		 pg_port_text(), pg_port_text(), pg_port_text(), pg_port_text());
+	snprintf(users, sizeof(users), "%s\"alice\" \"\"\n\"cmp_lookup\" \"lookup_pw\"\n", userlist());
+	struct pgv p;
+	pgv_start(&p, "auth_type = trust\nauth_user = cmp_lookup\nauth_dbname = authdb\nadmin_users = admin_u\n"
+		  "stats_users = cmp_stat\n", dbs, users);
+	/* trust: an empty password in auth_file, a NULL one from auth_query, and an unknown name */
+	PGconn *c = pgv_connect(&p, "forced", "alice", NULL);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "alice: %s", PQerrorMessage(c));
+	PQfinish(c);
+	c = pgv_connect(&p, "forced", "cmp_nopw", NULL);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "cmp_nopw: %s", PQerrorMessage(c));
+	PQfinish(c);
+	c = pgv_connect(&p, "forced", "nobody_at_all", NULL);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "\"trust\" authentication failed"), "%s", PQerrorMessage(c));
+	PQfinish(c);
+	/* the console: a stats user known only to the database */
+	ini_replace_and_reload(&p, "auth_type = trust", "auth_type = md5\n");
+	c = pgv_connect(&p, "pgbouncer", "cmp_stat", "stat_pw");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "console through auth_query: %s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, "SHOW STATS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	PQfinish(c);
+	/* auth_query failing on the server */
+	c = pgv_connect(&p, "badq", "cmp_stat", "stat_pw");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "bouncer config error"), "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "error in auth_query: ERROR: relation \"not_pg_shadow\" does not exist", 5);
+	/* an auth database nobody configured */
+	c = pgv_connect(&p, "noauthdb", "cmp_stat", "stat_pw");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "bouncer config error"), "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "authentication database \"nosuchauthdb\" is not configured.", 5);
+	/* a disabled one */
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	PQclear(PQexec(admin, "DISABLE authdb"));
+	c = pgv_connect(&p, "forced", "cmp_stat", "stat_pw");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "authentication database \"authdb\" is disabled"), "%s",
+		      PQerrorMessage(c));
+	PQfinish(c);
+	PQclear(PQexec(admin, "ENABLE authdb"));
+	PQfinish(admin);
+	/* auth_dbname = pgbouncer: refused at RELOAD, the running configuration stays */
+	ini_replace_and_reload(&p, "auth_dbname = authdb", "auth_dbname = pgbouncer\n");
+	pgv_expect_log(&p, "cannot use the reserved \"pgbouncer\" database as an auth_dbname", 5);
+	c = pgv_connect(&p, "forced", "cmp_stat", "stat_pw");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "after the refused reload: %s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_stop(&p);
+	direct_exec_quiet("DROP ROLE IF EXISTS cmp_lookup, cmp_nopw, cmp_stat");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -726,6 +811,7 @@ int main(void)
 		{ "tls_settings_at_run_time", tls_settings_at_run_time, 20 },
 		{ "options_startup_parameter", options_startup_parameter, 30 },
 		{ "auth_file_limits", auth_file_limits, 20 },
+		{ "auth_query_and_trust", auth_query_and_trust, 30 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
