@@ -365,13 +365,8 @@ static void handle_startup(struct client *client, const struct startup_params *s
 
 	bool db_known = is_admin || pool_find_db(dbname);
 	struct db *db = is_admin ? admin_db() : pool_find_or_autodb(dbname);
-	if (!db) {
-		if (pgv.cfg->log_connections)
-			client_log(LOG_LEVEL_INFO, client, "login failed: db=%s user=%s", dbname, user);
-		snprintf(msg, sizeof(msg), "no such database: %s", dbname);
-		client_close(client, "08P01", msg);
-		return;
-	}
+	if (!db)
+		db = pool_fake_db(dbname);	/* authentication first; "no such database" after it */
 	const char *limit = pool_client_limit_reached(db, user);
 	if (limit) {
 		client_close(client, "08P01", limit);

@@ -536,7 +536,8 @@ static void db_free(struct db *db)
 		list_remove(&db->pools, &pool->node);
 		pool_free(pool);
 	}
-	list_remove(&pgv.databases, &db->node);
+	if (list_node_linked(&db->node))
+		list_remove(&pgv.databases, &db->node);
 	config_db_free(db->cfg);
 	free(db->name);
 	free(db);
@@ -588,6 +589,19 @@ void pool_drop_idle_autodb(struct db *db, usec_t now)
 	db_free(db);
 }
 
+struct db *pool_fake_db(const char *name)
+{
+	struct db *db = xcalloc(1, sizeof(*db));
+	db->name = xstrdup(name);
+	db->cfg = config_db_new(name);
+	db->is_fake = true;
+	db->provisional = true;
+	stats_init(&db->stats, now_usec());
+	list_init(&db->pools);
+	list_node_init(&db->node);
+	return db;
+}
+
 struct pool *pool_get_for_login(struct db *db, const char *client_user, bool db_is_new)
 {
 	uint32_t before = db->pools.count;
@@ -611,8 +625,10 @@ bool pool_login_abandoned(struct client *client)
 	if (!pool_unused(pool))
 		return false;
 	pool_destroy(pool);
-	if (db->provisional && db->is_autodb && !db->removed && !db->client_count && !db->pools.count &&
-	    !admin_waits_on(db)) {
+	if (db->is_fake && !db->client_count && !db->pools.count) {
+		db_free(db);
+	} else if (db->provisional && db->is_autodb && !db->removed && !db->client_count && !db->pools.count &&
+		   !admin_waits_on(db)) {
 		log_info("auto-database %s dropped: no login to it succeeded", db->name);
 		db_free(db);
 	}
@@ -848,6 +864,16 @@ void pool_remember_scram_keys(struct pool *pool, const uint8_t client_key[32], c
 void pool_client_logged_in(struct client *client)
 {
 	struct pool *pool = client->pool;
+	if (pool->db->is_fake) {
+		/* Only now, to someone who proved who they are. */
+		char msg[300];
+		if (pgv.cfg->log_connections)
+			client_log(LOG_LEVEL_INFO, client, "login failed: db=%s user=%s", pool->db->name,
+				   client_user_name(client));
+		snprintf(msg, sizeof(msg), "no such database: %s", pool->db->name);
+		client_close(client, "08P01", msg);
+		return;
+	}
 	/* Authenticated: the user is real, its pool and database stay. */
 	pool->provisional = false;
 	pool->db->provisional = false;

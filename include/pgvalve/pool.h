@@ -54,6 +54,7 @@ struct db {
 	bool paused;			/* PAUSE: no server is handed out, released ones close */
 	bool disabled;			/* DISABLE: new clients are refused */
 	bool provisional;		/* auto-database made by logins none of which has succeeded yet */
+	bool is_fake;			/* a name nothing matched: logins authenticate, then fail (not listed) */
 	struct list pools;
 	struct stats_period stats;
 	int server_count;
@@ -154,6 +155,13 @@ struct pool *pool_get(struct db *db, const char *client_user);
  * client of it authenticates (pool_client_logged_in).
  */
 struct pool *pool_get_for_login(struct db *db, const char *client_user, bool db_is_new);
+/*
+ * A stand-in for a database name nothing matches, as PgBouncer: the login
+ * authenticates first and only then hears "no such database", which tells
+ * an unauthenticated client nothing. Not in pgv.databases; freed with its
+ * last login.
+ */
+struct db *pool_fake_db(const char *name);
 /*
  * A client left before authenticating: provisional objects it alone held
  * are freed. True if its pool was (client->pool must not be used then).

@@ -788,6 +788,35 @@ START_TEST(auth_query_and_trust)
 }
 END_TEST
 
+/* ================================================================ 5: unknown database */
+
+/* Authentication comes first: a wrong password to an unknown database hears only about the password. */
+START_TEST(unknown_database_after_authentication)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nadmin_users = admin_u\n", std_databases(), userlist());
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "admin_u", "admin_pass");
+	PGresult *r = PQexec(admin, "SHOW POOLS");
+	int pools = PQntuples(r);
+	PQclear(r);
+	struct raw_error err;
+	ck_assert_int_eq(raw_login(p.port, "nosuchdb", "md5_user", "wrong", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed") != NULL, "%s", err.message);
+	ck_assert_msg(strstr(err.message, "nosuchdb") == NULL, "the database was named: %s", err.message);
+	ck_assert_int_eq(raw_login(p.port, "nosuchdb", "nosuchuser", "wrong", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed") != NULL, "%s", err.message);
+	ck_assert_int_eq(raw_login(p.port, "nosuchdb", "md5_user", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.message, "no such database: nosuchdb");
+	/* and nothing is left of it */
+	ck_assert(!show_databases_has(admin, "nosuchdb"));
+	r = PQexec(admin, "SHOW POOLS");
+	ck_assert_int_eq(PQntuples(r), pools);
+	PQclear(r);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -812,6 +841,7 @@ int main(void)
 		{ "options_startup_parameter", options_startup_parameter, 30 },
 		{ "auth_file_limits", auth_file_limits, 20 },
 		{ "auth_query_and_trust", auth_query_and_trust, 30 },
+		{ "unknown_database", unknown_database_after_authentication, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
