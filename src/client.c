@@ -245,7 +245,7 @@ static bool startup_param_allowed(const char *name)
 	for (size_t i = 0; i < ARRAY_SIZE(accepted); i++)
 		if (strcmp(name, accepted[i]) == 0)
 			return true;
-	return varcache_index(name) >= 0;
+	return varcache_settable(varcache_index(name));
 }
 
 static void handle_startup(struct client *client, const struct startup_params *sp)
@@ -324,9 +324,12 @@ static void handle_startup(struct client *client, const struct startup_params *s
 			   tls[0] ? tls : "no");
 	}
 
-	/* Remember tracked parameters the client asked for. */
-	for (int i = 0; i < sp->count; i++)
-		varcache_set_by_name(&client->vars, sp->names[i], sp->values[i]);
+	/* Remember tracked parameters the client asked for (read-only ones are the server's to say). */
+	for (int i = 0; i < sp->count; i++) {
+		int idx = varcache_index(sp->names[i]);
+		if (varcache_settable(idx))
+			varcache_set(&client->vars, idx, sp->values[i]);
+	}
 
 	client->pool = pool_get(db, user);
 	client->username = xstrdup(user);

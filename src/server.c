@@ -573,25 +573,110 @@ static void take_auth_row(struct server *server, const struct pkt *pkt)
 	server->auth_null = false;
 }
 
+/* Appends a simple Query message carrying sql (not NUL-terminated) to b. */
+static void put_query(struct pktbuf *b, const struct pktbuf *sql)
+{
+	pktbuf_begin(b, 'Q');
+	pktbuf_put_bytes(b, sql->buf, sql->len);
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/*
+ * Up to two Query messages, sent together: client_encoding alone first,
+ * because PostgreSQL converts a whole Query message from the encoding in
+ * force when it arrives (a value in the client's encoding would not parse
+ * in the previous client's); then everything else in one statement list,
+ * one implicit transaction, so it takes effect all or nothing.
+ */
 bool server_apply_client_vars(struct server *server, struct client *client)
 {
 	/* The common case in transaction mode: the same client again, nothing changed since. */
 	if (server->synced_client_id == client->id && server->synced_vars_gen == client->vars_gen)
 		return false;
-	uint8_t mem[2048];
-	struct pktbuf sql;
-	pktbuf_init_fixed(&sql, mem, sizeof(mem));
-	int n = varcache_diff_sql(client->vars, server->vars, &sql);
-	if (sql.failed) {	/* many long values: build it on the heap */
-		pktbuf_init(&sql, 8192);
-		n = varcache_diff_sql(client->vars, server->vars, &sql);
+	uint8_t mem_enc[256], mem_rest[2048];
+	struct pktbuf enc, rest;
+	pktbuf_init_fixed(&enc, mem_enc, sizeof(mem_enc));
+	pktbuf_init_fixed(&rest, mem_rest, sizeof(mem_rest));
+	int n_enc = varcache_diff_encoding_sql(client->vars, server->vars, &enc);
+	int n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
+	if (rest.failed) {	/* many long values: build it on the heap */
+		pktbuf_init(&rest, 8192);
+		n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
 	}
-	if (n > 0)
-		server_run_internal(server, SV_INTERNAL_SET_PARAMS, (const char *)sql.buf, sql.len);
-	pktbuf_free(&sql);
+	if (n_enc + n_rest > 0) {
+		struct pktbuf b;
+		pktbuf_init(&b, enc.len + rest.len + 32);
+		if (n_enc)
+			put_query(&b, &enc);
+		if (n_rest)
+			put_query(&b, &rest);
+		server->internal = SV_INTERNAL_SET_PARAMS;
+		server->internal_failed = false;
+		server->internal_sqlstate[0] = '\0';
+		server->expect_ready += (n_enc > 0) + (n_rest > 0);
+		netbuf_send(&server->nb, b.buf, b.len);
+		pktbuf_free(&b);
+		netbuf_resume(&server->nb);
+	}
+	pktbuf_free(&rest);
 	server->synced_client_id = client->id;
 	server->synced_vars_gen = client->vars_gen;
-	return n > 0;
+	return n_enc + n_rest > 0;
+}
+
+/*
+ * Whether PostgreSQL refused the client's own value (as it would have at
+ * the client's login), rather than failing for a reason of the server's:
+ * data exceptions (22: invalid value, bad byte sequence in the client's
+ * encoding), unknown parameter or missing privilege (42), a parameter
+ * that cannot be changed now (55P02).
+ */
+static bool apply_error_is_clients(const char *sqlstate)
+{
+	return strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "42", 2) == 0 ||
+	       strcmp(sqlstate, "55P02") == 0;
+}
+
+/* A server failed to take a client's parameters: how many others to try before giving up. */
+#define VARS_APPLY_MAX_FAILURES 3
+
+static void set_params_done(struct server *server)
+{
+	struct client *client = server->link;
+	if (!client)
+		return;
+	if (!server->internal_failed) {
+		/* parameters the server does not report (search_path on PostgreSQL 15) */
+		varcache_sync_applied(&server->vars, client->vars);
+		client->vars_apply_failures = 0;
+		netbuf_resume(&client->nb);
+		return;
+	}
+	/*
+	 * Nothing of the failed statement took effect (it rolled back), and
+	 * client_encoding, applied apart, is reported: the server's tracked
+	 * values are still right. The client's messages never run here.
+	 */
+	server->synced_client_id = 0;
+	if (apply_error_is_clients(server->internal_sqlstate)) {
+		client_log(LOG_LEVEL_WARNING, client, "server refused its session parameters: %s",
+			   server->internal_error);
+		/* What PostgreSQL answers a login with a bad parameter value. */
+		client_close(client, server->internal_sqlstate, server->internal_error);
+		return;
+	}
+	char reason[320];
+	snprintf(reason, sizeof(reason), "could not apply a client's session parameters: %s", server->internal_error);
+	server_unlink(server);
+	server_close(server, reason);
+	if (++client->vars_apply_failures >= VARS_APPLY_MAX_FAILURES) {
+		client_close(client, "08P01", "could not bring a server's session parameters in line with the client's");
+		return;
+	}
+	/* Another server, already in line or brought there; the client's message waits in its buffer. */
+	if (pool_request_server(client) && client->link && client->link->internal == SV_INTERNAL_NONE)
+		netbuf_resume(&client->nb);
 }
 
 /* The server answered pgvalve's own query with ReadyForQuery. */
@@ -602,16 +687,7 @@ static void internal_query_done(struct server *server)
 
 	switch (what) {
 	case SV_INTERNAL_SET_PARAMS:
-		if (server->link) {
-			struct client *client = server->link;
-			if (server->internal_failed) {
-				client_log(LOG_LEVEL_WARNING, client, "could not apply its session parameters to the server");
-				server->synced_client_id = 0;	/* try again next time */
-			} else {	/* parameters the server does not report (search_path on PostgreSQL 15) */
-				varcache_sync_applied(&server->vars, client->vars);
-			}
-			netbuf_resume(&client->nb);
-		}
+		set_params_done(server);
 		break;
 	case SV_INTERNAL_RESET:
 	case SV_INTERNAL_CHECK:
@@ -655,10 +731,10 @@ static void internal_query_done(struct server *server)
 
 static void remember_param(struct server *server, const char *name, const char *value)
 {
-	int idx = varcache_index(name);
+	int idx = varcache_learn(name);
 	if (idx >= 0) {
 		varcache_set(&server->vars, idx, value);
-		server->reported_mask |= 1u << idx;
+		server->reported_mask |= UINT64_C(1) << idx;
 	}
 	if (server->state != SV_LOGIN)
 		return;
@@ -1000,7 +1076,14 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			if (!pkt_complete(pkt))
 				return true;
 			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
+			const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
 			server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
+			if (!server->internal_failed) {
+				strlcpy_s(server->internal_sqlstate, code && strlen(code) == 5 ? code : "XX000",
+					  sizeof(server->internal_sqlstate));
+				strlcpy_s(server->internal_error, msg ? msg : "internal query failed",
+					  sizeof(server->internal_error));
+			}
 			server->internal_failed = true;
 		}
 		break;

@@ -220,10 +220,29 @@ START_TEST(varcache_diff)
 	ck_assert_str_eq((char *)sql.buf,
 			 "SELECT pg_catalog.set_config(E'application_name', E'a''b', false), "
 			 "pg_catalog.set_config(E'extra_float_digits', E'3', false)");
+	/* client_encoding goes apart (it must run first, alone); read-only parameters never. */
+	pktbuf_reset(&sql);
+	varcache_set_by_name(&client, "client_encoding", "SJIS");
+	varcache_set_by_name(&client, "server_version", "99");
+	ck_assert_int_eq(varcache_diff_encoding_sql(client, server, &sql), 1);
+	pktbuf_put_byte(&sql, 0);
+	ck_assert_str_eq((char *)sql.buf, "SELECT pg_catalog.set_config(E'client_encoding', E'SJIS', false)");
+	pktbuf_reset(&sql);
+	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 2);
+	/* A name a newer server reports is learned, settable; an unknown server value differs from any. */
+	int learned = varcache_learn("some_new_guc");
+	ck_assert_int_ge(learned, 0);
+	ck_assert(varcache_settable(learned));
+	ck_assert(!varcache_settable(varcache_index("server_version")));
 	varcache_copy_set(&server, client);
 	pktbuf_reset(&sql);
+	ck_assert_int_eq(varcache_diff_encoding_sql(client, server, &sql), 0);
 	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 0);
-	varcache_forget_except(server, 1u << varcache_index("TimeZone"));
+	varcache_mark_unknown(&server, varcache_index("search_path"));
+	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 1);
+	pktbuf_put_byte(&sql, 0);
+	ck_assert_str_eq((char *)sql.buf, "RESET \"search_path\"");
+	varcache_forget_except(server, UINT64_C(1) << varcache_index("TimeZone"));
 	ck_assert_ptr_null(varcache_get(server, varcache_index("application_name")));
 	ck_assert_str_eq(varcache_get(server, varcache_index("TimeZone")), "UTC");
 	pktbuf_free(&sql);
