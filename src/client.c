@@ -23,6 +23,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
+#include "pgvalve/session_set.h"
 #include "pgvalve/tls.h"
 
 #include <arpa/inet.h>
@@ -194,6 +195,7 @@ void client_free(struct client *client)
 {
 	auth_login_free(client->login);
 	varcache_free(client->vars);
+	session_sets_unref(client->sets);
 	free(client->username);
 	free(client);
 }
@@ -472,6 +474,9 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 
 	if (client->is_admin)
 		return admin_handle_packet(client, pkt);
+	bool track_set = pkt->type == 'Q' && session_set_enabled(client->pool);
+	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
+		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
 	if (!client->link) {
 		if (!pool_request_server(client))
 			return true;	/* queued and paused; offered again when linked */
@@ -486,6 +491,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	} else if (pkt->type == 'B') {
 		st->bind_count++;
 	}
+	if (track_set && pkt_complete(pkt))
+		session_set_note_query(client->link, pkt);
 	server_note_client_message(client->link, pkt->type);
 	netbuf_forward(&client->nb, pkt->len);
 	return true;

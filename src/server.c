@@ -405,6 +405,8 @@ void server_free(struct server *server)
 {
 	free(server->auth_result);
 	varcache_free(server->vars);
+	session_sets_unref(server->sets);
+	session_set_pending_clear(server);
 	for (int i = 0; i < server->param_count; i++) {
 		free(server->params[i].name);
 		free(server->params[i].value);
@@ -573,11 +575,11 @@ static void take_auth_row(struct server *server, const struct pkt *pkt)
 	server->auth_null = false;
 }
 
-/* Appends a simple Query message carrying sql (not NUL-terminated) to b. */
-static void put_query(struct pktbuf *b, const struct pktbuf *sql)
+/* Appends a simple Query message carrying sql (len bytes, not NUL-terminated) to b. */
+static void put_query(struct pktbuf *b, const void *sql, uint32_t len)
 {
 	pktbuf_begin(b, 'Q');
-	pktbuf_put_bytes(b, sql->buf, sql->len);
+	pktbuf_put_bytes(b, sql, len);
 	pktbuf_put_byte(b, 0);
 	pktbuf_end(b);
 }
@@ -589,40 +591,93 @@ static void put_query(struct pktbuf *b, const struct pktbuf *sql)
  * in the previous client's); then everything else in one statement list,
  * one implicit transaction, so it takes effect all or nothing.
  */
+/* What RESET ALL leaves: the values of the server's login, no client SETs. */
+static void predict_reset_all(struct server *server)
+{
+	for (int idx = 0; idx < varcache_count(); idx++)
+		if (varcache_settable(idx))
+			varcache_clear(server->vars, idx);
+	for (int i = 0; i < server->param_count; i++) {
+		int idx = varcache_index(server->params[i].name);
+		if (varcache_settable(idx))
+			varcache_set(&server->vars, idx, server->params[i].value);
+	}
+	session_set_cleared(server);
+}
+
+/*
+ * Up to three Query messages, sent together: a reset of the whole session
+ * when it carries changes pgvalve could not follow; client_encoding alone,
+ * because PostgreSQL converts a whole Query message from the encoding in
+ * force when it arrives (a value in the client's encoding would not parse
+ * in the previous client's); then everything else in one statement list,
+ * one implicit transaction, so it takes effect all or nothing: the
+ * previous client's SETs taken back, the tracked parameters, this
+ * client's own SETs.
+ */
 bool server_apply_client_vars(struct server *server, struct client *client)
 {
 	/* The common case in transaction mode: the same client again, nothing changed since. */
 	if (server->synced_client_id == client->id && server->synced_vars_gen == client->vars_gen)
 		return false;
-	uint8_t mem_enc[256], mem_rest[2048];
-	struct pktbuf enc, rest;
+	uint8_t mem_enc[256], mem_rest[2048], mem_sreset[512], mem_sreplay[1024];
+	struct pktbuf enc, rest, sreset, sreplay;
 	pktbuf_init_fixed(&enc, mem_enc, sizeof(mem_enc));
 	pktbuf_init_fixed(&rest, mem_rest, sizeof(mem_rest));
+	pktbuf_init_fixed(&sreset, mem_sreset, sizeof(mem_sreset));
+	pktbuf_init_fixed(&sreplay, mem_sreplay, sizeof(mem_sreplay));
+	bool reset_all = false;
+	if (session_set_enabled(server->pool)) {
+		session_set_diff_sql(client->sets, server->sets, &sreset, &sreplay, &reset_all);
+		if (sreset.failed || sreplay.failed) {
+			pktbuf_init(&sreset, 8192);
+			pktbuf_init(&sreplay, 8192);
+			session_set_diff_sql(client->sets, server->sets, &sreset, &sreplay, &reset_all);
+		}
+		if (reset_all)	/* before the diff of the tracked parameters, which starts from there */
+			predict_reset_all(server);
+	}
 	int n_enc = varcache_diff_encoding_sql(client->vars, server->vars, &enc);
 	int n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
 	if (rest.failed) {	/* many long values: build it on the heap */
 		pktbuf_init(&rest, 8192);
 		n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
 	}
-	if (n_enc + n_rest > 0) {
-		struct pktbuf b;
-		pktbuf_init(&b, enc.len + rest.len + 32);
+	bool any_rest = n_rest > 0 || sreset.len > 0 || sreplay.len > 0;
+	if (reset_all || n_enc || any_rest) {
+		struct pktbuf b, all;
+		pktbuf_init(&b, enc.len + rest.len + sreset.len + sreplay.len + 128);
+		if (reset_all) {
+			/* SESSION AUTHORIZATION first: RESET ALL leaves it (and role) alone. */
+			static const char reset_sql[] = "RESET SESSION AUTHORIZATION; RESET ALL";
+			put_query(&b, reset_sql, sizeof(reset_sql) - 1);
+		}
 		if (n_enc)
-			put_query(&b, &enc);
-		if (n_rest)
-			put_query(&b, &rest);
+			put_query(&b, enc.buf, enc.len);
+		if (any_rest) {
+			pktbuf_init(&all, sreset.len + rest.len + sreplay.len + 8);
+			pktbuf_put_bytes(&all, sreset.buf, sreset.len);
+			pktbuf_put_bytes(&all, rest.buf, rest.len);
+			if (rest.len)
+				pktbuf_put_bytes(&all, "; ", 2);
+			pktbuf_put_bytes(&all, sreplay.buf, sreplay.len);
+			put_query(&b, all.buf, all.len);
+			pktbuf_free(&all);
+		}
 		server->internal = SV_INTERNAL_SET_PARAMS;
 		server->internal_failed = false;
 		server->internal_sqlstate[0] = '\0';
-		server->expect_ready += (n_enc > 0) + (n_rest > 0);
+		server->expect_ready += reset_all + (n_enc > 0) + any_rest;
 		netbuf_send(&server->nb, b.buf, b.len);
 		pktbuf_free(&b);
 		netbuf_resume(&server->nb);
 	}
 	pktbuf_free(&rest);
+	pktbuf_free(&sreset);
+	pktbuf_free(&sreplay);
 	server->synced_client_id = client->id;
 	server->synced_vars_gen = client->vars_gen;
-	return n_enc + n_rest > 0;
+	return reset_all || n_enc || any_rest;
 }
 
 /*
@@ -649,6 +704,8 @@ static void set_params_done(struct server *server)
 	if (!server->internal_failed) {
 		/* parameters the server does not report (search_path on PostgreSQL 15) */
 		varcache_sync_applied(&server->vars, client->vars);
+		if (session_set_enabled(server->pool))
+			session_set_applied(server, client);
 		client->vars_apply_failures = 0;
 		netbuf_resume(&client->nb);
 		return;
@@ -1038,6 +1095,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 				internal_query_done(server);
 			return server->state != SV_CLOSED;
 		}
+		if (server->set_pending_count)
+			session_set_note_ready(server);
 		int mode = pool_effective_mode(server->pool);
 		if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
 			/* As PgBouncer: the client may not hold a server across statements. */
@@ -1085,6 +1144,15 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 					  sizeof(server->internal_error));
 			}
 			server->internal_failed = true;
+		}
+		break;
+	case 'C':	/* CommandComplete: a SET/RESET may have changed the session (session_set.h) */
+		if (!internal && server->link && session_set_enabled(server->pool)) {
+			if (!pkt_complete(pkt))
+				return true;	/* a few bytes: wait for all of them */
+			const char *tag = (const char *)pkt_body(pkt);
+			if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D'))
+				session_set_note_complete(server, tag);
 		}
 		break;
 	case 'D':

@@ -212,6 +212,14 @@ static void varcache_reserve(struct varcache **vc)
 	(*vc)->count = (uint32_t)vtab.count;
 }
 
+void varcache_clear(struct varcache *vc, int idx)
+{
+	if (!vc || idx < 0 || (uint32_t)idx >= vc->count)
+		return;
+	intern_put(vc->values[idx]);
+	vc->values[idx] = NULL;
+}
+
 void varcache_mark_unknown(struct varcache **vc, int idx)
 {
 	if (idx < 0 || idx >= vtab.count)

@@ -26,6 +26,7 @@
 #include "pgvalve/list.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/scram.h"
+#include "pgvalve/session_set.h"
 
 #include <sys/un.h>
 
@@ -59,6 +60,9 @@ struct server {
 	uint64_t reported_mask;		/* tracked parameters this server reports in ParameterStatus */
 	uint64_t synced_client_id;	/* vars were last brought in line with this client ... */
 	uint32_t synced_vars_gen;	/* ... at this generation of its vars */
+	struct session_sets *sets;	/* the client SETs it carries (session_set.h) */
+	struct session_set_pending set_pending[SESSION_SET_PENDING_MAX];	/* SETs sent, replies not seen */
+	int set_pending_count;
 	struct welcome_param *params;	/* every ParameterStatus seen at login */
 	int param_count;
 	struct scram_client *scram;	/* during login only */

@@ -53,6 +53,8 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src);
 void varcache_sync_applied(struct varcache **server, const struct varcache *client);
 /* Forgets the values whose bit is not in keep_mask (bit i = index i). */
 void varcache_forget_except(struct varcache *vc, uint64_t keep_mask);
+/* Forgets one value (the server's default, not known). */
+void varcache_clear(struct varcache *vc, int idx);
 /* The server's value is no longer known: any client's value differs from it. */
 void varcache_mark_unknown(struct varcache **vc, int idx);
 

@@ -118,7 +118,8 @@ START_TEST(invalid_startup_value_gets_its_own_error)
 	char value[256];
 	int fd = -1;
 	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
-	PGconn *a = connect_ok(&p);
+	PGconn *a = pgv_connect(&p, DB, "md5_user", "md5_pass");	/* the raw client's pool */
+	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "%s", PQerrorMessage(a));
 	exec_ok(a, "SET DateStyle = German");
 	char *pid_a = value_of(a, "SELECT pg_backend_pid()");
 
@@ -135,8 +136,9 @@ START_TEST(invalid_startup_value_gets_its_own_error)
 	/* the server was not closed for it, and nobody's settings moved */
 	expect_value(a, "SHOW DateStyle", "German, DMY");
 	expect_value(a, "SELECT pg_backend_pid()", pid_a);
-	PGconn *b = connect_ok(&p);
+	PGconn *b = pgv_connect(&p, DB, "md5_user", "md5_pass");
 	expect_value(b, "SHOW DateStyle", "ISO, MDY");
+	expect_value(b, "SELECT pg_backend_pid()", pid_a);
 	free(pid_a);
 	PQfinish(a);
 	PQfinish(b);
@@ -180,6 +182,182 @@ START_TEST(failed_apply_moves_to_another_server)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------- following the client */
+
+/*
+ * Ends the server connection with backend pid (from PostgreSQL's side) and
+ * waits until pgvalve has closed it: the next query runs on a new server.
+ */
+static void end_server(struct pgv *p, const char *pid)
+{
+	int before = pgv_log_count(p, "terminating connection due to administrator command");
+	PGconn *d = pg_direct();
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s)", pid);
+	expect_value(d, sql, "t");
+	PQfinish(d);
+	for (int i = 0; i < 100 && pgv_log_count(p, "terminating connection due to administrator command") == before; i++)
+		sleep_ms(50);
+	ck_assert_msg(pgv_log_count(p, "terminating connection due to administrator command") > before, "%s",
+		      pgv_log_tail(p, 1500));
+}
+
+/*
+ * Reported parameters (default_transaction_read_only), an unreported one
+ * from the startup packet (search_path on PostgreSQL 15) and a
+ * track_extra_parameters one follow their client to another server, and
+ * never reach the client that shares its server.
+ */
+START_TEST(parameters_follow_their_client_across_servers)
+{
+	struct pgv p;
+	struct raw_error err;
+	char value[256];
+	int fd = -1;
+	pgv_start(&p, ONE_SERVER "track_extra_parameters = extra_float_digits\n", std_databases(), std_userlist());
+	const char *extra[] = { "search_path", "varstate_a, public", "extra_float_digits", "3", NULL };
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", extra, &err, &fd), 0);
+	ck_assert_int_eq(raw_query(fd, "SET default_transaction_read_only = on", value, sizeof(value), &err), 0);
+	PGconn *b = pgv_connect(&p, DB, "md5_user", "md5_pass");	/* the same pool */
+	ck_assert_msg(PQstatus(b) == CONNECTION_OK, "%s", PQerrorMessage(b));
+	for (int round = 0; round < 3; round++) {
+		ck_assert_int_eq(raw_query(fd, "SELECT pg_backend_pid()", value, sizeof(value), &err), 0);
+		char *pid_a = strdup(value);
+		/* b shares a's server, in its own settings */
+		expect_value(b, "SELECT pg_backend_pid()", pid_a);
+		expect_value(b, "SHOW default_transaction_read_only", "off");
+		expect_value(b, "SHOW search_path", "\"$user\", public");
+		expect_value(b, "SHOW extra_float_digits", "1");
+		/* a on a new server has everything it had */
+		end_server(&p, pid_a);
+		ck_assert_int_eq(raw_query(fd, "SHOW default_transaction_read_only", value, sizeof(value), &err), 0);
+		ck_assert_str_eq(value, "on");
+		ck_assert_int_eq(raw_query(fd, "SHOW search_path", value, sizeof(value), &err), 0);
+		ck_assert_str_eq(value, "varstate_a, public");
+		ck_assert_int_eq(raw_query(fd, "SHOW extra_float_digits", value, sizeof(value), &err), 0);
+		ck_assert_str_eq(value, "3");
+		ck_assert_int_eq(raw_query(fd, "SELECT pg_backend_pid()", value, sizeof(value), &err), 0);
+		ck_assert_str_ne(value, pid_a);
+		free(pid_a);
+	}
+	raw_send(fd, "X\0\0\0\4", 5);
+	close(fd);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- a client's own SET */
+
+/*
+ * A plain SET statement_timeout / search_path (not reported by
+ * PostgreSQL 15) applies to its client's next transactions on any server
+ * and never to another client's; RESET and RESET ALL take it away.
+ */
+START_TEST(client_set_follows_its_client_only)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	PGconn *b = connect_ok(&p);
+	exec_ok(a, "SET statement_timeout = '1234ms'");
+	exec_ok(a, "set search_path to varstate_x, public;");
+	exec_ok(a, "SET SESSION work_mem = '5MB'");
+	exec_ok(a, "SET DateStyle = German");
+	for (int round = 0; round < 2; round++) {
+		char *pid = value_of(a, "SELECT pg_backend_pid()");
+		/* b on a's server: none of a's SETs */
+		expect_value(b, "SELECT pg_backend_pid()", pid);
+		expect_value(b, "SHOW statement_timeout", "0");
+		expect_value(b, "SHOW search_path", "\"$user\", public");
+		expect_value(b, "SHOW work_mem", "4MB");
+		expect_value(b, "SHOW DateStyle", "ISO, MDY");
+		expect_value(a, "SHOW statement_timeout", "1234ms");
+		/* a on a new server: all of them */
+		end_server(&p, pid);
+		expect_value(a, "SHOW statement_timeout", "1234ms");
+		expect_value(a, "SHOW search_path", "varstate_x, public");
+		expect_value(a, "SHOW work_mem", "5MB");
+		expect_value(a, "SHOW DateStyle", "German, DMY");
+		char *pid2 = value_of(a, "SELECT pg_backend_pid()");
+		ck_assert_str_ne(pid2, pid);
+		free(pid);
+		free(pid2);
+	}
+	/* a's timeout is really in force for a, and not for b */
+	PGresult *r = PQexec(a, "SELECT pg_sleep(2)");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "57014");
+	PQclear(r);
+	exec_ok(b, "SELECT pg_sleep(1.5)");
+	exec_ok(a, "RESET work_mem");
+	expect_value(a, "SHOW work_mem", "4MB");
+	expect_value(a, "SHOW statement_timeout", "1234ms");
+	exec_ok(a, "RESET ALL");
+	expect_value(a, "SHOW statement_timeout", "0");
+	expect_value(a, "SHOW search_path", "\"$user\", public");
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	end_server(&p, pid);
+	expect_value(a, "SHOW statement_timeout", "0");
+	expect_value(a, "SHOW search_path", "\"$user\", public");
+	expect_value(b, "SHOW statement_timeout", "0");
+	free(pid);
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * SETs pgvalve cannot follow for the client (in a transaction block,
+ * through the extended protocol, several statements in one query) still
+ * never reach another client.
+ */
+START_TEST(unfollowed_set_never_leaks)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	PGconn *b = connect_ok(&p);
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	exec_ok(a, "BEGIN");
+	exec_ok(a, "SET work_mem = '7MB'");
+	exec_ok(a, "COMMIT");
+	expect_value(b, "SHOW work_mem", "4MB");
+	PGresult *r = PQexecParams(a, "SET work_mem = '9MB'", 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	expect_value(b, "SHOW work_mem", "4MB");
+	exec_ok(a, "SELECT 1; SET lock_timeout = '3s'");
+	expect_value(b, "SHOW lock_timeout", "0");
+	exec_ok(a, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+	expect_value(b, "SHOW default_transaction_isolation", "read committed");
+	/* all on the one server */
+	expect_value(b, "SELECT pg_backend_pid()", pid);
+	free(pid);
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* track_client_set = off: PgBouncer's behaviour (the SET stays on the server), and a warning says so. */
+START_TEST(client_set_tracking_off)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER "track_client_set = off\n", std_databases(), std_userlist());
+	pgv_expect_log(&p, "track_client_set is off", 5);
+	PGconn *a = connect_ok(&p);
+	PGconn *b = connect_ok(&p);
+	exec_ok(a, "SET statement_timeout = '4321ms'");
+	expect_value(b, "SHOW statement_timeout", "4321ms");
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *varstate_suite(void)
 {
 	Suite *s = suite_create("varstate");
@@ -187,6 +365,12 @@ static Suite *varstate_suite(void)
 	tcase_add_test(tc, encoding_and_datestyle_stay_with_their_client);
 	tcase_add_test(tc, invalid_startup_value_gets_its_own_error);
 	tcase_add_test(tc, failed_apply_moves_to_another_server);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("follow", 60);
+	tcase_add_test(tc, parameters_follow_their_client_across_servers);
+	tcase_add_test(tc, client_set_follows_its_client_only);
+	tcase_add_test(tc, unfollowed_set_never_leaks);
+	tcase_add_test(tc, client_set_tracking_off);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,6 +8,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/varcache.h"
+#include "pgvalve/session_set.h"
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -252,6 +253,51 @@ START_TEST(varcache_diff)
 }
 END_TEST
 
+
+static enum session_set_kind parse_set(const char *sql, char *name)
+{
+	name[0] = '\0';
+	return session_set_parse(sql, strlen(sql) + 1, name, 128);
+}
+
+START_TEST(session_set_statements)
+{
+	char name[128];
+	ck_assert_int_eq(parse_set("SET statement_timeout = '1s'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "statement_timeout");
+	ck_assert_int_eq(parse_set("  /* c */ set SESSION Work_Mem TO 5000;  ", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "work_mem");
+	ck_assert_int_eq(parse_set("-- c\nSET myapp.tenant = 'x'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "myapp.tenant");
+	ck_assert_int_eq(parse_set("SET \"Weird\"\"Name\" = 1", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "Weird\"Name");
+	ck_assert_int_eq(parse_set("SET TIME ZONE 'UTC'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "timezone");
+	ck_assert_int_eq(parse_set("SET SESSION AUTHORIZATION bob", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "session_authorization");
+	ck_assert_int_eq(parse_set("SET NAMES 'SJIS'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "client_encoding");
+	ck_assert_int_eq(parse_set("SET ROLE app", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "role");
+	ck_assert_int_eq(parse_set("RESET search_path", name), SESSION_SET_RESET);
+	ck_assert_str_eq(name, "search_path");
+	ck_assert_int_eq(parse_set("reset all", name), SESSION_SET_RESET_ALL);
+	ck_assert_int_eq(parse_set("DISCARD ALL;", name), SESSION_SET_DISCARD_ALL);
+	ck_assert_int_eq(parse_set("DISCARD PLANS", name), SESSION_SET_NONE);
+	ck_assert_int_eq(parse_set("SET LOCAL work_mem = 1", name), SESSION_SET_LOCAL);
+	ck_assert_int_eq(parse_set("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", name), SESSION_SET_LOCAL);
+	ck_assert_int_eq(parse_set("SET CONSTRAINTS ALL DEFERRED", name), SESSION_SET_LOCAL);
+	ck_assert_int_eq(parse_set("SELECT 1", name), SESSION_SET_NONE);
+	ck_assert_int_eq(parse_set("SETTINGS", name), SESSION_SET_NONE);
+	/* never replayed: a second statement, or a backslash that could hide one */
+	ck_assert_int_eq(parse_set("SET a.b = 1; SELECT 1", name), SESSION_SET_OPAQUE);
+	ck_assert_int_eq(parse_set("SET a.b = 'x;y'", name), SESSION_SET_SET);
+	ck_assert_int_eq(parse_set("SET a.b = E'\\'; DROP TABLE t; --'", name), SESSION_SET_OPAQUE);
+	ck_assert_int_eq(parse_set("SET a.b = $$x$$", name), SESSION_SET_OPAQUE);
+	ck_assert_int_eq(parse_set("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", name), SESSION_SET_OPAQUE);
+}
+END_TEST
+
 START_TEST(list_items)
 {
 	const char *p = " a,,b  c,\tlong_item_name ";
@@ -285,6 +331,7 @@ int main(void)
 	tcase_add_test(tc, error_field_malformed);
 	tcase_add_test(tc, quote_literal);
 	tcase_add_test(tc, varcache_diff);
+	tcase_add_test(tc, session_set_statements);
 	tcase_add_test(tc, list_items);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
