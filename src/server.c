@@ -636,6 +636,8 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 		}
 		if (reset_all)	/* before the diff of the tracked parameters, which starts from there */
 			predict_reset_all(server);
+		else if (!sreset.len && !sreplay.len)
+			session_set_share(client, server);
 	}
 	int n_enc = varcache_diff_encoding_sql(client->vars, server->vars, &enc);
 	int n_rest = varcache_diff_sql(client->vars, server->vars, &rest);

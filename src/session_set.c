@@ -400,8 +400,10 @@ static void pending_finish(struct server *server, struct session_set_pending *p)
 		}
 		if (p->kind == SESSION_SET_SET) {
 			sets_put(&client->sets, p->name, p->stmt);
-			if (idx >= 0)
+			if (idx >= 0) {	/* the statement is its value now, for both */
 				varcache_mark_unknown(&server->vars, idx);
+				varcache_mark_unknown(&client->vars, idx);
+			}
 		} else {
 			sets_remove(&client->sets, p->name);
 			if (idx >= 0) {	/* back to the server's default, for both */
@@ -518,6 +520,14 @@ int session_set_diff_sql(const struct session_sets *client, const struct session
 		n++;
 	}
 	return n + *reset_all;
+}
+
+void session_set_share(struct client *client, const struct server *server)
+{
+	if (client->sets == server->sets)
+		return;
+	session_sets_unref(client->sets);
+	client->sets = session_sets_ref(server->sets);
 }
 
 void session_set_cleared(struct server *server)

@@ -39,9 +39,11 @@ static struct {
 } vtab;
 
 /*
- * A server value pgvalve no longer knows (a client's own SET of a
- * parameter the server does not report): equal to no client's value, so
- * the next client brings the server back in line. Never interned.
+ * A value set by a client's own SET of a parameter the server does not
+ * report (search_path on PostgreSQL 15), known only as that statement
+ * (session_set.c). On a server: differs from any other client's value, so
+ * the next client brings the server back in line. On a client: never
+ * applied from here (its statement is replayed instead). Never interned.
  */
 static const char unknown_value[] = "";
 
@@ -235,7 +237,7 @@ void varcache_set(struct varcache **vc, int idx, const char *value)
 		return;
 	varcache_reserve(vc);
 	const char *old = (*vc)->values[idx];
-	(*vc)->values[idx] = intern_get(value);
+	(*vc)->values[idx] = value == unknown_value ? unknown_value : intern_get(value);
 	intern_put(old);
 }
 
@@ -321,7 +323,9 @@ static bool put_set_config(struct pktbuf *sql, int idx, const char *value, int a
 static bool needs_set(const struct varcache *client, const struct varcache *server, int idx)
 {
 	const char *want = varcache_get(client, idx);
-	return !vtab.read_only[idx] && want && want != varcache_get(server, idx);	/* interned: equal is same pointer */
+	/* unknown on the client's side: its own SET, which session_set.c replays */
+	return !vtab.read_only[idx] && want && want != unknown_value &&
+	       want != varcache_get(server, idx);	/* interned: equal is same pointer */
 }
 
 int varcache_diff_encoding_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)

@@ -55,7 +55,11 @@ void varcache_sync_applied(struct varcache **server, const struct varcache *clie
 void varcache_forget_except(struct varcache *vc, uint64_t keep_mask);
 /* Forgets one value (the server's default, not known). */
 void varcache_clear(struct varcache *vc, int idx);
-/* The server's value is no longer known: any client's value differs from it. */
+/*
+ * The value is the one a client's own SET statement gave it (session_set.c
+ * replays those): on a server it differs from any other client's value; on
+ * a client it is never applied by varcache_diff_sql.
+ */
 void varcache_mark_unknown(struct varcache **vc, int idx);
 
 /*

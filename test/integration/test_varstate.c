@@ -265,6 +265,9 @@ START_TEST(client_set_follows_its_client_only)
 	exec_ok(a, "set search_path to varstate_x, public;");
 	exec_ok(a, "SET SESSION work_mem = '5MB'");
 	exec_ok(a, "SET DateStyle = German");
+	/* the same server again, nobody in between */
+	expect_value(a, "SHOW search_path", "varstate_x, public");
+	expect_value(a, "SHOW statement_timeout", "1234ms");
 	for (int round = 0; round < 2; round++) {
 		char *pid = value_of(a, "SELECT pg_backend_pid()");
 		/* b on a's server: none of a's SETs */
