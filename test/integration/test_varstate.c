@@ -265,6 +265,7 @@ START_TEST(client_set_follows_its_client_only)
 	exec_ok(a, "set search_path to varstate_x, public;");
 	exec_ok(a, "SET SESSION work_mem = '5MB'");
 	exec_ok(a, "SET DateStyle = German");
+	exec_ok(a, "SET ROLE scram_user");
 	/* the same server again, nobody in between */
 	expect_value(a, "SHOW search_path", "varstate_x, public");
 	expect_value(a, "SHOW statement_timeout", "1234ms");
@@ -276,6 +277,7 @@ START_TEST(client_set_follows_its_client_only)
 		expect_value(b, "SHOW search_path", "\"$user\", public");
 		expect_value(b, "SHOW work_mem", "4MB");
 		expect_value(b, "SHOW DateStyle", "ISO, MDY");
+		expect_value(b, "SHOW role", "none");
 		expect_value(a, "SHOW statement_timeout", "1234ms");
 		/* a on a new server: all of them */
 		end_server(&p, pid);
@@ -283,6 +285,7 @@ START_TEST(client_set_follows_its_client_only)
 		expect_value(a, "SHOW search_path", "varstate_x, public");
 		expect_value(a, "SHOW work_mem", "5MB");
 		expect_value(a, "SHOW DateStyle", "German, DMY");
+		expect_value(a, "SHOW role", "scram_user");
 		char *pid2 = value_of(a, "SELECT pg_backend_pid()");
 		ck_assert_str_ne(pid2, pid);
 		free(pid);
@@ -336,6 +339,11 @@ START_TEST(unfollowed_set_never_leaks)
 	expect_value(b, "SHOW lock_timeout", "0");
 	exec_ok(a, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE");
 	expect_value(b, "SHOW default_transaction_isolation", "read committed");
+	/* what a reset of the whole session must take back too */
+	exec_ok(a, "SELECT 1; SET ROLE scram_user");
+	expect_value(b, "SHOW role", "none");
+	exec_ok(a, "BEGIN; SET ROLE scram_user; COMMIT");
+	expect_value(b, "SHOW role", "none");
 	/* all on the one server */
 	expect_value(b, "SELECT pg_backend_pid()", pid);
 	free(pid);
