@@ -698,6 +698,21 @@ static bool apply_error_is_clients(const char *sqlstate)
 /* A server failed to take a client's parameters: how many others to try before giving up. */
 #define VARS_APPLY_MAX_FAILURES 3
 
+/*
+ * The client's server failed while taking its parameters (and was closed):
+ * nothing of the client's ran there, its message still waits in its
+ * buffer. Another server, already in line or brought there, takes it.
+ */
+static void retry_on_another_server(struct client *client)
+{
+	if (++client->vars_apply_failures >= VARS_APPLY_MAX_FAILURES) {
+		client_close(client, "08P01", "could not bring a server's session parameters in line with the client's");
+		return;
+	}
+	if (pool_request_server(client) && client->link && client->link->internal == SV_INTERNAL_NONE)
+		netbuf_resume(&client->nb);
+}
+
 static void set_params_done(struct server *server)
 {
 	struct client *client = server->link;
@@ -729,13 +744,7 @@ static void set_params_done(struct server *server)
 	snprintf(reason, sizeof(reason), "could not apply a client's session parameters: %s", server->internal_error);
 	server_unlink(server);
 	server_close(server, reason);
-	if (++client->vars_apply_failures >= VARS_APPLY_MAX_FAILURES) {
-		client_close(client, "08P01", "could not bring a server's session parameters in line with the client's");
-		return;
-	}
-	/* Another server, already in line or brought there; the client's message waits in its buffer. */
-	if (pool_request_server(client) && client->link && client->link->internal == SV_INTERNAL_NONE)
-		netbuf_resume(&client->nb);
+	retry_on_another_server(client);
 }
 
 /* The server answered pgvalve's own query with ReadyForQuery. */
@@ -1276,6 +1285,13 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	case NETBUF_EV_SEND_FAILED:
 		if (server->state == SV_LOGIN) {
 			login_failed(server, "08006", "server closed the connection during login");
+			return false;
+		}
+		if (server->internal == SV_INTERNAL_SET_PARAMS && server->link) {
+			struct client *client = server->link;
+			server_unlink(server);
+			server_close(server, "server closed the connection while taking a client's parameters");
+			retry_on_another_server(client);
 			return false;
 		}
 		close_linked_client(server, "server conn crashed?");
