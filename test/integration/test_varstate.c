@@ -61,6 +61,30 @@ static void expect_value(PGconn *c, const char *sql, const char *want)
 	free(got);
 }
 
+/* Terminates the backend pid from PostgreSQL's side and waits until it is gone. */
+static void terminate_backend(const char *pid)
+{
+	PGconn *d = pg_direct();
+	char sql[160];
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s)", pid);
+	expect_value(d, sql, "t");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid);
+	for (int i = 0; i < 100 && strcmp(query_value(d, sql), "0") != 0; i++)
+		sleep_ms(50);
+	PQfinish(d);
+}
+
+/* Ends the server connection with backend pid and waits until pgvalve closed it: the next query gets a new one. */
+static void end_server(struct pgv *p, const char *pid)
+{
+	static const char closed[] = "terminating connection due to administrator command";
+	int before = pgv_log_count(p, closed);
+	terminate_backend(pid);
+	for (int i = 0; i < 100 && pgv_log_count(p, closed) == before; i++)
+		sleep_ms(50);
+	ck_assert_msg(pgv_log_count(p, closed) > before, "%s", pgv_log_tail(p, 1500));
+}
+
 /* ---------------------------------------------------------------- all or nothing */
 
 /*
@@ -165,14 +189,7 @@ START_TEST(server_lost_while_applying)
 	ck_assert_int_eq(kill(p.pid, SIGSTOP), 0);
 	ck_assert_int_eq(PQsendQuery(b, "SHOW DateStyle"), 1);
 	sleep_ms(200);
-	PGconn *d = pg_direct();
-	char sql[160];
-	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s)", pid_a);
-	expect_value(d, sql, "t");
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid_a);
-	for (int i = 0; i < 100 && strcmp(query_value(d, sql), "0") != 0; i++)
-		sleep_ms(50);
-	PQfinish(d);
+	terminate_backend(pid_a);
 	ck_assert_int_eq(kill(p.pid, SIGCONT), 0);
 
 	PGresult *r = PQgetResult(b);
@@ -191,24 +208,6 @@ START_TEST(server_lost_while_applying)
 END_TEST
 
 /* ---------------------------------------------------------------- following the client */
-
-/*
- * Ends the server connection with backend pid (from PostgreSQL's side) and
- * waits until pgvalve has closed it: the next query runs on a new server.
- */
-static void end_server(struct pgv *p, const char *pid)
-{
-	int before = pgv_log_count(p, "terminating connection due to administrator command");
-	PGconn *d = pg_direct();
-	char sql[128];
-	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s)", pid);
-	expect_value(d, sql, "t");
-	PQfinish(d);
-	for (int i = 0; i < 100 && pgv_log_count(p, "terminating connection due to administrator command") == before; i++)
-		sleep_ms(50);
-	ck_assert_msg(pgv_log_count(p, "terminating connection due to administrator command") > before, "%s",
-		      pgv_log_tail(p, 1500));
-}
 
 /*
  * Reported parameters (default_transaction_read_only), an unreported one
