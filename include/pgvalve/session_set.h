@@ -20,7 +20,12 @@
  *    "RESET name" for what the server carries and the client does not,
  *    the client's statement for what the server lacks. The same client
  *    coming back costs nothing; an equal set (every client ran the same
- *    SETs) costs a comparison.
+ *    SETs) costs a comparison. Why not reset each server when it is
+ *    released instead: that is a round trip after every transaction of a
+ *    client with SETs, even when the same client (LIFO makes that the
+ *    usual case) or one with the same SETs gets the server next; here the
+ *    work is done only when the next client differs, and then rides on
+ *    the round trip that brings the tracked parameters in line anyway.
  *  - anything that changes the session unseen (a SET inside a transaction
  *    block, in a multi-statement query, through the extended protocol,
  *    SET SESSION CHARACTERISTICS) marks what the server carries as
