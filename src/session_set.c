@@ -522,12 +522,17 @@ int session_set_diff_sql(const struct session_sets *client, const struct session
 	return n + *reset_all;
 }
 
-void session_set_share(struct client *client, const struct server *server)
+void session_set_share(struct client *client, struct server *server)
 {
-	if (client->sets == server->sets)
+	struct session_sets *a = client->sets, *b = server->sets;
+	if (a == b || !a || !b)
 		return;
-	session_sets_unref(client->sets);
-	client->sets = session_sets_ref(server->sets);
+	/* The more shared one wins (ties: either, but always the same), so all end up on one. */
+	struct session_sets *keep = (a->refs > b->refs || (a->refs == b->refs && (uintptr_t)a < (uintptr_t)b)) ? a : b;
+	client->sets = session_sets_ref(keep);
+	server->sets = session_sets_ref(keep);
+	session_sets_unref(a);
+	session_sets_unref(b);
 }
 
 void session_set_cleared(struct server *server)

@@ -116,11 +116,11 @@ void session_set_note_ready(struct server *server);
 int session_set_diff_sql(const struct session_sets *client, const struct session_sets *server,
 			 struct pktbuf *reset, struct pktbuf *replay, bool *reset_all);
 /*
- * The diff was empty: the two sets are equal, so the client takes the
- * server's snapshot (immutable), and clients that ran the same SETs end up
- * sharing one: the next comparison is a pointer compare.
+ * The diff was empty: the two sets are equal, so client and server take
+ * the same snapshot (immutable), and clients and servers with the same
+ * SETs end up sharing one: the next comparison is a pointer compare.
  */
-void session_set_share(struct client *client, const struct server *server);
+void session_set_share(struct client *client, struct server *server);
 /* The diff ran: the server now carries the client's set. */
 void session_set_applied(struct server *server, const struct client *client);
 /* RESET ALL / DISCARD ALL ran on the server (by pgvalve or its client): it carries nothing. */
