@@ -24,6 +24,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
+#include "pgvalve/session_set.h"
 #include "pgvalve/tls.h"
 
 #include <arpa/inet.h>
@@ -201,6 +202,7 @@ void client_free(struct client *client)
 {
 	auth_login_free(client->login);
 	varcache_free(client->vars);
+	session_sets_unref(client->sets);
 	free(client->username);
 	free(client);
 }
@@ -252,7 +254,7 @@ static bool startup_param_allowed(const char *name)
 	for (size_t i = 0; i < ARRAY_SIZE(accepted); i++)
 		if (strcmp(name, accepted[i]) == 0)
 			return true;
-	return varcache_index(name) >= 0;
+	return varcache_settable(varcache_index(name));
 }
 
 /* "_pq_.name": a protocol extension the client offers; none is spoken yet. */
@@ -381,9 +383,12 @@ static void handle_startup(struct client *client, const struct startup_params *s
 			   tls[0] ? tls : "no");
 	}
 
-	/* Remember tracked parameters the client asked for. */
-	for (int i = 0; i < sp->count; i++)
-		varcache_set_by_name(&client->vars, sp->names[i], sp->values[i]);
+	/* Remember tracked parameters the client asked for (read-only ones are the server's to say). */
+	for (int i = 0; i < sp->count; i++) {
+		int idx = varcache_index(sp->names[i]);
+		if (varcache_settable(idx))
+			varcache_set(&client->vars, idx, sp->values[i]);
+	}
 
 	client->pool = pool_get_for_login(db, user, !db_known);
 	client->username = xstrdup(user);
@@ -535,6 +540,9 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	}
 	if (client->is_admin)
 		return admin_handle_packet(client, pkt);
+	bool track_set = pkt->type == 'Q' && session_set_enabled(client->pool);
+	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
+		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
 	if (!client->link) {
 		if (!pool_request_server(client))
 			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */
@@ -549,6 +557,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	} else if (pkt->type == 'B') {
 		st->bind_count++;
 	}
+	if (track_set && pkt_complete(pkt))
+		session_set_note_query(client->link, pkt);
 	server_note_client_message(client->link, pkt->type);
 	netbuf_forward(&client->nb, pkt->len);
 	return true;

@@ -177,6 +177,12 @@ static const struct param_def params[] = {
 	P_INT(tcp_keepintvl, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(tcp_socket_buffer, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(tcp_user_timeout, "0", RELOAD, IMPL, 0, INT_MAX),
+	/*
+	 * pgvalve extension: a client's own SETs follow it in transaction/statement
+	 * mode (session_set.h). Restart only: turned on by a reload, servers
+	 * would already carry SETs it never saw.
+	 */
+	P_BOOL(track_client_set, "1", RESTART, IMPL),
 	P_STR(track_extra_parameters, "IntervalStyle", RESTART, IMPL),
 	P_TIME(transaction_timeout, "0", RELOAD, IMPL),
 	P_STR(unix_socket_dir, "/tmp", RESTART, IMPL),

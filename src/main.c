@@ -23,6 +23,7 @@
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
 #include "pgvalve/varcache.h"
+#include "pgvalve/session_set.h"
 #include "pgvalve/workers.h"
 
 #include <event2/event.h>
@@ -183,6 +184,7 @@ static int run_pooler(bool single, unsigned restarts)
 	if (dns_init(pgv.base, cfg, pool_dns_changed, dns_err, sizeof(dns_err)) < 0)
 		die("%s", dns_err);
 	varcache_configure(cfg->track_extra_parameters);
+	session_set_check_config(cfg);
 	admin_setup();
 	pool_setup_databases();
 	if (restarts > 0) {

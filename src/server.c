@@ -408,6 +408,8 @@ void server_free(struct server *server)
 {
 	free(server->auth_result);
 	varcache_free(server->vars);
+	session_sets_unref(server->sets);
+	session_set_pending_clear(server);
 	for (int i = 0; i < server->param_count; i++) {
 		free(server->params[i].name);
 		free(server->params[i].value);
@@ -588,25 +590,176 @@ static void take_auth_row(struct server *server, const struct pkt *pkt)
 	server->auth_null = false;
 }
 
+/* Appends a simple Query message carrying sql (len bytes, not NUL-terminated) to b. */
+static void put_query(struct pktbuf *b, const void *sql, uint32_t len)
+{
+	pktbuf_begin(b, 'Q');
+	pktbuf_put_bytes(b, sql, len);
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/*
+ * Up to two Query messages, sent together: client_encoding alone first,
+ * because PostgreSQL converts a whole Query message from the encoding in
+ * force when it arrives (a value in the client's encoding would not parse
+ * in the previous client's); then everything else in one statement list,
+ * one implicit transaction, so it takes effect all or nothing.
+ */
+/* What RESET ALL leaves: the values of the server's login, no client SETs. */
+static void predict_reset_all(struct server *server)
+{
+	for (int idx = 0; idx < varcache_count(); idx++)
+		if (varcache_settable(idx))
+			varcache_clear(server->vars, idx);
+	for (int i = 0; i < server->param_count; i++) {
+		int idx = varcache_index(server->params[i].name);
+		if (varcache_settable(idx))
+			varcache_set(&server->vars, idx, server->params[i].value);
+	}
+	session_set_cleared(server);
+}
+
+/*
+ * Up to three Query messages, sent together: a reset of the whole session
+ * when it carries changes pgvalve could not follow; client_encoding alone,
+ * because PostgreSQL converts a whole Query message from the encoding in
+ * force when it arrives (a value in the client's encoding would not parse
+ * in the previous client's); then everything else in one statement list,
+ * one implicit transaction, so it takes effect all or nothing: the
+ * previous client's SETs taken back, the tracked parameters, this
+ * client's own SETs.
+ */
 bool server_apply_client_vars(struct server *server, struct client *client)
 {
 	/* The common case in transaction mode: the same client again, nothing changed since. */
 	if (server->synced_client_id == client->id && server->synced_vars_gen == client->vars_gen)
 		return false;
-	uint8_t mem[2048];
-	struct pktbuf sql;
-	pktbuf_init_fixed(&sql, mem, sizeof(mem));
-	int n = varcache_diff_sql(client->vars, server->vars, &sql);
-	if (sql.failed) {	/* many long values: build it on the heap */
-		pktbuf_init(&sql, 8192);
-		n = varcache_diff_sql(client->vars, server->vars, &sql);
+	uint8_t mem_enc[256], mem_rest[2048], mem_sreset[512], mem_sreplay[1024];
+	struct pktbuf enc, rest, sreset, sreplay;
+	pktbuf_init_fixed(&enc, mem_enc, sizeof(mem_enc));
+	pktbuf_init_fixed(&rest, mem_rest, sizeof(mem_rest));
+	pktbuf_init_fixed(&sreset, mem_sreset, sizeof(mem_sreset));
+	pktbuf_init_fixed(&sreplay, mem_sreplay, sizeof(mem_sreplay));
+	bool reset_all = false;
+	if (session_set_enabled(server->pool)) {
+		session_set_diff_sql(client->sets, server->sets, &sreset, &sreplay, &reset_all);
+		if (sreset.failed || sreplay.failed) {
+			pktbuf_init(&sreset, 8192);
+			pktbuf_init(&sreplay, 8192);
+			session_set_diff_sql(client->sets, server->sets, &sreset, &sreplay, &reset_all);
+		}
+		if (reset_all)	/* before the diff of the tracked parameters, which starts from there */
+			predict_reset_all(server);
+		else if (!sreset.len && !sreplay.len)
+			session_set_share(client, server);
 	}
-	if (n > 0)
-		server_run_internal(server, SV_INTERNAL_SET_PARAMS, (const char *)sql.buf, sql.len);
-	pktbuf_free(&sql);
+	int n_enc = varcache_diff_encoding_sql(client->vars, server->vars, &enc);
+	int n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
+	if (rest.failed) {	/* many long values: build it on the heap */
+		pktbuf_init(&rest, 8192);
+		n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
+	}
+	bool any_rest = n_rest > 0 || sreset.len > 0 || sreplay.len > 0;
+	if (reset_all || n_enc || any_rest) {
+		struct pktbuf b, all;
+		pktbuf_init(&b, enc.len + rest.len + sreset.len + sreplay.len + 128);
+		if (reset_all) {
+			/* SESSION AUTHORIZATION first: RESET ALL leaves it (and role) alone. */
+			static const char reset_sql[] = "RESET SESSION AUTHORIZATION; RESET ALL";
+			put_query(&b, reset_sql, sizeof(reset_sql) - 1);
+		}
+		if (n_enc)
+			put_query(&b, enc.buf, enc.len);
+		if (any_rest) {
+			pktbuf_init(&all, sreset.len + rest.len + sreplay.len + 8);
+			pktbuf_put_bytes(&all, sreset.buf, sreset.len);
+			pktbuf_put_bytes(&all, rest.buf, rest.len);
+			if (rest.len)
+				pktbuf_put_bytes(&all, "; ", 2);
+			pktbuf_put_bytes(&all, sreplay.buf, sreplay.len);
+			put_query(&b, all.buf, all.len);
+			pktbuf_free(&all);
+		}
+		server->internal = SV_INTERNAL_SET_PARAMS;
+		server->internal_failed = false;
+		server->internal_sqlstate[0] = '\0';
+		server->expect_ready += reset_all + (n_enc > 0) + any_rest;
+		netbuf_send(&server->nb, b.buf, b.len);
+		pktbuf_free(&b);
+		netbuf_resume(&server->nb);
+	}
+	pktbuf_free(&rest);
+	pktbuf_free(&sreset);
+	pktbuf_free(&sreplay);
 	server->synced_client_id = client->id;
 	server->synced_vars_gen = client->vars_gen;
-	return n > 0;
+	return reset_all || n_enc || any_rest;
+}
+
+/*
+ * Whether PostgreSQL refused the client's own value (as it would have at
+ * the client's login), rather than failing for a reason of the server's:
+ * data exceptions (22: invalid value, bad byte sequence in the client's
+ * encoding), unknown parameter or missing privilege (42), a parameter
+ * that cannot be changed now (55P02).
+ */
+static bool apply_error_is_clients(const char *sqlstate)
+{
+	return strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "42", 2) == 0 ||
+	       strcmp(sqlstate, "55P02") == 0;
+}
+
+/* A server failed to take a client's parameters: how many others to try before giving up. */
+#define VARS_APPLY_MAX_FAILURES 3
+
+/*
+ * The client's server failed while taking its parameters (and was closed):
+ * nothing of the client's ran there, its message still waits in its
+ * buffer. Another server, already in line or brought there, takes it.
+ */
+static void retry_on_another_server(struct client *client)
+{
+	if (++client->vars_apply_failures >= VARS_APPLY_MAX_FAILURES) {
+		client_close(client, "08P01", "could not bring a server's session parameters in line with the client's");
+		return;
+	}
+	if (pool_request_server(client) && client->link && client->link->internal == SV_INTERNAL_NONE)
+		netbuf_resume(&client->nb);
+}
+
+static void set_params_done(struct server *server)
+{
+	struct client *client = server->link;
+	if (!client)
+		return;
+	if (!server->internal_failed) {
+		/* parameters the server does not report (search_path on PostgreSQL 15) */
+		varcache_sync_applied(&server->vars, client->vars);
+		if (session_set_enabled(server->pool))
+			session_set_applied(server, client);
+		client->vars_apply_failures = 0;
+		netbuf_resume(&client->nb);
+		return;
+	}
+	/*
+	 * Nothing of the failed statement took effect (it rolled back), and
+	 * client_encoding, applied apart, is reported: the server's tracked
+	 * values are still right. The client's messages never run here.
+	 */
+	server->synced_client_id = 0;
+	if (apply_error_is_clients(server->internal_sqlstate)) {
+		client_log(LOG_LEVEL_WARNING, client, "server refused its session parameters: %s",
+			   server->internal_error);
+		/* What PostgreSQL answers a login with a bad parameter value. */
+		client_close(client, server->internal_sqlstate, server->internal_error);
+		return;
+	}
+	char reason[320];
+	snprintf(reason, sizeof(reason), "could not apply a client's session parameters: %s", server->internal_error);
+	server_unlink(server);
+	server_close(server, reason);
+	retry_on_another_server(client);
 }
 
 /* The server answered pgvalve's own query with ReadyForQuery. */
@@ -617,16 +770,7 @@ static void internal_query_done(struct server *server)
 
 	switch (what) {
 	case SV_INTERNAL_SET_PARAMS:
-		if (server->link) {
-			struct client *client = server->link;
-			if (server->internal_failed) {
-				client_log(LOG_LEVEL_WARNING, client, "could not apply its session parameters to the server");
-				server->synced_client_id = 0;	/* try again next time */
-			} else {	/* parameters the server does not report (search_path on PostgreSQL 15) */
-				varcache_sync_applied(&server->vars, client->vars);
-			}
-			netbuf_resume(&client->nb);
-		}
+		set_params_done(server);
 		break;
 	case SV_INTERNAL_RESET:
 	case SV_INTERNAL_CHECK:
@@ -670,10 +814,10 @@ static void internal_query_done(struct server *server)
 
 static void remember_param(struct server *server, const char *name, const char *value)
 {
-	int idx = varcache_index(name);
+	int idx = varcache_learn(name);
 	if (idx >= 0) {
 		varcache_set(&server->vars, idx, value);
-		server->reported_mask |= 1u << idx;
+		server->reported_mask |= UINT64_C(1) << idx;
 	}
 	if (server->state != SV_LOGIN)
 		return;
@@ -1011,6 +1155,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 				internal_query_done(server);
 			return server->state != SV_CLOSED;
 		}
+		if (server->set_pending_count)
+			session_set_note_ready(server);
 		int mode = pool_effective_mode(server->pool);
 		if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
 			/* As PgBouncer: the client may not hold a server across statements. */
@@ -1046,12 +1192,28 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 				return w == 0;
 			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
 			const char *sev = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
+			const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
 			if (server->internal == SV_INTERNAL_AUTH_QUERY)	/* PgBouncer's words */
 				server_log(LOG_LEVEL_WARNING, server, "error in auth_query: %s: %s", sev ? sev : "ERROR",
 					   msg ? msg : "?");
 			else
 				server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
+			if (!server->internal_failed) {
+				strlcpy_s(server->internal_sqlstate, code && strlen(code) == 5 ? code : "XX000",
+					  sizeof(server->internal_sqlstate));
+				strlcpy_s(server->internal_error, msg ? msg : "internal query failed",
+					  sizeof(server->internal_error));
+			}
 			server->internal_failed = true;
+		}
+		break;
+	case 'C':	/* CommandComplete: a SET/RESET may have changed the session (session_set.h) */
+		if (!internal && server->link && session_set_enabled(server->pool)) {
+			if (!pkt_complete(pkt))
+				return true;	/* a few bytes: wait for all of them */
+			const char *tag = (const char *)pkt_body(pkt);
+			if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D'))
+				session_set_note_complete(server, tag);
 		}
 		break;
 	case 'D':
@@ -1179,6 +1341,13 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	case NETBUF_EV_SEND_FAILED:
 		if (server->state == SV_LOGIN) {
 			login_failed(server, "08006", "server closed the connection during login");
+			return false;
+		}
+		if (server->internal == SV_INTERNAL_SET_PARAMS && server->link) {
+			struct client *client = server->link;
+			server_unlink(server);
+			server_close(server, "server closed the connection while taking a client's parameters");
+			retry_on_another_server(client);
 			return false;
 		}
 		close_linked_client(server, "server conn crashed?");

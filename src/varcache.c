@@ -2,7 +2,8 @@
  * varcache.c - tracked session parameters of clients and servers.
  *
  * The table of tracked names is process state (documented global), set at
- * start-up and on reload from track_extra_parameters.
+ * start-up from track_extra_parameters and grown when a server reports a
+ * parameter it does not know yet (a newer PostgreSQL's GUC_REPORT set).
  */
 #include "pgvalve/common.h"
 #include "pgvalve/varcache.h"
@@ -10,16 +11,41 @@
 
 #include <strings.h>
 
-static const char *const fixed_names[] = {
+/*
+ * PostgreSQL's GUC_REPORT parameters (up to 17) and search_path (reported
+ * from 18 on). client_encoding must stay first: it is applied on its own.
+ */
+static const char *const settable_names[] = {
 	"client_encoding", "DateStyle", "TimeZone", "IntervalStyle",
 	"standard_conforming_strings", "application_name", "search_path",
+	"default_transaction_read_only", "scram_iterations",
+};
+
+/*
+ * Reported but not for the client to SET through pgvalve: fixed for the
+ * server's life, or following SET SESSION AUTHORIZATION (which
+ * session_set.c tracks as a statement). They reach the client as reported.
+ */
+static const char *const read_only_names[] = {
+	"server_version", "server_encoding", "integer_datetimes", "is_superuser",
+	"in_hot_standby", "session_authorization",
 };
 
 static struct {
 	char *names[VARCACHE_MAX];
 	uint8_t lens[VARCACHE_MAX];	/* strlen of each name: a cheap first test */
+	bool read_only[VARCACHE_MAX];
 	int count;
 } vtab;
+
+/*
+ * A value set by a client's own SET of a parameter the server does not
+ * report (search_path on PostgreSQL 15), known only as that statement
+ * (session_set.c). On a server: differs from any other client's value, so
+ * the next client brings the server back in line. On a client: never
+ * applied from here (its statement is replayed instead). Never interned.
+ */
+static const char unknown_value[] = "";
 
 /*
  * Values are interned: equal strings share one copy, so comparing a
@@ -83,7 +109,7 @@ static const char *intern_get(const char *s)
 
 static void intern_put(const char *s)
 {
-	if (!s)
+	if (!s || s == unknown_value)
 		return;
 	struct interned *e = container_of(s, struct interned, text);
 	if (--e->refs)
@@ -103,15 +129,22 @@ static void intern_put(const char *s)
 	}
 }
 
+static void vtab_add(const char *name, bool read_only)
+{
+	vtab.lens[vtab.count] = (uint8_t)MIN(strlen(name), 255);
+	vtab.read_only[vtab.count] = read_only;
+	vtab.names[vtab.count++] = xstrdup(name);
+}
+
 void varcache_configure(const char *extra)
 {
 	for (int i = 0; i < vtab.count; i++)
 		free(vtab.names[i]);
 	vtab.count = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(fixed_names); i++) {
-		vtab.lens[vtab.count] = (uint8_t)strlen(fixed_names[i]);
-		vtab.names[vtab.count++] = xstrdup(fixed_names[i]);
-	}
+	for (size_t i = 0; i < ARRAY_SIZE(settable_names); i++)
+		vtab_add(settable_names[i], false);
+	for (size_t i = 0; i < ARRAY_SIZE(read_only_names); i++)
+		vtab_add(read_only_names[i], true);
 	if (!extra)
 		return;
 	const char *p = extra;
@@ -123,9 +156,25 @@ void varcache_configure(const char *extra)
 			log_warning("track_extra_parameters: too many parameters, \"%s\" not tracked", name);
 			continue;
 		}
-		vtab.lens[vtab.count] = (uint8_t)MIN(strlen(name), 255);
-		vtab.names[vtab.count++] = xstrdup(name);
+		vtab_add(name, false);
 	}
+}
+
+int varcache_learn(const char *name)
+{
+	int idx = varcache_index(name);
+	if (idx >= 0)
+		return idx;
+	if (vtab.count >= VARCACHE_MAX || strlen(name) > 120)
+		return -1;
+	log_info("server reports parameter \"%s\": tracked from now on", name);
+	vtab_add(name, false);
+	return vtab.count - 1;
+}
+
+bool varcache_settable(int idx)
+{
+	return idx >= 0 && idx < vtab.count && !vtab.read_only[idx];
 }
 
 int varcache_count(void)
@@ -154,16 +203,41 @@ const char *varcache_get(const struct varcache *vc, int idx)
 	return vc->values[idx];
 }
 
+/* Makes room for every name known now (the table grows when servers report new ones). */
+static void varcache_reserve(struct varcache **vc)
+{
+	uint32_t have = *vc ? (*vc)->count : 0;
+	if (have >= (uint32_t)vtab.count)
+		return;
+	*vc = xrealloc(*vc, sizeof(**vc) + (size_t)vtab.count * sizeof(const char *));
+	memset(&(*vc)->values[have], 0, (vtab.count - have) * sizeof(const char *));
+	(*vc)->count = (uint32_t)vtab.count;
+}
+
+void varcache_clear(struct varcache *vc, int idx)
+{
+	if (!vc || idx < 0 || (uint32_t)idx >= vc->count)
+		return;
+	intern_put(vc->values[idx]);
+	vc->values[idx] = NULL;
+}
+
+void varcache_mark_unknown(struct varcache **vc, int idx)
+{
+	if (idx < 0 || idx >= vtab.count)
+		return;
+	varcache_reserve(vc);
+	intern_put((*vc)->values[idx]);
+	(*vc)->values[idx] = unknown_value;
+}
+
 void varcache_set(struct varcache **vc, int idx, const char *value)
 {
 	if (idx < 0 || idx >= vtab.count)
 		return;
-	if (!*vc) {
-		*vc = xcalloc(1, sizeof(**vc) + (size_t)vtab.count * sizeof(const char *));
-		(*vc)->count = (uint32_t)vtab.count;
-	}
+	varcache_reserve(vc);
 	const char *old = (*vc)->values[idx];
-	(*vc)->values[idx] = intern_get(value);
+	(*vc)->values[idx] = value == unknown_value ? unknown_value : intern_get(value);
 	intern_put(old);
 }
 
@@ -206,6 +280,8 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src)
 void varcache_sync_applied(struct varcache **server, const struct varcache *client)
 {
 	for (int i = 0; i < vtab.count; i++) {
+		if (vtab.read_only[i])
+			continue;
 		const char *want = varcache_get(client, i);
 		if (want)
 			varcache_set(server, i, want);
@@ -216,39 +292,59 @@ void varcache_sync_applied(struct varcache **server, const struct varcache *clie
 	}
 }
 
-void varcache_forget_except(struct varcache *vc, uint32_t keep_mask)
+void varcache_forget_except(struct varcache *vc, uint64_t keep_mask)
 {
 	if (!vc)
 		return;
 	for (uint32_t i = 0; i < vc->count; i++) {
-		if (!(keep_mask & (1u << i))) {
+		if (!(keep_mask & (UINT64_C(1) << i))) {
 			intern_put(vc->values[i]);
 			vc->values[i] = NULL;
 		}
 	}
 }
 
+/* Appends "set_config(name, value, false)" for idx, after "SELECT " or ", ". */
+static bool put_set_config(struct pktbuf *sql, int idx, const char *value, int added)
+{
+	char name_lit[260], value_lit[1024], expr[1300];
+	/* set_config() takes the value as data, so list values like search_path keep their meaning. */
+	if (!proto_quote_literal(vtab.names[idx], name_lit, sizeof(name_lit)) ||
+	    !proto_quote_literal(value, value_lit, sizeof(value_lit)))
+		return false;	/* absurdly long value: leave the server's */
+	int n = snprintf(expr, sizeof(expr), "%spg_catalog.set_config(%s, %s, false)",
+			 added ? ", " : "SELECT ", name_lit, value_lit);
+	if (n <= 0 || (size_t)n >= sizeof(expr))
+		return false;
+	pktbuf_put_bytes(sql, expr, (uint32_t)n);
+	return true;
+}
+
+static bool needs_set(const struct varcache *client, const struct varcache *server, int idx)
+{
+	const char *want = varcache_get(client, idx);
+	/* unknown on the client's side: its own SET, which session_set.c replays */
+	return !vtab.read_only[idx] && want && want != unknown_value &&
+	       want != varcache_get(server, idx);	/* interned: equal is same pointer */
+}
+
+int varcache_diff_encoding_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)
+{
+	if (!needs_set(client, server, VARCACHE_CLIENT_ENCODING))
+		return 0;
+	return put_set_config(sql, VARCACHE_CLIENT_ENCODING, varcache_get(client, VARCACHE_CLIENT_ENCODING), 0) ? 1 : 0;
+}
+
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)
 {
 	int added = 0;
-	char name_lit[160], value_lit[1024], expr[1300];
+	char expr[300];
 
-	if (!client)
-		return 0;
 	for (int i = 0; i < vtab.count; i++) {
-		const char *want = varcache_get(client, i);
-		if (!want || want == varcache_get(server, i))
-			continue;	/* interned: equal values are the same pointer */
-		/* set_config() takes the value as data, so list values like search_path keep their meaning. */
-		if (!proto_quote_literal(vtab.names[i], name_lit, sizeof(name_lit)) ||
-		    !proto_quote_literal(want, value_lit, sizeof(value_lit)))
-			continue;	/* absurdly long value: leave the server's */
-		int n = snprintf(expr, sizeof(expr), "%spg_catalog.set_config(%s, %s, false)",
-				 added ? ", " : "SELECT ", name_lit, value_lit);
-		if (n <= 0 || (size_t)n >= sizeof(expr))
+		if (i == VARCACHE_CLIENT_ENCODING || !needs_set(client, server, i))
 			continue;
-		pktbuf_put_bytes(sql, expr, (uint32_t)n);
-		added++;
+		if (put_set_config(sql, i, varcache_get(client, i), added))
+			added++;
 	}
 	/*
 	 * A parameter this client never set but the server carries from an
@@ -256,10 +352,12 @@ int varcache_diff_sql(const struct varcache *client, const struct varcache *serv
 	 * goes back to the server's default.
 	 */
 	for (int i = 0; i < vtab.count; i++) {
-		if (varcache_get(client, i) || !varcache_get(server, i))
+		if (vtab.read_only[i] || i == VARCACHE_CLIENT_ENCODING || varcache_get(client, i) ||
+		    !varcache_get(server, i))
 			continue;
-		int n = snprintf(expr, sizeof(expr), "%sRESET %s", added ? "; " : "", vtab.names[i]);
-		if (n <= 0 || (size_t)n >= sizeof(expr))
+		/* Quoted: a learned name comes from the server and is used as it spelled it. */
+		int n = snprintf(expr, sizeof(expr), "%sRESET \"%s\"", added ? "; " : "", vtab.names[i]);
+		if (n <= 0 || (size_t)n >= sizeof(expr) || strchr(vtab.names[i], '"'))
 			continue;
 		pktbuf_put_bytes(sql, expr, (uint32_t)n);
 		added++;

@@ -81,6 +81,8 @@ struct client {
 	struct user_count *ucount;	/* its login user's counters */
 	struct varcache *vars;
 	uint32_t vars_gen;		/* bumped whenever vars change */
+	struct session_sets *sets;	/* its own session-level SETs (session_set.h) */
+	uint8_t vars_apply_failures;	/* servers that failed to take its parameters in a row */
 	struct client *cancel_next;
 	struct peer_cancel *peer_cancel;	/* a cancel connection held while peer.c forwards it */
 	uint32_t cancel_pid;

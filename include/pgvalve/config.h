@@ -180,6 +180,7 @@ struct config {
 	int max_user_client_connections;
 	bool server_round_robin;
 	char *track_extra_parameters;
+	bool track_client_set;		/* pgvalve extension, see session_set.h */
 	char *ignore_startup_parameters;
 	int peer_id;
 	bool disable_pqexec;

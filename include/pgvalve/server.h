@@ -26,6 +26,7 @@
 #include "pgvalve/list.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/scram.h"
+#include "pgvalve/session_set.h"
 
 #include <sys/un.h>
 
@@ -56,9 +57,12 @@ struct server {
 	struct pool *pool;
 	struct client *link;
 	struct varcache *vars;
-	uint32_t reported_mask;
+	uint64_t reported_mask;		/* tracked parameters this server reports in ParameterStatus */
 	uint64_t synced_client_id;	/* vars were last brought in line with this client ... */
-	uint32_t synced_vars_gen;	/* ... at this generation of its vars */		/* tracked parameters this server reports in ParameterStatus */
+	uint32_t synced_vars_gen;	/* ... at this generation of its vars */
+	struct session_sets *sets;	/* the client SETs it carries (session_set.h) */
+	struct session_set_pending set_pending[SESSION_SET_PENDING_MAX];	/* SETs sent, replies not seen */
+	int set_pending_count;
 	struct welcome_param *params;	/* every ParameterStatus seen at login */
 	int param_count;
 	struct scram_client *scram;	/* during login only */
@@ -74,6 +78,8 @@ struct server {
 	bool close_needed;		/* close instead of reuse when released */
 	bool dirty;			/* released in an unknown protocol state: never reused */
 	bool internal_failed;
+	char internal_sqlstate[6];	/* the first error of an internal query */
+	char internal_error[256];
 	bool tls_requested;		/* SSLRequest sent, answer byte not seen yet */
 	struct client *auth_client;	/* the login its auth_query answers (NULL if it left) */
 	char *auth_result;		/* the secret column of the first row */

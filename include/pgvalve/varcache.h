@@ -2,12 +2,16 @@
  * varcache.h - the session parameters pgvalve keeps in step between a
  * client and whichever server it is using.
  *
- * Tracked: client_encoding, DateStyle, TimeZone, IntervalStyle,
- * standard_conforming_strings, application_name, search_path, plus the
- * names in track_extra_parameters. A client's values come from its startup
+ * Tracked: every parameter PostgreSQL reports in ParameterStatus (its
+ * GUC_REPORT set, and any name a newer server reports: learned on the
+ * fly), search_path, plus the names in track_extra_parameters. Settable
+ * ones are carried per client: a client's values come from its startup
  * packet, then from the ParameterStatus messages its own commands cause;
- * a server's from the ParameterStatus it sends. When a client gets a server
- * whose values differ, one SET query brings the server in line.
+ * a server's from the ParameterStatus it sends. When a client gets a
+ * server whose values differ, the server is brought in line before the
+ * client's messages run (server.c: client_encoding alone and first, then
+ * the rest in one statement, which PostgreSQL applies all or nothing).
+ * Read-only ones (server_version, is_superuser, ...) are only passed on.
  */
 #ifndef PGVALVE_VARCACHE_H
 #define PGVALVE_VARCACHE_H
@@ -15,7 +19,9 @@
 #include "pgvalve/common.h"
 #include "pgvalve/proto.h"
 
-#define VARCACHE_MAX 16
+#define VARCACHE_MAX 64
+/* client_encoding is always index 0. */
+#define VARCACHE_CLIENT_ENCODING 0
 
 /* As many slots as there are tracked names (fixed until restart). */
 struct varcache {
@@ -29,6 +35,10 @@ int varcache_count(void);
 const char *varcache_name(int idx);
 /* Index of a tracked parameter (case-insensitive), or -1. */
 int varcache_index(const char *name);
+/* Index of a parameter a server reported, added to the table if new (-1 if the table is full). */
+int varcache_learn(const char *name);
+/* Whether pgvalve applies a client's value of it (false: read-only, only passed on). */
+bool varcache_settable(int idx);
 
 const char *varcache_get(const struct varcache *vc, int idx);
 /* Stores value (copied); allocates *vc on first use. */
@@ -42,12 +52,30 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src);
 /* After the diff SQL ran: the server now has the client's values, and defaults where the client has none. */
 void varcache_sync_applied(struct varcache **server, const struct varcache *client);
 /* Forgets the values whose bit is not in keep_mask (bit i = index i). */
-void varcache_forget_except(struct varcache *vc, uint32_t keep_mask);
+void varcache_forget_except(struct varcache *vc, uint64_t keep_mask);
+/* Forgets one value (the server's default, not known). */
+void varcache_clear(struct varcache *vc, int idx);
+/*
+ * The value is the one a client's own SET statement gave it (session_set.c
+ * replays those): on a server it differs from any other client's value; on
+ * a client it is never applied by varcache_diff_sql.
+ */
+void varcache_mark_unknown(struct varcache **vc, int idx);
 
 /*
+ * Appends "SELECT pg_catalog.set_config('client_encoding', ...)" if the
+ * client's differs from the server's: ASCII only, so it parses in any
+ * encoding the server is in; run it before the rest, as a query of its
+ * own, since PostgreSQL converts a whole Query message at once. Returns 1
+ * if it added it, else 0.
+ */
+int varcache_diff_encoding_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql);
+/*
  * Appends to sql one "SELECT pg_catalog.set_config(name, value, false), ..."
- * covering each parameter the client has a value for that differs from the
- * server's (no terminating NUL). Returns the number of parameters.
+ * covering each other settable parameter the client has a value for that
+ * differs from the server's, then "; RESET name" for those the client has
+ * none for and the server has (no terminating NUL). Returns the number of
+ * parameters.
  */
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql);
 

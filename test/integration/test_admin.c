@@ -1133,6 +1133,7 @@ static const struct config_key spec_config[] = {
 	{ "tcp_keepintvl", "0", true },
 	{ "tcp_socket_buffer", "0", true },
 	{ "tcp_user_timeout", "0", true },
+	{ "track_client_set", "1", false },	/* pgvalve extension, in alphabetical place */
 	{ "track_extra_parameters", "IntervalStyle", false },
 	{ "transaction_timeout", "0", true },
 	{ "unix_socket_dir", "/tmp", false },

@@ -251,6 +251,7 @@ static const char *const pgbouncer_125_params[] = {
 	"tcp_keepintvl", "tcp_socket_buffer", "tcp_user_timeout", "track_extra_parameters",
 	"transaction_timeout", "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "user",
 	"verbose", "workers",
+	"track_client_set",	/* pgvalve: a client's own SETs in transaction mode (session_set.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -270,7 +271,7 @@ static const char *const implemented_params[] = {
 	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
 	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout", "peer_id",
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
-	"workers",
+	"workers", "track_client_set",
 	"auth_ldap_options", "conffile", "disable_pqexec", "job_name", "service_name", "unix_socket_group",
 };
 
@@ -319,7 +320,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 100);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 101);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -327,6 +328,7 @@ START_TEST(test_param_table)
 		"unix_socket_group", "user", "pidfile", "so_reuseport", "pkt_buf", "disable_pqexec",
 		"resolv_conf", "track_extra_parameters", "job_name", "service_name",
 		"workers",	/* pgvalve: the process layout is fixed at start */
+		"track_client_set",	/* pgvalve: servers may carry SETs it never saw */
 	};
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(ps[i].reloadable == !in_list(restart, ARRAY_SIZE(restart), ps[i].name),

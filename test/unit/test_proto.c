@@ -8,6 +8,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/varcache.h"
+#include "pgvalve/session_set.h"
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -220,16 +221,80 @@ START_TEST(varcache_diff)
 	ck_assert_str_eq((char *)sql.buf,
 			 "SELECT pg_catalog.set_config(E'application_name', E'a''b', false), "
 			 "pg_catalog.set_config(E'extra_float_digits', E'3', false)");
+	/* client_encoding goes apart (it must run first, alone); read-only parameters never. */
+	pktbuf_reset(&sql);
+	varcache_set_by_name(&client, "client_encoding", "SJIS");
+	varcache_set_by_name(&client, "server_version", "99");
+	ck_assert_int_eq(varcache_diff_encoding_sql(client, server, &sql), 1);
+	pktbuf_put_byte(&sql, 0);
+	ck_assert_str_eq((char *)sql.buf, "SELECT pg_catalog.set_config(E'client_encoding', E'SJIS', false)");
+	pktbuf_reset(&sql);
+	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 2);
+	/* A name a newer server reports is learned, settable; an unknown server value differs from any. */
+	int learned = varcache_learn("some_new_guc");
+	ck_assert_int_ge(learned, 0);
+	ck_assert(varcache_settable(learned));
+	ck_assert(!varcache_settable(varcache_index("server_version")));
 	varcache_copy_set(&server, client);
 	pktbuf_reset(&sql);
+	ck_assert_int_eq(varcache_diff_encoding_sql(client, server, &sql), 0);
 	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 0);
-	varcache_forget_except(server, 1u << varcache_index("TimeZone"));
+	varcache_mark_unknown(&server, varcache_index("search_path"));
+	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 1);
+	pktbuf_put_byte(&sql, 0);
+	ck_assert_str_eq((char *)sql.buf, "RESET \"search_path\"");
+	varcache_forget_except(server, UINT64_C(1) << varcache_index("TimeZone"));
 	ck_assert_ptr_null(varcache_get(server, varcache_index("application_name")));
 	ck_assert_str_eq(varcache_get(server, varcache_index("TimeZone")), "UTC");
 	pktbuf_free(&sql);
 	varcache_free(client);
 	varcache_free(server);
 	varcache_configure(NULL);
+}
+END_TEST
+
+
+static enum session_set_kind parse_set(const char *sql, char *name)
+{
+	name[0] = '\0';
+	return session_set_parse(sql, strlen(sql) + 1, name, 128);
+}
+
+START_TEST(session_set_statements)
+{
+	char name[128];
+	ck_assert_int_eq(parse_set("SET statement_timeout = '1s'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "statement_timeout");
+	ck_assert_int_eq(parse_set("  /* c */ set SESSION Work_Mem TO 5000;  ", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "work_mem");
+	ck_assert_int_eq(parse_set("-- c\nSET myapp.tenant = 'x'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "myapp.tenant");
+	ck_assert_int_eq(parse_set("SET \"Weird\"\"Name\" = 1", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "Weird\"Name");
+	ck_assert_int_eq(parse_set("SET TIME ZONE 'UTC'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "timezone");
+	ck_assert_int_eq(parse_set("SET SESSION AUTHORIZATION bob", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "session_authorization");
+	ck_assert_int_eq(parse_set("SET NAMES 'SJIS'", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "client_encoding");
+	ck_assert_int_eq(parse_set("SET ROLE app", name), SESSION_SET_SET);
+	ck_assert_str_eq(name, "role");
+	ck_assert_int_eq(parse_set("RESET search_path", name), SESSION_SET_RESET);
+	ck_assert_str_eq(name, "search_path");
+	ck_assert_int_eq(parse_set("reset all", name), SESSION_SET_RESET_ALL);
+	ck_assert_int_eq(parse_set("DISCARD ALL;", name), SESSION_SET_DISCARD_ALL);
+	ck_assert_int_eq(parse_set("DISCARD PLANS", name), SESSION_SET_NONE);
+	ck_assert_int_eq(parse_set("SET LOCAL work_mem = 1", name), SESSION_SET_LOCAL);
+	ck_assert_int_eq(parse_set("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", name), SESSION_SET_LOCAL);
+	ck_assert_int_eq(parse_set("SET CONSTRAINTS ALL DEFERRED", name), SESSION_SET_LOCAL);
+	ck_assert_int_eq(parse_set("SELECT 1", name), SESSION_SET_NONE);
+	ck_assert_int_eq(parse_set("SETTINGS", name), SESSION_SET_NONE);
+	/* never replayed: a second statement, or a backslash that could hide one */
+	ck_assert_int_eq(parse_set("SET a.b = 1; SELECT 1", name), SESSION_SET_OPAQUE);
+	ck_assert_int_eq(parse_set("SET a.b = 'x;y'", name), SESSION_SET_SET);
+	ck_assert_int_eq(parse_set("SET a.b = E'\\'; DROP TABLE t; --'", name), SESSION_SET_OPAQUE);
+	ck_assert_int_eq(parse_set("SET a.b = $$x$$", name), SESSION_SET_OPAQUE);
+	ck_assert_int_eq(parse_set("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", name), SESSION_SET_OPAQUE);
 }
 END_TEST
 
@@ -266,6 +331,7 @@ int main(void)
 	tcase_add_test(tc, error_field_malformed);
 	tcase_add_test(tc, quote_literal);
 	tcase_add_test(tc, varcache_diff);
+	tcase_add_test(tc, session_set_statements);
 	tcase_add_test(tc, list_items);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
