@@ -22,6 +22,7 @@
 #include "pgvalve/netbuf.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/server.h"
@@ -511,7 +512,7 @@ static void client_row(struct result *r, const struct client *client, const char
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
-	cell_int(&c, 0);
+	cell_int(&c, prepare_client_count(client));
 	cell_uint(&c, client->id);
 	if (debug)
 		socket_cells(&c, &client->nb);
@@ -558,7 +559,7 @@ static void server_row(struct result *r, const struct server *server, const char
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
-	cell_int(&c, 0);
+	cell_int(&c, prepare_server_count(server));
 	cell_uint(&c, server->id);
 	if (debug)
 		socket_cells(&c, &server->nb);

@@ -24,6 +24,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/stats.h"
@@ -404,6 +405,7 @@ void server_close(struct server *server, const char *reason)
 void server_free(struct server *server)
 {
 	free(server->auth_result);
+	prepare_server_free(server);
 	varcache_free(server->vars);
 	for (int i = 0; i < server->param_count; i++) {
 		free(server->params[i].name);
@@ -948,6 +950,16 @@ static void count_ready(struct server *server, uint32_t len)
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
+	enum prepare_verdict pv = PREPARE_FORWARD;
+
+	if (server->prep && (internal || server->link)) {
+		/* Judged once per message: these are the ones decided only when whole. */
+		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
+			return true;
+		pv = prepare_server_message(server, pkt);
+		if (internal)
+			pv = PREPARE_FORWARD;	/* nothing of the client's is awaited during pgvalve's own queries */
+	}
 
 	switch (pkt->type) {
 	case 'Z': {
@@ -973,6 +985,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		}
 		netbuf_forward(&server->nb, pkt->len);
 		count_ready(server, pkt->len);
+		prepare_server_answer_owed(server);
 		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server)) {
 			pool_release_server(server);
 		} else if (server->link && server->close_needed && pgv.cfg->server_fast_close && server_is_clean(server)) {
@@ -1018,12 +1031,14 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	default:
 		break;
 	}
-	if (internal || !server->link) {
+	if (internal || !server->link || pv == PREPARE_SKIP) {
 		netbuf_skip(&server->nb, pkt->len);
 	} else {
 		server->pool->db->stats.total.bytes_sent += pkt->len;
 		netbuf_forward(&server->nb, pkt->len);
 	}
+	if (server->prep && !internal)
+		prepare_server_answer_owed(server);
 	return true;
 }
 

@@ -271,6 +271,7 @@ static const char *const implemented_params[] = {
 	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout", "peer_id",
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
 	"workers",
+	"max_prepared_statements",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -318,7 +319,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 94);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 95);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
