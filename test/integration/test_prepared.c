@@ -581,6 +581,32 @@ START_TEST(disabled_is_pass_through)
 }
 END_TEST
 
+/* pgbench -M prepared (named statements P0_1 ... in every client) with 50 clients on 5 servers, both modes. */
+START_TEST(pgbench_prepared)
+{
+	static const char *const modes[] = { "transaction", "statement" };
+	struct pgv p;
+	char ini[256], out[700], port[16];
+	snprintf(ini, sizeof(ini), "auth_type = md5\npool_mode = %s\ndefault_pool_size = 5\nmax_client_conn = 100\n",
+		 modes[_i]);
+	pgv_start(&p, ini, std_databases(), std_userlist());
+	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
+	snprintf(port, sizeof(port), "%d", p.port);
+	char *env[] = { "PGPASSWORD=bench_pass", "PGSSLMODE=disable", NULL };
+	char *argv[] = { "pgbench", "-n", "-S", "-M", "prepared", "-c", "50", "-j", "2", "-T", "4",
+			 "-h", "127.0.0.1", "-p", port, "-U", "pgbench_user", DB, NULL };
+	int rc = run_program(argv, env, out, 90);
+	const char *text = read_file_tail(out, 8000);
+	ck_assert_msg(rc == 0, "pgbench failed:\n%s\n%s", text, pgv_log_tail(&p, 2000));
+	const char *s = strstr(text, "number of failed transactions: ");
+	ck_assert_msg(s && strtol(s + strlen("number of failed transactions: "), NULL, 10) == 0, "%s", text);
+	s = strstr(text, "number of transactions actually processed: ");
+	ck_assert_msg(s && strtol(s + strlen("number of transactions actually processed: "), NULL, 10) > 100, "%s",
+		      text);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *prepared_suite(void)
 {
 	Suite *s = suite_create("prepared");
@@ -594,6 +620,9 @@ static Suite *prepared_suite(void)
 	tcase_add_loop_test(tc, deallocate_all, 0, 2);
 	tcase_add_test(tc, statement_mode);
 	tcase_add_test(tc, disabled_is_pass_through);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("pgbench", 120);
+	tcase_add_loop_test(tc, pgbench_prepared, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
