@@ -28,14 +28,15 @@
 /* Client names kept for undoing a failed Parse; longer ones are not undone. */
 #define PREP_PENDING_NAME_MAX 64
 
-/* One distinct statement: the Parse body after the name. */
+/* One distinct statement: the Parse body after the name, or the text after a SQL PREPARE's name. */
 struct prep_stmt {
 	struct prep_stmt *hnext;
 	uint64_t id;
 	uint32_t hash;
 	uint32_t refs;
 	uint32_t body_len;
-	uint8_t body[];		/* query NUL, int16 nparams, int32 oids */
+	bool sql;		/* from SQL PREPARE: body is "[(types)] AS query" */
+	uint8_t body[];		/* protocol: query NUL, int16 nparams, int32 oids */
 };
 
 struct prep_client_entry {
@@ -68,6 +69,9 @@ enum prep_pending_kind {
 	PEND_OTHER,		/* Bind, Execute, Close of a portal: ends with its own *Complete */
 	PEND_SYNC,		/* ends with ReadyForQuery */
 	PEND_QUERY,		/* simple Query or FunctionCall: ends with ReadyForQuery */
+	PEND_QUERY_PREPARE,	/* the client's SQL PREPARE, renamed: an error before its tag undoes it */
+	PEND_QUERY_PREFIXED,	/* pgvalve's PREPARE before the client's EXECUTE: swallow its tag */
+	PEND_QUERY_ANSWERED,	/* an empty query stands in: its EmptyQueryResponse becomes tag `name` */
 };
 
 struct prep_pending {
@@ -85,6 +89,7 @@ struct prep_server {
 	uint32_t ring_head;
 	uint32_t ring_len;
 	uint32_t ring_cap;
+	const char *owed_tag;		/* a CommandComplete to send in place of a skipped EmptyQueryResponse */
 };
 
 /* Process-wide: the shared statements, and a scratch buffer for rewritten messages. */
@@ -161,12 +166,12 @@ static void stmt_table_grow(void)
 }
 
 /* The shared statement with this body, made if new; the caller gets a reference. */
-static struct prep_stmt *stmt_get(const uint8_t *body, uint32_t len)
+static struct prep_stmt *stmt_get(const uint8_t *body, uint32_t len, bool sql)
 {
-	uint32_t h = hash_bytes(body, len);
+	uint32_t h = hash_bytes(body, len) ^ (sql ? 0x9e3779b9u : 0);
 	if (prep.nbuckets) {
 		for (struct prep_stmt *s = prep.buckets[h & (prep.nbuckets - 1)]; s; s = s->hnext) {
-			if (s->hash == h && s->body_len == len && memcmp(s->body, body, len) == 0) {
+			if (s->hash == h && s->body_len == len && s->sql == sql && memcmp(s->body, body, len) == 0) {
 				s->refs++;
 				return s;
 			}
@@ -179,6 +184,7 @@ static struct prep_stmt *stmt_get(const uint8_t *body, uint32_t len)
 	s->hash = h;
 	s->refs = 1;
 	s->body_len = len;
+	s->sql = sql;
 	memcpy(s->body, body, len);
 	s->hnext = prep.buckets[h & (prep.nbuckets - 1)];
 	prep.buckets[h & (prep.nbuckets - 1)] = s;
@@ -430,6 +436,11 @@ static void pending_push(struct prep_server *ps, uint8_t kind, struct prep_stmt 
 		strcpy(p->name, name);
 }
 
+static bool pending_is_query(const struct prep_pending *p)
+{
+	return p->kind >= PEND_QUERY;
+}
+
 static struct prep_pending *pending_head(struct prep_server *ps)
 {
 	return ps->ring_len ? &ps->ring[ps->ring_head] : NULL;
@@ -476,6 +487,17 @@ void prepare_server_answer_owed(struct server *server)
 {
 	struct prep_server *ps = server->prep;
 	struct prep_pending *p;
+	if (ps && ps->owed_tag) {
+		uint8_t mem[64];
+		struct pktbuf b;
+		pktbuf_init_fixed(&b, mem, sizeof(mem));
+		pktbuf_begin(&b, 'C');
+		pktbuf_put_string(&b, ps->owed_tag);
+		pktbuf_end(&b);
+		ps->owed_tag = NULL;
+		if (server->link && !b.failed)
+			netbuf_send(&server->link->nb, b.buf, b.len);
+	}
 	while (ps && (p = pending_head(ps)) && (p->kind == PEND_PARSE_OWED || p->kind == PEND_CLOSE_OWED)) {
 		static const uint8_t parse_complete[5] = { '1', 0, 0, 0, 4 };
 		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
@@ -533,11 +555,18 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 		}
 		pending_pop(server, false);
 		return PREPARE_FORWARD;
+	case 'I':	/* EmptyQueryResponse */
+		if (head->kind == PEND_QUERY_ANSWERED) {
+			ps->owed_tag = head->name;	/* sent by prepare_server_answer_owed(), before the ReadyForQuery */
+			return PREPARE_SKIP;
+		}
+		if (!pending_is_query(head))
+			pending_pop(server, false);
+		return PREPARE_FORWARD;
 	case '2':	/* BindComplete */
 	case 'n':	/* NoData */
-	case 'I':	/* EmptyQueryResponse */
 	case 's':	/* PortalSuspended */
-		if (head->kind != PEND_QUERY)
+		if (!pending_is_query(head))
 			pending_pop(server, false);
 		return PREPARE_FORWARD;
 	case 'T':
@@ -545,12 +574,28 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 			pending_pop(server, false);
 		return PREPARE_FORWARD;
 	case 'C':
-		if (head->kind != PEND_QUERY)
+		if (head->kind == PEND_QUERY_PREPARE || head->kind == PEND_QUERY_PREFIXED) {
+			/* The PREPARE went through: nothing to undo any more. */
+			bool ours = head->kind == PEND_QUERY_PREFIXED && head->stmt;
+			stmt_unref(head->stmt);
+			head->stmt = NULL;
+			return ours ? PREPARE_SKIP : PREPARE_FORWARD;
+		}
+		if (!pending_is_query(head))
 			pending_pop(server, false);
 		return PREPARE_FORWARD;
 	case 'E':
-		if (head->kind != PEND_QUERY)
+		if (head->kind == PEND_QUERY_PREPARE || head->kind == PEND_QUERY_PREFIXED) {
+			if (head->stmt) {	/* the PREPARE itself failed: the statement is not on this server */
+				server_cache_remove(ps, head->stmt);
+				if (head->kind == PEND_QUERY_PREPARE && head->name[0] && server->link)
+					client_forget_name(server->link, head->name, head->stmt);
+				stmt_unref(head->stmt);
+				head->stmt = NULL;
+			}
+		} else if (!pending_is_query(head)) {
 			pending_fail_until_sync(server);
+		}
 		return PREPARE_FORWARD;
 	case 'Z':
 		pending_pop(server, false);
@@ -643,7 +688,7 @@ static bool handle_parse(struct client *client, struct server *server, const str
 		server->pool->db->stats.total.server_parse_count++;
 		return false;
 	}
-	struct prep_stmt *stmt = stmt_get(r.data + r.pos, pkt_remaining(&r));
+	struct prep_stmt *stmt = stmt_get(r.data + r.pos, pkt_remaining(&r), false);
 	struct pktbuf *b = scratch();
 	if (!ensure_on_server(server, b, stmt, PEND_PARSE, name))
 		pending_push(server->prep, PEND_PARSE_OWED, stmt, name);
@@ -667,7 +712,7 @@ static bool handle_use(struct client *client, struct server *server, const struc
 	const char *name = pkt_get_string(&r);
 	uint8_t kind = pkt->type == 'D' ? PEND_DESCRIBE : PEND_OTHER;
 	struct prep_stmt *stmt = (!r.failed && is_statement && name[0]) ? client_lookup(client, name) : NULL;
-	if (!stmt) {	/* unnamed, a portal, or unknown: the server answers as it would */
+	if (!stmt || stmt->sql) {	/* unnamed, a portal, or unknown: the server answers as it would */
 		pending_push(server_state(server), kind, NULL, NULL);
 		return false;
 	}
@@ -706,6 +751,189 @@ static bool handle_close(struct client *client, struct server *server, const str
 	return true;
 }
 
+/* ---------------------------------------------------------------- SQL PREPARE / EXECUTE / DEALLOCATE */
+
+/* A cursor over a query text: the simple grammar of the three commands only. */
+struct sql_scan {
+	const char *p;
+	const char *end;	/* trailing blanks and semicolons cut off */
+};
+
+static bool sql_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+static void sql_skip_space(struct sql_scan *sc)
+{
+	while (sc->p < sc->end && sql_space(*sc->p))
+		sc->p++;
+}
+
+/* A keyword, case-insensitive, followed by a blank or the end. */
+static bool sql_keyword(struct sql_scan *sc, const char *kw)
+{
+	size_t n = strlen(kw);
+	if ((size_t)(sc->end - sc->p) < n || strncasecmp(sc->p, kw, n) != 0)
+		return false;
+	if (sc->p + n < sc->end && !sql_space(sc->p[n]))
+		return false;
+	sc->p += n;
+	sql_skip_space(sc);
+	return true;
+}
+
+/* An identifier as PostgreSQL reads it: unquoted ones folded to lower case. */
+static bool sql_identifier(struct sql_scan *sc, char *out, size_t size)
+{
+	size_t n = 0;
+	if (sc->p < sc->end && *sc->p == '"') {
+		sc->p++;
+		for (;;) {
+			if (sc->p >= sc->end)
+				return false;
+			char c = *sc->p++;
+			if (c == '"') {
+				if (sc->p < sc->end && *sc->p == '"')
+					sc->p++;
+				else
+					break;
+			}
+			if (n + 1 >= size)
+				return false;
+			out[n++] = c;
+		}
+	} else {
+		while (sc->p < sc->end) {
+			unsigned char c = (unsigned char)*sc->p;
+			if (!(c == '_' || c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (n > 0 && ((c >= '0' && c <= '9') || c == '$'))))
+				break;
+			if (n + 1 >= size)
+				return false;
+			out[n++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+			sc->p++;
+		}
+	}
+	out[n] = '\0';
+	return n > 0;
+}
+
+static void put_query(struct pktbuf *b, const char *a, size_t alen, const char *c, size_t clen)
+{
+	pktbuf_begin(b, 'Q');
+	pktbuf_put_bytes(b, a, (uint32_t)alen);
+	pktbuf_put_bytes(b, c, (uint32_t)clen);
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/*
+ * "PREPARE PGV_x <text after the client's name>", and with exec_args
+ * "; EXECUTE PGV_x <exec_args>" after it, as one Query.
+ */
+static void put_sql_prepare(struct pktbuf *b, const struct prep_stmt *stmt, const char *exec_args, size_t args_len)
+{
+	char sname[PREP_SERVER_NAME_MAX];
+	server_name_of(stmt, sname);
+	pktbuf_begin(b, 'Q');
+	pktbuf_put_bytes(b, "PREPARE ", 8);
+	pktbuf_put_bytes(b, sname, (uint32_t)strlen(sname));
+	pktbuf_put_byte(b, ' ');
+	pktbuf_put_bytes(b, stmt->body, stmt->body_len);
+	if (exec_args) {
+		pktbuf_put_bytes(b, "; EXECUTE ", 10);
+		pktbuf_put_bytes(b, sname, (uint32_t)strlen(sname));
+		pktbuf_put_bytes(b, exec_args, (uint32_t)args_len);
+	}
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/*
+ * PREPARE name ..., EXECUTE name ..., DEALLOCATE [PREPARE] name, alone in
+ * a Query: the client's name is kept here and servers see PGV_<id>, as
+ * for protocol-level statements. Anything else (several statements,
+ * DEALLOCATE ALL, names this client did not PREPARE) goes as it is.
+ */
+static bool handle_query(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	const char *text = (const char *)pkt_body(pkt);
+	uint32_t len = pkt_body_len(pkt);
+	struct prep_server *ps = server_state(server);
+	if (len == 0 || text[len - 1] != '\0' || !memchr("PpEeDd", text[strspn(text, " \t\r\n\f")], 6))
+		goto plain;
+	struct sql_scan sc = { .p = text, .end = text + len - 1 };
+	while (sc.end > sc.p && (sql_space(sc.end[-1]) || sc.end[-1] == ';'))
+		sc.end--;
+	if (memchr(sc.p, ';', (size_t)(sc.end - sc.p)))
+		goto plain;	/* maybe several statements: not ours to split */
+	sql_skip_space(&sc);
+	char name[PREP_PENDING_NAME_MAX];
+	struct pktbuf *b = scratch();
+
+	if (sql_keyword(&sc, "PREPARE")) {
+		struct sql_scan at_name = sc;
+		if (sql_keyword(&at_name, "TRANSACTION"))
+			goto plain;	/* two-phase commit, not a statement */
+		if (!sql_identifier(&sc, name, sizeof(name)) || sc.p >= sc.end || !(sql_space(*sc.p) || *sc.p == '('))
+			goto plain;
+		struct prep_stmt *stmt = stmt_get((const uint8_t *)sc.p, (uint32_t)(sc.end - sc.p), true);
+		if (server_lookup(ps, stmt)) {
+			put_query(b, "", 0, "", 0);
+			pending_push(ps, PEND_QUERY_ANSWERED, NULL, "PREPARE");
+		} else {
+			put_sql_prepare(b, stmt, NULL, 0);
+			server_cache_add(ps, stmt);
+			pending_push(ps, PEND_QUERY_PREPARE, stmt, name);
+			server->pool->db->stats.total.server_parse_count++;
+		}
+		client_bind_name(client, name, stmt);
+		send_built(server, client, pkt, b);
+		return true;
+	}
+	if (sql_keyword(&sc, "EXECUTE")) {
+		if (!sql_identifier(&sc, name, sizeof(name)))
+			goto plain;
+		struct prep_stmt *stmt = client_lookup(client, name);
+		if (!stmt || !stmt->sql)
+			goto plain;
+		struct prep_server_entry *e = server_lookup(ps, stmt);
+		char sname[PREP_SERVER_NAME_MAX + 16];
+		int n = snprintf(sname, sizeof(sname), "EXECUTE " PREP_SERVER_PREFIX "%llx", (unsigned long long)stmt->id);
+		if (e) {
+			list_remove(&ps->lru, &e->lru);
+			list_append(&ps->lru, &e->lru);
+			put_query(b, sname, (size_t)n, sc.p, (size_t)(sc.end - sc.p));
+			pending_push(ps, PEND_QUERY, NULL, NULL);
+		} else {
+			/* One Query: "PREPARE PGV_x ...; EXECUTE PGV_x ..."; the PREPARE's tag is swallowed. */
+			put_sql_prepare(b, stmt, sc.p, (size_t)(sc.end - sc.p));
+			server_cache_add(ps, stmt);
+			pending_push(ps, PEND_QUERY_PREFIXED, stmt, NULL);
+			server->pool->db->stats.total.server_parse_count++;
+		}
+		send_built(server, client, pkt, b);
+		return true;
+	}
+	if (sql_keyword(&sc, "DEALLOCATE")) {
+		sql_keyword(&sc, "PREPARE");
+		struct sql_scan at_name = sc;
+		if (sql_keyword(&at_name, "ALL") && at_name.p == at_name.end)
+			goto plain;	/* the server's CommandComplete clears everything (prepare_server_message) */
+		if (!sql_identifier(&sc, name, sizeof(name)) || sc.p != sc.end || !client_lookup(client, name))
+			goto plain;
+		client_forget_name(client, name, NULL);
+		put_query(b, "", 0, "", 0);
+		pending_push(ps, PEND_QUERY_ANSWERED, NULL, "DEALLOCATE");
+		send_built(server, client, pkt, b);
+		return true;
+	}
+plain:
+	pending_push(ps, PEND_QUERY, NULL, NULL);
+	return false;
+}
+
 bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	switch (pkt->type) {
@@ -723,6 +951,7 @@ bool prepare_client_message(struct client *client, struct server *server, const 
 		pending_push(server_state(server), PEND_SYNC, NULL, NULL);
 		return false;
 	case 'Q':
+		return handle_query(client, server, pkt);
 	case 'F':
 		pending_push(server_state(server), PEND_QUERY, NULL, NULL);
 		return false;

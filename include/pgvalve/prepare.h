@@ -19,6 +19,10 @@
  *    walks the server's replies against it. Errors follow the protocol: an
  *    ErrorResponse fails the message at the head of the queue and
  *    discards what follows up to the next Sync.
+ *  - SQL PREPARE name / EXECUTE name / DEALLOCATE name, each alone in a
+ *    simple Query, are tracked the same way (beyond PgBouncer): the query
+ *    text is rewritten to pgvalve's name, prefixed with the PREPARE when
+ *    the server lacks it, or answered here (DEALLOCATE).
  *  - Session pooling and max_prepared_statements = 0 are pass-through:
  *    nothing here is called.
  * Must not touch sockets except through netbuf_send/netbuf_skip on the

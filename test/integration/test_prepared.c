@@ -581,6 +581,58 @@ START_TEST(disabled_is_pass_through)
 }
 END_TEST
 
+static const char *exec_sqlstate(PGconn *c, const char *sql)
+{
+	static char state[6];
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s should fail", sql);
+	snprintf(state, sizeof(state), "%s", PQresultErrorField(r, PG_DIAG_SQLSTATE));
+	PQclear(r);
+	return state;
+}
+
+/* SQL PREPARE once, EXECUTE on either server; names clash across clients; DEALLOCATE. */
+START_TEST(sql_prepare_execute)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p), *b = connect_ok(&p), *c = connect_ok(&p);
+	exec_ok(a, "PREPARE q (int) AS SELECT $1 + 1");
+	exec_ok(c, "prepare Q(int) as select $1 * 100;");	/* the same name, folded, another text */
+	exec_ok(a, "BEGIN");
+	int first = backend_pid(a);
+	exec_ok(a, "COMMIT");
+	hold_server(b, first);
+	exec_ok(a, "BEGIN");
+	ck_assert_int_ne(backend_pid(a), first);
+	ck_assert_str_eq(query_value(a, "EXECUTE q(41)"), "42");
+	exec_ok(a, "COMMIT");
+	exec_ok(b, "COMMIT");
+	exec_ok(a, "BEGIN");
+	ck_assert_int_eq(backend_pid(a), first);	/* the last one released */
+	ck_assert_str_eq(query_value(a, "execute Q (1)"), "2");
+	exec_ok(a, "COMMIT");
+	ck_assert_str_eq(query_value(c, "EXECUTE q(3)"), "300");
+	/* The servers hold the statements under pgvalve's names, never the client's. */
+	ck_assert_str_eq(query_value(a, "SELECT count(*) FROM pg_prepared_statements WHERE name = 'q'"), "0");
+	PGresult *r = PQexec(a, "DEALLOCATE q");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "DEALLOCATE: %s", PQerrorMessage(a));
+	ck_assert_str_eq(PQcmdStatus(r), "DEALLOCATE");
+	PQclear(r);
+	ck_assert_str_eq(exec_sqlstate(a, "EXECUTE q(1)"), "26000");
+	ck_assert_str_eq(query_value(c, "EXECUTE q(4)"), "400");	/* c's q is untouched */
+	exec_ok(a, "PREPARE q AS SELECT 'again'");
+	ck_assert_str_eq(query_value(a, "EXECUTE q"), "again");
+	/* A failing PREPARE leaves no statement behind. */
+	ck_assert_str_eq(exec_sqlstate(a, "PREPARE broken AS SELECT * FROM no_such_table"), "42P01");
+	ck_assert_str_eq(exec_sqlstate(a, "EXECUTE broken"), "26000");
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* pgbench -M prepared (named statements P0_1 ... in every client) with 50 clients on 5 servers, both modes. */
 START_TEST(pgbench_prepared)
 {
@@ -620,6 +672,7 @@ static Suite *prepared_suite(void)
 	tcase_add_loop_test(tc, deallocate_all, 0, 2);
 	tcase_add_test(tc, statement_mode);
 	tcase_add_test(tc, disabled_is_pass_through);
+	tcase_add_test(tc, sql_prepare_execute);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("pgbench", 120);
 	tcase_add_loop_test(tc, pgbench_prepared, 0, 2);
