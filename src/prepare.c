@@ -538,8 +538,8 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 				client_forget_all(server->link);
 		}
 	}
-	if (!head)
-		return PREPARE_FORWARD;	/* notices, ParameterStatus, or nothing awaited */
+	if (!head || server->internal != SV_INTERNAL_NONE)
+		return PREPARE_FORWARD;	/* notices, ParameterStatus, pgvalve's own queries, or nothing awaited */
 	switch (pkt->type) {
 	case '1':
 		if (head->kind == PEND_PARSE_INJECTED) {
@@ -603,14 +603,6 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 	default:
 		return PREPARE_FORWARD;
 	}
-}
-
-void prepare_server_forget_all(struct server *server)
-{
-	if (!server->prep)
-		return;
-	pending_clear(server);
-	server_cache_clear(server->prep);
 }
 
 void prepare_server_free(struct server *server)
@@ -961,14 +953,6 @@ bool prepare_client_message(struct client *client, struct server *server, const 
 }
 
 /* ---------------------------------------------------------------- process */
-
-void prepare_mem_stats(struct prepare_mem *m)
-{
-	m->statements = prep.count;
-	m->statement_bytes = prep.bytes + (uint64_t)prep.nbuckets * sizeof(*prep.buckets);
-	m->client_entry_size = (uint32_t)(sizeof(struct prep_client_entry) + sizeof(struct prep_client_entry *));
-	m->server_entry_size = (uint32_t)(sizeof(struct prep_server_entry) + sizeof(struct prep_server_entry *));
-}
 
 void prepare_global_cleanup(void)
 {

@@ -65,23 +65,12 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 /* After the caller forwarded or skipped that message: sends answers pgvalve owes the client next. */
 void prepare_server_answer_owed(struct server *server);
 
-/* The server's statements are gone (DISCARD ALL from a reset query, a new connection). */
-void prepare_server_forget_all(struct server *server);
 void prepare_server_free(struct server *server);
 void prepare_client_free(struct client *client);
 
 /* Counts for SHOW CLIENTS / SHOW SERVERS (prepared_statements). */
 uint32_t prepare_client_count(const struct client *client);
 uint32_t prepare_server_count(const struct server *server);
-
-/* Process-wide numbers for SHOW MEM-like reports and tests. */
-struct prepare_mem {
-	uint32_t statements;		/* distinct shared statements */
-	uint64_t statement_bytes;	/* their memory, texts included */
-	uint32_t client_entry_size;	/* bytes per client statement, name excluded */
-	uint32_t server_entry_size;	/* bytes per server statement */
-};
-void prepare_mem_stats(struct prepare_mem *m);
 
 void prepare_global_cleanup(void);
 
