@@ -954,6 +954,12 @@ bool prepare_client_message(struct client *client, struct server *server, const 
 
 /* ---------------------------------------------------------------- process */
 
+void prepare_shared_stats(uint32_t *count, uint64_t *bytes)
+{
+	*count = prep.count;
+	*bytes = prep.bytes;
+}
+
 void prepare_global_cleanup(void)
 {
 	if (prep.scratch_ready)

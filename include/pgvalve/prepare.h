@@ -72,6 +72,9 @@ void prepare_client_free(struct client *client);
 uint32_t prepare_client_count(const struct client *client);
 uint32_t prepare_server_count(const struct server *server);
 
+/* The shared statements: how many, and their memory with texts (SHOW MEM). */
+void prepare_shared_stats(uint32_t *count, uint64_t *bytes);
+
 void prepare_global_cleanup(void);
 
 #endif

@@ -307,6 +307,8 @@ START_TEST(many_clients_clashing_names)
 	ck_assert_int_eq(admin_sum(admin, "STATS", "total_client_parse_count", "database", DB), 2 * N);
 	long server_parses = admin_sum(admin, "STATS", "total_server_parse_count", "database", DB);
 	ck_assert_msg(server_parses >= 10 && server_parses <= 50, "servers got %ld Parses", server_parses);
+	/* One copy of each distinct statement for the whole process: 10, not 100. */
+	ck_assert_int_eq(admin_sum(admin, "MEM", "used", "name", "prepared_statement_cache"), 10);
 	PQfinish(admin);
 	for (int i = 0; i < N; i++)
 		PQfinish(c[i]);
