@@ -27,6 +27,8 @@
 #define PREP_SERVER_NAME_MAX 24
 /* Client names kept for undoing a failed Parse; longer ones are not undone. */
 #define PREP_PENDING_NAME_MAX 64
+/* The rewrite buffer is kept between messages up to this size. */
+#define PREP_SCRATCH_KEEP (256 * 1024)
 
 /* One distinct statement: the Parse body after the name, or the text after a SQL PREPARE's name. */
 struct prep_stmt {
@@ -668,6 +670,11 @@ static void send_built(struct server *server, struct client *client, const struc
 	netbuf_skip(&client->nb, pkt->len);
 	if (b->len)
 		netbuf_send(&server->nb, b->buf, b->len);
+	/* One huge Bind must not pin its size for the life of the process. */
+	if (b->size > PREP_SCRATCH_KEEP) {
+		pktbuf_free(b);
+		prep.scratch_ready = false;
+	}
 }
 
 static bool handle_parse(struct client *client, struct server *server, const struct pkt *pkt)

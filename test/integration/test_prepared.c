@@ -583,6 +583,32 @@ START_TEST(disabled_is_pass_through)
 }
 END_TEST
 
+/* A Bind far larger than pkt_buf is read whole, rewritten and passed on; twice, on any server. */
+START_TEST(large_bind)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), std_userlist());
+	PGconn *c = connect_ok(&p);
+	prepare_ok(c, "big", "SELECT length($1::text)", 1);
+	size_t n = 3 * 1024 * 1024;
+	char *arg = malloc(n + 1);
+	ck_assert_ptr_nonnull(arg);
+	memset(arg, 'x', n);
+	arg[n] = '\0';
+	for (int i = 0; i < 2; i++) {
+		const char *vals[1] = { arg };
+		PGresult *r = PQexecPrepared(c, "big", 1, vals, NULL, NULL, 0);
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "exec: %s", PQerrorMessage(c));
+		ck_assert_int_eq(strtol(PQgetvalue(r, 0, 0), NULL, 10), (long)n);
+		PQclear(r);
+	}
+	free(arg);
+	ck_assert_int_eq(exec_int(c, "big", 12345), 5);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 static const char *exec_sqlstate(PGconn *c, const char *sql)
 {
 	static char state[6];
@@ -675,6 +701,7 @@ static Suite *prepared_suite(void)
 	tcase_add_test(tc, statement_mode);
 	tcase_add_test(tc, disabled_is_pass_through);
 	tcase_add_test(tc, sql_prepare_execute);
+	tcase_add_test(tc, large_bind);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("pgbench", 120);
 	tcase_add_loop_test(tc, pgbench_prepared, 0, 2);
