@@ -63,6 +63,9 @@ check|pkg-config --exists 'check >= 0.10'
 libpq-dev|pkg-config --exists 'libpq >= 10'
 dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
 systemd|command -v systemd-analyze
+python3-venv|python3 -c "import ensurepip, venv"
+nodejs|command -v node
+npm|command -v npm
 EOF
 		;;
 	esac

@@ -22,6 +22,7 @@
 #include "pgvalve/netbuf.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/server.h"
@@ -511,7 +512,7 @@ static void client_row(struct result *r, const struct client *client, const char
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
-	cell_int(&c, 0);
+	cell_int(&c, prepare_client_count(client));
 	cell_uint(&c, client->id);
 	if (debug)
 		socket_cells(&c, &client->nb);
@@ -558,7 +559,7 @@ static void server_row(struct result *r, const struct server *server, const char
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
-	cell_int(&c, 0);
+	cell_int(&c, prepare_server_count(server));
 	cell_uint(&c, server->id);
 	if (debug)
 		socket_cells(&c, &server->nb);
@@ -858,8 +859,10 @@ static void show_lists(struct result *r)
 static void show_mem(struct result *r)
 {
 	static const char *const names[] = { "name", "size", "used", "free", "memtotal" };
-	uint32_t free_bufs, used_bufs, bufsize;
+	uint32_t free_bufs, used_bufs, bufsize, shared_count;
+	uint64_t shared_bytes;
 	netbuf_buffer_stats(&free_bufs, &used_bufs, &bufsize);
+	prepare_shared_stats(&shared_count, &shared_bytes);
 	int pools = 0;
 	list_for_each(dpos, &pgv.databases)
 		pools += (int)container_of(dpos, struct db, node)->pools.count;
@@ -869,6 +872,9 @@ static void show_mem(struct result *r)
 		{ "server_cache", (long long)sizeof(struct server), pgv.server_count, 0 },
 		{ "client_cache", (long long)sizeof(struct client), pgv.client_count, 0 },
 		{ "iobuf_cache", bufsize, used_bufs, free_bufs },
+		/* pgvalve's: one copy of each distinct prepared statement, size its average with the text */
+		{ "prepared_statement_cache", shared_count ? (long long)(shared_bytes / shared_count) : 0,
+		  shared_count, 0 },
 	};
 	struct cells c;
 	result_begin(r, "siiii", names);

@@ -22,6 +22,7 @@
 #include "pgvalve/peer.h"
 #include "pgvalve/pgoptions.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
 #include "pgvalve/session_set.h"
@@ -201,6 +202,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 void client_free(struct client *client)
 {
 	auth_login_free(client->login);
+	prepare_client_free(client);
 	varcache_free(client->vars);
 	session_sets_unref(client->sets);
 	free(client->username);
@@ -549,17 +551,24 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */
 	}
+	bool track = prepare_enabled(client->pool);
+	if (track && prepare_needs_whole(pkt->type) && !pkt_complete(pkt))
+		return true;	/* statement names are rewritten: the whole message first */
 	struct stats *st = &client->pool->db->stats.total;
 	st->bytes_received += pkt->len;
 	if (pkt->type == 'P') {
 		st->client_parse_count++;
-		st->server_parse_count++;	/* every Parse reaches the server until statements are tracked */
+		if (!track)
+			st->server_parse_count++;	/* else prepare.c counts the Parses servers get */
 	} else if (pkt->type == 'B') {
 		st->bind_count++;
 	}
+	struct server *server = client->link;
 	if (track_set && pkt_complete(pkt))
-		session_set_note_query(client->link, pkt);
-	server_note_client_message(client->link, pkt->type);
+		session_set_note_query(server, pkt);
+	server_note_client_message(server, pkt->type);
+	if (track && prepare_client_message(client, server, pkt))
+		return client->state != CL_CLOSED;
 	netbuf_forward(&client->nb, pkt->len);
 	return true;
 }

@@ -123,7 +123,7 @@ static const struct param_def params[] = {
 	P_INT(max_db_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_db_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_packet_size, "2147483647", RELOAD, IMPL, 0, INT_MAX),
-	P_INT(max_prepared_statements, "200", RELOAD, TODO, 0, INT_MAX),
+	P_INT(max_prepared_statements, "200", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_user_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_user_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),

@@ -19,6 +19,7 @@
 #include "pgvalve/loop.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
@@ -222,6 +223,7 @@ static int run_pooler(bool single, unsigned restarts)
 	pool_free_all();
 	dns_shutdown();
 	netbuf_global_cleanup();
+	prepare_global_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)
 		auth_store_free(pgv.auth);

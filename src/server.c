@@ -24,6 +24,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/stats.h"
@@ -407,6 +408,7 @@ void server_close(struct server *server, const char *reason)
 void server_free(struct server *server)
 {
 	free(server->auth_result);
+	prepare_server_free(server);
 	varcache_free(server->vars);
 	session_sets_unref(server->sets);
 	session_set_pending_clear(server);
@@ -1140,6 +1142,16 @@ static int whole_message(struct server *server, const struct pkt *pkt)
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
+	enum prepare_verdict pv = PREPARE_FORWARD;
+
+	if (server->prep && (internal || server->link)) {
+		/* Judged once per message: these are the ones decided only when whole. */
+		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
+			return true;
+		pv = prepare_server_message(server, pkt);
+		if (internal)
+			pv = PREPARE_FORWARD;	/* nothing of the client's is awaited during pgvalve's own queries */
+	}
 
 	switch (pkt->type) {
 	case 'Z': {
@@ -1168,6 +1180,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		}
 		netbuf_forward(&server->nb, pkt->len);
 		count_ready(server, pkt->len);
+		prepare_server_answer_owed(server);
 		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
 			pool_release_server(server);
 		return true;
@@ -1230,12 +1243,14 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	default:
 		break;
 	}
-	if (internal || !server->link) {
+	if (internal || !server->link || pv == PREPARE_SKIP) {
 		netbuf_skip(&server->nb, pkt->len);
 	} else {
 		server->pool->db->stats.total.bytes_sent += pkt->len;
 		netbuf_forward(&server->nb, pkt->len);
 	}
+	if (server->prep && !internal)
+		prepare_server_answer_owed(server);
 	return true;
 }
 

@@ -106,6 +106,7 @@ struct client {
 	bool direct_tls;		/* opened with TLS at once (ALPN required) */
 	bool wait_notified;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown;	/* came on the Unix socket after a shutdown began */
+	struct prep_client *prep;	/* its named prepared statements (prepare.c) */
 };
 
 /* Takes an accepted socket. */

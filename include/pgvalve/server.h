@@ -104,6 +104,7 @@ struct server {
 	 * with server_login_retry = 0 would recurse without end.
 	 */
 	bool connecting_sync;
+	struct prep_server *prep;	/* its prepared statements and awaited answers (prepare.c) */
 };
 
 /*

@@ -1,0 +1,80 @@
+/*
+ * prepare.h - named prepared statements in transaction and statement
+ * pooling (max_prepared_statements), as PgBouncer 1.21+ does them.
+ *
+ * Contract:
+ *  - Each distinct statement (the Parse message after its name: query text
+ *    and parameter types) exists once in the process, refcounted, shared by
+ *    every client that prepared it and every server it is prepared on. On
+ *    servers it is called PGV_<id>.
+ *  - A client's named statements are a map from its own names to shared
+ *    statements. Parse, Bind, Describe and Close that name one are
+ *    rewritten (client -> server name); a statement missing on the server
+ *    the client is linked to is prepared there first, in the same stream.
+ *  - Each server keeps an LRU of at most max_prepared_statements
+ *    statements; the least recently used one is closed on the server.
+ *  - Because pgvalve answers some messages itself (a Parse of a statement
+ *    the server already has, a Close) and swallows the answers to messages
+ *    it injected, it keeps, per server, the queue of answers it awaits and
+ *    walks the server's replies against it. Errors follow the protocol: an
+ *    ErrorResponse fails the message at the head of the queue and
+ *    discards what follows up to the next Sync.
+ *  - SQL PREPARE name / EXECUTE name / DEALLOCATE name, each alone in a
+ *    simple Query, are tracked the same way (beyond PgBouncer): the query
+ *    text is rewritten to pgvalve's name, prefixed with the PREPARE when
+ *    the server lacks it, or answered here (DEALLOCATE).
+ *  - Session pooling and max_prepared_statements = 0 are pass-through:
+ *    nothing here is called.
+ * Must not touch sockets except through netbuf_send/netbuf_skip on the
+ * client and server it is given.
+ */
+#ifndef PGVALVE_PREPARE_H
+#define PGVALVE_PREPARE_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/proto.h"
+
+struct client;
+struct server;
+struct pool;
+
+/* Whether statements of this pool's clients are tracked (mode and setting). */
+bool prepare_enabled(const struct pool *pool);
+
+/* Whether the client message needs to be whole in the buffer before prepare_client_message(). */
+static inline bool prepare_needs_whole(uint8_t type)
+{
+	return type == 'P' || type == 'B' || type == 'D' || type == 'C' || type == 'Q';
+}
+
+/*
+ * A client message, whole if prepare_needs_whole(), about to go to its
+ * linked server. Returns true if it was taken care of here (skipped, and
+ * maybe something else sent or answered); false if the caller forwards it.
+ */
+bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt);
+
+enum prepare_verdict {
+	PREPARE_FORWARD,	/* an answer for the client */
+	PREPARE_SKIP,		/* the answer to something pgvalve sent itself */
+	PREPARE_NEED_MORE,	/* decide again once the message is whole */
+};
+
+/* A server message for its linked client: matches it against the awaited answers. */
+enum prepare_verdict prepare_server_message(struct server *server, const struct pkt *pkt);
+/* After the caller forwarded or skipped that message: sends answers pgvalve owes the client next. */
+void prepare_server_answer_owed(struct server *server);
+
+void prepare_server_free(struct server *server);
+void prepare_client_free(struct client *client);
+
+/* Counts for SHOW CLIENTS / SHOW SERVERS (prepared_statements). */
+uint32_t prepare_client_count(const struct client *client);
+uint32_t prepare_server_count(const struct server *server);
+
+/* The shared statements: how many, and their memory with texts (SHOW MEM). */
+void prepare_shared_stats(uint32_t *count, uint64_t *bytes);
+
+void prepare_global_cleanup(void);
+
+#endif

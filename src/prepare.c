@@ -1,0 +1,978 @@
+/*
+ * prepare.c - named prepared statements across pooled servers (see
+ * prepare.h for the contract).
+ *
+ * Three tables:
+ *   shared statements  process-wide hash of statement bodies, refcounted;
+ *   client maps        per client, its names -> shared statements;
+ *   server caches      per server, the statements prepared on it, in LRU
+ *                      order, at most max_prepared_statements.
+ * and one queue per server of the answers it owes, so that answers
+ * pgvalve makes itself go to the client in protocol order and answers to
+ * messages pgvalve injected never reach it.
+ *
+ * Owns: everything above. Touches clients and servers only through their
+ * netbufs (send/skip) and their `prep` pointers.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/prepare.h"
+#include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/server.h"
+
+/* Server-side name: prefix plus the statement id in hex. */
+#define PREP_SERVER_PREFIX "PGV_"
+#define PREP_SERVER_NAME_MAX 24
+/* Client names kept for undoing a failed Parse; longer ones are not undone. */
+#define PREP_PENDING_NAME_MAX 64
+/* The rewrite buffer is kept between messages up to this size. */
+#define PREP_SCRATCH_KEEP (256 * 1024)
+
+/* One distinct statement: the Parse body after the name, or the text after a SQL PREPARE's name. */
+struct prep_stmt {
+	struct prep_stmt *hnext;
+	uint64_t id;
+	uint32_t hash;
+	uint32_t refs;
+	uint32_t body_len;
+	bool sql;		/* from SQL PREPARE: body is "[(types)] AS query" */
+	uint8_t body[];		/* protocol: query NUL, int16 nparams, int32 oids */
+};
+
+struct prep_client_entry {
+	struct prep_client_entry *hnext;
+	struct prep_stmt *stmt;
+	uint32_t hash;
+	char name[];
+};
+
+struct prep_client {
+	struct prep_client_entry **buckets;
+	uint32_t nbuckets;
+	uint32_t count;
+};
+
+struct prep_server_entry {
+	struct prep_server_entry *hnext;
+	struct list_node lru;		/* head: least recently used */
+	struct prep_stmt *stmt;
+};
+
+/* What an awaited answer is, and what to do with it. */
+enum prep_pending_kind {
+	PEND_PARSE,		/* the client's Parse, renamed: forward ParseComplete */
+	PEND_PARSE_INJECTED,	/* pgvalve's Parse before a Bind/Describe: swallow ParseComplete */
+	PEND_PARSE_OWED,	/* the server has it already: pgvalve owes ParseComplete */
+	PEND_CLOSE_OWED,	/* the client closed its statement: pgvalve owes CloseComplete */
+	PEND_CLOSE_EVICT,	/* pgvalve closed an LRU victim: swallow CloseComplete */
+	PEND_DESCRIBE,		/* ends with RowDescription or NoData */
+	PEND_OTHER,		/* Bind, Execute, Close of a portal: ends with its own *Complete */
+	PEND_SYNC,		/* ends with ReadyForQuery */
+	PEND_QUERY,		/* simple Query or FunctionCall: ends with ReadyForQuery */
+	PEND_QUERY_PREPARE,	/* the client's SQL PREPARE, renamed: an error before its tag undoes it */
+	PEND_QUERY_PREFIXED,	/* pgvalve's PREPARE before the client's EXECUTE: swallow its tag */
+	PEND_QUERY_ANSWERED,	/* an empty query stands in: its EmptyQueryResponse becomes tag `name` */
+};
+
+struct prep_pending {
+	uint8_t kind;
+	struct prep_stmt *stmt;		/* holds a reference; NULL for most kinds */
+	char name[PREP_PENDING_NAME_MAX];	/* PEND_PARSE / PEND_PARSE_OWED: the client's name */
+};
+
+struct prep_server {
+	struct prep_server_entry **buckets;
+	uint32_t nbuckets;
+	uint32_t count;
+	struct list lru;
+	struct prep_pending *ring;
+	uint32_t ring_head;
+	uint32_t ring_len;
+	uint32_t ring_cap;
+	const char *owed_tag;		/* a CommandComplete to send in place of a skipped EmptyQueryResponse */
+};
+
+/* Process-wide: the shared statements, and a scratch buffer for rewritten messages. */
+static struct {
+	struct prep_stmt **buckets;
+	uint32_t nbuckets;
+	uint32_t count;
+	uint64_t bytes;
+	uint64_t next_id;
+	struct pktbuf scratch;
+	bool scratch_ready;
+} prep;
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint32_t hash_bytes(const void *data, size_t len)
+{
+	/* FNV-1a: statement texts are short and this is off the per-Bind path. */
+	const uint8_t *p = data;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+static uint32_t hash_id(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdULL;
+	id ^= id >> 33;
+	return (uint32_t)id;
+}
+
+static void server_name_of(const struct prep_stmt *stmt, char *buf)
+{
+	snprintf(buf, PREP_SERVER_NAME_MAX, PREP_SERVER_PREFIX "%llx", (unsigned long long)stmt->id);
+}
+
+static struct pktbuf *scratch(void)
+{
+	if (!prep.scratch_ready) {
+		pktbuf_init(&prep.scratch, 1024);
+		prep.scratch_ready = true;
+	}
+	pktbuf_reset(&prep.scratch);
+	return &prep.scratch;
+}
+
+bool prepare_enabled(const struct pool *pool)
+{
+	return pgv.cfg->max_prepared_statements > 0 && pool_effective_mode(pool) != POOL_MODE_SESSION;
+}
+
+/* ---------------------------------------------------------------- shared statements */
+
+static void stmt_table_grow(void)
+{
+	uint32_t n = prep.nbuckets ? prep.nbuckets * 2 : 256;
+	struct prep_stmt **b = xcalloc(n, sizeof(*b));
+	for (uint32_t i = 0; i < prep.nbuckets; i++) {
+		struct prep_stmt *s = prep.buckets[i];
+		while (s) {
+			struct prep_stmt *next = s->hnext;
+			s->hnext = b[s->hash & (n - 1)];
+			b[s->hash & (n - 1)] = s;
+			s = next;
+		}
+	}
+	free(prep.buckets);
+	prep.buckets = b;
+	prep.nbuckets = n;
+}
+
+/* The shared statement with this body, made if new; the caller gets a reference. */
+static struct prep_stmt *stmt_get(const uint8_t *body, uint32_t len, bool sql)
+{
+	uint32_t h = hash_bytes(body, len) ^ (sql ? 0x9e3779b9u : 0);
+	if (prep.nbuckets) {
+		for (struct prep_stmt *s = prep.buckets[h & (prep.nbuckets - 1)]; s; s = s->hnext) {
+			if (s->hash == h && s->body_len == len && s->sql == sql && memcmp(s->body, body, len) == 0) {
+				s->refs++;
+				return s;
+			}
+		}
+	}
+	if (prep.count >= prep.nbuckets)
+		stmt_table_grow();
+	struct prep_stmt *s = xmalloc(sizeof(*s) + len);
+	s->id = ++prep.next_id;
+	s->hash = h;
+	s->refs = 1;
+	s->body_len = len;
+	s->sql = sql;
+	memcpy(s->body, body, len);
+	s->hnext = prep.buckets[h & (prep.nbuckets - 1)];
+	prep.buckets[h & (prep.nbuckets - 1)] = s;
+	prep.count++;
+	prep.bytes += sizeof(*s) + len;
+	return s;
+}
+
+static void stmt_ref(struct prep_stmt *s)
+{
+	s->refs++;
+}
+
+static void stmt_unref(struct prep_stmt *s)
+{
+	if (!s || --s->refs > 0)
+		return;
+	struct prep_stmt **pp = &prep.buckets[s->hash & (prep.nbuckets - 1)];
+	while (*pp != s)
+		pp = &(*pp)->hnext;
+	*pp = s->hnext;
+	prep.count--;
+	prep.bytes -= sizeof(*s) + s->body_len;
+	free(s);
+}
+
+/* ---------------------------------------------------------------- client maps */
+
+static struct prep_client_entry **client_slot(struct prep_client *pc, const char *name, uint32_t h)
+{
+	struct prep_client_entry **pp = &pc->buckets[h & (pc->nbuckets - 1)];
+	while (*pp && ((*pp)->hash != h || strcmp((*pp)->name, name) != 0))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static struct prep_stmt *client_lookup(const struct client *client, const char *name)
+{
+	struct prep_client *pc = client->prep;
+	if (!pc || !pc->count)
+		return NULL;
+	uint32_t h = hash_bytes(name, strlen(name));
+	struct prep_client_entry *e = *client_slot(pc, name, h);
+	return e ? e->stmt : NULL;
+}
+
+static void client_map_grow(struct prep_client *pc)
+{
+	uint32_t n = pc->nbuckets ? pc->nbuckets * 2 : 16;
+	struct prep_client_entry **b = xcalloc(n, sizeof(*b));
+	for (uint32_t i = 0; i < pc->nbuckets; i++) {
+		struct prep_client_entry *e = pc->buckets[i];
+		while (e) {
+			struct prep_client_entry *next = e->hnext;
+			e->hnext = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+			e = next;
+		}
+	}
+	free(pc->buckets);
+	pc->buckets = b;
+	pc->nbuckets = n;
+}
+
+/* Binds the client's name to stmt (taking the caller's reference), replacing what it named. */
+static void client_bind_name(struct client *client, const char *name, struct prep_stmt *stmt)
+{
+	if (!client->prep)
+		client->prep = xcalloc(1, sizeof(*client->prep));
+	struct prep_client *pc = client->prep;
+	if (pc->count >= pc->nbuckets)
+		client_map_grow(pc);
+	uint32_t h = hash_bytes(name, strlen(name));
+	struct prep_client_entry **pp = client_slot(pc, name, h);
+	if (*pp) {
+		stmt_unref((*pp)->stmt);
+		(*pp)->stmt = stmt;
+		return;
+	}
+	size_t nlen = strlen(name) + 1;
+	struct prep_client_entry *e = xmalloc(sizeof(*e) + nlen);
+	memcpy(e->name, name, nlen);
+	e->hash = h;
+	e->stmt = stmt;
+	e->hnext = NULL;
+	*pp = e;
+	pc->count++;
+}
+
+/* Forgets the client's name; if `only` is set, only while it still names that statement. */
+static void client_forget_name(struct client *client, const char *name, const struct prep_stmt *only)
+{
+	struct prep_client *pc = client->prep;
+	if (!pc || !pc->count)
+		return;
+	struct prep_client_entry **pp = client_slot(pc, name, hash_bytes(name, strlen(name)));
+	struct prep_client_entry *e = *pp;
+	if (!e || (only && e->stmt != only))
+		return;
+	*pp = e->hnext;
+	pc->count--;
+	stmt_unref(e->stmt);
+	free(e);
+}
+
+static void client_forget_all(struct client *client)
+{
+	struct prep_client *pc = client->prep;
+	if (!pc)
+		return;
+	for (uint32_t i = 0; i < pc->nbuckets; i++) {
+		struct prep_client_entry *e = pc->buckets[i];
+		while (e) {
+			struct prep_client_entry *next = e->hnext;
+			stmt_unref(e->stmt);
+			free(e);
+			e = next;
+		}
+		pc->buckets[i] = NULL;
+	}
+	pc->count = 0;
+}
+
+void prepare_client_free(struct client *client)
+{
+	if (!client->prep)
+		return;
+	client_forget_all(client);
+	free(client->prep->buckets);
+	free(client->prep);
+	client->prep = NULL;
+}
+
+uint32_t prepare_client_count(const struct client *client)
+{
+	return client->prep ? client->prep->count : 0;
+}
+
+/* ---------------------------------------------------------------- server caches */
+
+static struct prep_server *server_state(struct server *server)
+{
+	if (!server->prep) {
+		struct prep_server *ps = xcalloc(1, sizeof(*ps));
+		list_init(&ps->lru);
+		server->prep = ps;
+	}
+	return server->prep;
+}
+
+static struct prep_server_entry **server_slot(struct prep_server *ps, const struct prep_stmt *stmt)
+{
+	struct prep_server_entry **pp = &ps->buckets[hash_id(stmt->id) & (ps->nbuckets - 1)];
+	while (*pp && (*pp)->stmt != stmt)
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static struct prep_server_entry *server_lookup(struct prep_server *ps, const struct prep_stmt *stmt)
+{
+	return ps->count ? *server_slot(ps, stmt) : NULL;
+}
+
+static void server_cache_grow(struct prep_server *ps)
+{
+	uint32_t n = ps->nbuckets ? ps->nbuckets * 2 : 16;
+	struct prep_server_entry **b = xcalloc(n, sizeof(*b));
+	for (uint32_t i = 0; i < ps->nbuckets; i++) {
+		struct prep_server_entry *e = ps->buckets[i];
+		while (e) {
+			struct prep_server_entry *next = e->hnext;
+			uint32_t slot = hash_id(e->stmt->id) & (n - 1);
+			e->hnext = b[slot];
+			b[slot] = e;
+			e = next;
+		}
+	}
+	free(ps->buckets);
+	ps->buckets = b;
+	ps->nbuckets = n;
+}
+
+static void server_cache_add(struct prep_server *ps, struct prep_stmt *stmt)
+{
+	if (ps->count >= ps->nbuckets)
+		server_cache_grow(ps);
+	struct prep_server_entry **pp = server_slot(ps, stmt);
+	if (*pp)
+		return;
+	struct prep_server_entry *e = xmalloc(sizeof(*e));
+	e->stmt = stmt;
+	stmt_ref(stmt);
+	e->hnext = NULL;
+	*pp = e;
+	list_append(&ps->lru, &e->lru);
+	ps->count++;
+}
+
+static void server_cache_remove(struct prep_server *ps, const struct prep_stmt *stmt)
+{
+	if (!ps->count)
+		return;
+	struct prep_server_entry **pp = server_slot(ps, stmt);
+	struct prep_server_entry *e = *pp;
+	if (!e)
+		return;
+	*pp = e->hnext;
+	list_remove(&ps->lru, &e->lru);
+	ps->count--;
+	stmt_unref(e->stmt);
+	free(e);
+}
+
+static void server_cache_clear(struct prep_server *ps)
+{
+	while (ps->count) {
+		struct prep_server_entry *e = container_of(list_first(&ps->lru), struct prep_server_entry, lru);
+		server_cache_remove(ps, e->stmt);
+	}
+}
+
+uint32_t prepare_server_count(const struct server *server)
+{
+	return server->prep ? server->prep->count : 0;
+}
+
+/* ---------------------------------------------------------------- awaited answers */
+
+static void pending_push(struct prep_server *ps, uint8_t kind, struct prep_stmt *stmt, const char *name)
+{
+	if (ps->ring_len == ps->ring_cap) {
+		uint32_t cap = ps->ring_cap ? ps->ring_cap * 2 : 16;
+		struct prep_pending *ring = xmalloc(cap * sizeof(*ring));
+		for (uint32_t i = 0; i < ps->ring_len; i++)
+			ring[i] = ps->ring[(ps->ring_head + i) % ps->ring_cap];
+		free(ps->ring);
+		ps->ring = ring;
+		ps->ring_cap = cap;
+		ps->ring_head = 0;
+	}
+	struct prep_pending *p = &ps->ring[(ps->ring_head + ps->ring_len) % ps->ring_cap];
+	ps->ring_len++;
+	p->kind = kind;
+	p->stmt = stmt;
+	if (stmt)
+		stmt_ref(stmt);
+	p->name[0] = '\0';
+	if (name && strlen(name) < sizeof(p->name))
+		strcpy(p->name, name);
+}
+
+static bool pending_is_query(const struct prep_pending *p)
+{
+	return p->kind >= PEND_QUERY;
+}
+
+static struct prep_pending *pending_head(struct prep_server *ps)
+{
+	return ps->ring_len ? &ps->ring[ps->ring_head] : NULL;
+}
+
+/* Drops the head. `failed`: the server rejected or discarded that message. */
+static void pending_pop(struct server *server, bool failed)
+{
+	struct prep_server *ps = server->prep;
+	struct prep_pending *p = &ps->ring[ps->ring_head];
+	if (failed) {
+		switch (p->kind) {
+		case PEND_PARSE:
+		case PEND_PARSE_INJECTED:
+		case PEND_PARSE_OWED:
+			/* Never created here (or, owed, never asked for): as PostgreSQL, the name does not exist. */
+			if (p->kind != PEND_PARSE_OWED)
+				server_cache_remove(ps, p->stmt);
+			if (p->kind != PEND_PARSE_INJECTED && p->name[0] && server->link)
+				client_forget_name(server->link, p->name, p->stmt);
+			break;
+		case PEND_CLOSE_EVICT:	/* the Close was discarded: the server still has it */
+			server_cache_add(ps, p->stmt);
+			break;
+		default:
+			break;
+		}
+	}
+	stmt_unref(p->stmt);
+	p->stmt = NULL;
+	ps->ring_head = (ps->ring_head + 1) % ps->ring_cap;
+	ps->ring_len--;
+}
+
+static void pending_clear(struct server *server)
+{
+	struct prep_server *ps = server->prep;
+	while (ps && ps->ring_len)
+		pending_pop(server, false);
+}
+
+/* Answers pgvalve owes the client, once everything before them was answered. */
+void prepare_server_answer_owed(struct server *server)
+{
+	struct prep_server *ps = server->prep;
+	struct prep_pending *p;
+	if (ps && ps->owed_tag) {
+		uint8_t mem[64];
+		struct pktbuf b;
+		pktbuf_init_fixed(&b, mem, sizeof(mem));
+		pktbuf_begin(&b, 'C');
+		pktbuf_put_string(&b, ps->owed_tag);
+		pktbuf_end(&b);
+		ps->owed_tag = NULL;
+		if (server->link && !b.failed)
+			netbuf_send(&server->link->nb, b.buf, b.len);
+	}
+	while (ps && (p = pending_head(ps)) && (p->kind == PEND_PARSE_OWED || p->kind == PEND_CLOSE_OWED)) {
+		static const uint8_t parse_complete[5] = { '1', 0, 0, 0, 4 };
+		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
+		if (server->link)
+			netbuf_send(&server->link->nb, p->kind == PEND_PARSE_OWED ? parse_complete : close_complete, 5);
+		pending_pop(server, false);
+	}
+}
+
+/* An ErrorResponse: the head failed, and the server skips everything up to the next Sync. */
+static void pending_fail_until_sync(struct server *server)
+{
+	struct prep_server *ps = server->prep;
+	struct prep_pending *p;
+	while ((p = pending_head(ps)) && p->kind != PEND_SYNC)
+		pending_pop(server, true);
+}
+
+static bool is_tag(const struct pkt *pkt, const char *tag)
+{
+	size_t n = strlen(tag) + 1;
+	return pkt_body_len(pkt) == n && memcmp(pkt_body(pkt), tag, n) == 0;
+}
+
+enum prepare_verdict prepare_server_message(struct server *server, const struct pkt *pkt)
+{
+	struct prep_server *ps = server->prep;
+	struct prep_pending *head = ps ? pending_head(ps) : NULL;
+
+	/* DEALLOCATE ALL and DISCARD ALL (the client's or a reset query) empty the server and the client. */
+	if (ps && pkt->type == 'C' &&
+	    (pkt_body_len(pkt) == sizeof("DISCARD ALL") || pkt_body_len(pkt) == sizeof("DEALLOCATE ALL"))) {
+		if (!pkt_complete(pkt))
+			return PREPARE_NEED_MORE;
+		if (is_tag(pkt, "DISCARD ALL") || is_tag(pkt, "DEALLOCATE ALL")) {
+			server_cache_clear(ps);
+			if (server->link && server->internal == SV_INTERNAL_NONE)
+				client_forget_all(server->link);
+		}
+	}
+	if (!head || server->internal != SV_INTERNAL_NONE)
+		return PREPARE_FORWARD;	/* notices, ParameterStatus, pgvalve's own queries, or nothing awaited */
+	switch (pkt->type) {
+	case '1':
+		if (head->kind == PEND_PARSE_INJECTED) {
+			pending_pop(server, false);
+			return PREPARE_SKIP;
+		}
+		pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case '3':
+		if (head->kind == PEND_CLOSE_EVICT) {
+			pending_pop(server, false);
+			return PREPARE_SKIP;
+		}
+		pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case 'I':	/* EmptyQueryResponse */
+		if (head->kind == PEND_QUERY_ANSWERED) {
+			ps->owed_tag = head->name;	/* sent by prepare_server_answer_owed(), before the ReadyForQuery */
+			return PREPARE_SKIP;
+		}
+		if (!pending_is_query(head))
+			pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case '2':	/* BindComplete */
+	case 'n':	/* NoData */
+	case 's':	/* PortalSuspended */
+		if (!pending_is_query(head))
+			pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case 'T':
+		if (head->kind == PEND_DESCRIBE)
+			pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case 'C':
+		if (head->kind == PEND_QUERY_PREPARE || head->kind == PEND_QUERY_PREFIXED) {
+			/* The PREPARE went through: nothing to undo any more. */
+			bool ours = head->kind == PEND_QUERY_PREFIXED && head->stmt;
+			stmt_unref(head->stmt);
+			head->stmt = NULL;
+			return ours ? PREPARE_SKIP : PREPARE_FORWARD;
+		}
+		if (!pending_is_query(head))
+			pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case 'E':
+		if (head->kind == PEND_QUERY_PREPARE || head->kind == PEND_QUERY_PREFIXED) {
+			if (head->stmt) {	/* the PREPARE itself failed: the statement is not on this server */
+				server_cache_remove(ps, head->stmt);
+				if (head->kind == PEND_QUERY_PREPARE && head->name[0] && server->link)
+					client_forget_name(server->link, head->name, head->stmt);
+				stmt_unref(head->stmt);
+				head->stmt = NULL;
+			}
+		} else if (!pending_is_query(head)) {
+			pending_fail_until_sync(server);
+		}
+		return PREPARE_FORWARD;
+	case 'Z':
+		pending_pop(server, false);
+		return PREPARE_FORWARD;
+	default:
+		return PREPARE_FORWARD;
+	}
+}
+
+void prepare_server_free(struct server *server)
+{
+	struct prep_server *ps = server->prep;
+	if (!ps)
+		return;
+	pending_clear(server);
+	server_cache_clear(ps);
+	free(ps->ring);
+	free(ps->buckets);
+	free(ps);
+	server->prep = NULL;
+}
+
+/* ---------------------------------------------------------------- client messages */
+
+static void put_parse(struct pktbuf *b, const struct prep_stmt *stmt)
+{
+	char name[PREP_SERVER_NAME_MAX];
+	server_name_of(stmt, name);
+	pktbuf_begin(b, 'P');
+	pktbuf_put_string(b, name);
+	pktbuf_put_bytes(b, stmt->body, stmt->body_len);
+	pktbuf_end(b);
+}
+
+/*
+ * Puts into b whatever makes stmt exist on the server (a Close of the LRU
+ * victim, a Parse) and queues their answers. Returns whether a Parse was
+ * needed. `name`: the client's name when the Parse is the client's own.
+ */
+static bool ensure_on_server(struct server *server, struct pktbuf *b, struct prep_stmt *stmt,
+			     uint8_t parse_kind, const char *client_name)
+{
+	struct prep_server *ps = server_state(server);
+	struct prep_server_entry *e = server_lookup(ps, stmt);
+	if (e) {
+		list_remove(&ps->lru, &e->lru);
+		list_append(&ps->lru, &e->lru);
+		return false;
+	}
+	while (ps->count >= (uint32_t)pgv.cfg->max_prepared_statements) {
+		struct prep_server_entry *victim = container_of(list_first(&ps->lru), struct prep_server_entry, lru);
+		char name[PREP_SERVER_NAME_MAX];
+		server_name_of(victim->stmt, name);
+		pktbuf_begin(b, 'C');
+		pktbuf_put_byte(b, 'S');
+		pktbuf_put_string(b, name);
+		pktbuf_end(b);
+		pending_push(ps, PEND_CLOSE_EVICT, victim->stmt, NULL);
+		server_cache_remove(ps, victim->stmt);
+	}
+	put_parse(b, stmt);
+	server_cache_add(ps, stmt);
+	pending_push(ps, parse_kind, stmt, client_name);
+	server->pool->db->stats.total.server_parse_count++;
+	return true;
+}
+
+static void send_built(struct server *server, struct client *client, const struct pkt *pkt, struct pktbuf *b)
+{
+	netbuf_skip(&client->nb, pkt->len);
+	if (b->len)
+		netbuf_send(&server->nb, b->buf, b->len);
+	/* One huge Bind must not pin its size for the life of the process. */
+	if (b->size > PREP_SCRATCH_KEEP) {
+		pktbuf_free(b);
+		prep.scratch_ready = false;
+	}
+}
+
+static bool handle_parse(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	const char *name = pkt_get_string(&r);
+	if (!name || !name[0]) {	/* unnamed (or malformed: the server says so) */
+		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
+		server->pool->db->stats.total.server_parse_count++;
+		return false;
+	}
+	struct prep_stmt *stmt = stmt_get(r.data + r.pos, pkt_remaining(&r), false);
+	struct pktbuf *b = scratch();
+	if (!ensure_on_server(server, b, stmt, PEND_PARSE, name))
+		pending_push(server->prep, PEND_PARSE_OWED, stmt, name);
+	client_bind_name(client, name, stmt);	/* takes stmt_get's reference */
+	send_built(server, client, pkt, b);
+	prepare_server_answer_owed(server);
+	return true;
+}
+
+/* Bind: portal, statement, rest. Describe: 'S'/'P', name. Both rewrite a client statement's name. */
+static bool handle_use(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	const char *portal = NULL;
+	bool is_statement = true;
+	if (pkt->type == 'B')
+		portal = pkt_get_string(&r);
+	else
+		is_statement = pkt_get_byte(&r) == 'S';
+	const char *name = pkt_get_string(&r);
+	uint8_t kind = pkt->type == 'D' ? PEND_DESCRIBE : PEND_OTHER;
+	struct prep_stmt *stmt = (!r.failed && is_statement && name[0]) ? client_lookup(client, name) : NULL;
+	if (!stmt || stmt->sql) {	/* unnamed, a portal, or unknown: the server answers as it would */
+		pending_push(server_state(server), kind, NULL, NULL);
+		return false;
+	}
+	struct pktbuf *b = scratch();
+	ensure_on_server(server, b, stmt, PEND_PARSE_INJECTED, NULL);
+	char sname[PREP_SERVER_NAME_MAX];
+	server_name_of(stmt, sname);
+	pktbuf_begin(b, pkt->type);
+	if (pkt->type == 'B')
+		pktbuf_put_string(b, portal);
+	else
+		pktbuf_put_byte(b, 'S');
+	pktbuf_put_string(b, sname);
+	pktbuf_put_bytes(b, pkt_body(pkt) + r.pos, pkt_body_len(pkt) - r.pos);
+	pktbuf_end(b);
+	pending_push(server->prep, kind, NULL, NULL);
+	send_built(server, client, pkt, b);
+	return true;
+}
+
+static bool handle_close(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	bool is_statement = pkt_get_byte(&r) == 'S';
+	const char *name = pkt_get_string(&r);
+	if (r.failed || !is_statement || !name[0]) {
+		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
+		return false;
+	}
+	/* Others may use the same statement: only the client's name goes; PostgreSQL answers even unknown names. */
+	client_forget_name(client, name, NULL);
+	pending_push(server_state(server), PEND_CLOSE_OWED, NULL, NULL);
+	netbuf_skip(&client->nb, pkt->len);
+	prepare_server_answer_owed(server);
+	return true;
+}
+
+/* ---------------------------------------------------------------- SQL PREPARE / EXECUTE / DEALLOCATE */
+
+/* A cursor over a query text: the simple grammar of the three commands only. */
+struct sql_scan {
+	const char *p;
+	const char *end;	/* trailing blanks and semicolons cut off */
+};
+
+static bool sql_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+static void sql_skip_space(struct sql_scan *sc)
+{
+	while (sc->p < sc->end && sql_space(*sc->p))
+		sc->p++;
+}
+
+/* A keyword, case-insensitive, followed by a blank or the end. */
+static bool sql_keyword(struct sql_scan *sc, const char *kw)
+{
+	size_t n = strlen(kw);
+	if ((size_t)(sc->end - sc->p) < n || strncasecmp(sc->p, kw, n) != 0)
+		return false;
+	if (sc->p + n < sc->end && !sql_space(sc->p[n]))
+		return false;
+	sc->p += n;
+	sql_skip_space(sc);
+	return true;
+}
+
+/* An identifier as PostgreSQL reads it: unquoted ones folded to lower case. */
+static bool sql_identifier(struct sql_scan *sc, char *out, size_t size)
+{
+	size_t n = 0;
+	if (sc->p < sc->end && *sc->p == '"') {
+		sc->p++;
+		for (;;) {
+			if (sc->p >= sc->end)
+				return false;
+			char c = *sc->p++;
+			if (c == '"') {
+				if (sc->p < sc->end && *sc->p == '"')
+					sc->p++;
+				else
+					break;
+			}
+			if (n + 1 >= size)
+				return false;
+			out[n++] = c;
+		}
+	} else {
+		while (sc->p < sc->end) {
+			unsigned char c = (unsigned char)*sc->p;
+			if (!(c == '_' || c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (n > 0 && ((c >= '0' && c <= '9') || c == '$'))))
+				break;
+			if (n + 1 >= size)
+				return false;
+			out[n++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+			sc->p++;
+		}
+	}
+	out[n] = '\0';
+	return n > 0;
+}
+
+static void put_query(struct pktbuf *b, const char *a, size_t alen, const char *c, size_t clen)
+{
+	pktbuf_begin(b, 'Q');
+	pktbuf_put_bytes(b, a, (uint32_t)alen);
+	pktbuf_put_bytes(b, c, (uint32_t)clen);
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/*
+ * "PREPARE PGV_x <text after the client's name>", and with exec_args
+ * "; EXECUTE PGV_x <exec_args>" after it, as one Query.
+ */
+static void put_sql_prepare(struct pktbuf *b, const struct prep_stmt *stmt, const char *exec_args, size_t args_len)
+{
+	char sname[PREP_SERVER_NAME_MAX];
+	server_name_of(stmt, sname);
+	pktbuf_begin(b, 'Q');
+	pktbuf_put_bytes(b, "PREPARE ", 8);
+	pktbuf_put_bytes(b, sname, (uint32_t)strlen(sname));
+	pktbuf_put_byte(b, ' ');
+	pktbuf_put_bytes(b, stmt->body, stmt->body_len);
+	if (exec_args) {
+		pktbuf_put_bytes(b, "; EXECUTE ", 10);
+		pktbuf_put_bytes(b, sname, (uint32_t)strlen(sname));
+		pktbuf_put_bytes(b, exec_args, (uint32_t)args_len);
+	}
+	pktbuf_put_byte(b, 0);
+	pktbuf_end(b);
+}
+
+/*
+ * PREPARE name ..., EXECUTE name ..., DEALLOCATE [PREPARE] name, alone in
+ * a Query: the client's name is kept here and servers see PGV_<id>, as
+ * for protocol-level statements. Anything else (several statements,
+ * DEALLOCATE ALL, names this client did not PREPARE) goes as it is.
+ */
+static bool handle_query(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	const char *text = (const char *)pkt_body(pkt);
+	uint32_t len = pkt_body_len(pkt);
+	struct prep_server *ps = server_state(server);
+	if (len == 0 || text[len - 1] != '\0' || !memchr("PpEeDd", text[strspn(text, " \t\r\n\f")], 6))
+		goto plain;
+	struct sql_scan sc = { .p = text, .end = text + len - 1 };
+	while (sc.end > sc.p && (sql_space(sc.end[-1]) || sc.end[-1] == ';'))
+		sc.end--;
+	if (memchr(sc.p, ';', (size_t)(sc.end - sc.p)))
+		goto plain;	/* maybe several statements: not ours to split */
+	sql_skip_space(&sc);
+	char name[PREP_PENDING_NAME_MAX];
+	struct pktbuf *b = scratch();
+
+	if (sql_keyword(&sc, "PREPARE")) {
+		struct sql_scan at_name = sc;
+		if (sql_keyword(&at_name, "TRANSACTION"))
+			goto plain;	/* two-phase commit, not a statement */
+		if (!sql_identifier(&sc, name, sizeof(name)) || sc.p >= sc.end || !(sql_space(*sc.p) || *sc.p == '('))
+			goto plain;
+		struct prep_stmt *stmt = stmt_get((const uint8_t *)sc.p, (uint32_t)(sc.end - sc.p), true);
+		if (server_lookup(ps, stmt)) {
+			put_query(b, "", 0, "", 0);
+			pending_push(ps, PEND_QUERY_ANSWERED, NULL, "PREPARE");
+		} else {
+			put_sql_prepare(b, stmt, NULL, 0);
+			server_cache_add(ps, stmt);
+			pending_push(ps, PEND_QUERY_PREPARE, stmt, name);
+			server->pool->db->stats.total.server_parse_count++;
+		}
+		client_bind_name(client, name, stmt);
+		send_built(server, client, pkt, b);
+		return true;
+	}
+	if (sql_keyword(&sc, "EXECUTE")) {
+		if (!sql_identifier(&sc, name, sizeof(name)))
+			goto plain;
+		struct prep_stmt *stmt = client_lookup(client, name);
+		if (!stmt || !stmt->sql)
+			goto plain;
+		struct prep_server_entry *e = server_lookup(ps, stmt);
+		char sname[PREP_SERVER_NAME_MAX + 16];
+		int n = snprintf(sname, sizeof(sname), "EXECUTE " PREP_SERVER_PREFIX "%llx", (unsigned long long)stmt->id);
+		if (e) {
+			list_remove(&ps->lru, &e->lru);
+			list_append(&ps->lru, &e->lru);
+			put_query(b, sname, (size_t)n, sc.p, (size_t)(sc.end - sc.p));
+			pending_push(ps, PEND_QUERY, NULL, NULL);
+		} else {
+			/* One Query: "PREPARE PGV_x ...; EXECUTE PGV_x ..."; the PREPARE's tag is swallowed. */
+			put_sql_prepare(b, stmt, sc.p, (size_t)(sc.end - sc.p));
+			server_cache_add(ps, stmt);
+			pending_push(ps, PEND_QUERY_PREFIXED, stmt, NULL);
+			server->pool->db->stats.total.server_parse_count++;
+		}
+		send_built(server, client, pkt, b);
+		return true;
+	}
+	if (sql_keyword(&sc, "DEALLOCATE")) {
+		sql_keyword(&sc, "PREPARE");
+		struct sql_scan at_name = sc;
+		if (sql_keyword(&at_name, "ALL") && at_name.p == at_name.end)
+			goto plain;	/* the server's CommandComplete clears everything (prepare_server_message) */
+		if (!sql_identifier(&sc, name, sizeof(name)) || sc.p != sc.end || !client_lookup(client, name))
+			goto plain;
+		client_forget_name(client, name, NULL);
+		put_query(b, "", 0, "", 0);
+		pending_push(ps, PEND_QUERY_ANSWERED, NULL, "DEALLOCATE");
+		send_built(server, client, pkt, b);
+		return true;
+	}
+plain:
+	pending_push(ps, PEND_QUERY, NULL, NULL);
+	return false;
+}
+
+bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	switch (pkt->type) {
+	case 'P':
+		return handle_parse(client, server, pkt);
+	case 'B':
+	case 'D':
+		return handle_use(client, server, pkt);
+	case 'C':
+		return handle_close(client, server, pkt);
+	case 'E':
+		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
+		return false;
+	case 'S':
+		pending_push(server_state(server), PEND_SYNC, NULL, NULL);
+		return false;
+	case 'Q':
+		return handle_query(client, server, pkt);
+	case 'F':
+		pending_push(server_state(server), PEND_QUERY, NULL, NULL);
+		return false;
+	default:	/* Flush, COPY data: no answer of their own */
+		return false;
+	}
+}
+
+/* ---------------------------------------------------------------- process */
+
+void prepare_shared_stats(uint32_t *count, uint64_t *bytes)
+{
+	*count = prep.count;
+	*bytes = prep.bytes;
+}
+
+void prepare_global_cleanup(void)
+{
+	if (prep.scratch_ready)
+		pktbuf_free(&prep.scratch);
+	prep.scratch_ready = false;
+	free(prep.buckets);
+	prep.buckets = NULL;
+	prep.nbuckets = prep.count = 0;
+}
