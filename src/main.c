@@ -19,6 +19,7 @@
 #include "pgvalve/loop.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/scram_cache.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/supervisor.h"
 #include "pgvalve/varcache.h"
@@ -218,6 +219,7 @@ static int run_pooler(bool single, unsigned restarts)
 	if (pgv.auth)
 		auth_store_free(pgv.auth);
 	event_base_free(pgv.base);
+	scram_cache_clear();
 	crypto_cleanup();
 	tls_cleanup();
 	hba_free(pgv.hba);
@@ -339,6 +341,8 @@ int main(int argc, char **argv)
 	if (log_setup(&ls) < 0)
 		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
 
+	/* Before the fork, so every worker gives an unknown name the same mock salt. */
+	scram_cache_init_instance();
 	if (workers == 1) {
 		workers_table_create(1, 0);
 		workers_become(1);
