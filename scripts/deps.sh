@@ -5,7 +5,8 @@
 # runs nothing by itself.
 #
 #   pgv_deps_ensure MODE     install (root, apt-get) or name (otherwise) the
-#                            Debian packages MODE needs: build, quickstart, test
+#                            Debian packages MODE needs: build, quickstart, test,
+#                            bench (test's, plus PgBouncer as a reference)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -34,12 +35,17 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test)
+	quickstart | test | bench)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
 python3|command -v python3
 EOF
+		;;
+	esac
+	case $mode in
+	bench)
+		echo "pgbouncer|test -x /usr/sbin/pgbouncer"
 		;;
 	esac
 	case $mode in

@@ -3,7 +3,8 @@
 # Sourced by bench.sh and workers.sh (after they set srcdir and builddir);
 # it installs an EXIT trap that stops whatever it started.
 #
-#   bench_setup_cluster          tmp, runas, pgport; database bench (scale 10), role bench/bench (md5)
+#   bench_setup_cluster          tmp, runas, pgport; database bench (pgbench tables of scale
+#                                $bench_scale, 10 if unset, none if 0), role bench/bench (md5)
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
 #   bench_stop_pgvalve           SIGTERM, waits until it has exited
@@ -47,9 +48,11 @@ bench_setup_cluster() {
 	"${psql_su[@]}" -d postgres -c "SET password_encryption = 'md5'" \
 		-c "CREATE ROLE bench LOGIN SUPERUSER PASSWORD 'bench'" >/dev/null
 	"${psql_su[@]}" -d postgres -c "CREATE DATABASE bench OWNER bench" >/dev/null
-	echo "${0##*/}: pgbench -i -s 10"
-	PGPASSWORD=bench "$PGBIN/pgbench" -i -q -s 10 -h 127.0.0.1 -p "$pgport" -U bench bench >"$tmp/init.log" 2>&1 ||
-		{ cat "$tmp/init.log"; exit 1; }
+	if [ "${bench_scale:-10}" -gt 0 ]; then
+		echo "${0##*/}: pgbench -i -s ${bench_scale:-10}"
+		PGPASSWORD=bench "$PGBIN/pgbench" -i -q -s "${bench_scale:-10}" -h 127.0.0.1 -p "$pgport" -U bench bench \
+			>"$tmp/init.log" 2>&1 || { cat "$tmp/init.log"; exit 1; }
+	fi
 	echo "\"bench\" \"md5$(printf '%s' benchbench | md5sum | cut -d' ' -f1)\"" >"$tmp/userlist.txt"
 	[ -n "$runas" ] && chown "$runas:" "$tmp/userlist.txt"
 	ulimit -n 65536 2>/dev/null || true
