@@ -66,23 +66,9 @@ pgbouncer=${PGBOUNCER:-/usr/sbin/pgbouncer}
 pgb_pid= pgb_port=
 if [ -x "$pgbouncer" ]; then
 	pgb_port=$(pgv_free_port $((port + 1)))
-	cat >"$tmp/pgbouncer.ini" <<INI
-[databases]
-bench = host=127.0.0.1 port=$pgport dbname=bench
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $pgb_port
-unix_socket_dir =
-pool_mode = transaction
-default_pool_size = 20
-max_client_conn = 2000
-auth_type = hba
-auth_hba_file = $tmp/hba.conf
-auth_file = $tmp/userlist.txt
-logfile = $tmp/pgbouncer.log
-log_connections = 0
-log_disconnections = 0
-INI
+	# later keys win: hba instead of md5
+	bench_pooler_ini pgbouncer "$pgb_port" pgbouncer "auth_type = hba
+auth_hba_file = $tmp/hba.conf" >"$tmp/pgbouncer.ini"
 	[ -n "$runas" ] && chown "$runas:" "$tmp/pgbouncer.ini"
 	if [ -n "$runas" ]; then
 		"$pgbouncer" -q -u "$runas" "$tmp/pgbouncer.ini" &
@@ -91,11 +77,7 @@ INI
 	fi
 	pgb_pid=$!
 	trap '[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"; bench_cleanup' EXIT
-	for _ in $(seq 50); do
-		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$pgb_port" -U bench -c "SELECT 1" bench \
-			>/dev/null 2>&1 && break
-		sleep 0.2
-	done
+	bench_wait_ready "$pgb_port"
 	pgb_version=$("$pgbouncer" --version 2>/dev/null | head -1)
 else
 	echo "${0##*/}: no PgBouncer at $pgbouncer, measuring pgvalve alone"

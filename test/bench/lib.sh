@@ -7,6 +7,8 @@
 #                                $bench_scale, 10 if unset, none if 0), role bench/bench (md5)
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
+#   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
+#   bench_wait_ready PORT        waits (10 s at most) until a query runs there
 #   bench_stop_pgvalve           SIGTERM, waits until it has exited
 #   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
 #   median                       of numbers on stdin
@@ -58,25 +60,39 @@ bench_setup_cluster() {
 	ulimit -n 65536 2>/dev/null || true
 }
 
-bench_start_pgvalve() {
-	port=$(pgv_free_port $((pgport + 1)))
-	cat >"$tmp/pgvalve.ini" <<INI
+# bench_pooler_ini SECTION PORT NAME EXTRA: the benchmarks' pooler config on
+# stdout (PgBouncer's format; SECTION pgvalve or pgbouncer), logging to $tmp/NAME.log.
+bench_pooler_ini() {
+	cat <<INI
 [databases]
 bench = host=127.0.0.1 port=$pgport dbname=bench
-[pgvalve]
+[$1]
 listen_addr = 127.0.0.1
-listen_port = $port
+listen_port = $2
 unix_socket_dir =
 pool_mode = transaction
 default_pool_size = 20
 max_client_conn = 2000
 auth_type = md5
 auth_file = $tmp/userlist.txt
-logfile = $tmp/pgvalve.log
+logfile = $tmp/$3.log
 log_connections = 0
 log_disconnections = 0
-$1
+$4
 INI
+}
+
+# bench_wait_ready PORT: until user bench can run a query there (10 s at most).
+bench_wait_ready() {
+	for _ in $(seq 50); do
+		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$1" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+}
+
+bench_start_pgvalve() {
+	port=$(pgv_free_port $((pgport + 1)))
+	bench_pooler_ini pgvalve "$port" pgvalve "$1" >"$tmp/pgvalve.ini"
 	[ -n "$runas" ] && chown "$runas:" "$tmp/pgvalve.ini"
 	if [ -n "$runas" ]; then
 		"$PGVALVE" -q -u "$runas" "$tmp/pgvalve.ini" &
@@ -84,10 +100,7 @@ INI
 		"$PGVALVE" -q "$tmp/pgvalve.ini" &
 	fi
 	pgv_pid=$!
-	for _ in $(seq 50); do
-		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$port" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
-		sleep 0.2
-	done
+	bench_wait_ready "$port"
 }
 
 bench_stop_pgvalve() {

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -1489,24 +1490,6 @@ static bool read_message(int fd, char *type, unsigned char *body, size_t size, s
 	return true;
 }
 
-/* An ErrorResponse body's S, C and M fields. */
-static void error_fields(const unsigned char *body, size_t len, struct raw_error *err)
-{
-	memset(err, 0, sizeof(*err));
-	for (size_t i = 0; i < len && body[i];) {
-		char code = (char)body[i++];
-		const char *v = (const char *)body + i;
-		size_t vlen = strnlen(v, len - i);
-		if (code == 'S')
-			snprintf(err->severity, sizeof(err->severity), "%.*s", (int)vlen, v);
-		else if (code == 'C')
-			snprintf(err->sqlstate, sizeof(err->sqlstate), "%.*s", (int)vlen, v);
-		else if (code == 'M')
-			snprintf(err->message, sizeof(err->message), "%.*s", (int)vlen, v);
-		i += vlen + 1;
-	}
-}
-
 static void send_password_message(int fd, const void *data, size_t len)
 {
 	unsigned char pkt[1024];
@@ -1576,7 +1559,7 @@ static void scram_probe(struct pgv *p, const char *user, struct scram_probe *out
 	send_password_message(fd, final, (size_t)n);
 	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'E',
 		      "%s: a made-up proof was not refused (message %c)", user, type);
-	error_fields(body, len, &out->err);
+	raw_parse_error(body, len, &out->err);
 	close(fd);
 }
 
@@ -1737,6 +1720,102 @@ START_TEST(scram_password_change_reload)
 }
 END_TEST
 
+/*
+ * A fake PostgreSQL on listen_fd that answers one login with SASL and a
+ * server-first-message asking for that many iterations, then
+ * waits for pgvalve to hang up. Runs in a forked child; exits 0 if pgvalve
+ * got as far as the SASLInitialResponse.
+ */
+static void fake_server_absurd_iterations(int listen_fd, const char *iterations)
+{
+	unsigned char buf[2048], pkt[512];
+	int fd = accept(listen_fd, NULL, NULL);
+	if (fd < 0)
+		_exit(2);
+	double deadline = now_s() + 20;
+	for (;;) {	/* an SSLRequest first (server_tls_sslmode prefer) gets 'N' */
+		if (!read_exact_until(fd, buf, 4, deadline) || get32(buf) < 8 || get32(buf) > sizeof(buf) ||
+		    !read_exact_until(fd, buf + 4, get32(buf) - 4, deadline))
+			_exit(3);
+		if (get32(buf) != 8 || get32(buf + 4) != 80877103)
+			break;
+		if (!raw_send(fd, "N", 1))
+			_exit(3);
+	}
+	static const char sasl[] = "SCRAM-SHA-256\0";
+	pkt[0] = 'R';
+	put32(pkt + 1, 4 + 4 + sizeof(sasl));
+	put32(pkt + 5, 10);
+	memcpy(pkt + 9, sasl, sizeof(sasl));
+	if (!raw_send(fd, pkt, 9 + sizeof(sasl)))
+		_exit(4);
+	char type;
+	size_t len;
+	if (!read_message(fd, &type, buf, sizeof(buf), &len) || type != 'p')
+		_exit(5);
+	/* "SCRAM-SHA-256\0" int32 "n,,n=,r=<nonce>" */
+	const char *first = (const char *)buf + 14 + 4, *r = strstr(first, "r=");
+	if (!r)
+		_exit(6);
+	char msg[300];
+	int n = snprintf(msg, sizeof(msg), "r=%sFAKESERVERNONCE,s=QUJDREVGR0hJSktMTU5PUA==,i=%s", r + 2, iterations);
+	pkt[0] = 'R';
+	put32(pkt + 1, (uint32_t)(4 + 4 + n));
+	put32(pkt + 5, 11);
+	memcpy(pkt + 9, msg, (size_t)n);
+	if (!raw_send(fd, pkt, 9 + (size_t)n))
+		_exit(7);
+	raw_wait_closed(fd, 20000);
+	_exit(0);
+}
+
+/*
+ * A server asking for an absurd SCRAM iteration count (10^9: minutes of
+ * PBKDF2; 5 * 10^6: seconds, and below the former limit) fails that login
+ * at once, with the count and the limit in the log, instead of freezing the
+ * event loop; other databases are served meanwhile.
+ */
+START_TEST(server_scram_absurd_iterations)
+{
+	static const char *const counts[] = { "1000000000", "5000000" };
+	char want[200];
+	struct pgv p;
+	struct cparams cp;
+	char databases[1024];
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t salen = sizeof(sa);
+
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &salen), 0);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		fake_server_absurd_iterations(lfd, counts[_i]);
+	close(lfd);
+
+	snprintf(databases, sizeof(databases), "%sfake = host=127.0.0.1 port=%d dbname=fake user=scram_user password=scram_pass\n",
+		 std_databases(), ntohs(sa.sin_port));
+	start_dbs(&p, "auth_type = md5\n", databases, std_userlist());
+	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
+	cp_set(&cp, "dbname", "fake");
+	double t0 = now_s();
+	snprintf(want, sizeof(want), "server asked for %s SCRAM iterations, more than the limit of 1000000", counts[_i]);
+	expect_refused(&p, &cp, NULL, want, "fake server");
+	ck_assert_msg(now_s() - t0 < 5, "refusal took %.1f s", now_s() - t0);
+	pgv_expect_log(&p, want, 5);
+	int status = 0;
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fake server: status %d", status);
+	/* the loop is free: a real database still works */
+	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
+	expect_login(&p, &cp, "scram_user", "real database after the fake one");
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth");
@@ -1780,6 +1859,7 @@ int main(void)
 	tcase_add_test(tc, scram_mock_salt_workers);
 	tcase_add_test(tc, scram_mock_salt_auth_query);
 	tcase_add_test(tc, scram_password_change_reload);
+	tcase_add_loop_test(tc, server_scram_absurd_iterations, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("logs", 60);
