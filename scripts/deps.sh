@@ -6,7 +6,8 @@
 #
 #   pgv_deps_ensure MODE     install (root, apt-get) or name (otherwise) the
 #                            Debian packages MODE needs: build, quickstart, test,
-#                            bench (test's, plus PgBouncer as a reference)
+#                            bench (test's, plus PgBouncer as a reference
+#                            and gnuplot for test/bench/sweep.sh)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -46,6 +47,7 @@ EOF
 	case $mode in
 	bench)
 		echo "pgbouncer|test -x /usr/sbin/pgbouncer"
+		echo "gnuplot-nox|command -v gnuplot"
 		;;
 	esac
 	case $mode in
