@@ -9,7 +9,9 @@
 #                                pool of 20, EXTRA lines appended to [pgvalve]
 #   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
 #   bench_wait_ready PORT        waits (10 s at most) until a query runs there
-#   bench_stop_pgvalve           SIGTERM, waits until it has exited
+#   bench_start_pgbouncer EXTRA  PgBouncer ($PGBOUNCER, default /usr/sbin/pgbouncer) likewise
+#                                ($pgb_port, $pgb_pid); 1 if not installed
+#   bench_stop_pgvalve, bench_stop_pgbouncer
 #   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
 #   median                       of numbers on stdin
 # shellcheck shell=bash
@@ -19,11 +21,13 @@
 PGVALVE=${PGVALVE:-$builddir/src/pgvalve}
 [ -x "$PGVALVE" ] || { echo "${0##*/}: $PGVALVE not built (run make first)" >&2; exit 2; }
 duration=${duration:-10}
-tmp= runas= pgv_pid= port= pgport=
+tmp= runas= pgv_pid= port= pgport= pgb_pid= pgb_port=
+PGBOUNCER=${PGBOUNCER:-/usr/sbin/pgbouncer}
 
 bench_cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$pgv_pid" ] && pgv_kill_pids "$pgv_pid"
+	[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"
 	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
 		pgv_pg_stop "$tmp/pgdata" "$runas"
 		pgv_kill_matching "$tmp/"
@@ -101,6 +105,31 @@ bench_start_pgvalve() {
 	fi
 	pgv_pid=$!
 	bench_wait_ready "$port"
+}
+
+# bench_start_pgbouncer EXTRA: PgBouncer ($PGBOUNCER) the same way ($pgb_port,
+# $pgb_pid); returns 1 (and says so) when it is not installed.
+bench_start_pgbouncer() {
+	if [ ! -x "$PGBOUNCER" ]; then
+		echo "${0##*/}: no PgBouncer at $PGBOUNCER (pgv_deps_ensure bench in scripts/deps.sh installs it)"
+		return 1
+	fi
+	pgb_port=$(pgv_free_port $((${port:-$pgport} + 1)))
+	bench_pooler_ini pgbouncer "$pgb_port" pgbouncer "$1" >"$tmp/pgbouncer.ini"
+	[ -n "$runas" ] && chown "$runas:" "$tmp/pgbouncer.ini"
+	if [ -n "$runas" ]; then
+		"$PGBOUNCER" -q -u "$runas" "$tmp/pgbouncer.ini" &
+	else
+		"$PGBOUNCER" -q "$tmp/pgbouncer.ini" &
+	fi
+	pgb_pid=$!
+	bench_wait_ready "$pgb_port"
+}
+
+bench_stop_pgbouncer() {
+	[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"
+	wait "$pgb_pid" 2>/dev/null
+	pgb_pid=
 }
 
 bench_stop_pgvalve() {

@@ -39,24 +39,7 @@ echo "SELECT 1;" >"$tmp/select1.sql"
 bench_start_pgvalve "max_client_conn = 4000"
 
 targets=("pgvalve $port")
-pgbouncer=${PGBOUNCER:-/usr/sbin/pgbouncer}
-pgb_pid=
-if [ -x "$pgbouncer" ]; then
-	pgb_port=$(pgv_free_port $((port + 1)))
-	bench_pooler_ini pgbouncer "$pgb_port" pgbouncer "max_client_conn = 4000" >"$tmp/pgbouncer.ini"
-	[ -n "$runas" ] && chown "$runas:" "$tmp/pgbouncer.ini"
-	if [ -n "$runas" ]; then
-		"$pgbouncer" -q -u "$runas" "$tmp/pgbouncer.ini" &
-	else
-		"$pgbouncer" -q "$tmp/pgbouncer.ini" &
-	fi
-	pgb_pid=$!
-	trap '[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"; bench_cleanup' EXIT
-	bench_wait_ready "$pgb_port"
-	targets+=("pgbouncer $pgb_port")
-else
-	echo "${0##*/}: no PgBouncer at $pgbouncer"
-fi
+bench_start_pgbouncer "max_client_conn = 4000" && targets+=("pgbouncer $pgb_port")
 targets+=("direct $pgport")
 
 # run_sweep PORT CLIENTS -> "tps latency_ms"

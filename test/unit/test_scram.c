@@ -759,6 +759,35 @@ START_TEST(test_cache_keys)
 }
 END_TEST
 
+/* Above SCRAM_CACHE_MAX entries the least recently used one goes. */
+START_TEST(test_cache_eviction)
+{
+	const uint8_t salt[16] = "0123456789abcdef";
+	struct scram_cache_stats st0, st;
+	struct scram_keys k;
+	char owner[32];
+
+	scram_cache_clear();
+	for (int i = 0; i <= SCRAM_CACHE_MAX; i++) {
+		snprintf(owner, sizeof(owner), "user%d", i);
+		scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, owner, "pw", salt, 16, 1, &k);
+		if (i == 5)	/* user0 used again: user1 is the oldest when the cache fills */
+			scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user0", "pw", salt, 16, 1, &k);
+	}
+	scram_cache_get_stats(&st0);
+	ck_assert_uint_eq(st0.entries, SCRAM_CACHE_MAX);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user0", "pw", salt, 16, 1, &k);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user2", "pw", salt, 16, 1, &k);
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.hits - st0.hits, 2);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user1", "pw", salt, 16, 1, &k);	/* evicted */
+	scram_cache_get_stats(&st0);
+	ck_assert_uint_eq(st0.derivations - st.derivations, 1);
+	ck_assert_uint_eq(st0.entries, SCRAM_CACHE_MAX);
+	scram_cache_clear();
+}
+END_TEST
+
 /* A server login through the cache: same messages as without it, and one derivation for two logins. */
 START_TEST(test_client_key_source_cache)
 {
@@ -831,6 +860,7 @@ static Suite *scram_suite(void)
 	tc = tcase_create("cache");
 	tcase_add_test(tc, test_keys_derive_rfc);
 	tcase_add_test(tc, test_cache_keys);
+	tcase_add_test(tc, test_cache_eviction);
 	tcase_add_test(tc, test_client_key_source_cache);
 	tcase_add_test(tc, test_mock_salt);
 	tcase_set_timeout(tc, 30);
