@@ -150,7 +150,11 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 	/* Keep the ClientKey for server logins with this (SCRAM) secret: pass-through. */
 	if (login->secret_from_scram && login->scram->has_client_key && client->pool)
 		pool_remember_scram_keys(client->pool, login->scram->client_key, login->stored.scram.server_key);
-	send_auth_request(client, AUTH_REQ_SASL_FINAL, out, (uint32_t)n);
+	/* Held for client_finish_login: one write instead of two per login. */
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, login->sasl_final, sizeof(login->sasl_final));
+	proto_put_auth_request(&b, AUTH_REQ_SASL_FINAL, out, (uint32_t)n);
+	login->sasl_final_len = b.len;
 	auth_succeed(client);
 }
 

@@ -62,26 +62,9 @@ bench_start_pgvalve "auth_type = hba
 auth_hba_file = $tmp/hba.conf"
 
 # PgBouncer, the same way, when installed (scripts/deps.sh: pgv_deps_ensure bench).
-pgbouncer=${PGBOUNCER:-/usr/sbin/pgbouncer}
-pgb_pid= pgb_port=
-if [ -x "$pgbouncer" ]; then
-	pgb_port=$(pgv_free_port $((port + 1)))
-	# later keys win: hba instead of md5
-	bench_pooler_ini pgbouncer "$pgb_port" pgbouncer "auth_type = hba
-auth_hba_file = $tmp/hba.conf" >"$tmp/pgbouncer.ini"
-	[ -n "$runas" ] && chown "$runas:" "$tmp/pgbouncer.ini"
-	if [ -n "$runas" ]; then
-		"$pgbouncer" -q -u "$runas" "$tmp/pgbouncer.ini" &
-	else
-		"$pgbouncer" -q "$tmp/pgbouncer.ini" &
-	fi
-	pgb_pid=$!
-	trap '[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"; bench_cleanup' EXIT
-	bench_wait_ready "$pgb_port"
-	pgb_version=$("$pgbouncer" --version 2>/dev/null | head -1)
-else
-	echo "${0##*/}: no PgBouncer at $pgbouncer, measuring pgvalve alone"
-fi
+pgb_version=
+bench_start_pgbouncer "auth_type = hba
+auth_hba_file = $tmp/hba.conf" && pgb_version=$("$PGBOUNCER" --version 2>/dev/null | head -1)
 
 hz=$(getconf CLK_TCK)
 
