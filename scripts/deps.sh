@@ -6,7 +6,9 @@
 #
 #   pgv_deps_ensure MODE     install (root, apt-get) or name (otherwise) the
 #                            Debian packages MODE needs: build, quickstart,
-#                            test, package (test/package/run.sh)
+#                            test, package (test/package/run.sh), bench (test's,
+#                            plus PgBouncer as a reference and gnuplot for
+#                            test/bench/sweep.sh)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -35,7 +37,7 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test | package)
+	quickstart | test | package | bench)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
@@ -54,6 +56,10 @@ rpm|command -v rpmbuild
 systemd|command -v systemd-analyze && command -v systemd-socket-activate && command -v systemd-sysusers
 logrotate|command -v logrotate
 EOF
+		;;
+	bench)
+		echo "pgbouncer|test -x /usr/sbin/pgbouncer"
+		echo "gnuplot-nox|command -v gnuplot"
 		;;
 	esac
 	case $mode in

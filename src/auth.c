@@ -9,7 +9,9 @@
  * nothing about which names exist.
  *
  * SCRAM: a plain secret is turned into a SCRAM secret for the exchange
- * (scram_iterations); a SCRAM secret is used as is, and the ClientKey
+ * (scram_iterations, the user's mock salt; derived once, scram_cache.h);
+ * unknown users and md5 secrets get the same salt and count (mock
+ * authentication, as PostgreSQL); a SCRAM secret is used as is, and the ClientKey
  * recovered from the client's proof is kept on the pool so pgvalve can
  * log in to a server that wants SCRAM without knowing the password
  * (pass-through, as PgBouncer). md5 with a SCRAM secret falls back to
@@ -28,6 +30,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
+#include "pgvalve/scram_cache.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/hba.h"
 
@@ -62,8 +65,11 @@ static void auth_succeed(struct client *client)
 
 /*
  * AuthenticationSASL. The secret for the exchange: the stored SCRAM secret,
- * or one derived from a plain password. Unknown users and md5 secrets get a
- * made-up secret, so the exchange runs to its end and fails like a wrong
+ * or keys derived (once, scram_cache) from a plain password with the
+ * user's mock salt and scram_iterations. Unknown users and md5 secrets get
+ * the very same salt and count with keys nobody can prove, as PostgreSQL's
+ * mock authentication: the server-first-message does not tell a name that
+ * exists from one that does not, and the exchange fails like a wrong
  * password.
  */
 static void start_scram(struct client *client)
@@ -75,18 +81,21 @@ static void start_scram(struct client *client)
 	if (s && s->type == SECRET_SCRAM) {
 		secret = s->scram;
 	} else {
-		uint8_t salt[16];
-		crypto_random(salt, sizeof(salt));
+		memset(&secret, 0, sizeof(secret));
+		secret.iterations = pgv.cfg->scram_iterations;
+		secret.salt_len = SCRAM_MOCK_SALT_LEN;
+		scram_cache_mock_salt(login->user, secret.salt);
 		if (s && s->type == SECRET_PLAIN) {
-			scram_secret_from_password(s->secret, pgv.cfg->scram_iterations, salt, sizeof(salt), &secret);
+			struct scram_keys keys;
+			scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, login->user, s->secret, secret.salt,
+					     SCRAM_MOCK_SALT_LEN, secret.iterations, &keys);
+			memcpy(secret.stored_key, keys.stored_key, sizeof(secret.stored_key));
+			memcpy(secret.server_key, keys.server_key, sizeof(secret.server_key));
+			OPENSSL_cleanse(&keys, sizeof(keys));
 		} else {
-			/* no usable secret: a random password nobody can prove */
-			char junk[33];
-			crypto_random(junk, sizeof(junk) - 1);
-			for (size_t i = 0; i < sizeof(junk) - 1; i++)
-				junk[i] = (char)('a' + ((uint8_t)junk[i] % 26));
-			junk[sizeof(junk) - 1] = '\0';
-			scram_secret_from_password(junk, 1, salt, sizeof(salt), &secret);
+			/* no usable secret: random keys, so no proof can match */
+			crypto_random(secret.stored_key, sizeof(secret.stored_key));
+			crypto_random(secret.server_key, sizeof(secret.server_key));
 			login->fake_auth = true;
 		}
 	}
@@ -142,7 +151,11 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 	/* Keep the ClientKey for server logins with this (SCRAM) secret: pass-through. */
 	if (login->secret_from_scram && login->scram->has_client_key && client->pool)
 		pool_remember_scram_keys(client->pool, login->scram->client_key, login->stored.scram.server_key);
-	send_auth_request(client, AUTH_REQ_SASL_FINAL, out, (uint32_t)n);
+	/* Held for client_finish_login: one write instead of two per login. */
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, login->sasl_final, sizeof(login->sasl_final));
+	proto_put_auth_request(&b, AUTH_REQ_SASL_FINAL, out, (uint32_t)n);
+	login->sasl_final_len = b.len;
 	auth_succeed(client);
 }
 

@@ -484,6 +484,9 @@ void client_finish_login(struct client *client)
 	struct pktbuf b;
 	pktbuf_init(&b, 512);
 
+	/* a SCRAM login's AuthenticationSASLFinal (auth.c) goes out with the rest, as PostgreSQL sends it */
+	if (client->login && client->login->sasl_final_len)
+		pktbuf_put_bytes(&b, client->login->sasl_final, client->login->sasl_final_len);
 	proto_put_auth_request(&b, AUTH_REQ_OK, NULL, 0);
 	varcache_copy_missing(&client->vars, pool->welcome_vars);
 	for (int i = 0; i < pool->welcome_count; i++) {

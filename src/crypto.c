@@ -3,7 +3,8 @@
  * primitives, on OpenSSL 3 (EVP / HMAC / PKCS5_PBKDF2_HMAC only; no
  * deprecated low-level digest APIs).
  *
- * Stateless: owns nothing, logs nothing except a fatal line when OpenSSL
+ * State: the OpenSSL digest and MAC objects it fetches once, and a block of
+ * kernel randomness (see below). Logs nothing except a fatal line when OpenSSL
  * cannot do what must not fail (digest, HMAC, RNG).
  */
 #include "pgvalve/common.h"
@@ -12,7 +13,9 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/core_names.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -36,6 +39,30 @@ static struct {
 	EVP_MD *md5;
 	EVP_MD_CTX *ctx;
 } md5_cache;
+
+/*
+ * HMAC and SHA-256 objects, fetched once for the same reason as MD5 above:
+ * a SCRAM login runs about five of them, and the one-shot HMAC() and
+ * EVP_Digest() fetch the implementation and allocate a context each time.
+ */
+static struct {
+	EVP_MD *sha256;
+	EVP_MD_CTX *md_ctx;
+	EVP_MAC *hmac;
+	EVP_MAC_CTX *mac_ctx;
+} sha_cache;
+
+static void sha_cache_load(void)
+{
+	if (sha_cache.mac_ctx)
+		return;
+	sha_cache.sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	sha_cache.md_ctx = EVP_MD_CTX_new();
+	sha_cache.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	sha_cache.mac_ctx = sha_cache.hmac ? EVP_MAC_CTX_new(sha_cache.hmac) : NULL;
+	if (!sha_cache.sha256 || !sha_cache.md_ctx || !sha_cache.mac_ctx)
+		die("OpenSSL has no SHA-256 or HMAC (is the default provider available?)");
+}
 
 /* "md5" + hex(md5(a || b)) into out[36]. */
 static void md5_hex_of_two(const void *a, size_t alen, const void *b, size_t blen, char out[36])
@@ -132,6 +159,12 @@ void crypto_cleanup(void)
 	EVP_MD_CTX_free(md5_cache.ctx);
 	md5_cache.md5 = NULL;
 	md5_cache.ctx = NULL;
+	/* the HMAC context holds the last key it was given */
+	EVP_MAC_CTX_free(sha_cache.mac_ctx);
+	EVP_MAC_free(sha_cache.hmac);
+	EVP_MD_CTX_free(sha_cache.md_ctx);
+	EVP_MD_free(sha_cache.sha256);
+	memset(&sha_cache, 0, sizeof(sha_cache));
 }
 
 int crypto_b64_encode(const uint8_t *in, size_t len, char *out, size_t outsize)
@@ -200,9 +233,16 @@ int crypto_b64_decode(const char *in, size_t len, uint8_t *out, size_t outsize)
 
 void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, size_t msglen, uint8_t out[32])
 {
-	unsigned int outlen = 0;
-	if (keylen > INT32_MAX
-	    || !HMAC(EVP_sha256(), key, (int)keylen, msg, msglen, out, &outlen)
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+	size_t outlen = 0;
+
+	sha_cache_load();
+	if (EVP_MAC_init(sha_cache.mac_ctx, key, keylen, params) != 1
+	    || EVP_MAC_update(sha_cache.mac_ctx, msg, msglen) != 1
+	    || EVP_MAC_final(sha_cache.mac_ctx, out, &outlen, CRYPTO_SHA256_LEN) != 1
 	    || outlen != CRYPTO_SHA256_LEN)
 		die("OpenSSL cannot compute HMAC-SHA-256");
 }
@@ -210,7 +250,12 @@ void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, s
 void crypto_sha256(const uint8_t *msg, size_t len, uint8_t out[32])
 {
 	unsigned int outlen = 0;
-	if (EVP_Digest(msg, len, out, &outlen, EVP_sha256(), NULL) != 1 || outlen != CRYPTO_SHA256_LEN)
+
+	sha_cache_load();
+	if (EVP_DigestInit_ex2(sha_cache.md_ctx, sha_cache.sha256, NULL) != 1
+	    || EVP_DigestUpdate(sha_cache.md_ctx, msg, len) != 1
+	    || EVP_DigestFinal_ex(sha_cache.md_ctx, out, &outlen) != 1
+	    || outlen != CRYPTO_SHA256_LEN)
 		die("OpenSSL cannot compute SHA-256");
 }
 
@@ -218,8 +263,9 @@ void crypto_scram_salted_password(const char *password, const uint8_t *salt, siz
 				  int iterations, uint8_t out[32])
 {
 	size_t plen = strlen(password);
+	sha_cache_load();
 	if (iterations <= 0 || plen > INT32_MAX || saltlen > INT32_MAX
 	    || PKCS5_PBKDF2_HMAC(password, (int)plen, salt, (int)saltlen, iterations,
-				 EVP_sha256(), CRYPTO_SHA256_LEN, out) != 1)
+				 sha_cache.sha256, CRYPTO_SHA256_LEN, out) != 1)
 		die("OpenSSL cannot compute PBKDF2-HMAC-SHA-256");
 }

@@ -20,6 +20,7 @@
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
+#include "pgvalve/scram_cache.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
@@ -228,6 +229,7 @@ static int run_pooler(bool single, unsigned restarts)
 	if (pgv.auth)
 		auth_store_free(pgv.auth);
 	event_base_free(pgv.base);
+	scram_cache_clear();
 	crypto_cleanup();
 	tls_cleanup();
 	hba_free(pgv.hba);
@@ -353,6 +355,8 @@ int main(int argc, char **argv)
 	if (log_setup(&ls) < 0)
 		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
 
+	/* Before the fork, so every worker gives an unknown name the same mock salt. */
+	scram_cache_init_instance();
 	if (workers == 1) {
 		workers_table_create(1, 0);
 		workers_become(1);

@@ -14,6 +14,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/scram_cache.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/hba.h"
@@ -120,6 +121,8 @@ int reload_config(char *errbuf, size_t errsize)
 	config_free(old);
 	if (old_auth)
 		auth_store_free(old_auth);
+	/* Keys derived from the old secrets or scram_iterations go with them (wiped). */
+	scram_cache_clear();
 	if (auth)
 		log_info("loaded %zu users from auth_file %s", auth_store_count(auth), fresh->auth_file);
 	log_info("configuration reloaded");

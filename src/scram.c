@@ -87,20 +87,26 @@ static char *take_attr(char **p, char name, bool last)
 	return value;
 }
 
-/* Decimal 1..SCRAM_ITERATIONS_MAX, digits only; -1 otherwise. */
-static int parse_iterations(const char *s)
+/*
+ * Decimal, digits only: the count, 0 for malformed or zero, or -1 when it
+ * is above SCRAM_ITERATIONS_MAX (*shown gets its first digits for the log).
+ */
+static long parse_iterations(const char *s, char *shown, size_t shown_size)
 {
 	long v = 0;
-	if (!*s)
-		return -1;
+	bool too_big = false;
+
+	if (!*s || strspn(s, "0123456789") != strlen(s))
+		return 0;
+	snprintf(shown, shown_size, "%.*s", (int)MIN(strlen(s), (size_t)20), s);
 	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
 		v = v * 10 + (*s - '0');
-		if (v > SCRAM_ITERATIONS_MAX)
-			return -1;
+		if (v > SCRAM_ITERATIONS_MAX) {
+			too_big = true;
+			v = SCRAM_ITERATIONS_MAX + 1L;	/* no overflow on long inputs */
+		}
 	}
-	return v > 0 ? (int)v : -1;
+	return too_big ? -1 : v;
 }
 
 static void xor32(uint8_t out[32], const uint8_t a[32], const uint8_t b[32])
@@ -170,6 +176,12 @@ void scram_client_set_keys(struct scram_client *sc, const uint8_t client_key[32]
 	sc->has_keys = true;
 }
 
+void scram_client_set_key_source(struct scram_client *sc, scram_keys_fn fn, void *arg)
+{
+	sc->key_source = fn;
+	sc->key_source_arg = arg;
+}
+
 int scram_client_first(struct scram_client *sc, char *out, size_t outsize)
 {
 	if (sc->state != SCRAM_CLIENT_INIT)
@@ -192,7 +204,9 @@ int scram_client_final(struct scram_client *sc, const char *password,
 	uint8_t salt[CRYPTO_B64_DEC_MAX(SCRAM_MSG_MAX)];
 	uint8_t client_key[32], stored_key[32], client_sig[32], proof[32];
 	char *p = work, *nonce, *salt_b64, *iter_s;
-	int salt_len, iterations, amlen, n;
+	char iter_shown[24];
+	int salt_len, amlen, n;
+	long iterations;
 
 	*err = NULL;
 	if (sc->state != SCRAM_CLIENT_SENT_FIRST) {
@@ -222,9 +236,16 @@ int scram_client_final(struct scram_client *sc, const char *password,
 		*err = "invalid salt in SCRAM server-first-message";
 		return -1;
 	}
-	iterations = parse_iterations(iter_s);
-	if (iterations < 0) {
+	iterations = parse_iterations(iter_s, iter_shown, sizeof(iter_shown));
+	if (iterations == 0) {
 		*err = "invalid iteration count in SCRAM server-first-message";
+		return -1;
+	}
+	if (iterations < 0) {
+		snprintf(sc->server_error, sizeof(sc->server_error),
+			 "server asked for %s%s SCRAM iterations, more than the limit of %d",
+			 iter_shown, strlen(iter_s) > strlen(iter_shown) ? "..." : "", SCRAM_ITERATIONS_MAX);
+		*err = sc->server_error;
 		return -1;
 	}
 	if (!sc->has_keys && !password) {
@@ -241,12 +262,18 @@ int scram_client_final(struct scram_client *sc, const char *password,
 
 	if (sc->has_keys) {
 		memcpy(client_key, sc->client_key, SCRAM_KEY_LEN);
+		crypto_sha256(client_key, SCRAM_KEY_LEN, stored_key);
 	} else {
-		crypto_scram_salted_password(scram_prep_password(password), salt, (size_t)salt_len,
-					     iterations, sc->salted_password);
-		keys_from_salted(sc->salted_password, client_key, sc->server_key);
+		struct scram_keys keys;
+		if (sc->key_source)
+			sc->key_source(sc->key_source_arg, password, salt, (size_t)salt_len, (int)iterations, &keys);
+		else
+			scram_keys_derive(password, salt, (size_t)salt_len, (int)iterations, &keys);
+		memcpy(client_key, keys.client_key, SCRAM_KEY_LEN);
+		memcpy(stored_key, keys.stored_key, SCRAM_KEY_LEN);
+		memcpy(sc->server_key, keys.server_key, SCRAM_KEY_LEN);
+		OPENSSL_cleanse(&keys, sizeof(keys));
 	}
-	crypto_sha256(client_key, SCRAM_KEY_LEN, stored_key);
 	crypto_hmac_sha256(stored_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, (size_t)amlen, client_sig);
 	xor32(proof, client_key, client_sig);
 	crypto_hmac_sha256(sc->server_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, (size_t)amlen,
@@ -255,6 +282,7 @@ int scram_client_final(struct scram_client *sc, const char *password,
 			  sizeof(sc->server_signature_b64));
 	crypto_b64_encode(proof, SCRAM_KEY_LEN, proof_b64, sizeof(proof_b64));
 	OPENSSL_cleanse(client_key, sizeof(client_key));
+	OPENSSL_cleanse(stored_key, sizeof(stored_key));
 	OPENSSL_cleanse(proof, sizeof(proof));
 
 	n = snprintf(out, outsize, "%s,p=%s", final_wo_proof, proof_b64);
@@ -304,10 +332,21 @@ bool scram_client_verify(struct scram_client *sc, const char *server_final, size
 
 /* ------------------------------------------------------------ secrets */
 
+void scram_keys_derive(const char *password, const uint8_t *salt, size_t saltlen, int iterations,
+		       struct scram_keys *out)
+{
+	uint8_t salted[32];
+
+	crypto_scram_salted_password(scram_prep_password(password), salt, saltlen, iterations, salted);
+	keys_from_salted(salted, out->client_key, out->server_key);
+	crypto_sha256(out->client_key, SCRAM_KEY_LEN, out->stored_key);
+	OPENSSL_cleanse(salted, sizeof(salted));
+}
+
 void scram_secret_from_password(const char *password, int iterations,
 				const uint8_t *salt, size_t saltlen, struct scram_secret *out)
 {
-	uint8_t salted[32], client_key[32];
+	struct scram_keys keys;
 
 	if (saltlen > sizeof(out->salt))
 		saltlen = sizeof(out->salt);
@@ -315,11 +354,10 @@ void scram_secret_from_password(const char *password, int iterations,
 	out->iterations = iterations;
 	memcpy(out->salt, salt, saltlen);
 	out->salt_len = (int)saltlen;
-	crypto_scram_salted_password(scram_prep_password(password), salt, saltlen, iterations, salted);
-	keys_from_salted(salted, client_key, out->server_key);
-	crypto_sha256(client_key, SCRAM_KEY_LEN, out->stored_key);
-	OPENSSL_cleanse(salted, sizeof(salted));
-	OPENSSL_cleanse(client_key, sizeof(client_key));
+	scram_keys_derive(password, salt, saltlen, iterations, &keys);
+	memcpy(out->stored_key, keys.stored_key, SCRAM_KEY_LEN);
+	memcpy(out->server_key, keys.server_key, SCRAM_KEY_LEN);
+	OPENSSL_cleanse(&keys, sizeof(keys));
 }
 
 int scram_secret_format(const struct scram_secret *secret, char *out, size_t outsize)

@@ -27,6 +27,7 @@
 #include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
+#include "pgvalve/scram_cache.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/tls.h"
 
@@ -960,6 +961,8 @@ static void handle_auth_request(struct server *server, const struct pkt *pkt)
 		if (!plain)	/* pass-through: the keys a client proved it has */
 			scram_client_set_keys(server->scram, server->pool->scram_client_key,
 					      server->pool->scram_server_key);
+		else	/* one PBKDF2 per password and server salt, not per login */
+			scram_client_set_key_source(server->scram, scram_cache_server_keys, server->pool->user);
 		int len = scram_client_first(server->scram, msg, sizeof(msg));
 		if (len < 0) {
 			login_failed(server, "08P01", "SCRAM: could not build the first message");

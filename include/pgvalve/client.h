@@ -69,6 +69,9 @@ struct client_login {
 	struct pool *auth_pool;
 	struct server *auth_server;
 	bool secret_from_scram;		/* the exchange used a stored SCRAM secret (pass-through keys) */
+	/* AuthenticationSASLFinal, sent in one write with AuthenticationOk (client_finish_login) */
+	uint8_t sasl_final[SCRAM_MSG_MAX + 16];
+	uint32_t sasl_final_len;
 };
 
 struct client {

@@ -2,8 +2,10 @@
  * crypto.h - the password hashing PostgreSQL's protocol needs, on OpenSSL.
  *
  * Helpers: md5 password hashes and challenge responses, random bytes,
- * base64, and the SCRAM-SHA-256 primitives (HMAC, H, Hi). The only state
- * is a block of kernel randomness crypto_random() hands out.
+ * base64, and the SCRAM-SHA-256 primitives (HMAC, H, Hi). The state is a
+ * block of kernel randomness crypto_random() hands out and the OpenSSL
+ * digest and MAC objects, fetched once (the HMAC context keeps the state of
+ * the last key until the next call or crypto_cleanup()).
  */
 #ifndef PGVALVE_CRYPTO_H
 #define PGVALVE_CRYPTO_H

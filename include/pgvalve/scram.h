@@ -28,12 +28,34 @@
 #define SCRAM_SALT_LEN 16	/* what scram_build_secret generates, as PostgreSQL */
 #define SCRAM_DEFAULT_ITERATIONS 4096
 /*
- * Upper bound on the iteration count accepted from a server: Hi() runs on
- * the event loop, and a hostile or broken server must not stall it for
- * minutes. 10 million is far above any sane setting (PostgreSQL's default
- * is 4096).
+ * Upper bound on the iteration count accepted from a server. Hi() runs on
+ * the event loop, so an absurd count (a broken or hostile server asking for
+ * 10^9) would freeze every connection of the process for minutes. One
+ * million is 244 times PostgreSQL's default of 4096 and above the 600,000
+ * OWASP suggests for PBKDF2-HMAC-SHA-256, so any deliberate hardening of
+ * scram_iterations still works; it costs about 0.35 s of one core, once per
+ * server secret (the keys are cached, see scram_cache.h).
  */
-#define SCRAM_ITERATIONS_MAX 10000000
+#define SCRAM_ITERATIONS_MAX 1000000
+
+/* What a password gives for one salt and iteration count (RFC 5802). */
+struct scram_keys {
+	uint8_t client_key[SCRAM_KEY_LEN];
+	uint8_t stored_key[SCRAM_KEY_LEN];	/* H(ClientKey) */
+	uint8_t server_key[SCRAM_KEY_LEN];
+};
+
+/* SaltedPassword = Hi(password, salt, i), then ClientKey, StoredKey, ServerKey: one PBKDF2. */
+void scram_keys_derive(const char *password, const uint8_t *salt, size_t saltlen, int iterations,
+		       struct scram_keys *out);
+
+/*
+ * Where a client exchange gets its keys when it logs in with a password:
+ * pgvalve passes its cache (scram_cache_server_keys); NULL means
+ * scram_keys_derive() every time. arg is passed through.
+ */
+typedef void (*scram_keys_fn)(void *arg, const char *password, const uint8_t *salt, size_t saltlen,
+			      int iterations, struct scram_keys *out);
 
 enum scram_client_state {
 	SCRAM_CLIENT_INIT,
@@ -46,7 +68,6 @@ struct scram_client {
 	enum scram_client_state state;
 	char client_nonce[64];		/* base64 text */
 	char client_first_bare[SCRAM_MSG_MAX];
-	uint8_t salted_password[32];
 	uint8_t server_key[32];
 	char server_signature_b64[64];
 	/*
@@ -58,7 +79,9 @@ struct scram_client {
 	bool has_keys;
 	uint8_t client_key[32];
 	uint8_t server_signature[32];	/* expected in server-final */
-	char server_error[128];		/* text of an "e=" server-final, sanitised */
+	char server_error[128];		/* text of an "e=" server-final, sanitised; or the iteration error */
+	scram_keys_fn key_source;	/* NULL: derive (scram_client_set_key_source) */
+	void *key_source_arg;
 };
 
 /*
@@ -72,11 +95,15 @@ void scram_client_init(struct scram_client *sc, const char *user, const char *no
 /* Uses these keys instead of a password (SCRAM pass-through). */
 void scram_client_set_keys(struct scram_client *sc, const uint8_t client_key[32], const uint8_t server_key[32]);
 /* client-first-message ("n,,n=,r=<nonce>") into out (NUL-terminated); returns its length or -1. */
+/* Takes password-derived keys from fn (a cache) instead of deriving them; after scram_client_init(). */
+void scram_client_set_key_source(struct scram_client *sc, scram_keys_fn fn, void *arg);
 int scram_client_first(struct scram_client *sc, char *out, size_t outsize);
 /*
  * Consumes server-first-message, writes client-final-message. `password` is
  * used unless sc->has_keys. Returns its length, or -1 with *err set to a
- * message fit for a log line (never containing secrets).
+ * message fit for a log line (never containing secrets). An iteration
+ * count above SCRAM_ITERATIONS_MAX is refused before any hashing (*err then
+ * points at sc->server_error and names the count and the limit).
  */
 int scram_client_final(struct scram_client *sc, const char *password,
 		       const char *server_first, size_t server_first_len,

@@ -3,10 +3,15 @@
 # Sourced by bench.sh and workers.sh (after they set srcdir and builddir);
 # it installs an EXIT trap that stops whatever it started.
 #
-#   bench_setup_cluster          tmp, runas, pgport; database bench (scale 10), role bench/bench (md5)
+#   bench_setup_cluster          tmp, runas, pgport; database bench (pgbench tables of scale
+#                                $bench_scale, 10 if unset, none if 0), role bench/bench (md5)
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
-#   bench_stop_pgvalve           SIGTERM, waits until it has exited
+#   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
+#   bench_wait_ready PORT        waits (10 s at most) until a query runs there
+#   bench_start_pgbouncer EXTRA  PgBouncer ($PGBOUNCER, default /usr/sbin/pgbouncer) likewise
+#                                ($pgb_port, $pgb_pid); 1 if not installed
+#   bench_stop_pgvalve, bench_stop_pgbouncer
 #   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
 #   median                       of numbers on stdin
 # shellcheck shell=bash
@@ -16,11 +21,13 @@
 PGVALVE=${PGVALVE:-$builddir/src/pgvalve}
 [ -x "$PGVALVE" ] || { echo "${0##*/}: $PGVALVE not built (run make first)" >&2; exit 2; }
 duration=${duration:-10}
-tmp= runas= pgv_pid= port= pgport=
+tmp= runas= pgv_pid= port= pgport= pgb_pid= pgb_port=
+PGBOUNCER=${PGBOUNCER:-/usr/sbin/pgbouncer}
 
 bench_cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$pgv_pid" ] && pgv_kill_pids "$pgv_pid"
+	[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"
 	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
 		pgv_pg_stop "$tmp/pgdata" "$runas"
 		pgv_kill_matching "$tmp/"
@@ -47,33 +54,49 @@ bench_setup_cluster() {
 	"${psql_su[@]}" -d postgres -c "SET password_encryption = 'md5'" \
 		-c "CREATE ROLE bench LOGIN SUPERUSER PASSWORD 'bench'" >/dev/null
 	"${psql_su[@]}" -d postgres -c "CREATE DATABASE bench OWNER bench" >/dev/null
-	echo "${0##*/}: pgbench -i -s 10"
-	PGPASSWORD=bench "$PGBIN/pgbench" -i -q -s 10 -h 127.0.0.1 -p "$pgport" -U bench bench >"$tmp/init.log" 2>&1 ||
-		{ cat "$tmp/init.log"; exit 1; }
+	if [ "${bench_scale:-10}" -gt 0 ]; then
+		echo "${0##*/}: pgbench -i -s ${bench_scale:-10}"
+		PGPASSWORD=bench "$PGBIN/pgbench" -i -q -s "${bench_scale:-10}" -h 127.0.0.1 -p "$pgport" -U bench bench \
+			>"$tmp/init.log" 2>&1 || { cat "$tmp/init.log"; exit 1; }
+	fi
 	echo "\"bench\" \"md5$(printf '%s' benchbench | md5sum | cut -d' ' -f1)\"" >"$tmp/userlist.txt"
 	[ -n "$runas" ] && chown "$runas:" "$tmp/userlist.txt"
 	ulimit -n 65536 2>/dev/null || true
 }
 
-bench_start_pgvalve() {
-	port=$(pgv_free_port $((pgport + 1)))
-	cat >"$tmp/pgvalve.ini" <<INI
+# bench_pooler_ini SECTION PORT NAME EXTRA: the benchmarks' pooler config on
+# stdout (PgBouncer's format; SECTION pgvalve or pgbouncer), logging to $tmp/NAME.log.
+bench_pooler_ini() {
+	cat <<INI
 [databases]
 bench = host=127.0.0.1 port=$pgport dbname=bench
-[pgvalve]
+[$1]
 listen_addr = 127.0.0.1
-listen_port = $port
+listen_port = $2
 unix_socket_dir =
 pool_mode = transaction
 default_pool_size = 20
 max_client_conn = 2000
 auth_type = md5
 auth_file = $tmp/userlist.txt
-logfile = $tmp/pgvalve.log
+logfile = $tmp/$3.log
 log_connections = 0
 log_disconnections = 0
-$1
+$4
 INI
+}
+
+# bench_wait_ready PORT: until user bench can run a query there (10 s at most).
+bench_wait_ready() {
+	for _ in $(seq 50); do
+		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$1" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+}
+
+bench_start_pgvalve() {
+	port=$(pgv_free_port $((pgport + 1)))
+	bench_pooler_ini pgvalve "$port" pgvalve "$1" >"$tmp/pgvalve.ini"
 	[ -n "$runas" ] && chown "$runas:" "$tmp/pgvalve.ini"
 	if [ -n "$runas" ]; then
 		"$PGVALVE" -q -u "$runas" "$tmp/pgvalve.ini" &
@@ -81,10 +104,32 @@ INI
 		"$PGVALVE" -q "$tmp/pgvalve.ini" &
 	fi
 	pgv_pid=$!
-	for _ in $(seq 50); do
-		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$port" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
-		sleep 0.2
-	done
+	bench_wait_ready "$port"
+}
+
+# bench_start_pgbouncer EXTRA: PgBouncer ($PGBOUNCER) the same way ($pgb_port,
+# $pgb_pid); returns 1 (and says so) when it is not installed.
+bench_start_pgbouncer() {
+	if [ ! -x "$PGBOUNCER" ]; then
+		echo "${0##*/}: no PgBouncer at $PGBOUNCER (pgv_deps_ensure bench in scripts/deps.sh installs it)"
+		return 1
+	fi
+	pgb_port=$(pgv_free_port $((${port:-$pgport} + 1)))
+	bench_pooler_ini pgbouncer "$pgb_port" pgbouncer "$1" >"$tmp/pgbouncer.ini"
+	[ -n "$runas" ] && chown "$runas:" "$tmp/pgbouncer.ini"
+	if [ -n "$runas" ]; then
+		"$PGBOUNCER" -q -u "$runas" "$tmp/pgbouncer.ini" &
+	else
+		"$PGBOUNCER" -q "$tmp/pgbouncer.ini" &
+	fi
+	pgb_pid=$!
+	bench_wait_ready "$pgb_port"
+}
+
+bench_stop_pgbouncer() {
+	[ -n "$pgb_pid" ] && pgv_kill_pids "$pgb_pid"
+	wait "$pgb_pid" 2>/dev/null
+	pgb_pid=
 }
 
 bench_stop_pgvalve() {

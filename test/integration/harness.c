@@ -1028,7 +1028,7 @@ static bool send_password(int fd, const char *text)
 	return raw_send(fd, hdr, 5) && raw_send(fd, text, len);
 }
 
-static void parse_error(const unsigned char *body, size_t len, struct raw_error *err)
+void raw_parse_error(const unsigned char *body, size_t len, struct raw_error *err)
 {
 	size_t i = 0;
 
@@ -1115,7 +1115,7 @@ static int login_on_fd(int fd, const char *dbname, const char *user, const char 
 			break;
 		}
 		case 'E':
-			parse_error(body, len - 4, err);
+			raw_parse_error(body, len - 4, err);
 			rc = -1;
 			goto out;
 		case 'Z':
@@ -1221,7 +1221,7 @@ int raw_read_result(int fd, char *value, size_t size, struct raw_error *err, int
 				value[c] = '\0';
 			}
 		} else if (hdr[0] == 'E') {
-			parse_error(body, len - 4, err);
+			raw_parse_error(body, len - 4, err);
 			rc = -1;
 		} else if (hdr[0] == 'Z') {
 			if (rc != -1)

@@ -102,6 +102,8 @@ struct raw_error {
 	char sqlstate[6];
 	char message[256];
 };
+/* Fills err from an ErrorResponse body (fields S/V, C, M); err must be zeroed. */
+void raw_parse_error(const unsigned char *body, size_t len, struct raw_error *err);
 /*
  * Logs in speaking the protocol by hand (cleartext or md5 password only).
  * Returns 0 at ReadyForQuery, -1 with *err filled on an ErrorResponse,

@@ -6,7 +6,10 @@
  * hostnossl, address masks, cert, peer with an ident map); auth_user +
  * auth_query; TLS towards clients (require, verify-full, client
  * certificates, PostgreSQL 17 direct TLS, stalled handshakes) and towards
- * the server (verify-full, wrong CA); and that no password reaches a log.
+ * the server (verify-full, wrong CA); SCRAM mock authentication (unknown
+ * names get a stable salt and the configured count, also across workers and
+ * through auth_query) and a password changed by RELOAD; and that no password
+ * reaches a log.
  *
  * Logins go through libpq with verbose errors, so the SQLSTATE of a refusal
  * is checked as well as its message.
@@ -29,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -1450,6 +1454,369 @@ END_TEST
 
 /* ---------------------------------------------------------------- suite */
 
+/* ---------------------------------------------------------------- SCRAM: no user enumeration */
+
+/* Reads exactly len bytes within the deadline; false on EOF or timeout. */
+static bool read_exact_until(int fd, void *buf, size_t len, double deadline)
+{
+	size_t got = 0;
+	while (got < len) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int left = (int)((deadline - now_s()) * 1000);
+		if (left <= 0)
+			return false;
+		if (poll(&pfd, 1, left) <= 0)
+			continue;
+		ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* One backend message; body NUL-terminated. False on EOF, timeout or a body longer than size - 1. */
+static bool read_message(int fd, char *type, unsigned char *body, size_t size, size_t *len)
+{
+	unsigned char hdr[5];
+	double deadline = now_s() + 10;
+	if (!read_exact_until(fd, hdr, 5, deadline))
+		return false;
+	uint32_t mlen = get32(hdr + 1);
+	if (mlen < 4 || mlen - 4 >= size || !read_exact_until(fd, body, mlen - 4, deadline))
+		return false;
+	body[mlen - 4] = '\0';
+	*type = (char)hdr[0];
+	*len = mlen - 4;
+	return true;
+}
+
+static void send_password_message(int fd, const void *data, size_t len)
+{
+	unsigned char pkt[1024];
+	ck_assert_uint_lt(len + 5, sizeof(pkt));
+	pkt[0] = 'p';
+	put32(pkt + 1, (uint32_t)(len + 4));
+	memcpy(pkt + 5, data, len);
+	ck_assert(raw_send(fd, pkt, len + 5));
+}
+
+/* What a client sees of a SCRAM exchange before it proves anything. */
+struct scram_probe {
+	char salt[128];		/* base64, as sent */
+	int salt_bytes;		/* decoded length */
+	int iterations;
+	struct raw_error err;	/* the refusal of a proof of 32 zero bytes */
+};
+
+/*
+ * Speaks SCRAM by hand: startup as user, SASLInitialResponse, reads the
+ * server-first-message's salt and iteration count, then sends a made-up
+ * proof and reads the ErrorResponse it earns.
+ */
+static void scram_probe(struct pgv *p, const char *user, struct scram_probe *out)
+{
+	unsigned char pkt[512], body[2048];
+	size_t off = 8, len = 0;
+	char type = 0;
+	const char *cnonce = "pgvtestnonce0123456789";
+
+	memset(out, 0, sizeof(*out));
+	off += (size_t)snprintf((char *)pkt + off, sizeof(pkt) - off, "user%c%s%cdatabase%c%s%c", 0, user, 0, 0, DB, 0);
+	pkt[off++] = 0;
+	put32(pkt, (uint32_t)off);
+	put32(pkt + 4, 196608);
+	int fd = raw_connect(p->port);
+	ck_assert(raw_send(fd, pkt, off));
+
+	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && len >= 4,
+		      "%s: no authentication request\n%s", user, pgv_log_tail(p, 1000));
+	ck_assert_msg(get32(body) == 10 && memmem(body + 4, len - 4, "SCRAM-SHA-256", 13),
+		      "%s: asked for auth method %u, not SCRAM", user, get32(body));
+
+	char first[128];
+	int flen = snprintf(first, sizeof(first), "n,,n=,r=%s", cnonce);
+	off = (size_t)snprintf((char *)pkt, sizeof(pkt), "SCRAM-SHA-256") + 1;
+	put32(pkt + off, (uint32_t)flen);
+	memcpy(pkt + off + 4, first, (size_t)flen);
+	send_password_message(fd, pkt, off + 4 + (size_t)flen);
+
+	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && len > 4 && get32(body) == 11,
+		      "%s: no SASLContinue\n%s", user, pgv_log_tail(p, 1000));
+	/* r=<nonce>,s=<salt>,i=<count> */
+	char *msg = (char *)body + 4, *r = strstr(msg, "r="), *sp = strstr(msg, ",s="), *ip = strstr(msg, ",i=");
+	ck_assert_msg(r == msg && sp && ip && ip > sp, "%s: odd server-first-message %s", user, msg);
+	ck_assert_msg(strncmp(msg + 2, cnonce, strlen(cnonce)) == 0, "%s: nonce not extended: %s", user, msg);
+	snprintf(out->salt, sizeof(out->salt), "%.*s", (int)(ip - sp - 3), sp + 3);
+	out->iterations = atoi(ip + 3);
+	unsigned char raw[128];
+	out->salt_bytes = EVP_DecodeBlock(raw, (const unsigned char *)out->salt, (int)strlen(out->salt));
+	if (out->salt_bytes > 0 && out->salt[strlen(out->salt) - 1] == '=')
+		out->salt_bytes -= out->salt[strlen(out->salt) - 2] == '=' ? 2 : 1;
+
+	char final[256];
+	int n = snprintf(final, sizeof(final), "c=biws,r=%.*s,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+			 (int)(sp - msg - 2), msg + 2);
+	send_password_message(fd, final, (size_t)n);
+	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'E',
+		      "%s: a made-up proof was not refused (message %c)", user, type);
+	raw_parse_error(body, len, &out->err);
+	close(fd);
+}
+
+/* Refused like a wrong password: 28P01 and PostgreSQL's words with the name. */
+static void expect_wrong_password(const struct scram_probe *pr, const char *user)
+{
+	char want[200];
+	snprintf(want, sizeof(want), "password authentication failed for user \"%s\"", user);
+	ck_assert_msg(strcmp(pr->err.sqlstate, "28P01") == 0 && strcmp(pr->err.message, want) == 0,
+		      "%s: refused with %s \"%s\"", user, pr->err.sqlstate, pr->err.message);
+}
+
+/*
+ * Unknown names, md5 secrets and plain-text passwords all get the
+ * configured count and a salt that is stable per name (PostgreSQL's mock
+ * authentication); a made-up proof fails the same way for all of them and
+ * for a real SCRAM secret.
+ */
+START_TEST(scram_no_user_enumeration)
+{
+	struct pgv p;
+	struct scram_probe a, b, c;
+	char userlist[2048], md5[36];
+
+	md5_secret("md5_user", "md5_pass", md5);
+	snprintf(userlist, sizeof(userlist), "\"scram_user\" \"scram_pass\"\n\"md5_user\" \"%s\"\n\"scram_secret_user\" \"%s\"\n",
+		 md5, pg_scram_secret("scram_user"));
+	start(&p, "auth_type = scram-sha-256\nscram_iterations = 4321\n", userlist);
+
+	/* unknown: the same salt twice, 16 bytes like PostgreSQL's, the configured count */
+	scram_probe(&p, "ghost_user", &a);
+	scram_probe(&p, "ghost_user", &b);
+	ck_assert_str_eq(a.salt, b.salt);
+	ck_assert_int_eq(a.salt_bytes, 16);
+	ck_assert_int_eq(a.iterations, 4321);
+	ck_assert_int_eq(b.iterations, 4321);
+	expect_wrong_password(&a, "ghost_user");
+	scram_probe(&p, "ghost_user2", &c);
+	ck_assert_str_ne(a.salt, c.salt);
+	ck_assert_int_eq(c.iterations, 4321);
+
+	/* an md5 secret asked for SCRAM, and a plain-text password: the same form, stable too */
+	static const char *const users[] = { "md5_user", "scram_user" };
+	for (int i = 0; i < 2; i++) {
+		scram_probe(&p, users[i], &a);
+		scram_probe(&p, users[i], &b);
+		ck_assert_msg(strcmp(a.salt, b.salt) == 0, "%s: salt changed between tries", users[i]);
+		ck_assert_int_eq(a.salt_bytes, 16);
+		ck_assert_int_eq(a.iterations, 4321);
+		expect_wrong_password(&a, users[i]);
+	}
+
+	/* a real SCRAM secret: its own salt and count (PostgreSQL's 16 bytes, 4096), the same refusal */
+	scram_probe(&p, "scram_secret_user", &a);
+	ck_assert_int_eq(a.salt_bytes, 16);
+	ck_assert_int_eq(a.iterations, 4096);
+	ck_assert_msg(strstr(pg_scram_secret("scram_user"), a.salt) != NULL, "salt %s is not the secret's", a.salt);
+	expect_wrong_password(&a, "scram_secret_user");
+
+	/* and the real password still works for the plain-text user, twice (the second from cached keys) */
+	struct cparams cp;
+	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
+	expect_login(&p, &cp, "scram_user", "plain-text password over SCRAM");
+	expect_login(&p, &cp, "scram_user", "plain-text password over SCRAM, again");
+	cp_init(&cp, &p, "scram_user", WRONG_PW, "disable");
+	expect_refused(&p, &cp, "28P01", "password authentication failed for user \"scram_user\"", "wrong password");
+	ck_assert(pgv_running(&p));
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Every worker answers a name with the same mock salt (the secret is drawn before the fork). */
+START_TEST(scram_mock_salt_workers)
+{
+	struct pgv p = { 0 };
+	struct scram_probe first, pr;
+	const char *const args[] = { "-w", "2", NULL };
+
+	pgv_start_ex(&p, "auth_type = scram-sha-256\nlog_connections = 1\n", std_databases(), std_userlist(), args, 0);
+	scram_probe(&p, "ghost_user", &first);
+	ck_assert_int_eq(first.iterations, 4096);
+	for (int i = 0; i < 30; i++) {
+		scram_probe(&p, "ghost_user", &pr);
+		ck_assert_msg(strcmp(pr.salt, first.salt) == 0, "try %d: salt %s, first %s", i, pr.salt, first.salt);
+		expect_wrong_password(&pr, "ghost_user");
+	}
+	/* the kernel spread the 31 tries over both workers, or this proved nothing */
+	static const char *const tags[] = { "[w1] ", "[w2] " };
+	for (int w = 0; w < 2; w++) {
+		int refusals = 0;
+		FILE *f = fopen(p.log, "r");
+		char line[1024];
+		ck_assert_msg(f != NULL, "%s: %s", p.log, strerror(errno));
+		while (fgets(line, sizeof(line), f))
+			refusals += strstr(line, tags[w]) && strstr(line, "pooler error: password authentication failed for user \"ghost_user\"");
+		fclose(f);
+		ck_assert_msg(refusals > 0, "no refusal by worker %d\n%s", w + 1, pgv_log_tail(&p, 2000));
+	}
+	pgv_stop(&p);
+}
+END_TEST
+
+/* auth_query with no row, or an md5 row, looks like any other name. */
+START_TEST(scram_mock_salt_auth_query)
+{
+	struct pgv p;
+	struct scram_probe a, b;
+
+	auth_query_roles(true);
+	start_auth_query(&p, "scram-sha-256");
+	scram_probe(&p, "ghost_user", &a);
+	scram_probe(&p, "ghost_user", &b);
+	ck_assert_str_eq(a.salt, b.salt);
+	ck_assert_int_eq(a.salt_bytes, 16);
+	ck_assert_int_eq(a.iterations, 4096);
+	expect_wrong_password(&a, "ghost_user");
+	scram_probe(&p, "md5_user", &a);
+	scram_probe(&p, "md5_user", &b);
+	ck_assert_str_eq(a.salt, b.salt);
+	ck_assert_int_eq(a.iterations, 4096);
+	expect_wrong_password(&a, "md5_user");
+	/* a user auth_query finds with a SCRAM secret still logs in */
+	struct cparams cp;
+	cp_init(&cp, &p, "aq_user", AQ_PW, "disable");
+	expect_login(&p, &cp, "aq_user", "auth_query SCRAM user");
+	pgv_stop(&p);
+	auth_query_roles(false);
+}
+END_TEST
+
+/* A plain-text password changed in the auth_file: after RELOAD the old one fails and the new one works. */
+START_TEST(scram_password_change_reload)
+{
+	struct pgv p;
+	struct cparams cp;
+	char databases[512], path[700];
+
+	/* clients log in as "rotator"; servers as scram_user with the password in the database line */
+	snprintf(databases, sizeof(databases), "%s = host=127.0.0.1 port=%s dbname=%s user=scram_user password=scram_pass\n",
+		 DB, getenv("PGV_TEST_PGPORT"), DB);
+	start_dbs(&p, "auth_type = scram-sha-256\n", databases, "\"rotator\" \"old_pw_1111\"\n");
+	cp_init(&cp, &p, "rotator", "old_pw_1111", "disable");
+	expect_login(&p, &cp, "scram_user", "old password");
+	expect_login(&p, &cp, "scram_user", "old password, cached keys");
+
+	snprintf(path, sizeof(path), "%s/userlist.txt", p.dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	fputs("\"rotator\" \"new_pw_2222\"\n", f);
+	fclose(f);
+	pgv_reload(&p);
+
+	expect_refused(&p, &cp, "28P01", "password authentication failed for user \"rotator\"", "old password after reload");
+	cp_init(&cp, &p, "rotator", "new_pw_2222", "disable");
+	expect_login(&p, &cp, "scram_user", "new password after reload");
+	expect_login(&p, &cp, "scram_user", "new password after reload, cached keys");
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A fake PostgreSQL on listen_fd that answers one login with SASL and a
+ * server-first-message asking for that many iterations, then
+ * waits for pgvalve to hang up. Runs in a forked child; exits 0 if pgvalve
+ * got as far as the SASLInitialResponse.
+ */
+static void fake_server_absurd_iterations(int listen_fd, const char *iterations)
+{
+	unsigned char buf[2048], pkt[512];
+	int fd = accept(listen_fd, NULL, NULL);
+	if (fd < 0)
+		_exit(2);
+	double deadline = now_s() + 20;
+	for (;;) {	/* an SSLRequest first (server_tls_sslmode prefer) gets 'N' */
+		if (!read_exact_until(fd, buf, 4, deadline) || get32(buf) < 8 || get32(buf) > sizeof(buf) ||
+		    !read_exact_until(fd, buf + 4, get32(buf) - 4, deadline))
+			_exit(3);
+		if (get32(buf) != 8 || get32(buf + 4) != 80877103)
+			break;
+		if (!raw_send(fd, "N", 1))
+			_exit(3);
+	}
+	static const char sasl[] = "SCRAM-SHA-256\0";
+	pkt[0] = 'R';
+	put32(pkt + 1, 4 + 4 + sizeof(sasl));
+	put32(pkt + 5, 10);
+	memcpy(pkt + 9, sasl, sizeof(sasl));
+	if (!raw_send(fd, pkt, 9 + sizeof(sasl)))
+		_exit(4);
+	char type;
+	size_t len;
+	if (!read_message(fd, &type, buf, sizeof(buf), &len) || type != 'p')
+		_exit(5);
+	/* "SCRAM-SHA-256\0" int32 "n,,n=,r=<nonce>" */
+	const char *first = (const char *)buf + 14 + 4, *r = strstr(first, "r=");
+	if (!r)
+		_exit(6);
+	char msg[300];
+	int n = snprintf(msg, sizeof(msg), "r=%sFAKESERVERNONCE,s=QUJDREVGR0hJSktMTU5PUA==,i=%s", r + 2, iterations);
+	pkt[0] = 'R';
+	put32(pkt + 1, (uint32_t)(4 + 4 + n));
+	put32(pkt + 5, 11);
+	memcpy(pkt + 9, msg, (size_t)n);
+	if (!raw_send(fd, pkt, 9 + (size_t)n))
+		_exit(7);
+	raw_wait_closed(fd, 20000);
+	_exit(0);
+}
+
+/*
+ * A server asking for an absurd SCRAM iteration count (10^9: minutes of
+ * PBKDF2; 5 * 10^6: seconds, and below the former limit) fails that login
+ * at once, with the count and the limit in the log, instead of freezing the
+ * event loop; other databases are served meanwhile.
+ */
+START_TEST(server_scram_absurd_iterations)
+{
+	static const char *const counts[] = { "1000000000", "5000000" };
+	char want[200];
+	struct pgv p;
+	struct cparams cp;
+	char databases[1024];
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t salen = sizeof(sa);
+
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &salen), 0);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		fake_server_absurd_iterations(lfd, counts[_i]);
+	close(lfd);
+
+	snprintf(databases, sizeof(databases), "%sfake = host=127.0.0.1 port=%d dbname=fake user=scram_user password=scram_pass\n",
+		 std_databases(), ntohs(sa.sin_port));
+	start_dbs(&p, "auth_type = md5\n", databases, std_userlist());
+	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
+	cp_set(&cp, "dbname", "fake");
+	double t0 = now_s();
+	snprintf(want, sizeof(want), "server asked for %s SCRAM iterations, more than the limit of 1000000", counts[_i]);
+	expect_refused(&p, &cp, NULL, want, "fake server");
+	ck_assert_msg(now_s() - t0 < 5, "refusal took %.1f s", now_s() - t0);
+	pgv_expect_log(&p, want, 5);
+	int status = 0;
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fake server: status %d", status);
+	/* the loop is free: a real database still works */
+	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
+	expect_login(&p, &cp, "scram_user", "real database after the fake one");
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth");
@@ -1485,6 +1852,15 @@ int main(void)
 	tcase_add_test(tc, stalled_tls_handshake);
 	tcase_add_test(tc, direct_tls);
 	tcase_add_test(tc, ssl_request_with_trailing_data);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("scram_mock", 60);
+	tcase_add_unchecked_fixture(tc, NULL, drop_auth_query_roles);
+	tcase_add_test(tc, scram_no_user_enumeration);
+	tcase_add_test(tc, scram_mock_salt_workers);
+	tcase_add_test(tc, scram_mock_salt_auth_query);
+	tcase_add_test(tc, scram_password_change_reload);
+	tcase_add_loop_test(tc, server_scram_absurd_iterations, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("logs", 60);

@@ -1,12 +1,14 @@
 /*
  * test_scram.c - crypto.c and scram.c: md5 hashing, base64, the RFC 7677
  * SCRAM-SHA-256 vector, malformed server messages, pass-through keys,
- * secret building, and the server side against the client side.
+ * secret building, the server side against the client side, the iteration
+ * cap, the derived-key cache and mock salts.
  */
 #include "pgvalve/common.h"
 #include "pgvalve/crypto.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/auth_file.h"
+#include "pgvalve/scram_cache.h"
 
 #include <check.h>
 
@@ -226,7 +228,7 @@ START_TEST(test_client_rejects_bad_server_first)
 		"r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=",
 		"r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=4096x",
 		"r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=99999999999",
-		"r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=10000001",	/* above the sane bound */
+		"r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=1000001",	/* above SCRAM_ITERATIONS_MAX */
 		"r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT,			/* missing i */
 		"r=" RFC_CNONCE RFC_SNONCE ",i=4096",				/* missing s */
 		"s=" RFC_SALT ",i=4096",					/* missing r */
@@ -604,6 +606,233 @@ START_TEST(test_client_server_passthrough)
 }
 END_TEST
 
+/* ------------------------------------------------------------ iteration cap */
+
+/* A key source that records what it was asked and derives nothing (no PBKDF2). */
+struct stub_source {
+	int calls;
+	int iterations;
+};
+
+static void stub_keys(void *arg, const char *password, const uint8_t *salt, size_t saltlen, int iterations,
+		      struct scram_keys *out)
+{
+	struct stub_source *st = arg;
+	(void)password;
+	(void)salt;
+	(void)saltlen;
+	st->calls++;
+	st->iterations = iterations;
+	memset(out, 0x5a, sizeof(*out));
+}
+
+/* An absurd count is refused before any hashing, with the count and the limit in the message. */
+START_TEST(test_client_iteration_cap)
+{
+	struct scram_client sc;
+	struct stub_source st = { 0, 0 };
+	char out[SCRAM_MSG_MAX];
+	const char *err = NULL;
+
+	scram_client_init(&sc, NULL, RFC_CNONCE);
+	scram_client_set_key_source(&sc, stub_keys, &st);
+	ck_assert_int_eq(run_client(&sc, RFC_PASSWORD, "r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=1000000000",
+				    out, sizeof(out), &err), -1);
+	ck_assert_int_eq(st.calls, 0);
+	ck_assert_ptr_nonnull(err);
+	ck_assert_msg(strstr(err, "1000000000 SCRAM iterations") && strstr(err, "limit of 1000000"), "%s", err);
+
+	/* 30 digits: no overflow, the count shown cut short */
+	scram_client_init(&sc, NULL, RFC_CNONCE);
+	scram_client_set_key_source(&sc, stub_keys, &st);
+	ck_assert_int_eq(run_client(&sc, RFC_PASSWORD, "r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT
+				    ",i=999999999999999999999999999999", out, sizeof(out), &err), -1);
+	ck_assert_int_eq(st.calls, 0);
+	ck_assert_msg(strstr(err, "99999999999999999999... SCRAM iterations"), "%s", err);
+
+	/* the limit itself is accepted and handed to the key source */
+	scram_client_init(&sc, NULL, RFC_CNONCE);
+	scram_client_set_key_source(&sc, stub_keys, &st);
+	ck_assert_int_gt(run_client(&sc, RFC_PASSWORD, "r=" RFC_CNONCE RFC_SNONCE ",s=" RFC_SALT ",i=1000000",
+				    out, sizeof(out), &err), 0);
+	ck_assert_int_eq(st.calls, 1);
+	ck_assert_int_eq(st.iterations, SCRAM_ITERATIONS_MAX);
+}
+END_TEST
+
+/* ------------------------------------------------------------ derived keys */
+
+START_TEST(test_keys_derive_rfc)
+{
+	uint8_t salt[16], ck[32], sk[32], stk[32];
+	struct scram_keys k;
+
+	ck_assert_int_eq(crypto_b64_decode(RFC_SALT, strlen(RFC_SALT), salt, sizeof(salt)), 16);
+	b64_to_key(RFC_CLIENT_KEY, ck);
+	b64_to_key(RFC_SERVER_KEY, sk);
+	b64_to_key(RFC_STORED_KEY, stk);
+	scram_keys_derive(RFC_PASSWORD, salt, sizeof(salt), 4096, &k);
+	ck_assert_mem_eq(k.client_key, ck, 32);
+	ck_assert_mem_eq(k.server_key, sk, 32);
+	ck_assert_mem_eq(k.stored_key, stk, 32);
+}
+END_TEST
+
+static void expect_fresh(const struct scram_keys *got, const char *password, const uint8_t *salt, size_t saltlen,
+			 int iterations)
+{
+	struct scram_keys fresh;
+	scram_keys_derive(password, salt, saltlen, iterations, &fresh);
+	ck_assert_mem_eq(got->client_key, fresh.client_key, 32);
+	ck_assert_mem_eq(got->stored_key, fresh.stored_key, 32);
+	ck_assert_mem_eq(got->server_key, fresh.server_key, 32);
+}
+
+/* Keys are derived once per (owner, password, salt, iterations), equal a fresh derivation, and go with the secret. */
+START_TEST(test_cache_keys)
+{
+	const uint8_t salt[16] = "0123456789abcdef", salt2[16] = "fedcba9876543210";
+	struct scram_cache_stats st0, st;
+	struct scram_keys a, b;
+
+	scram_cache_clear();
+	scram_cache_get_stats(&st0);
+	ck_assert_uint_eq(st0.entries, 0);
+
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-1", salt, 16, 64, &a);
+	expect_fresh(&a, "secret-1", salt, 16, 64);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-1", salt, 16, 64, &b);
+	ck_assert_mem_eq(&a, &b, sizeof(a));
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.derivations - st0.derivations, 1);
+	ck_assert_uint_eq(st.hits - st0.hits, 1);
+	ck_assert_uint_eq(st.entries, 1);
+
+	/* a new password for the same owner: derived again, the old keys dropped (still one entry) */
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-2", salt, 16, 64, &b);
+	expect_fresh(&b, "secret-2", salt, 16, 64);
+	ck_assert_msg(memcmp(&a, &b, sizeof(a)) != 0, "keys of the old password reused");
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.derivations - st0.derivations, 2);
+	ck_assert_uint_eq(st.entries, 1);
+	/* the old password is not served from the cache either */
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-1", salt, 16, 64, &a);
+	expect_fresh(&a, "secret-1", salt, 16, 64);
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.derivations - st0.derivations, 3);
+
+	/* another count, salt, owner or kind is another entry */
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-1", salt, 16, 65, &b);
+	expect_fresh(&b, "secret-1", salt, 16, 65);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-1", salt2, 16, 64, &b);
+	expect_fresh(&b, "secret-1", salt2, 16, 64);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "bob", "secret-1", salt, 16, 64, &b);
+	scram_cache_server_keys((void *)"alice", "secret-1", salt, 16, 64, &b);
+	expect_fresh(&b, "secret-1", salt, 16, 64);
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.entries, 5);
+	ck_assert_uint_eq(st.derivations - st0.derivations, 7);
+
+	/* many owners: the table grows and every one is still found */
+	char owner[32];
+	for (int i = 0; i < 300; i++) {
+		snprintf(owner, sizeof(owner), "user%d", i);
+		scram_cache_get_keys(SCRAM_CACHE_SERVER_LOGIN, owner, "pw", salt, 16, 1, &a);
+	}
+	scram_cache_get_stats(&st0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(owner, sizeof(owner), "user%d", i);
+		scram_cache_get_keys(SCRAM_CACHE_SERVER_LOGIN, owner, "pw", salt, 16, 1, &a);
+	}
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.hits - st0.hits, 300);
+	ck_assert_uint_eq(st.derivations, st0.derivations);
+
+	/* reload: everything dropped, the next login derives again */
+	scram_cache_clear();
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.entries, 0);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "alice", "secret-1", salt, 16, 64, &a);
+	scram_cache_get_stats(&st0);
+	ck_assert_uint_eq(st0.derivations, st.derivations + 1);
+	scram_cache_clear();
+}
+END_TEST
+
+/* Above SCRAM_CACHE_MAX entries the least recently used one goes. */
+START_TEST(test_cache_eviction)
+{
+	const uint8_t salt[16] = "0123456789abcdef";
+	struct scram_cache_stats st0, st;
+	struct scram_keys k;
+	char owner[32];
+
+	scram_cache_clear();
+	for (int i = 0; i <= SCRAM_CACHE_MAX; i++) {
+		snprintf(owner, sizeof(owner), "user%d", i);
+		scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, owner, "pw", salt, 16, 1, &k);
+		if (i == 5)	/* user0 used again: user1 is the oldest when the cache fills */
+			scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user0", "pw", salt, 16, 1, &k);
+	}
+	scram_cache_get_stats(&st0);
+	ck_assert_uint_eq(st0.entries, SCRAM_CACHE_MAX);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user0", "pw", salt, 16, 1, &k);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user2", "pw", salt, 16, 1, &k);
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.hits - st0.hits, 2);
+	scram_cache_get_keys(SCRAM_CACHE_CLIENT_LOGIN, "user1", "pw", salt, 16, 1, &k);	/* evicted */
+	scram_cache_get_stats(&st0);
+	ck_assert_uint_eq(st0.derivations - st.derivations, 1);
+	ck_assert_uint_eq(st0.entries, SCRAM_CACHE_MAX);
+	scram_cache_clear();
+}
+END_TEST
+
+/* A server login through the cache: same messages as without it, and one derivation for two logins. */
+START_TEST(test_client_key_source_cache)
+{
+	struct scram_client plain, cached;
+	struct scram_cache_stats st0, st;
+	char out1[SCRAM_MSG_MAX], out2[SCRAM_MSG_MAX];
+	const char *err = NULL;
+
+	scram_cache_clear();
+	scram_cache_get_stats(&st0);
+	for (int round = 0; round < 2; round++) {
+		scram_client_init(&plain, RFC_USER, RFC_CNONCE);
+		scram_client_init(&cached, RFC_USER, RFC_CNONCE);
+		scram_client_set_key_source(&cached, scram_cache_server_keys, (void *)RFC_USER);
+		ck_assert_int_gt(run_client(&plain, RFC_PASSWORD, RFC_SERVER_FIRST, out1, sizeof(out1), &err), 0);
+		ck_assert_int_gt(run_client(&cached, RFC_PASSWORD, RFC_SERVER_FIRST, out2, sizeof(out2), &err), 0);
+		ck_assert_str_eq(out2, RFC_CLIENT_FINAL);
+		ck_assert_str_eq(out1, out2);
+		ck_assert(scram_client_verify(&cached, RFC_SERVER_FINAL, strlen(RFC_SERVER_FINAL), &err));
+	}
+	scram_cache_get_stats(&st);
+	ck_assert_uint_eq(st.derivations - st0.derivations, 1);
+	ck_assert_uint_eq(st.hits - st0.hits, 1);
+	scram_cache_clear();
+}
+END_TEST
+
+/* Mock salts: 16 bytes, stable for a name, different between names. */
+START_TEST(test_mock_salt)
+{
+	uint8_t a[SCRAM_MOCK_SALT_LEN], b[SCRAM_MOCK_SALT_LEN], c[SCRAM_MOCK_SALT_LEN], zero[SCRAM_MOCK_SALT_LEN] = { 0 };
+
+	scram_cache_init_instance();
+	scram_cache_mock_salt("ghost", a);
+	scram_cache_mock_salt("ghost", b);
+	scram_cache_mock_salt("ghost2", c);
+	ck_assert_mem_eq(a, b, sizeof(a));
+	ck_assert_msg(memcmp(a, c, sizeof(a)) != 0, "two names share a mock salt");
+	ck_assert_msg(memcmp(a, zero, sizeof(a)) != 0, "mock salt is all zero");
+	scram_cache_init_instance();	/* keeps the secret */
+	scram_cache_mock_salt("ghost", b);
+	ck_assert_mem_eq(a, b, sizeof(a));
+}
+END_TEST
+
 static Suite *scram_suite(void)
 {
 	Suite *s = suite_create("scram");
@@ -625,6 +854,16 @@ static Suite *scram_suite(void)
 	tcase_add_test(tc, test_client_first_forms);
 	tcase_add_test(tc, test_client_has_keys);
 	tcase_add_test(tc, test_client_wrong_password);
+	tcase_add_test(tc, test_client_iteration_cap);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cache");
+	tcase_add_test(tc, test_keys_derive_rfc);
+	tcase_add_test(tc, test_cache_keys);
+	tcase_add_test(tc, test_cache_eviction);
+	tcase_add_test(tc, test_client_key_source_cache);
+	tcase_add_test(tc, test_mock_salt);
+	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("secret");
