@@ -992,12 +992,15 @@ struct ident_map {
  * Bounds on a system_user regex. glibc's regcomp() copies the subexpression
  * under '+' (x+ becomes x x*) and under {m,n} (n copies), so stacked or
  * nested repetitions multiply: "t" followed by 21 '+' is 2^21 copies and
- * about 2 GB of memory at load. The ident file is the operator's, but one
- * typo in it must not take the pooler down at start-up or reload.
+ * about 2 GB of memory at load. Its epsilon closures then cost about the
+ * square of the copies under '*' or '?': "t*" and 11 '+' (2048 copies) took
+ * seconds, so the bound is low; 256 still takes a user name pattern such as
+ * ([a-z0-9._-]{1,63}) four times over. The ident file is the operator's,
+ * but one typo in it must not take the pooler down at start-up or reload.
  */
 #define IDENT_REGEX_MAX_LEN		1024
 #define IDENT_REGEX_MAX_QUANTIFIERS	64
-#define IDENT_REGEX_MAX_COPIES		4096	/* estimated atoms after expansion */
+#define IDENT_REGEX_MAX_COPIES		256	/* estimated atoms after expansion */
 #define IDENT_REGEX_MAX_DEPTH		32	/* nested parentheses */
 
 static size_t sat_mul(size_t a, size_t b)
@@ -1069,6 +1072,7 @@ static const char *ident_regex_too_big(const char *re)
 	size_t len = strlen(re), quantifiers = 0, depth = 0;
 	size_t sum[IDENT_REGEX_MAX_DEPTH + 1] = { 0 };	/* atoms so far in each open group */
 	size_t last[IDENT_REGEX_MAX_DEPTH + 1] = { 0 };	/* atoms of the last item, 0 after '|' or '(' */
+	bool after_quantifier = false;			/* the last item was a repetition operator */
 
 	if (len > IDENT_REGEX_MAX_LEN)
 		return "regular expression too long (at most 1024 bytes)";
@@ -1086,6 +1090,7 @@ static const char *ident_regex_too_big(const char *re)
 				return "regular expression nested too deeply (at most 32 levels of parentheses)";
 			depth++;
 			sum[depth] = last[depth] = 0;
+			after_quantifier = false;
 			i = next;
 			continue;
 		case ')':
@@ -1096,6 +1101,7 @@ static const char *ident_regex_too_big(const char *re)
 			break;
 		case '|':
 			last[depth] = 0;
+			after_quantifier = false;
 			i = next;
 			continue;
 		case '*':
@@ -1109,7 +1115,10 @@ static const char *ident_regex_too_big(const char *re)
 			copies = interval_copies(re, len, i, &next);
 			break;
 		}
-		if (copies > 0 && last[depth] > 0) {
+		if (copies > 0 && after_quantifier)
+			return "regular expression has stacked repetition operators (such as \"a*+\")";
+		after_quantifier = copies > 0 && last[depth] > 0;
+		if (after_quantifier) {
 			/* the repeated item grows from last to last * copies atoms */
 			if (++quantifiers > IDENT_REGEX_MAX_QUANTIFIERS)
 				return "regular expression has too many repetition operators (at most 64)";
@@ -1122,7 +1131,7 @@ static const char *ident_regex_too_big(const char *re)
 			last[depth] = atom;
 		}
 		if (sum[depth] > IDENT_REGEX_MAX_COPIES)
-			return "regular expression too complex (its repetitions would expand beyond 4096 atoms)";
+			return "regular expression too complex (its repetitions would expand beyond 256 atoms)";
 		i = next;
 	}
 	return NULL;
