@@ -5,7 +5,8 @@
 # runs nothing by itself.
 #
 #   pgv_deps_ensure MODE     install (root, apt-get) or name (otherwise) the
-#                            Debian packages MODE needs: build, quickstart, test
+#                            Debian packages MODE needs: build, quickstart, test,
+#                            fuzz (clang, libFuzzer), valgrind
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -48,6 +49,19 @@ EOF
 check|pkg-config --exists 'check >= 0.10'
 libpq-dev|pkg-config --exists 'libpq >= 10'
 dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
+EOF
+		;;
+	esac
+	case $mode in
+	fuzz)
+		cat <<'EOF'
+clang-14|command -v clang-14
+libclang-rt-14-dev|ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a
+EOF
+		;;
+	valgrind)
+		cat <<'EOF'
+valgrind|command -v valgrind
 EOF
 		;;
 	esac

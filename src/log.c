@@ -129,7 +129,7 @@ static void write_all(int fd, const char *buf, size_t len)
 }
 
 /* One line, formatted once, written whole to each destination. */
-static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+static PRINTF_LIKE(2, 0) void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
 	char line[2400];
 	struct timeval tv;
