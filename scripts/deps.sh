@@ -8,7 +8,7 @@
 #                            Debian packages MODE needs: build, quickstart,
 #                            test, package (test/package/run.sh), bench (test's,
 #                            plus PgBouncer as a reference and gnuplot for
-#                            test/bench/sweep.sh)
+#                            test/bench/sweep.sh), fuzz (clang, libFuzzer), valgrind
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -72,6 +72,19 @@ systemd|command -v systemd-analyze
 python3-venv|python3 -c "import ensurepip, venv"
 nodejs|command -v node
 npm|command -v npm
+EOF
+		;;
+	esac
+	case $mode in
+	fuzz)
+		cat <<'EOF'
+clang-14|command -v clang-14
+libclang-rt-14-dev|ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a
+EOF
+		;;
+	valgrind)
+		cat <<'EOF'
+valgrind|command -v valgrind
 EOF
 		;;
 	esac

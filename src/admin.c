@@ -1068,23 +1068,6 @@ static const char *const fake_params[][2] = {
 
 /* ---------------------------------------------------------------- command parsing */
 
-/*
- * PgBouncer's grammar: COMMAND [ARG] [;] or SET KEY (=|TO) VALUE [;].
- * A word is [0-9a-zA-Z_]+ or a double-quoted identifier ("" escapes a
- * quote); a SET value may also be a single-quoted string ('' escapes).
- * Commands are below 16 bytes, arguments below 64, SET values below 256.
- */
-struct command {
-	char verb[16];
-	char arg[64];
-	char key[64];
-	char value[256];
-	bool has_arg;
-	bool is_set;
-};
-
-enum parse_result { PARSE_OK, PARSE_INVALID, PARSE_TOO_LONG };
-
 static const char *skip_ws(const char *p)
 {
 	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
@@ -1135,13 +1118,13 @@ static bool read_token(const char **pp, char quote_ok, char *out, size_t size, b
 	return true;
 }
 
-static enum parse_result parse_command(const char *q, struct command *cmd)
+enum admin_parse_result admin_parse_command(const char *q, struct admin_command *cmd)
 {
 	bool too_long = false;
 	memset(cmd, 0, sizeof(*cmd));
 	const char *p = skip_ws(q);
 	if (!read_token(&p, 0, cmd->verb, sizeof(cmd->verb), &too_long))
-		return PARSE_INVALID;
+		return ADMIN_PARSE_INVALID;
 	if (strcasecmp(cmd->verb, "set") == 0 && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) {
 		const char *s = skip_ws(p);
 		if (read_token(&s, 0, cmd->key, sizeof(cmd->key), &too_long)) {
@@ -1163,7 +1146,7 @@ static enum parse_result parse_command(const char *q, struct command *cmd)
 						s = skip_ws(s + 1);
 					if (!*s) {
 						cmd->is_set = true;
-						return too_long ? PARSE_TOO_LONG : PARSE_OK;
+						return too_long ? ADMIN_PARSE_TOO_LONG : ADMIN_PARSE_OK;
 					}
 				}
 			}
@@ -1174,17 +1157,17 @@ static enum parse_result parse_command(const char *q, struct command *cmd)
 	p = skip_ws(p);
 	if (*p && *p != ';') {
 		if (p == after_verb)
-			return PARSE_INVALID;	/* no white space between the words */
+			return ADMIN_PARSE_INVALID;	/* no white space between the words */
 		if (!read_token(&p, 0, cmd->arg, sizeof(cmd->arg), &too_long))
-			return PARSE_INVALID;
+			return ADMIN_PARSE_INVALID;
 		cmd->has_arg = true;
 		p = skip_ws(p);
 	}
 	if (*p == ';')
 		p = skip_ws(p + 1);
 	if (*p)
-		return PARSE_INVALID;
-	return too_long ? PARSE_TOO_LONG : PARSE_OK;
+		return ADMIN_PARSE_INVALID;
+	return too_long ? ADMIN_PARSE_TOO_LONG : ADMIN_PARSE_OK;
 }
 
 static bool word_is(const char *w, const char *kw)
@@ -1628,7 +1611,7 @@ static struct client *find_client_by_id(uint64_t id)
 }
 
 /* Looks up the command's database: unknown names and the admin db get PgBouncer's errors. */
-static struct db *command_db(struct client *client, const struct command *cmd, const char *what)
+static struct db *command_db(struct client *client, const struct admin_command *cmd, const char *what)
 {
 	struct db *db = pool_find_db(cmd->arg);
 	if (!db && admin_is_admin_dbname(cmd->arg))
@@ -1644,7 +1627,7 @@ static struct db *command_db(struct client *client, const struct command *cmd, c
 	return db;
 }
 
-static void log_issued(const struct command *cmd)
+static void log_issued(const struct admin_command *cmd)
 {
 	if (cmd->has_arg)
 		log_info("%s '%s' command issued", cmd->verb, cmd->arg);
@@ -1652,7 +1635,7 @@ static void log_issued(const struct command *cmd)
 		log_info("%s command issued", cmd->verb);
 }
 
-static void run_set(struct client *client, const struct command *cmd)
+static void run_set(struct client *client, const struct admin_command *cmd)
 {
 	char tag[400], err[300];
 	for (size_t i = 0; i < ARRAY_SIZE(fake_params); i++) {
@@ -1700,7 +1683,7 @@ static void run_set(struct client *client, const struct command *cmd)
 }
 
 /* Runs a control command (admin rights already checked). */
-static void run_control(struct client *client, const struct command *cmd)
+static void run_control(struct client *client, const struct admin_command *cmd)
 {
 	const char *verb = cmd->verb;
 	struct db *db = NULL;
@@ -1961,8 +1944,8 @@ static bool run_show(struct client *client, const char *what)
 
 static void run_query(struct client *client, const char *query)
 {
-	struct command cmd;
-	enum parse_result pr = parse_command(query, &cmd);
+	struct admin_command cmd;
+	enum admin_parse_result pr = admin_parse_command(query, &cmd);
 
 	/* As PgBouncer: an admin connection counts one query and one transaction. */
 	if (!client->admin_counted) {
@@ -1970,11 +1953,11 @@ static void run_query(struct client *client, const char *query)
 		adm.db->stats.total.query_count++;
 		adm.db->stats.total.xact_count++;
 	}
-	if (pr == PARSE_TOO_LONG) {
+	if (pr == ADMIN_PARSE_TOO_LONG) {
 		admin_error(client, "bad arguments");
 		return;
 	}
-	if (pr == PARSE_INVALID)
+	if (pr == ADMIN_PARSE_INVALID)
 		goto invalid;
 	client_log(LOG_LEVEL_DEBUG, client, "admin command: %s", query);
 	if (cmd.is_set) {

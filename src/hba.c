@@ -988,6 +988,155 @@ struct ident_map {
 	size_t n, cap;
 };
 
+/*
+ * Bounds on a system_user regex. glibc's regcomp() copies the subexpression
+ * under '+' (x+ becomes x x*) and under {m,n} (n copies), so stacked or
+ * nested repetitions multiply: "t" followed by 21 '+' is 2^21 copies and
+ * about 2 GB of memory at load. Its epsilon closures then cost about the
+ * square of the copies under '*' or '?': "t*" and 11 '+' (2048 copies) took
+ * seconds, so the bound is low; 256 still takes a user name pattern such as
+ * ([a-z0-9._-]{1,63}) four times over. The ident file is the operator's,
+ * but one typo in it must not take the pooler down at start-up or reload.
+ */
+#define IDENT_REGEX_MAX_LEN		1024
+#define IDENT_REGEX_MAX_QUANTIFIERS	64
+#define IDENT_REGEX_MAX_COPIES		256	/* estimated atoms after expansion */
+#define IDENT_REGEX_MAX_DEPTH		32	/* nested parentheses */
+
+static size_t sat_mul(size_t a, size_t b)
+{
+	return (b != 0 && a > (IDENT_REGEX_MAX_COPIES + 1) / b) ? IDENT_REGEX_MAX_COPIES + 1 : a * b;
+}
+
+static size_t sat_add(size_t a, size_t b)
+{
+	size_t s = a + b;
+	return s > IDENT_REGEX_MAX_COPIES ? IDENT_REGEX_MAX_COPIES + 1 : s;
+}
+
+/* Index just past the bracket expression opening at re[i] ('['), or len if it is unterminated. */
+static size_t skip_bracket(const char *re, size_t len, size_t i)
+{
+	i++;
+	if (i < len && re[i] == '^')
+		i++;
+	if (i < len && re[i] == ']')
+		i++;	/* a leading ']' is a member */
+	while (i < len && re[i] != ']') {
+		if (re[i] == '[' && i + 1 < len && (re[i + 1] == ':' || re[i + 1] == '.' || re[i + 1] == '=')) {
+			char close = re[i + 1];
+			i += 2;
+			while (i + 1 < len && !(re[i] == close && re[i + 1] == ']'))
+				i++;
+			i += 2;
+			continue;
+		}
+		i++;
+	}
+	return i < len ? i + 1 : len;
+}
+
+/*
+ * Reads an interval "{m}", "{m,}" or "{m,n}" at re[i]; returns the number of
+ * copies regcomp makes of the preceding atom and sets *end past the '}'.
+ * 0 if it is not a well-formed interval (regcomp then judges it).
+ */
+static size_t interval_copies(const char *re, size_t len, size_t i, size_t *end)
+{
+	size_t m = 0, n = 0;
+	bool has_n = false, comma = false, digits = false;
+
+	for (i++; i < len && isdigit((unsigned char)re[i]); i++, digits = true)
+		m = m < 100000 ? m * 10 + (size_t)(re[i] - '0') : m;
+	if (i < len && re[i] == ',') {
+		comma = true;
+		for (i++; i < len && isdigit((unsigned char)re[i]); i++, has_n = true)
+			n = n < 100000 ? n * 10 + (size_t)(re[i] - '0') : n;
+	}
+	if (!digits || i >= len || re[i] != '}')
+		return 0;
+	*end = i + 1;
+	if (has_n)
+		return n > 0 ? n : 1;
+	return comma ? m + 1 : (m > 0 ? m : 1);
+}
+
+/*
+ * Why the regex re (without its leading '/') is refused, or NULL. Estimates
+ * the atoms regcomp would build: each atom counts 1, a group the sum of its
+ * contents, and a repetition multiplies what it repeats by the copies made.
+ * Syntax errors are left to regcomp.
+ */
+static const char *ident_regex_too_big(const char *re)
+{
+	size_t len = strlen(re), quantifiers = 0, depth = 0;
+	size_t sum[IDENT_REGEX_MAX_DEPTH + 1] = { 0 };	/* atoms so far in each open group */
+	size_t last[IDENT_REGEX_MAX_DEPTH + 1] = { 0 };	/* atoms of the last item, 0 after '|' or '(' */
+	bool after_quantifier = false;			/* the last item was a repetition operator */
+
+	if (len > IDENT_REGEX_MAX_LEN)
+		return "regular expression too long (at most 1024 bytes)";
+	for (size_t i = 0; i < len;) {
+		size_t atom = 1, copies = 0, next = i + 1;
+		switch (re[i]) {
+		case '\\':
+			next = i + 2 <= len ? i + 2 : len;
+			break;
+		case '[':
+			next = skip_bracket(re, len, i);
+			break;
+		case '(':
+			if (depth == IDENT_REGEX_MAX_DEPTH)
+				return "regular expression nested too deeply (at most 32 levels of parentheses)";
+			depth++;
+			sum[depth] = last[depth] = 0;
+			after_quantifier = false;
+			i = next;
+			continue;
+		case ')':
+			if (depth > 0) {
+				atom = sum[depth] > 0 ? sum[depth] : 1;
+				depth--;
+			}
+			break;
+		case '|':
+			last[depth] = 0;
+			after_quantifier = false;
+			i = next;
+			continue;
+		case '*':
+		case '?':
+			copies = 1;
+			break;
+		case '+':
+			copies = 2;
+			break;
+		case '{':
+			copies = interval_copies(re, len, i, &next);
+			break;
+		}
+		if (copies > 0 && after_quantifier)
+			return "regular expression has stacked repetition operators (such as \"a*+\")";
+		after_quantifier = copies > 0 && last[depth] > 0;
+		if (after_quantifier) {
+			/* the repeated item grows from last to last * copies atoms */
+			if (++quantifiers > IDENT_REGEX_MAX_QUANTIFIERS)
+				return "regular expression has too many repetition operators (at most 64)";
+			sum[depth] = sat_add(sum[depth], sat_mul(last[depth], copies - 1));
+			last[depth] = sat_mul(last[depth], copies);
+		} else {
+			if (copies > 0 && re[i] == '{')
+				next = i + 1;	/* nothing to repeat: a literal '{' */
+			sum[depth] = sat_add(sum[depth], atom);
+			last[depth] = atom;
+		}
+		if (sum[depth] > IDENT_REGEX_MAX_COPIES)
+			return "regular expression too complex (its repetitions would expand beyond 256 atoms)";
+		i = next;
+	}
+	return NULL;
+}
+
 static const char *parse_ident_line(struct ident_entry *e, const struct tokline *tl, const struct src_ctx *ctx)
 {
 	const struct token *map, *sys, *db;
@@ -1006,6 +1155,9 @@ static const char *parse_ident_line(struct ident_entry *e, const struct tokline 
 	if (!db->quoted && db->str[0] == '/')
 		return "regular expressions in the database user field are not supported";
 	if (sys->str[0] == '/') {
+		const char *why = ident_regex_too_big(sys->str + 1);
+		if (why)
+			return why;
 		int rc = regcomp(&e->re, sys->str + 1, REG_EXTENDED);
 		if (rc != 0) {
 			char err[128];

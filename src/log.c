@@ -168,7 +168,7 @@ size_t log_escape(char *dst, size_t size, const char *src)
  * characters are escaped here, at the one sink every message passes, so
  * no client-supplied name or value can start a forged line.
  */
-static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+static PRINTF_LIKE(2, 0) void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
 	char line[2400];
 	struct timeval tv;

@@ -48,4 +48,26 @@ void admin_sync_instance_pause(void);
 void admin_shutdown_wait_for_servers(void);
 void admin_shutdown_wait_for_clients(void);
 
+/*
+ * The console's command grammar, as PgBouncer's: COMMAND [ARG] [;] or
+ * SET KEY (=|TO) VALUE [;]. A word is [0-9a-zA-Z_]+ or a double-quoted
+ * identifier ("" escapes a quote); a SET value may also be a single-quoted
+ * string ('' escapes). Commands are below 16 bytes, arguments below 64, SET
+ * values below 256. Pure: no state, no I/O (test/fuzz/fuzz_admin_command.c
+ * calls it alone).
+ */
+struct admin_command {
+	char verb[16];
+	char arg[64];
+	char key[64];
+	char value[256];
+	bool has_arg;
+	bool is_set;
+};
+
+enum admin_parse_result { ADMIN_PARSE_OK, ADMIN_PARSE_INVALID, ADMIN_PARSE_TOO_LONG };
+
+/* Parses one query string (NUL-terminated) into *cmd. */
+enum admin_parse_result admin_parse_command(const char *query, struct admin_command *cmd);
+
 #endif

@@ -31,7 +31,11 @@
  * Ident file: "mapname system_user db_user" per line, same lexical rules. A
  * system_user starting with '/' is a POSIX extended regular expression (quoted
  * or not, as PostgreSQL); "\1" in db_user is replaced by its first capture.
- * db_user "all" (unquoted) matches any user.
+ * db_user "all" (unquoted) matches any user. A regex longer than 1024 bytes,
+ * with more than 64 repetition operators, with stacked ones ("a*+"), or whose
+ * repetitions regcomp would expand beyond 256 atoms (nested {m,n} or "(x+)+")
+ * is refused at load: logged and the line skipped, rather than regcomp
+ * taking gigabytes or minutes.
  *
  * Both objects are immutable once built: reload parses a new one and swaps.
  * No global state; safe to read from any thread.

@@ -45,11 +45,19 @@
 #error "PGV_TEST_BUILDDIR must name the build tree (set by Makefile.am)"
 #endif
 
-#define START_TIMEOUT_S 10.0
-#define STOP_TIMEOUT_S 5.0
+/* Scaled by CK_TIMEOUT_MULTIPLIER, as Check scales test timeouts (scripts/valgrind.sh sets it). */
+#define START_TIMEOUT_S (10.0 * timeout_multiplier())
+#define STOP_TIMEOUT_S (5.0 * timeout_multiplier())
 #define MAX_INSTANCES 8
 #define MAX_HELPERS 8
 #define TAIL_BYTES 1500
+
+static double timeout_multiplier(void)
+{
+	const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+	double v = m ? atof(m) : 1.0;
+	return v >= 1.0 ? v : 1.0;
+}
 
 /* Copies, not pointers: a test's struct pgv lives on its stack. */
 static struct pgv instances[MAX_INSTANCES];
@@ -743,6 +751,53 @@ static const char *sanitizer_report(struct pgv *p)
 	return buf[0] ? buf : NULL;
 }
 
+/*
+ * Under scripts/valgrind.sh (PGV_VALGRIND_LOGDIR set, pgvalve run by
+ * test/valgrind/pgvalve-valgrind.sh): the start of this instance's memcheck
+ * log when it reports errors, else NULL. pgvalve's exit status says nothing
+ * here (it may be killed), so the log is what counts.
+ */
+static const char *valgrind_report(pid_t pid)
+{
+	/* how memcheck's error reports begin */
+	static const char *const kinds[] = {
+		"uninitialised", "Invalid read", "Invalid write", "Invalid free", "Mismatched free",
+		"overlap", "Syscall param", "Process terminating with default action",
+	};
+	/* the first report (or the head of the log), short enough for a Check message */
+	static char buf[2400];
+	const char *dir = getenv("PGV_VALGRIND_LOGDIR");
+	char path[700], line[512];
+	bool bad = false, summary = false, seen_kind = false;
+	FILE *f;
+
+	if (dir == NULL || pid <= 0)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/pgvalve.%ld.log", dir, (long)pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return NULL;
+	buf[0] = '\0';
+	while (fgets(line, sizeof(line), f) != NULL) {
+		const char *sum = strstr(line, "ERROR SUMMARY: ");
+		if (sum != NULL) {
+			summary = true;
+			bad |= strncmp(sum, "ERROR SUMMARY: 0 errors", 23) != 0;
+		}
+		for (size_t i = 0; !seen_kind && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+			if (strstr(line, kinds[i]) != NULL) {
+				seen_kind = true;
+				buf[0] = '\0';
+			}
+		}
+		if (strlen(buf) + strlen(line) < sizeof(buf))
+			strcat(buf, line);
+	}
+	fclose(f);
+	/* a log cut short by SIGKILL has no summary: then any report counts */
+	return (bad || (!summary && seen_kind)) ? buf : NULL;
+}
+
 void pgv_stop(struct pgv *p)
 {
 	pid_t pid = p->pid;
@@ -765,6 +820,10 @@ void pgv_stop(struct pgv *p)
 	report = sanitizer_report(p);
 	if (report != NULL)
 		ck_abort_msg("pgvalve's sanitizers reported (full output in %s/stderr.log):\n%s", p->dir, report);
+	report = valgrind_report(pid);
+	if (report != NULL)
+		ck_abort_msg("valgrind reported errors in pgvalve (pid %ld, log in %s):\n%s", (long)pid,
+			     getenv("PGV_VALGRIND_LOGDIR"), report);
 	if (forced)
 		ck_abort_msg("pgvalve was still running %.0f s after SIGQUIT\n%s",
 			     STOP_TIMEOUT_S, pgv_log_tail(p, TAIL_BYTES));
@@ -1054,7 +1113,7 @@ static int login_on_fd(int fd, const char *dbname, const char *user, const char 
 		       const char *const *extra, struct raw_error *err, unsigned char *key)
 {
 	double deadline = now_s() + 10;
-	unsigned char startup[1024], hdr[5], *body = NULL;
+	unsigned char startup[10000], hdr[5], *body = NULL;	/* PostgreSQL's MAX_STARTUP_PACKET_LENGTH */
 	size_t off = 8;
 	int rc = -2;
 

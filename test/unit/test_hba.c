@@ -665,6 +665,62 @@ START_TEST(test_ident_load)
 }
 END_TEST
 
+/*
+ * Stacked repetitions, and repetitions regcomp would expand past the bound,
+ * are refused at load with a log line naming the reason, and only that line
+ * is skipped. Unbounded, "/t" followed by 21 '+' made regcomp() take 2 GB.
+ */
+static const char regex_bound_text[] =
+	"stacked  /t+++++++++++++++++++++  u\n"
+	"nested   \"/^((((a{1,20}){1,20}){1,20}){1,20})$\"  u\n"
+	"many     /a*b*c*d*e*f*g*h*i*j*k*l*m*n*o*p*q*r*s*t*u*v*w*x*y*z*A*B*C*D*E*F*G*H*I*J*K*L*M*N*O*P*Q*R*S*T*U*V*W*X*Y*Z*0*1*2*3*4*5*6*7*8*9*__*a*b*c*d*e*f*g*h*  u\n"
+	"fine     \"/^([a-z0-9._-]{1,63})@(corp|example)\\.com$\"  \\1\n"
+	"fine2    /^(t+)+$  u\n"
+	"after    sys  db\n"
+	"doubled  \"/^(((((((((t)+)+)+)+)+)+)+)+)+$\"  u\n";
+static struct ident_map *bound_map;
+
+static void parse_regex_bound(void)
+{
+	bound_map = ident_parse(regex_bound_text, strlen(regex_bound_text), "ident");
+}
+
+START_TEST(test_ident_regex_bounds)
+{
+	char *log = capture_log(parse_regex_bound);
+	struct ident_map *m = bound_map;
+	ck_assert_msg(strstr(log, "ident:1: regular expression has stacked repetition operators") != NULL,
+		      "log: %s", log);
+	ck_assert_msg(strstr(log, "ident:2: regular expression too complex") != NULL, "log: %s", log);
+	ck_assert_msg(strstr(log, "ident:3: regular expression has too many repetition operators") != NULL,
+		      "log: %s", log);
+	ck_assert_msg(strstr(log, "ident:7: regular expression too complex") != NULL, "log: %s", log);
+	ck_assert_msg(strstr(log, "line skipped") != NULL, "log: %s", log);
+	ck_assert_msg(strstr(log, "ident:4:") == NULL && strstr(log, "ident:5:") == NULL, "log: %s", log);
+	ck_assert(!ident_check(m, "stacked", "t", "u"));
+	ck_assert(!ident_check(m, "nested", "a", "u"));
+	ck_assert(!ident_check(m, "many", "__", "u"));
+	/* The lines around them still apply, and ordinary repetitions pass. */
+	ck_assert(ident_check(m, "fine", "bob.s@corp.com", "bob.s"));
+	ck_assert(!ident_check(m, "fine", "bob@evil.com", "bob"));
+	ck_assert(ident_check(m, "fine2", "ttt", "u"));
+	ck_assert(ident_check(m, "after", "sys", "db"));
+	ck_assert(!ident_check(m, "doubled", "t", "u"));
+	ident_free(m);
+	free(log);
+
+	/* Too long, even without a single repetition. */
+	char line[1200 + 32];
+	memset(line, 0, sizeof(line));
+	strcpy(line, "long /");
+	memset(line + 6, 'x', 1100);
+	strcat(line, " u\n");
+	m = ident_parse(line, strlen(line), "ident");
+	ck_assert(!ident_check(m, "long", "xxx", "u"));
+	ident_free(m);
+}
+END_TEST
+
 static Suite *hba_suite(void)
 {
 	Suite *s = suite_create("hba");
@@ -693,6 +749,7 @@ static Suite *hba_suite(void)
 	tcase_add_test(tc, test_ident_regex);
 	tcase_add_test(tc, test_ident_wrong_or_missing_map);
 	tcase_add_test(tc, test_ident_load);
+	tcase_add_test(tc, test_ident_regex_bounds);
 	suite_add_tcase(s, tc);
 	return s;
 }

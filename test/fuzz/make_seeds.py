@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""test/fuzz/make_seeds.py - writes the seed corpora in corpus/<target>/.
+
+The seeds are committed; this script documents how the binary ones were
+made and can write them again (it never removes other files, such as
+regression inputs for fixed crashes). Run from anywhere.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def startup(params, version=196608):
+    body = struct.pack("!I", version)
+    for k, v in params:
+        body += k.encode() + b"\0" + v.encode() + b"\0"
+    body += b"\0"
+    return struct.pack("!I", len(body) + 4) + body
+
+
+def msg(t, body):
+    return t.encode() + struct.pack("!I", len(body) + 4) + body
+
+
+# ---- startup packet and message framing
+su = startup([("user", "app"), ("database", "app"), ("application_name", "psql")])
+put("fuzz_startup", "startup", su)
+put("fuzz_startup", "ssl_then_startup", struct.pack("!II", 8, 80877103) + su)
+put("fuzz_startup", "gssenc", struct.pack("!II", 8, 80877104))
+put("fuzz_startup", "cancel", struct.pack("!IIII", 16, 80877102, 1234, 5678))
+# the 6 KB startup packet that once corrupted netbuf's input buffer
+put("fuzz_startup", "big_startup", startup([("user", "u"), ("application_name", "x" * 6000)]))
+put("fuzz_startup", "password", su + msg("p", b"secret\0"))
+put("fuzz_startup", "sasl", su + msg("p", b"SCRAM-SHA-256\0" + struct.pack("!i", 32)
+                                     + b"n,,n=,r=rOprNGfwEbeRWgbNEkqO") + msg("p", b"c=biws,r=x,p=y"))
+put("fuzz_startup", "query", su + msg("Q", b"select 1\0") + msg("X", b""))
+put("fuzz_startup", "extended", su + msg("P", b"s1\0select $1\0" + struct.pack("!HI", 1, 23))
+    + msg("B", b"\0s1\0" + struct.pack("!HHIH", 0, 1, 1, 0) + b"") + msg("E", b"\0" + struct.pack("!I", 0))
+    + msg("S", b""))
+put("fuzz_startup", "error", su + msg("E", b"SERROR\0C08P01\0Mbad\0\0"))
+
+# ---- SCRAM: server-first \n server-final (client side), client-first \n client-final (server side)
+CN = "rOprNGfwEbeRWgbNEkqO"
+SN = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+put("fuzz_scram_client", "rfc7677",
+    "r=%s%s,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096\nv=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=" % (CN, SN))
+put("fuzz_scram_client", "error_final", "r=%sabc,s=QSXCR+Q6sek8bf92,i=4096\ne=invalid-proof" % CN)
+put("fuzz_scram_client", "extension", "m=ext,r=%sabc,s=QSXCR+Q6sek8bf92,i=1\nv=AAAA" % CN)
+put("fuzz_scram_server", "rfc7677",
+    "n,,n=user,r=%s\nc=biws,r=%s%s,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=" % (CN, CN, SN))
+put("fuzz_scram_server", "wrong_proof",
+    "n,,n=,r=%s\nc=biws,r=%s%s,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" % (CN, CN, SN))
+put("fuzz_scram_server", "y_flag", "y,,n=user,r=abc\nc=eSws,r=abc%s,p=AAAA" % SN)
+put("fuzz_scram_server", "authzid", "n,a=admin,n=user,r=abc\n")
+
+# ---- text files
+put("fuzz_hba", "basic", """# TYPE DATABASE USER ADDRESS METHOD
+local   all       all                     trust
+host    all       all   127.0.0.1/32      md5
+host    "all",db2 +grp  10.0.0.0 255.0.0.0 scram-sha-256
+hostssl sameuser  all   ::1/128           cert map=m1
+hostnossl all     @users 0.0.0.0/0        reject
+host    all       all   samenet           password
+host    db        all   all               ldap ldapserver=x "ldapprefix=cn=" ldapsuffix=",dc=x"
+host    all       all   example.com       \\
+        ident
+""")
+put("fuzz_ident", "basic", """# MAPNAME SYSTEM-USERNAME PG-USERNAME
+omicron  bryanh  bryanh
+mymap    /^(.*)@mydomain\\.com$     \\1
+pre      "/^([a-z]+)-x{1,3}$"       db_\\1_end
+anymap   root    all
+quoted   "x y"   "all"
+""")
+put("fuzz_ident", "stacked", "m /t" + "+" * 21 + " u\n")
+put("fuzz_auth_file", "basic", """"app" "md56a422f785c9e20873908ce25d1736ae2"
+"plain" "pass word"
+"sc" "SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=:wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU="
+;comment
+"quo""te" ""
+"unterminated
+""")
+put("fuzz_config", "basic", """[databases]
+app = host=127.0.0.1 port=5432 dbname=app pool_size=20 auth_user=x
+* = host=/tmp
+quoted = host=localhost password='a b\\'c' connect_query='select 1'
+
+[users]
+app = pool_mode=transaction max_user_connections=5
+
+[peers]
+1 = host=127.0.0.1 port=6433
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = 6432
+auth_type = md5
+auth_file = /etc/pgvalve/userlist.txt
+admin_users = postgres, admin
+pool_mode = session
+default_pool_size = 20
+max_client_conn = 100
+server_lifetime = 3600.5
+ignore_startup_parameters = extra_float_digits
+unknown_key = 1
+""")
+put("fuzz_config", "pgvalve_section", "[pgvalve]\nworkers = auto\nmax_packet_size = 2147483647\n[databases]\n")
+for i, q in enumerate(["SHOW POOLS;", "show stats", "SET default_pool_size = 30", "set x to 'a''b';",
+                       "PAUSE \"my db\"", "KILL_CLIENT 12", "SHUTDOWN WAIT_FOR_CLIENTS;", "RELOAD"]):
+    put("fuzz_admin_command", "q%d" % i, q)
