@@ -50,11 +50,14 @@ static void send_auth_request(struct client *client, uint32_t code, const void *
 	netbuf_send(&client->nb, b.buf, b.len);
 }
 
+/*
+ * A wrong password, or a user nobody knows: PgBouncer's words, which name
+ * no user and so tell a prober nothing, and its SQLSTATE.
+ */
 static void auth_fail(struct client *client)
 {
-	char msg[300];
-	snprintf(msg, sizeof(msg), "password authentication failed for user \"%s\"", client->login->user);
-	client_close(client, "28P01", msg);
+	bool sasl = client->login->auth_method == AUTH_TYPE_SCRAM_SHA_256;
+	client_close(client, "08P01", sasl ? "SASL authentication failed" : "password authentication failed");
 }
 
 static void auth_succeed(struct client *client)

@@ -88,7 +88,7 @@ START_TEST(wrong_password)
 	rc = raw_login(p.port, DB, "md5_user", "not_the_password", &err);
 	ck_assert_msg(rc == -1, "raw md5 login with a wrong password: expected an ErrorResponse, got %d\n%s",
 		      rc, pgv_log_tail(&p, 1500));
-	ck_assert_str_eq(err.sqlstate, "28P01");
+	ck_assert_str_eq(err.sqlstate, "08P01");	/* PgBouncer's */
 	ck_assert_str_eq(err.severity, "FATAL");
 	ck_assert_msg(strstr(err.message, "password authentication failed") != NULL,
 		      "message \"%s\"", err.message);
