@@ -48,6 +48,7 @@ EOF
 check|pkg-config --exists 'check >= 0.10'
 libpq-dev|pkg-config --exists 'libpq >= 10'
 dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
+prometheus|command -v promtool && command -v prometheus
 EOF
 		;;
 	esac

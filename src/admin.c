@@ -779,6 +779,14 @@ static size_t collect_users(struct user_row **out)
 	return w;
 }
 
+size_t admin_user_count(void)
+{
+	struct user_row *rows;
+	size_t n = collect_users(&rows);
+	free(rows);
+	return n;
+}
+
 static void show_users(struct result *r)
 {
 	static const char *const names[] = {
@@ -823,9 +831,7 @@ static void show_lists(struct result *r)
 	int pools = 0, used_clients = (int)pgv.client_count, used_servers = (int)pgv.server_count;
 	list_for_each(dpos, &pgv.databases)
 		pools += (int)container_of(dpos, struct db, node)->pools.count;
-	struct user_row *urows;
-	size_t users = collect_users(&urows);
-	free(urows);
+	size_t users = admin_user_count();
 	/* SHOW PEER_POOLS has a row for every configured peer, as in PgBouncer. */
 	int peers = 0;
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)

@@ -155,6 +155,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 
 	/* An error in the middle of a forwarded server message would corrupt the client's stream. */
 	bool mid_message = client->link && client->link->nb.pkt_remaining;
+	if (sqlstate && !client->logged_in)
+		metrics_count_login_error(sqlstate, reason);
 	if (sqlstate && !mid_message) {
 		client_send_error(client, "FATAL", sqlstate, reason);
 		if (pgv.cfg->log_pooler_errors)

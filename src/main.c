@@ -17,6 +17,7 @@
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/metrics_http.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/reload.h"
@@ -203,11 +204,13 @@ static int run_pooler(bool single, unsigned restarts)
 		write_pidfile(cfg->pidfile);
 	workers_announce_running();
 	janitor_start();
+	metrics_http_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OPENSSL_VERSION_TEXT);
 	int rc = loop_run();
 
 	log_info("shutting down");
+	metrics_http_stop();
 	janitor_stop();
 	listener_close();
 	loop_cleanup();

@@ -531,8 +531,11 @@ static void link_pair(struct client *client, struct server *server)
 	bool was_waiting = client->state == CL_WAITING;
 	struct stats *st = &server->pool->db->stats.total;
 	st->server_assignment_count++;
-	if (was_waiting)
-		st->wait_time += (uint64_t)MAX(now_usec() - client->request_time, 0);
+	if (was_waiting) {
+		usec_t waited = MAX(now_usec() - client->request_time, 0);
+		st->wait_time += (uint64_t)waited;
+		metrics_histogram_observe(&server->pool->db->wait_hist, waited);
+	}
 	server_link(server, client);
 	client_linked(client);
 	if (server_apply_client_vars(server, client))
@@ -730,6 +733,7 @@ void pool_client_logged_in(struct client *client)
 void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message)
 {
 	pool->last_login_failure = now_usec();
+	metrics_count_server_connect_failure();
 	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
 	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
 	/* Clients still logging in cannot finish without a server: tell them why. */

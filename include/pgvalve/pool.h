@@ -19,6 +19,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/stats.h"
+#include "pgvalve/metrics.h"
 
 #include <event2/event.h>
 #include <sys/socket.h>
@@ -54,6 +55,8 @@ struct db {
 	bool disabled;			/* DISABLE: new clients are refused */
 	struct list pools;
 	struct stats_period stats;
+	/* latency histograms for the metrics endpoint (metrics.h) */
+	struct metrics_histogram query_hist, xact_hist, wait_hist;
 	int server_count;
 	int client_count;		/* clients that chose it, counted from the startup packet on */		/* all servers of all its pools */
 	usec_t last_used;

@@ -1142,6 +1142,9 @@ static const struct config_key spec_config[] = {
 	{ "verbose", NULL, true },
 	/* pgvalve's own extensions, after PgBouncer's keys */
 	{ "workers", "1", false },
+	{ "metrics_listen_addr", "127.0.0.1", true },
+	{ "metrics_port", "0", true },
+	{ "metrics_auth_token", "", true },
 };
 
 /* SHOW CONFIG: every 1.25 key in order, changeable as PgBouncer, values reflecting the config. */
