@@ -17,6 +17,7 @@
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/metrics.h"
 #include "pgvalve/metrics_http.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
@@ -202,6 +203,7 @@ static int run_pooler(bool single, unsigned restarts)
 	}
 	if (single)
 		write_pidfile(cfg->pidfile);
+	metrics_carry_over();
 	workers_announce_running();
 	janitor_start();
 	metrics_http_start();

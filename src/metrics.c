@@ -473,9 +473,121 @@ void metrics_collect_local(struct metrics_set *set)
 	free(dbs);
 }
 
-void metrics_collect_instance(struct metrics_set *set)
+/*
+ * Counters this worker's dead predecessors had published (workers = N):
+ * added to what this process counts, in every publish and scrape.
+ */
+static struct metrics_set carried;
+
+/* Parses worker k's published samples into set (appended after what is there). */
+static void append_published(struct metrics_set *set, int worker, bool counters_only)
+{
+	size_t len;
+	char *text = workers_blob_read(worker, WORKERS_BLOB_METRICS, &len);
+	if (!text)
+		return;
+	struct metrics_set part = { 0 };
+	metrics_parse(text, len, counters_only, &part);
+	metrics_append(set, &part);
+	metrics_set_free(&part);
+	free(text);
+}
+
+static void publish_set(const struct metrics_set *set)
+{
+	struct evbuffer *b = evbuffer_new();
+	metrics_serialize(set, false, b);
+	size_t len = evbuffer_get_length(b);
+	if (!workers_blob_write(WORKERS_BLOB_METRICS, evbuffer_pullup(b, -1), len)) {
+		static bool warned;
+		if (!warned)
+			log_warning("metrics: %zu bytes of samples do not fit the shared area (%d); other workers' "
+				    "scrapes miss this one's", len, WORKERS_BLOB_BYTES);
+		warned = true;
+	}
+	evbuffer_free(b);
+}
+
+/* This process's samples with the carried-over counters, merged. */
+static void collect_own(struct metrics_set *set)
 {
 	metrics_collect_local(set);
+	metrics_append(set, &carried);
+	metrics_merge(set);
+}
+
+void metrics_publish(void)
+{
+	static usec_t last;
+	usec_t now = now_usec();
+	if (workers_count() <= 1 || pgv.cfg->metrics_port == 0 || now - last < METRICS_PUBLISH_USEC)
+		return;
+	last = now;
+	struct metrics_set set = { 0 };
+	collect_own(&set);
+	publish_set(&set);
+	metrics_set_free(&set);
+}
+
+void metrics_carry_over(void)
+{
+	if (workers_count() <= 1)
+		return;
+	/*
+	 * The predecessor's last publish already holds what it had carried.
+	 * Republished at once, counters only, in one write: a scrape sees
+	 * either the dead worker's samples or these, never both or neither.
+	 */
+	metrics_set_free(&carried);
+	append_published(&carried, workers_self(), true);
+	metrics_merge(&carried);
+	publish_set(&carried);
+}
+
+/* pgvalve_worker_*{worker="k"} from the shared table (SHOW WORKERS' numbers). */
+static void collect_worker_series(struct metrics_set *set)
+{
+	for (int k = 1; k <= workers_count(); k++) {
+		struct worker_status w;
+		char lb[32] = "", num[16];
+		workers_read(k, &w);
+		snprintf(num, sizeof(num), "%d", k);
+		metrics_label(lb, sizeof(lb), "worker", num);
+		metrics_add(set, "pgvalve_worker_up", METRICS_PART_VALUE, lb, w.state == WORKER_STATE_RUNNING);
+		metrics_add(set, "pgvalve_worker_restarts_total", METRICS_PART_VALUE, lb, w.restarts);
+		metrics_add(set, "pgvalve_worker_client_active_connections", METRICS_PART_VALUE, lb, (double)w.c.cl_active);
+		metrics_add(set, "pgvalve_worker_client_waiting_connections", METRICS_PART_VALUE, lb, (double)w.c.cl_waiting);
+		metrics_add(set, "pgvalve_worker_server_active_connections", METRICS_PART_VALUE, lb, (double)w.c.sv_active);
+		metrics_add(set, "pgvalve_worker_server_idle_connections", METRICS_PART_VALUE, lb, (double)w.c.sv_idle);
+		metrics_add(set, "pgvalve_worker_transactions_total", METRICS_PART_VALUE, lb, (double)w.c.xact_count);
+		metrics_add(set, "pgvalve_worker_queries_total", METRICS_PART_VALUE, lb, (double)w.c.query_count);
+	}
+}
+
+void metrics_collect_instance(struct metrics_set *set)
+{
+	if (workers_count() <= 1) {
+		metrics_collect_local(set);
+		metrics_merge(set);
+		return;
+	}
+	collect_own(set);
+	/*
+	 * What this scrape shows of this worker is published at once: a
+	 * successor carries over at least what was shown, so the totals never
+	 * go back when this worker dies.
+	 */
+	publish_set(set);
+	workers_publish();
+	for (int k = 1; k <= workers_count(); k++) {
+		if (k == workers_self())
+			continue;
+		struct worker_status w;
+		workers_read(k, &w);
+		/* A dead worker's gauges are gone; its counters count until its successor carries them. */
+		append_published(set, k, w.state != WORKER_STATE_RUNNING);
+	}
+	collect_worker_series(set);
 	metrics_merge(set);
 }
 

@@ -94,6 +94,11 @@ void metrics_collect_local(struct metrics_set *set);
  * the per-worker series. The set is merged and ready to render.
  */
 void metrics_collect_instance(struct metrics_set *set);
+/* Worker of N > 1, every janitor tick: its samples into its slot, at most every METRICS_PUBLISH_USEC. */
+#define METRICS_PUBLISH_USEC USEC_PER_SEC
+void metrics_publish(void);
+/* Worker of N > 1 at start: the predecessor's published counters join the slot's carry-over. */
+void metrics_carry_over(void);
 /*
  * A set as lines "<family>\t<part>\t<value>\t<labels>\n" (for the shared
  * table) and back; parse skips lines it does not know (another version).

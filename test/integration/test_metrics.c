@@ -648,6 +648,117 @@ START_TEST(latency_histograms_and_failure_counters)
 }
 END_TEST
 
+/* Worker k's console over its private socket (workers.h names the directory). */
+static PGconn *worker_console(struct pgv *p, int k)
+{
+	char dir[700], port[16];
+	snprintf(dir, sizeof(dir), "%s/pgvalve-%d-%d-w%d", p->dir, p->port, (int)p->pid, k);
+	snprintf(port, sizeof(port), "%d", p->port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
+	const char *val[] = { dir, port, "pgbouncer", USER, PASS, "disable", "10", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "worker %d console: %s", k, PQerrorMessage(c));
+	return c;
+}
+
+static void wait_workers_up(int mport, int n)
+{
+	for (double end = now_s() + 15;; sleep_ms(200)) {
+		int fd = try_connect(mport);	/* worker 1 may still be starting */
+		if (fd < 0) {
+			ck_assert_msg(now_s() < end, "nothing listens on the metrics port");
+			continue;
+		}
+		close(fd);
+		char *body = scrape(mport);
+		int up = 0;
+		for (int k = 1; k <= n; k++) {
+			char s[64];
+			double v;
+			snprintf(s, sizeof(s), "pgvalve_worker_up{worker=\"%d\"}", k);
+			up += series_value(body, s, &v) && v == 1;
+		}
+		free(body);
+		if (up == n)
+			return;
+		ck_assert_msg(now_s() < end, "only %d of %d workers up", up, n);
+	}
+}
+
+/*
+ * workers = 2: one port; the totals are the sum of what each worker's own
+ * console says; a killed worker's counters stay in the totals (never
+ * lower than before) once it is restarted.
+ */
+START_TEST(workers_totals_are_the_sum)
+{
+	struct pgv p;
+	int mport;
+	start_with_metrics(&p, &mport, "workers = 2\n");
+	wait_workers_up(mport, 2);
+	enum { N = 24 };
+	PGconn *c[N];
+	for (int i = 0; i < N; i++) {
+		c[i] = login(&p, DB);
+		for (int q = 0; q < 5; q++)
+			exec_ok(c[i], "SELECT 1");
+	}
+	sleep_s(1.6);	/* every worker publishes at least once a second */
+
+	double per[3] = { 0 }, active[3] = { 0 };
+	for (int k = 1; k <= 2; k++) {
+		PGconn *a = worker_console(&p, k);
+		per[k] = console_value(a, "SHOW STATS", DB, "total_query_count");
+		PGresult *r = PQexec(a, "SHOW POOLS");
+		for (int i = 0; i < PQntuples(r); i++)
+			if (strcmp(PQgetvalue(r, i, 0), DB) == 0)
+				active[k] += strtod(PQgetvalue(r, i, PQfnumber(r, "cl_active")), NULL);
+		PQclear(r);
+		PQfinish(a);
+	}
+	ck_assert_msg(per[1] > 0 && per[2] > 0, "both workers served (%.0f, %.0f)", per[1], per[2]);
+	char *body = scrape(mport);
+	expect_promtool_ok(&p, body);
+	double total = metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}");
+	ck_assert_msg(total == per[1] + per[2], "total %.0f, workers %.0f + %.0f", total, per[1], per[2]);
+	ck_assert_double_eq(metric(body, "pgbouncer_pools_client_active_connections{database=\"" DB "\",user=\"" USER "\"}"),
+			    active[1] + active[2]);
+	ck_assert_double_eq(active[1] + active[2], N);
+	double w2_pid_dummy;
+	ck_assert(series_value(body, "pgvalve_worker_restarts_total{worker=\"2\"}", &w2_pid_dummy));
+	free(body);
+
+	/* kill worker 2: its clients go, its counters stay */
+	PGconn *a = login(&p, "pgbouncer");
+	PGresult *r = PQexec(a, "SHOW WORKERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int pid2 = atoi(PQgetvalue(r, 1, PQfnumber(r, "pid")));
+	PQclear(r);
+	PQfinish(a);
+	ck_assert_int_gt(pid2, 0);
+	ck_assert_int_eq(kill(pid2, SIGKILL), 0);
+	double last = total;
+	bool restarted = false;
+	for (double end = now_s() + 20; now_s() < end && !restarted; sleep_ms(100)) {
+		body = scrape(mport);
+		double t = metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}"), v;
+		ck_assert_msg(t >= last, "the total went back from %.0f to %.0f", last, t);
+		last = t;
+		restarted = series_value(body, "pgvalve_worker_restarts_total{worker=\"2\"}", &v) && v >= 1 &&
+			    series_value(body, "pgvalve_worker_up{worker=\"2\"}", &v) && v == 1;
+		free(body);
+	}
+	ck_assert_msg(restarted, "worker 2 was not restarted\n%s", pgv_log_tail(&p, 2000));
+	sleep_s(1.2);
+	body = scrape(mport);
+	ck_assert_double_eq(metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}"), total);
+	free(body);
+	for (int i = 0; i < N; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -661,6 +772,7 @@ int main(void)
 	tcase_add_test(tc, reload_moves_the_port);
 	tcase_add_test(tc, hostile_http_clients);
 	tcase_add_test(tc, latency_histograms_and_failure_counters);
+	tcase_add_test(tc, workers_totals_are_the_sum);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }
