@@ -281,19 +281,9 @@ static void show_pools(struct result *r)
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
 		struct db *db = pool->db;
-		usec_t maxwait = 0;
-		struct list_node *first = list_first(&pool->waiting_clients);
-		if (!first)
-			first = list_first(&pool->welcome_clients);
-		if (first)
-			maxwait = MAX(now - container_of(first, struct client, node)->request_time, 0);
-		int being_canceled = 0, active_cancel = 0;
-		list_for_each(pos, &pool->used_servers)
-			if (container_of(pos, struct server, node)->cancels_in_flight)
-				being_canceled++;
-		list_for_each(pos, &pool->active_servers)
-			if (container_of(pos, struct server, node)->cancels_in_flight)
-				active_cancel++;
+		usec_t maxwait = pool_max_wait(pool, now);
+		int being_canceled, active_cancel;
+		pool_count_cancels(pool, &active_cancel, &being_canceled);
 		cells_reset(&c);
 		cell_str(&c, db->name);
 		cell_str(&c, pool->user);

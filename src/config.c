@@ -190,6 +190,7 @@ static const struct param_def params[] = {
 	P_STR(metrics_listen_addr, "127.0.0.1", RELOAD, IMPL),
 	P_INT(metrics_port, "0", RELOAD, IMPL, 0, 65535),
 	P_STR(metrics_auth_token, "", RELOAD, IMPL),
+	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 };
 
 /* Times above this many seconds (about 31,700 years) would overflow usec_t arithmetic elsewhere. */

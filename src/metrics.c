@@ -11,12 +11,10 @@
 #include "pgvalve/common.h"
 #include "pgvalve/metrics.h"
 #include "pgvalve/admin.h"
-#include "pgvalve/client.h"
 #include "pgvalve/log.h"
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/pool.h"
-#include "pgvalve/server.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/workers.h"
 
@@ -346,19 +344,9 @@ static void collect_pool(struct metrics_set *set, const struct pool *pool, usec_
 	char lb[600] = "";
 	metrics_label(lb, sizeof(lb), "database", pool->db->name);
 	metrics_label(lb, sizeof(lb), "user", pool->user);
-	usec_t maxwait = 0;
-	struct list_node *first = list_first(&pool->waiting_clients);
-	if (!first)
-		first = list_first(&pool->welcome_clients);
-	if (first)
-		maxwait = MAX(now - container_of(first, struct client, node)->request_time, 0);
-	int being_canceled = 0, active_cancel = 0;
-	list_for_each(pos, &pool->used_servers)
-		if (container_of(pos, struct server, node)->cancels_in_flight)
-			being_canceled++;
-	list_for_each(pos, &pool->active_servers)
-		if (container_of(pos, struct server, node)->cancels_in_flight)
-			active_cancel++;
+	usec_t maxwait = pool_max_wait(pool, now);
+	int being_canceled, active_cancel;
+	pool_count_cancels(pool, &active_cancel, &being_canceled);
 	const struct { const char *name; double v; } g[] = {
 		{ "pgbouncer_pools_client_active_connections", pool->active_clients.count + pool->idle_clients.count },
 		{ "pgbouncer_pools_client_active_cancel_connections", 0 },

@@ -20,10 +20,12 @@
 #include "pgvalve/log.h"
 #include "pgvalve/metrics.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/tls.h"
 #include "pgvalve/workers.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
@@ -38,6 +40,7 @@ static struct {
 	struct evhttp_bound_socket *bound;
 	char addr[256];			/* what we listen on (or try to) */
 	int port;
+	bool tls;
 	struct bufferevent *conns[METRICS_HTTP_MAX_CONNECTIONS];
 	size_t nconns;
 	bool accept_paused;
@@ -83,7 +86,19 @@ static struct bufferevent *new_connection_bev(struct event_base *base, void *arg
 {
 	(void)arg;
 	sweep(false);
-	struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *bev;
+	if (mh.tls) {
+		/* The client side's context, as for PostgreSQL clients; NULL if that is gone. */
+		SSL *ssl = tls_new_client_ssl();
+		if (!ssl) {
+			log_error("metrics: no TLS context for an HTTPS connection");
+			return NULL;
+		}
+		bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+						     BEV_OPT_CLOSE_ON_FREE);
+	} else {
+		bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
 	if (!bev)
 		return NULL;	/* evhttp makes its own; it is then not counted */
 	bufferevent_incref(bev);
@@ -198,7 +213,7 @@ static bool try_bind(void)
 	mh.bound = evhttp_bind_socket_with_handle(mh.http, mh.addr, (ev_uint16_t)mh.port);
 	if (!mh.bound)
 		return false;
-	log_info("metrics: listening on http://%s:%d/metrics", mh.addr, mh.port);
+	log_info("metrics: listening on %s://%s:%d/metrics", mh.tls ? "https" : "http", mh.addr, mh.port);
 	return true;
 }
 
@@ -236,6 +251,13 @@ static void start(void)
 	evhttp_set_bevcb(mh.http, new_connection_bev, NULL);
 	snprintf(mh.addr, sizeof(mh.addr), "%s", cfg->metrics_listen_addr[0] ? cfg->metrics_listen_addr : "127.0.0.1");
 	mh.port = cfg->metrics_port;
+	mh.tls = cfg->metrics_tls;
+	if (mh.tls && !tls_client_side_ready()) {
+		log_error("metrics: metrics_tls needs client_tls_cert_file and client_tls_key_file; not listening");
+		evhttp_free(mh.http);
+		mh.http = NULL;
+		return;
+	}
 	if (!mh.sweep_ev) {
 		struct timeval tv = { 0, SWEEP_USEC };
 		mh.sweep_ev = event_new(pgv.base, -1, EV_PERSIST, sweep_cb, NULL);
@@ -277,7 +299,7 @@ void metrics_http_apply_config(void)
 		return;
 	}
 	const char *addr = cfg->metrics_listen_addr[0] ? cfg->metrics_listen_addr : "127.0.0.1";
-	if (mh.http && strcmp(addr, mh.addr) == 0 && cfg->metrics_port == mh.port)
+	if (mh.http && strcmp(addr, mh.addr) == 0 && cfg->metrics_port == mh.port && cfg->metrics_tls == mh.tls)
 		return;
 	stop();
 	start();

@@ -944,3 +944,22 @@ void pool_free_all(void)
 	pgv.user_counts = NULL;
 	pgv.user_counts_size = 0;
 }
+
+usec_t pool_max_wait(const struct pool *pool, usec_t now)
+{
+	struct list_node *first = list_first(&pool->waiting_clients);
+	if (!first)
+		first = list_first(&pool->welcome_clients);
+	return first ? MAX(now - container_of(first, struct client, node)->request_time, 0) : 0;
+}
+
+void pool_count_cancels(const struct pool *pool, int *active_cancel, int *being_canceled)
+{
+	*active_cancel = *being_canceled = 0;
+	list_for_each(pos, &pool->used_servers)
+		if (container_of(pos, struct server, node)->cancels_in_flight)
+			(*being_canceled)++;
+	list_for_each(pos, &pool->active_servers)
+		if (container_of(pos, struct server, node)->cancels_in_flight)
+			(*active_cancel)++;
+}

@@ -279,6 +279,7 @@ struct config {
 	char *metrics_listen_addr;
 	int metrics_port;
 	char *metrics_auth_token;	/* "" = no Authorization needed */
+	bool metrics_tls;		/* HTTPS with the client_tls_* certificate */
 
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */

@@ -11,7 +11,8 @@
  *                 auth with the token as password); else 401;
  *   GET /health   200 while serving, 503 while paused, suspended or
  *                 shutting down (no auth: for load balancers);
- * anything else 404 (405 for a method other than GET and HEAD).
+ * anything else 404 (405 for a method other than GET and HEAD). With
+ * metrics_tls, HTTPS only, with the client side's TLS context (tls.h).
  *
  * With workers = N only worker 1 listens (one port per instance); it reads
  * the other workers' samples from the shared table (metrics.h).

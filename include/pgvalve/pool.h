@@ -206,6 +206,10 @@ void pool_free_all(void);
 
 /* Whether db is paused, by PAUSE db, KILL db or a global PAUSE. */
 bool db_paused(const struct db *db);
+/* SHOW POOLS' maxwait: how long the first client in line has waited (0 if none). */
+usec_t pool_max_wait(const struct pool *pool, usec_t now);
+/* SHOW POOLS' cancel columns: active servers with a cancel in flight, and used ones waiting for theirs. */
+void pool_count_cancels(const struct pool *pool, int *active_cancel, int *being_canceled);
 /* Frees a pool with no clients or servers left (KILL). */
 void pool_destroy(struct pool *pool);
 

@@ -1145,6 +1145,7 @@ static const struct config_key spec_config[] = {
 	{ "metrics_listen_addr", "127.0.0.1", true },
 	{ "metrics_port", "0", true },
 	{ "metrics_auth_token", "", true },
+	{ "metrics_tls", "0", true },
 };
 
 /* SHOW CONFIG: every 1.25 key in order, changeable as PgBouncer, values reflecting the config. */

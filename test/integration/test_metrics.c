@@ -19,6 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #define DB "pgvtest"
 #define USER "pgbench_user"
 #define PASS "bench_pass"
@@ -759,6 +762,70 @@ START_TEST(workers_totals_are_the_sum)
 }
 END_TEST
 
+/* GET path over TLS, verifying the server against ca.crt for host; the status, or 0 if the handshake failed. */
+static int https_get(int port, const char *host, const char *path, const char *headers, char *body, size_t size)
+{
+	char ca[600];
+	snprintf(ca, sizeof(ca), "%s/ca.crt", getenv("PGV_TEST_CERTDIR"));
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, ca, NULL), 1);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL *ssl = SSL_new(ctx);
+	SSL_set1_host(ssl, host);
+	SSL_set_tlsext_host_name(ssl, host);
+	int fd = try_connect(port);
+	ck_assert_int_ge(fd, 0);
+	SSL_set_fd(ssl, fd);
+	int status = 0;
+	body[0] = '\0';
+	if (SSL_connect(ssl) == 1) {
+		char req[512];
+		int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s\r\n", path,
+				 host, headers ? headers : "");
+		ck_assert_int_eq(SSL_write(ssl, req, n), n);
+		size_t len = 0;
+		int got;
+		while (len + 1 < size && (got = SSL_read(ssl, body + len, (int)(size - len - 1))) > 0)
+			len += (size_t)got;
+		body[len] = '\0';
+		if (sscanf(body, "HTTP/1.%*d %d", &status) != 1)
+			status = -1;
+	}
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	close(fd);
+	return status;
+}
+
+/* metrics_tls: HTTPS with the client_tls certificate (verified against the CA); plain HTTP gets nothing. */
+START_TEST(tls_endpoint)
+{
+	struct pgv p;
+	int mport;
+	char extra[2048];
+	const char *d = getenv("PGV_TEST_CERTDIR");
+	ck_assert_msg(d && *d, "PGV_TEST_CERTDIR: run.sh makes the certificates");
+	snprintf(extra, sizeof(extra),
+		 "metrics_tls = 1\nclient_tls_sslmode = allow\nclient_tls_cert_file = %s/server.crt\n"
+		 "client_tls_key_file = %s/server.key\nmetrics_auth_token = tok\n", d, d);
+	start_with_metrics(&p, &mport, extra);
+	static char body[1 << 20];
+	ck_assert_int_eq(https_get(mport, "localhost", "/health", NULL, body, sizeof(body)), 200);
+	ck_assert_int_eq(https_get(mport, "localhost", "/metrics", NULL, body, sizeof(body)), 401);
+	ck_assert_int_eq(https_get(mport, "localhost", "/metrics", "Authorization: Bearer tok\r\n", body, sizeof(body)),
+			 200);
+	ck_assert_msg(strstr(body, "\npgbouncer_up 1\n"), "%.500s", body);
+	/* plain HTTP on the TLS port: no HTTP answer */
+	struct http_reply r;
+	http_get(mport, "/metrics", "Authorization: Bearer tok\r\n", &r);
+	ck_assert_msg(r.status == 0 || r.status >= 400, "plain HTTP got %d", r.status);
+	reply_free(&r);
+	expect_pooler_serving(&p);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -773,6 +840,7 @@ int main(void)
 	tcase_add_test(tc, hostile_http_clients);
 	tcase_add_test(tc, latency_histograms_and_failure_counters);
 	tcase_add_test(tc, workers_totals_are_the_sum);
+	tcase_add_test(tc, tls_endpoint);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }
