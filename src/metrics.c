@@ -185,11 +185,33 @@ void metrics_count_cancel_forwarded(void)
 
 /* ---------------------------------------------------------------- sets */
 
+static int cmp_family_by_name(const void *a, const void *b)
+{
+	return strcmp(families[*(const uint16_t *)a].name, families[*(const uint16_t *)b].name);
+}
+
+/* Table index of a family name, -1 if unknown: a binary search, since a scrape looks up every sample. */
 static int family_index(const char *name)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(families); i++)
-		if (strcmp(families[i].name, name) == 0)
-			return (int)i;
+	static uint16_t by_name[ARRAY_SIZE(families)];
+	static bool sorted;
+	if (!sorted) {
+		for (size_t i = 0; i < ARRAY_SIZE(families); i++)
+			by_name[i] = (uint16_t)i;
+		qsort(by_name, ARRAY_SIZE(families), sizeof(by_name[0]), cmp_family_by_name);
+		sorted = true;
+	}
+	size_t lo = 0, hi = ARRAY_SIZE(families);
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(families[by_name[mid]].name, name);
+		if (c == 0)
+			return by_name[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return -1;
 }
 

@@ -70,6 +70,8 @@ static void sweep(bool all)
 			mh.conns[w++] = mh.conns[i];
 	}
 	mh.nconns = w;
+	if (mh.nconns == 0 && mh.sweep_ev)
+		event_del(mh.sweep_ev);	/* no wake-ups while no one is connected */
 	if (mh.accept_paused && mh.nconns < METRICS_HTTP_MAX_CONNECTIONS && bound_listener()) {
 		evconnlistener_enable(bound_listener());
 		mh.accept_paused = false;
@@ -103,6 +105,10 @@ static struct bufferevent *new_connection_bev(struct event_base *base, void *arg
 		return NULL;	/* evhttp makes its own; it is then not counted */
 	bufferevent_incref(bev);
 	mh.conns[mh.nconns++] = bev;
+	if (!event_pending(mh.sweep_ev, EV_TIMEOUT, NULL)) {
+		struct timeval tv = { 0, SWEEP_USEC };
+		event_add(mh.sweep_ev, &tv);
+	}
 	if (mh.nconns >= METRICS_HTTP_MAX_CONNECTIONS && bound_listener()) {
 		evconnlistener_disable(bound_listener());
 		mh.accept_paused = true;
@@ -259,9 +265,7 @@ static void start(void)
 		return;
 	}
 	if (!mh.sweep_ev) {
-		struct timeval tv = { 0, SWEEP_USEC };
 		mh.sweep_ev = event_new(pgv.base, -1, EV_PERSIST, sweep_cb, NULL);
-		event_add(mh.sweep_ev, &tv);
 		mh.retry_ev = evtimer_new(pgv.base, retry_cb, NULL);
 	}
 	if (!try_bind()) {
