@@ -468,6 +468,15 @@ START_TEST(health_follows_pause)
 	http_get(mport, "/health", NULL, &r);
 	ck_assert_int_eq(r.status, 200);
 	reply_free(&r);
+	/* SIGTERM with a client still connected: shutting down, the endpoint still answers, 503 */
+	PGconn *c = login(&p, DB);
+	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
+	pgv_expect_log(&p, "got SIGTERM", 5);
+	http_get(mport, "/health", NULL, &r);
+	ck_assert_int_eq(r.status, 503);
+	ck_assert_msg(strstr(r.body, "shutting down"), "%s", r.body);
+	reply_free(&r);
+	PQfinish(c);
 	PQfinish(a);
 	pgv_stop(&p);
 }
