@@ -660,6 +660,79 @@ START_TEST(latency_histograms_and_failure_counters)
 }
 END_TEST
 
+/*
+ * Saturation, cancels and server failures: a client queued behind a pool
+ * of one shows in pgvalve_clients_waiting and, once served, in the wait
+ * histogram; a cancel request is counted; a database whose server is down
+ * counts a server connect failure.
+ */
+START_TEST(saturation_cancel_and_connect_failures)
+{
+	struct pgv p;
+	int mport;
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "%sdown = host=127.0.0.1 port=1 dbname=x\n", std_databases());
+	char ini[2048];
+	mport = http_port(0);
+	snprintf(ini, sizeof(ini), BASE "metrics_port = %d\ndefault_pool_size = 1\n", mport);
+	pgv_start(&p, ini, dbs, std_userlist());
+	PGconn *holder = login(&p, DB), *queued = login(&p, DB);
+	exec_ok(holder, "BEGIN");
+	exec_ok(holder, "SELECT 1");
+	char *body = scrape(mport);
+	double waits = metric(body, "pgvalve_client_wait_seconds_count{database=\"" DB "\"}");
+	double cancels = metric(body, "pgvalve_cancel_requests_forwarded_total");
+	double failures = metric(body, "pgvalve_server_connect_failures_total");
+	ck_assert_double_eq(metric(body, "pgvalve_clients_waiting"), 0);
+	free(body);
+
+	ck_assert_int_eq(PQsendQuery(queued, "SELECT 2"), 1);
+	bool waiting = false;
+	for (double end = now_s() + 5; now_s() < end && !waiting; sleep_ms(50)) {
+		body = scrape(mport);
+		waiting = metric(body, "pgvalve_clients_waiting") == 1 &&
+			  metric(body, "pgbouncer_pools_client_waiting_connections{database=\"" DB "\",user=\"" USER "\"}") == 1;
+		free(body);
+	}
+	ck_assert_msg(waiting, "the queued client never showed as waiting");
+	sleep_ms(300);
+	exec_ok(holder, "COMMIT");
+	PGresult *r;
+	while ((r = PQgetResult(queued)) != NULL)
+		PQclear(r);
+	body = scrape(mport);
+	ck_assert_double_eq(metric(body, "pgvalve_clients_waiting"), 0);
+	ck_assert_double_eq(metric(body, "pgvalve_client_wait_seconds_count{database=\"" DB "\"}"), waits + 1);
+	ck_assert(metric(body, "pgvalve_client_wait_seconds_sum{database=\"" DB "\"}") >= 0.3);
+	free(body);
+
+	/* a cancel request reaches PostgreSQL through pgvalve */
+	ck_assert_int_eq(PQsendQuery(holder, "SELECT pg_sleep(10)"), 1);
+	sleep_ms(300);
+	PGcancel *cancel = PQgetCancel(holder);
+	char errbuf[256];
+	ck_assert_int_eq(PQcancel(cancel, errbuf, sizeof(errbuf)), 1);
+	PQfreeCancel(cancel);
+	while ((r = PQgetResult(holder)) != NULL)
+		PQclear(r);
+	body = scrape(mport);
+	ck_assert_double_eq(metric(body, "pgvalve_cancel_requests_forwarded_total"), cancels + 1);
+	free(body);
+
+	/* the server of "down" refuses connections */
+	PGconn *x = pgv_connect(&p, "down", USER, PASS);
+	ck_assert_int_ne(PQstatus(x), CONNECTION_OK);
+	PQfinish(x);
+	body = scrape(mport);
+	ck_assert(metric(body, "pgvalve_server_connect_failures_total") >= failures + 1);
+	expect_promtool_ok(&p, body);
+	free(body);
+	PQfinish(holder);
+	PQfinish(queued);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* Worker k's console over its private socket (workers.h names the directory). */
 static PGconn *worker_console(struct pgv *p, int k)
 {
@@ -848,6 +921,7 @@ int main(void)
 	tcase_add_test(tc, reload_moves_the_port);
 	tcase_add_test(tc, hostile_http_clients);
 	tcase_add_test(tc, latency_histograms_and_failure_counters);
+	tcase_add_test(tc, saturation_cancel_and_connect_failures);
 	tcase_add_test(tc, workers_totals_are_the_sum);
 	tcase_add_test(tc, tls_endpoint);
 	suite_add_tcase(s, tc);
