@@ -141,13 +141,14 @@ static int try_connect(int port)
 /*
  * A free port for HTTP (metrics, Prometheus), outside the harness' range
  * for pgvalve (26000-31999) so that the pooler's own port, picked later,
- * cannot be the same; not `avoid`.
+ * cannot be the same, and below the kernel's ephemeral ports (32768 on)
+ * so that no client socket takes it before pgvalve binds it; not `avoid`.
  */
 static int http_port(int avoid)
 {
 	int start = (int)(getpid() % 1000) * 2;
 	for (int i = 0; i < 2000; i++) {
-		int port = 32000 + (start + i) % 2000;
+		int port = 22000 + (start + i) % 2000;
 		if (port == avoid)
 			continue;
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -158,7 +159,7 @@ static int http_port(int avoid)
 		if (ok)
 			return port;
 	}
-	ck_abort_msg("no free port in 32000-33999");
+	ck_abort_msg("no free port in 22000-23999");
 	return -1;
 }
 
