@@ -126,6 +126,11 @@ static const struct param_def params[] = {
 	P_INT(max_prepared_statements, "200", RELOAD, TODO, 0, INT_MAX),
 	P_INT(max_user_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_user_connections, "0", RELOAD, IMPL, 0, INT_MAX),
+	/* pgvalve extension: the Prometheus endpoint (see metrics_http.h); off while metrics_port is 0. */
+	P_STR(metrics_auth_token, "", RELOAD, IMPL),
+	P_STR(metrics_listen_addr, "127.0.0.1", RELOAD, IMPL),
+	P_INT(metrics_port, "0", RELOAD, IMPL, 0, 65535),
+	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(peer_id, "0", RELOAD, IMPL, 0, 16383),
 	P_STR(pidfile, "", RESTART, IMPL),
@@ -186,11 +191,6 @@ static const struct param_def params[] = {
 	P_INT(verbose, "0", RELOAD, IMPL, 0, INT_MAX),
 	/* pgvalve extension: processes sharing the port (see supervisor.h); "auto" = online CPUs. */
 	P_INT_AUTO(workers, "1", RESTART, IMPL, 1, CONFIG_MAX_WORKERS),
-	/* pgvalve extension: the Prometheus endpoint (see metrics_http.h); off while metrics_port is 0. */
-	P_STR(metrics_listen_addr, "127.0.0.1", RELOAD, IMPL),
-	P_INT(metrics_port, "0", RELOAD, IMPL, 0, 65535),
-	P_STR(metrics_auth_token, "", RELOAD, IMPL),
-	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 };
 
 /* Times above this many seconds (about 31,700 years) would overflow usec_t arithmetic elsewhere. */

@@ -239,6 +239,7 @@ static const char *const pgbouncer_125_params[] = {
 	"log_connections", "log_disconnections", "log_pooler_errors", "log_stats", "logfile",
 	"max_client_conn", "max_db_client_connections", "max_db_connections", "max_packet_size",
 	"max_prepared_statements", "max_user_client_connections", "max_user_connections",
+	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"min_pool_size", "peer_id", "pidfile", "pkt_buf", "pool_idle_timeout", "pool_mode", "query_timeout",
 	"query_wait_notify", "query_wait_timeout", "reserve_pool_size", "reserve_pool_timeout",
 	"resolv_conf", "sbuf_loopcnt", "scram_iterations", "server_check_delay", "server_check_query",
@@ -270,7 +271,7 @@ static const char *const implemented_params[] = {
 	"server_tls13_ciphers", "auth_user", "auth_query", "auth_dbname", "auth_hba_file", "auth_ident_file",
 	"min_pool_size", "reserve_pool_size", "reserve_pool_timeout", "max_user_connections", "max_db_client_connections", "max_user_client_connections", "server_fast_close", "autodb_idle_timeout", "client_idle_timeout", "query_timeout", "query_wait_notify", "idle_transaction_timeout", "transaction_timeout", "cancel_wait_timeout", "sbuf_loopcnt", "tcp_defer_accept", "tcp_socket_buffer", "tcp_user_timeout", "log_stats", "stats_period", "suspend_timeout", "pool_idle_timeout", "peer_id",
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
-	"workers",
+	"workers", "metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -318,7 +319,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 94);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 98);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
