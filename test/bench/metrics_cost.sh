@@ -79,10 +79,11 @@ wait_ready() {
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# One scrape a second, over bash's /dev/tcp (no curl needed).
+# One scrape a second, over bash's /dev/tcp (no curl needed); a line in $tmp/scrapes per answered one.
 scrape_loop() {
 	while sleep 1; do
-		{ exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3 >/dev/null; } 2>/dev/null
+		{ exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 &&
+			grep -c '^pgbouncer_up 1' <&3 >>"$tmp/scrapes"; } 2>/dev/null
 		exec 3<&- 2>/dev/null
 	done
 }
@@ -102,6 +103,7 @@ for round in $(seq "$rounds"); do
 	on_pid=$(start_one on "$on_port" "metrics_port = $metrics_port")
 	wait_ready "$off_port"
 	wait_ready "$on_port"
+	: >"$tmp/scrapes"
 	scrape_loop "$metrics_port" &
 	scraper_pid=$!
 	a0=$(cpu_ticks "$off_pid") b0=$(cpu_ticks "$on_pid")
@@ -120,7 +122,7 @@ for round in $(seq "$rounds"); do
 	line=$(awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v na="$n_off" -v nb="$n_on" 'BEGIN {
 		ua = a * 10000 / na; ub = b * 10000 / nb
 		printf "off %.2f us/txn (%d txns), on %.2f us/txn (%d txns), on/off %.3f", ua, na, ub, nb, ub / ua }')
-	echo "${0##*/}: round $round: $line"
+	echo "${0##*/}: round $round: $line, $(grep -c '^1$' "$tmp/scrapes") scrapes"
 	ratios="$ratios ${line##* }"
 done
 printf '%s\n' $ratios | median | awk '{ printf "metrics_cost.sh: median CPU per transaction, metrics on / off: %.3f\n", $1 }'
