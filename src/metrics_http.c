@@ -41,6 +41,7 @@ static struct {
 	char addr[256];			/* what we listen on (or try to) */
 	int port;
 	bool tls;
+	bool started;			/* metrics_http_start() ran: reloads may (re)start it from then on */
 	struct bufferevent *conns[METRICS_HTTP_MAX_CONNECTIONS];
 	size_t nconns;
 	bool accept_paused;
@@ -289,13 +290,16 @@ static void stop(void)
 
 void metrics_http_start(void)
 {
-	if (wanted())
+	mh.started = true;
+	if (wanted() && !mh.http)
 		start();
 }
 
 void metrics_http_apply_config(void)
 {
 	const struct config *cfg = pgv.cfg;
+	if (!mh.started)
+		return;		/* a restarted worker's catch-up reload, before start-up is done */
 	if (!wanted()) {
 		if (mh.http)
 			log_info("metrics: endpoint off");
@@ -311,6 +315,7 @@ void metrics_http_apply_config(void)
 
 void metrics_http_stop(void)
 {
+	mh.started = false;
 	stop();
 	if (mh.sweep_ev)
 		event_free(mh.sweep_ev);

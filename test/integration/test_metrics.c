@@ -839,6 +839,34 @@ START_TEST(workers_totals_are_the_sum)
 	body = scrape(mport);
 	ck_assert_double_eq(metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}"), total);
 	free(body);
+
+	/* kill worker 1, the one serving the endpoint: its successor serves it again, nothing lost */
+	a = worker_console(&p, 2);
+	r = PQexec(a, "SHOW WORKERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int pid1 = atoi(PQgetvalue(r, 0, PQfnumber(r, "pid")));
+	PQclear(r);
+	PQfinish(a);
+	ck_assert_int_gt(pid1, 0);
+	ck_assert_int_eq(kill(pid1, SIGKILL), 0);
+	restarted = false;
+	for (double end = now_s() + 20; now_s() < end && !restarted; sleep_ms(200)) {
+		int fd = try_connect(mport);
+		if (fd < 0)
+			continue;	/* down while worker 1 is restarted */
+		close(fd);
+		struct http_reply hr;
+		http_get(mport, "/metrics", NULL, &hr);
+		double t, v;
+		if (hr.status == 200 && series_value(hr.body, "pgvalve_worker_restarts_total{worker=\"1\"}", &v) && v >= 1) {
+			t = metric(hr.body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}");
+			ck_assert_msg(t == total, "after worker 1's restart the total is %.0f, was %.0f", t, total);
+			restarted = true;
+		}
+		reply_free(&hr);
+	}
+	ck_assert_msg(restarted, "the endpoint did not come back with a new worker 1\n%s", pgv_log_tail(&p, 2000));
+	ck_assert_int_eq(pgv_log_count(&p, "could not listen on"), 0);
 	for (int i = 0; i < N; i++)
 		PQfinish(c[i]);
 	pgv_stop(&p);
