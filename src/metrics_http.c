@@ -89,6 +89,8 @@ static struct bufferevent *new_connection_bev(struct event_base *base, void *arg
 {
 	(void)arg;
 	sweep(false);
+	if (mh.nconns >= METRICS_HTTP_MAX_CONNECTIONS)
+		return NULL;	/* accepted just before the listener stopped: evhttp's own, uncounted */
 	struct bufferevent *bev;
 	if (mh.tls) {
 		/* The client side's context, as for PostgreSQL clients; NULL if that is gone. */
