@@ -4,6 +4,7 @@
 # it installs an EXIT trap that stops whatever it started.
 #
 #   bench_setup_cluster          tmp, runas, pgport; database bench (scale 10), role bench/bench (md5)
+#   bench_write_ini NAME PORT EXTRA   $tmp/NAME.ini: the pgvalve.ini below, on PORT
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
 #   bench_stop_pgvalve           SIGTERM, waits until it has exited
@@ -55,26 +56,31 @@ bench_setup_cluster() {
 	ulimit -n 65536 2>/dev/null || true
 }
 
-bench_start_pgvalve() {
-	port=$(pgv_free_port $((pgport + 1)))
-	cat >"$tmp/pgvalve.ini" <<INI
+# bench_write_ini NAME PORT EXTRA: $tmp/NAME.ini for a pgvalve on PORT (log in $tmp/NAME.log).
+bench_write_ini() {
+	cat >"$tmp/$1.ini" <<INI
 [databases]
 bench = host=127.0.0.1 port=$pgport dbname=bench
 [pgvalve]
 listen_addr = 127.0.0.1
-listen_port = $port
+listen_port = $2
 unix_socket_dir =
 pool_mode = transaction
 default_pool_size = 20
 max_client_conn = 2000
 auth_type = md5
 auth_file = $tmp/userlist.txt
-logfile = $tmp/pgvalve.log
+logfile = $tmp/$1.log
 log_connections = 0
 log_disconnections = 0
-$1
+$3
 INI
-	[ -n "$runas" ] && chown "$runas:" "$tmp/pgvalve.ini"
+	[ -n "$runas" ] && chown "$runas:" "$tmp/$1.ini"
+}
+
+bench_start_pgvalve() {
+	port=$(pgv_free_port $((pgport + 1)))
+	bench_write_ini pgvalve "$port" "$1"
 	if [ -n "$runas" ]; then
 		"$PGVALVE" -q -u "$runas" "$tmp/pgvalve.ini" &
 	else

@@ -39,27 +39,10 @@ cost_cleanup() {
 }
 trap cost_cleanup EXIT
 
-# start_one NAME PORT EXTRA: a pgvalve like bench_start_pgvalve's; prints its pid.
+# start_one NAME PORT EXTRA: a pgvalve like bench_start_pgvalve's (bench_write_ini); prints its pid.
 start_one() {
-	local name=$1 p=$2
-	cat >"$tmp/$name.ini" <<INI
-[databases]
-bench = host=127.0.0.1 port=$pgport dbname=bench
-[pgvalve]
-listen_addr = 127.0.0.1
-listen_port = $p
-unix_socket_dir =
-pool_mode = transaction
-default_pool_size = 20
-max_client_conn = 2000
-auth_type = md5
-auth_file = $tmp/userlist.txt
-logfile = $tmp/$name.log
-log_connections = 0
-log_disconnections = 0
-$3
-INI
-	[ -n "$runas" ] && chown "$runas:" "$tmp/$name.ini"
+	local name=$1
+	bench_write_ini "$name" "$2" "$3"
 	if [ -n "$runas" ]; then
 		"$PGVALVE" -q -u "$runas" "$tmp/$name.ini" >/dev/null 2>&1 &
 	else
