@@ -72,6 +72,7 @@ systemd|command -v systemd-analyze
 python3-venv|python3 -c "import ensurepip, venv"
 nodejs|command -v node
 npm|command -v npm
+prometheus|command -v promtool && command -v prometheus
 EOF
 		;;
 	esac

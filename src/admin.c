@@ -282,19 +282,9 @@ static void show_pools(struct result *r)
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
 		struct db *db = pool->db;
-		usec_t maxwait = 0;
-		struct list_node *first = list_first(&pool->waiting_clients);
-		if (!first)
-			first = list_first(&pool->welcome_clients);
-		if (first)
-			maxwait = MAX(now - container_of(first, struct client, node)->request_time, 0);
-		int being_canceled = 0, active_cancel = 0;
-		list_for_each(pos, &pool->used_servers)
-			if (container_of(pos, struct server, node)->cancels_in_flight)
-				being_canceled++;
-		list_for_each(pos, &pool->active_servers)
-			if (container_of(pos, struct server, node)->cancels_in_flight)
-				active_cancel++;
+		usec_t maxwait = pool_max_wait(pool, now);
+		int being_canceled, active_cancel;
+		pool_count_cancels(pool, &active_cancel, &being_canceled);
 		cells_reset(&c);
 		cell_str(&c, db->name);
 		cell_str(&c, pool->user);
@@ -785,6 +775,14 @@ static size_t collect_users(struct user_row **out)
 	return w;
 }
 
+size_t admin_user_count(void)
+{
+	struct user_row *rows;
+	size_t n = collect_users(&rows);
+	free(rows);
+	return n;
+}
+
 static void show_users(struct result *r)
 {
 	static const char *const names[] = {
@@ -829,9 +827,7 @@ static void show_lists(struct result *r)
 	int pools = 0, used_clients = (int)pgv.client_count, used_servers = (int)pgv.server_count;
 	list_for_each(dpos, &pgv.databases)
 		pools += (int)container_of(dpos, struct db, node)->pools.count;
-	struct user_row *urows;
-	size_t users = collect_users(&urows);
-	free(urows);
+	size_t users = admin_user_count();
 	/* SHOW PEER_POOLS has a row for every configured peer, as in PgBouncer. */
 	int peers = 0;
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)

@@ -158,6 +158,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 
 	/* An error in the middle of a forwarded server message would corrupt the client's stream. */
 	bool mid_message = client->link && client->link->nb.pkt_remaining;
+	if (sqlstate && !client->logged_in)
+		metrics_count_login_error(sqlstate, reason);
 	/* Logged before the client hears it, so a log read right after the client's error has the line. */
 	if (!client->quiet && (client->logged_in ? pgv.cfg->log_disconnections :
 				(sqlstate != NULL || pgv.cfg->log_connections)))

@@ -126,6 +126,11 @@ static const struct param_def params[] = {
 	P_INT(max_prepared_statements, "200", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_user_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_user_connections, "0", RELOAD, IMPL, 0, INT_MAX),
+	/* pgvalve extension: the Prometheus endpoint (see metrics_http.h); off while metrics_port is 0. */
+	P_STR(metrics_auth_token, "", RELOAD, IMPL),
+	P_STR(metrics_listen_addr, "127.0.0.1", RELOAD, IMPL),
+	P_INT(metrics_port, "0", RELOAD, IMPL, 0, 65535),
+	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(peer_id, "0", RELOAD, IMPL, 0, 16383),
 	P_STR(pidfile, "", RESTART, IMPL),

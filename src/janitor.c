@@ -22,6 +22,7 @@
 #include "pgvalve/client.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/log.h"
+#include "pgvalve/metrics.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
@@ -274,6 +275,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 		pool_drop_idle_autodb(db, now);
 	}
 	workers_publish();
+	metrics_publish();
 }
 
 void janitor_start(void)

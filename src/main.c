@@ -17,6 +17,8 @@
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/metrics.h"
+#include "pgvalve/metrics_http.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
@@ -206,8 +208,10 @@ static int run_pooler(bool single, unsigned restarts)
 	}
 	if (single)
 		write_pidfile(cfg->pidfile);
+	metrics_carry_over();
 	workers_announce_running();
 	janitor_start();
+	metrics_http_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OPENSSL_VERSION_TEXT);
 	/* Listening: systemd may start what comes After= us (Type=notify). */
@@ -218,6 +222,7 @@ static int run_pooler(bool single, unsigned restarts)
 	log_info("shutting down");
 	sdnotify_stop_status_timer();
 	sdnotify_send_stopping("shutting down");
+	metrics_http_stop();
 	janitor_stop();
 	listener_close();
 	loop_cleanup();

@@ -677,8 +677,11 @@ static void link_pair(struct client *client, struct server *server)
 	bool was_waiting = client->state == CL_WAITING;
 	struct stats *st = &server->pool->db->stats.total;
 	st->server_assignment_count++;
-	if (was_waiting)
-		st->wait_time += (uint64_t)MAX(now_usec() - client->request_time, 0);
+	if (was_waiting) {
+		usec_t waited = MAX(now_usec() - client->request_time, 0);
+		st->wait_time += (uint64_t)waited;
+		metrics_histogram_observe(&server->pool->db->wait_hist, waited);
+	}
 	server_link(server, client);
 	client_linked(client);
 	if (server_apply_client_vars(server, client))
@@ -899,6 +902,7 @@ void pool_client_logged_in(struct client *client)
 void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message)
 {
 	pool->last_login_failure = now_usec();
+	metrics_count_server_connect_failure();
 	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
 	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
 	/*
@@ -921,6 +925,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 
 void pool_server_connect_failed(struct pool *pool)
 {
+	metrics_count_server_connect_failure();
 	pool->last_login_failure = now_usec();	/* paces the next try (server_login_retry) */
 	pool->last_error[0] = '\0';		/* nothing to fail clients with: they wait */
 }
@@ -1143,4 +1148,23 @@ void pool_free_all(void)
 	free(pgv.user_counts);
 	pgv.user_counts = NULL;
 	pgv.user_counts_size = 0;
+}
+
+usec_t pool_max_wait(const struct pool *pool, usec_t now)
+{
+	struct list_node *first = list_first(&pool->waiting_clients);
+	if (!first)
+		first = list_first(&pool->welcome_clients);
+	return first ? MAX(now - container_of(first, struct client, node)->request_time, 0) : 0;
+}
+
+void pool_count_cancels(const struct pool *pool, int *active_cancel, int *being_canceled)
+{
+	*active_cancel = *being_canceled = 0;
+	list_for_each(pos, &pool->used_servers)
+		if (container_of(pos, struct server, node)->cancels_in_flight)
+			(*being_canceled)++;
+	list_for_each(pos, &pool->active_servers)
+		if (container_of(pos, struct server, node)->cancels_in_flight)
+			(*active_cancel)++;
 }

@@ -12,6 +12,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/log.h"
+#include "pgvalve/metrics_http.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/scram_cache.h"
@@ -118,6 +119,7 @@ int reload_config(char *errbuf, size_t errsize)
 	dns_configure(fresh);
 	pool_apply_config();
 	listener_apply_tcp_settings();
+	metrics_http_apply_config();
 	config_free(old);
 	if (old_auth)
 		auth_store_free(old_auth);

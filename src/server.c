@@ -1114,10 +1114,12 @@ static void count_ready(struct server *server, uint32_t len)
 		return;		/* more replies owed: the request is not over */
 	if (server->query_start) {
 		st->query_time += (uint64_t)MAX(now - server->query_start, 0);
+		metrics_histogram_observe(&server->pool->db->query_hist, now - server->query_start);
 		server->query_start = 0;
 	}
 	if (server->txn_status == 'I' && server->xact_start) {
 		st->xact_time += (uint64_t)MAX(now - server->xact_start, 0);
+		metrics_histogram_observe(&server->pool->db->xact_hist, now - server->xact_start);
 		server->xact_start = 0;
 	}
 }
@@ -1437,6 +1439,7 @@ void server_send_cancel(struct server *server)
 	}
 	req->started = now_usec();
 	list_append(&pgv.cancel_requests, &req->node);
+	metrics_count_cancel_forwarded();
 	server->cancels_in_flight++;
 	server->cancel_sent_at = req->started;
 	server_log(LOG_LEVEL_DEBUG, server, "sending cancel request");

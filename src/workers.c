@@ -48,7 +48,16 @@ struct worker_table_head {
 	uint32_t pause_state;
 } __attribute__((aligned(64)));
 
+/* A blob area (see workers.h): its own sequence counter, its length, then the bytes. */
+struct worker_blob {
+	uint32_t seq;
+	uint32_t len;
+	char data[WORKERS_BLOB_BYTES];
+} __attribute__((aligned(64)));
+
 static struct {
+	struct worker_blob *blobs;	/* count * WORKERS_BLOBS areas; NULL for a single process */
+	size_t blobs_bytes;
 	struct worker_table_head *head;
 	struct worker_slot *table;
 	size_t table_bytes;
@@ -161,14 +170,25 @@ void workers_table_create(int count, pid_t supervisor)
 		die("could not map the shared worker table: %s", strerror(errno));
 	wk.head = mem;
 	wk.table = (struct worker_slot *)(wk.head + 1);
+	if (wk.count > 1) {
+		/* Pages are only used once written: a few hundred KB a worker in practice. */
+		wk.blobs_bytes = sizeof(struct worker_blob) * WORKERS_BLOBS * (size_t)wk.count;
+		mem = mmap(NULL, wk.blobs_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (mem == MAP_FAILED)
+			die("could not map the shared metrics areas: %s", strerror(errno));
+		wk.blobs = mem;
+	}
 }
 
 void workers_table_destroy(void)
 {
 	if (wk.head)
 		munmap(wk.head, wk.table_bytes);
+	if (wk.blobs)
+		munmap(wk.blobs, wk.blobs_bytes);
 	wk.head = NULL;
 	wk.table = NULL;
+	wk.blobs = NULL;
 }
 
 void workers_become(int worker)
@@ -402,4 +422,50 @@ bool workers_others_paused(uint32_t gen)
 			return false;
 	}
 	return true;
+}
+
+static struct worker_blob *blob(int worker, enum workers_blob which)
+{
+	if (!wk.blobs || worker < 1 || worker > wk.count || which >= WORKERS_BLOBS)
+		return NULL;
+	return &wk.blobs[(size_t)(worker - 1) * WORKERS_BLOBS + which];
+}
+
+bool workers_blob_write(enum workers_blob which, const void *data, size_t len)
+{
+	struct worker_blob *b = blob(wk.self, which);
+	if (!b || len > WORKERS_BLOB_BYTES)
+		return false;
+	uint32_t seq = LOAD(b->seq);
+	if (seq & 1)
+		seq++;		/* left odd by a predecessor killed mid-write */
+	STORE(b->seq, seq + 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	if (len)
+		memcpy(b->data, data, len);
+	STORE(b->len, (uint32_t)len);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	STORE(b->seq, seq + 2);
+	return true;
+}
+
+char *workers_blob_read(int worker, enum workers_blob which, size_t *len)
+{
+	struct worker_blob *b = blob(worker, which);
+	if (!b)
+		return NULL;
+	char *copy = xmalloc(WORKERS_BLOB_BYTES + 1);
+	uint32_t n = 0;
+	for (int tries = 0; tries < SEQ_READ_TRIES; tries++) {
+		uint32_t before = LOAD(b->seq);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		n = MIN(LOAD(b->len), (uint32_t)WORKERS_BLOB_BYTES);
+		memcpy(copy, b->data, n);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(before & 1) && LOAD(b->seq) == before)
+			break;
+	}
+	copy[n] = '\0';
+	*len = n;
+	return copy;
 }

@@ -276,6 +276,11 @@ struct config {
 
 	/* pgvalve extensions */
 	int workers;			/* processes serving the port; 0 = auto (online CPUs) */
+	/* metrics endpoint (metrics_http.h): off while metrics_port is 0 */
+	char *metrics_listen_addr;
+	int metrics_port;
+	char *metrics_auth_token;	/* "" = no Authorization needed */
+	bool metrics_tls;		/* HTTPS with the client_tls_* certificate */
 
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */

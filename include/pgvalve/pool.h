@@ -19,6 +19,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/stats.h"
+#include "pgvalve/metrics.h"
 
 #include <event2/event.h>
 #include <sys/socket.h>
@@ -57,6 +58,8 @@ struct db {
 	bool is_fake;			/* a name nothing matched: logins authenticate, then fail (not listed) */
 	struct list pools;
 	struct stats_period stats;
+	/* latency histograms for the metrics endpoint (metrics.h) */
+	struct metrics_histogram query_hist, xact_hist, wait_hist;
 	int server_count;
 	int client_count;		/* clients that chose it, counted from the startup packet on */		/* all servers of all its pools */
 	usec_t last_used;
@@ -255,6 +258,10 @@ void pool_free_all(void);
 
 /* Whether db is paused, by PAUSE db, KILL db or a global PAUSE. */
 bool db_paused(const struct db *db);
+/* SHOW POOLS' maxwait: how long the first client in line has waited (0 if none). */
+usec_t pool_max_wait(const struct pool *pool, usec_t now);
+/* SHOW POOLS' cancel columns: active servers with a cancel in flight, and used ones waiting for theirs. */
+void pool_count_cancels(const struct pool *pool, int *active_cancel, int *being_canceled);
 /* Frees a pool with no clients or servers left (KILL). */
 void pool_destroy(struct pool *pool);
 

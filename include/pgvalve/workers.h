@@ -161,4 +161,19 @@ bool workers_others_paused(uint32_t gen);
 /* Any process: slot of worker k (1-based). */
 void workers_read(int worker, struct worker_status *out);
 
+/*
+ * Blobs: with workers = N > 1 every slot also has a byte area the metrics
+ * endpoint uses (metrics.h: the worker's samples as of its last publish),
+ * written only by the slot's worker under a sequence counter of its own.
+ * workers_blob_write: this worker's blob; false (nothing written) if len
+ * exceeds WORKERS_BLOB_BYTES or there are no blobs (a single process).
+ * workers_blob_read: a copy of worker k's blob, NUL-terminated, to free();
+ * NULL if there are none. A predecessor killed mid-write may leave it torn:
+ * readers get what is there, line by line.
+ */
+enum workers_blob { WORKERS_BLOB_METRICS, WORKERS_BLOBS };
+#define WORKERS_BLOB_BYTES (1024 * 1024)
+bool workers_blob_write(enum workers_blob which, const void *data, size_t len);
+char *workers_blob_read(int worker, enum workers_blob which, size_t *len);
+
 #endif

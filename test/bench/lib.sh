@@ -5,6 +5,7 @@
 #
 #   bench_setup_cluster          tmp, runas, pgport; database bench (pgbench tables of scale
 #                                $bench_scale, 10 if unset, none if 0), role bench/bench (md5)
+#   bench_write_ini NAME PORT EXTRA   $tmp/NAME.ini: a pgvalve config on PORT (bench_pooler_ini)
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
 #   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
@@ -92,6 +93,12 @@ bench_wait_ready() {
 		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$1" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
 		sleep 0.2
 	done
+}
+
+# bench_write_ini NAME PORT EXTRA: $tmp/NAME.ini for a pgvalve on PORT (log in $tmp/NAME.log).
+bench_write_ini() {
+	bench_pooler_ini pgvalve "$2" "$1" "$3" >"$tmp/$1.ini"
+	if [ -n "$runas" ]; then chown "$runas:" "$tmp/$1.ini"; fi
 }
 
 bench_start_pgvalve() {

@@ -355,6 +355,27 @@ int run_program(char *const argv[], char *const env[], const char *outfile, int 
 	return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+pid_t run_program_background(char *const argv[], const char *outfile)
+{
+	pid_t pid = spawn(argv, NULL, outfile, NULL);
+	registry_add_helper(pid);
+	return pid;
+}
+
+void stop_program(pid_t pid)
+{
+	int status;
+
+	if (pid <= 0)
+		return;
+	kill(pid, SIGTERM);
+	if (!wait_child(pid, &status, STOP_TIMEOUT_S)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	registry_drop_helper(pid);
+}
+
 /* ---------------------------------------------------------------- dnsmasq */
 
 /* Whether a socket of type (SOCK_STREAM, SOCK_DGRAM) can bind 127.0.0.1:port now. */

@@ -152,6 +152,13 @@ const char *std_userlist(void);
  * is killed).
  */
 int run_program(char *const argv[], char *const env[], const char *outfile, int timeout_s);
+/*
+ * The same in the background (a server the test talks to): returns its pid
+ * at once; the teardown fixture kills it if the test did not stop it.
+ */
+pid_t run_program_background(char *const argv[], const char *outfile);
+/* SIGTERM and wait (SIGKILL after 5 s). */
+void stop_program(pid_t pid);
 
 /*
  * A DNS server for the test: dnsmasq on 127.0.0.1:port (UDP and TCP),

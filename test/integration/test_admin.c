@@ -1087,6 +1087,11 @@ static const struct config_key spec_config[] = {
 	{ "max_prepared_statements", "200", true },
 	{ "max_user_client_connections", "0", true },
 	{ "max_user_connections", "0", true },
+	/* pgvalve extension (metrics endpoint), in alphabetical place */
+	{ "metrics_auth_token", "", true },
+	{ "metrics_listen_addr", "127.0.0.1", true },
+	{ "metrics_port", "0", true },
+	{ "metrics_tls", "0", true },
 	{ "min_pool_size", "0", true },
 	{ "peer_id", "0", true },
 	{ "pidfile", "", false },

@@ -239,6 +239,7 @@ static const char *const pgbouncer_125_params[] = {
 	"log_connections", "log_disconnections", "log_pooler_errors", "log_stats", "logfile",
 	"max_client_conn", "max_db_client_connections", "max_db_connections", "max_packet_size",
 	"max_prepared_statements", "max_user_client_connections", "max_user_connections",
+	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"min_pool_size", "peer_id", "pidfile", "pkt_buf", "pool_idle_timeout", "pool_mode", "query_timeout",
 	"query_wait_notify", "query_wait_timeout", "reserve_pool_size", "reserve_pool_timeout",
 	"resolv_conf", "sbuf_loopcnt", "scram_iterations", "server_check_delay", "server_check_query",
@@ -273,6 +274,7 @@ static const char *const implemented_params[] = {
 	"dns_max_ttl", "dns_nxdomain_ttl", "dns_zone_check_period", "resolv_conf",
 	"workers", "track_client_set", "max_prepared_statements",
 	"auth_ldap_options", "conffile", "disable_pqexec", "job_name", "service_name", "unix_socket_group",
+	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -320,7 +322,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 102);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 106);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
