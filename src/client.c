@@ -285,7 +285,7 @@ static bool negotiate_protocol(struct client *client, const struct startup_param
 		return true;
 	struct pktbuf b;
 	pktbuf_init(&b, 64);
-	proto_put_negotiate_version(&b, 0, unknown, count);
+	proto_put_negotiate_version(&b, PROTO_VERSION_3, unknown, count);
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
 	return client->state != CL_CLOSED;

@@ -284,10 +284,10 @@ void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key)
 	pktbuf_end(b);
 }
 
-void proto_put_negotiate_version(struct pktbuf *b, uint32_t minor, const char *const *options, int count)
+void proto_put_negotiate_version(struct pktbuf *b, uint32_t version, const char *const *options, int count)
 {
 	pktbuf_begin(b, 'v');
-	pktbuf_put_uint32(b, minor);
+	pktbuf_put_uint32(b, version);
 	pktbuf_put_uint32(b, (uint32_t)count);
 	for (int i = 0; i < count; i++)
 		pktbuf_put_string(b, options[i]);

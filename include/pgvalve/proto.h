@@ -150,8 +150,12 @@ void proto_put_notice(struct pktbuf *b, const char *sqlstate, const char *messag
 void proto_put_auth_request(struct pktbuf *b, uint32_t code, const void *extra, uint32_t extra_len);
 void proto_put_parameter_status(struct pktbuf *b, const char *name, const char *value);
 void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key);
-/* NegotiateProtocolVersion: the newest minor version spoken, the protocol options not recognized. */
-void proto_put_negotiate_version(struct pktbuf *b, uint32_t minor, const char *const *options, int count);
+/*
+ * NegotiateProtocolVersion: the newest version spoken for the client's
+ * major version, as the whole number (3.0 is 196608: what PostgreSQL sends
+ * and libpq reads), and the protocol options not recognized.
+ */
+void proto_put_negotiate_version(struct pktbuf *b, uint32_t version, const char *const *options, int count);
 /* The 16-byte untyped CancelRequest a new connection sends. */
 void proto_put_cancel_request(struct pktbuf *b, uint32_t pid, uint32_t key);
 void proto_put_ready(struct pktbuf *b, char status);

@@ -92,12 +92,30 @@ START_TEST(drivers_break_without_tracking)
 }
 END_TEST
 
+/*
+ * libpq 18's max_protocol_version=latest asks for protocol 3.2: pgvalve's
+ * NegotiateProtocolVersion brings it back to 3.0 (issue 13).
+ */
+START_TEST(libpq_newest_protocol)
+{
+	struct pgv p;
+	pgv_start(&p, POOL, std_databases(), std_userlist());
+	drivers_setup(p.dir);
+	const char *text;
+	int rc = run_driver(&p, "python", "libpq_protocol.py", &text);
+	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "libpq_protocol.py exited %d:\n%s\n%s", rc, text,
+		      pgv_log_tail(&p, 2000));
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *drivers_suite(void)
 {
 	Suite *s = suite_create("drivers");
 	TCase *tc = pgv_tcase_create("matrix", 600);
 	tcase_add_loop_test(tc, driver_default_prepares, 0, (int)(sizeof(drivers) / sizeof(drivers[0])));
 	tcase_add_loop_test(tc, drivers_break_without_tracking, 0, (int)(sizeof(drivers) / sizeof(drivers[0])));
+	tcase_add_test(tc, libpq_newest_protocol);
 	suite_add_tcase(s, tc);
 	return s;
 }
