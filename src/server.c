@@ -788,6 +788,14 @@ static void internal_query_done(struct server *server)
 		server->last_used = now_usec();
 		pool_server_ready(server);
 		break;
+	case SV_INTERNAL_CONNECT_QUERY:
+		/* Its errors are logged (above) and otherwise ignored, as PgBouncer; an open transaction is not. */
+		if (server->txn_status != 'I') {
+			server_close(server, "connect_query left a transaction open");
+			return;
+		}
+		pool_server_ready(server);
+		break;
 	case SV_INTERNAL_AUTH_QUERY: {
 		struct client *client = server->auth_client;
 		server->auth_client = NULL;
@@ -1021,6 +1029,13 @@ static void login_complete(struct server *server)
 	pool->last_login_failure = 0;
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
+	/* connect_query: before any client may use the server (as PgBouncer). */
+	const char *cq = pool->db->cfg->connect_query;
+	if (cq[0]) {
+		server_set_state(server, SV_TESTED);
+		server_run_internal(server, SV_INTERNAL_CONNECT_QUERY, cq, (uint32_t)strlen(cq));
+		return;
+	}
 	pool_server_ready(server);
 }
 

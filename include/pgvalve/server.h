@@ -47,6 +47,7 @@ enum server_internal {
 	SV_INTERNAL_RESET,		/* server_reset_query */
 	SV_INTERNAL_CHECK,		/* server_check_query */
 	SV_INTERNAL_AUTH_QUERY,		/* auth_query for a login of another pool */
+	SV_INTERNAL_CONNECT_QUERY,	/* the database's connect_query, once after login */
 };
 
 struct server {

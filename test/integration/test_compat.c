@@ -817,6 +817,35 @@ START_TEST(unknown_database_after_authentication)
 }
 END_TEST
 
+/* ================================================================ 10: connect_query */
+
+/* connect_query runs once on each new server before any client uses it; its errors are logged and ignored. */
+START_TEST(connect_query_runs_first)
+{
+	direct_exec("CREATE TABLE IF NOT EXISTS pgv_cq_log (pid int)");
+	direct_exec("GRANT SELECT, INSERT ON pgv_cq_log TO PUBLIC");
+	direct_exec("TRUNCATE pgv_cq_log");
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs),
+		 "cq = host=127.0.0.1 port=%s dbname=" DB " connect_query='INSERT INTO pgv_cq_log VALUES (pg_backend_pid())'\n"
+		 "cqbad = host=127.0.0.1 port=%s dbname=" DB " connect_query='SELECT no_such_column'\n",
+		 pg_port_text(), pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\n", dbs, userlist());
+	PGconn *c = pgv_connect(&p, "cq", "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(c, "SELECT count(*) FROM pgv_cq_log WHERE pid = pg_backend_pid()"), "1");
+	ck_assert_str_eq(query_value(c, "SELECT count(*) FROM pgv_cq_log"), "1");	/* once, not per transaction */
+	PQfinish(c);
+	c = pgv_connect(&p, "cqbad", "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SELECT 'still served'"), "still served");
+	PQfinish(c);
+	pgv_expect_log(&p, "column \"no_such_column\" does not exist", 5);
+	pgv_stop(&p);
+	direct_exec("DROP TABLE pgv_cq_log");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat");
@@ -842,6 +871,7 @@ int main(void)
 		{ "auth_file_limits", auth_file_limits, 20 },
 		{ "auth_query_and_trust", auth_query_and_trust, 30 },
 		{ "unknown_database", unknown_database_after_authentication, 20 },
+		{ "connect_query", connect_query_runs_first, 20 },
 		{ "shutdown_wait_for_servers", shutdown_wait_for_servers_refuses_requests, 20 },
 		{ "second_sigint", second_sigint_fast_exit, 20 },
 		{ "sigterm_then_sigint", sigterm_then_sigint_fast_exit, 20 },
