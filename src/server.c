@@ -684,6 +684,11 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 			put_query(&b, all.buf, all.len);
 			pktbuf_free(&all);
 		}
+		if (log_enabled(LOG_LEVEL_DEBUG)) {
+			char pfx[256];
+			server_log(LOG_LEVEL_DEBUG, server, "bringing session parameters in line with %s",
+				   client_prefix(client, pfx, sizeof(pfx)));
+		}
 		server->internal = SV_INTERNAL_SET_PARAMS;
 		server->internal_failed = false;
 		server->internal_sqlstate[0] = '\0';
@@ -738,7 +743,7 @@ static void set_params_done(struct server *server)
 		return;
 	if (!server->internal_failed) {
 		/* parameters the server does not report (search_path on PostgreSQL 15) */
-		varcache_sync_applied(&server->vars, client->vars);
+		varcache_sync_applied(&server->vars, &client->vars, server->reported_mask);
 		if (session_set_enabled(server->pool))
 			session_set_applied(server, client);
 		client->vars_apply_failures = 0;

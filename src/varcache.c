@@ -277,13 +277,18 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src)
 			varcache_set(dst, i, varcache_get(src, i));
 }
 
-void varcache_sync_applied(struct varcache **server, const struct varcache *client)
+void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask)
 {
 	for (int i = 0; i < vtab.count; i++) {
 		if (vtab.read_only[i])
 			continue;
-		const char *want = varcache_get(client, i);
-		if (want)
+		const char *want = varcache_get(*client, i);
+		const char *has = varcache_get(*server, i);
+		if (want && has && want != unknown_value && has != unknown_value && i < 64 &&
+		    (reported_mask & (UINT64_C(1) << i))) {
+			if (strcmp(want, has) != 0)
+				varcache_set(client, i, has);	/* PostgreSQL's spelling of the client's value */
+		} else if (want)
 			varcache_set(server, i, want);
 		else if (varcache_get(*server, i)) {
 			intern_put((*server)->values[i]);	/* RESET: the server's default, value unknown */

@@ -49,8 +49,16 @@ void varcache_free(struct varcache *vc);
 void varcache_copy_missing(struct varcache **dst, const struct varcache *src);
 /* Copies every value src has into *dst (after dst was brought in line with src). */
 void varcache_copy_set(struct varcache **dst, const struct varcache *src);
-/* After the diff SQL ran: the server now has the client's values, and defaults where the client has none. */
-void varcache_sync_applied(struct varcache **server, const struct varcache *client);
+/*
+ * After the diff SQL ran: the server now has the client's values, and
+ * defaults where the client has none. For a parameter the server reports
+ * (bit i of reported_mask), the server's value is already right (it sent
+ * ParameterStatus if the value changed, nothing if not) and is PostgreSQL's
+ * own spelling of the client's ("ISO" is "ISO, MDY", "utf8" is "UTF8"):
+ * the client takes that spelling, so it equals every server set the same
+ * way and is not applied again at each server switch.
+ */
+void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask);
 /* Forgets the values whose bit is not in keep_mask (bit i = index i). */
 void varcache_forget_except(struct varcache *vc, uint64_t keep_mask);
 /* Forgets one value (the server's default, not known). */

@@ -676,6 +676,42 @@ START_TEST(options_startup_parameter)
 }
 END_TEST
 
+/*
+ * Values the server rewrites ("ISO" comes back "ISO, MDY", "utf8" as
+ * "UTF8") are kept as the server spells them, so a client whose setting
+ * equals the pool's default in effect is not re-applied on every switch:
+ * clients A (options DateStyle=ISO, client_encoding=utf8) and B (defaults)
+ * alternate on one server, and only A's first transaction needs a SET.
+ */
+START_TEST(canonical_values_not_reapplied)
+{
+	char dbs[256];
+	snprintf(dbs, sizeof(dbs), "pgvtest = host=127.0.0.1 port=%s dbname=" DB " pool_size=1\n", pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\nverbose = 1\n", dbs, userlist());
+	PGconn *a = connect_with_options(&p, "-c datestyle=ISO -c client_encoding=utf8");
+	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "%s", PQerrorMessage(a));
+	PGconn *b = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(b) == CONNECTION_OK, "%s", PQerrorMessage(b));
+	for (int i = 0; i < 10; i++) {
+		ck_assert_str_eq(query_value(a, "SHOW DateStyle"), "ISO, MDY");
+		ck_assert_str_eq(query_value(b, "SHOW DateStyle"), "ISO, MDY");
+	}
+	ck_assert_str_eq(query_value(a, "SHOW client_encoding"), "UTF8");
+	int applied = pgv_log_count(&p, "bringing session parameters in line with");
+	ck_assert_msg(applied <= 1, "session parameters applied %d times for 20 alternating transactions", applied);
+	/* a real difference is still applied, each way */
+	PGconn *g = connect_with_options(&p, "-c datestyle=German");
+	ck_assert_str_eq(query_value(g, "SHOW DateStyle"), "German, DMY");
+	ck_assert_str_eq(query_value(b, "SHOW DateStyle"), "ISO, MDY");
+	ck_assert_int_ge(pgv_log_count(&p, "bringing session parameters in line with"), applied + 2);
+	PQfinish(g);
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ================================================================ 4: auth_file limits */
 
 /* auth_file secrets up to 2047 bytes and user names up to 127, as PgBouncer's. */
@@ -868,6 +904,7 @@ int main(void)
 		{ "ldap_refused", ldap_refused, 20 },
 		{ "tls_settings_at_run_time", tls_settings_at_run_time, 20 },
 		{ "options_startup_parameter", options_startup_parameter, 30 },
+		{ "canonical_values", canonical_values_not_reapplied, 20 },
 		{ "auth_file_limits", auth_file_limits, 20 },
 		{ "auth_query_and_trust", auth_query_and_trust, 30 },
 		{ "unknown_database", unknown_database_after_authentication, 20 },
