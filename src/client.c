@@ -176,6 +176,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	}
 	cancel_index_remove(client);
 	peer_client_gone(client);
+	if (client->quiet)
+		server_cancel_requester_gone(client);
 	pool_cancel_auth_query(client);
 	if (client->is_admin)
 		admin_client_closing(client);
@@ -652,6 +654,5 @@ bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key)
 		client_log(LOG_LEVEL_DEBUG, target, "cancel request while not running a query, ignored");
 		return false;
 	}
-	server_send_cancel(target->link);
-	return false;
+	return server_send_cancel(target->link, requester);
 }

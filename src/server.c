@@ -1405,17 +1405,27 @@ struct cancel_request {
 	struct netbuf nb;
 	struct list_node node;		/* pgv.cancel_requests */
 	struct server *server;		/* NULL once that server is gone */
+	struct client *requester;	/* the connection that asked, held open until PostgreSQL has the request */
 	uint32_t be_pid;
 	uint32_t be_key;
 	usec_t started;
 };
 
-static void cancel_request_finish(struct cancel_request *req)
+/* Ends a cancel request: its connection, and the requester's (see server_send_cancel). */
+static void cancel_request_free(struct cancel_request *req)
 {
-	struct server *server = req->server;
+	struct client *requester = req->requester;
 	netbuf_close(&req->nb);
 	list_remove(&pgv.cancel_requests, &req->node);
 	free(req);
+	if (requester)
+		client_close(requester, NULL, "cancel request");
+}
+
+static void cancel_request_finish(struct cancel_request *req)
+{
+	struct server *server = req->server;
+	cancel_request_free(req);
 	if (server) {
 		server->cancels_in_flight--;
 		/* A server released while its cancel was in flight was held back; now it may be reused. */
@@ -1445,17 +1455,18 @@ static bool cancel_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	return false;
 }
 
-void server_send_cancel(struct server *server)
+bool server_send_cancel(struct server *server, struct client *requester)
 {
 	struct cancel_request *req = xcalloc(1, sizeof(*req));
 	netbuf_init(&req->nb, cancel_handler, 1024);
 	req->server = server;
+	req->requester = requester;
 	req->be_pid = server->be_pid;
 	req->be_key = server->be_key;
 	if (netbuf_connect(&req->nb, &server->addr.sa, server->addrlen) < 0) {
 		server_log(LOG_LEVEL_WARNING, server, "could not connect to send a cancel request: %s", strerror(errno));
 		free(req);
-		return;
+		return false;
 	}
 	req->started = now_usec();
 	list_append(&pgv.cancel_requests, &req->node);
@@ -1463,6 +1474,16 @@ void server_send_cancel(struct server *server)
 	server->cancels_in_flight++;
 	server->cancel_sent_at = req->started;
 	server_log(LOG_LEVEL_DEBUG, server, "sending cancel request");
+	return true;
+}
+
+void server_cancel_requester_gone(struct client *requester)
+{
+	list_for_each(pos, &pgv.cancel_requests) {
+		struct cancel_request *req = container_of(pos, struct cancel_request, node);
+		if (req->requester == requester)
+			req->requester = NULL;
+	}
 }
 
 static void server_forget_cancels(struct server *server)
@@ -1490,18 +1511,12 @@ void server_expire_cancel_requests(usec_t now, usec_t timeout)
 			server->cancels_in_flight--;
 			server->cancel_expired = true;
 		}
-		netbuf_close(&req->nb);
-		list_remove(&pgv.cancel_requests, &req->node);
-		free(req);
+		cancel_request_free(req);
 	}
 }
 
 void server_cancel_requests_free_all(void)
 {
-	list_for_each_safe(pos, tmp, &pgv.cancel_requests) {
-		struct cancel_request *req = container_of(pos, struct cancel_request, node);
-		netbuf_close(&req->nb);
-		list_remove(&pgv.cancel_requests, &req->node);
-		free(req);
-	}
+	list_for_each_safe(pos, tmp, &pgv.cancel_requests)
+		cancel_request_free(container_of(pos, struct cancel_request, node));
 }

@@ -140,8 +140,17 @@ void server_note_client_message(struct server *server, uint8_t type);
 /* Whether the server is between transactions with nothing outstanding. */
 bool server_is_clean(const struct server *server);
 const char *server_prefix(const struct server *server, char *buf, size_t size);
-/* Sends a CancelRequest for whatever it runs, on a new connection. */
-void server_send_cancel(struct server *server);
+/*
+ * Sends a CancelRequest for whatever it runs, on a new connection. The
+ * requester's connection (NULL: none) is closed only once PostgreSQL has
+ * closed that one, as PostgreSQL itself closes a cancel connection after
+ * signalling the backend: a client that waits for that EOF (libpq does)
+ * must not send its next query before the cancel has landed, or the
+ * cancel hits that query. False if no connection could be started.
+ */
+bool server_send_cancel(struct server *server, struct client *requester);
+/* The requester of a cancel in flight went away first. */
+void server_cancel_requester_gone(struct client *requester);
 
 #define server_log(level, s, fmt, ...) do { \
 	if (log_enabled(level)) { char _pfx[256]; \
