@@ -24,6 +24,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/replication.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/server.h"
 #include "pgvalve/stats.h"
@@ -484,7 +485,7 @@ static void client_row(struct result *r, const struct client *client, const char
 	cell_str(&c, "C");
 	cell_str(&c, client_user_name(client));
 	cell_str(&c, client_db_name(client));
-	cell_str(&c, "none");
+	cell_str(&c, replication_type_name(client->repl ? client->repl->type : REPLICATION_NONE));
 	cell_str(&c, state);
 	cell_str(&c, host);
 	cell_int(&c, port);
@@ -531,7 +532,7 @@ static void server_row(struct result *r, const struct server *server, const char
 	cell_str(&c, "S");
 	cell_str(&c, server->pool->user);
 	cell_str(&c, server->pool->db->name);
-	cell_str(&c, "none");
+	cell_str(&c, replication_type_name((enum replication_type)server->replication));
 	cell_str(&c, state);
 	cell_str(&c, host);
 	cell_int(&c, port);

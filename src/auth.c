@@ -28,6 +28,7 @@
 #include "pgvalve/crypto.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/replication.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/scram_cache.h"
@@ -252,6 +253,7 @@ static int hba_method(struct client *client)
 		.addr = client->is_unix ? NULL : &client->addr.sa,
 		.dbname = login->dbname,
 		.user = login->user,
+		.physical_replication = client->repl && client->repl->type == REPLICATION_PHYSICAL,
 	};
 	struct hba_match m;
 	hba_match(pgv.hba, &req, &m);

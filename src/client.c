@@ -24,6 +24,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/replication.h"
 #include "pgvalve/server.h"
 #include "pgvalve/session_set.h"
 #include "pgvalve/tls.h"
@@ -174,6 +175,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		struct server *server = client->link;
 		pool_release_server(server);
 	}
+	if (client->repl)
+		replication_client_closing(client);	/* a server still logging in for it goes too */
 	cancel_index_remove(client);
 	peer_client_gone(client);
 	if (client->quiet)
@@ -209,6 +212,7 @@ void client_free(struct client *client)
 	prepare_client_free(client);
 	varcache_free(client->vars);
 	session_sets_unref(client->sets);
+	free(client->repl);
 	free(client->username);
 	free(client);
 }
@@ -325,10 +329,22 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		client_close(client, "08P01", msg);
 		return;
 	}
-	/* options: its -c settings are startup parameters too, under the same rules (as PgBouncer). */
+	enum replication_type repl_type = REPLICATION_NONE;
+	const char *replication = startup_param(sp, "replication");
+	if (replication && !replication_parse(replication, &repl_type)) {
+		snprintf(msg, sizeof(msg), "invalid value for parameter \"replication\": \"%s\"", replication);
+		client_close(client, "22023", msg);
+		return;
+	}
+	/*
+	 * options: its -c settings are startup parameters too, under the same
+	 * rules (as PgBouncer). A replication client's goes to its own server
+	 * verbatim instead (replication.c).
+	 */
 	struct pgoptions opts = { 0 };
 	const char *options = startup_param(sp, "options");
-	if (options && !config_list_contains(pgv.cfg->ignore_startup_parameters, "options")) {
+	if (options && repl_type == REPLICATION_NONE &&
+	    !config_list_contains(pgv.cfg->ignore_startup_parameters, "options")) {
 		if (!pgoptions_parse(options, &opts, msg, sizeof(msg))) {
 			client_close(client, "08P01", msg);
 			return;
@@ -347,14 +363,12 @@ static void handle_startup(struct client *client, const struct startup_params *s
 			varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
 		pgoptions_free(&opts);
 	}
-	const char *replication = startup_param(sp, "replication");
-	if (replication && strcmp(replication, "false") != 0 && strcmp(replication, "0") != 0 &&
-	    strcmp(replication, "off") != 0 && strcmp(replication, "no") != 0) {
-		client_close(client, "08P01", "replication connections are not supported yet");
-		return;
-	}
 
 	bool is_admin = admin_is_admin_dbname(dbname);
+	if (is_admin && repl_type != REPLICATION_NONE) {
+		client_close(client, "08P01", "replication connections to the admin console are not supported");
+		return;
+	}
 	/*
 	 * SIGTERM waits for clients: one that connected before (its startup
 	 * packet may come an SSLRequest later) is one of them, or a rolling
@@ -396,6 +410,8 @@ static void handle_startup(struct client *client, const struct startup_params *s
 			varcache_set(&client->vars, idx, sp->values[i]);
 	}
 
+	if (repl_type != REPLICATION_NONE)
+		client->repl = replication_new(repl_type, sp);
 	client->pool = pool_get_for_login(db, user, !db_known);
 	client->username = xstrdup(user);
 	client->ucount = pool_user_ref(user);
@@ -482,9 +498,15 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 	return true;
 }
 
-void client_finish_login(struct client *client)
+/*
+ * AuthenticationOk (after a SCRAM login's SASLFinal), the ParameterStatus
+ * set, BackendKeyData and ReadyForQuery, in one write. With client_values,
+ * the client's own startup values replace the pool's (a pooled client:
+ * its server is brought in line later).
+ */
+static void send_welcome(struct client *client, const struct welcome_param *params, int count,
+			 bool client_values, char txn_status)
 {
-	struct pool *pool = client->pool;
 	struct pktbuf b;
 	pktbuf_init(&b, 512);
 
@@ -492,33 +514,50 @@ void client_finish_login(struct client *client)
 	if (client->login && client->login->sasl_final_len)
 		pktbuf_put_bytes(&b, client->login->sasl_final, client->login->sasl_final_len);
 	proto_put_auth_request(&b, AUTH_REQ_OK, NULL, 0);
-	varcache_copy_missing(&client->vars, pool->welcome_vars);
-	for (int i = 0; i < pool->welcome_count; i++) {
-		const char *name = pool->welcome[i].name;
-		const char *value = pool->welcome[i].value;
-		int idx = pool->welcome[i].var_idx;
-		if (idx >= 0 && varcache_get(client->vars, idx))
+	for (int i = 0; i < count; i++) {
+		const char *value = params[i].value;
+		int idx = params[i].var_idx;
+		if (client_values && idx >= 0 && varcache_get(client->vars, idx))
 			value = varcache_get(client->vars, idx);
-		proto_put_parameter_status(&b, name, value);
+		proto_put_parameter_status(&b, params[i].name, value);
 	}
 	do
 		peer_make_cancel_key(pgv.cfg->peer_id, &client->cancel_pid, &client->cancel_key);
 	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
 	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
-	proto_put_ready(&b, 'I');
+	proto_put_ready(&b, txn_status);
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
+}
 
+/* The login is over: what only a login needed goes, and messages are read again. */
+static void login_over(struct client *client, enum client_state state)
+{
 	auth_login_free(client->login);
 	client->login = NULL;
 	client->logged_in = true;
-	pool->db->stats.total.client_login_count++;
+	client->pool->db->stats.total.client_login_count++;
 	client->nb.max_packet = (uint32_t)MAX(MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX),
 					      (int64_t)PROTO_HEADER_LEN);
 	client->request_time = now_usec();
-	client_set_state(client, CL_IDLE);
+	client_set_state(client, state);
 	netbuf_resume(&client->nb);
+}
+
+void client_finish_login(struct client *client)
+{
+	struct pool *pool = client->pool;
+	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	send_welcome(client, pool->welcome, pool->welcome_count, true, 'I');
+	login_over(client, CL_IDLE);
+}
+
+void client_finish_replication_login(struct client *client, const struct welcome_param *params, int count,
+				     char txn_status)
+{
+	send_welcome(client, params, count, false, txn_status);
+	login_over(client, CL_ACTIVE);
 }
 
 /* ---------------------------------------------------------------- data */
@@ -549,6 +588,11 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	}
 	if (client->is_admin)
 		return admin_handle_packet(client, pkt);
+	if (client->repl) {	/* its own server: relayed untouched (replication.h) */
+		client->pool->db->stats.total.bytes_received += pkt->len;
+		netbuf_forward(&client->nb, pkt->len);
+		return true;
+	}
 	bool track_set = pkt->type == 'Q' && session_set_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */

@@ -268,6 +268,7 @@ static bool is_kw(const struct token *t, const char *kw)
 struct name_list {
 	bool all;
 	bool sameuser;		/* database field only */
+	bool replication;	/* database field only: matches physical replication connections, and only those */
 	char **names;		/* sorted for bsearch */
 	size_t n, cap;
 };
@@ -403,8 +404,10 @@ static void names_add_token(struct name_list *nl, const struct token *t, bool is
 				    ctx->origin, ctx->line, t->str);
 			return;
 		}
-		if (is_db && strcmp(t->str, "replication") == 0)
-			return;		/* only replication connections, which pgvalve does not take here */
+		if (is_db && strcmp(t->str, "replication") == 0) {
+			nl->replication = true;
+			return;
+		}
 		if (!is_db && t->str[0] == '+') {
 			log_warning("%s:%d: group names (+group) are not supported, it never matches",
 				    ctx->origin, ctx->line);
@@ -961,7 +964,13 @@ void hba_match(const struct hba *hba, const struct hba_request *req, struct hba_
 			continue;
 		if (!req->is_unix && !addr_match(hba, rule, have_addr ? &ca : NULL))
 			continue;
-		if (!names_match(&rule->db, db, user) || !names_match(&rule->user, user, db))
+		/*
+		 * As PostgreSQL: a physical replication connection names no
+		 * database, so only "replication" matches it, and that keyword
+		 * matches nothing else (logical ones match by database name).
+		 */
+		bool db_ok = req->physical_replication ? rule->db.replication : names_match(&rule->db, db, user);
+		if (!db_ok || !names_match(&rule->user, user, db))
 			continue;
 		out->method = rule->method;
 		out->map = rule->map;

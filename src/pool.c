@@ -22,6 +22,7 @@
 #include "pgvalve/dns.h"
 #include "pgvalve/log.h"
 #include "pgvalve/loop.h"
+#include "pgvalve/replication.h"
 #include "pgvalve/server.h"
 
 #include <strings.h>
@@ -343,6 +344,16 @@ static bool evict_idle_server(struct pool *pool, bool same_db)
 	return true;
 }
 
+bool pool_may_open_server(struct pool *pool)
+{
+	/* At max_db_connections / max_user_connections another pool's idle server makes room. */
+	if (!db_may_open_server(pool->db) && !evict_idle_server(pool, true))
+		return false;
+	if (!user_may_open_server(pool) && !evict_idle_server(pool, false))
+		return false;
+	return true;
+}
+
 static int pool_reserve_size(const struct pool *pool)
 {
 	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
@@ -390,17 +401,39 @@ void pool_keep_forced_user_pool(struct db *db)
 		pool_get(db, db->cfg->user);
 }
 
+/* Logins of servers opened for replication clients: they will serve nobody else. */
+static int replication_logins(const struct pool *pool)
+{
+	int n = 0;
+	list_for_each(pos, &pool->login_servers)
+		n += container_of(pos, struct server, node)->replication != REPLICATION_NONE;
+	return n;
+}
+
+/* Whether a login waits for the pool's first server (replication logins wait for their own). */
+static bool welcome_awaited(const struct pool *pool)
+{
+	if (pool->welcome_ready)
+		return false;
+	list_for_each(pos, &pool->welcome_clients)
+		if (!container_of(pos, struct client, node)->repl)
+			return true;
+	return false;
+}
+
 void pool_launch_servers(struct pool *pool)
 {
 	if (db_paused(pool->db) || pool->db->is_admin)
 		return;
+	replication_launch_servers(pool);	/* first: they cannot use anyone else's server */
 	int demand = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
-	if (!pool->welcome_ready && pool->welcome_clients.count > 0 && demand == 0)
+	if (demand == 0 && welcome_awaited(pool))
 		demand = 1;
 	if (demand == 0)
 		return;
 	/* Servers on their way back (logging in, being reset) will take waiters too. */
-	int coming = (int)(pool->login_servers.count + pool->used_servers.count + pool->tested_servers.count);
+	int coming = (int)(pool->login_servers.count + pool->used_servers.count + pool->tested_servers.count) -
+		     replication_logins(pool);
 	if (coming >= demand)
 		return;
 	if (pool_login_retry_pending(pool, now_usec()))
@@ -419,10 +452,7 @@ void pool_launch_servers(struct pool *pool)
 	    now_usec() - first_waiter->request_time >= pgv.cfg->reserve_pool_timeout)
 		size += reserve;
 	while (coming < demand && total < size) {
-		/* At max_db_connections / max_user_connections another pool's idle server makes room. */
-		if (!db_may_open_server(pool->db) && !evict_idle_server(pool, true))
-			break;
-		if (!user_may_open_server(pool) && !evict_idle_server(pool, false))
+		if (!pool_may_open_server(pool))
 			break;
 		if (!server_connect(pool))
 			break;
@@ -436,8 +466,7 @@ void pool_launch_servers(struct pool *pool)
 
 void pool_after_change(struct pool *pool)
 {
-	if (pool->waiting_clients.count || pool->auth_waiters.count ||
-	    (!pool->welcome_ready && pool->welcome_clients.count))
+	if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
 		pool_launch_servers(pool);
 }
 
@@ -756,6 +785,12 @@ void pool_release_server(struct server *server)
 {
 	struct pool *pool = server->pool;
 
+	if (server->replication) {	/* never pooled: it goes with its client */
+		if (server->link)
+			server_unlink(server);
+		server_close(server, "replication client disconnected");
+		return;
+	}
 	/* Judged while still linked: a client half-way through a message makes it unclean. */
 	bool clean = server_is_clean(server);
 	if (server->link)
@@ -814,7 +849,8 @@ void pool_learn_welcome(struct pool *pool, const struct server *server)
 	pool->welcome_ready = true;
 	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
 		struct client *client = container_of(pos, struct client, node);
-		client_finish_login(client);
+		if (!client->repl)	/* replication logins wait for their own server */
+			client_finish_login(client);
 	}
 }
 
@@ -888,6 +924,10 @@ void pool_client_logged_in(struct client *client)
 		client_close(client, "08P01", msg);
 		return;
 	}
+	if (client->repl) {
+		replication_client_logged_in(client);
+		return;
+	}
 	if (pool->welcome_ready) {
 		client_finish_login(client);
 		return;
@@ -913,8 +953,11 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	 * serve them later.
 	 */
 	struct list_node *n;
-	while ((n = list_first(&pool->welcome_clients)))
-		client_close(container_of(n, struct client, node), sqlstate, message);
+	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		if (!client->repl)	/* a replication login waits for its own server, not this one */
+			client_close(client, sqlstate, message);
+	}
 	while ((n = list_first(&pool->auth_waiters)))
 		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
 	if (pool_server_count(pool) <= 1) {

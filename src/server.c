@@ -26,6 +26,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/replication.h"
 #include "pgvalve/scram.h"
 #include "pgvalve/scram_cache.h"
 #include "pgvalve/stats.h"
@@ -291,9 +292,14 @@ static bool server_try_connect(struct server *server)
 	}
 }
 
-struct server *server_connect(struct pool *pool)
+static struct server *connect_for(struct pool *pool, struct client *repl_client)
 {
 	struct server *server = xcalloc(1, sizeof(*server));
+	if (repl_client) {	/* known before any failure path can run */
+		server->replication = (uint8_t)repl_client->repl->type;
+		server->repl_client = repl_client;
+		repl_client->repl->server = server;
+	}
 	struct db *db = pool->db;
 
 	server->pool = pool;
@@ -315,6 +321,16 @@ struct server *server_connect(struct pool *pool)
 	bool started = server_try_connect(server);
 	server->connecting_sync = false;
 	return started ? server : NULL;
+}
+
+struct server *server_connect(struct pool *pool)
+{
+	return connect_for(pool, NULL);
+}
+
+struct server *server_connect_replication(struct pool *pool, struct client *client)
+{
+	return connect_for(pool, client);
 }
 
 void server_connect_timed_out(struct server *server)
@@ -347,13 +363,18 @@ static void send_startup(struct server *server)
 		{ "timezone", offsetof(struct db_config, timezone) },
 		{ "application_name", offsetof(struct db_config, application_name) },
 	};
+	const struct replication *repl = server->repl_client ? server->repl_client->repl : NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
 		const char *v = *(char *const *)((const char *)db->cfg + extras[i].off);
+		if (repl && replication_has_param(repl, extras[i].key))
+			continue;	/* the replication client's own value goes instead */
 		if (v && v[0]) {
 			pktbuf_put_string(&b, extras[i].key);
 			pktbuf_put_string(&b, v);
 		}
 	}
+	if (repl)
+		replication_put_startup(repl, &b);
 	pktbuf_put_byte(&b, 0);
 	pktbuf_end(&b);
 	netbuf_send(&server->nb, b.buf, b.len);
@@ -379,6 +400,9 @@ void server_close(struct server *server, const char *reason)
 	usec_t age = (now_usec() - server->connect_time) / USEC_PER_SEC;
 
 	server_log(LOG_LEVEL_INFO, server, "closing because: %s (age=%llds)", reason, (long long)age);
+	if (server->repl_client)	/* it never reached its replication client: that login fails */
+		replication_server_failed(server, "08006", reason);
+	struct client *repl_peer = server->replication ? server->link : NULL;
 	if (server->link)
 		server_unlink(server);
 	if (server->auth_client) {	/* a lookup in flight: its login cannot go on */
@@ -402,6 +426,8 @@ void server_close(struct server *server, const char *reason)
 	pgv.server_count--;
 	pool->db->server_count--;
 	pool->ucount->servers--;
+	if (repl_peer)		/* a replication pair closes together */
+		client_close(repl_peer, "08P01", reason);
 	if (!server->connecting_sync)
 		pool_after_change(pool);
 }
@@ -872,7 +898,10 @@ static void login_failed_severity(struct server *server, const char *severity, c
 {
 	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s %s", severity, message);
 	db_host_failed(server->pool->db, server->host_idx);
-	pool_server_login_failed(server->pool, sqlstate, message);
+	if (server->replication)	/* its own client alone hears it; the pool is not failing */
+		replication_server_failed(server, sqlstate, message);
+	else
+		pool_server_login_failed(server->pool, sqlstate, message);
 	server_close(server, message);
 }
 
@@ -1031,6 +1060,10 @@ static void login_complete(struct server *server)
 			sockaddr_ip_text((struct sockaddr *)&local, host, sizeof(host), &port);
 		server_log(LOG_LEVEL_INFO, server, "new connection to server (from %s:%d)", host, port);
 	}
+	if (server->replication) {	/* its client's own: never pooled, no connect_query */
+		replication_server_ready(server);
+		return;
+	}
 	pool->last_login_failure = 0;
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
@@ -1168,6 +1201,12 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
 	enum prepare_verdict pv = PREPARE_FORWARD;
+
+	if (server->replication) {	/* relayed untouched: CopyBoth streams included (replication.h) */
+		server->pool->db->stats.total.bytes_sent += pkt->len;
+		netbuf_forward(&server->nb, pkt->len);
+		return true;
+	}
 
 	if (server->prep && (internal || server->link)) {
 		/* Judged once per message: these are the ones decided only when whole. */

@@ -5,6 +5,8 @@
  * moves the client between lists):
  *
  *   LOGIN --auth ok--> WELCOME --pool knows server params--> IDLE
+ *                        |
+ *                        +--replication client: its own server logged in--> ACTIVE (until either closes)
  *                                                             |  ^
  *                                      needs a server, none free |  server released
  *                                                             v  |
@@ -43,6 +45,9 @@ union conn_addr {
 	struct sockaddr_in in;
 	struct sockaddr_in6 in6;
 };
+
+struct welcome_param;
+struct replication;
 
 /* Data needed only while logging in; freed once the client is ACTIVE. */
 struct client_login {
@@ -110,6 +115,7 @@ struct client {
 	bool wait_notified;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown;	/* came on the Unix socket after a shutdown began */
 	struct prep_client *prep;	/* its named prepared statements (prepare.c) */
+	struct replication *repl;	/* a replication connection (replication.h); NULL if not */
 };
 
 /* Takes an accepted socket. */
@@ -121,6 +127,13 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 void client_free(struct client *client);
 /* Sends AuthenticationOk..ReadyForQuery with the pool's parameters. */
 void client_finish_login(struct client *client);
+/*
+ * A replication client's own server logged in (replication.c): the client
+ * gets that server's parameters and txn_status in its ReadyForQuery, and
+ * is ACTIVE on it from now on.
+ */
+void client_finish_replication_login(struct client *client, const struct welcome_param *params, int count,
+				     char txn_status);
 /* The pool gave this client a server (called by pool.c). */
 void client_linked(struct client *client);
 /* Its server went back to the pool: the client is idle (called by server.c). */

@@ -64,6 +64,7 @@ struct hba_request {
 	const struct sockaddr *addr;	/* client address for host* lines (AF_INET/AF_INET6), NULL for unix */
 	const char *dbname;
 	const char *user;
+	bool physical_replication;	/* replication=true: only "replication" lines match */
 };
 
 struct hba_match {

@@ -232,6 +232,11 @@ void pool_release_server(struct server *server);
 void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message);
 /* A server could not be reached (connect, DNS, TLS): no retry before server_login_retry; clients wait. */
 void pool_server_connect_failed(struct pool *pool);
+/*
+ * Whether one more server of pool fits max_db_connections and
+ * max_user_connections, closing another pool's idle server to make room.
+ */
+bool pool_may_open_server(struct pool *pool);
 /* Opens new servers if clients are waiting and limits allow. */
 void pool_launch_servers(struct pool *pool);
 /* Called after a server or client left, to keep things moving. */

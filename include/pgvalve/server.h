@@ -106,6 +106,9 @@ struct server {
 	 */
 	bool connecting_sync;
 	struct prep_server *prep;	/* its prepared statements and awaited answers (prepare.c) */
+	/* A replication client's own server (replication.h): never pooled, closes with its client. */
+	uint8_t replication;		/* enum replication_type; REPLICATION_NONE for pooled servers */
+	struct client *repl_client;	/* that client while this server logs in; then it is link */
 };
 
 /*
@@ -114,6 +117,8 @@ struct server {
  * pool's clients in login have been told why then.
  */
 struct server *server_connect(struct pool *pool);
+/* The same for a replication client: a server of its own, opened with its startup parameters. */
+struct server *server_connect_replication(struct pool *pool, struct client *client);
 /* server_connect_timeout ran out (janitor): fail the login and close. */
 void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);

@@ -31,6 +31,8 @@
 # pgbench_user/bench_pass (SCRAM); database pgvtest (owner scram_user) with
 # `pgbench -i -s 1` tables all three may read and write. pg_hba: local trust;
 # TCP from 127.0.0.1: md5 for md5_user, scram-sha-256 for everyone else.
+# repl_user/repl_pass (SCRAM, REPLICATION): pg_hba lets it, and only it,
+# open physical replication connections over TCP; wal_level = logical.
 #
 # Exit: 0 all passed, 1 a test failed, 77 skipped (no PostgreSQL 15 server
 # binaries), 99 the fixture itself failed. PGV_KEEP_TMP=1 keeps the temp dir.
@@ -148,6 +150,8 @@ pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" pgvadmin || exit 99
 cat >"$tmp/pgdata/pg_hba.conf" <<'EOF'
 # TYPE  DATABASE  USER        ADDRESS        METHOD
 local   all       all                        trust
+local   replication all                      trust
+host    replication repl_user 127.0.0.1/32   scram-sha-256
 host    all       scram_user  127.0.0.1/32   scram-sha-256
 host    all       md5_user    127.0.0.1/32   md5
 host    all       all         127.0.0.1/32   scram-sha-256
@@ -207,6 +211,10 @@ cat >>"$tmp/pgdata/postgresql.conf" <<'EOF'
 ssl = on
 ssl_cert_file = 'server.crt'
 ssl_key_file = 'server.key'
+# replication through pgvalve (test_replication): logical decoding, walsenders, slots
+wal_level = logical
+max_wal_senders = 20
+max_replication_slots = 20
 EOF
 pgv_pg_start "$tmp/pgdata" "$runas" "$tmp/postgresql.log" || exit 99
 log "PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }') on 127.0.0.1:$pgport, socket in $tmp"
@@ -220,6 +228,7 @@ SET password_encryption = 'md5';
 CREATE ROLE md5_user LOGIN PASSWORD 'md5_pass';
 RESET password_encryption;
 CREATE ROLE pgbench_user LOGIN PASSWORD 'bench_pass';
+CREATE ROLE repl_user LOGIN REPLICATION PASSWORD 'repl_pass';
 CREATE DATABASE pgvtest OWNER scram_user;
 GRANT CONNECT ON DATABASE pgvtest TO PUBLIC;
 \connect pgvtest

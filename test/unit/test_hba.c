@@ -388,6 +388,46 @@ START_TEST(test_no_match_rejects)
 }
 END_TEST
 
+/*
+ * As PostgreSQL: "replication" in the database field matches physical
+ * replication connections and nothing else; "all" and names never match
+ * them; a logical one (replication=database) matches by its database.
+ * Quoted, "replication" is just a database name.
+ */
+START_TEST(test_replication_keyword)
+{
+	struct hba *hba = parse("local replication u1 trust\n"
+				"local all all md5\n"
+				"local \"replication\" u2 password\n");
+	struct hba_request req = { .is_unix = true, .dbname = "replication", .user = "u1",
+				   .physical_replication = true };
+	struct hba_match m;
+	hba_match(hba, &req, &m);
+	ck_assert_int_eq(m.method, AUTH_TYPE_TRUST);
+	ck_assert_int_eq(m.line, 1);
+	req.user = "u2";		/* "all" does not match a physical replication connection */
+	hba_match(hba, &req, &m);
+	ck_assert_int_eq(m.method, AUTH_TYPE_REJECT);
+	req.physical_replication = false;	/* ordinary (or logical) connection to a database named replication */
+	hba_match(hba, &req, &m);
+	ck_assert_int_eq(m.line, 2);
+	req.user = "u1";
+	req.dbname = "db1";
+	hba_match(hba, &req, &m);
+	ck_assert_int_eq(m.line, 2);	/* the keyword line is not for it */
+	hba_free(hba);
+
+	hba = parse("local \"replication\" u2 password\n");
+	req = (struct hba_request){ .is_unix = true, .dbname = "replication", .user = "u2" };
+	hba_match(hba, &req, &m);
+	ck_assert_int_eq(m.method, AUTH_TYPE_PLAIN);
+	req.physical_replication = true;
+	hba_match(hba, &req, &m);
+	ck_assert_int_eq(m.method, AUTH_TYPE_REJECT);
+	hba_free(hba);
+}
+END_TEST
+
 START_TEST(test_methods)
 {
 	static const struct {
@@ -726,6 +766,7 @@ static Suite *hba_suite(void)
 	Suite *s = suite_create("hba");
 	TCase *tc = tcase_create("hba");
 	tcase_add_test(tc, test_local_vs_host);
+	tcase_add_test(tc, test_replication_keyword);
 	tcase_add_test(tc, test_hostssl_hostnossl);
 	tcase_add_test(tc, test_ipv4_cidr);
 	tcase_add_test(tc, test_netmask_field);

@@ -1,0 +1,200 @@
+/*
+ * replication.c - replication connections: one dedicated server per
+ * client, opened with the client's own startup parameters, relayed
+ * untouched, closed together (see replication.h).
+ *
+ * Why not pooled: a walsender's session cannot be handed to anyone else
+ * (slots, CopyBoth streams, a physical walsender runs no SQL to be reset),
+ * and replication connections live for hours, so reuse would gain nothing.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/replication.h"
+#include "pgvalve/client.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/server.h"
+
+#include <strings.h>
+
+/* ---------------------------------------------------------------- parameters */
+
+/* PostgreSQL's boolean words: whole or a unique prefix, any case. */
+static bool parse_bool_word(const char *v, bool *out)
+{
+	size_t n = strlen(v);
+	if (n == 0)
+		return false;
+	static const struct { const char *word; size_t min; bool value; } words[] = {
+		{ "true", 1, true }, { "false", 1, false }, { "yes", 1, true }, { "no", 1, false },
+		{ "on", 2, true }, { "off", 2, false }, { "1", 1, true }, { "0", 1, false },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++) {
+		if (n >= words[i].min && n <= strlen(words[i].word) && strncasecmp(v, words[i].word, n) == 0) {
+			*out = words[i].value;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool replication_parse(const char *value, enum replication_type *type)
+{
+	bool on;
+	if (strcmp(value, "database") == 0) {	/* case-sensitive, as PostgreSQL */
+		*type = REPLICATION_LOGICAL;
+		return true;
+	}
+	if (!parse_bool_word(value, &on))
+		return false;
+	*type = on ? REPLICATION_PHYSICAL : REPLICATION_NONE;
+	return true;
+}
+
+const char *replication_type_name(enum replication_type type)
+{
+	switch (type) {
+	case REPLICATION_LOGICAL:
+		return "logical";
+	case REPLICATION_PHYSICAL:
+		return "physical";
+	case REPLICATION_NONE:
+		break;
+	}
+	return "none";
+}
+
+static bool param_is_pgvalves(const char *name)
+{
+	return strcmp(name, "user") == 0 || strcmp(name, "database") == 0 || strcmp(name, "replication") == 0 ||
+	       strncmp(name, "_pq_.", 5) == 0;
+}
+
+struct replication *replication_new(enum replication_type type, const struct startup_params *sp)
+{
+	size_t len = 0;
+	for (int i = 0; i < sp->count; i++)
+		if (!param_is_pgvalves(sp->names[i]))
+			len += strlen(sp->names[i]) + strlen(sp->values[i]) + 2;
+	struct replication *repl = xcalloc(1, sizeof(*repl) + len);
+	repl->type = type;
+	char *p = repl->params;
+	for (int i = 0; i < sp->count; i++) {
+		if (param_is_pgvalves(sp->names[i]))
+			continue;
+		size_t n = strlen(sp->names[i]) + 1, v = strlen(sp->values[i]) + 1;
+		memcpy(p, sp->names[i], n);
+		memcpy(p + n, sp->values[i], v);
+		p += n + v;
+	}
+	repl->params_len = (uint32_t)len;	/* bounded by the startup packet's 10,000 bytes */
+	return repl;
+}
+
+bool replication_has_param(const struct replication *repl, const char *name)
+{
+	const char *p = repl->params, *end = repl->params + repl->params_len;
+	while (p < end) {
+		size_t n = strlen(p) + 1;
+		if (strcasecmp(p, name) == 0)
+			return true;
+		p += n;
+		p += strlen(p) + 1;
+	}
+	return false;
+}
+
+void replication_put_startup(const struct replication *repl, struct pktbuf *b)
+{
+	pktbuf_put_string(b, "replication");
+	pktbuf_put_string(b, repl->type == REPLICATION_LOGICAL ? "database" : "true");
+	pktbuf_put_bytes(b, repl->params, repl->params_len);
+}
+
+/* ---------------------------------------------------------------- waiting for a server */
+
+void replication_client_logged_in(struct client *client)
+{
+	netbuf_pause(&client->nb);
+	client->request_time = now_usec();
+	client_set_state(client, CL_WELCOME);
+	replication_launch_servers(client->pool);
+}
+
+/* The first replication client of pool that has no server on its way, or NULL. */
+static struct client *next_without_server(const struct pool *pool)
+{
+	list_for_each(pos, &pool->welcome_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		if (client->repl && !client->repl->server)
+			return client;
+	}
+	return NULL;
+}
+
+bool replication_waiting(const struct pool *pool)
+{
+	return next_without_server(pool) != NULL;
+}
+
+/* Room for one more server in pool: under its size, or made by closing its longest-idle server. */
+static bool make_room(struct pool *pool)
+{
+	if (pool_server_count(pool) < pool_effective_size(pool))
+		return true;
+	struct list_node *tail = list_last(&pool->idle_servers);	/* LIFO: the tail idled longest */
+	if (!tail)
+		return false;
+	server_close(container_of(tail, struct server, node), "evicted for pool_size");
+	return pool_server_count(pool) < pool_effective_size(pool);
+}
+
+void replication_launch_servers(struct pool *pool)
+{
+	struct client *client;
+	if (db_paused(pool->db) || pgv.shutting_down)
+		return;
+	while ((client = next_without_server(pool))) {
+		if (!make_room(pool) || !pool_may_open_server(pool))
+			return;		/* a server leaving the pool calls again (pool_after_change) */
+		if (!server_connect_replication(pool, client))
+			continue;	/* it failed at once and closed the client; try the next */
+	}
+}
+
+/* ---------------------------------------------------------------- linked */
+
+void replication_server_ready(struct server *server)
+{
+	struct client *client = server->repl_client;
+	if (!client) {		/* cannot happen: a leaving client closes its server (replication_client_closing) */
+		server_close(server, "replication client disconnected");
+		return;
+	}
+	server->repl_client = NULL;
+	client->repl->server = NULL;
+	server_link(server, client);
+	client_finish_replication_login(client, server->params, server->param_count, server->txn_status);
+}
+
+void replication_server_failed(struct server *server, const char *sqlstate, const char *message)
+{
+	struct client *client = server->repl_client;
+	if (!client)
+		return;
+	server->repl_client = NULL;
+	client->repl->server = NULL;
+	client_close(client, sqlstate, message);
+}
+
+void replication_client_closing(struct client *client)
+{
+	struct server *server = client->repl->server;
+	if (server) {
+		/* Still logging in: nobody else may have it. */
+		server->repl_client = NULL;
+		client->repl->server = NULL;
+		server->connecting_sync = true;	/* no launches from inside a client's close (client.c) */
+		server_close(server, "replication client disconnected");
+		server->connecting_sync = false;
+	}
+}
