@@ -132,6 +132,20 @@ static int count_rows(PGconn *admin, const char *cmd, const char *col, const cha
 	return n;
 }
 
+/* IDENTIFY_SYSTEM on c: one row of four columns; returns its dbname column ("null" if NULL). */
+static const char *identify_system(PGconn *c)
+{
+	static char dbname[128];
+	PGresult *r = PQexec(c, "IDENTIFY_SYSTEM");
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	ck_assert_int_eq(PQntuples(r), 1);
+	ck_assert_int_eq(PQnfields(r), 4);
+	ck_assert_str_eq(PQfname(r, 0), "systemid");
+	snprintf(dbname, sizeof(dbname), "%s", PQgetisnull(r, 0, 3) ? "null" : PQgetvalue(r, 0, 3));
+	PQclear(r);
+	return dbname;
+}
+
 /* ================================================================ logical */
 
 /*
@@ -146,12 +160,7 @@ START_TEST(logical_connection)
 	start(&p);
 	PGconn *c = logical(&p, "application_name=abc options='-c enable_seqscan=off'");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-	PGresult *r = PQexec(c, "IDENTIFY_SYSTEM");
-	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
-	ck_assert_int_eq(PQntuples(r), 1);
-	ck_assert_int_eq(PQnfields(r), 4);
-	ck_assert_str_eq(PQfname(r, 0), "systemid");
-	PQclear(r);
+	ck_assert_str_eq(identify_system(c), DB);
 	ck_assert_str_eq(query_value(c, "SHOW application_name"), "abc");
 	ck_assert_str_eq(query_value(c, "SHOW enable_seqscan"), "off");
 	ck_assert_str_eq(query_value(c, "SELECT backend_type FROM pg_stat_activity WHERE pid = pg_backend_pid()"),
@@ -190,12 +199,8 @@ START_TEST(physical_connection)
 	start(&p);
 	PGconn *c = connect_with(&p, "dbname=replication user=repl_user password=repl_pass replication=true");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-	PGresult *r = PQexec(c, "IDENTIFY_SYSTEM");
-	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
-	ck_assert_int_eq(PQntuples(r), 1);
-	ck_assert_str_eq(PQgetisnull(r, 0, 3) ? "null" : PQgetvalue(r, 0, 3), "null");	/* no database */
-	PQclear(r);
-	r = PQexec(c, "SELECT 1");
+	ck_assert_str_eq(identify_system(c), "null");	/* a physical walsender has no database */
+	PGresult *r = PQexec(c, "SELECT 1");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
 	ck_assert_msg(strstr(PQerrorMessage(c), "cannot execute SQL commands in WAL sender for physical replication"),
 		      "%s", PQerrorMessage(c));
@@ -208,9 +213,7 @@ START_TEST(physical_connection)
 	r = PQexec(c, "TIMELINE_HISTORY 1");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);	/* timeline 1 has no history file */
 	PQclear(r);
-	r = PQexec(c, "IDENTIFY_SYSTEM");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	PQclear(r);
+	ck_assert_str_eq(identify_system(c), "null");
 	PQfinish(c);
 	wait_walsenders(0);
 	pgv_stop(&p);
@@ -398,12 +401,19 @@ START_TEST(pg_receivewal_through_pgvalve)
 }
 END_TEST
 
-static int sub_count(void)
+/* The subscriber's database, straight to PostgreSQL as the superuser. */
+static PGconn *subscriber(void)
 {
 	const char *kw[] = { "host", "port", "dbname", "user", NULL };
 	const char *val[] = { getenv("PGV_TEST_PGSOCKDIR"), getenv("PGV_TEST_PGPORT"), "pgv_sub", "pgvadmin", NULL };
 	PGconn *c = PQconnectdbParams(kw, val, 0);
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	return c;
+}
+
+static int sub_count(void)
+{
+	PGconn *c = subscriber();
 	int n = atoi(query_value(c, "SELECT count(*) FROM pgv_rep"));
 	PQfinish(c);
 	return n;
@@ -411,10 +421,7 @@ static int sub_count(void)
 
 static void sub_exec(const char *sql)
 {
-	const char *kw[] = { "host", "port", "dbname", "user", NULL };
-	const char *val[] = { getenv("PGV_TEST_PGSOCKDIR"), getenv("PGV_TEST_PGPORT"), "pgv_sub", "pgvadmin", NULL };
-	PGconn *c = PQconnectdbParams(kw, val, 0);
-	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGconn *c = subscriber();
 	PGresult *r = PQexec(c, sql);
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
 	PQclear(r);
