@@ -31,10 +31,21 @@ static const char *const read_only_names[] = {
 	"in_hot_standby", "session_authorization",
 };
 
+/*
+ * A value may name only part of the setting (DateStyle "Postgres" or
+ * "DMY"): PostgreSQL keeps the other part from the value in force. At a
+ * login that is the server's default; on a shared server it would be the
+ * previous client's. So before such a value is set, the server goes back
+ * to the value of its own login (RESET), and the client gets what
+ * PostgreSQL would have given it at login.
+ */
+static const char *const relative_names[] = { "DateStyle" };
+
 static struct {
 	char *names[VARCACHE_MAX];
 	uint8_t lens[VARCACHE_MAX];	/* strlen of each name: a cheap first test */
 	bool read_only[VARCACHE_MAX];
+	bool relative[VARCACHE_MAX];
 	int count;
 } vtab;
 
@@ -133,6 +144,10 @@ static void vtab_add(const char *name, bool read_only)
 {
 	vtab.lens[vtab.count] = (uint8_t)MIN(strlen(name), 255);
 	vtab.read_only[vtab.count] = read_only;
+	vtab.relative[vtab.count] = false;
+	for (size_t i = 0; i < ARRAY_SIZE(relative_names); i++)
+		if (strcasecmp(name, relative_names[i]) == 0)
+			vtab.relative[vtab.count] = true;
 	vtab.names[vtab.count++] = xstrdup(name);
 }
 
@@ -337,14 +352,29 @@ int varcache_diff_encoding_sql(const struct varcache *client, const struct varca
 
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)
 {
-	int added = 0;
+	int added = 0, selected = 0;
 	char expr[300];
 
+	/*
+	 * First the RESETs that relative values start from (one too long to
+	 * set is not a value PostgreSQL takes either: the statement fails).
+	 */
+	for (int i = 0; i < vtab.count; i++) {
+		if (!vtab.relative[i] || !needs_set(client, server, i))
+			continue;
+		int n = snprintf(expr, sizeof(expr), "RESET \"%s\"; ", vtab.names[i]);
+		if (n <= 0 || (size_t)n >= sizeof(expr))
+			continue;
+		pktbuf_put_bytes(sql, expr, (uint32_t)n);
+		added++;
+	}
 	for (int i = 0; i < vtab.count; i++) {
 		if (i == VARCACHE_CLIENT_ENCODING || !needs_set(client, server, i))
 			continue;
-		if (put_set_config(sql, i, varcache_get(client, i), added))
+		if (put_set_config(sql, i, varcache_get(client, i), selected)) {
+			selected++;
 			added++;
+		}
 	}
 	/*
 	 * A parameter this client never set but the server carries from an

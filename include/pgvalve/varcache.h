@@ -74,8 +74,10 @@ int varcache_diff_encoding_sql(const struct varcache *client, const struct varca
  * Appends to sql one "SELECT pg_catalog.set_config(name, value, false), ..."
  * covering each other settable parameter the client has a value for that
  * differs from the server's, then "; RESET name" for those the client has
- * none for and the server has (no terminating NUL). Returns the number of
- * parameters.
+ * none for and the server has (no terminating NUL). A value that may name
+ * part of its setting only (DateStyle) is preceded by "RESET name; ", so
+ * that it completes the server's login value as it would have at the
+ * client's login. Returns the number of statements and parameters.
  */
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql);
 

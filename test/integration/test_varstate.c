@@ -172,6 +172,30 @@ START_TEST(invalid_startup_value_gets_its_own_error)
 END_TEST
 
 /*
+ * A startup DateStyle naming only its output style ("Postgres") completes
+ * the server's own default order (MDY), as at a login to PostgreSQL, not
+ * the order a previous client left on the shared server (German, DMY).
+ */
+START_TEST(partial_datestyle_completes_the_servers_own)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	exec_ok(a, "SET DateStyle = German");
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	PGconn *c = connect_with(&p, (const char *const[]){ "options", "-c DateStyle=Postgres", NULL });
+	expect_value(c, "SELECT pg_backend_pid()", pid);
+	expect_value(c, "SHOW DateStyle", "Postgres, MDY");
+	expect_value(a, "SHOW DateStyle", "German, DMY");
+	expect_value(c, "SHOW DateStyle", "Postgres, MDY");
+	free(pid);
+	PQfinish(a);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
  * The server dies while it takes a client's parameters (pgvalve is stopped
  * while the client's query arrives and the server is terminated, so it
  * learns of both at once): the client's query never runs on it, nor fails,
@@ -381,6 +405,7 @@ static Suite *varstate_suite(void)
 	TCase *tc = pgv_tcase_create("apply", 60);
 	tcase_add_test(tc, encoding_and_datestyle_stay_with_their_client);
 	tcase_add_test(tc, invalid_startup_value_gets_its_own_error);
+	tcase_add_test(tc, partial_datestyle_completes_the_servers_own);
 	tcase_add_test(tc, server_lost_while_applying);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("follow", 60);
