@@ -87,11 +87,20 @@ static struct list *client_state_list(struct client *client, enum client_state s
 	case CL_ACTIVE:
 		return &pool->active_clients;
 	case CL_WAITING:
+	case CL_PARAMS_WAITING:		/* in line with the queries: the same FIFO */
 		return &pool->waiting_clients;
+	case CL_PARAMS_CHECK:
+		return &pool->active_clients;
 	case CL_CLOSED:
 		return &pgv.dead_clients;
 	}
 	return NULL;
+}
+
+/* Not logged in yet: its messages are the login's (client_login_packet). */
+static bool in_login(enum client_state state)
+{
+	return state == CL_LOGIN || state == CL_WELCOME || state == CL_PARAMS_WAITING || state == CL_PARAMS_CHECK;
 }
 
 void client_set_state(struct client *client, enum client_state state)
@@ -480,17 +489,31 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 	return true;
 }
 
-void client_finish_login(struct client *client)
+/* [AuthenticationSASLFinal and] AuthenticationOk, once: the password was right. */
+static void put_auth_ok(struct client *client, struct pktbuf *b)
+{
+	struct client_login *login = client->login;
+	if (login->auth_ok_sent)
+		return;
+	/* a SCRAM login's AuthenticationSASLFinal (auth.c) goes out with it, as PostgreSQL sends it */
+	if (login->sasl_final_len)
+		pktbuf_put_bytes(b, login->sasl_final, login->sasl_final_len);
+	proto_put_auth_request(b, AUTH_REQ_OK, NULL, 0);
+	login->auth_ok_sent = true;
+}
+
+/*
+ * The rest of the login in one write: the parameters (the pool's, with
+ * the client's own values), BackendKeyData, ReadyForQuery. The caller sets
+ * the state the client goes on in.
+ */
+static void send_welcome(struct client *client)
 {
 	struct pool *pool = client->pool;
 	struct pktbuf b;
 	pktbuf_init(&b, 512);
 
-	/* a SCRAM login's AuthenticationSASLFinal (auth.c) goes out with the rest, as PostgreSQL sends it */
-	if (client->login && client->login->sasl_final_len)
-		pktbuf_put_bytes(&b, client->login->sasl_final, client->login->sasl_final_len);
-	proto_put_auth_request(&b, AUTH_REQ_OK, NULL, 0);
-	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	put_auth_ok(client, &b);
 	for (int i = 0; i < pool->welcome_count; i++) {
 		const char *name = pool->welcome[i].name;
 		const char *value = pool->welcome[i].value;
@@ -515,8 +538,83 @@ void client_finish_login(struct client *client)
 	client->nb.max_packet = (uint32_t)MAX(MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX),
 					      (int64_t)PROTO_HEADER_LEN);
 	client->request_time = now_usec();
+}
+
+/*
+ * PostgreSQL applies a client's startup parameters at login and fails the
+ * login with FATAL when it refuses a value (22023 invalid value for
+ * parameter ...); pgvalve's own SETs run later, on whichever server the
+ * client gets. So a login asking for a value that no server of the pool is
+ * known to accept (the pool's own value, or one a server took from an
+ * earlier login: varcache_all_accepted) has a server try its values
+ * before ReadyForQuery, through the usual queue and the usual apply
+ * (server_apply_client_vars): refused, the client gets the server's error
+ * as FATAL and nothing else changes; taken, the values are remembered for
+ * the next logins and the login finishes. Logins with the pool's values
+ * (most: no startup parameters, or the same ones as every other client of
+ * the application) cost nothing.
+ *
+ * AuthenticationOk goes out first, as PostgreSQL sends it before it looks
+ * at the parameters (a query_wait_notify NOTICE may follow it; libpq
+ * refuses one before it).
+ */
+static void start_params_check(struct client *client)
+{
+	uint8_t mem[SCRAM_MSG_MAX + 32];
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	put_auth_ok(client, &b);
+	netbuf_send(&client->nb, b.buf, b.len);
+	client_log(LOG_LEVEL_DEBUG, client, "startup parameters new to the pool: a server tries them first");
+	netbuf_pause(&client->nb);	/* nothing may arrive before ReadyForQuery */
+	pool_request_server(client);	/* queued, linked (the answer comes later), or closed */
+}
+
+void client_finish_login(struct client *client)
+{
+	struct pool *pool = client->pool;
+	/* The pool's values for whatever the client did not ask for. */
+	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	if (!client->is_admin && !varcache_all_accepted(client->vars, pool->welcome_vars, &pool->accepted_vars)) {
+		start_params_check(client);
+		return;
+	}
+	send_welcome(client);
 	client_set_state(client, CL_IDLE);
 	netbuf_resume(&client->nb);
+}
+
+/* Logins queued for a check whose values all became known good need no server of their own. */
+static void finish_accepted_logins(struct pool *pool)
+{
+	list_for_each_safe(pos, tmp, &pool->waiting_clients) {
+		struct client *c = container_of(pos, struct client, node);
+		if (c->state != CL_PARAMS_WAITING ||
+		    !varcache_all_accepted(c->vars, pool->welcome_vars, &pool->accepted_vars))
+			continue;
+		send_welcome(c);
+		client_set_state(c, CL_IDLE);
+		netbuf_resume(&c->nb);
+	}
+}
+
+/*
+ * The server took every startup value of a login in PARAMS_CHECK. In
+ * session mode the client keeps that server (it would at its first query
+ * anyway, and the server is in line with it already); otherwise the
+ * server goes back to the pool as after a transaction.
+ */
+static void params_taken(struct client *client)
+{
+	struct pool *pool = client->pool;
+	struct server *server = client->link;
+	varcache_accept(&pool->accepted_vars, client->vars, pool->welcome_vars);
+	finish_accepted_logins(pool);
+	send_welcome(client);
+	client_set_state(client, CL_ACTIVE);
+	netbuf_resume(&client->nb);
+	if (pool_effective_mode(pool) != POOL_MODE_SESSION)
+		pool_release_server(server);	/* unlinks: the client goes IDLE */
 }
 
 /* ---------------------------------------------------------------- data */
@@ -578,11 +676,24 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	return true;
 }
 
+enum client_state client_waiting_state(const struct client *client)
+{
+	return in_login(client->state) ? CL_PARAMS_WAITING : CL_WAITING;
+}
+
 void client_linked(struct client *client)
 {
 	client->wait_notified = false;
 	client->request_time = now_usec();
-	client_set_state(client, CL_ACTIVE);
+	client_set_state(client, in_login(client->state) ? CL_PARAMS_CHECK : CL_ACTIVE);
+}
+
+void client_server_in_line(struct client *client)
+{
+	if (client->state == CL_PARAMS_CHECK)
+		params_taken(client);
+	else
+		netbuf_resume(&client->nb);
 }
 
 void client_unlinked(struct client *client)
@@ -601,7 +712,7 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 	switch (ev) {
 	case NETBUF_EV_PACKET:
-		if (client->state == CL_LOGIN || client->state == CL_WELCOME)
+		if (in_login(client->state))
 			return client_login_packet(client, pkt);
 		return client_data_packet(client, pkt);
 	case NETBUF_EV_BAD_PACKET:
