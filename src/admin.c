@@ -477,7 +477,8 @@ static void client_row(struct result *r, const struct client *client, const char
 	addr_text(client->is_unix ? &unix_sa : &client->addr.sa, host, sizeof(host), &port);
 	local_addr_text(client->nb.fd, lhost, sizeof(lhost), &lport);
 	/* wait: how long its current request has taken, queued or running */
-	usec_t since = client->state == CL_WAITING || client->state == CL_WELCOME ? client->request_time :
+	usec_t since = client->state == CL_WAITING || client->state == CL_WELCOME ||
+		client->state == CL_PARAMS_WAITING ? client->request_time :
 		client->link && client->link->query_start ? client->link->query_start : 0;
 	usec_t wait = since ? MAX(now - since, 0) : 0;
 	const char *appname = varcache_get(client->vars, varcache_index("application_name"));

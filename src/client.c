@@ -88,11 +88,20 @@ static struct list *client_state_list(struct client *client, enum client_state s
 	case CL_ACTIVE:
 		return &pool->active_clients;
 	case CL_WAITING:
+	case CL_PARAMS_WAITING:		/* in line with the queries: the same FIFO */
 		return &pool->waiting_clients;
+	case CL_PARAMS_CHECK:
+		return &pool->active_clients;
 	case CL_CLOSED:
 		return &pgv.dead_clients;
 	}
 	return NULL;
+}
+
+/* Not logged in yet: its messages are the login's (client_login_packet). */
+static bool in_login(enum client_state state)
+{
+	return state == CL_LOGIN || state == CL_WELCOME || state == CL_PARAMS_WAITING || state == CL_PARAMS_CHECK;
 }
 
 void client_set_state(struct client *client, enum client_state state)
@@ -498,11 +507,25 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 	return true;
 }
 
+/* [AuthenticationSASLFinal and] AuthenticationOk, once: the password was right. */
+static void put_auth_ok(struct client *client, struct pktbuf *b)
+{
+	struct client_login *login = client->login;
+	if (login->auth_ok_sent)
+		return;
+	/* a SCRAM login's AuthenticationSASLFinal (auth.c) goes out with it, as PostgreSQL sends it */
+	if (login->sasl_final_len)
+		pktbuf_put_bytes(b, login->sasl_final, login->sasl_final_len);
+	proto_put_auth_request(b, AUTH_REQ_OK, NULL, 0);
+	login->auth_ok_sent = true;
+}
+
 /*
- * AuthenticationOk (after a SCRAM login's SASLFinal), the ParameterStatus
- * set, BackendKeyData and ReadyForQuery, in one write. With client_values,
- * the client's own startup values replace the pool's (a pooled client:
- * its server is brought in line later).
+ * The rest of the login in one write: the parameters, BackendKeyData,
+ * ReadyForQuery; then what only a login needed goes. With client_values,
+ * the client's own values replace the given ones (a pooled client: the
+ * pool's parameters, its server brought in line later). The caller sets
+ * the state the client goes on in.
  */
 static void send_welcome(struct client *client, const struct welcome_param *params, int count,
 			 bool client_values, char txn_status)
@@ -510,10 +533,7 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 	struct pktbuf b;
 	pktbuf_init(&b, 512);
 
-	/* a SCRAM login's AuthenticationSASLFinal (auth.c) goes out with the rest, as PostgreSQL sends it */
-	if (client->login && client->login->sasl_final_len)
-		pktbuf_put_bytes(&b, client->login->sasl_final, client->login->sasl_final_len);
-	proto_put_auth_request(&b, AUTH_REQ_OK, NULL, 0);
+	put_auth_ok(client, &b);
 	for (int i = 0; i < count; i++) {
 		const char *value = params[i].value;
 		int idx = params[i].var_idx;
@@ -529,11 +549,7 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 	proto_put_ready(&b, txn_status);
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
-}
 
-/* The login is over: what only a login needed goes, and messages are read again. */
-static void login_over(struct client *client, enum client_state state)
-{
 	auth_login_free(client->login);
 	client->login = NULL;
 	client->logged_in = true;
@@ -541,23 +557,97 @@ static void login_over(struct client *client, enum client_state state)
 	client->nb.max_packet = (uint32_t)MAX(MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX),
 					      (int64_t)PROTO_HEADER_LEN);
 	client->request_time = now_usec();
-	client_set_state(client, state);
-	netbuf_resume(&client->nb);
 }
 
-void client_finish_login(struct client *client)
+/* A pooled client's welcome: the pool's parameters with its own values. */
+static void send_pool_welcome(struct client *client)
 {
-	struct pool *pool = client->pool;
-	varcache_copy_missing(&client->vars, pool->welcome_vars);
-	send_welcome(client, pool->welcome, pool->welcome_count, true, 'I');
-	login_over(client, CL_IDLE);
+	send_welcome(client, client->pool->welcome, client->pool->welcome_count, true, 'I');
 }
 
 void client_finish_replication_login(struct client *client, const struct welcome_param *params, int count,
 				     char txn_status)
 {
 	send_welcome(client, params, count, false, txn_status);
-	login_over(client, CL_ACTIVE);
+	client_set_state(client, CL_ACTIVE);
+	netbuf_resume(&client->nb);
+}
+
+/*
+ * PostgreSQL applies a client's startup parameters at login and fails the
+ * login with FATAL when it refuses a value (22023 invalid value for
+ * parameter ...); pgvalve's own SETs run later, on whichever server the
+ * client gets. So a login asking for a value that no server of the pool is
+ * known to accept (the pool's own value, or one a server took from an
+ * earlier login: varcache_all_accepted) has a server try its values
+ * before ReadyForQuery, through the usual queue and the usual apply
+ * (server_apply_client_vars): refused, the client gets the server's error
+ * as FATAL and nothing else changes; taken, the values are remembered for
+ * the next logins and the login finishes. Logins with the pool's values
+ * (most: no startup parameters, or the same ones as every other client of
+ * the application) cost nothing.
+ *
+ * AuthenticationOk goes out first, as PostgreSQL sends it before it looks
+ * at the parameters (a query_wait_notify NOTICE may follow it; libpq
+ * refuses one before it).
+ */
+static void start_params_check(struct client *client)
+{
+	uint8_t mem[SCRAM_MSG_MAX + 32];
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	put_auth_ok(client, &b);
+	netbuf_send(&client->nb, b.buf, b.len);
+	client_log(LOG_LEVEL_DEBUG, client, "startup parameters new to the pool: a server tries them first");
+	netbuf_pause(&client->nb);	/* nothing may arrive before ReadyForQuery */
+	pool_request_server(client);	/* queued, linked (the answer comes later), or closed */
+}
+
+void client_finish_login(struct client *client)
+{
+	struct pool *pool = client->pool;
+	/* The pool's values for whatever the client did not ask for. */
+	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	if (!client->is_admin && !varcache_all_accepted(client->vars, pool->welcome_vars, &pool->accepted_vars)) {
+		start_params_check(client);
+		return;
+	}
+	send_pool_welcome(client);
+	client_set_state(client, CL_IDLE);
+	netbuf_resume(&client->nb);
+}
+
+/* Logins queued for a check whose values all became known good need no server of their own. */
+static void finish_accepted_logins(struct pool *pool)
+{
+	list_for_each_safe(pos, tmp, &pool->waiting_clients) {
+		struct client *c = container_of(pos, struct client, node);
+		if (c->state != CL_PARAMS_WAITING ||
+		    !varcache_all_accepted(c->vars, pool->welcome_vars, &pool->accepted_vars))
+			continue;
+		send_pool_welcome(c);
+		client_set_state(c, CL_IDLE);
+		netbuf_resume(&c->nb);
+	}
+}
+
+/*
+ * The server took every startup value of a login in PARAMS_CHECK. In
+ * session mode the client keeps that server (it would at its first query
+ * anyway, and the server is in line with it already); otherwise the
+ * server goes back to the pool as after a transaction.
+ */
+static void params_taken(struct client *client)
+{
+	struct pool *pool = client->pool;
+	struct server *server = client->link;
+	varcache_accept(&pool->accepted_vars, client->vars, pool->welcome_vars);
+	finish_accepted_logins(pool);
+	send_pool_welcome(client);
+	client_set_state(client, CL_ACTIVE);
+	netbuf_resume(&client->nb);
+	if (pool_effective_mode(pool) != POOL_MODE_SESSION)
+		pool_release_server(server);	/* unlinks: the client goes IDLE */
 }
 
 /* ---------------------------------------------------------------- data */
@@ -624,11 +714,24 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	return true;
 }
 
+enum client_state client_waiting_state(const struct client *client)
+{
+	return in_login(client->state) ? CL_PARAMS_WAITING : CL_WAITING;
+}
+
 void client_linked(struct client *client)
 {
 	client->wait_notified = false;
 	client->request_time = now_usec();
-	client_set_state(client, CL_ACTIVE);
+	client_set_state(client, in_login(client->state) ? CL_PARAMS_CHECK : CL_ACTIVE);
+}
+
+void client_server_in_line(struct client *client)
+{
+	if (client->state == CL_PARAMS_CHECK)
+		params_taken(client);
+	else
+		netbuf_resume(&client->nb);
 }
 
 void client_unlinked(struct client *client)
@@ -647,7 +750,7 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 	switch (ev) {
 	case NETBUF_EV_PACKET:
-		if (client->state == CL_LOGIN || client->state == CL_WELCOME)
+		if (in_login(client->state))
 			return client_login_packet(client, pkt);
 		return client_data_packet(client, pkt);
 	case NETBUF_EV_BAD_PACKET:

@@ -703,7 +703,7 @@ static struct server *take_idle_server(struct pool *pool)
 
 static void link_pair(struct client *client, struct server *server)
 {
-	bool was_waiting = client->state == CL_WAITING;
+	bool was_waiting = client->state == CL_WAITING || client->state == CL_PARAMS_WAITING;
 	struct stats *st = &server->pool->db->stats.total;
 	st->server_assignment_count++;
 	if (was_waiting) {
@@ -713,10 +713,19 @@ static void link_pair(struct client *client, struct server *server)
 	}
 	server_link(server, client);
 	client_linked(client);
-	if (server_apply_client_vars(server, client))
+	if (server_apply_client_vars(server, client)) {
 		netbuf_pause(&client->nb);	/* resumed when the server has answered */
-	else if (was_waiting)
+	} else if (client->state == CL_PARAMS_CHECK) {
+		/*
+		 * A login's values already on the server: taken, but the login
+		 * finishes on the server's answer to an empty query, never from
+		 * here, where finishing it hands the server to the next login
+		 * at once and a queue of such logins would nest without end.
+		 */
+		server_run_internal(server, SV_INTERNAL_SET_PARAMS, "", 0);
+	} else if (was_waiting) {
 		netbuf_resume(&client->nb);
+	}
 }
 
 bool db_paused(const struct db *db)
@@ -746,7 +755,7 @@ bool pool_request_server(struct client *client)
 	}
 	client->request_time = now_usec();
 	netbuf_pause(&client->nb);
-	client_set_state(client, CL_WAITING);
+	client_set_state(client, client_waiting_state(client));
 	pool_launch_servers(pool);
 	return false;
 }
@@ -1166,6 +1175,7 @@ static void pool_free(struct pool *pool)
 	}
 	free(pool->welcome);
 	varcache_free(pool->welcome_vars);
+	varcache_accepted_free(&pool->accepted_vars);
 	pool_user_unref(pool->ucount);
 	free(pool->user);
 	free(pool->password);

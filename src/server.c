@@ -41,6 +41,7 @@
 
 static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 static void server_forget_cancels(struct server *server);
+static void close_linked_client(struct server *server, const char *reason);
 
 /* ---------------------------------------------------------------- naming */
 
@@ -403,6 +404,13 @@ void server_close(struct server *server, const char *reason)
 	if (server->repl_client)	/* it never reached its replication client: that login fails */
 		replication_server_failed(server, "08006", reason);
 	struct client *repl_peer = server->replication ? server->link : NULL;
+	/*
+	 * A login whose parameters it was taking cannot go on without it, and
+	 * nothing would queue it again (the paths that retry elsewhere unlink
+	 * it before they close the server).
+	 */
+	if (server->link && server->link->state == CL_PARAMS_CHECK)
+		close_linked_client(server, reason);
 	if (server->link)
 		server_unlink(server);
 	if (server->auth_client) {	/* a lookup in flight: its login cannot go on */
@@ -701,7 +709,17 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 		if (n_enc)
 			put_query(&b, enc.buf, enc.len);
 		if (any_rest) {
-			pktbuf_init(&all, sreset.len + rest.len + sreplay.len + 8);
+			pktbuf_init(&all, enc.len + sreset.len + rest.len + sreplay.len + 8);
+			/*
+			 * A refused client_encoding does not stop the next Query
+			 * from running: set it again at the head of the rest, so
+			 * that the rest fails (and rolls back) with it. Taken, this
+			 * changes nothing; ASCII, it parses in either encoding.
+			 */
+			if (n_enc) {
+				pktbuf_put_bytes(&all, enc.buf, enc.len);
+				pktbuf_put_bytes(&all, "; ", 2);
+			}
 			pktbuf_put_bytes(&all, sreset.buf, sreset.len);
 			pktbuf_put_bytes(&all, rest.buf, rest.len);
 			if (rest.len)
@@ -773,7 +791,7 @@ static void set_params_done(struct server *server)
 		if (session_set_enabled(server->pool))
 			session_set_applied(server, client);
 		client->vars_apply_failures = 0;
-		netbuf_resume(&client->nb);
+		client_server_in_line(client);
 		return;
 	}
 	/*
@@ -873,6 +891,7 @@ static void remember_param(struct server *server, const char *name, const char *
 	server->params = xrealloc(server->params, (size_t)(server->param_count + 1) * sizeof(*server->params));
 	server->params[server->param_count].name = xstrdup(name);
 	server->params[server->param_count].value = xstrdup(value);
+	server->params[server->param_count].var_idx = idx;	/* the whole entry is read (replication welcome) */
 	server->param_count++;
 }
 

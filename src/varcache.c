@@ -31,10 +31,29 @@ static const char *const read_only_names[] = {
 	"in_hot_standby", "session_authorization",
 };
 
+/*
+ * Settable, and PostgreSQL takes any value of it (application_name: it
+ * replaces what is not printable ASCII, never refuses): a login asking
+ * for a new value needs no server to try it (varcache_all_accepted).
+ */
+static const char *const any_value_names[] = { "application_name" };
+
+/*
+ * A value may name only part of the setting (DateStyle "Postgres" or
+ * "DMY"): PostgreSQL keeps the other part from the value in force. At a
+ * login that is the server's default; on a shared server it would be the
+ * previous client's. So before such a value is set, the server goes back
+ * to the value of its own login (RESET), and the client gets what
+ * PostgreSQL would have given it at login.
+ */
+static const char *const relative_names[] = { "DateStyle" };
+
 static struct {
 	char *names[VARCACHE_MAX];
 	uint8_t lens[VARCACHE_MAX];	/* strlen of each name: a cheap first test */
 	bool read_only[VARCACHE_MAX];
+	bool any_value[VARCACHE_MAX];
+	bool relative[VARCACHE_MAX];
 	int count;
 } vtab;
 
@@ -133,6 +152,14 @@ static void vtab_add(const char *name, bool read_only)
 {
 	vtab.lens[vtab.count] = (uint8_t)MIN(strlen(name), 255);
 	vtab.read_only[vtab.count] = read_only;
+	vtab.any_value[vtab.count] = false;
+	for (size_t i = 0; i < ARRAY_SIZE(any_value_names); i++)
+		if (strcasecmp(name, any_value_names[i]) == 0)
+			vtab.any_value[vtab.count] = true;
+	vtab.relative[vtab.count] = false;
+	for (size_t i = 0; i < ARRAY_SIZE(relative_names); i++)
+		if (strcasecmp(name, relative_names[i]) == 0)
+			vtab.relative[vtab.count] = true;
 	vtab.names[vtab.count++] = xstrdup(name);
 }
 
@@ -309,6 +336,56 @@ void varcache_forget_except(struct varcache *vc, uint64_t keep_mask)
 	}
 }
 
+/* ---------------------------------------------------------------- accepted values */
+
+static bool accepted_has(const struct varcache_accepted *acc, int idx, const char *value)
+{
+	for (int i = 0; i < VARCACHE_ACCEPTED_MAX; i++)
+		if (acc->values[i] == value && acc->idx[i] == idx)	/* interned: equal is same pointer */
+			return true;
+	return false;
+}
+
+/* Settable values of client that are neither the welcome's nor known to acc (nor of any-value names). */
+static bool is_unknown(const struct varcache *client, const struct varcache *welcome,
+		       const struct varcache_accepted *acc, int idx)
+{
+	const char *v = varcache_get(client, idx);
+	return v && v != unknown_value && !vtab.read_only[idx] && !vtab.any_value[idx] &&
+	       v != varcache_get(welcome, idx) && !accepted_has(acc, idx, v);
+}
+
+bool varcache_all_accepted(const struct varcache *client, const struct varcache *welcome,
+			   const struct varcache_accepted *acc)
+{
+	for (int i = 0; i < vtab.count; i++)
+		if (is_unknown(client, welcome, acc, i))
+			return false;
+	return true;
+}
+
+void varcache_accept(struct varcache_accepted *acc, const struct varcache *client, const struct varcache *welcome)
+{
+	for (int i = 0; i < vtab.count; i++) {
+		if (!is_unknown(client, welcome, acc, i))
+			continue;
+		uint32_t slot = acc->next++ % VARCACHE_ACCEPTED_MAX;	/* the oldest pair makes room */
+		intern_put(acc->values[slot]);
+		acc->values[slot] = intern_get(varcache_get(client, i));
+		acc->idx[slot] = (uint8_t)i;
+	}
+}
+
+void varcache_accepted_free(struct varcache_accepted *acc)
+{
+	for (int i = 0; i < VARCACHE_ACCEPTED_MAX; i++) {
+		intern_put(acc->values[i]);
+		acc->values[i] = NULL;
+	}
+}
+
+/* ---------------------------------------------------------------- SQL */
+
 /* Appends "set_config(name, value, false)" for idx, after "SELECT " or ", ". */
 static bool put_set_config(struct pktbuf *sql, int idx, const char *value, int added)
 {
@@ -342,14 +419,29 @@ int varcache_diff_encoding_sql(const struct varcache *client, const struct varca
 
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)
 {
-	int added = 0;
+	int added = 0, selected = 0;
 	char expr[300];
 
+	/*
+	 * First the RESETs that relative values start from (one too long to
+	 * set is not a value PostgreSQL takes either: the statement fails).
+	 */
+	for (int i = 0; i < vtab.count; i++) {
+		if (!vtab.relative[i] || !needs_set(client, server, i))
+			continue;
+		int n = snprintf(expr, sizeof(expr), "RESET \"%s\"; ", vtab.names[i]);
+		if (n <= 0 || (size_t)n >= sizeof(expr))
+			continue;
+		pktbuf_put_bytes(sql, expr, (uint32_t)n);
+		added++;
+	}
 	for (int i = 0; i < vtab.count; i++) {
 		if (i == VARCACHE_CLIENT_ENCODING || !needs_set(client, server, i))
 			continue;
-		if (put_set_config(sql, i, varcache_get(client, i), added))
+		if (put_set_config(sql, i, varcache_get(client, i), selected)) {
+			selected++;
 			added++;
+		}
 	}
 	/*
 	 * A parameter this client never set but the server carries from an

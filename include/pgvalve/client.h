@@ -5,15 +5,28 @@
  * moves the client between lists):
  *
  *   LOGIN --auth ok--> WELCOME --pool knows server params--> IDLE
- *                        |
- *                        +--replication client: its own server logged in--> ACTIVE (until either closes)
- *                                                             |  ^
- *                                      needs a server, none free |  server released
- *                                                             v  |
- *                                          WAITING --got one--> ACTIVE
- *                                     (IDLE goes straight to ACTIVE when a server is free)
+ *     |                   |                                   |  ^
+ *     |                   |            needs a server, none free |  server released
+ *     |                   |                                   v  |
+ *     |                   |                WAITING --got one--> ACTIVE
+ *     |                   |           (IDLE goes straight to ACTIVE when a server is free)
+ *     |                   |
+ *     +-------------------+--a startup value not known good--> PARAMS_WAITING
+ *                                                                 | got a server
+ *                                                                 v   (or straight here if one is free)
+ *        CLOSED (FATAL, PostgreSQL's error) <--value refused-- PARAMS_CHECK
+ *        IDLE (ACTIVE, keeping the server, in session mode) <--taken--+
+ *        PARAMS_WAITING / PARAMS_CHECK on another server <--server failed--+
+ *   WELCOME --replication client: its own server logged in--> ACTIVE (until either closes)
  *
  *   any state --error, Terminate, EOF, timeout--> CLOSED
+ *
+ * PARAMS_WAITING and PARAMS_CHECK are a login whose startup parameters
+ * (startup packet, options -c) hold a value no server of the pool is known
+ * to accept: a server tries them before ReadyForQuery, so that a value
+ * PostgreSQL refuses fails the login as it would without pgvalve. Such a
+ * login has had AuthenticationOk, waits in the pool's queue like a query
+ * (query_wait_timeout applies) and sits in the waiting and active lists.
  *
  * IDLE clients sit in their pool's list in the order they went idle, so
  * client_idle_timeout only ever looks at the head of the list.
@@ -37,6 +50,8 @@ enum client_state {
 	CL_IDLE,
 	CL_ACTIVE,
 	CL_WAITING,
+	CL_PARAMS_WAITING,	/* a login queued for a server to try its startup parameters */
+	CL_PARAMS_CHECK,	/* a login whose linked server is taking its startup parameters */
 	CL_CLOSED,
 };
 
@@ -77,6 +92,7 @@ struct client_login {
 	/* AuthenticationSASLFinal, sent in one write with AuthenticationOk (client_finish_login) */
 	uint8_t sasl_final[SCRAM_MSG_MAX + 16];
 	uint32_t sasl_final_len;
+	bool auth_ok_sent;		/* AuthenticationOk went out before a check of its parameters */
 };
 
 struct client {
@@ -125,7 +141,12 @@ void client_set_state(struct client *client, enum client_state state);
 void client_close(struct client *client, const char *sqlstate, const char *reason);
 /* Frees a closed client (from the loop's reaper). */
 void client_free(struct client *client);
-/* Sends AuthenticationOk..ReadyForQuery with the pool's parameters. */
+/*
+ * Authenticated, the pool's server parameters known: sends
+ * AuthenticationOk..ReadyForQuery with the pool's parameters and the
+ * client's own, or first has a server try the client's startup values
+ * when one of them is not known good (PARAMS_WAITING).
+ */
 void client_finish_login(struct client *client);
 /*
  * A replication client's own server logged in (replication.c): the client
@@ -134,9 +155,21 @@ void client_finish_login(struct client *client);
  */
 void client_finish_replication_login(struct client *client, const struct welcome_param *params, int count,
 				     char txn_status);
-/* The pool gave this client a server (called by pool.c). */
+/* The state a client that asks for a server waits in: WAITING, or PARAMS_WAITING for a login. */
+enum client_state client_waiting_state(const struct client *client);
+/* The pool gave this client a server (called by pool.c): ACTIVE, or PARAMS_CHECK for a login. */
 void client_linked(struct client *client);
-/* Its server went back to the pool: the client is idle (called by server.c). */
+/*
+ * Its linked server has answered pgvalve's SETs of the client's parameters
+ * without an error (called by server.c): the client's messages may run,
+ * or, for a login in PARAMS_CHECK, the login is finished.
+ */
+void client_server_in_line(struct client *client);
+/*
+ * Its server went back to the pool: the client is idle (called by
+ * server.c). A login in PARAMS_CHECK keeps its state: whoever unlinked it
+ * queues it again or closes it.
+ */
 void client_unlinked(struct client *client);
 /* Whether nb is a client's (its handler is client.c's). */
 bool client_owns_netbuf(const struct netbuf *nb);

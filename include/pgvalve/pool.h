@@ -100,6 +100,7 @@ struct pool {
 	struct welcome_param *welcome;
 	int welcome_count;
 	struct varcache *welcome_vars;
+	struct varcache_accepted accepted_vars;	/* login values a server took (client.c's login check) */
 
 	int mode_cached;		/* pool_effective_mode, valid for config_generation */
 	uint64_t mode_cached_gen;

@@ -71,6 +71,35 @@ void varcache_clear(struct varcache *vc, int idx);
 void varcache_mark_unknown(struct varcache **vc, int idx);
 
 /*
+ * Values a pool's servers are known to accept, so that a login asking for
+ * them needs no server to try them first (client.c): every value of the
+ * pool's welcome (what its first server reported), plus a small bounded
+ * set of (parameter, value) pairs a server took from a login. Full, the
+ * oldest pair makes room: a value pushed out costs its next login one
+ * round trip, never a wrong answer. Values are interned, so a lookup is a
+ * pointer compare over VARCACHE_ACCEPTED_MAX slots.
+ */
+#define VARCACHE_ACCEPTED_MAX 32
+
+struct varcache_accepted {
+	const char *values[VARCACHE_ACCEPTED_MAX];	/* interned, a reference held; NULL = free slot */
+	uint8_t idx[VARCACHE_ACCEPTED_MAX];
+	uint32_t next;					/* the slot the next pair takes */
+};
+
+/*
+ * Whether every settable value client holds is known good: the welcome's
+ * own value, in acc, or of a parameter PostgreSQL takes any value of
+ * (application_name).
+ */
+bool varcache_all_accepted(const struct varcache *client, const struct varcache *welcome,
+			   const struct varcache_accepted *acc);
+/* A server took client's values: remembers those varcache_all_accepted would not know. */
+void varcache_accept(struct varcache_accepted *acc, const struct varcache *client, const struct varcache *welcome);
+/* Drops the references acc holds. */
+void varcache_accepted_free(struct varcache_accepted *acc);
+
+/*
  * Appends "SELECT pg_catalog.set_config('client_encoding', ...)" if the
  * client's differs from the server's: ASCII only, so it parses in any
  * encoding the server is in; run it before the rest, as a query of its
@@ -82,8 +111,10 @@ int varcache_diff_encoding_sql(const struct varcache *client, const struct varca
  * Appends to sql one "SELECT pg_catalog.set_config(name, value, false), ..."
  * covering each other settable parameter the client has a value for that
  * differs from the server's, then "; RESET name" for those the client has
- * none for and the server has (no terminating NUL). Returns the number of
- * parameters.
+ * none for and the server has (no terminating NUL). A value that may name
+ * part of its setting only (DateStyle) is preceded by "RESET name; ", so
+ * that it completes the server's login value as it would have at the
+ * client's login. Returns the number of statements and parameters.
  */
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql);
 

@@ -2,12 +2,15 @@
  * test_varstate.c - session state never crosses clients in transaction
  * mode (issue 14), against a real PostgreSQL 15 with one server shared by
  * every client (default_pool_size = 1): tracked parameters are applied
- * all or nothing and client_encoding first, a client's bad value gets its
- * own error, every reported parameter follows its client, and a client's
- * plain SET of an unreported parameter is kept for it and for nobody else.
+ * all or nothing and client_encoding first, a client's bad startup value
+ * fails its own login with PostgreSQL's error (and only its login: known
+ * values cost no server), every reported parameter follows its client,
+ * and a client's plain SET of an unreported parameter is kept for it and
+ * for nobody else.
  */
 #include "harness.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +20,11 @@
 #define DB "pgvtest"
 #define ONE_SERVER "auth_type = md5\npool_mode = transaction\ndefault_pool_size = 1\n"
 
-/* A libpq client with extra connection keywords (name, value, ..., NULL). */
-static PGconn *connect_with(struct pgv *p, const char *const *extra)
+/* scram_user's libpq keywords and values, then extra ones (name, value, ..., NULL). */
+static void conn_params_with(struct pgv *p, const char *const *extra, const char *kw[20], const char *val[20],
+			     char port[16])
 {
-	const char *kw0[10], *val0[10], *kw[20], *val[20];
-	char port[16];
+	const char *kw0[10], *val0[10];
 	int n = 0;
 	pgv_conn_params(p, DB, "scram_user", "scram_pass", kw0, val0, port);
 	for (; kw0[n]; n++)
@@ -29,6 +32,14 @@ static PGconn *connect_with(struct pgv *p, const char *const *extra)
 	for (int i = 0; extra && extra[i] && n < 18; i += 2, n++)
 		kw[n] = extra[i], val[n] = extra[i + 1];
 	kw[n] = NULL, val[n] = NULL;
+}
+
+/* A libpq client with extra connection keywords (name, value, ..., NULL). */
+static PGconn *connect_with(struct pgv *p, const char *const *extra)
+{
+	const char *kw[20], *val[20];
+	char port[16];
+	conn_params_with(p, extra, kw, val, port);
 	PGconn *c = PQconnectdbParams(kw, val, 0);
 	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "connect: %s\n%s", c ? PQerrorMessage(c) : "oom",
 		      pgv_log_tail(p, 1500));
@@ -38,6 +49,66 @@ static PGconn *connect_with(struct pgv *p, const char *const *extra)
 static PGconn *connect_ok(struct pgv *p)
 {
 	return connect_with(p, NULL);
+}
+
+/* A libpq client of md5_user: the pool raw_login_ex() clients use. */
+static PGconn *connect_md5(struct pgv *p)
+{
+	PGconn *c = pgv_connect(p, DB, "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	return c;
+}
+
+/* PQconnectStartParams() with extra connection keywords, as connect_with(). */
+static PGconn *connect_start_with(struct pgv *p, const char *const *extra)
+{
+	const char *kw[20], *val[20];
+	char port[16];
+	conn_params_with(p, extra, kw, val, port);
+	PGconn *c = PQconnectStartParams(kw, val, 0);
+	ck_assert_msg(c && PQstatus(c) != CONNECTION_BAD, "connect start: %s", c ? PQerrorMessage(c) : "oom");
+	return c;
+}
+
+/*
+ * Drives a PQconnectStart connection for up to timeout_ms. *st carries
+ * PQconnectPoll's last answer between calls (PGRES_POLLING_WRITING to
+ * begin); returns true once it is OK or FAILED, false if still going.
+ */
+static bool poll_connect(PGconn *c, PostgresPollingStatusType *st, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+	while (*st != PGRES_POLLING_OK && *st != PGRES_POLLING_FAILED) {
+		int left = (int)((deadline - now_s()) * 1000);
+		if (left <= 0)
+			return false;
+		struct pollfd pfd = { .fd = PQsocket(c), .events = *st == PGRES_POLLING_READING ? POLLIN : POLLOUT };
+		if (poll(&pfd, 1, left) == 0)
+			return false;
+		*st = PQconnectPoll(c);
+	}
+	return true;
+}
+
+/* A libpq login that must fail, at PQconnectdb, with a message containing want. */
+static void connect_fails(struct pgv *p, const char *const *extra, const char *want)
+{
+	const char *kw[20], *val[20];
+	char port[16];
+	conn_params_with(p, extra, kw, val, port);
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_msg(PQstatus(c) == CONNECTION_BAD, "login went through; wanted: %s", want);
+	ck_assert_msg(strstr(PQerrorMessage(c), want), "got \"%s\", wanted \"%s\"", PQerrorMessage(c), want);
+	PQfinish(c);
+}
+
+/* connect_fails() with PGDATESTYLE set, which libpq sends as the startup parameter datestyle. */
+static void connect_fails_pgdatestyle(struct pgv *p, const char *datestyle, const char *want)
+{
+	ck_assert_int_eq(setenv("PGDATESTYLE", datestyle, 1), 0);
+	connect_fails(p, NULL, want);
+	unsetenv("PGDATESTYLE");
 }
 
 static void exec_ok(PGconn *c, const char *sql)
@@ -133,40 +204,227 @@ END_TEST
 
 /*
  * A client asking for an invalid DateStyle at login gets PostgreSQL's own
- * error for it (FATAL 22023), not the previous client's German, and the
- * shared server keeps serving the others.
+ * error for it (FATAL 22023) during the login, as PostgreSQL fails it, not
+ * the previous client's German nor an error at its first query; the
+ * shared server is neither closed nor changed, and keeps serving the
+ * others.
  */
 START_TEST(invalid_startup_value_gets_its_own_error)
 {
 	struct pgv p;
 	struct raw_error err;
-	char value[256];
 	int fd = -1;
 	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
-	PGconn *a = pgv_connect(&p, DB, "md5_user", "md5_pass");	/* the raw client's pool */
-	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "%s", PQerrorMessage(a));
+	PGconn *a = connect_md5(&p);
 	exec_ok(a, "SET DateStyle = German");
 	char *pid_a = value_of(a, "SELECT pg_backend_pid()");
 
-	const char *extra[] = { "DateStyle", "bogus", NULL };
-	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", extra, &err, &fd), 0);
-	memset(&err, 0, sizeof(err));
-	ck_assert_int_eq(raw_query(fd, "SHOW DateStyle", value, sizeof(value), &err), -1);
-	ck_assert_str_eq(err.severity, "FATAL");
-	ck_assert_str_eq(err.sqlstate, "22023");
-	ck_assert_msg(strstr(err.message, "invalid value for parameter \"DateStyle\": \"bogus\""), "%s", err.message);
-	ck_assert(raw_wait_closed(fd, 5000));
-	close(fd);
+	/* in the startup packet, and in options: the same error, at login */
+	const char *const in_packet[] = { "DateStyle", "bogus", NULL };
+	const char *const in_options[] = { "options", "-c DateStyle=bogus", NULL };
+	const char *const *ways[] = { in_packet, in_options };
+	for (size_t i = 0; i < 2; i++) {
+		ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", ways[i], &err, &fd), -1);
+		ck_assert_int_eq(fd, -1);
+		ck_assert_str_eq(err.severity, "FATAL");
+		ck_assert_str_eq(err.sqlstate, "22023");
+		ck_assert_msg(strstr(err.message, "invalid value for parameter \"DateStyle\": \"bogus\""), "%s",
+			      err.message);
+	}
 
 	/* the server was not closed for it, and nobody's settings moved */
 	expect_value(a, "SHOW DateStyle", "German, DMY");
 	expect_value(a, "SELECT pg_backend_pid()", pid_a);
-	PGconn *b = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	PGconn *b = connect_md5(&p);
 	expect_value(b, "SHOW DateStyle", "ISO, MDY");
 	expect_value(b, "SELECT pg_backend_pid()", pid_a);
+	ck_assert(!pgv_log_contains(&p, "closing because: could not apply"));
 	free(pid_a);
 	PQfinish(a);
 	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Through libpq: options=-c DateStyle=bogus and PGDATESTYLE=bogus fail
+ * PQconnectdb with the server's message; a good client right after gets
+ * its own (default) DateStyle on the same server; valid values of a
+ * client's own log in and are in force.
+ */
+START_TEST(startup_values_are_checked_at_login)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	exec_ok(a, "SET DateStyle = German");
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+
+	static const char bad[] = "invalid value for parameter \"DateStyle\": \"bogus\"";
+	connect_fails(&p, (const char *const[]){ "options", "-c DateStyle=bogus", NULL }, bad);
+	connect_fails_pgdatestyle(&p, "bogus", bad);
+	/* a bad value next to good ones: still refused, and the good ones do not stay behind */
+	connect_fails(&p, (const char *const[]){ "options", "-c search_path=varstate_left -c DateStyle=bogus", NULL },
+		      bad);
+
+	PGconn *b = connect_ok(&p);
+	expect_value(b, "SHOW DateStyle", "ISO, MDY");
+	expect_value(b, "SHOW search_path", "\"$user\", public");
+	expect_value(b, "SELECT pg_backend_pid()", pid);
+	expect_value(a, "SHOW DateStyle", "German, DMY");
+
+	/* valid values of its own: the login goes through and they are in force */
+	PGconn *c = connect_with(&p, (const char *const[]){ "options", "-c DateStyle=Postgres", NULL });
+	expect_value(c, "SHOW DateStyle", "Postgres, MDY");
+	ck_assert_int_eq(setenv("PGDATESTYLE", "German", 1), 0);
+	PGconn *d = connect_ok(&p);
+	unsetenv("PGDATESTYLE");
+	expect_value(d, "SHOW DateStyle", "German, DMY");
+	expect_value(b, "SHOW DateStyle", "ISO, MDY");
+	expect_value(d, "SELECT pg_backend_pid()", pid);
+	free(pid);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	PQfinish(d);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A client_encoding PostgreSQL refuses: the login fails with its error,
+ * and the other values that came with it (search_path, which PostgreSQL
+ * 15 does not report) are not left on the server for the next client.
+ */
+START_TEST(refused_encoding_leaves_nothing_behind)
+{
+	struct pgv p;
+	struct raw_error err;
+	int fd = -1;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_md5(&p);
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	const char *const extra[] = { "client_encoding", "bogus", "search_path", "varstate_left, public", NULL };
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", extra, &err, &fd), -1);
+	ck_assert_str_eq(err.severity, "FATAL");
+	ck_assert_str_eq(err.sqlstate, "22023");
+	ck_assert_msg(strstr(err.message, "invalid value for parameter \"client_encoding\": \"bogus\""), "%s",
+		      err.message);
+	PGconn *b = connect_md5(&p);
+	expect_value(b, "SELECT pg_backend_pid()", pid);
+	expect_value(b, "SHOW search_path", "\"$user\", public");
+	expect_value(b, "SHOW client_encoding", "UTF8");
+	free(pid);
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A login with a value new to the pool waits for a server like a query
+ * (query_wait_timeout applies, and it gets the server once it is free);
+ * logins with the pool's values, or with a value a server already took
+ * from an earlier login, need no server at all.
+ */
+START_TEST(login_check_waits_like_a_query)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER "query_wait_timeout = 2\n", std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	exec_ok(a, "BEGIN");	/* holds the one server */
+
+	double t0 = now_s();
+	PGconn *plain = connect_ok(&p);
+	ck_assert_msg(now_s() - t0 < 1.5, "a login with the pool's values waited for a server");
+	connect_fails(&p, (const char *const[]){ "options", "-c DateStyle=SQL", NULL }, "query_wait_timeout");
+
+	/* queued, then served when the server comes free: two with the same new value, one check */
+	const char *const postgres[] = { "options", "-c DateStyle=Postgres", NULL };
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING, st2 = PGRES_POLLING_WRITING;
+	PGconn *w = connect_start_with(&p, postgres);
+	PGconn *w2 = connect_start_with(&p, postgres);
+	ck_assert_msg(!poll_connect(w, &st, 500), "logged in while the only server was busy: %s", PQerrorMessage(w));
+	ck_assert_msg(!poll_connect(w2, &st2, 100), "logged in while the only server was busy: %s", PQerrorMessage(w2));
+	exec_ok(a, "COMMIT");
+	ck_assert_msg(poll_connect(w, &st, 5000) && st == PGRES_POLLING_OK, "%s", PQerrorMessage(w));
+	ck_assert_msg(poll_connect(w2, &st2, 5000) && st2 == PGRES_POLLING_OK, "%s", PQerrorMessage(w2));
+	expect_value(w, "SHOW DateStyle", "Postgres, MDY");
+	expect_value(w2, "SHOW DateStyle", "Postgres, MDY");
+
+	/* known now: no server needed */
+	exec_ok(a, "BEGIN");
+	t0 = now_s();
+	PGconn *again = connect_with(&p, (const char *const[]){ "options", "-c DateStyle=Postgres", NULL });
+	ck_assert_msg(now_s() - t0 < 1.5, "a login with a value taken before waited for a server");
+	exec_ok(a, "COMMIT");
+	expect_value(again, "SHOW DateStyle", "Postgres, MDY");
+	expect_value(plain, "SHOW DateStyle", "ISO, MDY");
+
+	/* a new value the server happens to have already (nothing to set): the login still finishes */
+	exec_ok(a, "SET DateStyle = 'SQL, DMY'");
+	PGconn *same = connect_with(&p, (const char *const[]){ "options", "-c DateStyle=SQL,\\ DMY", NULL });
+	expect_value(same, "SHOW DateStyle", "SQL, DMY");
+	PQfinish(a);
+	PQfinish(plain);
+	PQfinish(w);
+	PQfinish(w2);
+	PQfinish(again);
+	PQfinish(same);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Session mode: the same check; a login whose values were taken keeps the
+ * server they were tried on, and a refused login leaves the server to the
+ * next client.
+ */
+START_TEST(login_check_in_session_mode)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = session\ndefault_pool_size = 1\n", std_databases(),
+		  std_userlist());
+	PGconn *a = connect_ok(&p);
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	PQfinish(a);
+	connect_fails(&p, (const char *const[]){ "options", "-c DateStyle=bogus", NULL },
+		      "invalid value for parameter \"DateStyle\": \"bogus\"");
+	ck_assert_int_eq(setenv("PGDATESTYLE", "German", 1), 0);
+	PGconn *c = connect_ok(&p);
+	unsetenv("PGDATESTYLE");
+	expect_value(c, "SHOW DateStyle", "German, DMY");
+	expect_value(c, "SELECT pg_backend_pid()", pid);
+	PQfinish(c);
+	PGconn *b = connect_ok(&p);
+	expect_value(b, "SHOW DateStyle", "ISO, MDY");
+	expect_value(b, "SELECT pg_backend_pid()", pid);
+	free(pid);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A startup DateStyle naming only its output style ("Postgres") completes
+ * the server's own default order (MDY), as at a login to PostgreSQL, not
+ * the order a previous client left on the shared server (German, DMY).
+ */
+START_TEST(partial_datestyle_completes_the_servers_own)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	exec_ok(a, "SET DateStyle = German");
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	PGconn *c = connect_with(&p, (const char *const[]){ "options", "-c DateStyle=Postgres", NULL });
+	expect_value(c, "SELECT pg_backend_pid()", pid);
+	expect_value(c, "SHOW DateStyle", "Postgres, MDY");
+	expect_value(a, "SHOW DateStyle", "German, DMY");
+	expect_value(c, "SHOW DateStyle", "Postgres, MDY");
+	free(pid);
+	PQfinish(a);
+	PQfinish(c);
 	pgv_stop(&p);
 }
 END_TEST
@@ -381,6 +639,11 @@ static Suite *varstate_suite(void)
 	TCase *tc = pgv_tcase_create("apply", 60);
 	tcase_add_test(tc, encoding_and_datestyle_stay_with_their_client);
 	tcase_add_test(tc, invalid_startup_value_gets_its_own_error);
+	tcase_add_test(tc, partial_datestyle_completes_the_servers_own);
+	tcase_add_test(tc, startup_values_are_checked_at_login);
+	tcase_add_test(tc, refused_encoding_leaves_nothing_behind);
+	tcase_add_test(tc, login_check_waits_like_a_query);
+	tcase_add_test(tc, login_check_in_session_mode);
 	tcase_add_test(tc, server_lost_while_applying);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("follow", 60);

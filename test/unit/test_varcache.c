@@ -1,0 +1,121 @@
+/*
+ * test_varcache.c - the values a pool knows its servers accept, which
+ * decide whether a login needs a server to try its startup parameters.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pgvalve/common.h"
+#include "pgvalve/varcache.h"
+
+static int idx_of(const char *name)
+{
+	int idx = varcache_index(name);
+	ck_assert_int_ge(idx, 0);
+	return idx;
+}
+
+/* A client's varcache with one value. */
+static struct varcache *one(const char *name, const char *value)
+{
+	struct varcache *vc = NULL;
+	varcache_set(&vc, idx_of(name), value);
+	return vc;
+}
+
+START_TEST(welcome_values_and_taken_values_are_known)
+{
+	varcache_configure(NULL);
+	struct varcache_accepted acc = { 0 };
+	struct varcache *welcome = one("DateStyle", "ISO, MDY");
+	varcache_set(&welcome, idx_of("client_encoding"), "UTF8");
+
+	struct varcache *same = one("datestyle", "ISO, MDY");
+	varcache_set(&same, idx_of("client_encoding"), "UTF8");
+	ck_assert(varcache_all_accepted(same, welcome, &acc));
+	ck_assert(varcache_all_accepted(NULL, welcome, &acc));
+
+	/* a value of its own: unknown until a server took it, then known to every login */
+	struct varcache *german = one("DateStyle", "German");
+	varcache_set(&german, idx_of("client_encoding"), "UTF8");
+	ck_assert(!varcache_all_accepted(german, welcome, &acc));
+	varcache_accept(&acc, german, welcome);
+	ck_assert(varcache_all_accepted(german, welcome, &acc));
+	struct varcache *german2 = one("DateStyle", "German");
+	ck_assert(varcache_all_accepted(german2, welcome, &acc));
+	/* known for that parameter only */
+	struct varcache *tz = one("TimeZone", "German");
+	ck_assert(!varcache_all_accepted(tz, welcome, &acc));
+	/* taking values records only the unknown ones: the welcome's client_encoding took no slot */
+	int used = 0;
+	for (int i = 0; i < VARCACHE_ACCEPTED_MAX; i++)
+		used += acc.values[i] != NULL;
+	ck_assert_int_eq(used, 1);
+
+	varcache_free(welcome);
+	varcache_free(same);
+	varcache_free(german);
+	varcache_free(german2);
+	varcache_free(tz);
+	varcache_accepted_free(&acc);
+	ck_assert_ptr_null(acc.values[0]);
+}
+END_TEST
+
+START_TEST(never_refused_or_never_applied_values_need_no_server)
+{
+	varcache_configure(NULL);
+	struct varcache_accepted acc = { 0 };
+	/* PostgreSQL takes any application_name */
+	struct varcache *app = one("application_name", "worker-4711");
+	ck_assert(varcache_all_accepted(app, NULL, &acc));
+	/* read-only values are never applied, so never tried */
+	struct varcache *ro = one("server_version", "99");
+	ck_assert(varcache_all_accepted(ro, NULL, &acc));
+	struct varcache *sp = one("search_path", "a, b");
+	ck_assert(!varcache_all_accepted(sp, NULL, &acc));
+	varcache_free(app);
+	varcache_free(ro);
+	varcache_free(sp);
+}
+END_TEST
+
+START_TEST(bounded_the_oldest_goes)
+{
+	varcache_configure(NULL);
+	struct varcache_accepted acc = { 0 };
+	struct varcache *vc[VARCACHE_ACCEPTED_MAX + 1];
+	char value[32];
+	for (int i = 0; i <= VARCACHE_ACCEPTED_MAX; i++) {
+		snprintf(value, sizeof(value), "Etc/GMT+%d", i);
+		vc[i] = one("TimeZone", value);
+		varcache_accept(&acc, vc[i], NULL);
+	}
+	ck_assert(!varcache_all_accepted(vc[0], NULL, &acc));
+	for (int i = 1; i <= VARCACHE_ACCEPTED_MAX; i++)
+		ck_assert_msg(varcache_all_accepted(vc[i], NULL, &acc), "value %d", i);
+	/* the pair pushed out, taken again, pushes out the next oldest */
+	varcache_accept(&acc, vc[0], NULL);
+	ck_assert(varcache_all_accepted(vc[0], NULL, &acc));
+	ck_assert(!varcache_all_accepted(vc[1], NULL, &acc));
+	for (int i = 0; i <= VARCACHE_ACCEPTED_MAX; i++)
+		varcache_free(vc[i]);
+	varcache_accepted_free(&acc);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("varcache");
+	TCase *tc = tcase_create("accepted");
+	tcase_add_test(tc, welcome_values_and_taken_values_are_known);
+	tcase_add_test(tc, never_refused_or_never_applied_values_need_no_server);
+	tcase_add_test(tc, bounded_the_oldest_goes);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
