@@ -641,8 +641,7 @@ static void params_taken(struct client *client)
 {
 	struct pool *pool = client->pool;
 	struct server *server = client->link;
-	varcache_accept(&pool->accepted_vars, client->vars, pool->welcome_vars);
-	finish_accepted_logins(pool);
+	finish_accepted_logins(pool);	/* the values were accepted by the server (server.c set_params_done) */
 	send_pool_welcome(client);
 	client_set_state(client, CL_ACTIVE);
 	netbuf_resume(&client->nb);

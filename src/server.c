@@ -786,6 +786,12 @@ static void set_params_done(struct server *server)
 	if (!client)
 		return;
 	if (!server->internal_failed) {
+		/*
+		 * A login's values are known good from now on, as the client wrote
+		 * them: before the client takes PostgreSQL's spelling of them.
+		 */
+		if (client->state == CL_PARAMS_CHECK)
+			varcache_accept(&server->pool->accepted_vars, client->vars, server->pool->welcome_vars);
 		/* parameters the server does not report (search_path on PostgreSQL 15) */
 		varcache_sync_applied(&server->vars, &client->vars, server->reported_mask);
 		if (session_set_enabled(server->pool))
