@@ -471,7 +471,7 @@ static double query_latency_ms(int fd, int rounds)
  */
 START_TEST(pre_login_flood_does_not_starve)
 {
-	enum { SILENT = 4000, SLOW = 100 };
+	enum { SILENT = 4900, SLOW = 100 };	/* the 5,000 of issue 13 */
 	struct rlimit rl;
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
 	rl.rlim_cur = rl.rlim_max;
@@ -479,8 +479,8 @@ START_TEST(pre_login_flood_does_not_starve)
 	getrlimit(RLIMIT_NOFILE, &rl);
 	ck_assert_msg(rl.rlim_cur >= SILENT + SLOW + 100, "RLIMIT_NOFILE %lu too low", (unsigned long)rl.rlim_cur);
 	struct pgv p;
-	pgv_start(&p, "auth_type = md5\nmax_client_conn = 5000\nclient_login_timeout = 4\ntcp_defer_accept = 0\n"
-		  /* a burst of 4,000 connects must not overflow the accept queue (the kernel would delay some) */
+	pgv_start(&p, "auth_type = md5\nmax_client_conn = 5200\nclient_login_timeout = 4\ntcp_defer_accept = 0\n"
+		  /* a burst of 4,900 connects must not overflow the accept queue (the kernel would delay some) */
 		  "listen_backlog = 4096\n"
 		  "log_connections = 0\nlog_disconnections = 0\nlog_pooler_errors = 0\n", std_databases(),
 		  std_userlist());
