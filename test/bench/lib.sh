@@ -9,7 +9,9 @@
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
 #   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
-#   bench_wait_ready PORT        waits (10 s at most) until a query runs there
+#   bench_start_named NAME PORT EXTRA   a pgvalve from that config in the background; prints its pid
+#   bench_cpu_ticks PID          its CPU (user + system) so far, in 1/100 s
+#   bench_wait_ready PORT        waits (10 s at most) until a query runs there; 1 if none did
 #   bench_start_pgbouncer EXTRA  PgBouncer ($PGBOUNCER, default /usr/sbin/pgbouncer) likewise
 #                                ($pgb_port, $pgb_pid); 1 if not installed
 #   bench_stop_pgvalve, bench_stop_pgbouncer
@@ -87,12 +89,15 @@ $4
 INI
 }
 
-# bench_wait_ready PORT: until user bench can run a query there (10 s at most).
+# bench_wait_ready PORT: until user bench can run a query there (10 s at most); 1 if it never could.
 bench_wait_ready() {
 	for _ in $(seq 50); do
-		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$1" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
+		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$1" -U bench -c "SELECT 1" bench >/dev/null 2>&1 &&
+			return 0
 		sleep 0.2
 	done
+	echo "${0##*/}: nothing answers on port $1" >&2
+	return 1
 }
 
 # bench_write_ini NAME PORT EXTRA: $tmp/NAME.ini for a pgvalve on PORT (log in $tmp/NAME.log).
@@ -100,6 +105,20 @@ bench_write_ini() {
 	bench_pooler_ini pgvalve "$2" "$1" "$3" >"$tmp/$1.ini"
 	if [ -n "$runas" ]; then chown "$runas:" "$tmp/$1.ini"; fi
 }
+
+# bench_start_named NAME PORT EXTRA: a pgvalve from bench_write_ini NAME's config, in the background; prints its pid.
+bench_start_named() {
+	bench_write_ini "$1" "$2" "$3"
+	if [ -n "$runas" ]; then
+		"$PGVALVE" -q -u "$runas" "$tmp/$1.ini" >/dev/null 2>&1 &
+	else
+		"$PGVALVE" -q "$tmp/$1.ini" >/dev/null 2>&1 &
+	fi
+	echo $!
+}
+
+# bench_cpu_ticks PID: its user + system CPU so far, in clock ticks (1/100 s).
+bench_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 bench_start_pgvalve() {
 	port=$(pgv_free_port $((pgport + 1)))

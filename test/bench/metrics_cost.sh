@@ -39,29 +39,6 @@ cost_cleanup() {
 }
 trap cost_cleanup EXIT
 
-# start_one NAME PORT EXTRA: a pgvalve like bench_start_pgvalve's (bench_write_ini); prints its pid.
-start_one() {
-	local name=$1
-	bench_write_ini "$name" "$2" "$3"
-	if [ -n "$runas" ]; then
-		"$PGVALVE" -q -u "$runas" "$tmp/$name.ini" >/dev/null 2>&1 &
-	else
-		"$PGVALVE" -q "$tmp/$name.ini" >/dev/null 2>&1 &
-	fi
-	echo $!
-}
-
-wait_ready() {
-	for _ in $(seq 50); do
-		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$1" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && return
-		sleep 0.2
-	done
-	echo "${0##*/}: pgvalve on port $1 did not come up" >&2
-	exit 1
-}
-
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 # One scrape a second, over bash's /dev/tcp (no curl needed); a line in $tmp/scrapes per answered one.
 scrape_loop() {
 	while sleep 1; do
@@ -82,19 +59,18 @@ on_port=$(pgv_free_port $((off_port + 1)))
 metrics_port=$(pgv_free_port $((on_port + 1)))
 ratios=
 for round in $(seq "$rounds"); do
-	off_pid=$(start_one off "$off_port" "")
-	on_pid=$(start_one on "$on_port" "metrics_port = $metrics_port")
-	wait_ready "$off_port"
-	wait_ready "$on_port"
+	off_pid=$(bench_start_named off "$off_port" "")
+	on_pid=$(bench_start_named on "$on_port" "metrics_port = $metrics_port")
+	bench_wait_ready "$off_port" && bench_wait_ready "$on_port" || exit 1
 	: >"$tmp/scrapes"
 	scrape_loop "$metrics_port" &
 	scraper_pid=$!
-	a0=$(cpu_ticks "$off_pid") b0=$(cpu_ticks "$on_pid")
+	a0=$(bench_cpu_ticks "$off_pid") b0=$(bench_cpu_ticks "$on_pid")
 	pgbench_at "$off_port" >"$tmp/n.off" &
 	bench_a=$!
 	pgbench_at "$on_port" >"$tmp/n.on"
 	wait "$bench_a"
-	a1=$(cpu_ticks "$off_pid") b1=$(cpu_ticks "$on_pid")
+	a1=$(bench_cpu_ticks "$off_pid") b1=$(bench_cpu_ticks "$on_pid")
 	kill "$scraper_pid" 2>/dev/null
 	wait "$scraper_pid" 2>/dev/null
 	scraper_pid=

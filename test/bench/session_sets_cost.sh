@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+#
+# test/bench/session_sets_cost.sh - what remembering clients' own SETs
+# costs in transaction pooling (issue 14, track_client_set): pooler CPU per
+# transaction of pgbench -S whose clients each run a few session SETs when
+# they start (statement_timeout, lock_timeout, search_path: what
+# applications do at connect), against the same run without them, at a
+# fixed rate.
+#
+#   session_sets_cost.sh [--duration S] [--rounds N] [--rate TPS] [--clients N]
+#
+# Two identical pgvalve processes (pool of 20) run side by side, each with
+# its own pgbench at the same rate (more clients than servers, so clients
+# change servers all the time), so a shared, noisy machine slows both
+# alike; each round prints both CPU-per-transaction figures (utime + stime
+# from /proc) and their ratio, with SETs / without; the median ratio comes
+# last. Build without sanitizers for meaningful figures (PGVALVE=...).
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
+builddir=${abs_top_builddir:-$srcdir/build}
+duration=20 rounds=5 rate=2000 clients=50
+while [ $# -gt 0 ]; do
+	case $1 in
+	--duration) duration=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
+	--clients) clients=$2; shift 2 ;;
+	*) echo "usage: session_sets_cost.sh [--duration S] [--rounds N] [--rate TPS] [--clients N]" >&2; exit 2 ;;
+	esac
+done
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_setup_cluster
+
+plain_pid= sets_pid=
+cost_cleanup() {
+	for p in $plain_pid $sets_pid; do pgv_kill_pids "$p"; done
+	bench_cleanup
+}
+trap cost_cleanup EXIT
+
+# The same SELECT as pgbench -S; the "sets" script first runs three SETs,
+# once per client (pgbench keeps a client's variables across its runs).
+select_sql='\set aid random(1, 100000 * :scale)
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;'
+printf '%s\n' "$select_sql" >"$tmp/plain.sql"
+{
+	printf '%s\n' '\if :did_set = 0' "SET statement_timeout = '30s';" "SET lock_timeout = '10s';" \
+		'SET search_path = public;' '\set did_set 1' '\endif'
+	printf '%s\n' "$select_sql"
+} >"$tmp/sets.sql"
+
+pgbench_at() {
+	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -M simple -R "$rate" -c "$clients" -j 1 \
+		-T "$duration" -D did_set=0 -D scale="${bench_scale:-10}" -f "$tmp/$2.sql" \
+		-h 127.0.0.1 -p "$1" -U bench bench >"$tmp/run.$2.out" 2>&1
+	grep -q '^number of failed transactions: [1-9]' "$tmp/run.$2.out" &&
+		echo "${0##*/}: failed transactions in the $2 run" >&2
+	sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$tmp/run.$2.out"
+}
+
+plain_port=$(pgv_free_port $((pgport + 1)))
+sets_port=$(pgv_free_port $((plain_port + 1)))
+ratios=
+for round in $(seq "$rounds"); do
+	plain_pid=$(bench_start_named plain "$plain_port" "")
+	sets_pid=$(bench_start_named sets "$sets_port" "")
+	bench_wait_ready "$plain_port" && bench_wait_ready "$sets_port" || exit 1
+	a0=$(bench_cpu_ticks "$plain_pid") b0=$(bench_cpu_ticks "$sets_pid")
+	pgbench_at "$plain_port" plain >"$tmp/n.plain" &
+	bench_a=$!
+	pgbench_at "$sets_port" sets >"$tmp/n.sets"
+	wait "$bench_a"
+	a1=$(bench_cpu_ticks "$plain_pid") b1=$(bench_cpu_ticks "$sets_pid")
+	n_plain=$(cat "$tmp/n.plain") n_sets=$(cat "$tmp/n.sets")
+	pgv_kill_pids "$plain_pid" "$sets_pid"
+	plain_pid= sets_pid=
+	line=$(awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v na="$n_plain" -v nb="$n_sets" 'BEGIN {
+		ua = a * 10000 / na; ub = b * 10000 / nb
+		printf "without SETs %.2f us/txn (%d txns), with %.2f us/txn (%d txns), with/without %.3f", ua, na, ub, nb, ub / ua }')
+	echo "${0##*/}: round $round: $line"
+	ratios="$ratios ${line##* }"
+done
+printf '%s\n' $ratios | median | awk '{ printf "session_sets_cost.sh: median CPU per transaction, with SETs / without: %.3f\n", $1 }'
