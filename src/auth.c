@@ -264,10 +264,16 @@ static int hba_method(struct client *client)
 		if (!client->is_unix)
 			sockaddr_ip_text(&client->addr.sa, host, sizeof(host), NULL);
 		char msg[400];
-		/* PostgreSQL's wording, so operators recognise it */
-		snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :
-			 "no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
-			 host, login->user, login->dbname, client->nb.ssl ? "SSL encryption" : "no encryption");
+		const char *tls = client->nb.ssl ? "SSL encryption" : "no encryption";
+		/* PostgreSQL's wording, so operators recognise it (a physical replication connection names no database) */
+		if (req.physical_replication)
+			snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects replication connection for host \"%s\", user \"%s\", %s" :
+				 "no pg_hba.conf entry for replication connection from host \"%s\", user \"%s\", %s",
+				 host, login->user, tls);
+		else
+			snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :
+				 "no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
+				 host, login->user, login->dbname, tls);
 		client_close(client, "28000", msg);
 		return -1;
 	}

@@ -419,8 +419,17 @@ static void handle_startup(struct client *client, const struct startup_params *s
 			varcache_set(&client->vars, idx, sp->values[i]);
 	}
 
-	if (repl_type != REPLICATION_NONE)
-		client->repl = replication_new(repl_type, sp);
+	if (repl_type != REPLICATION_NONE) {
+		/* its server gets the client's parameters, less those the operator has pgvalve ignore */
+		struct startup_params fwd = { .version = sp->version };
+		for (int i = 0; i < sp->count; i++) {
+			if (config_list_contains(pgv.cfg->ignore_startup_parameters, sp->names[i]))
+				continue;
+			fwd.names[fwd.count] = sp->names[i];
+			fwd.values[fwd.count++] = sp->values[i];
+		}
+		client->repl = replication_new(repl_type, &fwd);
+	}
 	client->pool = pool_get_for_login(db, user, !db_known);
 	client->username = xstrdup(user);
 	client->ucount = pool_user_ref(user);

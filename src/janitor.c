@@ -59,7 +59,8 @@ static void check_login_clients(usec_t now)
 		struct client *client = container_of(n, struct client, node);
 		if (now - client->connect_time < timeout)
 			break;	/* appended at accept: the rest are younger */
-		client_close(client, "08P01", "client_login_timeout");
+		/* a held cancel request (server.c) is no failed login: no error, no login-error count */
+		client_close(client, client->quiet ? NULL : "08P01", "client_login_timeout");
 	}
 }
 
@@ -202,7 +203,8 @@ static void check_servers(struct pool *pool, usec_t now)
 		for (n = list_first(&pool->active_servers); n && n != &pool->active_servers.head; n = next) {
 			next = n->next;
 			struct server *server = container_of(n, struct server, node);
-			if (server->close_needed && server_is_clean(server))
+			/* a replication stream has no "between transactions": it runs until its client ends it */
+			if (server->close_needed && !server->replication && server_is_clean(server))
 				server_close_with_client(server, "database configuration changed");
 		}
 	}

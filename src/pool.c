@@ -401,13 +401,24 @@ void pool_keep_forced_user_pool(struct db *db)
 		pool_get(db, db->cfg->user);
 }
 
+static int replication_servers_in(const struct list *l)
+{
+	int n = 0;
+	list_for_each(pos, l)
+		n += container_of(pos, struct server, node)->replication != REPLICATION_NONE;
+	return n;
+}
+
 /* Logins of servers opened for replication clients: they will serve nobody else. */
 static int replication_logins(const struct pool *pool)
 {
-	int n = 0;
-	list_for_each(pos, &pool->login_servers)
-		n += container_of(pos, struct server, node)->replication != REPLICATION_NONE;
-	return n;
+	return replication_servers_in(&pool->login_servers);
+}
+
+/* Servers that are or will be the pool's to hand out (replication ones serve their client alone). */
+static int pooled_server_count(const struct pool *pool)
+{
+	return pool_server_count(pool) - replication_logins(pool) - replication_servers_in(&pool->active_servers);
 }
 
 /* Whether a login waits for the pool's first server (replication logins wait for their own). */
@@ -781,6 +792,11 @@ void pool_server_ready(struct server *server)
 		server_run_auth_query(server, login->client);
 		return;
 	}
+	if (replication_claims_server(pool)) {
+		/* First in line, a replication client needs this server's room for one of its own. */
+		server_close(server, "evicted for pool_size");
+		return;
+	}
 	struct list_node *n = list_first(&pool->waiting_clients);
 	if (n) {
 		link_pair(container_of(n, struct client, node), server);
@@ -969,7 +985,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	}
 	while ((n = list_first(&pool->auth_waiters)))
 		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
-	if (pool_server_count(pool) <= 1) {
+	if (pooled_server_count(pool) <= 1) {
 		while ((n = list_first(&pool->waiting_clients)))
 			client_close(container_of(n, struct client, node), sqlstate, message);
 	}
@@ -989,7 +1005,7 @@ void pool_server_connect_failed(struct pool *pool)
  */
 static bool pool_fast_fail(struct pool *pool, struct client *client)
 {
-	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pool_server_count(pool))
+	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pooled_server_count(pool))
 		return false;
 	char msg[400];
 	snprintf(msg, sizeof(msg), "server login has been failing, cached error: %s (server_login_retry)",

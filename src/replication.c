@@ -131,34 +131,57 @@ static struct client *next_without_server(const struct pool *pool)
 	return NULL;
 }
 
-bool replication_waiting(const struct pool *pool)
+/*
+ * Closes pool's idle server that has waited longest for a client (the tail:
+ * servers idle in LIFO order; under server_round_robin, the next in turn).
+ * No launch runs from inside that close: the caller is launching, and a
+ * nested launch could close servers a caller's loop still holds.
+ */
+static bool evict_own_idle(struct pool *pool)
 {
-	return next_without_server(pool) != NULL;
-}
-
-/* Room for one more server in pool: under its size, or made by closing its longest-idle server. */
-static bool make_room(struct pool *pool)
-{
-	if (pool_server_count(pool) < pool_effective_size(pool))
-		return true;
-	struct list_node *tail = list_last(&pool->idle_servers);	/* LIFO: the tail idled longest */
+	struct list_node *tail = list_last(&pool->idle_servers);
 	if (!tail)
 		return false;
-	server_close(container_of(tail, struct server, node), "evicted for pool_size");
-	return pool_server_count(pool) < pool_effective_size(pool);
+	struct server *victim = container_of(tail, struct server, node);
+	victim->connecting_sync = true;
+	server_close(victim, "evicted for pool_size");
+	return true;
+}
+
+/* Room for one more server of pool: under its size and the database/user limits, its idle servers closed if need be. */
+static bool make_room(struct pool *pool)
+{
+	while (pool_server_count(pool) >= pool_effective_size(pool))
+		if (!evict_own_idle(pool))
+			return false;
+	while (!pool_may_open_server(pool))	/* max_db/user_connections: other pools' idle servers first */
+		if (!evict_own_idle(pool))
+			return false;
+	return true;
 }
 
 void replication_launch_servers(struct pool *pool)
 {
 	struct client *client;
-	if (db_paused(pool->db) || pgv.shutting_down)
+	if (db_paused(pool->db) || pool->db->removed)
 		return;
+	if (pool_login_retry_pending(pool, now_usec()))
+		return;		/* the server could not be reached lately: the janitor tries again after server_login_retry */
 	while ((client = next_without_server(pool))) {
-		if (!make_room(pool) || !pool_may_open_server(pool))
+		if (!make_room(pool))
 			return;		/* a server leaving the pool calls again (pool_after_change) */
 		if (!server_connect_replication(pool, client))
-			continue;	/* it failed at once and closed the client; try the next */
+			continue;	/* it could not even start: the client went on waiting or was closed */
 	}
+}
+
+bool replication_claims_server(const struct pool *pool)
+{
+	const struct client *repl = next_without_server(pool);
+	if (!repl || pool_login_retry_pending(pool, now_usec()))
+		return false;	/* (while launches wait for server_login_retry, the server would go for nothing) */
+	struct list_node *n = list_first(&pool->waiting_clients);
+	return !n || container_of(n, struct client, node)->request_time >= repl->request_time;
 }
 
 /* ---------------------------------------------------------------- linked */
@@ -184,6 +207,17 @@ void replication_server_failed(struct server *server, const char *sqlstate, cons
 	server->repl_client = NULL;
 	client->repl->server = NULL;
 	client_close(client, sqlstate, message);
+}
+
+void replication_server_lost(struct server *server, const char *reason)
+{
+	struct client *client = server->repl_client;
+	if (!client)
+		return;
+	server->repl_client = NULL;
+	client->repl->server = NULL;
+	client_log(LOG_LEVEL_INFO, client, "its replication server went away before login (%s), waiting for another",
+		   reason);
 }
 
 void replication_client_closing(struct client *client)

@@ -401,8 +401,8 @@ void server_close(struct server *server, const char *reason)
 	usec_t age = (now_usec() - server->connect_time) / USEC_PER_SEC;
 
 	server_log(LOG_LEVEL_INFO, server, "closing because: %s (age=%llds)", reason, (long long)age);
-	if (server->repl_client)	/* it never reached its replication client: that login fails */
-		replication_server_failed(server, "08006", reason);
+	if (server->repl_client)	/* not reached, timed out, obsolete: its replication client waits for another */
+		replication_server_lost(server, reason);
 	struct client *repl_peer = server->replication ? server->link : NULL;
 	/*
 	 * A login whose parameters it was taking cannot go on without it, and
@@ -922,11 +922,17 @@ static void login_failed_severity(struct server *server, const char *severity, c
 				  const char *message)
 {
 	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s %s", severity, message);
-	db_host_failed(server->pool->db, server->host_idx);
-	if (server->replication)	/* its own client alone hears it; the pool is not failing */
+	if (server->replication) {
+		/*
+		 * Its own client alone hears it: the refusal is usually about that
+		 * client (its role, its options), so neither the pool's state nor
+		 * the database's host list moves.
+		 */
 		replication_server_failed(server, sqlstate, message);
-	else
+	} else {
+		db_host_failed(server->pool->db, server->host_idx);
 		pool_server_login_failed(server->pool, sqlstate, message);
+	}
 	server_close(server, message);
 }
 
@@ -1086,6 +1092,10 @@ static void login_complete(struct server *server)
 		server_log(LOG_LEVEL_INFO, server, "new connection to server (from %s:%d)", host, port);
 	}
 	if (server->replication) {	/* its client's own: never pooled, no connect_query */
+		if (server->close_needed || db_paused(pool->db)) {	/* as pool_server_ready: the client waits for another */
+			server_close(server, server->close_needed ? "obsolete connection" : "pause mode");
+			return;
+		}
 		replication_server_ready(server);
 		return;
 	}

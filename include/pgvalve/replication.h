@@ -65,16 +65,26 @@ void replication_put_startup(const struct replication *repl, struct pktbuf *b);
 void replication_client_logged_in(struct client *client);
 /* Opens servers for waiting replication clients of pool while its size allows (pool.c's launch). */
 void replication_launch_servers(struct pool *pool);
-/* Whether replication clients of pool wait for a server (pool demand). */
-bool replication_waiting(const struct pool *pool);
+/*
+ * A server of pool came free: whether a replication client waiting for
+ * room came before the first ordinary waiter (then the server is closed
+ * to make that room, as PgBouncer serves its one queue in arrival order).
+ */
+bool replication_claims_server(const struct pool *pool);
 /* The client's server finished its login: link the two and finish the client's login. */
 void replication_server_ready(struct server *server);
 /*
- * The client's server failed before it was linked (sqlstate and message:
- * the server's error, or why it could not be reached): the client is
- * closed with it.
+ * PostgreSQL refused the login of the client's server (sqlstate and
+ * message: its error): the client is closed with it, as it would be
+ * without pgvalve.
  */
 void replication_server_failed(struct server *server, const char *sqlstate, const char *message);
+/*
+ * The client's server closed before its login ended for a reason of its
+ * own (not reached, timed out, obsolete, paused): the client waits for the
+ * next one, as ordinary clients wait on connect failures.
+ */
+void replication_server_lost(struct server *server, const char *reason);
 /* The client is closing: its server, linked or still logging in, closes too. */
 void replication_client_closing(struct client *client);
 

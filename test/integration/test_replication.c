@@ -21,6 +21,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define DB "pgvtest"
 
@@ -33,8 +36,9 @@ static const char *databases(void)
 	snprintf(buf, sizeof(buf),
 		 "pgvtest = host=127.0.0.1 port=%s dbname=pgvtest\n"
 		 "replication = host=127.0.0.1 port=%s dbname=pgvtest\n"
-		 "small = host=127.0.0.1 port=%s dbname=pgvtest pool_size=1\n",
-		 port, port, port);
+		 "small = host=127.0.0.1 port=%s dbname=pgvtest pool_size=1\n"
+		 "fresh = host=127.0.0.1 port=%s dbname=pgvtest\n",
+		 port, port, port, port);
 	return buf;
 }
 
@@ -146,6 +150,15 @@ static const char *identify_system(PGconn *c)
 	return dbname;
 }
 
+static char *pgbin_path(const char *prog)
+{
+	static char buf[4][512];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", getenv("PGV_TEST_PGBIN"), prog);
+	return buf[k];
+}
+
 /* ================================================================ logical */
 
 /*
@@ -229,6 +242,23 @@ START_TEST(failed_replication_login_alone)
 {
 	struct pgv p;
 	start(&p);
+	/*
+	 * A pool with no server yet: had the failure counted as the pool's,
+	 * the next ordinary login would be failed at once with the cached
+	 * error, or held for server_login_retry (15 s, past its connect_timeout).
+	 */
+	PGconn *c0 = connect_with(&p, "dbname=fresh user=scram_user password=scram_pass replication=database");
+	ck_assert_int_eq(PQstatus(c0), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c0), "must be superuser or replication role to start walsender"), "%s",
+		      PQerrorMessage(c0));
+	PQfinish(c0);
+	double t0 = now_s();
+	PGconn *fresh = pgv_connect(&p, "fresh", "scram_user", "scram_pass");
+	ck_assert_msg(PQstatus(fresh) == CONNECTION_OK, "%s", PQerrorMessage(fresh));
+	ck_assert_str_eq(query_value(fresh, "SELECT 1"), "1");
+	ck_assert_msg(now_s() - t0 < 5, "the ordinary login waited %.1f s after a replication login failed", now_s() - t0);
+	PQfinish(fresh);
+
 	PGconn *ordinary = pgv_connect(&p, DB, "scram_user", "scram_pass");
 	ck_assert_str_eq(query_value(ordinary, "SELECT 1"), "1");
 
@@ -306,23 +336,84 @@ START_TEST(pool_size_counts)
 	}
 	ck_assert_msg(st == PGRES_POLLING_OK, "%s", PQerrorMessage(second));
 	ck_assert_str_eq(query_value(second, "SELECT 5"), "5");
-	ck_assert_int_eq(walsenders(), 1);
+	wait_walsenders(1);
 	PQfinish(second);
 	wait_walsenders(0);
 	pgv_stop(&p);
 }
 END_TEST
 
+/*
+ * Ordinary clients keeping the one server of a pool busy do not starve a
+ * replication client: it is served in arrival order, the free server
+ * closed to make its room.
+ */
+START_TEST(served_in_turn_with_a_busy_pool)
+{
+	struct pgv p;
+	start(&p);
+	char port[16], out[700], script[700];
+	snprintf(port, sizeof(port), "%d", p.port);
+	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
+	snprintf(script, sizeof(script), "%s/short.sql", p.dir);
+	FILE *f = fopen(script, "we");
+	ck_assert_ptr_nonnull(f);
+	fputs("SELECT pg_sleep(0.005);\n", f);
+	fclose(f);
+	char *argv[] = { pgbin_path("pgbench"), "-n", "-f", script, "-c", "16", "-T", "8",
+			 "-h", "127.0.0.1", "-p", port, "-U", "repl_user", "small", NULL };
+	setenv("PGPASSWORD", "repl_pass", 1);
+	pid_t load = run_program_background(argv, out);
+	sleep_ms(1000);		/* the queue is never empty from here on */
+	double t0 = now_s();
+	PGconn *c = logical(&p, "");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_msg(now_s() - t0 < 4, "the replication client waited %.1f s", now_s() - t0);
+	ck_assert_int_eq(walsenders(), 1);
+	PQfinish(c);
+	int status = -1;
+	ck_assert_int_eq(waitpid(load, &status, 0), load);
+	unsetenv("PGPASSWORD");
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench status %d: %s\n%s", status,
+		      read_file_tail(out, 1500), pgv_log_tail(&p, 1500));
+	wait_walsenders(0);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A server that cannot be reached fails no replication client at once: it
+ * waits for the next try, as ordinary clients do, until query_wait_timeout.
+ */
+START_TEST(unreachable_server_keeps_waiting)
+{
+	/* a port bound but not listening: connects to it are refused while the socket holds it */
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t salen = sizeof(sa);
+	int hold = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(hold, 0);
+	ck_assert_int_eq(bind(hold, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(hold, (struct sockaddr *)&sa, &salen), 0);
+	char dbs[1024];
+	snprintf(dbs, sizeof(dbs), "%sdown = host=127.0.0.1 port=%d dbname=pgvtest\n", databases(), ntohs(sa.sin_port));
+	struct pgv p;
+	pgv_start(&p, SETTINGS "query_wait_timeout = 3\nserver_login_retry = 1\n", dbs, userlist());
+	double t0 = now_s();
+	PGconn *c = connect_with(&p, "dbname=down user=repl_user password=repl_pass replication=database");
+	double waited = now_s() - t0;
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "query_wait_timeout"), "%s", PQerrorMessage(c));
+	ck_assert_msg(waited >= 2.5, "failed after %.1f s: %s", waited, PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "went away before login", 2);
+	ck_assert_int_ge(pgv_log_count(&p, "closing because: connect failed"), 2);	/* tried again */
+	pgv_stop(&p);
+	close(hold);
+}
+END_TEST
+
 /* ================================================================ real tools */
 
-static char *pgbin_path(const char *prog)
-{
-	static char buf[4][512];
-	static int k;
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof(buf[k]), "%s/%s", getenv("PGV_TEST_PGBIN"), prog);
-	return buf[k];
-}
 
 static int count_entries(const char *dir)
 {
@@ -389,12 +480,15 @@ START_TEST(pg_receivewal_through_pgvalve)
 	ck_assert_str_eq(query_value(d, "SELECT active FROM pg_replication_slots WHERE slot_name = 'pgv_rw'"), "t");
 	PQfinish(d);
 	kill(pid, SIGINT);
-	int status = 0;
+	int status = -1;
+	pid_t done = 0;
 	until = now_s() + 10;
-	while (now_s() < until && waitpid(pid, &status, WNOHANG) == 0)
+	while (now_s() < until && (done = waitpid(pid, &status, WNOHANG)) == 0)
 		sleep_ms(50);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pg_receivewal status %d: %s", status,
-		      read_file_tail(out, 2000));
+	if (done != pid)
+		stop_program(pid);
+	ck_assert_msg(done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "pg_receivewal status %d: %s",
+		      status, read_file_tail(out, 2000));
 	wait_walsenders(0);
 	direct_exec("SELECT pg_drop_replication_slot('pgv_rw')");
 	pgv_stop(&p);
@@ -495,6 +589,8 @@ int main(void)
 		{ "physical_connection", physical_connection, 30 },
 		{ "failed_replication_login_alone", failed_replication_login_alone, 30 },
 		{ "pool_size_counts", pool_size_counts, 30 },
+		{ "served_in_turn", served_in_turn_with_a_busy_pool, 30 },
+		{ "unreachable_server", unreachable_server_keeps_waiting, 30 },
 		{ "pg_basebackup", pg_basebackup_through_pgvalve, 150 },
 		{ "pg_receivewal", pg_receivewal_through_pgvalve, 60 },
 		{ "logical_subscription", logical_subscription_through_pgvalve, 60 },
