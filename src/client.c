@@ -205,7 +205,7 @@ void client_free(struct client *client)
 {
 	auth_login_free(client->login);
 	prepare_client_free(client);
-	varcache_free(client->vars);
+	varcache_unref(client->vars);
 	session_sets_unref(client->sets);
 	free(client->username);
 	free(client);
@@ -490,7 +490,7 @@ void client_finish_login(struct client *client)
 	if (client->login && client->login->sasl_final_len)
 		pktbuf_put_bytes(&b, client->login->sasl_final, client->login->sasl_final_len);
 	proto_put_auth_request(&b, AUTH_REQ_OK, NULL, 0);
-	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	varcache_share_login(&client->vars, pool->welcome_vars, &pool->login_vars);
 	for (int i = 0; i < pool->welcome_count; i++) {
 		const char *name = pool->welcome[i].name;
 		const char *value = pool->welcome[i].value;

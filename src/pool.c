@@ -1122,7 +1122,8 @@ static void pool_free(struct pool *pool)
 		free(pool->welcome[i].value);
 	}
 	free(pool->welcome);
-	varcache_free(pool->welcome_vars);
+	varcache_unref(pool->welcome_vars);
+	varcache_unref(pool->login_vars);
 	pool_user_unref(pool->ucount);
 	free(pool->user);
 	free(pool->password);

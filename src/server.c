@@ -410,7 +410,7 @@ void server_free(struct server *server)
 {
 	free(server->auth_result);
 	prepare_server_free(server);
-	varcache_free(server->vars);
+	varcache_unref(server->vars);
 	session_sets_unref(server->sets);
 	session_set_pending_clear(server);
 	for (int i = 0; i < server->param_count; i++) {
@@ -614,7 +614,7 @@ static void predict_reset_all(struct server *server)
 {
 	for (int idx = 0; idx < varcache_count(); idx++)
 		if (varcache_settable(idx))
-			varcache_clear(server->vars, idx);
+			varcache_clear(&server->vars, idx);
 	for (int i = 0; i < server->param_count; i++) {
 		int idx = varcache_index(server->params[i].name);
 		if (varcache_settable(idx))
@@ -778,7 +778,7 @@ static void internal_query_done(struct server *server)
 	case SV_INTERNAL_RESET:
 	case SV_INTERNAL_CHECK:
 		if (what == SV_INTERNAL_RESET) {	/* reported values came back as ParameterStatus; the rest are unknown */
-			varcache_forget_except(server->vars, server->reported_mask);
+			varcache_forget_except(&server->vars, server->reported_mask);
 			server->synced_client_id = 0;
 		}
 		if (server->internal_failed || server->txn_status != 'I') {
