@@ -2057,8 +2057,7 @@ bool admin_check_access(struct client *client)
 		return true;
 	if (pgv.cfg->auth_type == AUTH_TYPE_ANY) {
 		/* anyone, with stats rights, shown as the admin db's user */
-		free(client->username);
-		client->username = xstrdup("pgbouncer");
+		client->shown_as_admin_user = true;
 		return true;
 	}
 	client_close(client, "28000", "not allowed");

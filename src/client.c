@@ -52,7 +52,9 @@ const char *client_user_name(const struct client *client)
 {
 	if (client->login)
 		return client->login->user[0] ? client->login->user : "(nouser)";
-	return client->username ? client->username : "(nouser)";
+	if (client->shown_as_admin_user)
+		return "pgbouncer";
+	return client->ucount ? client->ucount->name : "(nouser)";
 }
 
 const char *client_db_name(const struct client *client)
@@ -179,11 +181,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	pool_cancel_auth_query(client);
 	if (client->is_admin)
 		admin_client_closing(client);
-	if (client->ucount) {
-		client->ucount->clients--;
-		pool_user_unref(client->ucount);
-		client->ucount = NULL;
-	}
+	if (client->ucount)
+		client->ucount->clients--;	/* the reference, and so its name, stays until client_free */
 	if (client->counted_in_db)
 		pool->db->client_count--;
 	if (pool)
@@ -207,7 +206,8 @@ void client_free(struct client *client)
 	prepare_client_free(client);
 	varcache_unref(client->vars);
 	session_sets_unref(client->sets);
-	free(client->username);
+	if (client->ucount)
+		pool_user_unref(client->ucount);
 	free(client);
 }
 
@@ -395,7 +395,6 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	}
 
 	client->pool = pool_get_for_login(db, user, !db_known);
-	client->username = xstrdup(user);
 	client->ucount = pool_user_ref(user);
 	client->ucount->clients++;
 	db->client_count++;

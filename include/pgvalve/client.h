@@ -81,7 +81,7 @@ struct client {
 	struct pool *pool;
 	struct server *link;
 	struct client_login *login;
-	struct user_count *ucount;	/* its login user's counters */
+	struct user_count *ucount;	/* its login user's counters, and its name once logged in */
 	struct varcache *vars;
 	uint32_t vars_gen;		/* bumped whenever vars change */
 	struct session_sets *sets;	/* its own session-level SETs (session_set.h) */
@@ -94,12 +94,12 @@ struct client {
 	usec_t connect_time;
 	usec_t request_time;		/* when it last started waiting, was linked, or went idle */
 	union conn_addr addr;
-	char *username;			/* the name it logged in with */
 	bool is_unix;
 	bool is_admin;
 	bool logged_in;
 	bool in_cancel_index;
 	bool admin_superuser;		/* user pgbouncer over the Unix socket, same OS user */
+	bool shown_as_admin_user;	/* auth_type any on the console: listed as user pgbouncer */
 	bool admin_counted;		/* its one query/transaction is in the admin stats */
 	bool did_suspend;		/* issued SUSPEND: its going away resumes */
 	bool counted_in_db;		/* in its db's client_count */
