@@ -248,7 +248,7 @@ static int hba_method(struct client *client)
 	struct client_login *login = client->login;
 	struct hba_request req = {
 		.is_unix = client->is_unix,
-		.is_tls = client->nb.ssl != NULL,
+		.is_tls = netbuf_ssl(&client->nb) != NULL,
 		.addr = client->is_unix ? NULL : &client->addr.sa,
 		.dbname = login->dbname,
 		.user = login->user,
@@ -265,7 +265,7 @@ static int hba_method(struct client *client)
 		/* PostgreSQL's wording, so operators recognise it */
 		snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :
 			 "no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
-			 host, login->user, login->dbname, client->nb.ssl ? "SSL encryption" : "no encryption");
+			 host, login->user, login->dbname, netbuf_ssl(&client->nb) ? "SSL encryption" : "no encryption");
 		client_close(client, "28000", msg);
 		return -1;
 	}
@@ -390,7 +390,7 @@ static void auth_proceed(struct client *client)
 	case AUTH_TYPE_CERT: {
 		/* The verified client certificate's common name must be the user name (or mapped to it). */
 		char cn[256];
-		if (!client->nb.ssl || !tls_peer_common_name(client->nb.ssl, cn, sizeof(cn)) ||
+		if (!netbuf_ssl(&client->nb) || !tls_peer_common_name(netbuf_ssl(&client->nb), cn, sizeof(cn)) ||
 		    !identity_allowed(login->hba_map, cn, login->user)) {
 			char msg[200];
 			snprintf(msg, sizeof(msg), "certificate authentication failed for user \"%s\"", login->user);

@@ -35,7 +35,7 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 bool client_owns_netbuf(const struct netbuf *nb)
 {
-	return nb->handler == client_handler;
+	return netbuf_handler(nb) == client_handler;
 }
 
 /* ---------------------------------------------------------------- naming */
@@ -238,7 +238,7 @@ static void client_tls_ready(struct client *client)
 	if (client->direct_tls) {
 		const unsigned char *alpn = NULL;
 		unsigned int alpn_len = 0;
-		SSL_get0_alpn_selected(client->nb.ssl, &alpn, &alpn_len);
+		SSL_get0_alpn_selected(netbuf_ssl(&client->nb), &alpn, &alpn_len);
 		if (alpn_len != 10 || memcmp(alpn, "postgresql", 10) != 0) {
 			client_close(client, "08P01", "direct TLS connection without ALPN \"postgresql\"");
 			return;
@@ -382,7 +382,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	client->nb.never_suspend = is_admin;
 	if (pgv.cfg->log_connections) {
 		char tls[160];
-		tls_describe(client->nb.ssl, tls, sizeof(tls));
+		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));
 		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s", dbname, user,
 			   tls[0] ? tls : "no");
 	}
@@ -418,7 +418,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 
 		if (code == PROTO_SSL_REQUEST || code == PROTO_GSSENC_REQUEST) {
-			if (pkt->len != 8 || client->nb.ssl) {
+			if (pkt->len != 8 || netbuf_ssl(&client->nb)) {
 				client_close(client, "08P01", "bad SSL request");
 				return false;
 			}
@@ -438,7 +438,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 				client_close(client, NULL, "cancel request");
 			return client->state != CL_CLOSED;
 		}
-		if (!client->nb.ssl && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
+		if (!netbuf_ssl(&client->nb) && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
 			client_close(client, "28000", "SSL required");
 			return false;
 		}
@@ -618,7 +618,7 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		client_tls_ready(client);
 		return client->state != CL_CLOSED;
 	case NETBUF_EV_TLS_FAILED:
-		client_log(LOG_LEVEL_WARNING, client, "TLS handshake failed: %s", client->nb.tls_error);
+		client_log(LOG_LEVEL_WARNING, client, "TLS handshake failed: %s", netbuf_tls_error());
 		client_close(client, NULL, "TLS handshake failed");
 		return false;
 	case NETBUF_EV_DIRECT_TLS:
