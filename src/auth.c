@@ -246,10 +246,12 @@ static bool identity_allowed(const char *map, const char *system_user, const cha
 static int hba_method(struct client *client)
 {
 	struct client_login *login = client->login;
+	struct sockaddr_storage ss;
+	bool tcp = client_sockaddr(client, &ss);
 	struct hba_request req = {
 		.is_unix = client->is_unix,
 		.is_tls = netbuf_ssl(&client->nb) != NULL,
-		.addr = client->is_unix ? NULL : &client->addr.sa,
+		.addr = tcp ? (const struct sockaddr *)&ss : NULL,
 		.dbname = login->dbname,
 		.user = login->user,
 	};
@@ -259,8 +261,8 @@ static int hba_method(struct client *client)
 		strlcpy_s(login->hba_map, m.map, sizeof(login->hba_map));
 	if (m.method == AUTH_TYPE_REJECT) {
 		char host[INET6_ADDRSTRLEN] = "local";
-		if (!client->is_unix)
-			sockaddr_ip_text(&client->addr.sa, host, sizeof(host), NULL);
+		if (tcp)
+			sockaddr_ip_text((const struct sockaddr *)&ss, host, sizeof(host), NULL);
 		char msg[400];
 		/* PostgreSQL's wording, so operators recognise it */
 		snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :

@@ -40,9 +40,43 @@ bool client_owns_netbuf(const struct netbuf *nb)
 
 /* ---------------------------------------------------------------- naming */
 
-static void format_addr(const union conn_addr *addr, bool is_unix, char *buf, size_t size, int *port)
+bool client_sockaddr(const struct client *client, struct sockaddr_storage *out)
 {
-	if (is_unix || !sockaddr_host_text(&addr->sa, buf, size, port)) {
+	memset(out, 0, sizeof(*out));
+	if (client->is_unix)
+		return false;
+	if (client->is_ipv6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(client->addr.port);
+		memcpy(&in6->sin6_addr, client->addr.ip, 16);
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)out;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(client->addr.port);
+		memcpy(&in->sin_addr, client->addr.ip, 4);
+	}
+	return true;
+}
+
+static void client_set_addr(struct client *client, const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		client->is_ipv6 = true;
+		client->addr.port = ntohs(in6->sin6_port);
+		memcpy(client->addr.ip, &in6->sin6_addr, 16);
+	} else if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		client->addr.port = ntohs(in->sin_port);
+		memcpy(client->addr.ip, &in->sin_addr, 4);
+	}
+}
+
+static void format_addr(const struct client *client, char *buf, size_t size, int *port)
+{
+	struct sockaddr_storage ss;
+	if (!client_sockaddr(client, &ss) || !sockaddr_host_text((struct sockaddr *)&ss, buf, size, port)) {
 		snprintf(buf, size, "unix");
 		*port = pgv.cfg->listen_port;
 	}
@@ -68,7 +102,7 @@ const char *client_prefix(const struct client *client, char *buf, size_t size)
 {
 	char host[INET6_ADDRSTRLEN + 2];
 	int port = 0;
-	format_addr(&client->addr, client->is_unix, host, sizeof(host), &port);
+	format_addr(client, host, sizeof(host), &port);
 	snprintf(buf, size, "C-%p: %s/%s@%s:%d", (const void *)client,
 		 client_db_name(client), client_user_name(client), host, port);
 	return buf;
@@ -120,8 +154,8 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 	client->accepted_in_shutdown = pgv.shutting_down && is_unix;
 	client->request_time = client->connect_time;
 	client->is_unix = is_unix;
-	if (!is_unix && addrlen <= sizeof(client->addr))
-		memcpy(&client->addr, addr, addrlen);
+	if (!is_unix && addrlen >= sizeof(struct sockaddr_in))
+		client_set_addr(client, addr);
 	client->login = xcalloc(1, sizeof(*client->login));
 	client->login->phase = LOGIN_STARTUP;
 	list_node_init(&client->node);
