@@ -47,8 +47,21 @@
 #define OID_TEXT 25
 #define OID_NUMERIC 1700
 
+/*
+ * A console client waiting for its PAUSE, WAIT_CLOSE or SUSPEND to
+ * complete. Kept here rather than on every client: consoles are few.
+ */
+enum admin_wait_kind { ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SUSPEND };
+struct admin_wait {
+	struct list_node node;		/* adm.waits */
+	struct client *client;
+	enum admin_wait_kind what;
+	struct db *db;			/* NULL: all databases */
+};
+
 static struct {
 	struct db *db;
+	struct list waits;		/* struct admin_wait, in the order they began */
 	/* The instance pause a console PAUSE here waits for on the other workers (0: none). */
 	uint32_t pause_gen;
 	/* The generation of the instance pause state this worker follows (see workers.h). */
@@ -69,6 +82,7 @@ struct db *admin_db(void)
 
 void admin_setup(void)
 {
+	list_init(&adm.waits);
 	adm.db = pool_create_admin_db("pgbouncer");
 }
 
@@ -472,9 +486,10 @@ static void client_row(struct result *r, const struct client *client, const char
 	char host[INET6_ADDRSTRLEN], lhost[INET6_ADDRSTRLEN];
 	int port = 0, lport = 0;
 	usec_t now = now_usec();
-	struct sockaddr unix_sa = { .sa_family = AF_UNIX };
+	struct sockaddr_storage ss;
 
-	addr_text(client->is_unix ? &unix_sa : &client->addr.sa, host, sizeof(host), &port);
+	client_sockaddr(client, &ss);	/* a Unix socket's reads as AF_UNSPEC: "unix" */
+	addr_text((struct sockaddr *)&ss, host, sizeof(host), &port);
 	local_addr_text(client->nb.fd, lhost, sizeof(lhost), &lport);
 	/* wait: how long its current request has taken, queued or running */
 	usec_t since = client->state == CL_WAITING || client->state == CL_WELCOME ||
@@ -500,7 +515,7 @@ static void client_row(struct result *r, const struct client *client, const char
 	cell_ptr(&c, client);
 	cell_ptr(&c, client->link);
 	cell_int(&c, 0);
-	tls_describe(client->nb.ssl, c.buf[c.n], sizeof(c.buf[0]));
+	tls_describe(netbuf_ssl(&client->nb), c.buf[c.n], sizeof(c.buf[0]));
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
@@ -547,7 +562,7 @@ static void server_row(struct result *r, const struct server *server, const char
 	cell_ptr(&c, server);
 	cell_ptr(&c, server->link);
 	cell_int(&c, (long long)server->be_pid);
-	tls_describe(server->nb.ssl, c.buf[c.n], sizeof(c.buf[0]));
+	tls_describe(netbuf_ssl(&server->nb), c.buf[c.n], sizeof(c.buf[0]));
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
@@ -1320,11 +1335,35 @@ static void end_suspend(void)
 
 /* ---------------------------------------------------------------- waits */
 
-/* A console client waits for PAUSE/WAIT_CLOSE to complete. */
-static void wait_for(struct client *client, enum admin_wait what, struct db *db)
+/* The wait of a console client, NULL if it waits for nothing. */
+static struct admin_wait *wait_of(const struct client *client)
 {
-	client->admin_wait = what;
-	client->admin_wait_db = db;
+	list_for_each(pos, &adm.waits) {
+		struct admin_wait *w = container_of(pos, struct admin_wait, node);
+		if (w->client == client)
+			return w;
+	}
+	return NULL;
+}
+
+static void wait_end(struct admin_wait *w)
+{
+	list_remove(&adm.waits, &w->node);
+	free(w);
+}
+
+/* A console client waits for PAUSE/WAIT_CLOSE/SUSPEND to complete. */
+static void wait_for(struct client *client, enum admin_wait_kind what, struct db *db)
+{
+	struct admin_wait *w = wait_of(client);
+	if (!w) {
+		w = xcalloc(1, sizeof(*w));
+		w->client = client;
+		list_node_init(&w->node);
+		list_append(&adm.waits, &w->node);
+	}
+	w->what = what;
+	w->db = db;
 	netbuf_pause(&client->nb);
 	admin_check_waits();
 }
@@ -1364,9 +1403,9 @@ static bool every_db(bool (*done)(const struct db *))
 	return true;
 }
 
-static bool wait_done(const struct client *client)
+static bool wait_done(const struct admin_wait *w)
 {
-	if (client->admin_wait == ADMIN_WAIT_SUSPEND) {
+	if (w->what == ADMIN_WAIT_SUSPEND) {
 		int unflushed = 0;
 		for_each_socket(count_unflushed, &unflushed);
 		if (unflushed && pgv.cfg->suspend_timeout > 0 &&
@@ -1376,12 +1415,12 @@ static bool wait_done(const struct client *client)
 		}
 		return unflushed == 0;
 	}
-	bool (*done)(const struct db *) = client->admin_wait == ADMIN_WAIT_PAUSE ? db_paused_done : db_close_done;
-	if (client->admin_wait_db)
-		return done(client->admin_wait_db);
+	bool (*done)(const struct db *) = w->what == ADMIN_WAIT_PAUSE ? db_paused_done : db_close_done;
+	if (w->db)
+		return done(w->db);
 	if (!every_db(done))
 		return false;
-	if (client->admin_wait == ADMIN_WAIT_PAUSE && adm.pause_gen)
+	if (w->what == ADMIN_WAIT_PAUSE && adm.pause_gen)
 		return workers_others_paused(adm.pause_gen);
 	return true;
 }
@@ -1392,18 +1431,13 @@ static bool paused_done(void)
 	return pgv.paused_all && every_db(db_paused_done);
 }
 
-/* The console client waiting here for a PAUSE of the whole instance, if any. */
-static struct client *instance_pause_waiter(void)
+/* The wait here for a PAUSE of the whole instance, if any. */
+static struct admin_wait *instance_pause_wait(void)
 {
-	if (!adm.db)
-		return NULL;
-	list_for_each(ppos, &adm.db->pools) {
-		struct pool *pool = container_of(ppos, struct pool, node);
-		list_for_each(pos, &pool->idle_clients) {
-			struct client *client = container_of(pos, struct client, node);
-			if (client->admin_wait == ADMIN_WAIT_PAUSE && !client->admin_wait_db)
-				return client;
-		}
+	list_for_each(pos, &adm.waits) {
+		struct admin_wait *w = container_of(pos, struct admin_wait, node);
+		if (w->what == ADMIN_WAIT_PAUSE && !w->db)
+			return w;
 	}
 	return NULL;
 }
@@ -1411,11 +1445,12 @@ static struct client *instance_pause_waiter(void)
 /* The instance was resumed under a waiting PAUSE: it ends with an error rather than wait for ever. */
 static void end_instance_pause_wait(void)
 {
-	struct client *client = adm.pause_gen ? instance_pause_waiter() : NULL;
+	struct admin_wait *w = adm.pause_gen ? instance_pause_wait() : NULL;
 	adm.pause_gen = 0;
-	if (!client)
+	if (!w)
 		return;
-	client->admin_wait = ADMIN_WAIT_NONE;
+	struct client *client = w->client;
+	wait_end(w);
 	send_error_and_ready(client, "57014", "PAUSE canceled: the instance was resumed");
 	netbuf_resume(&client->nb);
 }
@@ -1453,8 +1488,11 @@ void admin_sync_instance_pause(void)
 
 void admin_client_closing(struct client *client)
 {
-	if (client->admin_wait == ADMIN_WAIT_PAUSE && !client->admin_wait_db)
+	struct admin_wait *w = wait_of(client);
+	if (w && w->what == ADMIN_WAIT_PAUSE && !w->db)
 		adm.pause_gen = 0;	/* the instance stays paused, as PgBouncer leaves it */
+	if (w)
+		wait_end(w);
 	if (client->did_suspend && pgv.suspended) {
 		log_info("admin disappeared when suspended, doing RESUME");
 		end_suspend();
@@ -1463,11 +1501,11 @@ void admin_client_closing(struct client *client)
 
 void admin_cancel_request(struct client *client)
 {
-	if (client->admin_wait != ADMIN_WAIT_PAUSE)
+	struct admin_wait *w = wait_of(client);
+	if (!w || w->what != ADMIN_WAIT_PAUSE)
 		return;
 	/* ^C on a waiting PAUSE: everything resumes, as in PgBouncer. */
-	client->admin_wait = ADMIN_WAIT_NONE;
-	client->admin_wait_db = NULL;
+	wait_end(w);
 	if (!pgv.shutting_down) {
 		log_info("PAUSE canceled, resuming");
 		/* Everything resumes: the whole instance, whoever paused it. */
@@ -1491,14 +1529,9 @@ void admin_cancel_request(struct client *client)
 
 bool admin_waits_on(const struct db *db)
 {
-	if (!adm.db)
-		return false;
-	list_for_each(ppos, &adm.db->pools) {
-		const struct pool *pool = container_of(ppos, struct pool, node);
-		list_for_each(pos, &pool->idle_clients)
-			if (container_of(pos, struct client, node)->admin_wait_db == db)
-				return true;
-	}
+	list_for_each(pos, &adm.waits)
+		if (container_of(pos, struct admin_wait, node)->db == db)
+			return true;
 	return false;
 }
 
@@ -1509,23 +1542,18 @@ void admin_check_waits(void)
 	uint32_t gen;
 	bool want = workers_want_paused(&gen);
 	workers_publish_paused(want && gen == adm.applied_gen && paused_done() ? gen : 0);
-	if (!adm.db)
-		return;
-	list_for_each(ppos, &adm.db->pools) {
-		struct pool *pool = container_of(ppos, struct pool, node);
-		list_for_each(pos, &pool->idle_clients) {
-			struct client *client = container_of(pos, struct client, node);
-			if (client->admin_wait == ADMIN_WAIT_NONE || !wait_done(client))
-				continue;
-			const char *tag = client->admin_wait == ADMIN_WAIT_PAUSE ? "PAUSE" :
-				client->admin_wait == ADMIN_WAIT_SUSPEND ? "SUSPEND" : "WAIT_CLOSE";
-			if (client->admin_wait == ADMIN_WAIT_PAUSE && !client->admin_wait_db)
-				adm.pause_gen = 0;
-			client->admin_wait = ADMIN_WAIT_NONE;
-			client->admin_wait_db = NULL;
-			send_complete_and_ready(client, tag);
-			netbuf_resume(&client->nb);
-		}
+	list_for_each_safe(pos, tmp, &adm.waits) {
+		struct admin_wait *w = container_of(pos, struct admin_wait, node);
+		if (!wait_done(w))
+			continue;
+		const char *tag = w->what == ADMIN_WAIT_PAUSE ? "PAUSE" :
+			w->what == ADMIN_WAIT_SUSPEND ? "SUSPEND" : "WAIT_CLOSE";
+		if (w->what == ADMIN_WAIT_PAUSE && !w->db)
+			adm.pause_gen = 0;
+		struct client *client = w->client;
+		wait_end(w);
+		send_complete_and_ready(client, tag);
+		netbuf_resume(&client->nb);
 	}
 	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0) {
 		log_info("server connections dropped, exiting");
@@ -2059,8 +2087,7 @@ bool admin_check_access(struct client *client)
 		return true;
 	if (pgv.cfg->auth_type == AUTH_TYPE_ANY) {
 		/* anyone, with stats rights, shown as the admin db's user */
-		free(client->username);
-		client->username = xstrdup("pgbouncer");
+		client->shown_as_admin_user = true;
 		return true;
 	}
 	client_close(client, "28000", "not allowed");

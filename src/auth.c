@@ -247,10 +247,12 @@ static bool identity_allowed(const char *map, const char *system_user, const cha
 static int hba_method(struct client *client)
 {
 	struct client_login *login = client->login;
+	struct sockaddr_storage ss;
+	bool tcp = client_sockaddr(client, &ss);
 	struct hba_request req = {
 		.is_unix = client->is_unix,
-		.is_tls = client->nb.ssl != NULL,
-		.addr = client->is_unix ? NULL : &client->addr.sa,
+		.is_tls = netbuf_ssl(&client->nb) != NULL,
+		.addr = tcp ? (const struct sockaddr *)&ss : NULL,
 		.dbname = login->dbname,
 		.user = login->user,
 		.physical_replication = client->repl && client->repl->type == REPLICATION_PHYSICAL,
@@ -261,10 +263,10 @@ static int hba_method(struct client *client)
 		strlcpy_s(login->hba_map, m.map, sizeof(login->hba_map));
 	if (m.method == AUTH_TYPE_REJECT) {
 		char host[INET6_ADDRSTRLEN] = "local";
-		if (!client->is_unix)
-			sockaddr_ip_text(&client->addr.sa, host, sizeof(host), NULL);
+		if (tcp)
+			sockaddr_ip_text((const struct sockaddr *)&ss, host, sizeof(host), NULL);
 		char msg[400];
-		const char *tls = client->nb.ssl ? "SSL encryption" : "no encryption";
+		const char *tls = netbuf_ssl(&client->nb) ? "SSL encryption" : "no encryption";
 		/* PostgreSQL's wording, so operators recognise it (a physical replication connection names no database) */
 		if (req.physical_replication)
 			snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects replication connection for host \"%s\", user \"%s\", %s" :
@@ -398,7 +400,7 @@ static void auth_proceed(struct client *client)
 	case AUTH_TYPE_CERT: {
 		/* The verified client certificate's common name must be the user name (or mapped to it). */
 		char cn[256];
-		if (!client->nb.ssl || !tls_peer_common_name(client->nb.ssl, cn, sizeof(cn)) ||
+		if (!netbuf_ssl(&client->nb) || !tls_peer_common_name(netbuf_ssl(&client->nb), cn, sizeof(cn)) ||
 		    !identity_allowed(login->hba_map, cn, login->user)) {
 			char msg[200];
 			snprintf(msg, sizeof(msg), "certificate authentication failed for user \"%s\"", login->user);

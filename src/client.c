@@ -36,14 +36,48 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 bool client_owns_netbuf(const struct netbuf *nb)
 {
-	return nb->handler == client_handler;
+	return netbuf_handler(nb) == client_handler;
 }
 
 /* ---------------------------------------------------------------- naming */
 
-static void format_addr(const union conn_addr *addr, bool is_unix, char *buf, size_t size, int *port)
+bool client_sockaddr(const struct client *client, struct sockaddr_storage *out)
 {
-	if (is_unix || !sockaddr_host_text(&addr->sa, buf, size, port)) {
+	memset(out, 0, sizeof(*out));
+	if (client->is_unix)
+		return false;
+	if (client->is_ipv6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(client->addr.port);
+		memcpy(&in6->sin6_addr, client->addr.ip, 16);
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)out;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(client->addr.port);
+		memcpy(&in->sin_addr, client->addr.ip, 4);
+	}
+	return true;
+}
+
+static void client_set_addr(struct client *client, const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		client->is_ipv6 = true;
+		client->addr.port = ntohs(in6->sin6_port);
+		memcpy(client->addr.ip, &in6->sin6_addr, 16);
+	} else if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		client->addr.port = ntohs(in->sin_port);
+		memcpy(client->addr.ip, &in->sin_addr, 4);
+	}
+}
+
+static void format_addr(const struct client *client, char *buf, size_t size, int *port)
+{
+	struct sockaddr_storage ss;
+	if (!client_sockaddr(client, &ss) || !sockaddr_host_text((struct sockaddr *)&ss, buf, size, port)) {
 		snprintf(buf, size, "unix");
 		*port = pgv.cfg->listen_port;
 	}
@@ -53,7 +87,9 @@ const char *client_user_name(const struct client *client)
 {
 	if (client->login)
 		return client->login->user[0] ? client->login->user : "(nouser)";
-	return client->username ? client->username : "(nouser)";
+	if (client->shown_as_admin_user)
+		return "pgbouncer";
+	return client->ucount ? client->ucount->name : "(nouser)";
 }
 
 const char *client_db_name(const struct client *client)
@@ -67,7 +103,7 @@ const char *client_prefix(const struct client *client, char *buf, size_t size)
 {
 	char host[INET6_ADDRSTRLEN + 2];
 	int port = 0;
-	format_addr(&client->addr, client->is_unix, host, sizeof(host), &port);
+	format_addr(client, host, sizeof(host), &port);
 	snprintf(buf, size, "C-%p: %s/%s@%s:%d", (const void *)client,
 		 client_db_name(client), client_user_name(client), host, port);
 	return buf;
@@ -128,8 +164,8 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 	client->accepted_in_shutdown = pgv.shutting_down && is_unix;
 	client->request_time = client->connect_time;
 	client->is_unix = is_unix;
-	if (!is_unix && addrlen <= sizeof(client->addr))
-		memcpy(&client->addr, addr, addrlen);
+	if (!is_unix && addrlen >= sizeof(struct sockaddr_in))
+		client_set_addr(client, addr);
 	client->login = xcalloc(1, sizeof(*client->login));
 	client->login->phase = LOGIN_STARTUP;
 	list_node_init(&client->node);
@@ -193,11 +229,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	pool_cancel_auth_query(client);
 	if (client->is_admin)
 		admin_client_closing(client);
-	if (client->ucount) {
-		client->ucount->clients--;
-		pool_user_unref(client->ucount);
-		client->ucount = NULL;
-	}
+	if (client->ucount)
+		client->ucount->clients--;	/* the reference, and so its name, stays until client_free */
 	if (client->counted_in_db)
 		pool->db->client_count--;
 	if (pool)
@@ -219,10 +252,11 @@ void client_free(struct client *client)
 {
 	auth_login_free(client->login);
 	prepare_client_free(client);
-	varcache_free(client->vars);
+	varcache_unref(client->vars);
 	session_sets_unref(client->sets);
 	free(client->repl);
-	free(client->username);
+	if (client->ucount)
+		pool_user_unref(client->ucount);
 	free(client);
 }
 
@@ -253,7 +287,7 @@ static void client_tls_ready(struct client *client)
 	if (client->direct_tls) {
 		const unsigned char *alpn = NULL;
 		unsigned int alpn_len = 0;
-		SSL_get0_alpn_selected(client->nb.ssl, &alpn, &alpn_len);
+		SSL_get0_alpn_selected(netbuf_ssl(&client->nb), &alpn, &alpn_len);
 		if (alpn_len != 10 || memcmp(alpn, "postgresql", 10) != 0) {
 			client_close(client, "08P01", "direct TLS connection without ALPN \"postgresql\"");
 			return;
@@ -407,7 +441,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	client->nb.never_suspend = is_admin;
 	if (pgv.cfg->log_connections) {
 		char tls[160];
-		tls_describe(client->nb.ssl, tls, sizeof(tls));
+		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));
 		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s", dbname, user,
 			   tls[0] ? tls : "no");
 	}
@@ -431,7 +465,6 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		client->repl = replication_new(repl_type, &fwd);
 	}
 	client->pool = pool_get_for_login(db, user, !db_known);
-	client->username = xstrdup(user);
 	client->ucount = pool_user_ref(user);
 	client->ucount->clients++;
 	db->client_count++;
@@ -455,7 +488,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 
 		if (code == PROTO_SSL_REQUEST || code == PROTO_GSSENC_REQUEST) {
-			if (pkt->len != 8 || client->nb.ssl) {
+			if (pkt->len != 8 || netbuf_ssl(&client->nb)) {
 				client_close(client, "08P01", "bad SSL request");
 				return false;
 			}
@@ -475,7 +508,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 				client_close(client, NULL, "cancel request");
 			return client->state != CL_CLOSED;
 		}
-		if (!client->nb.ssl && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
+		if (!netbuf_ssl(&client->nb) && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
 			client_close(client, "28000", "SSL required");
 			return false;
 		}
@@ -615,8 +648,8 @@ static void start_params_check(struct client *client)
 void client_finish_login(struct client *client)
 {
 	struct pool *pool = client->pool;
-	/* The pool's values for whatever the client did not ask for. */
-	varcache_copy_missing(&client->vars, pool->welcome_vars);
+	/* The pool's values for whatever the client did not ask for, shared with logins that have the same. */
+	varcache_share_login(&client->vars, pool->welcome_vars, &pool->login_vars);
 	if (!client->is_admin && !varcache_all_accepted(client->vars, pool->welcome_vars, &pool->accepted_vars)) {
 		start_params_check(client);
 		return;
@@ -776,7 +809,7 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		client_tls_ready(client);
 		return client->state != CL_CLOSED;
 	case NETBUF_EV_TLS_FAILED:
-		client_log(LOG_LEVEL_WARNING, client, "TLS handshake failed: %s", client->nb.tls_error);
+		client_log(LOG_LEVEL_WARNING, client, "TLS handshake failed: %s", netbuf_tls_error());
 		client_close(client, NULL, "TLS handshake failed");
 		return false;
 	case NETBUF_EV_DIRECT_TLS:

@@ -1,9 +1,9 @@
 /*
  * crypto.c - md5 password hashing, random bytes, base64 and the SCRAM-SHA-256
- * primitives, on OpenSSL 3 (EVP / HMAC / PKCS5_PBKDF2_HMAC only; no
- * deprecated low-level digest APIs).
+ * primitives, on OpenSSL 3 (EVP digests and PKCS5_PBKDF2_HMAC only; no
+ * deprecated low-level digest APIs; HMAC built on the EVP digest).
  *
- * State: the OpenSSL digest and MAC objects it fetches once, and a block of
+ * State: the OpenSSL digest objects it fetches once, and a block of
  * kernel randomness (see below). Logs nothing except a fatal line when OpenSSL
  * cannot do what must not fail (digest, HMAC, RNG).
  */
@@ -13,9 +13,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/core_names.h>
-#include <openssl/hmac.h>
-#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -41,27 +38,25 @@ static struct {
 } md5_cache;
 
 /*
- * HMAC and SHA-256 objects, fetched once for the same reason as MD5 above:
- * a SCRAM login runs about five of them, and the one-shot HMAC() and
- * EVP_Digest() fetch the implementation and allocate a context each time.
+ * The SHA-256 implementation and a context, fetched once for the same
+ * reason as MD5 above: a SCRAM login runs about five HMACs and a digest.
+ * HMAC is built on this context (RFC 2104) rather than on EVP_MAC, whose
+ * init looks the digest up by name again on every call and cost a SCRAM
+ * login more than its two extra system calls.
  */
 static struct {
 	EVP_MD *sha256;
 	EVP_MD_CTX *md_ctx;
-	EVP_MAC *hmac;
-	EVP_MAC_CTX *mac_ctx;
 } sha_cache;
 
 static void sha_cache_load(void)
 {
-	if (sha_cache.mac_ctx)
+	if (sha_cache.md_ctx)
 		return;
 	sha_cache.sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	sha_cache.md_ctx = EVP_MD_CTX_new();
-	sha_cache.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	sha_cache.mac_ctx = sha_cache.hmac ? EVP_MAC_CTX_new(sha_cache.hmac) : NULL;
-	if (!sha_cache.sha256 || !sha_cache.md_ctx || !sha_cache.mac_ctx)
-		die("OpenSSL has no SHA-256 or HMAC (is the default provider available?)");
+	if (!sha_cache.sha256 || !sha_cache.md_ctx)
+		die("OpenSSL has no SHA-256 (is the default provider available?)");
 }
 
 /* "md5" + hex(md5(a || b)) into out[36]. */
@@ -159,9 +154,6 @@ void crypto_cleanup(void)
 	EVP_MD_CTX_free(md5_cache.ctx);
 	md5_cache.md5 = NULL;
 	md5_cache.ctx = NULL;
-	/* the HMAC context holds the last key it was given */
-	EVP_MAC_CTX_free(sha_cache.mac_ctx);
-	EVP_MAC_free(sha_cache.hmac);
 	EVP_MD_CTX_free(sha_cache.md_ctx);
 	EVP_MD_free(sha_cache.sha256);
 	memset(&sha_cache, 0, sizeof(sha_cache));
@@ -231,32 +223,45 @@ int crypto_b64_decode(const char *in, size_t len, uint8_t *out, size_t outsize)
 	return (int)o;
 }
 
-void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, size_t msglen, uint8_t out[32])
-{
-	OSSL_PARAM params[] = {
-		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
-		OSSL_PARAM_construct_end(),
-	};
-	size_t outlen = 0;
+#define SHA256_BLOCK_LEN 64
 
-	sha_cache_load();
-	if (EVP_MAC_init(sha_cache.mac_ctx, key, keylen, params) != 1
-	    || EVP_MAC_update(sha_cache.mac_ctx, msg, msglen) != 1
-	    || EVP_MAC_final(sha_cache.mac_ctx, out, &outlen, CRYPTO_SHA256_LEN) != 1
-	    || outlen != CRYPTO_SHA256_LEN)
-		die("OpenSSL cannot compute HMAC-SHA-256");
-}
-
-void crypto_sha256(const uint8_t *msg, size_t len, uint8_t out[32])
+/* SHA-256(a || b) on the cached context. */
+static void sha256_of_two(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen, uint8_t out[32])
 {
 	unsigned int outlen = 0;
 
 	sha_cache_load();
 	if (EVP_DigestInit_ex2(sha_cache.md_ctx, sha_cache.sha256, NULL) != 1
-	    || EVP_DigestUpdate(sha_cache.md_ctx, msg, len) != 1
+	    || EVP_DigestUpdate(sha_cache.md_ctx, a, alen) != 1
+	    || (blen && EVP_DigestUpdate(sha_cache.md_ctx, b, blen) != 1)
 	    || EVP_DigestFinal_ex(sha_cache.md_ctx, out, &outlen) != 1
 	    || outlen != CRYPTO_SHA256_LEN)
 		die("OpenSSL cannot compute SHA-256");
+}
+
+/* RFC 2104: H((K ^ opad) || H((K ^ ipad) || msg)), a key longer than a block hashed first. */
+void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, size_t msglen, uint8_t out[32])
+{
+	uint8_t k[SHA256_BLOCK_LEN] = { 0 }, pad[SHA256_BLOCK_LEN], inner[CRYPTO_SHA256_LEN];
+
+	if (keylen > SHA256_BLOCK_LEN)
+		sha256_of_two(key, keylen, NULL, 0, k);
+	else
+		memcpy(k, key, keylen);
+	for (int i = 0; i < SHA256_BLOCK_LEN; i++)
+		pad[i] = k[i] ^ 0x36;
+	sha256_of_two(pad, sizeof(pad), msg, msglen, inner);
+	for (int i = 0; i < SHA256_BLOCK_LEN; i++)
+		pad[i] = k[i] ^ 0x5c;
+	sha256_of_two(pad, sizeof(pad), inner, sizeof(inner), out);
+	OPENSSL_cleanse(k, sizeof(k));
+	OPENSSL_cleanse(pad, sizeof(pad));
+	OPENSSL_cleanse(inner, sizeof(inner));
+}
+
+void crypto_sha256(const uint8_t *msg, size_t len, uint8_t out[32])
+{
+	sha256_of_two(msg, len, NULL, 0, out);
 }
 
 void crypto_scram_salted_password(const char *password, const uint8_t *salt, size_t saltlen,

@@ -41,6 +41,45 @@ struct outq {
 };
 
 /*
+ * What a netbuf holds only while it has something to hold (see netbuf.h):
+ * taken from a free list when the first of these is set, given back by
+ * io_trim() once none is. Nothing keeps a pointer to one across a call
+ * that may trim it: it is always reached through nb->io.
+ */
+struct netbuf_io {
+	struct netbuf_io *next_free;
+	struct iobuf *in;
+	struct outq *out;
+	struct netbuf *feeder;		/* a source with unsent forwarded bytes for us */
+	struct netbuf *blocked_src;	/* a source paused until our queue drains */
+	SSL *ssl;			/* NULL: plain text */
+	short tls_want;			/* handshake: events it waits for */
+};
+
+static inline struct iobuf *nb_in(const struct netbuf *nb)
+{
+	return nb->io ? nb->io->in : NULL;
+}
+
+static inline struct outq *nb_out(const struct netbuf *nb)
+{
+	return nb->io ? nb->io->out : NULL;
+}
+
+static inline struct netbuf *nb_feeder(const struct netbuf *nb)
+{
+	return nb->io ? nb->io->feeder : NULL;
+}
+
+static inline struct netbuf *nb_blocked_src(const struct netbuf *nb)
+{
+	return nb->io ? nb->io->blocked_src : NULL;
+}
+
+/* Up to this many distinct handlers (owners: client, server, cancel requests, ...). */
+#define HANDLERS_MAX 8
+
+/*
  * Process-wide state of this module (documented globals): the loop, the
  * buffer free list, and the run queue of netbufs to revisit.
  */
@@ -53,6 +92,10 @@ static struct {
 	struct iobuf *free_list;
 	uint32_t free_count;
 	uint32_t used_count;
+	struct netbuf_io *io_free_list;
+	netbuf_handler_fn handlers[HANDLERS_MAX];
+	uint8_t handler_count;
+	char tls_error[200];	/* the last handshake failure, for the owner's log line */
 	struct event *run_ev;
 	struct netbuf **runq;
 	uint32_t runq_len;
@@ -90,7 +133,7 @@ void netbuf_refresh(struct netbuf *nb)
 {
 	nb->read_fired_paused = false;
 	sync_events(nb);
-	if (nb->in && nb->in->end > nb->in->pos)
+	if (nb_in(nb) && nb->io->in->end > nb->io->in->pos)
 		runq_add(nb, RUN_PROCESS);
 }
 
@@ -107,6 +150,11 @@ void netbuf_global_cleanup(void)
 		free(b);
 	}
 	nbg.free_count = 0;
+	while (nbg.io_free_list) {
+		struct netbuf_io *io = nbg.io_free_list;
+		nbg.io_free_list = io->next_free;
+		free(io);
+	}
 	if (nbg.run_ev)
 		event_free(nbg.run_ev);
 	nbg.run_ev = NULL;
@@ -151,6 +199,82 @@ static void iobuf_put(struct iobuf *b)
 	nbg.free_count++;
 }
 
+SSL *netbuf_ssl(const struct netbuf *nb)
+{
+	return nb->io ? nb->io->ssl : NULL;
+}
+
+/* nb's side structure, attached if it had none. */
+static struct netbuf_io *nb_io(struct netbuf *nb)
+{
+	if (nb->io)
+		return nb->io;
+	struct netbuf_io *io = nbg.io_free_list;
+	if (io)
+		nbg.io_free_list = io->next_free;
+	else
+		io = xmalloc(sizeof(*io));
+	memset(io, 0, sizeof(*io));
+	nb->io = io;
+	return io;
+}
+
+/* Gives nb's side structure back once it holds nothing. */
+static void io_trim(struct netbuf *nb)
+{
+	struct netbuf_io *io = nb->io;
+	if (!io || io->in || io->out || io->feeder || io->blocked_src || io->ssl || io->tls_want)
+		return;
+	nb->io = NULL;
+	io->next_free = nbg.io_free_list;
+	nbg.io_free_list = io;
+}
+
+/* nb holds unsent bytes forwarded to dst (a closed dst drops them when they are flushed). */
+static void set_feeder(struct netbuf *dst, struct netbuf *nb)
+{
+	if (dst->fd >= 0)
+		nb_io(dst)->feeder = nb;
+}
+
+/* dst no longer has nb as its feeder. */
+static void drop_feeder(struct netbuf *dst, const struct netbuf *nb)
+{
+	if (nb_feeder(dst) == nb) {
+		dst->io->feeder = NULL;
+		io_trim(dst);
+	}
+}
+
+/* ---------------------------------------------------------------- handlers */
+
+static uint8_t handler_slot(netbuf_handler_fn fn)
+{
+	for (uint8_t i = 0; i < nbg.handler_count; i++)
+		if (nbg.handlers[i] == fn)
+			return i;
+	if (nbg.handler_count == HANDLERS_MAX)
+		die("internal: more than %d netbuf handlers", HANDLERS_MAX);
+	nbg.handlers[nbg.handler_count] = fn;
+	return nbg.handler_count++;
+}
+
+netbuf_handler_fn netbuf_handler(const struct netbuf *nb)
+{
+	return nbg.handlers[nb->handler_slot];
+}
+
+/* Tells nb's owner about ev; false if the owner was closed. */
+static bool notify(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt)
+{
+	return nbg.handlers[nb->handler_slot](nb, ev, pkt);
+}
+
+const char *netbuf_tls_error(void)
+{
+	return nbg.tls_error;
+}
+
 /* ---------------------------------------------------------------- run queue */
 
 static void runq_add(struct netbuf *nb, uint8_t what)
@@ -191,7 +315,7 @@ static void sync_events(struct netbuf *nb)
 	if (nb->connecting) {
 		want = EV_WRITE;
 	} else if (nb->tls_handshaking) {
-		want = nb->tls_want;
+		want = nb->io->tls_want;
 	} else {
 		bool stopped = nb->paused || nb->blocked || (nbg.suspended && !nb->never_suspend);
 		if (!stopped)
@@ -203,7 +327,7 @@ static void sync_events(struct netbuf *nb)
 			 * nothing more, and this saves two epoll_ctl calls per wait.
 			 */
 			want |= EV_READ;
-		if (nb->out && nb->out->end > nb->out->start)
+		if (nb_out(nb) && nb->io->out->end > nb->io->out->start)
 			want |= EV_WRITE;
 		if (nb->tls_read_wants_write)
 			want |= EV_WRITE;
@@ -227,15 +351,16 @@ static void sync_events(struct netbuf *nb)
 /* recv() semantics: >0 bytes, 0 end of stream, -1 with errno (EAGAIN: try later). */
 static ssize_t nb_read(struct netbuf *nb, void *buf, size_t len)
 {
-	if (!nb->ssl)
+	SSL *ssl = netbuf_ssl(nb);
+	if (!ssl)
 		return recv(nb->fd, buf, len, 0);
 	ERR_clear_error();
-	int n = SSL_read(nb->ssl, buf, (int)MIN(len, (size_t)INT_MAX));
+	int n = SSL_read(ssl, buf, (int)MIN(len, (size_t)INT_MAX));
 	if (n > 0) {
 		nb->tls_read_wants_write = false;
 		return n;
 	}
-	switch (SSL_get_error(nb->ssl, n)) {
+	switch (SSL_get_error(ssl, n)) {
 	case SSL_ERROR_WANT_READ:
 		errno = EAGAIN;
 		return -1;
@@ -258,15 +383,16 @@ static ssize_t nb_read(struct netbuf *nb, void *buf, size_t len)
 /* send() semantics, partial writes allowed. */
 static ssize_t nb_write(struct netbuf *nb, const void *buf, size_t len)
 {
-	if (!nb->ssl)
+	SSL *ssl = netbuf_ssl(nb);
+	if (!ssl)
 		return send(nb->fd, buf, len, MSG_NOSIGNAL);
 	ERR_clear_error();
-	int n = SSL_write(nb->ssl, buf, (int)MIN(len, (size_t)INT_MAX));
+	int n = SSL_write(ssl, buf, (int)MIN(len, (size_t)INT_MAX));
 	if (n > 0) {
 		nb->tls_write_wants_read = false;
 		return n;
 	}
-	switch (SSL_get_error(nb->ssl, n)) {
+	switch (SSL_get_error(ssl, n)) {
 	case SSL_ERROR_WANT_WRITE:
 		errno = EAGAIN;
 		return -1;
@@ -285,7 +411,7 @@ void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_pack
 {
 	memset(nb, 0, sizeof(*nb));
 	nb->fd = -1;
-	nb->handler = handler;
+	nb->handler_slot = handler_slot(handler);
 	nb->max_packet = max_packet;
 }
 
@@ -319,13 +445,14 @@ int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen
 
 static void outq_append(struct netbuf *nb, const uint8_t *data, uint32_t len)
 {
-	struct outq *q = nb->out;
+	struct netbuf_io *io = nb_io(nb);
+	struct outq *q = io->out;
 	if (!q) {
 		uint32_t size = MAX(len, nbg.buf_size);
 		q = xmalloc(sizeof(*q) + size);
 		q->start = q->end = 0;
 		q->size = size;
-		nb->out = q;
+		io->out = q;
 	} else if (q->size - q->end < len) {
 		uint32_t used = q->end - q->start;
 		memmove(q->data, q->data + q->start, used);
@@ -337,7 +464,7 @@ static void outq_append(struct netbuf *nb, const uint8_t *data, uint32_t len)
 				size *= 2;
 			q = xrealloc(q, sizeof(*q) + size);
 			q->size = size;
-			nb->out = q;
+			io->out = q;
 		}
 	}
 	memcpy(q->data + q->end, data, len);
@@ -353,7 +480,8 @@ static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struc
 {
 	if (dst->fd < 0 || dst->send_failed || len == 0)
 		return;
-	if (!dst->out || dst->out->end == dst->out->start) {
+	struct outq *q = nb_out(dst);
+	if (!q || q->end == q->start) {
 		ssize_t n = dst->tls_handshaking ? (errno = EAGAIN, -1) : nb_write(dst, data, len);
 		if (n == (ssize_t)len) {
 			return;
@@ -372,16 +500,16 @@ static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struc
 	}
 	outq_append(dst, data, len);
 	sync_events(dst);
-	if (src && dst->out->end - dst->out->start > nbg.queue_limit && !src->blocked) {
+	if (src && dst->io->out->end - dst->io->out->start > nbg.queue_limit && !src->blocked) {
 		src->blocked = true;
-		dst->blocked_src = src;
+		dst->io->blocked_src = src;
 		sync_events(src);
 	}
 }
 
 void netbuf_flush_forwarded(struct netbuf *nb)
 {
-	struct iobuf *in = nb->in;
+	struct iobuf *in = nb_in(nb);
 	if (!in || in->pos == in->start)
 		return;
 	const uint8_t *data = in->data + in->start;
@@ -390,15 +518,14 @@ void netbuf_flush_forwarded(struct netbuf *nb)
 	struct netbuf *dst = nb->dst;
 	if (!dst)
 		return;
-	if (dst->feeder == nb)
-		dst->feeder = NULL;
+	drop_feeder(dst, nb);
 	deliver(dst, data, len, nb);
 }
 
 bool netbuf_send(struct netbuf *nb, const void *data, uint32_t len)
 {
-	if (nb->feeder)
-		netbuf_flush_forwarded(nb->feeder);
+	if (nb_feeder(nb))
+		netbuf_flush_forwarded(nb->io->feeder);
 	if (nb->fd < 0 || nb->send_failed)
 		return false;
 	deliver(nb, data, len, NULL);
@@ -407,21 +534,24 @@ bool netbuf_send(struct netbuf *nb, const void *data, uint32_t len)
 
 uint32_t netbuf_queue_len(const struct netbuf *nb)
 {
-	return nb->out ? nb->out->end - nb->out->start : 0;
+	struct outq *q = nb_out(nb);
+	return q ? q->end - q->start : 0;
 }
 
 uint32_t netbuf_buffered(const struct netbuf *nb)
 {
-	return nb->in ? nb->in->end - nb->in->pos : 0;
+	struct iobuf *in = nb_in(nb);
+	return in ? in->end - in->pos : 0;
 }
 
 /* nb's queue drained (or nb is going away): its paused source may read again. */
 static void unblock_source(struct netbuf *nb)
 {
-	struct netbuf *src = nb->blocked_src;
+	struct netbuf *src = nb_blocked_src(nb);
 	if (!src)
 		return;
-	nb->blocked_src = NULL;
+	nb->io->blocked_src = NULL;
+	io_trim(nb);
 	src->blocked = false;
 	src->read_fired_paused = false;
 	sync_events(src);
@@ -431,9 +561,9 @@ static void unblock_source(struct netbuf *nb)
 void netbuf_set_dst(struct netbuf *nb, struct netbuf *dst)
 {
 	netbuf_flush_forwarded(nb);
-	if (nb->dst && nb->dst->feeder == nb)
-		nb->dst->feeder = NULL;
-	if (nb->dst && nb->dst->blocked_src == nb)
+	if (nb->dst)
+		drop_feeder(nb->dst, nb);
+	if (nb->dst && nb_blocked_src(nb->dst) == nb)
 		unblock_source(nb->dst);
 	nb->dst = dst;
 }
@@ -441,7 +571,7 @@ void netbuf_set_dst(struct netbuf *nb, struct netbuf *dst)
 /* Returns false if the handler closed the owner. */
 static bool write_queue(struct netbuf *nb)
 {
-	struct outq *q = nb->out;
+	struct outq *q = nb_out(nb);
 	if (!q)
 		return true;
 	while (q->end > q->start) {
@@ -455,20 +585,21 @@ static bool write_queue(struct netbuf *nb)
 				break;
 			nb->send_failed = true;
 			nb->last_errno = errno;
-			return nb->handler(nb, NETBUF_EV_SEND_FAILED, NULL);
+			return notify(nb, NETBUF_EV_SEND_FAILED, NULL);
 		}
 		q->start += (uint32_t)n;
 	}
 	if (q->end == q->start) {
 		free(q);
-		nb->out = NULL;
+		nb->io->out = NULL;
 		unblock_source(nb);
+		io_trim(nb);
 		sync_events(nb);
 		if (nb->want_drained)
-			return nb->handler(nb, NETBUF_EV_DRAINED, NULL);
+			return notify(nb, NETBUF_EV_DRAINED, NULL);
 		return true;
 	}
-	if (nb->blocked_src && q->end - q->start <= nbg.queue_limit / 2)
+	if (nb_blocked_src(nb) && q->end - q->start <= nbg.queue_limit / 2)
 		unblock_source(nb);
 	sync_events(nb);
 	return true;
@@ -483,13 +614,13 @@ static bool write_queue(struct netbuf *nb)
  */
 void netbuf_forward(struct netbuf *nb, uint32_t len)
 {
-	struct iobuf *in = nb->in;
+	struct iobuf *in = nb->io->in;
 	uint32_t take = MIN(in->end - in->pos, len);
 
 	nb->decided = true;
 	if (nb->dst) {
 		in->pos += take;
-		nb->dst->feeder = nb;
+		set_feeder(nb->dst, nb);
 	} else {
 		netbuf_flush_forwarded(nb);
 		in->pos += take;
@@ -501,7 +632,7 @@ void netbuf_forward(struct netbuf *nb, uint32_t len)
 
 void netbuf_skip(struct netbuf *nb, uint32_t len)
 {
-	struct iobuf *in = nb->in;
+	struct iobuf *in = nb->io->in;
 	uint32_t take = MIN(in->end - in->pos, len);
 
 	nb->decided = true;
@@ -527,7 +658,7 @@ void netbuf_resume(struct netbuf *nb)
 	nb->paused = false;
 	nb->read_fired_paused = false;
 	sync_events(nb);
-	if (nb->in && nb->in->end > nb->in->pos)
+	if (nb_in(nb) && nb->io->in->end > nb->io->in->pos)
 		runq_add(nb, RUN_PROCESS);
 }
 
@@ -535,7 +666,7 @@ void netbuf_resume(struct netbuf *nb)
 static void make_room(struct netbuf *nb, uint32_t need)
 {
 	netbuf_flush_forwarded(nb);	/* now start == pos */
-	struct iobuf *in = nb->in;
+	struct iobuf *in = nb->io->in;
 	if (in->size - in->pos >= need)
 		return;
 	/* Offsets are taken before a new buffer replaces `in`: its fields are not set yet. */
@@ -551,7 +682,7 @@ static void make_room(struct netbuf *nb, uint32_t need)
 		memcpy(big->data, in->data + in->start, used);
 		nbg.used_count++;
 		iobuf_put(in);
-		nb->in = in = big;
+		nb->io->in = in = big;
 	}
 	in->start = 0;
 	in->pos = decided;
@@ -564,8 +695,8 @@ static void make_room(struct netbuf *nb, uint32_t need)
  */
 static bool process_input(struct netbuf *nb)
 {
-	while (!nb->paused && !nb->blocked && nb->in) {
-		struct iobuf *in = nb->in;
+	while (!nb->paused && !nb->blocked && nb_in(nb)) {
+		struct iobuf *in = nb->io->in;
 		uint32_t avail = in->end - in->pos;
 
 		if (nb->pkt_remaining) {
@@ -574,7 +705,7 @@ static bool process_input(struct netbuf *nb)
 			uint32_t take = MIN(avail, nb->pkt_remaining);
 			if (nb->pkt_forward && nb->dst) {
 				in->pos += take;
-				nb->dst->feeder = nb;
+				set_feeder(nb->dst, nb);
 			} else {
 				netbuf_flush_forwarded(nb);
 				in->pos += take;
@@ -592,7 +723,7 @@ static bool process_input(struct netbuf *nb)
 			nb->expect_byte = false;
 			pkt = (struct pkt){ .type = in->data[in->pos], .len = 1, .data = in->data + in->pos, .avail = 1 };
 			nb->decided = false;
-			if (!nb->handler(nb, NETBUF_EV_PACKET, &pkt))
+			if (!notify(nb, NETBUF_EV_PACKET, &pkt))
 				return false;
 			if (!nb->decided)
 				netbuf_skip(nb, 1);
@@ -606,10 +737,10 @@ static bool process_input(struct netbuf *nb)
 			netbuf_flush_forwarded(nb);
 			nb->paused = true;
 			sync_events(nb);
-			return nb->handler(nb, NETBUF_EV_BAD_PACKET, NULL);
+			return notify(nb, NETBUF_EV_BAD_PACKET, NULL);
 		}
 		nb->decided = false;
-		if (!nb->handler(nb, NETBUF_EV_PACKET, &pkt))
+		if (!notify(nb, NETBUF_EV_PACKET, &pkt))
 			return false;
 		if (nb->decided || nb->paused || nb->blocked)
 			continue;
@@ -628,23 +759,25 @@ static bool process_input(struct netbuf *nb)
 
 static void release_input_if_empty(struct netbuf *nb)
 {
-	struct iobuf *in = nb->in;
+	struct iobuf *in = nb_in(nb);
 	if (in && in->start == in->end) {
 		iobuf_put(in);
-		nb->in = NULL;
+		nb->io->in = NULL;
+		io_trim(nb);
 	}
 }
 
 /* Returns false if the owner was closed. */
 static bool read_input(struct netbuf *nb)
 {
-	if (!nb->in)
-		nb->in = iobuf_get();
-	struct iobuf *in = nb->in;
+	struct netbuf_io *io = nb_io(nb);
+	if (!io->in)
+		io->in = iobuf_get();
+	struct iobuf *in = io->in;
 	if (in->end == in->size) {
 		/* Drop the consumed head, or grow if the whole buffer is one message in progress. */
 		make_room(nb, in->end - in->pos + (in->start == 0 ? nbg.buf_size : 1));
-		in = nb->in;
+		in = nb->io->in;
 	}
 	if (nb->detect_tls) {
 		/* A ClientHello (record type 22) instead of a startup packet: PostgreSQL 17's direct TLS. */
@@ -652,7 +785,7 @@ static bool read_input(struct netbuf *nb)
 		nb->detect_tls = false;
 		if (recv(nb->fd, &first, 1, MSG_PEEK) == 1 && first == 0x16) {
 			release_input_if_empty(nb);
-			return nb->handler(nb, NETBUF_EV_DIRECT_TLS, NULL);
+			return notify(nb, NETBUF_EV_DIRECT_TLS, NULL);
 		}
 	}
 	size_t room = in->size - in->end;
@@ -663,7 +796,7 @@ static bool read_input(struct netbuf *nb)
 		if (!process_input(nb))
 			return false;
 		/* Decrypted bytes left inside OpenSSL raise no socket event: come back for them. */
-		if (nb->ssl && nb->fd >= 0 && SSL_pending(nb->ssl) > 0)
+		if (netbuf_ssl(nb) && nb->fd >= 0 && SSL_pending(nb->io->ssl) > 0)
 			runq_add(nb, RUN_READ);
 	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 		if (n < 0)
@@ -672,7 +805,7 @@ static bool read_input(struct netbuf *nb)
 		netbuf_flush_forwarded(nb);
 		nb->paused = true;
 		sync_events(nb);
-		return nb->handler(nb, NETBUF_EV_RECV_FAILED, NULL);
+		return notify(nb, NETBUF_EV_RECV_FAILED, NULL);
 	}
 	release_input_if_empty(nb);
 	return true;
@@ -681,18 +814,19 @@ static bool read_input(struct netbuf *nb)
 /* Drives a non-blocking handshake; reports TLS_READY or TLS_FAILED to the owner. */
 static void tls_handshake_step(struct netbuf *nb)
 {
+	SSL *ssl = nb->io->ssl;
 	ERR_clear_error();
-	int r = SSL_do_handshake(nb->ssl);
+	int r = SSL_do_handshake(ssl);
 	if (r == 1) {
 		nb->tls_handshaking = false;
-		nb->tls_want = 0;
+		nb->io->tls_want = 0;
 		sync_events(nb);
-		nb->handler(nb, NETBUF_EV_TLS_READY, NULL);
+		notify(nb, NETBUF_EV_TLS_READY, NULL);
 		return;
 	}
-	int err = SSL_get_error(nb->ssl, r);
+	int err = SSL_get_error(ssl, r);
 	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-		nb->tls_want = err == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE;
+		nb->io->tls_want = err == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE;
 		sync_events(nb);
 		return;
 	}
@@ -703,18 +837,16 @@ static void tls_handshake_step(struct netbuf *nb)
 	else if (err == SSL_ERROR_SYSCALL && errno)
 		snprintf(reason, sizeof(reason), "%s", strerror(errno));
 	ERR_clear_error();
-	long verify = SSL_get_verify_result(nb->ssl);
+	long verify = SSL_get_verify_result(ssl);
 	if (verify != X509_V_OK)
 		snprintf(reason, sizeof(reason), "certificate verify failed: %s", X509_verify_cert_error_string(verify));
 	/* Handed to the owner for its log line; lives until the next failure. */
-	static char last_tls_error[200];
-	snprintf(last_tls_error, sizeof(last_tls_error), "%s", reason);
-	nb->tls_error = last_tls_error;
+	snprintf(nbg.tls_error, sizeof(nbg.tls_error), "%s", reason);
 	nb->tls_handshaking = false;
-	nb->tls_want = 0;
+	nb->io->tls_want = 0;
 	nb->paused = true;
 	sync_events(nb);
-	nb->handler(nb, NETBUF_EV_TLS_FAILED, NULL);
+	notify(nb, NETBUF_EV_TLS_FAILED, NULL);
 }
 
 int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
@@ -725,7 +857,7 @@ int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
 		return -1;
 	}
 	release_input_if_empty(nb);
-	nb->ssl = ssl;
+	nb_io(nb)->ssl = ssl;
 	if (accept)
 		SSL_set_accept_state(ssl);
 	else
@@ -756,9 +888,9 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 		sync_events(nb);
 		if (err) {
 			nb->last_errno = err;
-			nb->handler(nb, NETBUF_EV_CONNECT_FAILED, NULL);
+			notify(nb, NETBUF_EV_CONNECT_FAILED, NULL);
 		} else {
-			nb->handler(nb, NETBUF_EV_CONNECT_OK, NULL);
+			notify(nb, NETBUF_EV_CONNECT_OK, NULL);
 		}
 		return;
 	}
@@ -801,7 +933,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 				if (n < 0)
 					nb->last_errno = errno;
-				nb->handler(nb, NETBUF_EV_RECV_FAILED, NULL);
+				notify(nb, NETBUF_EV_RECV_FAILED, NULL);
 				return;
 			}
 			nb->read_fired_paused = true;	/* data, not EOF: now really stop listening */
@@ -824,19 +956,19 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 		if (nb->fd < 0)
 			continue;
 		if (flags & RUN_SEND_FAILED) {
-			if (!nb->handler(nb, NETBUF_EV_SEND_FAILED, NULL))
+			if (!notify(nb, NETBUF_EV_SEND_FAILED, NULL))
 				continue;
 			if (nb->fd < 0)
 				continue;
 		}
 		if (nbg.suspended && !nb->never_suspend)
 			continue;	/* refreshed on RESUME */
-		if ((flags & RUN_PROCESS) && !nb->paused && !nb->blocked && nb->in) {
+		if ((flags & RUN_PROCESS) && !nb->paused && !nb->blocked && nb_in(nb)) {
 			if (!process_input(nb))
 				continue;
 			release_input_if_empty(nb);
 		}
-		if ((flags & RUN_READ) && nb->fd >= 0 && !nb->paused && !nb->blocked && nb->ssl)
+		if ((flags & RUN_READ) && nb->fd >= 0 && !nb->paused && !nb->blocked && netbuf_ssl(nb))
 			read_input(nb);
 	}
 	nbg.runq_len = 0;
@@ -844,52 +976,54 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 
 void netbuf_close(struct netbuf *nb)
 {
-	if (nb->fd < 0 && !nb->in && !nb->out)
+	if (nb->fd < 0 && !nb->io)
 		return;
 	runq_remove(nb);
-	if (nb->feeder) {
+	struct netbuf *feeder = nb_feeder(nb);
+	if (feeder) {
 		/* The feeder's unsent bytes were meant for us; they go nowhere now. */
-		struct iobuf *fin = nb->feeder->in;
+		struct iobuf *fin = nb_in(feeder);
 		if (fin)
 			fin->start = fin->pos;
-		nb->feeder = NULL;
+		nb->io->feeder = NULL;
 	}
 	unblock_source(nb);
 	if (nb->dst) {
-		if (nb->dst->feeder == nb)
-			nb->dst->feeder = NULL;
-		if (nb->dst->blocked_src == nb)
-			nb->dst->blocked_src = NULL;
+		drop_feeder(nb->dst, nb);
+		if (nb_blocked_src(nb->dst) == nb) {
+			nb->dst->io->blocked_src = NULL;
+			io_trim(nb->dst);
+		}
 		nb->dst = NULL;
 	}
+	SSL *ssl = netbuf_ssl(nb);
 	if (nb->fd >= 0) {
 		/* Best effort: a final error message queued for this peer. */
-		if (nb->out && nb->out->end > nb->out->start && !nb->send_failed) {
-			ssize_t n = nb->ssl ? (nb->tls_handshaking ? -1 :
-					       nb_write(nb, nb->out->data + nb->out->start, nb->out->end - nb->out->start)) :
-				send(nb->fd, nb->out->data + nb->out->start, nb->out->end - nb->out->start,
-				     MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct outq *q = nb_out(nb);
+		if (q && q->end > q->start && !nb->send_failed) {
+			ssize_t n = ssl ? (nb->tls_handshaking ? -1 : nb_write(nb, q->data + q->start, q->end - q->start)) :
+				send(nb->fd, q->data + q->start, q->end - q->start, MSG_NOSIGNAL | MSG_DONTWAIT);
 			(void)n;
 		}
 		if (nb->ev_registered)
 			event_del(&nb->ev);
 		nb->ev_registered = 0;
-		if (nb->ssl && !nb->tls_handshaking && !nb->send_failed)
-			SSL_shutdown(nb->ssl);	/* a close_notify, best effort, never waited for */
+		if (ssl && !nb->tls_handshaking && !nb->send_failed)
+			SSL_shutdown(ssl);	/* a close_notify, best effort, never waited for */
 		close(nb->fd);
 		nb->fd = -1;
 	}
-	if (nb->ssl) {
-		SSL_free(nb->ssl);
-		nb->ssl = NULL;
+	struct netbuf_io *io = nb->io;
+	if (io) {
+		if (io->ssl)
+			SSL_free(io->ssl);
+		if (io->in)
+			iobuf_put(io->in);
+		free(io->out);
+		memset(io, 0, sizeof(*io));
+		io_trim(nb);
 	}
 	nb->tls_handshaking = false;
-	if (nb->in) {
-		iobuf_put(nb->in);
-		nb->in = NULL;
-	}
-	free(nb->out);
-	nb->out = NULL;
 	nb->pkt_remaining = 0;
 	nb->paused = true;
 }

@@ -152,7 +152,7 @@ static void peer_cancel_finish(struct peer_cancel *req)
 	list_remove(peer_state_list(req->pool, req->state), &req->node);
 	free(req);
 	if (client) {
-		client->peer_cancel = NULL;
+		client->login->peer_cancel = NULL;
 		client_close(client, NULL, "cancel request forwarded");
 	}
 }
@@ -333,7 +333,7 @@ bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
 	req->pid = pid;
 	req->key = key - 1;	/* one hop used: the TTL bits are non-zero, so no borrow */
 	req->queued_at = now_usec();
-	requester->peer_cancel = req;
+	requester->login->peer_cancel = req;	/* a cancel request never logs in: login stays */
 	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
 	peer_cancel_set_state(req, PEER_CANCEL_WAITING);
 	peer_pool_launch(req->pool);
@@ -344,14 +344,14 @@ bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
 static void peer_client_gone_of(struct peer_cancel *req)
 {
 	if (req->client)
-		req->client->peer_cancel = NULL;
+		req->client->login->peer_cancel = NULL;
 	req->client = NULL;
 }
 
 void peer_client_gone(struct client *client)
 {
-	if (client->peer_cancel)
-		peer_client_gone_of(client->peer_cancel);
+	if (client->login && client->login->peer_cancel)
+		peer_client_gone_of(client->login->peer_cancel);
 }
 
 /* ---------------------------------------------------------------- janitor */

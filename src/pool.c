@@ -1029,7 +1029,7 @@ static uint32_t cancel_hash(uint32_t pid, uint32_t key)
 
 static void cancel_table_grow(void)
 {
-	uint32_t size = pgv.cancel_table_size ? pgv.cancel_table_size * 2 : 1024;
+	uint32_t size = pgv.cancel_table_size ? pgv.cancel_table_size * 2 : 256;
 	struct client **table = xcalloc(size, sizeof(*table));
 	for (uint32_t i = 0; i < pgv.cancel_table_size; i++) {
 		struct client *c = pgv.cancel_table[i];
@@ -1046,9 +1046,16 @@ static void cancel_table_grow(void)
 	pgv.cancel_table_size = size;
 }
 
+/*
+ * Up to CANCEL_CHAIN_AVG clients per bucket: the table costs an idle
+ * client 2 to 4 bytes rather than 8 to 16, and a lookup (rare: cancels)
+ * or a removal (at close) walks a few more links.
+ */
+#define CANCEL_CHAIN_AVG 4
+
 void cancel_index_add(struct client *client)
 {
-	if (pgv.cancel_count >= pgv.cancel_table_size)
+	if (pgv.cancel_count >= pgv.cancel_table_size * CANCEL_CHAIN_AVG)
 		cancel_table_grow();
 	uint32_t h = cancel_hash(client->cancel_pid, client->cancel_key) & (pgv.cancel_table_size - 1);
 	client->cancel_next = pgv.cancel_table[h];
@@ -1190,7 +1197,8 @@ static void pool_free(struct pool *pool)
 		free(pool->welcome[i].value);
 	}
 	free(pool->welcome);
-	varcache_free(pool->welcome_vars);
+	varcache_unref(pool->welcome_vars);
+	varcache_unref(pool->login_vars);
 	varcache_accepted_free(&pool->accepted_vars);
 	pool_user_unref(pool->ucount);
 	free(pool->user);

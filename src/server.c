@@ -444,7 +444,7 @@ void server_free(struct server *server)
 {
 	free(server->auth_result);
 	prepare_server_free(server);
-	varcache_free(server->vars);
+	varcache_unref(server->vars);
 	session_sets_unref(server->sets);
 	session_set_pending_clear(server);
 	for (int i = 0; i < server->param_count; i++) {
@@ -648,7 +648,7 @@ static void predict_reset_all(struct server *server)
 {
 	for (int idx = 0; idx < varcache_count(); idx++)
 		if (varcache_settable(idx))
-			varcache_clear(server->vars, idx);
+			varcache_clear(&server->vars, idx);
 	for (int i = 0; i < server->param_count; i++) {
 		int idx = varcache_index(server->params[i].name);
 		if (varcache_settable(idx))
@@ -833,7 +833,7 @@ static void internal_query_done(struct server *server)
 	case SV_INTERNAL_RESET:
 	case SV_INTERNAL_CHECK:
 		if (what == SV_INTERNAL_RESET) {	/* reported values came back as ParameterStatus; the rest are unknown */
-			varcache_forget_except(server->vars, server->reported_mask);
+			varcache_forget_except(&server->vars, server->reported_mask);
 			server->synced_client_id = 0;
 		}
 		if (server->internal_failed || server->txn_status != 'I') {
@@ -1416,7 +1416,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		return true;
 	case NETBUF_EV_TLS_FAILED: {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "TLS handshake with the server failed: %s", server->nb.tls_error);
+		snprintf(msg, sizeof(msg), "TLS handshake with the server failed: %s", netbuf_tls_error());
 		/* Connect level, as a refused connect: the clients wait for the next try. */
 		server_log(LOG_LEVEL_WARNING, server, "%s", msg);
 		db_host_failed(server->pool->db, server->host_idx);

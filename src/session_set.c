@@ -374,9 +374,9 @@ static void forget_unreported(struct server *server, struct client *client)
 		if (!varcache_settable(idx) || (server->reported_mask & (UINT64_C(1) << idx)))
 			continue;
 		if (varcache_get(server->vars, idx))
-			varcache_clear(server->vars, idx);
+			varcache_clear(&server->vars, idx);
 		if (client && varcache_get(client->vars, idx))
-			varcache_clear(client->vars, idx);
+			varcache_clear(&client->vars, idx);
 	}
 }
 
@@ -407,8 +407,8 @@ static void pending_finish(struct server *server, struct session_set_pending *p)
 		} else {
 			sets_remove(&client->sets, p->name);
 			if (idx >= 0) {	/* back to the server's default, for both */
-				varcache_clear(server->vars, idx);
-				varcache_clear(client->vars, idx);
+				varcache_clear(&server->vars, idx);
+				varcache_clear(&client->vars, idx);
 			}
 		}
 		/* The server carries what the client now has for that name. */

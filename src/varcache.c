@@ -230,30 +230,57 @@ const char *varcache_get(const struct varcache *vc, int idx)
 	return vc->values[idx];
 }
 
-/* Makes room for every name known now (the table grows when servers report new ones). */
-static void varcache_reserve(struct varcache **vc)
+/* One more holder of an interned value. */
+static void intern_ref(const char *s)
 {
-	uint32_t have = *vc ? (*vc)->count : 0;
-	if (have >= (uint32_t)vtab.count)
-		return;
-	*vc = xrealloc(*vc, sizeof(**vc) + (size_t)vtab.count * sizeof(const char *));
-	memset(&(*vc)->values[have], 0, (vtab.count - have) * sizeof(const char *));
-	(*vc)->count = (uint32_t)vtab.count;
+	if (s && s != unknown_value)
+		container_of(s, struct interned, text)->refs++;
 }
 
-void varcache_clear(struct varcache *vc, int idx)
+/*
+ * Makes *vc this holder's own (a copy if it is shared) with room for every
+ * name known now (the table grows when servers report new ones): the step
+ * before any change.
+ */
+static void varcache_own(struct varcache **vc)
 {
-	if (!vc || idx < 0 || (uint32_t)idx >= vc->count)
+	struct varcache *old = *vc;
+	uint32_t have = old ? old->count : 0;
+	uint32_t want = MAX(have, (uint32_t)vtab.count);
+	if (old && old->refs == 1 && have == want)
 		return;
-	intern_put(vc->values[idx]);
-	vc->values[idx] = NULL;
+	if (old && old->refs == 1) {
+		*vc = xrealloc(old, sizeof(*old) + (size_t)want * sizeof(const char *));
+	} else {
+		*vc = xmalloc(sizeof(*old) + (size_t)want * sizeof(const char *));
+		(*vc)->refs = 1;
+		for (uint32_t i = 0; i < have; i++) {
+			(*vc)->values[i] = old->values[i];
+			intern_ref(old->values[i]);
+		}
+		if (old)
+			old->refs--;	/* still held by others */
+	}
+	memset(&(*vc)->values[have], 0, (want - have) * sizeof(const char *));
+	(*vc)->count = want;
+}
+
+void varcache_clear(struct varcache **vc, int idx)
+{
+	if (!varcache_get(*vc, idx))
+		return;
+	varcache_own(vc);
+	intern_put((*vc)->values[idx]);
+	(*vc)->values[idx] = NULL;
 }
 
 void varcache_mark_unknown(struct varcache **vc, int idx)
 {
 	if (idx < 0 || idx >= vtab.count)
 		return;
-	varcache_reserve(vc);
+	if (varcache_get(*vc, idx) == unknown_value)
+		return;
+	varcache_own(vc);
 	intern_put((*vc)->values[idx]);
 	(*vc)->values[idx] = unknown_value;
 }
@@ -262,7 +289,10 @@ void varcache_set(struct varcache **vc, int idx, const char *value)
 {
 	if (idx < 0 || idx >= vtab.count)
 		return;
-	varcache_reserve(vc);
+	const char *cur = varcache_get(*vc, idx);
+	if (cur && cur != unknown_value && value != unknown_value && strcmp(cur, value) == 0)
+		return;	/* unchanged: a shared copy stays shared */
+	varcache_own(vc);
 	const char *old = (*vc)->values[idx];
 	(*vc)->values[idx] = value == unknown_value ? unknown_value : intern_get(value);
 	intern_put(old);
@@ -277,13 +307,42 @@ bool varcache_set_by_name(struct varcache **vc, const char *name, const char *va
 	return true;
 }
 
-void varcache_free(struct varcache *vc)
+void varcache_unref(struct varcache *vc)
 {
-	if (!vc)
+	if (!vc || --vc->refs > 0)
 		return;
 	for (uint32_t i = 0; i < vc->count; i++)
 		intern_put(vc->values[i]);
 	free(vc);
+}
+
+/* Whether *vc, with what it lacks taken from welcome, holds the values last holds. */
+static bool varcache_login_equal(const struct varcache *vc, const struct varcache *welcome,
+				 const struct varcache *last)
+{
+	for (int i = 0; i < vtab.count; i++) {
+		const char *v = varcache_get(vc, i);
+		if (!v)
+			v = varcache_get(welcome, i);
+		if (v != varcache_get(last, i))	/* interned: equal is same pointer */
+			return false;
+	}
+	return true;
+}
+
+void varcache_share_login(struct varcache **vc, const struct varcache *welcome, struct varcache **last)
+{
+	if (*last && varcache_login_equal(*vc, welcome, *last)) {
+		varcache_unref(*vc);
+		*vc = *last;
+	} else {
+		varcache_copy_missing(vc, welcome);
+		if (!*vc)
+			return;
+		varcache_unref(*last);
+		*last = *vc;
+	}
+	(*vc)->refs++;
 }
 
 void varcache_copy_missing(struct varcache **dst, const struct varcache *src)
@@ -317,23 +376,16 @@ void varcache_sync_applied(struct varcache **server, struct varcache **client, u
 				varcache_set(client, i, has);	/* PostgreSQL's spelling of the client's value */
 		} else if (want)
 			varcache_set(server, i, want);
-		else if (varcache_get(*server, i)) {
-			intern_put((*server)->values[i]);	/* RESET: the server's default, value unknown */
-			(*server)->values[i] = NULL;
-		}
+		else
+			varcache_clear(server, i);	/* RESET: the server's default, value unknown */
 	}
 }
 
-void varcache_forget_except(struct varcache *vc, uint64_t keep_mask)
+void varcache_forget_except(struct varcache **vc, uint64_t keep_mask)
 {
-	if (!vc)
-		return;
-	for (uint32_t i = 0; i < vc->count; i++) {
-		if (!(keep_mask & (UINT64_C(1) << i))) {
-			intern_put(vc->values[i]);
-			vc->values[i] = NULL;
-		}
-	}
+	for (uint32_t i = 0; *vc && i < (*vc)->count; i++)
+		if (!(keep_mask & (UINT64_C(1) << i)))
+			varcache_clear(vc, (int)i);
 }
 
 /* ---------------------------------------------------------------- accepted values */

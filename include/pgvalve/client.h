@@ -55,10 +55,15 @@ enum client_state {
 	CL_CLOSED,
 };
 
-union conn_addr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
+/*
+ * Where a TCP client connected from: what SHOW CLIENTS, hba rules and log
+ * lines use, in 18 bytes rather than a 28-byte sockaddr_in6 (an IPv6
+ * address's flow label and scope id are not kept). client_sockaddr()
+ * gives it back as a sockaddr.
+ */
+struct client_addr {
+	uint8_t ip[16];			/* IPv4: the first 4 bytes */
+	uint16_t port;			/* host order */
 };
 
 struct welcome_param;
@@ -89,49 +94,54 @@ struct client_login {
 	struct pool *auth_pool;
 	struct server *auth_server;
 	bool secret_from_scram;		/* the exchange used a stored SCRAM secret (pass-through keys) */
+	struct peer_cancel *peer_cancel;	/* a cancel request (never logs in) held while peer.c forwards it */
 	/* AuthenticationSASLFinal, sent in one write with AuthenticationOk (client_finish_login) */
 	uint8_t sasl_final[SCRAM_MSG_MAX + 16];
 	uint32_t sasl_final_len;
 	bool auth_ok_sent;		/* AuthenticationOk went out before a check of its parameters */
 };
 
+/*
+ * Tens of thousands of idle clients each carry one (issue 19 counts the
+ * bytes: keep it at 320 or under, one glibc chunk of 336): what only a
+ * login, a console or a busy socket needs lives elsewhere (client_login,
+ * admin.c's waits, netbuf's side structure), flags are bits.
+ */
 struct client {
 	struct netbuf nb;		/* first: handlers get &client->nb */
-	enum client_state state;
 	struct list_node node;		/* the list of its state */
 	struct pool *pool;
 	struct server *link;
-	struct client_login *login;
-	struct user_count *ucount;	/* its login user's counters */
-	struct varcache *vars;
-	uint32_t vars_gen;		/* bumped whenever vars change */
+	struct client_login *login;	/* until it is logged in */
+	struct user_count *ucount;	/* its login user's counters, and its name once logged in */
+	struct varcache *vars;		/* shared with other clients until it changes one */
 	struct session_sets *sets;	/* its own session-level SETs (session_set.h) */
-	uint8_t vars_apply_failures;	/* servers that failed to take its parameters in a row */
-	struct client *cancel_next;
-	struct peer_cancel *peer_cancel;	/* a cancel connection held while peer.c forwards it */
-	uint32_t cancel_pid;
-	uint32_t cancel_key;
+	struct prep_client *prep;	/* its named prepared statements (prepare.c) */
+	struct replication *repl;	/* a replication connection (replication.h); NULL if not */
+	struct client *cancel_next;	/* the cancel index's hash chain */
 	uint64_t id;
 	usec_t connect_time;
 	usec_t request_time;		/* when it last started waiting, was linked, or went idle */
-	union conn_addr addr;
-	char *username;			/* the name it logged in with */
-	bool is_unix;
-	bool is_admin;
-	bool logged_in;
-	bool in_cancel_index;
-	bool admin_superuser;		/* user pgbouncer over the Unix socket, same OS user */
-	bool admin_counted;		/* its one query/transaction is in the admin stats */
-	bool did_suspend;		/* issued SUSPEND: its going away resumes */
-	bool counted_in_db;		/* in its db's client_count */
-	enum admin_wait { ADMIN_WAIT_NONE, ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SUSPEND } admin_wait;
-	struct db *admin_wait_db;	/* NULL: all databases */
-	bool quiet;			/* a cancel-request connection: no disconnect log line */
-	bool direct_tls;		/* opened with TLS at once (ALPN required) */
-	bool wait_notified;		/* query_wait_notify sent for this wait */
-	bool accepted_in_shutdown;	/* came on the Unix socket after a shutdown began */
-	struct prep_client *prep;	/* its named prepared statements (prepare.c) */
-	struct replication *repl;	/* a replication connection (replication.h); NULL if not */
+	uint32_t vars_gen;		/* bumped whenever vars change */
+	uint32_t cancel_pid;
+	uint32_t cancel_key;
+	struct client_addr addr;	/* TCP only */
+	enum client_state state : 3;
+	unsigned vars_apply_failures : 2;	/* servers that failed to take its parameters in a row */
+	bool is_ipv6 : 1;		/* addr is IPv6 (else IPv4) */
+	bool is_unix : 1;
+	bool is_admin : 1;
+	bool logged_in : 1;
+	bool in_cancel_index : 1;
+	bool admin_superuser : 1;	/* user pgbouncer over the Unix socket, same OS user */
+	bool shown_as_admin_user : 1;	/* auth_type any on the console: listed as user pgbouncer */
+	bool admin_counted : 1;		/* its one query/transaction is in the admin stats */
+	bool did_suspend : 1;		/* issued SUSPEND: its going away resumes */
+	bool counted_in_db : 1;		/* in its db's client_count */
+	bool quiet : 1;			/* a cancel-request connection: no disconnect log line */
+	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */
+	bool wait_notified : 1;		/* query_wait_notify sent for this wait */
+	bool accepted_in_shutdown : 1;	/* came on the Unix socket after a shutdown began */
 };
 
 /* Takes an accepted socket. */
@@ -178,6 +188,8 @@ void client_send_error(struct client *client, const char *severity, const char *
 /* Log prefix "C-0x...: db/user@addr:port". */
 const char *client_prefix(const struct client *client, char *buf, size_t size);
 const char *client_user_name(const struct client *client);
+/* A TCP client's address and port as a sockaddr; false for a Unix socket. */
+bool client_sockaddr(const struct client *client, struct sockaddr_storage *out);
 const char *client_db_name(const struct client *client);
 
 /*

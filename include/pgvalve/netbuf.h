@@ -34,9 +34,8 @@
 #include <sys/socket.h>
 #include <openssl/ssl.h>
 
-struct iobuf;
-struct outq;
 struct netbuf;
+struct netbuf_io;
 
 enum netbuf_event {
 	NETBUF_EV_PACKET,		/* pkt holds a header (and maybe more) */
@@ -53,6 +52,12 @@ enum netbuf_event {
 
 typedef bool (*netbuf_handler_fn)(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
+/*
+ * Tens of thousands of idle clients each carry one, so it holds only what
+ * an idle socket needs: buffers, queues, the peers it is forwarding with
+ * and TLS state live in a side structure (netbuf.c's struct netbuf_io),
+ * attached while there is any and given back when there is none.
+ */
 struct netbuf {
 	struct event ev;
 	int fd;
@@ -60,9 +65,9 @@ struct netbuf {
 	uint32_t pkt_remaining;		/* bytes of the current message still to pass */
 	int last_errno;			/* of a failed connect, read or write */
 	short ev_registered;		/* flags currently added to the loop, 0 if none */
-	short tls_want;			/* handshake: events it waits for */
 	uint8_t run_flags;		/* on the run queue, and why */
-	/* One bit each: tens of thousands of idle clients carry these. */
+	uint8_t handler_slot;		/* the owner's handler, in netbuf.c's table */
+	/* One bit each. */
 	bool paused : 1;		/* the owner stopped reading */
 	bool blocked : 1;		/* stopped because dst's queue is full */
 	bool read_fired_paused : 1;	/* readable while paused: read interest dropped */
@@ -79,14 +84,8 @@ struct netbuf {
 	bool tls_write_wants_read : 1;	/* SSL_write needs the socket readable */
 	bool pkt_forward : 1;		/* the rest of the message is forwarded (else skipped) */
 	bool never_suspend : 1;		/* admin consoles keep reading during SUSPEND */
-	SSL *ssl;			/* NULL: plain text */
-	const char *tls_error;		/* why the handshake failed; valid during the TLS_FAILED event */
-	struct iobuf *in;
-	struct outq *out;
 	struct netbuf *dst;		/* where forwarded bytes go */
-	struct netbuf *feeder;		/* a source with unsent forwarded bytes for us */
-	struct netbuf *blocked_src;	/* a source paused until our queue drains */
-	netbuf_handler_fn handler;
+	struct netbuf_io *io;		/* NULL when it has no buffer, queue, feeder, blocked source or TLS */
 };
 
 /* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */
@@ -137,6 +136,12 @@ uint32_t netbuf_queue_len(const struct netbuf *nb);
 uint32_t netbuf_buffered(const struct netbuf *nb);
 /* Pushes out forwarded bytes still held in nb's buffer (before a release or a generated reply). */
 void netbuf_flush_forwarded(struct netbuf *nb);
+/* The TLS connection, NULL on plain text. */
+SSL *netbuf_ssl(const struct netbuf *nb);
+/* Why the last TLS handshake failed: valid during the TLS_FAILED event. */
+const char *netbuf_tls_error(void);
+/* The handler nb was made with (netbuf_init). */
+netbuf_handler_fn netbuf_handler(const struct netbuf *nb);
 
 static inline bool netbuf_is_open(const struct netbuf *nb) { return nb->fd >= 0; }
 

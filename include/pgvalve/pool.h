@@ -101,6 +101,7 @@ struct pool {
 	int welcome_count;
 	struct varcache *welcome_vars;
 	struct varcache_accepted accepted_vars;	/* login values a server took (client.c's login check) */
+	struct varcache *login_vars;	/* the last login's values, shared by clients with the same (varcache_share_login) */
 
 	int mode_cached;		/* pool_effective_mode, valid for config_generation */
 	uint64_t mode_cached_gen;

@@ -23,8 +23,14 @@
 /* client_encoding is always index 0. */
 #define VARCACHE_CLIENT_ENCODING 0
 
-/* As many slots as there are tracked names (fixed until restart). */
+/*
+ * As many slots as there are tracked names when made. Shared copy-on-write:
+ * clients of a pool that logged in with the same values hold one copy
+ * (varcache_share_login), and whatever changes a shared one (varcache_set,
+ * _clear, ...) first gets its own.
+ */
 struct varcache {
+	uint32_t refs;			/* holders; only one may change it in place */
 	uint32_t count;			/* slots: varcache_count() when made */
 	const char *values[];		/* interned; NULL = not known */
 };
@@ -45,7 +51,16 @@ const char *varcache_get(const struct varcache *vc, int idx);
 void varcache_set(struct varcache **vc, int idx, const char *value);
 /* Sets name if tracked; returns whether it was. */
 bool varcache_set_by_name(struct varcache **vc, const char *name, const char *value);
-void varcache_free(struct varcache *vc);
+/* Drops one holder's reference (NULL is fine); the last one frees it. */
+void varcache_unref(struct varcache *vc);
+/*
+ * A client's values at login: its own, the pool's welcome values for the
+ * rest. If that makes the values *last holds (the pool's previous login),
+ * *vc is dropped and shares *last; otherwise *last becomes a reference to
+ * *vc. Logins of one application carry the same values, so thousands of
+ * clients hold one copy.
+ */
+void varcache_share_login(struct varcache **vc, const struct varcache *welcome, struct varcache **last);
 void varcache_copy_missing(struct varcache **dst, const struct varcache *src);
 /* Copies every value src has into *dst (after dst was brought in line with src). */
 void varcache_copy_set(struct varcache **dst, const struct varcache *src);
@@ -60,9 +75,9 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src);
  */
 void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask);
 /* Forgets the values whose bit is not in keep_mask (bit i = index i). */
-void varcache_forget_except(struct varcache *vc, uint64_t keep_mask);
+void varcache_forget_except(struct varcache **vc, uint64_t keep_mask);
 /* Forgets one value (the server's default, not known). */
-void varcache_clear(struct varcache *vc, int idx);
+void varcache_clear(struct varcache **vc, int idx);
 /*
  * The value is the one a client's own SET statement gave it (session_set.c
  * replays those): on a server it differs from any other client's value; on

@@ -127,4 +127,4 @@ for pl in "${poolers[@]}"; do
 done
 echo
 echo "median of $rounds rounds of ${duration}s; pgbench -C -c $clients${rate:+ -R $rate}, SELECT 1; transaction mode, pool of 20"
-[ -n "$pgb_pid" ] && echo "pgbouncer: $pgb_version"
+if [ -n "$pgb_pid" ]; then echo "pgbouncer: $pgb_version"; fi

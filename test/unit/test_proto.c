@@ -243,13 +243,60 @@ START_TEST(varcache_diff)
 	ck_assert_int_eq(varcache_diff_sql(client, server, &sql), 1);
 	pktbuf_put_byte(&sql, 0);
 	ck_assert_str_eq((char *)sql.buf, "RESET \"search_path\"");
-	varcache_forget_except(server, UINT64_C(1) << varcache_index("TimeZone"));
+	varcache_forget_except(&server, UINT64_C(1) << varcache_index("TimeZone"));
 	ck_assert_ptr_null(varcache_get(server, varcache_index("application_name")));
 	ck_assert_str_eq(varcache_get(server, varcache_index("TimeZone")), "UTC");
 	pktbuf_free(&sql);
-	varcache_free(client);
-	varcache_free(server);
+	varcache_unref(client);
+	varcache_unref(server);
 	varcache_configure(NULL);
+}
+END_TEST
+
+/* Logins with the same values share one copy; a change gets its own, the others keep theirs. */
+START_TEST(varcache_shared_login)
+{
+	varcache_configure(NULL);
+	struct varcache *last = NULL, *a = NULL, *b = NULL, *c = NULL;
+	varcache_set_by_name(&a, "TimeZone", "UTC");
+	varcache_set_by_name(&b, "timezone", "UTC");
+	varcache_set_by_name(&c, "TimeZone", "CET");
+	varcache_share_login(&a, NULL, &last);
+	ck_assert_ptr_eq(a, last);
+	varcache_share_login(&b, NULL, &last);
+	ck_assert_ptr_eq(b, a);
+	ck_assert_uint_eq(a->refs, 3);
+	/* the same value again changes nothing, and copies nothing */
+	varcache_set_by_name(&b, "TimeZone", "UTC");
+	ck_assert_ptr_eq(b, a);
+	varcache_set_by_name(&b, "TimeZone", "GMT");
+	ck_assert_ptr_ne(b, a);
+	ck_assert_str_eq(varcache_get(a, varcache_index("TimeZone")), "UTC");
+	ck_assert_str_eq(varcache_get(b, varcache_index("TimeZone")), "GMT");
+	varcache_clear(&a, varcache_index("TimeZone"));
+	ck_assert_ptr_null(varcache_get(a, varcache_index("TimeZone")));
+	ck_assert_str_eq(varcache_get(last, varcache_index("TimeZone")), "UTC");
+	/* different values: the newest login is what the next one is compared with */
+	varcache_share_login(&c, NULL, &last);
+	ck_assert_ptr_eq(c, last);
+	ck_assert_uint_eq(c->refs, 2);
+	/* values a login did not bring come from the welcome; with none of its own it shares them */
+	struct varcache *welcome = NULL, *d = NULL, *e = NULL, *last2 = NULL;
+	varcache_set_by_name(&welcome, "DateStyle", "ISO, MDY");
+	varcache_set_by_name(&d, "TimeZone", "UTC");
+	varcache_share_login(&d, welcome, &last2);
+	ck_assert_str_eq(varcache_get(d, varcache_index("DateStyle")), "ISO, MDY");
+	varcache_share_login(&e, welcome, &last2);
+	ck_assert_ptr_ne(e, d);
+	ck_assert_str_eq(varcache_get(e, varcache_index("DateStyle")), "ISO, MDY");
+	ck_assert_ptr_null(varcache_get(e, varcache_index("TimeZone")));
+	struct varcache *f = NULL;
+	varcache_share_login(&f, welcome, &last2);
+	ck_assert_ptr_eq(f, e);
+	ck_assert_uint_eq(e->refs, 3);
+	struct varcache *all[] = { a, b, c, last, welcome, d, e, f, last2 };
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+		varcache_unref(all[i]);
 }
 END_TEST
 
@@ -331,6 +378,7 @@ int main(void)
 	tcase_add_test(tc, error_field_malformed);
 	tcase_add_test(tc, quote_literal);
 	tcase_add_test(tc, varcache_diff);
+	tcase_add_test(tc, varcache_shared_login);
 	tcase_add_test(tc, session_set_statements);
 	tcase_add_test(tc, list_items);
 	suite_add_tcase(s, tc);

@@ -153,6 +153,38 @@ START_TEST(test_sha256_hmac)
 }
 END_TEST
 
+static void hex_to_key(const char *hex, uint8_t out[32])
+{
+	for (int i = 0; i < 32; i++)
+		ck_assert_int_eq(sscanf(hex + 2 * i, "%2hhx", &out[i]), 1);
+}
+
+/* HMAC-SHA-256 on its own: RFC 4231's vectors, keys shorter than, as long as and longer than a block. */
+START_TEST(test_hmac_vectors)
+{
+	uint8_t key[131], out[32], want[32];
+	static const char hi_there[] = "Hi There";
+	static const char jefe[] = "what do ya want for nothing?";
+	static const char block[] = "exactly one block of key";
+	static const char longer[] = "Test Using Larger Than Block-Size Key - Hash Key First";
+
+	memset(key, 0x0b, 20);
+	crypto_hmac_sha256(key, 20, (const uint8_t *)hi_there, strlen(hi_there), out);
+	hex_to_key("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7", want);
+	ck_assert(memcmp(out, want, 32) == 0);
+	crypto_hmac_sha256((const uint8_t *)"Jefe", 4, (const uint8_t *)jefe, strlen(jefe), out);
+	hex_to_key("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", want);
+	ck_assert(memcmp(out, want, 32) == 0);
+	memset(key, 0xaa, sizeof(key));
+	crypto_hmac_sha256(key, 64, (const uint8_t *)block, strlen(block), out);
+	hex_to_key("6b86dff4b91fe689c94291f9648c1f7cea871c24c0aaee8b7b0f295528e85fe3", want);
+	ck_assert(memcmp(out, want, 32) == 0);
+	crypto_hmac_sha256(key, 131, (const uint8_t *)longer, strlen(longer), out);
+	hex_to_key("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54", want);
+	ck_assert(memcmp(out, want, 32) == 0);
+}
+END_TEST
+
 START_TEST(test_random)
 {
 	uint8_t a[32] = { 0 }, b[32] = { 0 };
@@ -843,6 +875,7 @@ static Suite *scram_suite(void)
 	tcase_add_test(tc, test_b64_round_trip);
 	tcase_add_test(tc, test_b64_rejects);
 	tcase_add_test(tc, test_sha256_hmac);
+	tcase_add_test(tc, test_hmac_vectors);
 	tcase_add_test(tc, test_random);
 	suite_add_tcase(s, tc);
 

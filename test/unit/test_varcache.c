@@ -53,11 +53,11 @@ START_TEST(welcome_values_and_taken_values_are_known)
 		used += acc.values[i] != NULL;
 	ck_assert_int_eq(used, 1);
 
-	varcache_free(welcome);
-	varcache_free(same);
-	varcache_free(german);
-	varcache_free(german2);
-	varcache_free(tz);
+	varcache_unref(welcome);
+	varcache_unref(same);
+	varcache_unref(german);
+	varcache_unref(german2);
+	varcache_unref(tz);
 	varcache_accepted_free(&acc);
 	ck_assert_ptr_null(acc.values[0]);
 }
@@ -75,9 +75,9 @@ START_TEST(never_refused_or_never_applied_values_need_no_server)
 	ck_assert(varcache_all_accepted(ro, NULL, &acc));
 	struct varcache *sp = one("search_path", "a, b");
 	ck_assert(!varcache_all_accepted(sp, NULL, &acc));
-	varcache_free(app);
-	varcache_free(ro);
-	varcache_free(sp);
+	varcache_unref(app);
+	varcache_unref(ro);
+	varcache_unref(sp);
 }
 END_TEST
 
@@ -100,7 +100,7 @@ START_TEST(bounded_the_oldest_goes)
 	ck_assert(varcache_all_accepted(vc[0], NULL, &acc));
 	ck_assert(!varcache_all_accepted(vc[1], NULL, &acc));
 	for (int i = 0; i <= VARCACHE_ACCEPTED_MAX; i++)
-		varcache_free(vc[i]);
+		varcache_unref(vc[i]);
 	varcache_accepted_free(&acc);
 }
 END_TEST
