@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 #
-# test/bench/bench.sh - pgbench straight to PostgreSQL and through pgvalve,
-# side by side, on a throwaway cluster. `make bench` runs it.
+# test/bench/bench.sh - pgbench straight to PostgreSQL, through pgvalve and
+# through PgBouncer (when installed), side by side on a throwaway cluster.
+# `make bench` runs it.
 #
 #   bench.sh [--duration S] [--rounds N] [--clients N] [--scenarios LIST]
 #
 # Scenarios (transaction pooling, pool of 20, md5 auth like a production
 # setup): select (-S simple protocol), prepared (-S extended protocol),
 # tpcb (built-in read/write), many (1000 clients on the pool of 20; no
-# direct row since PostgreSQL allows 200 connections here). Prints, per
-# scenario, the median tps over the rounds and pgvalve's CPU per
-# transaction. For a comparison with PgBouncer use
-# ../shared/bench/compare.sh (see README.md).
+# direct row since PostgreSQL allows 200 connections here), tls (select
+# with client-side TLS to the pooler, sslmode=require; no direct row: the
+# cluster serves plain text). Each round runs direct, pgvalve and PgBouncer
+# one after the other; prints, per scenario, the median tps over the rounds,
+# each pooler's CPU per transaction, and pgvalve's ratios to direct (tps)
+# and to PgBouncer (tps and CPU). Connect-per-transaction logins are
+# `make bench-connect`, the client-count sweep `make bench-sweep`, idle
+# memory `make bench-idle`; ../shared/bench/compare.sh is the shared
+# harness (see README.md).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-duration=10 rounds=3 clients=50 scenarios="select,prepared,tpcb,many"
+duration=10 rounds=3 clients=50 scenarios="select,prepared,tpcb,many,tls"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--duration) duration=$2; shift 2 ;;
@@ -30,38 +36,62 @@ done
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 bench_setup_cluster
-bench_start_pgvalve ""
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$pgv_pid/stat"; }
+# Client TLS for both poolers (the tls scenario asks for it; the others do not).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+	-keyout "$tmp/tls.key" -out "$tmp/tls.crt" >/dev/null 2>&1 || { echo "bench.sh: openssl failed" >&2; exit 1; }
+[ -n "$runas" ] && chown "$runas:" "$tmp/tls.key" "$tmp/tls.crt"
+chmod 600 "$tmp/tls.key"
+tls_ini="client_tls_sslmode = allow
+client_tls_key_file = $tmp/tls.key
+client_tls_cert_file = $tmp/tls.crt"
+bench_start_pgvalve "$tls_ini"
+have_pgb=0
+bench_start_pgbouncer "$tls_ini" && have_pgb=1
+
+cpu_us_per_tx() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$hz" 'BEGIN { printf "%.1f", n ? (b - a) * 1e6 / hz / n : 0 }'; }
 hz=$(getconf CLK_TCK)
+med() { if [ $# -gt 0 ]; then printf '%s\n' "$@" | median; else echo "-"; fi; }
+r0() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.0f", x }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
-printf '\n%-10s %12s %12s %10s %14s\n' scenario direct_tps pgvalve_tps ratio pgv_cpu_us/tx
+printf '\n%-9s %10s %11s %11s %8s %8s %9s %9s %8s\n' scenario direct_tps pgvalve_tps pgbouncer_tps \
+	v/direct v/pgb pgv_us/tx pgb_us/tx cpu_v/pgb
 IFS=, read -ra scen_list <<<"$scenarios"
 for scen in "${scen_list[@]}"; do
+	bench_sslmode=disable
 	case $scen in
 	select) args=(-S -M simple -c "$clients" -j 2) ;;
 	prepared) args=(-S -M extended -c "$clients" -j 2) ;;
 	tpcb) args=(-c "$clients" -j 2) ;;
 	many) args=(-S -c 1000 -j 2) ;;
+	tls) args=(-S -M simple -c "$clients" -j 2) bench_sslmode=require ;;
 	*) echo "bench.sh: unknown scenario $scen" >&2; continue ;;
 	esac
-	d_tps=() v_tps=() v_cpu=()
+	d_tps=() v_tps=() v_cpu=() b_tps=() b_cpu=()
 	for _ in $(seq "$rounds"); do
-		if [ "$scen" != many ]; then
-			read -r t _ < <(run_pgbench "$pgport" "${args[@]}")
+		if [ "$scen" != many ] && [ "$scen" != tls ]; then
+			read -r t _ < <(bench_sslmode=disable run_pgbench "$pgport" "${args[@]}")
 			d_tps+=("$t")
 		fi
-		c0=$(cpu_ticks)
-		read -r t n < <(run_pgbench "$port" "${args[@]}")
-		c1=$(cpu_ticks)
+		c0=$(bench_cpu_ticks "$pgv_pid")
+		read -r t n < <(bench_sslmode=$bench_sslmode run_pgbench "$port" "${args[@]}")
+		c1=$(bench_cpu_ticks "$pgv_pid")
 		v_tps+=("$t")
-		v_cpu+=("$(awk -v a="$c0" -v b="$c1" -v n="$n" -v hz="$hz" 'BEGIN { printf "%.1f", n ? (b - a) * 1e6 / hz / n : 0 }')")
+		v_cpu+=("$(cpu_us_per_tx "$c0" "$c1" "$n")")
+		if [ "$have_pgb" = 1 ]; then
+			c0=$(bench_cpu_ticks "$pgb_pid")
+			read -r t n < <(bench_sslmode=$bench_sslmode run_pgbench "$pgb_port" "${args[@]}")
+			c1=$(bench_cpu_ticks "$pgb_pid")
+			b_tps+=("$t")
+			b_cpu+=("$(cpu_us_per_tx "$c0" "$c1" "$n")")
+		fi
 	done
-	dm=$( [ ${#d_tps[@]} -gt 0 ] && printf '%s\n' "${d_tps[@]}" | median || echo "-")
-	vm=$(printf '%s\n' "${v_tps[@]}" | median)
-	cm=$(printf '%s\n' "${v_cpu[@]}" | median)
-	ratio=$(awk -v d="$dm" -v v="$vm" 'BEGIN { if (d == "-" || d == 0) print "-"; else printf "%.2f", v / d }')
-	printf '%-10s %12s %12.0f %10s %14s\n' "$scen" "$dm" "$vm" "$ratio" "$cm"
+	dm=$(med "${d_tps[@]}") vm=$(med "${v_tps[@]}") cm=$(med "${v_cpu[@]}")
+	bm=$(med "${b_tps[@]}") bc=$(med "${b_cpu[@]}")
+	printf '%-9s %10s %11s %11s %8s %8s %9s %9s %8s\n' "$scen" "$(r0 "$dm")" "$(r0 "$vm")" "$(r0 "$bm")" "$(ratio "$vm" "$dm")" \
+		"$(ratio "$vm" "$bm")" "$cm" "$bc" "$(ratio "$cm" "$bc")"
 done
 echo
-echo "median of $rounds rounds of ${duration}s; pgvalve in transaction mode, pool of 20, $clients clients"
+echo "median of $rounds rounds of ${duration}s; transaction pooling, pool of 20, $clients clients;" \
+	"PgBouncer: $([ "$have_pgb" = 1 ] && "$PGBOUNCER" --version 2>/dev/null | head -1 || echo "not installed")"

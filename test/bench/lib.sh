@@ -16,6 +16,7 @@
 #                                ($pgb_port, $pgb_pid); 1 if not installed
 #   bench_stop_pgvalve, bench_stop_pgbouncer
 #   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
+#                                (sslmode: $bench_sslmode, default disable)
 #   median                       of numbers on stdin
 # shellcheck shell=bash
 # shellcheck source=../../scripts/deps.sh
@@ -167,7 +168,7 @@ bench_stop_pgvalve() {
 run_pgbench() {
 	local p=$1
 	shift
-	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -T "$duration" -h 127.0.0.1 -p "$p" -U bench "$@" bench \
+	PGPASSWORD=bench PGSSLMODE=${bench_sslmode:-disable} "$PGBIN/pgbench" -n -T "$duration" -h 127.0.0.1 -p "$p" -U bench "$@" bench \
 		>"$tmp/run.out" 2>&1
 	local tps txns
 	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$tmp/run.out" | tail -1)
