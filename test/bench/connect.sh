@@ -16,7 +16,7 @@
 # client logins. The same runs go through PgBouncer when it is installed
 # (PGBOUNCER=path, default /usr/sbin/pgbouncer; `pgv_deps_ensure bench` in
 # scripts/deps.sh installs Debian's), alternating with pgvalve's. Prints
-# per pooler and user the median connections per second and the pooler's
+# per pooler (and direct to PostgreSQL: connections per second only) and user the median connections per second and the pooler's
 # CPU per connection (user+system time of the process over the round /
 # connections made), and the ratio of each to md5. pgbench's own
 # SCRAM (libpq derives the key on every connect) shares the machine and
@@ -68,21 +68,23 @@ auth_hba_file = $tmp/hba.conf" && pgb_version=$("$PGBOUNCER" --version 2>/dev/nu
 
 hz=$(getconf CLK_TCK)
 
-# run_connect PID PORT USER -> "connections_per_s cpu_us_per_connection" (CPU of process PID)
+cpu_of() { if [ "$1" = - ]; then echo 0; else bench_cpu_ticks "$1"; fi; }
+
+# run_connect PID PORT USER -> "connections_per_s cpu_us_per_connection" (CPU of process PID; PID - : none, "-")
 run_connect() {
 	local pid=$1 p=$2 user=$3 c0 c1 tps n
-	c0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	c0=$(cpu_of "$pid")
 	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -C -T "$duration" -c "$clients" -j 2 ${rate:+-R "$rate"} \
 		-f "$tmp/select1.sql" -h 127.0.0.1 -p "$p" -U "$user" bench >"$tmp/run.out" 2>&1
-	c1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	c1=$(cpu_of "$pid")
 	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$tmp/run.out" | tail -1)
 	n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$tmp/run.out")
 	if ! grep -q "number of failed transactions: 0 " "$tmp/run.out" || [ -z "$n" ] || [ "$n" = 0 ]; then
 		echo "${0##*/}: $user on port $p: pgbench failed:" >&2
 		tail -5 "$tmp/run.out" >&2
 	fi
-	awk -v a="$c0" -v b="$c1" -v n="${n:-0}" -v hz="$hz" -v t="${tps:-0}" \
-		'BEGIN { printf "%s %.1f\n", t, n ? (b - a) * 1e6 / hz / n : 0 }'
+	awk -v a="$c0" -v b="$c1" -v n="${n:-0}" -v hz="$hz" -v t="${tps:-0}" -v none="$([ "$pid" = - ] && echo 1)" \
+		'BEGIN { if (none) printf "%s -\n", t; else printf "%s %.1f\n", t, n ? (b - a) * 1e6 / hz / n : 0 }'
 }
 
 all_users=(bench bench_plain bench_secret)
@@ -94,6 +96,8 @@ done
 [ ${#users[@]} -gt 0 ] || { echo "${0##*/}: --logins: pick from ${all_names[*]}" >&2; exit 2; }
 poolers=("pgvalve $pgv_pid $port")
 [ -n "$pgb_pid" ] && poolers+=("pgbouncer $pgb_pid $pgb_port")
+# PostgreSQL itself, the reference: a backend forked per login (its CPU is not the poolers' to compare: "-")
+poolers+=("direct - $pgport")
 declare -A rate cpu
 for r in $(seq "$rounds"); do
 	# alternate the order, so a drift of the machine's load does not favour one run
@@ -121,8 +125,9 @@ for pl in "${poolers[@]}"; do
 		u=${users[$i]}
 		rm=$(printf '%s\n' ${rate[$name.$u]} | median)
 		cm=$(printf '%s\n' ${cpu[$name.$u]} | median)
+		[ "$name" = direct ] && cm=-
 		printf '%-10s %-13s %12.0f %16s %11s\n' "$name" "${names[$i]}" "$rm" "$cm" \
-			"$(awk -v a="$cm" -v b="${md5_cpu:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+			"$(awk -v a="$cm" -v b="${md5_cpu:-0}" 'BEGIN { if (a != "-" && b > 0) printf "%.2f", a / b; else print "-" }')"
 	done
 done
 echo
