@@ -416,20 +416,34 @@ static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struc
 	queued(dst, src);
 }
 
+/* TLS: pieces up to one record's worth are joined so that they make one record, one write. */
+#define TLS_JOIN_MAX 16384
+
 /* deliver() for several pieces: one sendmsg() on a plain socket with nothing queued. */
 static void deliver_iov(struct netbuf *dst, struct iovec *iov, int cnt, struct netbuf *src)
 {
 	if (dst->fd < 0 || dst->send_failed)
 		return;
-	if (cnt == 1 || dst->ssl || dst->tls_handshaking || (dst->out && dst->out->end > dst->out->start)) {
-		/* TLS writes one record per call anyway; a queue takes pieces in order. */
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	bool queue_empty = !dst->out || dst->out->end == dst->out->start;
+	if (dst->ssl && queue_empty && !dst->tls_handshaking && cnt > 1 && total <= TLS_JOIN_MAX) {
+		uint8_t joined[TLS_JOIN_MAX];
+		size_t at = 0;
+		for (int i = 0; i < cnt; i++) {
+			memcpy(joined + at, iov[i].iov_base, iov[i].iov_len);
+			at += iov[i].iov_len;
+		}
+		deliver(dst, joined, (uint32_t)total, src);
+		return;
+	}
+	if (cnt == 1 || dst->ssl || dst->tls_handshaking || !queue_empty) {
+		/* A queue takes the pieces in order; a long TLS batch goes record by record. */
 		for (int i = 0; i < cnt; i++)
 			deliver(dst, iov[i].iov_base, (uint32_t)iov[i].iov_len, src);
 		return;
 	}
-	size_t total = 0;
-	for (int i = 0; i < cnt; i++)
-		total += iov[i].iov_len;
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
 	ssize_t n = sendmsg(dst->fd, &msg, MSG_NOSIGNAL);
 	if (n == (ssize_t)total)

@@ -217,6 +217,52 @@ START_TEST(more_rewrites_than_cuts_keep_every_byte_in_order)
 }
 END_TEST
 
+/* A rewrite bigger than the socket takes: what sendmsg() leaves is queued and follows in order. */
+START_TEST(partial_send_queues_the_rest_in_order)
+{
+	enum { PARAMS = 200 * 1000 };
+	int b[2], size = 4096;
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b), 0);
+	ck_assert_int_eq(setsockopt(b[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), 0);
+	netbuf_close(&dst);
+	close(sink_fd);
+	netbuf_init(&dst, dst_handler, 1 << 20);
+	netbuf_accept(&dst, b[0]);
+	netbuf_set_dst(&src, &dst);
+	sink_fd = b[1];
+	action_for['B'] = REWRITE_HEAD;
+
+	uint8_t *in = malloc(PARAMS + 64), *want = malloc(PARAMS + 64), *out = malloc(PARAMS + 64);
+	char *body = malloc(PARAMS + 3);
+	memcpy(body, "abc", 3);
+	for (size_t i = 0; i < PARAMS; i++)
+		body[3 + i] = (char)('a' + i % 26);
+	size_t n = 0, w = 0, fed = 0, got = 0;
+	n += put_msg(in + n, 'B', body, PARAMS + 3);
+	n += put_msg(in + n, 'S', "", 0);
+	w += put_bytes(want + w, NEW_HEAD, sizeof(NEW_HEAD) - 1);
+	w += put_bytes(want + w, body + 3, PARAMS);
+	w += put_msg(want + w, 'S', "", 0);
+	for (int turn = 0; turn < 10000 && got < w; turn++) {
+		ssize_t k = fed < n ? write(feed_fd, in + fed, n - fed) : 0;
+		if (k > 0)
+			fed += (size_t)k;
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		if (turn % 2)	/* the reader lags: sends stay partial for a while */
+			continue;
+		k = recv(sink_fd, out + got, w - got, MSG_DONTWAIT);
+		if (k > 0)
+			got += (size_t)k;
+	}
+	ck_assert_uint_eq(got, w);
+	ck_assert_mem_eq(out, want, w);
+	free(in);
+	free(want);
+	free(out);
+	free(body);
+}
+END_TEST
+
 START_TEST(without_dst_a_rewrite_drops_the_message)
 {
 	uint8_t in[64], out[64];
@@ -261,6 +307,7 @@ static Suite *netbuf_suite(void)
 	tcase_add_test(tc, dropped_and_inserted_in_stream_order);
 	tcase_add_test(tc, insert_with_nothing_forwarded_is_sent_now);
 	tcase_add_test(tc, more_rewrites_than_cuts_keep_every_byte_in_order);
+	tcase_add_test(tc, partial_send_queues_the_rest_in_order);
 	tcase_add_test(tc, without_dst_a_rewrite_drops_the_message);
 	tcase_add_test(tc, closing_dst_mid_read_drops_pending_rewrites);
 	suite_add_tcase(s, tc);
