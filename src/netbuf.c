@@ -102,6 +102,28 @@ static struct {
 	uint32_t runq_size;
 } nbg;
 
+/*
+ * Rewrites of one source's forwarded bytes (netbuf_replace, netbuf_insert),
+ * kept until that source's next flush: cut i drops the buffer's bytes
+ * [from, to) and puts ins[ins_off, ins_off + ins_len) in their place. Only
+ * forwarded bytes not yet sent are ever cut, and they exist only while
+ * their source is being processed, so one source at a time has cuts; a
+ * second one flushes the first.
+ */
+#define REWRITE_MAX_CUTS 16
+#define REWRITE_KEEP (64 * 1024)	/* made bytes buffer kept between flushes up to this size */
+static struct {
+	struct netbuf *owner;
+	uint32_t ncuts;
+	struct rewrite_cut {
+		uint32_t from, to;
+		uint32_t ins_off, ins_len;
+	} cut[REWRITE_MAX_CUTS];
+	uint8_t *ins;
+	uint32_t ins_len;
+	uint32_t ins_size;
+} rewrites;
+
 /* Marks on a netbuf that is on the run queue. */
 #define RUN_PROCESS 1
 #define RUN_SEND_FAILED 2
@@ -161,6 +183,8 @@ void netbuf_global_cleanup(void)
 	free(nbg.runq);
 	nbg.runq = NULL;
 	nbg.runq_len = nbg.runq_size = 0;
+	free(rewrites.ins);
+	memset(&rewrites, 0, sizeof(rewrites));
 }
 
 void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size)
@@ -471,6 +495,28 @@ static void outq_append(struct netbuf *nb, const uint8_t *data, uint32_t len)
 	q->end += len;
 }
 
+/* A failed write: false (and dst marked failed) unless it only has to wait. */
+static bool write_may_wait(struct netbuf *dst)
+{
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return true;
+	dst->send_failed = true;
+	dst->last_errno = errno;
+	runq_add(dst, RUN_SEND_FAILED);
+	return false;
+}
+
+/* Bytes were queued on dst: wait for writability; stop `src` if the queue is over its limit. */
+static void queued(struct netbuf *dst, struct netbuf *src)
+{
+	sync_events(dst);
+	if (src && dst->io->out->end - dst->io->out->start > nbg.queue_limit && !src->blocked) {
+		src->blocked = true;
+		dst->io->blocked_src = src;
+		sync_events(src);
+	}
+}
+
 /*
  * Writes len bytes to dst's socket, behind whatever is queued there. `src`
  * is the netbuf they came from, if any: it is stopped when dst's queue
@@ -487,28 +533,141 @@ static void deliver(struct netbuf *dst, const uint8_t *data, uint32_t len, struc
 			return;
 		}
 		if (n < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-				dst->send_failed = true;
-				dst->last_errno = errno;
-				runq_add(dst, RUN_SEND_FAILED);
+			if (!write_may_wait(dst))
 				return;
-			}
 			n = 0;
 		}
 		data += n;
 		len -= (uint32_t)n;
 	}
 	outq_append(dst, data, len);
-	sync_events(dst);
-	if (src && dst->io->out->end - dst->io->out->start > nbg.queue_limit && !src->blocked) {
-		src->blocked = true;
-		dst->io->blocked_src = src;
-		sync_events(src);
+	queued(dst, src);
+}
+
+/* TLS: pieces up to one record's worth are joined so that they make one record, one write. */
+#define TLS_JOIN_MAX 16384
+
+/* deliver() for several pieces: one sendmsg() on a plain socket with nothing queued. */
+static void deliver_iov(struct netbuf *dst, struct iovec *iov, int cnt, struct netbuf *src)
+{
+	if (dst->fd < 0 || dst->send_failed)
+		return;
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	struct outq *q = nb_out(dst);
+	bool queue_empty = !q || q->end == q->start;
+	bool tls = netbuf_ssl(dst) != NULL;
+	if (tls && queue_empty && !dst->tls_handshaking && cnt > 1 && total <= TLS_JOIN_MAX) {
+		uint8_t joined[TLS_JOIN_MAX];
+		size_t at = 0;
+		for (int i = 0; i < cnt; i++) {
+			memcpy(joined + at, iov[i].iov_base, iov[i].iov_len);
+			at += iov[i].iov_len;
+		}
+		deliver(dst, joined, (uint32_t)total, src);
+		return;
 	}
+	if (cnt == 1 || tls || dst->tls_handshaking || !queue_empty) {
+		/* A queue takes the pieces in order; a long TLS batch goes record by record. */
+		for (int i = 0; i < cnt; i++)
+			deliver(dst, iov[i].iov_base, (uint32_t)iov[i].iov_len, src);
+		return;
+	}
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+	ssize_t n = sendmsg(dst->fd, &msg, MSG_NOSIGNAL);
+	if (n == (ssize_t)total)
+		return;
+	if (n < 0) {
+		if (!write_may_wait(dst))
+			return;
+		n = 0;
+	}
+	for (int i = 0; i < cnt; i++) {
+		size_t done = MIN((size_t)n, iov[i].iov_len);
+		n -= (ssize_t)done;
+		if (iov[i].iov_len > done)
+			outq_append(dst, (const uint8_t *)iov[i].iov_base + done, (uint32_t)(iov[i].iov_len - done));
+	}
+	queued(dst, src);
+}
+
+/* nb's forwarded bytes with its cuts applied, in one delivery; nb holds the cuts. */
+static void rewrites_flush(struct netbuf *nb)
+{
+	struct iobuf *in = nb_in(nb);
+	struct netbuf *dst = nb->dst;
+	struct iovec iov[2 * REWRITE_MAX_CUTS + 1];
+	int cnt = 0;
+	uint32_t at = in->start;
+
+	for (uint32_t i = 0; i < rewrites.ncuts; i++) {
+		const struct rewrite_cut *c = &rewrites.cut[i];
+		if (c->from > at)
+			iov[cnt++] = (struct iovec){ in->data + at, c->from - at };
+		if (c->ins_len)
+			iov[cnt++] = (struct iovec){ rewrites.ins + c->ins_off, c->ins_len };
+		at = c->to;
+	}
+	if (in->pos > at)
+		iov[cnt++] = (struct iovec){ in->data + at, in->pos - at };
+	in->start = in->pos;
+	rewrites.owner = NULL;
+	rewrites.ncuts = 0;
+	if (dst) {
+		drop_feeder(dst, nb);
+		if (cnt)
+			deliver_iov(dst, iov, cnt, nb);
+	}
+	rewrites.ins_len = 0;
+	if (rewrites.ins_size > REWRITE_KEEP) {
+		/* One huge rewrite must not pin its size for the life of the process. */
+		free(rewrites.ins);
+		rewrites.ins = NULL;
+		rewrites.ins_size = 0;
+	}
+}
+
+/* Forgets nb's cuts with its unsent forwarded bytes (nb or its dst is closing). */
+static void rewrites_drop(struct netbuf *nb)
+{
+	if (rewrites.owner != nb)
+		return;
+	rewrites.owner = NULL;
+	rewrites.ncuts = 0;
+	rewrites.ins_len = 0;
+}
+
+/* A cut at nb's parse position: `cut` bytes dropped, data[dlen] in their place. */
+static void rewrites_add(struct netbuf *nb, uint32_t cut, const void *data, uint32_t dlen)
+{
+	if (rewrites.owner && (rewrites.owner != nb || rewrites.ncuts == REWRITE_MAX_CUTS))
+		netbuf_flush_forwarded(rewrites.owner);
+	if (rewrites.ins_size - rewrites.ins_len < dlen) {
+		uint32_t size = rewrites.ins_size ? rewrites.ins_size : 1024;
+		while (size - rewrites.ins_len < dlen)
+			size *= 2;
+		rewrites.ins = xrealloc(rewrites.ins, size);
+		rewrites.ins_size = size;
+	}
+	if (dlen)
+		memcpy(rewrites.ins + rewrites.ins_len, data, dlen);
+	struct iobuf *in = nb_in(nb);
+	rewrites.cut[rewrites.ncuts++] = (struct rewrite_cut){
+		.from = in->pos, .to = in->pos + cut, .ins_off = rewrites.ins_len, .ins_len = dlen,
+	};
+	rewrites.ins_len += dlen;
+	rewrites.owner = nb;
+	in->pos += cut;
+	set_feeder(nb->dst, nb);
 }
 
 void netbuf_flush_forwarded(struct netbuf *nb)
 {
+	if (rewrites.owner == nb) {
+		rewrites_flush(nb);
+		return;
+	}
 	struct iobuf *in = nb_in(nb);
 	if (!in || in->pos == in->start)
 		return;
@@ -628,6 +787,35 @@ void netbuf_forward(struct netbuf *nb, uint32_t len)
 	}
 	nb->pkt_remaining = len - take;
 	nb->pkt_forward = true;
+}
+
+void netbuf_replace(struct netbuf *nb, uint32_t len, uint32_t cut, const void *data, uint32_t dlen)
+{
+	struct iobuf *in = nb_in(nb);
+
+	if (!nb->dst || !in || cut > in->end - in->pos || cut > len) {
+		/* No one to send to (or a caller's mistake): as netbuf_forward, which drops it. */
+		netbuf_forward(nb, len);
+		return;
+	}
+	rewrites_add(nb, cut, data, dlen);
+	uint32_t take = MIN(in->end - in->pos, len - cut);
+	in->pos += take;
+	nb->decided = true;
+	nb->pkt_remaining = len - cut - take;
+	nb->pkt_forward = true;
+}
+
+void netbuf_insert(struct netbuf *nb, const void *data, uint32_t dlen)
+{
+	if (!nb->dst || dlen == 0)
+		return;
+	struct iobuf *in = nb_in(nb);
+	if (rewrites.owner != nb && (!in || in->pos == in->start)) {
+		netbuf_send(nb->dst, data, dlen);	/* nothing of nb's to join */
+		return;
+	}
+	rewrites_add(nb, 0, data, dlen);
 }
 
 void netbuf_skip(struct netbuf *nb, uint32_t len)
@@ -979,12 +1167,14 @@ void netbuf_close(struct netbuf *nb)
 	if (nb->fd < 0 && !nb->io)
 		return;
 	runq_remove(nb);
+	rewrites_drop(nb);
 	struct netbuf *feeder = nb_feeder(nb);
 	if (feeder) {
 		/* The feeder's unsent bytes were meant for us; they go nowhere now. */
 		struct iobuf *fin = nb_in(feeder);
 		if (fin)
 			fin->start = fin->pos;
+		rewrites_drop(feeder);
 		nb->io->feeder = NULL;
 	}
 	unblock_source(nb);

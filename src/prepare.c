@@ -12,7 +12,7 @@
  * messages pgvalve injected never reach it.
  *
  * Owns: everything above. Touches clients and servers only through their
- * netbufs (send/skip) and their `prep` pointers.
+ * netbufs (replace/insert) and their `prep` pointers.
  */
 #include "pgvalve/common.h"
 #include "pgvalve/prepare.h"
@@ -127,9 +127,23 @@ static uint32_t hash_id(uint64_t id)
 	return (uint32_t)id;
 }
 
-static void server_name_of(const struct prep_stmt *stmt, char *buf)
+/* Writes PGV_<id in hex> and its NUL into buf; returns the length. Once per Bind: no snprintf. */
+static uint32_t server_name_of(const struct prep_stmt *stmt, char *buf)
 {
-	snprintf(buf, PREP_SERVER_NAME_MAX, PREP_SERVER_PREFIX "%llx", (unsigned long long)stmt->id);
+	static const char hex[] = "0123456789abcdef";
+	char digits[16];
+	uint32_t n = 0;
+	uint64_t id = stmt->id;
+	do {
+		digits[n++] = hex[id & 15];
+		id >>= 4;
+	} while (id);
+	uint32_t len = sizeof(PREP_SERVER_PREFIX) - 1;
+	memcpy(buf, PREP_SERVER_PREFIX, len);
+	while (n)
+		buf[len++] = digits[--n];
+	buf[len] = '\0';
+	return len;
 }
 
 static struct pktbuf *scratch(void)
@@ -497,14 +511,13 @@ void prepare_server_answer_owed(struct server *server)
 		pktbuf_put_string(&b, ps->owed_tag);
 		pktbuf_end(&b);
 		ps->owed_tag = NULL;
-		if (server->link && !b.failed)
-			netbuf_send(&server->link->nb, b.buf, b.len);
+		if (!b.failed)
+			netbuf_insert(&server->nb, b.buf, b.len);
 	}
 	while (ps && (p = pending_head(ps)) && (p->kind == PEND_PARSE_OWED || p->kind == PEND_CLOSE_OWED)) {
 		static const uint8_t parse_complete[5] = { '1', 0, 0, 0, 4 };
 		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
-		if (server->link)
-			netbuf_send(&server->link->nb, p->kind == PEND_PARSE_OWED ? parse_complete : close_complete, 5);
+		netbuf_insert(&server->nb, p->kind == PEND_PARSE_OWED ? parse_complete : close_complete, 5);
 		pending_pop(server, false);
 	}
 }
@@ -665,12 +678,15 @@ static bool ensure_on_server(struct server *server, struct pktbuf *b, struct pre
 	return true;
 }
 
-static void send_built(struct server *server, struct client *client, const struct pkt *pkt, struct pktbuf *b)
+/*
+ * The client's message goes to its server as b, followed by the message's
+ * last `kept` bytes as they are: both join the bytes forwarded around them
+ * in one send (netbuf_replace), the message's tail is not copied.
+ */
+static void send_built(struct client *client, const struct pkt *pkt, struct pktbuf *b, uint32_t kept)
 {
-	netbuf_skip(&client->nb, pkt->len);
-	if (b->len)
-		netbuf_send(&server->nb, b->buf, b->len);
-	/* One huge Bind must not pin its size for the life of the process. */
+	netbuf_replace(&client->nb, pkt->len, pkt->len - kept, b->buf, b->len);
+	/* One huge Parse must not pin its size for the life of the process. */
 	if (b->size > PREP_SCRATCH_KEEP) {
 		pktbuf_free(b);
 		prep.scratch_ready = false;
@@ -692,7 +708,7 @@ static bool handle_parse(struct client *client, struct server *server, const str
 	if (!ensure_on_server(server, b, stmt, PEND_PARSE, name))
 		pending_push(server->prep, PEND_PARSE_OWED, stmt, name);
 	client_bind_name(client, name, stmt);	/* takes stmt_get's reference */
-	send_built(server, client, pkt, b);
+	send_built(client, pkt, b, 0);
 	prepare_server_answer_owed(server);
 	return true;
 }
@@ -718,17 +734,18 @@ static bool handle_use(struct client *client, struct server *server, const struc
 	struct pktbuf *b = scratch();
 	ensure_on_server(server, b, stmt, PEND_PARSE_INJECTED, NULL);
 	char sname[PREP_SERVER_NAME_MAX];
-	server_name_of(stmt, sname);
+	uint32_t sname_len = server_name_of(stmt, sname);
+	/* Only the head changes: the parameters after the name stay where they are. */
+	uint32_t kept = pkt_body_len(pkt) - r.pos;
 	pktbuf_begin(b, pkt->type);
 	if (pkt->type == 'B')
 		pktbuf_put_string(b, portal);
 	else
 		pktbuf_put_byte(b, 'S');
-	pktbuf_put_string(b, sname);
-	pktbuf_put_bytes(b, pkt_body(pkt) + r.pos, pkt_body_len(pkt) - r.pos);
-	pktbuf_end(b);
+	pktbuf_put_bytes(b, sname, sname_len + 1);
+	pktbuf_end_before(b, kept);
 	pending_push(server->prep, kind, NULL, NULL);
-	send_built(server, client, pkt, b);
+	send_built(client, pkt, b, kept);
 	return true;
 }
 
@@ -745,7 +762,7 @@ static bool handle_close(struct client *client, struct server *server, const str
 	/* Others may use the same statement: only the client's name goes; PostgreSQL answers even unknown names. */
 	client_forget_name(client, name, NULL);
 	pending_push(server_state(server), PEND_CLOSE_OWED, NULL, NULL);
-	netbuf_skip(&client->nb, pkt->len);
+	netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);	/* dropped, in the batch */
 	prepare_server_answer_owed(server);
 	return true;
 }
@@ -888,7 +905,7 @@ static bool handle_query(struct client *client, struct server *server, const str
 			server->pool->db->stats.total.server_parse_count++;
 		}
 		client_bind_name(client, name, stmt);
-		send_built(server, client, pkt, b);
+		send_built(client, pkt, b, 0);
 		return true;
 	}
 	if (sql_keyword(&sc, "EXECUTE")) {
@@ -912,7 +929,7 @@ static bool handle_query(struct client *client, struct server *server, const str
 			pending_push(ps, PEND_QUERY_PREFIXED, stmt, NULL);
 			server->pool->db->stats.total.server_parse_count++;
 		}
-		send_built(server, client, pkt, b);
+		send_built(client, pkt, b, 0);
 		return true;
 	}
 	if (sql_keyword(&sc, "DEALLOCATE")) {
@@ -925,7 +942,7 @@ static bool handle_query(struct client *client, struct server *server, const str
 		client_forget_name(client, name, NULL);
 		put_query(b, "", 0, "", 0);
 		pending_push(ps, PEND_QUERY_ANSWERED, NULL, "DEALLOCATE");
-		send_built(server, client, pkt, b);
+		send_built(client, pkt, b, 0);
 		return true;
 	}
 plain:

@@ -223,10 +223,15 @@ void pktbuf_begin(struct pktbuf *b, uint8_t type)
 
 void pktbuf_end(struct pktbuf *b)
 {
+	pktbuf_end_before(b, 0);
+}
+
+void pktbuf_end_before(struct pktbuf *b, uint32_t more)
+{
 	if (b->failed)
 		return;
 	uint32_t len_pos = b->msg_start + (b->msg_typed ? 1 : 0);
-	uint32_t len = b->len - len_pos;
+	uint32_t len = b->len - len_pos + more;
 	b->buf[len_pos] = (uint8_t)(len >> 24);
 	b->buf[len_pos + 1] = (uint8_t)(len >> 16);
 	b->buf[len_pos + 2] = (uint8_t)(len >> 8);

@@ -1342,7 +1342,10 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	default:
 		break;
 	}
-	if (internal || !server->link || pv == PREPARE_SKIP) {
+	if (pv == PREPARE_SKIP && !internal && server->link && pkt_complete(pkt)) {
+		/* The answer to pgvalve's own Parse or Close: dropped without breaking the batch. */
+		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
+	} else if (internal || !server->link || pv == PREPARE_SKIP) {
 		netbuf_skip(&server->nb, pkt->len);
 	} else {
 		server->pool->db->stats.total.bytes_sent += pkt->len;

@@ -18,6 +18,10 @@
  *    over its limit the sender stops reading until it drains.
  *  - Bytes pgvalve makes itself go out with netbuf_send(), after anything
  *    already forwarded to that socket, so replies never overtake data.
+ *  - A message rewritten on its way (netbuf_replace) or bytes pgvalve adds
+ *    to a forwarded stream (netbuf_insert) join the same batch: the
+ *    buffer's bytes and the made ones leave in one send() (sendmsg with
+ *    several pieces), so a rewrite costs no extra system call.
  *  - The handler returns false when it has closed or freed the owner; the
  *    netbuf then touches nothing more.
  * Input buffers come from a per-process free list and are returned as soon
@@ -115,6 +119,19 @@ int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen
 void netbuf_close(struct netbuf *nb);
 
 void netbuf_forward(struct netbuf *nb, uint32_t len);
+/*
+ * Like netbuf_forward(nb, len), but the message's first `cut` bytes (which
+ * must be in the buffer) are replaced by data[dlen] on their way to dst;
+ * cut == len replaces the whole message. The rest goes unchanged from the
+ * buffer. Without a dst the message is dropped.
+ */
+void netbuf_replace(struct netbuf *nb, uint32_t len, uint32_t cut, const void *data, uint32_t dlen);
+/*
+ * Bytes pgvalve made, for nb->dst, placed in nb's forwarded stream at this
+ * point: after what nb forwarded so far, before what it forwards next.
+ * Sent at once when nb holds nothing forwarded; dropped without a dst.
+ */
+void netbuf_insert(struct netbuf *nb, const void *data, uint32_t dlen);
 void netbuf_skip(struct netbuf *nb, uint32_t len);
 void netbuf_pause(struct netbuf *nb);
 /* Resumes reading; buffered messages are offered again from the event loop, not from this call. */

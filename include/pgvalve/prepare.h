@@ -25,8 +25,9 @@
  *    the server lacks it, or answered here (DEALLOCATE).
  *  - Session pooling and max_prepared_statements = 0 are pass-through:
  *    nothing here is called.
- * Must not touch sockets except through netbuf_send/netbuf_skip on the
- * client and server it is given.
+ * Must not touch sockets except through netbuf_replace/netbuf_insert on
+ * the client and server it is given: rewritten messages and made answers
+ * join the batch of forwarded bytes, one send() per read as without it.
  */
 #ifndef PGVALVE_PREPARE_H
 #define PGVALVE_PREPARE_H

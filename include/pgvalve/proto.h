@@ -108,6 +108,8 @@ void pktbuf_free(struct pktbuf *b);
 void pktbuf_reset(struct pktbuf *b);
 void pktbuf_begin(struct pktbuf *b, uint8_t type);	/* type 0: untyped startup packet */
 void pktbuf_end(struct pktbuf *b);
+/* Ends a message whose last `more` bytes are not in b: they follow it from elsewhere. */
+void pktbuf_end_before(struct pktbuf *b, uint32_t more);
 /* Slow path of the appenders: grows the buffer or marks it failed. */
 void pktbuf_put_bytes_slow(struct pktbuf *b, const void *data, uint32_t len);
 

@@ -317,11 +317,16 @@ START_TEST(many_clients_clashing_names)
 END_TEST
 
 /* Prepare and execute inside libpq pipelines, from several clients on 2 servers. */
+/*
+ * Rewritten Binds join the bytes around them in one write: loop 0 to
+ * servers over TLS (one record), loop 1 over plain TCP (one sendmsg).
+ */
 START_TEST(pipelined_batches)
 {
 	enum { N = 6, Q = 20 };
 	struct pgv p;
-	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), std_userlist());
+	pgv_start(&p, _i ? TXN "default_pool_size = 2\nserver_tls_sslmode = disable\n" :
+		  TXN "default_pool_size = 2\nserver_tls_sslmode = require\n", std_databases(), std_userlist());
 	PGconn *c[N];
 	for (int i = 0; i < N; i++) {
 		c[i] = connect_ok(&p);
@@ -367,6 +372,10 @@ START_TEST(pipelined_batches)
 			PQclear(r);
 		}
 	}
+	PGconn *direct = pg_direct();
+	ck_assert_str_eq(query_value(direct, "SELECT count(*) > 0 AND bool_and(ssl) FROM pg_stat_ssl "
+				 "JOIN pg_stat_activity USING (pid) WHERE usename = 'scram_user'"), _i ? "f" : "t");
+	PQfinish(direct);
 	for (int i = 0; i < N; i++)
 		PQfinish(c[i]);
 	pgv_stop(&p);
@@ -692,7 +701,7 @@ static Suite *prepared_suite(void)
 	Suite *s = suite_create("prepared");
 	TCase *tc = pgv_tcase_create("protocol", 60);
 	tcase_add_test(tc, many_clients_clashing_names);
-	tcase_add_test(tc, pipelined_batches);
+	tcase_add_loop_test(tc, pipelined_batches, 0, 2);
 	tcase_add_test(tc, describe_after_server_change);
 	tcase_add_test(tc, close_and_reparse);
 	tcase_add_test(tc, lru_eviction);
