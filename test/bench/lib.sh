@@ -11,6 +11,7 @@
 #   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
 #   bench_start_named NAME PORT EXTRA   a pgvalve from that config in the background; prints its pid
 #   bench_cpu_ticks PID          its CPU (user + system) so far, in 1/100 s
+#   bench_cpu_ratio_line ...     CPU per transaction of two side-by-side runs and their ratio
 #   bench_wait_ready PORT        waits (10 s at most) until a query runs there; 1 if none did
 #   bench_start_pgbouncer EXTRA  PgBouncer ($PGBOUNCER, default /usr/sbin/pgbouncer) likewise
 #                                ($pgb_port, $pgb_pid); 1 if not installed
@@ -120,6 +121,14 @@ bench_start_named() {
 
 # bench_cpu_ticks PID: its user + system CPU so far, in clock ticks (1/100 s).
 bench_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# bench_cpu_ratio_line LABEL_A TICKS_A TXNS_A LABEL_B TICKS_B TXNS_B: CPU per transaction of two
+# side-by-side runs, "A x us/txn (n txns), B y us/txn (n txns), B/A ratio" (the ratio last).
+bench_cpu_ratio_line() {
+	awk -v la="$1" -v a="$2" -v na="$3" -v lb="$4" -v b="$5" -v nb="$6" 'BEGIN {
+		ua = a * 10000 / na; ub = b * 10000 / nb
+		printf "%s %.2f us/txn (%d txns), %s %.2f us/txn (%d txns), %s/%s %.3f", la, ua, na, lb, ub, nb, lb, la, ub / ua }'
+}
 
 bench_start_pgvalve() {
 	port=$(pgv_free_port $((pgport + 1)))

@@ -77,10 +77,7 @@ for round in $(seq "$rounds"); do
 	n_off=$(cat "$tmp/n.off") n_on=$(cat "$tmp/n.on")
 	pgv_kill_pids "$off_pid" "$on_pid"
 	off_pid= on_pid=
-	# clock ticks (1/100 s) to microseconds per transaction
-	line=$(awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v na="$n_off" -v nb="$n_on" 'BEGIN {
-		ua = a * 10000 / na; ub = b * 10000 / nb
-		printf "off %.2f us/txn (%d txns), on %.2f us/txn (%d txns), on/off %.3f", ua, na, ub, nb, ub / ua }')
+	line=$(bench_cpu_ratio_line off $((a1 - a0)) "$n_off" on $((b1 - b0)) "$n_on")
 	echo "${0##*/}: round $round: $line, $(grep -c '^1$' "$tmp/scrapes") scrapes"
 	ratios="$ratios ${line##* }"
 done

@@ -77,9 +77,7 @@ for round in $(seq "$rounds"); do
 	n_plain=$(cat "$tmp/n.plain") n_sets=$(cat "$tmp/n.sets")
 	pgv_kill_pids "$plain_pid" "$sets_pid"
 	plain_pid= sets_pid=
-	line=$(awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v na="$n_plain" -v nb="$n_sets" 'BEGIN {
-		ua = a * 10000 / na; ub = b * 10000 / nb
-		printf "without SETs %.2f us/txn (%d txns), with %.2f us/txn (%d txns), with/without %.3f", ua, na, ub, nb, ub / ua }')
+	line=$(bench_cpu_ratio_line without $((a1 - a0)) "$n_plain" with $((b1 - b0)) "$n_sets")
 	echo "${0##*/}: round $round: $line"
 	ratios="$ratios ${line##* }"
 done
