@@ -13,13 +13,13 @@
  * sockets directly: it goes through server.c and pool.c.
  */
 #include "pgvalve/common.h"
+#include "pgvalve/cancel_key.h"
 #include "pgvalve/client.h"
 #include "pgvalve/admin.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/config.h"
 #include "pgvalve/log.h"
-#include "pgvalve/loop.h"
-#include "pgvalve/peer.h"
+#include "pgvalve/reap.h"
 #include "pgvalve/pgoptions.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
@@ -147,7 +147,7 @@ void client_set_state(struct client *client, enum client_state state)
 	client->state = state;
 	list_append(client_state_list(client, state), &client->node);
 	if (state == CL_CLOSED)
-		loop_schedule_reap();
+		reap_schedule();
 }
 
 /* ---------------------------------------------------------------- accept */
@@ -223,7 +223,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	if (client->repl)
 		replication_client_closing(client);	/* a server still logging in for it goes too */
 	cancel_index_remove(client);
-	peer_client_gone(client);
+	if (pgv.hooks.client_closing)
+		pgv.hooks.client_closing(client);
 	if (client->quiet)
 		server_cancel_requester_gone(client);
 	pool_cancel_auth_query(client);
@@ -245,7 +246,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	 * opening servers from inside a close could close sibling clients that
 	 * a caller is iterating over.
 	 */
-	loop_client_gone();
+	instance_client_gone();
 }
 
 void client_free(struct client *client)
@@ -584,7 +585,7 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 		proto_put_parameter_status(&b, params[i].name, value);
 	}
 	do
-		peer_make_cancel_key(pgv.cfg->peer_id, &client->cancel_pid, &client->cancel_key);
+		cancel_key_make(pgv.cfg->peer_id, &client->cancel_pid, &client->cancel_key);
 	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
 	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
@@ -832,8 +833,8 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key)
 {
 	struct client *target = cancel_index_find(pid, key);
-	if (!target)
-		return peer_forward_cancel(requester, pid, key);	/* maybe another process's client */
+	if (!target)	/* maybe another process's client */
+		return pgv.hooks.forward_cancel && pgv.hooks.forward_cancel(requester, pid, key);
 	if (target->is_admin) {
 		admin_cancel_request(target);
 		return false;

@@ -61,7 +61,10 @@ int log_setup(const struct log_settings *s)
 		close(log_state.fd);
 	free(log_state.path);
 	log_state.fd = fd;
-	log_state.path = (s->logfile && s->logfile[0]) ? xstrdup(s->logfile) : NULL;
+	/* strdup, not xstrdup: util.c's allocation failures call die() here, so log.c calls nothing of util.c */
+	log_state.path = (s->logfile && s->logfile[0]) ? strdup(s->logfile) : NULL;
+	if (s->logfile && s->logfile[0] && !log_state.path)
+		die("out of memory duplicating a string");
 	log_state.to_stderr = s->to_stderr;
 	log_state.verbose = s->verbose;
 	log_state.pid = (int)getpid();
@@ -69,8 +72,8 @@ int log_setup(const struct log_settings *s)
 		closelog();
 	log_state.use_syslog = s->use_syslog;
 	if (s->use_syslog) {
-		strlcpy_s(log_state.syslog_ident, s->syslog_ident && s->syslog_ident[0] ? s->syslog_ident : "pgvalve",
-			  sizeof(log_state.syslog_ident));
+		snprintf(log_state.syslog_ident, sizeof(log_state.syslog_ident), "%s",
+			 s->syslog_ident && s->syslog_ident[0] ? s->syslog_ident : "pgvalve");
 		openlog(log_state.syslog_ident, LOG_PID, syslog_facility_code(s->syslog_facility));
 	}
 	return 0;

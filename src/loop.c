@@ -14,6 +14,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/reap.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/server.h"
@@ -23,7 +24,6 @@
 #include <event2/event.h>
 
 static struct {
-	struct event *reap_ev;
 	struct event *sig_int;
 	struct event *sig_term;
 	struct event *sig_hup;
@@ -33,9 +33,9 @@ static struct {
 	int exit_code;
 } loop_state;
 
-static void reap_cb(evutil_socket_t fd, short what, void *arg)
+/* The reaper (reap.h): frees what the core closed, once its handlers have returned. */
+static void free_dead_connections(void)
 {
-	(void)fd; (void)what; (void)arg;
 	while (!list_empty(&pgv.dead_clients)) {
 		struct list_node *n = list_first(&pgv.dead_clients);
 		list_remove(&pgv.dead_clients, n);
@@ -48,12 +48,7 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-void loop_schedule_reap(void)
-{
-	if (loop_state.reap_ev)
-		event_active(loop_state.reap_ev, 0, 0);
-}
-
+/* A client closed (instance hook): a shutdown waiting for clients may be over. */
 void loop_client_gone(void)
 {
 	/* Not while handing the port off: exiting would reset what the kernel queued for us. */
@@ -165,7 +160,8 @@ void loop_init(void)
 	if (!pgv.base)
 		die("could not create the event loop");
 	signal(SIGPIPE, SIG_IGN);
-	loop_state.reap_ev = event_new(pgv.base, -1, 0, reap_cb, NULL);
+	reap_init(pgv.base, free_dead_connections);
+	pgv.hooks.client_gone = loop_client_gone;
 	loop_state.sig_int = evsignal_new(pgv.base, SIGINT, signal_cb, NULL);
 	loop_state.sig_term = evsignal_new(pgv.base, SIGTERM, signal_cb, NULL);
 	loop_state.sig_hup = evsignal_new(pgv.base, SIGHUP, signal_cb, NULL);
@@ -202,8 +198,9 @@ void loop_cleanup(void)
 	pool_close_all_connections("pooler is shutting down");
 	server_cancel_requests_free_all();
 	peer_free_all();
-	reap_cb(-1, 0, NULL);
-	struct event **evs[] = { &loop_state.reap_ev, &loop_state.sig_int, &loop_state.sig_term,
+	reap_now();
+	reap_cleanup();
+	struct event **evs[] = { &loop_state.sig_int, &loop_state.sig_term,
 				 &loop_state.sig_hup, &loop_state.sig_quit, &loop_state.sig_usr1,
 				 &loop_state.sig_usr2 };
 	for (size_t i = 0; i < ARRAY_SIZE(evs); i++) {

@@ -20,6 +20,7 @@
 #include "pgvalve/metrics.h"
 #include "pgvalve/metrics_http.h"
 #include "pgvalve/netbuf.h"
+#include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/scram_cache.h"
@@ -157,12 +158,8 @@ static int run_pooler(bool single, unsigned restarts)
 	const struct config *cfg = pgv.cfg;
 
 	/* Lists must exist before anything can be put in them. */
-	list_init(&pgv.databases);
-	list_init(&pgv.login_clients);
-	list_init(&pgv.dead_clients);
-	list_init(&pgv.dead_servers);
-	list_init(&pgv.cancel_requests);
-	list_init(&pgv.peer_pools);
+	instance_init();
+	peer_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

@@ -3,9 +3,9 @@
  * texts, merge rules), collecting this process's samples from the live
  * objects, merging several workers' sets, and the exposition text.
  *
- * Owns: the family table and the process's event counters (login
- * failures, server connect failures, cancels forwarded). Reads databases,
- * pools, config and the DNS cache; changes nothing. No I/O: the HTTP side
+ * Owns: the family table. Reads the event counters that metrics_record.c
+ * keeps (login failures, server connect failures, cancels forwarded),
+ * databases, pools, config and the DNS cache; changes nothing. No I/O: the HTTP side
  * is metrics_http.c, the shared table workers.c.
  */
 #include "pgvalve/common.h"
@@ -126,64 +126,9 @@ static const struct family families[] = {
 const double metrics_latency_bounds[METRICS_LATENCY_BUCKETS] = {
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5,
 };
-/* The same bounds in microseconds, for the hot path. */
-static const usec_t latency_bounds_usec[METRICS_LATENCY_BUCKETS] = {
-	100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000,
-};
-
 static const char *const login_failure_names[METRICS_LOGIN_FAILURE_KINDS] = {
 	"bad_password", "no_database", "too_many_connections", "timeout", "rejected",
 };
-
-static struct {
-	uint64_t login_failures[METRICS_LOGIN_FAILURE_KINDS];
-	uint64_t server_connect_failures;
-	uint64_t cancels_forwarded;
-} events;
-
-void metrics_histogram_observe(struct metrics_histogram *h, usec_t usec)
-{
-	if (usec < 0)
-		usec = 0;
-	size_t i = 0;
-	while (i < METRICS_LATENCY_BUCKETS && usec > latency_bounds_usec[i])
-		i++;
-	h->bucket[i]++;
-	h->sum_usec += (uint64_t)usec;
-}
-
-void metrics_count_login_failure(enum metrics_login_failure why)
-{
-	if (why < METRICS_LOGIN_FAILURE_KINDS)
-		events.login_failures[why]++;
-}
-
-void metrics_count_login_error(const char *sqlstate, const char *message)
-{
-	enum metrics_login_failure why = METRICS_LOGIN_REJECTED;
-	/* PgBouncer's texts (08P01) and PostgreSQL's code both mean a wrong password or unknown name. */
-	if (strcmp(sqlstate, "28P01") == 0 || strstr(message, "password authentication failed") ||
-	    strstr(message, "SASL authentication failed") || strstr(message, "\"trust\" authentication failed"))
-		why = METRICS_LOGIN_BAD_PASSWORD;
-	else if (strcmp(sqlstate, "3D000") == 0 || strstr(message, "no such database") ||
-		 strstr(message, "is disabled"))
-		why = METRICS_LOGIN_NO_DATABASE;
-	else if (strcmp(sqlstate, "53300") == 0 || strstr(message, "no more connections"))
-		why = METRICS_LOGIN_TOO_MANY;
-	else if (strstr(message, "client_login_timeout"))
-		why = METRICS_LOGIN_TIMEOUT;
-	metrics_count_login_failure(why);
-}
-
-void metrics_count_server_connect_failure(void)
-{
-	events.server_connect_failures++;
-}
-
-void metrics_count_cancel_forwarded(void)
-{
-	events.cancels_forwarded++;
-}
 
 /* ---------------------------------------------------------------- sets */
 
@@ -474,12 +419,12 @@ void metrics_collect_local(struct metrics_set *set)
 		lb[0] = '\0';
 		metrics_label(lb, sizeof(lb), "reason", login_failure_names[r]);
 		metrics_add(set, "pgvalve_login_failures_total", METRICS_PART_VALUE, lb,
-			    (double)events.login_failures[r]);
+			    (double)metrics_events.login_failures[r]);
 	}
 	metrics_add(set, "pgvalve_server_connect_failures_total", METRICS_PART_VALUE, NULL,
-		    (double)events.server_connect_failures);
+		    (double)metrics_events.server_connect_failures);
 	metrics_add(set, "pgvalve_cancel_requests_forwarded_total", METRICS_PART_VALUE, NULL,
-		    (double)events.cancels_forwarded);
+		    (double)metrics_events.cancels_forwarded);
 	metrics_add(set, "pgvalve_clients_waiting", METRICS_PART_VALUE, NULL, (double)waiting);
 	free(pools);
 	free(dbs);

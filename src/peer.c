@@ -7,6 +7,7 @@
  * to close the requester it holds once its forward is over.
  */
 #include "pgvalve/common.h"
+#include "pgvalve/cancel_key.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
@@ -19,29 +20,6 @@
 
 #include <stddef.h>
 #include <sys/un.h>
-
-/* ---------------------------------------------------------------- keys */
-
-void peer_make_cancel_key(int peer_id, uint32_t *pid, uint32_t *key)
-{
-	uint32_t r[2];
-	crypto_random(r, sizeof(r));
-	uint32_t p = r[0] & 0x7FFFFFFFu;	/* byte 0's high bit */
-	uint32_t k = r[1];
-	if (peer_id > 0) {
-		p &= 0xFF0000FFu;
-		p |= (uint32_t)(peer_id & 0xFF) << 16;		/* byte 1 */
-		p |= (uint32_t)((peer_id >> 8) & 0xFF) << 8;	/* byte 2 */
-		k |= PEER_CANCEL_TTL_MASK;			/* byte 7: full TTL */
-	}
-	*pid = p;
-	*key = k;
-}
-
-int peer_id_of_cancel_key(uint32_t pid)
-{
-	return (int)(((pid >> 16) & 0xFF) | (((pid >> 8) & 0xFF) << 8));
-}
 
 /* ---------------------------------------------------------------- pools */
 
@@ -303,7 +281,7 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 
 bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
 {
-	int peer_id = peer_id_of_cancel_key(pid);
+	int peer_id = cancel_key_peer_id(pid);
 	int own_id = pgv.cfg->peer_id;
 
 	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers) {
@@ -320,7 +298,7 @@ bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
 		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
 		return false;
 	}
-	if (peer_cancel_key_ttl(key) == 0) {
+	if (cancel_key_ttl(key) == 0) {
 		client_log(LOG_LEVEL_WARNING, requester, "cancel request for peer %d: TTL exhausted, dropped", peer_id);
 		return false;
 	}
@@ -402,4 +380,10 @@ void peer_free_all(void)
 		list_remove(&pgv.peer_pools, &pool->node);
 		free(pool);
 	}
+}
+
+void peer_register(void)
+{
+	pgv.hooks.forward_cancel = peer_forward_cancel;
+	pgv.hooks.client_closing = peer_client_gone;
 }

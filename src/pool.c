@@ -13,6 +13,7 @@
  * set_state functions.
  */
 #include "pgvalve/common.h"
+#include "pgvalve/cancel_key.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/admin.h"
@@ -27,7 +28,6 @@
 
 #include <strings.h>
 
-struct instance pgv;
 
 static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
@@ -1020,7 +1020,7 @@ static bool pool_fast_fail(struct pool *pool, struct client *client)
  * Keys match whatever their TTL bits say (peer.h): a request a peer
  * forwarded arrives with a lowered TTL. Two random bits of 64 are lost.
  */
-#define CANCEL_KEY_MATCH_MASK (~(uint32_t)PEER_CANCEL_TTL_MASK)
+#define CANCEL_KEY_MATCH_MASK (~(uint32_t)CANCEL_KEY_TTL_MASK)
 
 static uint32_t cancel_hash(uint32_t pid, uint32_t key)
 {

@@ -20,9 +20,9 @@
 #include "pgvalve/auth.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
-#include "pgvalve/listener.h"
+#include "pgvalve/tcp.h"
 #include "pgvalve/log.h"
-#include "pgvalve/loop.h"
+#include "pgvalve/reap.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
@@ -96,7 +96,7 @@ void server_set_state(struct server *server, enum server_state state)
 	else
 		list_append(l, &server->node);
 	if (state == SV_CLOSED)
-		loop_schedule_reap();
+		reap_schedule();
 }
 
 /* ---------------------------------------------------------------- connect */
@@ -245,7 +245,7 @@ static bool server_start_socket(struct server *server, char *err, size_t errsize
 		return false;
 	}
 	if (server->addr.sa.sa_family != AF_UNIX)
-		listener_tune_tcp(server->nb.fd);
+		tcp_tune_socket(server->nb.fd);
 	server_set_state(server, SV_LOGIN);
 	return true;
 }

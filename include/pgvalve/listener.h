@@ -10,8 +10,6 @@
 
 #include "pgvalve/common.h"
 
-/* tcp_* options (keepalive, buffers, user timeout, TCP_NODELAY) on a new server socket; clients copy the listener's. */
-void listener_tune_tcp(int fd);
 /* After a reload: the TCP listeners (and so the clients they accept) get the new tcp_* settings. */
 void listener_apply_tcp_settings(void);
 /* Opens every configured listener; -1 (logged) if any cannot be opened. */

@@ -1,20 +1,19 @@
 /*
- * loop.h - the event loop's own duties: signals, shutdown, and freeing
- * closed connections once no handler can still be using them.
+ * loop.h - the event loop's own duties: signals, shutdown, and the reaper
+ * (reap.h) that frees closed connections once no handler can still be
+ * using them.
  */
 #ifndef PGVALVE_LOOP_H
 #define PGVALVE_LOOP_H
 
 #include "pgvalve/common.h"
 
-/* Creates pgv.base and the signal and reaper events. */
+/* Creates pgv.base, the signal events and the reaper; fills the instance's client_gone hook. */
 void loop_init(void);
 /* Runs until shutdown; returns the process exit code. */
 int loop_run(void);
 void loop_cleanup(void);
 
-/* A closed client or server is waiting to be freed. */
-void loop_schedule_reap(void);
 /* A client left: finishes a graceful shutdown when it was the last. */
 void loop_client_gone(void);
 /* Stop accepting and exit once every client has left (SIGINT). */

@@ -85,6 +85,14 @@ void metrics_count_login_error(const char *sqlstate, const char *message);
 void metrics_count_server_connect_failure(void);
 void metrics_count_cancel_forwarded(void);
 
+/* The counts behind those calls (metrics_record.c), read by the collection. */
+struct metrics_events {
+	uint64_t login_failures[METRICS_LOGIN_FAILURE_KINDS];
+	uint64_t server_connect_failures;
+	uint64_t cancels_forwarded;
+};
+extern struct metrics_events metrics_events;
+
 void metrics_set_free(struct metrics_set *set);
 /* This process's samples now (every family, in table order). */
 void metrics_collect_local(struct metrics_set *set);

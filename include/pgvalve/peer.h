@@ -1,6 +1,7 @@
 /*
- * peer.h - peering for cancel requests: the peer id inside BackendKeyData,
- * and forwarding CancelRequests that belong to another process.
+ * peer.h - peering for cancel requests: forwarding CancelRequests that
+ * belong to another process (the peer id inside BackendKeyData is
+ * cancel_key.h's).
  *
  * Several pgvalve (or PgBouncer) processes behind one port (so_reuseport,
  * or a TCP load balancer) see a client's CancelRequest arrive on a fresh
@@ -9,15 +10,7 @@
  * process that does not know a key sends the request on to the peer the
  * key names ([peers]).
  *
- * Key layout, byte for byte as on the wire (4 bytes "pid", 4 bytes key),
- * the same as PgBouncer 1.19+ so the two can peer with each other:
- *   - all 8 bytes random, except:
- *   - byte 0: high bit clear (a positive pid for clients that care);
- *   - with peer_id > 0: byte 1 = peer_id & 0xFF, byte 2 = peer_id >> 8,
- *     and the two low bits of byte 7 are a TTL, 3 when handed out.
- * Each forward lowers the TTL by one; at 0 the request is dropped, so a
- * misconfigured ring of peers cannot bounce a request forever. Local
- * lookups ignore the TTL bits (pool.c's cancel index masks them).
+ * The key layout is cancel_key.h's.
  *
  * Forwarding: one connection per request to the peer (host starting with
  * '/' = Unix socket dir, '@' = abstract Unix socket, else TCP), sends the
@@ -48,15 +41,6 @@
 
 struct client;
 
-#define PEER_CANCEL_TTL_MASK 0x03u
-
-/* A fresh random BackendKeyData (host byte order halves) carrying peer_id (0: none). */
-void peer_make_cancel_key(int peer_id, uint32_t *pid, uint32_t *key);
-/* The peer id bytes 1-2 of a key carry (0: none). */
-int peer_id_of_cancel_key(uint32_t pid);
-/* The TTL bits of a key (byte 7). */
-static inline unsigned peer_cancel_key_ttl(uint32_t key) { return key & PEER_CANCEL_TTL_MASK; }
-
 /*
  * A CancelRequest whose key no local client has. Forwards it to the peer
  * the key names and returns true: the requester is then held (paused) and
@@ -67,6 +51,8 @@ static inline unsigned peer_cancel_key_ttl(uint32_t key) { return key & PEER_CAN
 bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key);
 /* The requester of a forward closed first (client_close): the forward goes on without it. */
 void peer_client_gone(struct client *client);
+/* Fills the instance's forward_cancel and client_closing hooks with the two above (start-up). */
+void peer_register(void);
 
 /* Janitor: drops requests past cancel_wait_timeout / server_connect_timeout, frees unused pools. */
 void peer_expire_requests(usec_t now);

@@ -7,9 +7,7 @@
  * decides when to open a new server connection, and takes servers back
  * when a client is done with them.
  *
- * struct instance is the documented set of process globals: the loop, the
- * running config, the auth store, the databases and the cancel-key index.
- * Everything else is reached from a client or server.
+ * The process globals they hang from are in instance.h.
  */
 #ifndef PGVALVE_POOL_H
 #define PGVALVE_POOL_H
@@ -20,6 +18,7 @@
 #include "pgvalve/varcache.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/metrics.h"
+#include "pgvalve/instance.h"
 
 #include <event2/event.h>
 #include <sys/socket.h>
@@ -111,40 +110,6 @@ struct pool {
 	char last_error_sqlstate[6];
 };
 
-struct instance {
-	struct event_base *base;
-	struct config *cfg;
-	const char *config_path;
-	struct auth_store *auth;
-	struct hba *hba;		/* auth_hba_file, when auth_type = hba */
-	struct ident_map *ident;	/* auth_ident_file, for map= */
-	struct list databases;
-	struct list login_clients;	/* clients before they belong to a pool */
-	struct list dead_clients;	/* closed, freed by the loop's reaper */
-	struct list dead_servers;
-	struct list cancel_requests;	/* cancel connections in flight */
-	struct list peer_pools;		/* peer.c: cancel forwarding, one pool per peer id in use */
-	struct user_count **user_counts;	/* hash table by name */
-	uint32_t user_counts_size;
-	uint32_t client_count;		/* every client socket, for max_client_conn */
-	uint32_t server_count;
-	uint64_t next_conn_id;
-	uint64_t config_generation;	/* bumped when cfg changes; invalidates per-pool caches */
-	bool log_to_stderr;		/* as started (-q, -d) */
-	int cli_verbose;		/* -v count */
-	bool shutting_down;
-	bool paused_all;		/* PAUSE without a database name (or SIGUSR1) */
-	bool suspended;			/* SUSPEND: no socket is read, listeners stopped */
-	usec_t suspend_start;
-	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
-	bool shutdown_signalled;	/* a SIGINT or SIGTERM began the shutdown (a second one exits at once) */
-	/* cancel key index: open hash over client BackendKeyData */
-	struct client **cancel_table;
-	uint32_t cancel_table_size;
-	uint32_t cancel_count;
-};
-
-extern struct instance pgv;
 
 /* Builds databases from pgv.cfg (start-up). */
 void pool_setup_databases(void);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "pgvalve/common.h"
+#include "pgvalve/cancel_key.h"
 #include "pgvalve/peer.h"
 
 /* The 8 bytes as they go out in BackendKeyData (network order halves). */
@@ -24,14 +25,14 @@ START_TEST(peer_id_in_bytes_1_and_2)
 		for (int n = 0; n < 200; n++) {
 			uint32_t pid, key;
 			uint8_t b[8];
-			peer_make_cancel_key(ids[i], &pid, &key);
+			cancel_key_make(ids[i], &pid, &key);
 			wire_bytes(pid, key, b);
 			ck_assert_int_eq(b[1], ids[i] & 0xFF);
 			ck_assert_int_eq(b[2], (ids[i] >> 8) & 0xFF);
 			ck_assert_int_eq(b[7] & 3, 3);
 			ck_assert_int_eq(b[0] & 0x80, 0);
-			ck_assert_int_eq(peer_id_of_cancel_key(pid), ids[i]);
-			ck_assert_uint_eq(peer_cancel_key_ttl(key), 3);
+			ck_assert_int_eq(cancel_key_peer_id(pid), ids[i]);
+			ck_assert_uint_eq(cancel_key_ttl(key), 3);
 		}
 	}
 }
@@ -43,7 +44,7 @@ START_TEST(keys_stay_random)
 	uint32_t or_pid = 0, and_pid = ~0u, or_key = 0, and_key = ~0u;
 	for (int n = 0; n < 2000; n++) {
 		uint32_t pid, key;
-		peer_make_cancel_key(0, &pid, &key);
+		cancel_key_make(0, &pid, &key);
 		ck_assert_uint_eq(pid & 0x80000000u, 0);
 		or_pid |= pid, and_pid &= pid, or_key |= key, and_key &= key;
 	}
@@ -55,7 +56,7 @@ START_TEST(keys_stay_random)
 	or_pid = 0, and_pid = ~0u, or_key = 0, and_key = ~0u;
 	for (int n = 0; n < 2000; n++) {
 		uint32_t pid, key;
-		peer_make_cancel_key(7, &pid, &key);
+		cancel_key_make(7, &pid, &key);
 		or_pid |= pid, and_pid &= pid, or_key |= key, and_key &= key;
 	}
 	ck_assert_uint_eq(or_pid & 0x7F0000FFu, 0x7F0000FFu);

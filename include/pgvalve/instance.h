@@ -1,0 +1,91 @@
+/*
+ * instance.h - the process instance: the documented set of process
+ * globals, and the few callbacks through which the connection core tells
+ * the layers above it that something happened.
+ *
+ * struct instance holds the loop, the running config, the auth store, the
+ * databases, the lists of connections that belong to no pool (logins,
+ * closed ones waiting for the reaper, cancel connections) and the
+ * cancel-key index. Everything else is reached from a client or server.
+ *
+ * Layering: this module sits below the core (client, server, pool, auth)
+ * and calls nothing above util. The hooks are filled in at start-up by
+ * the modules that own the behaviour (loop.c, peer.c); an empty hook means
+ * "nothing to do", so unit tests that link only the core need none.
+ */
+#ifndef PGVALVE_INSTANCE_H
+#define PGVALVE_INSTANCE_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/list.h"
+
+struct event_base;
+struct config;
+struct auth_store;
+struct hba;
+struct ident_map;
+struct user_count;
+struct client;
+struct db;
+
+/* What the core reports upwards, without naming who listens. */
+struct instance_hooks {
+	/* A client connection closed (loop.c: a shutdown waiting for clients may end). */
+	void (*client_gone)(void);
+	/*
+	 * A CancelRequest names no client of this process (peer.c: maybe a
+	 * peer's). True if requester is held open while it is forwarded;
+	 * false if the caller closes it now.
+	 */
+	bool (*forward_cancel)(struct client *requester, uint32_t pid, uint32_t key);
+	/* A client is closing: drop any forwarded cancel it still holds (peer.c). */
+	void (*client_closing)(struct client *client);
+};
+
+struct instance {
+	struct event_base *base;
+	struct config *cfg;
+	const char *config_path;
+	struct auth_store *auth;
+	struct hba *hba;		/* auth_hba_file, when auth_type = hba */
+	struct ident_map *ident;	/* auth_ident_file, for map= */
+	struct list databases;
+	struct list login_clients;	/* clients before they belong to a pool */
+	struct list dead_clients;	/* closed, freed by the loop's reaper */
+	struct list dead_servers;
+	struct list cancel_requests;	/* cancel connections in flight */
+	struct db *admin_db;		/* the console's virtual database (pool_create_admin_db) */
+	struct list peer_pools;		/* peer.c: cancel forwarding, one pool per peer id in use */
+	struct user_count **user_counts;	/* hash table by name */
+	uint32_t user_counts_size;
+	uint32_t client_count;		/* every client socket, for max_client_conn */
+	uint32_t server_count;
+	uint64_t next_conn_id;
+	uint64_t config_generation;	/* bumped when cfg changes; invalidates per-pool caches */
+	bool log_to_stderr;		/* as started (-q, -d) */
+	int cli_verbose;		/* -v count */
+	bool shutting_down;
+	bool paused_all;		/* PAUSE without a database name (or SIGUSR1) */
+	bool suspended;			/* SUSPEND: no socket is read, listeners stopped */
+	usec_t suspend_start;
+	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
+	bool shutdown_signalled;	/* a SIGINT or SIGTERM began the shutdown (a second one exits at once) */
+	/* cancel key index: open hash over client BackendKeyData */
+	struct client **cancel_table;
+	uint32_t cancel_table_size;
+	uint32_t cancel_count;
+	struct instance_hooks hooks;
+};
+
+extern struct instance pgv;
+
+/* Lists exist before anything is put in them (start-up, before the config's objects). */
+void instance_init(void);
+
+static inline void instance_client_gone(void)
+{
+	if (pgv.hooks.client_gone)
+		pgv.hooks.client_gone();
+}
+
+#endif

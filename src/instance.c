@@ -1,0 +1,20 @@
+/*
+ * instance.c - the process instance (instance.h): its one definition and
+ * its start-up.
+ *
+ * Must not call into the connection core or anything above it.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/instance.h"
+
+struct instance pgv;
+
+void instance_init(void)
+{
+	list_init(&pgv.databases);
+	list_init(&pgv.login_clients);
+	list_init(&pgv.dead_clients);
+	list_init(&pgv.dead_servers);
+	list_init(&pgv.cancel_requests);
+	list_init(&pgv.peer_pools);
+}
