@@ -72,7 +72,7 @@ static struct {
 
 bool admin_is_admin_dbname(const char *name)
 {
-	return strcmp(name, "pgbouncer") == 0 || strcmp(name, "pgvalve") == 0;
+	return config_is_admin_dbname(name);
 }
 
 struct db *admin_db(void)
@@ -80,10 +80,27 @@ struct db *admin_db(void)
 	return adm.db;
 }
 
+/* Console logins: the reserved database names. */
+static int console_claim(struct client *client, const struct startup_params *sp, const char *dbname)
+{
+	(void)client; (void)sp;
+	return config_is_admin_dbname(dbname);
+}
+
+static const struct client_kind_ops console_kind = {
+	.claim = console_claim,
+	.check_login = admin_check_login,
+	.check_access = admin_check_access,
+	.data_packet = admin_handle_packet,
+	.cancel = admin_cancel_request,
+	.closing = admin_client_closing,
+};
+
 void admin_setup(void)
 {
 	list_init(&adm.waits);
 	adm.db = pool_create_admin_db("pgbouncer");
+	client_register_kind(CLIENT_CONSOLE, &console_kind);
 }
 
 /* ---------------------------------------------------------------- result writer */
@@ -1348,6 +1365,8 @@ static struct admin_wait *wait_of(const struct client *client)
 
 static void wait_end(struct admin_wait *w)
 {
+	if (w->db)
+		w->db->console_waits--;
 	list_remove(&adm.waits, &w->node);
 	free(w);
 }
@@ -1363,7 +1382,11 @@ static void wait_for(struct client *client, enum admin_wait_kind what, struct db
 		list_append(&adm.waits, &w->node);
 	}
 	w->what = what;
+	if (w->db)
+		w->db->console_waits--;
 	w->db = db;
+	if (db)
+		db->console_waits++;	/* the pool keeps a database a console waits on (pool.h) */
 	netbuf_pause(&client->nb);
 	admin_check_waits();
 }
@@ -1529,10 +1552,7 @@ void admin_cancel_request(struct client *client)
 
 bool admin_waits_on(const struct db *db)
 {
-	list_for_each(pos, &adm.waits)
-		if (container_of(pos, struct admin_wait, node)->db == db)
-			return true;
-	return false;
+	return db->console_waits > 0;
 }
 
 void admin_check_waits(void)

@@ -21,7 +21,6 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/auth.h"
-#include "pgvalve/admin.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
@@ -185,7 +184,7 @@ static void auth_proceed(struct client *client);
 static bool auth_query_target(const struct client *client, const char **user, const char **dbname)
 {
 	const struct db_config *dc = client->pool->db->cfg;
-	bool own = !client->is_admin;
+	bool own = !client_is_console(client);
 	*user = own && dc->auth_user[0] ? dc->auth_user : pgv.cfg->auth_user;
 	*dbname = own && dc->auth_dbname[0] ? dc->auth_dbname : pgv.cfg->auth_dbname[0] ? pgv.cfg->auth_dbname :
 		client->pool->db->name;
@@ -200,7 +199,7 @@ static bool auth_query_target(const struct client *client, const char **user, co
 static struct db *auth_query_db(struct client *client, const char *auth_dbname)
 {
 	char msg[300];
-	if (admin_is_admin_dbname(auth_dbname)) {
+	if (config_is_admin_dbname(auth_dbname)) {
 		client_log(LOG_LEVEL_WARNING, client, "cannot use the reserved \"%s\" database as an auth_dbname",
 			   auth_dbname);
 		client_close(client, "08P01", "bouncer config error");
@@ -297,7 +296,7 @@ void auth_begin(struct client *client)
 	 * As PgBouncer: user "pgbouncer" on the Unix socket from the OS user
 	 * pgvalve runs as may use the admin console whatever auth_type says.
 	 */
-	if (client->is_admin && client->is_unix && strcmp(login->user, "pgbouncer") == 0) {
+	if (client_is_console(client) && client->is_unix && strcmp(login->user, "pgbouncer") == 0) {
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
 		if (getsockopt(client->nb.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid()) {

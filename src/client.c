@@ -15,24 +15,34 @@
 #include "pgvalve/common.h"
 #include "pgvalve/cancel_key.h"
 #include "pgvalve/client.h"
-#include "pgvalve/admin.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/config.h"
 #include "pgvalve/log.h"
 #include "pgvalve/reap.h"
 #include "pgvalve/pgoptions.h"
 #include "pgvalve/pool.h"
-#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
-#include "pgvalve/replication.h"
 #include "pgvalve/server.h"
-#include "pgvalve/session_set.h"
+#include "pgvalve/relay.h"
 #include "pgvalve/tls.h"
 
 #include <arpa/inet.h>
 #include <unistd.h>
 
 static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
+
+/* Filled once at start-up by the modules behind the kinds (client.h); read-only after. */
+static const struct client_kind_ops *client_kinds[CLIENT_KINDS];
+
+void client_register_kind(enum client_kind kind, const struct client_kind_ops *ops)
+{
+	client_kinds[kind] = ops;
+}
+
+const struct client_kind_ops *client_kind_ops(enum client_kind kind)
+{
+	return client_kinds[kind];
+}
 
 bool client_owns_netbuf(const struct netbuf *nb)
 {
@@ -220,16 +230,15 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		struct server *server = client->link;
 		pool_release_server(server);
 	}
-	if (client->repl)
-		replication_client_closing(client);	/* a server still logging in for it goes too */
+	const struct client_kind_ops *ops = client_kinds[client->kind];
+	if (ops && ops->closing)
+		ops->closing(client);	/* a replication client's server goes too; the console's waits end */
 	cancel_index_remove(client);
 	if (pgv.hooks.client_closing)
 		pgv.hooks.client_closing(client);
 	if (client->quiet)
 		server_cancel_requester_gone(client);
 	pool_cancel_auth_query(client);
-	if (client->is_admin)
-		admin_client_closing(client);
 	if (client->ucount)
 		client->ucount->clients--;	/* the reference, and so its name, stays until client_free */
 	if (client->counted_in_db)
@@ -252,9 +261,9 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 void client_free(struct client *client)
 {
 	auth_login_free(client->login);
-	prepare_client_free(client);
+	relay_call_if(prep_client_free, client);
 	varcache_unref(client->vars);
-	session_sets_unref(client->sets);
+	relay_call_if(sets_client_free, client);
 	free(client->repl);
 	if (client->ucount)
 		pool_user_unref(client->ucount);
@@ -341,105 +350,145 @@ static bool negotiate_protocol(struct client *client, const struct startup_param
 	return client->state != CL_CLOSED;
 }
 
-static void handle_startup(struct client *client, const struct startup_params *sp)
+/* user and database from the startup packet, the protocol version agreed. False if the client was closed. */
+static bool startup_names(struct client *client, const struct startup_params *sp)
 {
 	struct client_login *login = client->login;
 	const char *user = startup_param(sp, "user");
 	const char *dbname = startup_param(sp, "database");
-	char msg[256];
 
 	if (!user || !user[0]) {
 		client_close(client, "08P01", "no username supplied");
-		return;
+		return false;
 	}
 	if (!dbname || !dbname[0])
 		dbname = user;
 	if (!negotiate_protocol(client, sp))
-		return;
+		return false;
 	if (strlen(user) >= sizeof(login->user) || strlen(dbname) >= sizeof(login->dbname)) {
 		client_close(client, "08P01", "user or database name too long");
-		return;
+		return false;
 	}
 	strlcpy_s(login->user, user, sizeof(login->user));
 	strlcpy_s(login->dbname, dbname, sizeof(login->dbname));
+	return true;
+}
 
+/* Every startup parameter is one pgvalve takes or is told to ignore. False if the client was closed. */
+static bool startup_params_supported(struct client *client, const struct startup_params *sp)
+{
 	for (int i = 0; i < sp->count; i++) {
 		const char *name = sp->names[i];
 		if (startup_param_allowed(name) || is_protocol_option(name) || strcmp(name, "options") == 0)
 			continue;
 		if (config_list_contains(pgv.cfg->ignore_startup_parameters, name))
 			continue;
+		char msg[256];
 		snprintf(msg, sizeof(msg), "unsupported startup parameter: %s", name);
 		client_close(client, "08P01", msg);
-		return;
+		return false;
 	}
-	enum replication_type repl_type = REPLICATION_NONE;
-	const char *replication = startup_param(sp, "replication");
-	if (replication && !replication_parse(replication, &repl_type)) {
-		snprintf(msg, sizeof(msg), "invalid value for parameter \"replication\": \"%s\"", replication);
-		client_close(client, "22023", msg);
-		return;
-	}
-	/*
-	 * options: its -c settings are startup parameters too, under the same
-	 * rules (as PgBouncer). A replication client's goes to its own server
-	 * verbatim instead (replication.c).
-	 */
-	struct pgoptions opts = { 0 };
-	const char *options = startup_param(sp, "options");
-	if (options && repl_type == REPLICATION_NONE &&
-	    !config_list_contains(pgv.cfg->ignore_startup_parameters, "options")) {
-		if (!pgoptions_parse(options, &opts, msg, sizeof(msg))) {
-			client_close(client, "08P01", msg);
-			return;
-		}
-		for (int i = 0; i < opts.count; i++) {
-			if (varcache_index(opts.names[i]) >= 0 ||
-			    config_list_contains(pgv.cfg->ignore_startup_parameters, opts.names[i]))
-				continue;
-			snprintf(msg, sizeof(msg), "unsupported startup parameter in options: %s", opts.names[i]);
-			pgoptions_free(&opts);
-			client_close(client, "08P01", msg);
-			return;
-		}
-		/* Remembered now; the startup packet's own parameters, set later, win (as in PostgreSQL). */
-		for (int i = 0; i < opts.count; i++)
-			varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
-		pgoptions_free(&opts);
-	}
+	return true;
+}
 
-	bool is_admin = admin_is_admin_dbname(dbname);
-	if (is_admin && repl_type != REPLICATION_NONE) {
-		client_close(client, "08P01", "replication connections to the admin console are not supported");
-		return;
+/* The first registered kind that claims the login, else pooled. False if the client was closed. */
+static bool choose_kind(struct client *client, const struct startup_params *sp)
+{
+	for (int k = CLIENT_POOLED + 1; k < CLIENT_KINDS; k++) {
+		const struct client_kind_ops *ops = client_kinds[k];
+		if (!ops || !ops->claim)
+			continue;
+		int claimed = ops->claim(client, sp, client->login->dbname);
+		if (claimed < 0)
+			return false;
+		if (claimed > 0) {
+			client->kind = (enum client_kind)k;
+			return true;
+		}
 	}
+	return true;
+}
+
+/*
+ * options: its -c settings are startup parameters too, under the same
+ * rules (as PgBouncer). A replication client's goes to its own server
+ * verbatim instead (replication.c). False if the client was closed.
+ */
+static bool startup_options(struct client *client, const struct startup_params *sp)
+{
+	const char *options = startup_param(sp, "options");
+	if (!options || client->kind == CLIENT_REPLICATION ||
+	    config_list_contains(pgv.cfg->ignore_startup_parameters, "options"))
+		return true;
+	char msg[256];
+	struct pgoptions opts = { 0 };
+	if (!pgoptions_parse(options, &opts, msg, sizeof(msg))) {
+		client_close(client, "08P01", msg);
+		return false;
+	}
+	for (int i = 0; i < opts.count; i++) {
+		if (varcache_index(opts.names[i]) >= 0 ||
+		    config_list_contains(pgv.cfg->ignore_startup_parameters, opts.names[i]))
+			continue;
+		snprintf(msg, sizeof(msg), "unsupported startup parameter in options: %s", opts.names[i]);
+		pgoptions_free(&opts);
+		client_close(client, "08P01", msg);
+		return false;
+	}
+	/* Remembered now; the startup packet's own parameters, set later, win (as in PostgreSQL). */
+	for (int i = 0; i < opts.count; i++)
+		varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
+	pgoptions_free(&opts);
+	return true;
+}
+
+/*
+ * The database the login asks for, if the pooler takes it in now: not
+ * while shutting down, not over max_client_conn or the database's and
+ * user's client limits. NULL if the client was closed.
+ */
+static struct db *startup_admit(struct client *client, const char *dbname, const char *user, bool *db_known)
+{
+	bool console = client_is_console(client);
 	/*
 	 * SIGTERM waits for clients: one that connected before (its startup
 	 * packet may come an SSLRequest later) is one of them, or a rolling
 	 * restart would fail it. Other shutdowns refuse every new login.
 	 */
-	if (pgv.shutting_down && !is_admin &&
+	if (pgv.shutting_down && !console &&
 	    (client->accepted_in_shutdown || pgv.shutdown_mode != SHUTDOWN_WAIT_FOR_CLIENTS)) {
 		client_close(client, "57P03", "pooler is shutting down");
-		return;
+		return NULL;
 	}
 	/* As PgBouncer: the admin console stays reachable when the pooler is full. */
-	if (!is_admin && pgv.client_count > (uint32_t)pgv.cfg->max_client_conn) {
+	if (!console && pgv.client_count > (uint32_t)pgv.cfg->max_client_conn) {
 		client_close(client, "08P01", "no more connections allowed (max_client_conn)");
-		return;
+		return NULL;
 	}
-
-	bool db_known = is_admin || pool_find_db(dbname);
-	struct db *db = is_admin ? admin_db() : pool_find_or_autodb(dbname);
+	*db_known = console || pool_find_db(dbname);
+	struct db *db = console ? pgv.admin_db : pool_find_or_autodb(dbname);
 	if (!db)
 		db = pool_fake_db(dbname);	/* authentication first; "no such database" after it */
 	const char *limit = pool_client_limit_reached(db, user);
 	if (limit) {
 		client_close(client, "08P01", limit);
-		return;
+		return NULL;
 	}
-	client->is_admin = is_admin;
-	client->nb.never_suspend = is_admin;
+	return db;
+}
+
+static void handle_startup(struct client *client, const struct startup_params *sp)
+{
+	if (!startup_names(client, sp) || !startup_params_supported(client, sp) || !choose_kind(client, sp) ||
+	    !startup_options(client, sp))
+		return;
+	const char *user = client->login->user;
+	const char *dbname = client->login->dbname;
+	bool db_known = false;
+	struct db *db = startup_admit(client, dbname, user, &db_known);
+	if (!db)
+		return;
+	client->nb.never_suspend = client_is_console(client);
 	if (pgv.cfg->log_connections) {
 		char tls[160];
 		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));
@@ -454,24 +503,14 @@ static void handle_startup(struct client *client, const struct startup_params *s
 			varcache_set(&client->vars, idx, sp->values[i]);
 	}
 
-	if (repl_type != REPLICATION_NONE) {
-		/* its server gets the client's parameters, less those the operator has pgvalve ignore */
-		struct startup_params fwd = { .version = sp->version };
-		for (int i = 0; i < sp->count; i++) {
-			if (config_list_contains(pgv.cfg->ignore_startup_parameters, sp->names[i]))
-				continue;
-			fwd.names[fwd.count] = sp->names[i];
-			fwd.values[fwd.count++] = sp->values[i];
-		}
-		client->repl = replication_new(repl_type, &fwd);
-	}
 	client->pool = pool_get_for_login(db, user, !db_known);
 	client->ucount = pool_user_ref(user);
 	client->ucount->clients++;
 	db->client_count++;
 	client->counted_in_db = true;
 	db->last_used = now_usec();
-	if (is_admin && !admin_check_login(client, user))
+	const struct client_kind_ops *ops = client_kinds[client->kind];
+	if (ops && ops->check_login && !ops->check_login(client, user))
 		return;
 	auth_begin(client);
 }
@@ -651,7 +690,7 @@ void client_finish_login(struct client *client)
 	struct pool *pool = client->pool;
 	/* The pool's values for whatever the client did not ask for, shared with logins that have the same. */
 	varcache_share_login(&client->vars, pool->welcome_vars, &pool->login_vars);
-	if (!client->is_admin && !varcache_all_accepted(client->vars, pool->welcome_vars, &pool->accepted_vars)) {
+	if (!client_is_console(client) && !varcache_all_accepted(client->vars, pool->welcome_vars, &pool->accepted_vars)) {
 		start_params_check(client);
 		return;
 	}
@@ -718,14 +757,10 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		client_close(client, "08P01", "PQexec disallowed");
 		return false;
 	}
-	if (client->is_admin)
-		return admin_handle_packet(client, pkt);
-	if (client->repl) {	/* its own server: relayed untouched (replication.h) */
-		client->pool->db->stats.total.bytes_received += pkt->len;
-		netbuf_forward(&client->nb, pkt->len);
-		return true;
-	}
-	bool track_set = pkt->type == 'Q' && session_set_enabled(client->pool);
+	const struct client_kind_ops *ops = client_kinds[client->kind];
+	if (ops && ops->data_packet)
+		return ops->data_packet(client, pkt);
+	bool track_set = pkt->type == 'Q' && relay_sets_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
 	if (!client->link) {
@@ -734,8 +769,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */
 	}
-	bool track = prepare_enabled(client->pool);
-	if (track && prepare_needs_whole(pkt->type) && !pkt_complete(pkt))
+	bool track = relay_prep_enabled(client->pool);
+	if (track && relay_prep_needs_whole(pkt->type) && !pkt_complete(pkt))
 		return true;	/* statement names are rewritten: the whole message first */
 	struct stats *st = &client->pool->db->stats.total;
 	st->bytes_received += pkt->len;
@@ -748,9 +783,9 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	}
 	struct server *server = client->link;
 	if (track_set && pkt_complete(pkt))
-		session_set_note_query(server, pkt);
+		relay_call(sets_note_query, server, pkt);
 	server_note_client_message(server, pkt->type);
-	if (track && prepare_client_message(client, server, pkt))
+	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;
 	netbuf_forward(&client->nb, pkt->len);
 	return true;
@@ -835,8 +870,9 @@ bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key)
 	struct client *target = cancel_index_find(pid, key);
 	if (!target)	/* maybe another process's client */
 		return pgv.hooks.forward_cancel && pgv.hooks.forward_cancel(requester, pid, key);
-	if (target->is_admin) {
-		admin_cancel_request(target);
+	const struct client_kind_ops *ops = client_kinds[target->kind];
+	if (ops && ops->cancel) {
+		ops->cancel(target);
 		return false;
 	}
 	if (!target->link) {

@@ -894,6 +894,11 @@ bool config_list_contains(const char *list, const char *name)
 	return false;
 }
 
+bool config_is_admin_dbname(const char *name)
+{
+	return strcmp(name, "pgbouncer") == 0 || strcmp(name, "pgvalve") == 0;
+}
+
 const char *pool_mode_name(int mode)
 {
 	if (mode >= 0 && mode < (int)ARRAY_SIZE(pool_mode_names) - 1)

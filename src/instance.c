@@ -6,8 +6,11 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/instance.h"
+#include "pgvalve/relay.h"
 
 struct instance pgv;
+/* The data path's feature table (relay.h): a process global of the same documented set. */
+struct relay_hooks relay_hooks;
 
 void instance_init(void)
 {

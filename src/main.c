@@ -25,6 +25,7 @@
 #include "pgvalve/prepare.h"
 #include "pgvalve/scram_cache.h"
 #include "pgvalve/reload.h"
+#include "pgvalve/replication.h"
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
 #include "pgvalve/varcache.h"
@@ -159,7 +160,11 @@ static int run_pooler(bool single, unsigned restarts)
 
 	/* Lists must exist before anything can be put in them. */
 	instance_init();
+	/* The features the core reaches only through its tables (instance.h, client.h, relay.h). */
 	peer_register();
+	replication_register();
+	prepare_register();
+	session_set_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

@@ -15,14 +15,11 @@
 #include "pgvalve/common.h"
 #include "pgvalve/cancel_key.h"
 #include "pgvalve/pool.h"
-#include "pgvalve/peer.h"
-#include "pgvalve/admin.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/log.h"
-#include "pgvalve/loop.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/server.h"
 
@@ -211,7 +208,7 @@ void pool_apply_config(void)
 			 * keeps it, closed, until it has its answer.
 			 */
 			pool_close_db(db, "database removed");
-			if (!admin_waits_on(db))
+			if (!db->console_waits)
 				db_free(db);
 		}
 	}
@@ -432,11 +429,32 @@ static bool welcome_awaited(const struct pool *pool)
 	return false;
 }
 
+/* Servers of clients' own (replication), opened by their kind where the pool has room. */
+static void launch_kind_servers(struct pool *pool)
+{
+	for (int k = 0; k < CLIENT_KINDS; k++) {
+		const struct client_kind_ops *ops = client_kind_ops((enum client_kind)k);
+		if (ops && ops->launch_servers)
+			ops->launch_servers(pool);
+	}
+}
+
+/* Whether a kind's client waiting for room of its own came before the first ordinary waiter. */
+static bool kind_claims_server(const struct pool *pool)
+{
+	for (int k = 0; k < CLIENT_KINDS; k++) {
+		const struct client_kind_ops *ops = client_kind_ops((enum client_kind)k);
+		if (ops && ops->claims_server && ops->claims_server(pool))
+			return true;
+	}
+	return false;
+}
+
 void pool_launch_servers(struct pool *pool)
 {
 	if (db_paused(pool->db) || pool->db->is_admin)
 		return;
-	replication_launch_servers(pool);	/* first: they cannot use anyone else's server */
+	launch_kind_servers(pool);	/* first: they cannot use anyone else's server */
 	int demand = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
 	if (demand == 0 && welcome_awaited(pool))
 		demand = 1;
@@ -623,7 +641,7 @@ void pool_drop_idle_autodb(struct db *db, usec_t now)
 		if (!pool_unused(container_of(pos, struct pool, node)))
 			return;
 	/* A console waiting on this database keeps it. */
-	if (admin_waits_on(db))
+	if (db->console_waits)
 		return;
 	log_info("auto-database %s unused for %lld s, dropped", db->name, (long long)(timeout / USEC_PER_SEC));
 	db_free(db);
@@ -668,7 +686,7 @@ bool pool_login_abandoned(struct client *client)
 	if (db->is_fake && !db->client_count && !db->pools.count) {
 		db_free(db);
 	} else if (db->provisional && db->is_autodb && !db->removed && !db->client_count && !db->pools.count &&
-		   !admin_waits_on(db)) {
+		   !db->console_waits) {
 		log_info("auto-database %s dropped: no login to it succeeded", db->name);
 		db_free(db);
 	}
@@ -792,7 +810,7 @@ void pool_server_ready(struct server *server)
 		server_run_auth_query(server, login->client);
 		return;
 	}
-	if (replication_claims_server(pool)) {
+	if (kind_claims_server(pool)) {
 		/* First in line, a replication client needs this server's room for one of its own. */
 		server_close(server, "evicted for pool_size");
 		return;
@@ -941,7 +959,8 @@ void pool_client_logged_in(struct client *client)
 	/* Authenticated: the user is real, its pool and database stay. */
 	pool->provisional = false;
 	pool->db->provisional = false;
-	if (client->is_admin && !admin_check_access(client))
+	const struct client_kind_ops *ops = client_kind_ops(client->kind);
+	if (ops && ops->check_access && !ops->check_access(client))
 		return;
 	if (pool->db->disabled) {	/* checked after authentication, as PgBouncer */
 		char msg[200];
@@ -949,8 +968,8 @@ void pool_client_logged_in(struct client *client)
 		client_close(client, "08P01", msg);
 		return;
 	}
-	if (client->repl) {
-		replication_client_logged_in(client);
+	if (ops && ops->logged_in) {	/* a replication client waits for a server of its own */
+		ops->logged_in(client);
 		return;
 	}
 	if (pool->welcome_ready) {
@@ -1100,6 +1119,7 @@ struct db *pool_create_admin_db(const char *name)
 	struct db *db = db_create(dc, name, false);
 	config_db_free(dc);
 	db->is_admin = true;
+	pgv.admin_db = db;
 	return db;
 }
 

@@ -993,3 +993,13 @@ void prepare_global_cleanup(void)
 	prep.buckets = NULL;
 	prep.nbuckets = prep.count = 0;
 }
+
+void prepare_register(void)
+{
+	relay_hooks.prep_enabled = prepare_enabled;
+	relay_hooks.prep_client_message = prepare_client_message;
+	relay_hooks.prep_server_message = prepare_server_message;
+	relay_hooks.prep_answer_owed = prepare_server_answer_owed;
+	relay_hooks.prep_client_free = prepare_client_free;
+	relay_hooks.prep_server_free = prepare_server_free;
+}

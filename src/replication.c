@@ -10,6 +10,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/client.h"
+#include "pgvalve/config.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/server.h"
@@ -222,7 +223,7 @@ void replication_server_lost(struct server *server, const char *reason)
 
 void replication_client_closing(struct client *client)
 {
-	struct server *server = client->repl->server;
+	struct server *server = client->repl ? client->repl->server : NULL;
 	if (server) {
 		/* Still logging in: nobody else may have it. */
 		server->repl_client = NULL;
@@ -231,4 +232,77 @@ void replication_client_closing(struct client *client)
 		server_close(server, "replication client disconnected");
 		server->connecting_sync = false;
 	}
+}
+
+/* ---------------------------------------------------------------- the client kind */
+
+/*
+ * A login with replication=...: its value parsed as PostgreSQL does, its
+ * other startup parameters (less those the operator has pgvalve ignore)
+ * kept for its own server.
+ */
+static int replication_claim(struct client *client, const struct startup_params *sp, const char *dbname)
+{
+	const char *value = startup_param(sp, "replication");
+	enum replication_type type = REPLICATION_NONE;
+	char msg[256];
+	if (!value)
+		return 0;
+	if (!replication_parse(value, &type)) {
+		snprintf(msg, sizeof(msg), "invalid value for parameter \"replication\": \"%s\"", value);
+		client_close(client, "22023", msg);
+		return -1;
+	}
+	if (type == REPLICATION_NONE)
+		return 0;
+	if (config_is_admin_dbname(dbname)) {
+		client_close(client, "08P01", "replication connections to the admin console are not supported");
+		return -1;
+	}
+	struct startup_params fwd = { .version = sp->version };
+	for (int i = 0; i < sp->count; i++) {
+		if (config_list_contains(pgv.cfg->ignore_startup_parameters, sp->names[i]))
+			continue;
+		fwd.names[fwd.count] = sp->names[i];
+		fwd.values[fwd.count++] = sp->values[i];
+	}
+	client->repl = replication_new(type, &fwd);
+	return 1;
+}
+
+/* Its own server: every message relayed untouched. */
+static bool replication_client_packet(struct client *client, const struct pkt *pkt)
+{
+	client->pool->db->stats.total.bytes_received += pkt->len;
+	netbuf_forward(&client->nb, pkt->len);
+	return true;
+}
+
+static bool replication_gives_param(const struct client *client, const char *name)
+{
+	return replication_has_param(client->repl, name);
+}
+
+static void replication_put_client_startup(const struct client *client, struct pktbuf *b)
+{
+	replication_put_startup(client->repl, b);
+}
+
+static const struct client_kind_ops replication_kind = {
+	.claim = replication_claim,
+	.logged_in = replication_client_logged_in,
+	.data_packet = replication_client_packet,
+	.closing = replication_client_closing,
+	.gives_startup_param = replication_gives_param,
+	.put_startup = replication_put_client_startup,
+	.own_server_ready = replication_server_ready,
+	.own_server_failed = replication_server_failed,
+	.own_server_lost = replication_server_lost,
+	.launch_servers = replication_launch_servers,
+	.claims_server = replication_claims_server,
+};
+
+void replication_register(void)
+{
+	client_register_kind(CLIENT_REPLICATION, &replication_kind);
 }

@@ -24,7 +24,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/reap.h"
 #include "pgvalve/pool.h"
-#include "pgvalve/prepare.h"
+#include "pgvalve/relay.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/scram.h"
@@ -347,6 +347,12 @@ void server_connect_timed_out(struct server *server)
 	server_close(server, "connect timeout");
 }
 
+/* The kind of the client this server was opened for (a replication client's own), NULL if pooled. */
+static const struct client_kind_ops *own_kind(const struct server *server)
+{
+	return server->replication != REPLICATION_NONE ? client_kind_ops(CLIENT_REPLICATION) : NULL;
+}
+
 static void send_startup(struct server *server)
 {
 	const struct db *db = server->pool->db;
@@ -364,18 +370,19 @@ static void send_startup(struct server *server)
 		{ "timezone", offsetof(struct db_config, timezone) },
 		{ "application_name", offsetof(struct db_config, application_name) },
 	};
-	const struct replication *repl = server->repl_client ? server->repl_client->repl : NULL;
+	const struct client *owner = server->repl_client;
+	const struct client_kind_ops *own = owner ? own_kind(server) : NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
 		const char *v = *(char *const *)((const char *)db->cfg + extras[i].off);
-		if (repl && replication_has_param(repl, extras[i].key))
+		if (own && own->gives_startup_param && own->gives_startup_param(owner, extras[i].key))
 			continue;	/* the replication client's own value goes instead */
 		if (v && v[0]) {
 			pktbuf_put_string(&b, extras[i].key);
 			pktbuf_put_string(&b, v);
 		}
 	}
-	if (repl)
-		replication_put_startup(repl, &b);
+	if (own && own->put_startup)
+		own->put_startup(owner, &b);
 	pktbuf_put_byte(&b, 0);
 	pktbuf_end(&b);
 	netbuf_send(&server->nb, b.buf, b.len);
@@ -401,8 +408,9 @@ void server_close(struct server *server, const char *reason)
 	usec_t age = (now_usec() - server->connect_time) / USEC_PER_SEC;
 
 	server_log(LOG_LEVEL_INFO, server, "closing because: %s (age=%llds)", reason, (long long)age);
-	if (server->repl_client)	/* not reached, timed out, obsolete: its replication client waits for another */
-		replication_server_lost(server, reason);
+	const struct client_kind_ops *own = own_kind(server);
+	if (server->repl_client && own && own->own_server_lost)
+		own->own_server_lost(server, reason);	/* not reached, timed out, obsolete: its client waits for another */
 	struct client *repl_peer = server->replication ? server->link : NULL;
 	/*
 	 * A login whose parameters it was taking cannot go on without it, and
@@ -443,10 +451,9 @@ void server_close(struct server *server, const char *reason)
 void server_free(struct server *server)
 {
 	free(server->auth_result);
-	prepare_server_free(server);
+	relay_call_if(prep_server_free, server);
 	varcache_unref(server->vars);
-	session_sets_unref(server->sets);
-	session_set_pending_clear(server);
+	relay_call_if(sets_server_free, server);
 	for (int i = 0; i < server->param_count; i++) {
 		free(server->params[i].name);
 		free(server->params[i].value);
@@ -654,7 +661,7 @@ static void predict_reset_all(struct server *server)
 		if (varcache_settable(idx))
 			varcache_set(&server->vars, idx, server->params[i].value);
 	}
-	session_set_cleared(server);
+	relay_call_if(sets_cleared, server);
 }
 
 /*
@@ -679,17 +686,17 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 	pktbuf_init_fixed(&sreset, mem_sreset, sizeof(mem_sreset));
 	pktbuf_init_fixed(&sreplay, mem_sreplay, sizeof(mem_sreplay));
 	bool reset_all = false;
-	if (session_set_enabled(server->pool)) {
-		session_set_diff_sql(client->sets, server->sets, &sreset, &sreplay, &reset_all);
+	if (relay_sets_enabled(server->pool)) {
+		relay_call(sets_diff_sql, client->sets, server->sets, &sreset, &sreplay, &reset_all);
 		if (sreset.failed || sreplay.failed) {
 			pktbuf_init(&sreset, 8192);
 			pktbuf_init(&sreplay, 8192);
-			session_set_diff_sql(client->sets, server->sets, &sreset, &sreplay, &reset_all);
+			relay_call(sets_diff_sql, client->sets, server->sets, &sreset, &sreplay, &reset_all);
 		}
 		if (reset_all)	/* before the diff of the tracked parameters, which starts from there */
 			predict_reset_all(server);
 		else if (!sreset.len && !sreplay.len)
-			session_set_share(client, server);
+			relay_call(sets_share, client, server);
 	}
 	int n_enc = varcache_diff_encoding_sql(client->vars, server->vars, &enc);
 	int n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
@@ -794,8 +801,8 @@ static void set_params_done(struct server *server)
 			varcache_accept(&server->pool->accepted_vars, client->vars, server->pool->welcome_vars);
 		/* parameters the server does not report (search_path on PostgreSQL 15) */
 		varcache_sync_applied(&server->vars, &client->vars, server->reported_mask);
-		if (session_set_enabled(server->pool))
-			session_set_applied(server, client);
+		if (relay_sets_enabled(server->pool))
+			relay_call(sets_applied, server, client);
 		client->vars_apply_failures = 0;
 		client_server_in_line(client);
 		return;
@@ -922,13 +929,15 @@ static void login_failed_severity(struct server *server, const char *severity, c
 				  const char *message)
 {
 	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s %s", severity, message);
-	if (server->replication) {
+	const struct client_kind_ops *own = own_kind(server);
+	if (own) {
 		/*
 		 * Its own client alone hears it: the refusal is usually about that
 		 * client (its role, its options), so neither the pool's state nor
 		 * the database's host list moves.
 		 */
-		replication_server_failed(server, sqlstate, message);
+		if (own->own_server_failed)
+			own->own_server_failed(server, sqlstate, message);
 	} else {
 		db_host_failed(server->pool->db, server->host_idx);
 		pool_server_login_failed(server->pool, sqlstate, message);
@@ -1096,7 +1105,9 @@ static void login_complete(struct server *server)
 			server_close(server, server->close_needed ? "obsolete connection" : "pause mode");
 			return;
 		}
-		replication_server_ready(server);
+		const struct client_kind_ops *own = own_kind(server);
+		if (own && own->own_server_ready)
+			own->own_server_ready(server);
 		return;
 	}
 	pool->last_login_failure = 0;
@@ -1247,7 +1258,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		/* Judged once per message: these are the ones decided only when whole. */
 		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
 			return true;
-		pv = prepare_server_message(server, pkt);
+		pv = relay_call(prep_server_message, server, pkt);
 		if (internal)
 			pv = PREPARE_FORWARD;	/* nothing of the client's is awaited during pgvalve's own queries */
 	}
@@ -1267,7 +1278,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			return server->state != SV_CLOSED;
 		}
 		if (server->set_pending_count)
-			session_set_note_ready(server);
+			relay_call(sets_note_ready, server);
 		int mode = pool_effective_mode(server->pool);
 		if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
 			/* As PgBouncer: the client may not hold a server across statements. */
@@ -1279,7 +1290,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		}
 		netbuf_forward(&server->nb, pkt->len);
 		count_ready(server, pkt->len);
-		prepare_server_answer_owed(server);
+		relay_call_if(prep_answer_owed, server);
 		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
 			pool_release_server(server);
 		return true;
@@ -1320,12 +1331,12 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		}
 		break;
 	case 'C':	/* CommandComplete: a SET/RESET may have changed the session (session_set.h) */
-		if (!internal && server->link && session_set_enabled(server->pool)) {
+		if (!internal && server->link && relay_sets_enabled(server->pool)) {
 			if (!pkt_complete(pkt))
 				return true;	/* a few bytes: wait for all of them */
 			const char *tag = (const char *)pkt_body(pkt);
 			if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D'))
-				session_set_note_complete(server, tag);
+				relay_call(sets_note_complete, server, tag);
 		}
 		break;
 	case 'D':
@@ -1352,7 +1363,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		netbuf_forward(&server->nb, pkt->len);
 	}
 	if (server->prep && !internal)
-		prepare_server_answer_owed(server);
+		relay_call_if(prep_answer_owed, server);
 	return true;
 }
 

@@ -553,3 +553,28 @@ void session_set_applied(struct server *server, const struct client *client)
 			varcache_mark_unknown(&server->vars, idx);
 	}
 }
+
+static void session_set_client_free(struct client *client)
+{
+	session_sets_unref(client->sets);
+}
+
+static void session_set_server_free(struct server *server)
+{
+	session_sets_unref(server->sets);
+	session_set_pending_clear(server);
+}
+
+void session_set_register(void)
+{
+	relay_hooks.sets_enabled = session_set_enabled;
+	relay_hooks.sets_note_query = session_set_note_query;
+	relay_hooks.sets_note_complete = session_set_note_complete;
+	relay_hooks.sets_note_ready = session_set_note_ready;
+	relay_hooks.sets_diff_sql = session_set_diff_sql;
+	relay_hooks.sets_share = session_set_share;
+	relay_hooks.sets_applied = session_set_applied;
+	relay_hooks.sets_cleared = session_set_cleared;
+	relay_hooks.sets_client_free = session_set_client_free;
+	relay_hooks.sets_server_free = session_set_server_free;
+}

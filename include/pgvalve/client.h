@@ -66,8 +66,65 @@ struct client_addr {
 	uint16_t port;			/* host order */
 };
 
+struct client;
 struct welcome_param;
 struct replication;
+struct startup_params;
+struct pktbuf;
+struct pkt;
+struct server;
+struct pool;
+
+/*
+ * Client kinds. A login is pooled unless a kind registered at start-up
+ * claims it: the admin console (admin.c) its database name, replication
+ * connections (replication.c) the startup parameter "replication". The
+ * core asks a kind's table at the few points where the kind behaves
+ * differently and never names the module behind it; a NULL slot means
+ * "as a pooled client".
+ */
+enum client_kind {
+	CLIENT_POOLED,
+	CLIENT_REPLICATION,	/* claims before the console: it must refuse a replication login to the console */
+	CLIENT_CONSOLE,
+	CLIENT_KINDS,
+};
+
+struct client_kind_ops {
+	/*
+	 * The startup packet was read and checked: 1 if this login is of the
+	 * kind (set up for it), 0 if not, -1 if the client was closed.
+	 */
+	int (*claim)(struct client *client, const struct startup_params *sp, const char *dbname);
+	/* Counted in its pool, before authentication: false if it was closed. */
+	bool (*check_login)(struct client *client, const char *user);
+	/* Authenticated: false if it was refused (and closed). */
+	bool (*check_access)(struct client *client);
+	/* Authenticated and allowed: takes over the rest of the login. */
+	void (*logged_in)(struct client *client);
+	/* A logged-in client's message (Query or extended protocol): as client.c's handler returns. */
+	bool (*data_packet)(struct client *client, const struct pkt *pkt);
+	/* A CancelRequest names this client. */
+	void (*cancel)(struct client *target);
+	/* The client is closing: drop what the kind holds for it. */
+	void (*closing)(struct client *client);
+
+	/* A server of the client's own (it is never pooled): */
+	bool (*gives_startup_param)(const struct client *client, const char *name);	/* overrides a database default */
+	void (*put_startup)(const struct client *client, struct pktbuf *b);	/* more startup parameters */
+	void (*own_server_ready)(struct server *server);	/* logged in */
+	void (*own_server_failed)(struct server *server, const char *sqlstate, const char *message);
+	void (*own_server_lost)(struct server *server, const char *reason);	/* closed before it logged in */
+
+	/* The pool's part: */
+	void (*launch_servers)(struct pool *pool);	/* open the kind's own servers where there is room */
+	bool (*claims_server)(const struct pool *pool);	/* a freed server must close to make that room */
+};
+
+/* Start-up: the module behind a kind fills its table once. */
+void client_register_kind(enum client_kind kind, const struct client_kind_ops *ops);
+/* A kind's table (NULL if nothing registered it). */
+const struct client_kind_ops *client_kind_ops(enum client_kind kind);
 
 /* Data needed only while logging in; freed once the client is ACTIVE. */
 struct client_login {
@@ -130,7 +187,7 @@ struct client {
 	unsigned vars_apply_failures : 2;	/* servers that failed to take its parameters in a row */
 	bool is_ipv6 : 1;		/* addr is IPv6 (else IPv4) */
 	bool is_unix : 1;
-	bool is_admin : 1;
+	enum client_kind kind : 2;	/* set once, when the startup packet is read */
 	bool logged_in : 1;
 	bool in_cancel_index : 1;
 	bool admin_superuser : 1;	/* user pgbouncer over the Unix socket, same OS user */
@@ -143,6 +200,11 @@ struct client {
 	bool wait_notified : 1;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown : 1;	/* came on the Unix socket after a shutdown began */
 };
+
+static inline bool client_is_console(const struct client *client)
+{
+	return client->kind == CLIENT_CONSOLE;
+}
 
 /* Takes an accepted socket. */
 void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool is_unix);

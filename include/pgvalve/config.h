@@ -340,6 +340,8 @@ int config_parse_db_string(const char *str, struct db_config *db, char *errbuf, 
 /* Whether a comma/space separated list (admin_users, ignore_startup_parameters...) holds name.
  * Exact, case-sensitive comparison. */
 bool config_list_contains(const char *list, const char *name);
+/* The admin console's reserved database names, "pgbouncer" and "pgvalve": no [databases] entry may serve them. */
+bool config_is_admin_dbname(const char *name);
 
 const char *pool_mode_name(int mode);
 /* "md5", "scram-sha-256", ...; "unknown" for anything else. */

@@ -34,6 +34,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/relay.h"
 
 struct client;
 struct server;
@@ -42,24 +43,12 @@ struct pool;
 /* Whether statements of this pool's clients are tracked (mode and setting). */
 bool prepare_enabled(const struct pool *pool);
 
-/* Whether the client message needs to be whole in the buffer before prepare_client_message(). */
-static inline bool prepare_needs_whole(uint8_t type)
-{
-	return type == 'P' || type == 'B' || type == 'D' || type == 'C' || type == 'Q';
-}
-
 /*
- * A client message, whole if prepare_needs_whole(), about to go to its
+ * A client message, whole if relay_prep_needs_whole(), about to go to its
  * linked server. Returns true if it was taken care of here (skipped, and
  * maybe something else sent or answered); false if the caller forwards it.
  */
 bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt);
-
-enum prepare_verdict {
-	PREPARE_FORWARD,	/* an answer for the client */
-	PREPARE_SKIP,		/* the answer to something pgvalve sent itself */
-	PREPARE_NEED_MORE,	/* decide again once the message is whole */
-};
 
 /* A server message for its linked client: matches it against the awaited answers. */
 enum prepare_verdict prepare_server_message(struct server *server, const struct pkt *pkt);
@@ -77,5 +66,7 @@ uint32_t prepare_server_count(const struct server *server);
 void prepare_shared_stats(uint32_t *count, uint64_t *bytes);
 
 void prepare_global_cleanup(void);
+/* Fills the prepared-statement slots of relay_hooks (start-up). */
+void prepare_register(void);
 
 #endif

@@ -88,4 +88,10 @@ void replication_server_lost(struct server *server, const char *reason);
 /* The client is closing: its server, linked or still logging in, closes too. */
 void replication_client_closing(struct client *client);
 
+/*
+ * Registers the replication client kind (client.h) at start-up: how the
+ * core reaches everything above without naming this module.
+ */
+void replication_register(void);
+
 #endif

@@ -46,6 +46,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/relay.h"
 
 struct client;
 struct config;
@@ -65,8 +66,7 @@ struct session_sets {
 };
 
 #define SESSION_SET_PENDING_MAX 4
-/* Simple Queries up to this size are read whole and parsed; a longer SET resets the server afterwards. */
-#define SESSION_SET_QUERY_MAX 8192
+/* Simple Queries up to SESSION_SET_QUERY_MAX (relay.h) are read whole and parsed; a longer SET resets the server afterwards. */
 
 /* A statement a client sent, waiting for its reply (queued on the server, in order). */
 struct session_set_pending {
@@ -132,5 +132,7 @@ struct session_sets *session_sets_ref(struct session_sets *s);
 void session_sets_unref(struct session_sets *s);
 /* Drops a server's queue of statements waiting for replies. */
 void session_set_pending_clear(struct server *server);
+/* Fills the session-SET slots of relay_hooks (start-up). */
+void session_set_register(void);
 
 #endif

@@ -1,0 +1,85 @@
+/*
+ * relay.h - what features may do on a pooled client's data path, and the
+ * one table through which the core (client.c, server.c) asks them.
+ *
+ * Two features watch or rewrite the messages of a pooled client and its
+ * server: prepared statements (prepare.c: statement names rewritten per
+ * server, a Parse sent where the server lacks it, answers owed to the
+ * client or swallowed) and session SETs (session_set.c: a client's own
+ * SETs followed from server to server). Each fills its slots of
+ * relay_hooks once at start-up; the core calls them through the inline
+ * wrappers below, which do nothing when a slot is empty. The core never
+ * names either module: this table is the whole of what it may ask of them.
+ */
+#ifndef PGVALVE_RELAY_H
+#define PGVALVE_RELAY_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/proto.h"
+
+struct client;
+struct server;
+struct pool;
+struct pktbuf;
+struct session_sets;
+
+/* How the core treats a server message, as prepared statements judge it. */
+enum prepare_verdict {
+	PREPARE_FORWARD,	/* an answer for the client */
+	PREPARE_SKIP,		/* the answer to something pgvalve sent itself */
+	PREPARE_NEED_MORE,	/* decide again once the message is whole */
+};
+
+/* Whether a client message must be whole in the buffer before prep_client_message sees it. */
+static inline bool relay_prep_needs_whole(uint8_t type)
+{
+	return type == 'P' || type == 'B' || type == 'D' || type == 'C' || type == 'Q';
+}
+
+/* Longest simple Query read whole to see whether it is a SET (longer ones are not parsed). */
+#define SESSION_SET_QUERY_MAX 8192
+
+struct relay_hooks {
+	/* prepared statements (prepare.h) */
+	bool (*prep_enabled)(const struct pool *pool);
+	/* true if it took care of the message (the caller does not forward it) */
+	bool (*prep_client_message)(struct client *client, struct server *server, const struct pkt *pkt);
+	enum prepare_verdict (*prep_server_message)(struct server *server, const struct pkt *pkt);
+	void (*prep_answer_owed)(struct server *server);
+	void (*prep_client_free)(struct client *client);
+	void (*prep_server_free)(struct server *server);
+
+	/* session SETs (session_set.h) */
+	bool (*sets_enabled)(const struct pool *pool);
+	void (*sets_note_query)(struct server *server, const struct pkt *pkt);
+	void (*sets_note_complete)(struct server *server, const char *tag);
+	void (*sets_note_ready)(struct server *server);
+	int (*sets_diff_sql)(const struct session_sets *client, const struct session_sets *server,
+			     struct pktbuf *reset, struct pktbuf *replay, bool *reset_all);
+	void (*sets_share)(struct client *client, struct server *server);
+	void (*sets_applied)(struct server *server, const struct client *client);
+	void (*sets_cleared)(struct server *server);
+	void (*sets_client_free)(struct client *client);
+	void (*sets_server_free)(struct server *server);
+};
+
+/* Filled at start-up (prepare_register, session_set_register), read-only after. */
+extern struct relay_hooks relay_hooks;
+
+static inline bool relay_prep_enabled(const struct pool *pool)
+{
+	return relay_hooks.prep_enabled && relay_hooks.prep_enabled(pool);
+}
+
+static inline bool relay_sets_enabled(const struct pool *pool)
+{
+	return relay_hooks.sets_enabled && relay_hooks.sets_enabled(pool);
+}
+
+/* A slot that an enabled feature always fills: called without a check. */
+#define relay_call(slot, ...) relay_hooks.slot(__VA_ARGS__)
+
+/* A slot that may be empty (freeing, clearing). */
+#define relay_call_if(slot, ...) do { if (relay_hooks.slot) relay_hooks.slot(__VA_ARGS__); } while (0)
+
+#endif
