@@ -18,7 +18,7 @@
 #include "pgvalve/dns.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
-#include "pgvalve/loop.h"
+#include "pgvalve/shutdown.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
@@ -29,6 +29,7 @@
 #include "pgvalve/server.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/tls.h"
+#include "pgvalve/users.h"
 #include "pgvalve/workers.h"
 
 #include <arpa/inet.h>
@@ -752,71 +753,6 @@ static void show_databases(struct result *r)
 	free(dv.v);
 }
 
-struct user_row {
-	const char *name;
-	int servers;
-	int clients;
-};
-
-static int cmp_user_row(const void *a, const void *b)
-{
-	return strcmp(((const struct user_row *)a)->name, ((const struct user_row *)b)->name);
-}
-
-/* Users PgBouncer knows: auth_file, [users], pool users, and the built-in pgbouncer. */
-static size_t collect_users(struct user_row **out)
-{
-	size_t cap = 16 + auth_store_count(pgv.auth), n = 0;
-	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
-		cap++;
-	list_for_each(dpos, &pgv.databases)
-		cap += container_of(dpos, struct db, node)->pools.count;
-	cap += pool_user_count_list(NULL, 0);
-	struct user_row *rows = xcalloc(cap, sizeof(*rows));
-	rows[n++] = (struct user_row){ "pgbouncer", 0, 0 };
-	for (size_t i = 0; i < auth_store_count(pgv.auth); i++)
-		rows[n++] = (struct user_row){ auth_store_entry(pgv.auth, i)->user, 0, 0 };
-	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
-		rows[n++] = (struct user_row){ uc->name, 0, 0 };
-	list_for_each(dpos, &pgv.databases) {
-		struct db *db = container_of(dpos, struct db, node);
-		list_for_each(ppos, &db->pools)
-			rows[n++] = (struct user_row){ container_of(ppos, struct pool, node)->user, 0, 0 };
-	}
-	/* Everyone logged in or logging in, by the name they gave (forced-user databases and the console too). */
-	size_t counted = pool_user_count_list(NULL, 0);
-	const struct user_count **uc = xcalloc(counted + 1, sizeof(*uc));
-	counted = pool_user_count_list(uc, counted);
-	for (size_t i = 0; i < counted; i++)
-		if (uc[i]->clients > 0)
-			rows[n++] = (struct user_row){ uc[i]->name, 0, 0 };
-	qsort(rows, n, sizeof(*rows), cmp_user_row);
-	size_t w = 0;
-	for (size_t i = 0; i < n; i++)
-		if (w == 0 || strcmp(rows[w - 1].name, rows[i].name) != 0)
-			rows[w++] = rows[i];
-	/* Servers by the user they log in as, clients by the user they logged in as. */
-	for (size_t i = 0; i < counted; i++) {
-		struct user_row key = { uc[i]->name, 0, 0 };
-		struct user_row *row = bsearch(&key, rows, w, sizeof(*rows), cmp_user_row);
-		if (row) {
-			row->servers = uc[i]->servers;
-			row->clients = uc[i]->clients;
-		}
-	}
-	free(uc);
-	*out = rows;
-	return w;
-}
-
-size_t admin_user_count(void)
-{
-	struct user_row *rows;
-	size_t n = collect_users(&rows);
-	free(rows);
-	return n;
-}
-
 static void show_users(struct result *r)
 {
 	static const char *const names[] = {
@@ -824,7 +760,7 @@ static void show_users(struct result *r)
 		"current_connections", "max_user_client_connections", "current_client_connections",
 	};
 	struct user_row *rows;
-	size_t n = collect_users(&rows);
+	size_t n = users_collect(&rows);
 	struct cells c;
 	result_begin(r, "ssssiiii", names);
 	for (size_t k = 0; k < n; k++) {
@@ -861,7 +797,7 @@ static void show_lists(struct result *r)
 	int pools = 0, used_clients = (int)pgv.client_count, used_servers = (int)pgv.server_count;
 	list_for_each(dpos, &pgv.databases)
 		pools += (int)container_of(dpos, struct db, node)->pools.count;
-	size_t users = admin_user_count();
+	size_t users = users_count();
 	/* SHOW PEER_POOLS has a row for every configured peer, as in PgBouncer. */
 	int peers = 0;
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next)
@@ -1577,7 +1513,7 @@ void admin_check_waits(void)
 	}
 	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0) {
 		log_info("server connections dropped, exiting");
-		loop_exit_now();
+		shutdown_exit_now();
 	}
 }
 
@@ -1627,7 +1563,7 @@ void admin_shutdown_wait_for_clients(void)
 	if (pgv.shutdown_mode != SHUTDOWN_NONE)
 		return;
 	pgv.shutdown_mode = SHUTDOWN_WAIT_FOR_CLIENTS;
-	loop_begin_graceful_shutdown();
+	shutdown_begin_graceful();
 }
 
 static void kill_db(struct db *db)
@@ -1897,7 +1833,7 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 		if (!cmd->has_arg) {
 			log_info("SHUTDOWN command issued");
 			workers_tell_supervisor(SIGQUIT);
-			loop_exit_now();	/* no reply: the connection just closes */
+			shutdown_exit_now();	/* no reply: the connection just closes */
 			return;
 		}
 		if (word_is(cmd->arg, "WAIT_FOR_SERVERS")) {

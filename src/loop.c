@@ -1,6 +1,7 @@
 /*
- * loop.c - the libevent loop's own duties: signal handling, graceful and
- * immediate shutdown, and the reaper that frees closed clients and servers.
+ * loop.c - the libevent loop's own duties: signal handling (what a signal
+ * starts is admin.c's, shutdown.c's and reload.c's), and the reaper that
+ * frees closed clients and servers.
  *
  * Freeing is deferred to the reaper so a handler deep in a call chain can
  * close any connection (its own or its peer's) without the caller ever
@@ -10,13 +11,13 @@
 #include "pgvalve/loop.h"
 #include "pgvalve/admin.h"
 #include "pgvalve/client.h"
-#include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/reap.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/sdnotify.h"
+#include "pgvalve/shutdown.h"
 #include "pgvalve/server.h"
 #include "pgvalve/workers.h"
 
@@ -48,34 +49,6 @@ static void free_dead_connections(void)
 	}
 }
 
-/* A client closed (instance hook): a shutdown waiting for clients may be over. */
-void loop_client_gone(void)
-{
-	/* Not while handing the port off: exiting would reset what the kernel queued for us. */
-	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS && pgv.client_count == 0 && !listener_handing_off()) {
-		log_info("client connections dropped, exiting");
-		event_base_loopexit(pgv.base, NULL);
-	}
-}
-
-void loop_begin_graceful_shutdown(void)
-{
-	/*
-	 * Closed, not just ignored: the kernel must stop queueing TCP
-	 * connections for us. With so_reuseport, after a short hand-off (a
-	 * new process on the port takes over without a reset connection).
-	 */
-	if (!listener_hand_off_tcp(loop_client_gone))
-		listener_close_tcp();
-	pgv.shutting_down = true;
-	loop_client_gone();
-}
-
-void loop_exit_now(void)
-{
-	event_base_loopbreak(pgv.base);
-}
-
 /*
  * As PgBouncer: SIGINT or SIGTERM while a shutdown is under way exits at
  * once. A worker's SHUTDOWN command also reaches the asking worker as the
@@ -97,7 +70,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS */
 		if (shutdown_signal_exits_now()) {
 			log_info("got %s while shutting down, fast exit", sig == SIGINT ? "SIGINT" : "SIGTERM");
-			loop_exit_now();
+			shutdown_exit_now();
 			break;
 		}
 		pgv.shutdown_signalled = true;
@@ -112,7 +85,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGQUIT:
 		log_info("got SIGQUIT, exiting now");
-		loop_exit_now();
+		shutdown_exit_now();
 		break;
 	case SIGUSR1:
 	case SIGUSR2:
@@ -161,7 +134,7 @@ void loop_init(void)
 		die("could not create the event loop");
 	signal(SIGPIPE, SIG_IGN);
 	reap_init(pgv.base, free_dead_connections);
-	pgv.hooks.client_gone = loop_client_gone;
+	pgv.hooks.client_gone = shutdown_client_gone;
 	loop_state.sig_int = evsignal_new(pgv.base, SIGINT, signal_cb, NULL);
 	loop_state.sig_term = evsignal_new(pgv.base, SIGTERM, signal_cb, NULL);
 	loop_state.sig_hup = evsignal_new(pgv.base, SIGHUP, signal_cb, NULL);

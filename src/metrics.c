@@ -10,12 +10,12 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/metrics.h"
-#include "pgvalve/admin.h"
 #include "pgvalve/log.h"
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/stats.h"
+#include "pgvalve/users.h"
 #include "pgvalve/workers.h"
 
 #include <math.h>
@@ -258,7 +258,7 @@ static void collect_lists(struct metrics_set *set)
 	struct dns_stats ds;
 	dns_get_stats(&ds);
 	metrics_add(set, "pgbouncer_databases", METRICS_PART_VALUE, NULL, pgv.databases.count);
-	metrics_add(set, "pgbouncer_users", METRICS_PART_VALUE, NULL, (double)admin_user_count());
+	metrics_add(set, "pgbouncer_users", METRICS_PART_VALUE, NULL, (double)users_count());
 	metrics_add(set, "pgbouncer_pools", METRICS_PART_VALUE, NULL, pools);
 	metrics_add(set, "pgbouncer_free_clients", METRICS_PART_VALUE, NULL, 0);
 	metrics_add(set, "pgbouncer_used_clients", METRICS_PART_VALUE, NULL, pgv.client_count);

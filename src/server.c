@@ -971,6 +971,108 @@ static bool password_is_md5(const char *password)
 	return strncmp(password, "md5", 3) == 0 && strlen(password) == MD5_PASSWD_LEN;
 }
 
+static void send_cleartext_password(struct server *server, const char *password)
+{
+	if (!password[0] || password_is_md5(password)) {
+		login_failed(server, "28000", "server asked for a cleartext password, but no plain password is configured");
+		return;
+	}
+	struct pktbuf b;
+	pktbuf_init(&b, 64 + (uint32_t)strlen(password));
+	proto_put_password(&b, password);
+	netbuf_send(&server->nb, b.buf, b.len);
+	OPENSSL_cleanse(b.buf, b.len);
+	pktbuf_free(&b);
+}
+
+static void send_md5_password(struct server *server, const char *password, struct pkt_reader *r)
+{
+	const uint8_t *salt = pkt_get_bytes(r, 4);
+	if (!salt) {
+		login_failed(server, "08P01", "bad md5 authentication request from server");
+		return;
+	}
+	if (!password[0]) {
+		login_failed(server, "28000", "server asked for an md5 password, but none is configured");
+		return;
+	}
+	char secret[36], response[36];
+	if (password_is_md5(password))
+		memcpy(secret, password, 36);
+	else
+		crypto_md5_password(password, server->pool->user, secret);
+	crypto_md5_response(secret, salt, response);
+	struct pktbuf b;
+	uint8_t mem[64];
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	proto_put_password(&b, response);
+	netbuf_send(&server->nb, b.buf, b.len);
+	OPENSSL_cleanse(secret, sizeof(secret));
+}
+
+/* AuthenticationSASL: SCRAM-SHA-256 with the plain password, or with the keys a client proved it has. */
+static void start_scram(struct server *server, const char *password, struct pkt_reader *r)
+{
+	bool has_scram = false;
+	for (;;) {
+		const char *mech = pkt_get_string(r);
+		if (!mech || !mech[0])
+			break;
+		if (strcmp(mech, "SCRAM-SHA-256") == 0)
+			has_scram = true;
+	}
+	if (!has_scram) {
+		login_failed(server, "28000", "server offered no supported SASL mechanism");
+		return;
+	}
+	bool plain = password[0] && !password_is_md5(password);
+	if (!plain && !server->pool->has_scram_keys) {
+		login_failed(server, "28000", "cannot do SCRAM authentication: wrong password type");
+		return;
+	}
+	char msg[SCRAM_MSG_MAX];
+	free_login_state(server);	/* a second AuthenticationSASL starts over */
+	server->scram = xcalloc(1, sizeof(*server->scram));
+	scram_client_init(server->scram, NULL, NULL);
+	if (!plain)	/* pass-through: the keys a client proved it has */
+		scram_client_set_keys(server->scram, server->pool->scram_client_key, server->pool->scram_server_key);
+	else	/* one PBKDF2 per password and server salt, not per login */
+		scram_client_set_key_source(server->scram, scram_cache_server_keys, server->pool->user);
+	int len = scram_client_first(server->scram, msg, sizeof(msg));
+	if (len < 0) {
+		login_failed(server, "08P01", "SCRAM: could not build the first message");
+		return;
+	}
+	send_sasl(server, "SCRAM-SHA-256", msg, len);
+}
+
+static void continue_scram(struct server *server, const char *password, const struct pkt *pkt)
+{
+	char msg[SCRAM_MSG_MAX];
+	const char *err = "unexpected SASL message";
+	int len = -1;
+	if (server->scram)
+		len = scram_client_final(server->scram, password, (const char *)pkt_body(pkt) + 4,
+					 pkt_body_len(pkt) - 4, msg, sizeof(msg), &err);
+	if (len < 0) {
+		login_failed(server, "08P01", err);
+		return;
+	}
+	send_sasl(server, NULL, msg, len);
+	OPENSSL_cleanse(msg, sizeof(msg));
+}
+
+static void finish_scram(struct server *server, const struct pkt *pkt)
+{
+	const char *err = "unexpected SASL final message";
+	if (!server->scram ||
+	    !scram_client_verify(server->scram, (const char *)pkt_body(pkt) + 4, pkt_body_len(pkt) - 4, &err)) {
+		login_failed(server, "08P01", err);
+		return;
+	}
+	free_login_state(server);
+}
+
 static void handle_auth_request(struct server *server, const struct pkt *pkt)
 {
 	struct pkt_reader r;
@@ -981,103 +1083,21 @@ static void handle_auth_request(struct server *server, const struct pkt *pkt)
 	switch (code) {
 	case AUTH_REQ_OK:
 		return;
-	case AUTH_REQ_CLEARTEXT: {
-		if (!password[0] || password_is_md5(password)) {
-			login_failed(server, "28000", "server asked for a cleartext password, but no plain password is configured");
-			return;
-		}
-		struct pktbuf b;
-		pktbuf_init(&b, 64 + (uint32_t)strlen(password));
-		proto_put_password(&b, password);
-		netbuf_send(&server->nb, b.buf, b.len);
-		OPENSSL_cleanse(b.buf, b.len);
-		pktbuf_free(&b);
+	case AUTH_REQ_CLEARTEXT:
+		send_cleartext_password(server, password);
 		return;
-	}
-	case AUTH_REQ_MD5: {
-		const uint8_t *salt = pkt_get_bytes(&r, 4);
-		if (!salt) {
-			login_failed(server, "08P01", "bad md5 authentication request from server");
-			return;
-		}
-		if (!password[0]) {
-			login_failed(server, "28000", "server asked for an md5 password, but none is configured");
-			return;
-		}
-		char secret[36], response[36];
-		if (password_is_md5(password))
-			memcpy(secret, password, 36);
-		else
-			crypto_md5_password(password, server->pool->user, secret);
-		crypto_md5_response(secret, salt, response);
-		struct pktbuf b;
-		uint8_t mem[64];
-		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		proto_put_password(&b, response);
-		netbuf_send(&server->nb, b.buf, b.len);
-		OPENSSL_cleanse(secret, sizeof(secret));
+	case AUTH_REQ_MD5:
+		send_md5_password(server, password, &r);
 		return;
-	}
-	case AUTH_REQ_SASL: {
-		bool has_scram = false;
-		for (;;) {
-			const char *mech = pkt_get_string(&r);
-			if (!mech || !mech[0])
-				break;
-			if (strcmp(mech, "SCRAM-SHA-256") == 0)
-				has_scram = true;
-		}
-		if (!has_scram) {
-			login_failed(server, "28000", "server offered no supported SASL mechanism");
-			return;
-		}
-		bool plain = password[0] && !password_is_md5(password);
-		if (!plain && !server->pool->has_scram_keys) {
-			login_failed(server, "28000", "cannot do SCRAM authentication: wrong password type");
-			return;
-		}
-		char msg[SCRAM_MSG_MAX];
-		free_login_state(server);	/* a second AuthenticationSASL starts over */
-		server->scram = xcalloc(1, sizeof(*server->scram));
-		scram_client_init(server->scram, NULL, NULL);
-		if (!plain)	/* pass-through: the keys a client proved it has */
-			scram_client_set_keys(server->scram, server->pool->scram_client_key,
-					      server->pool->scram_server_key);
-		else	/* one PBKDF2 per password and server salt, not per login */
-			scram_client_set_key_source(server->scram, scram_cache_server_keys, server->pool->user);
-		int len = scram_client_first(server->scram, msg, sizeof(msg));
-		if (len < 0) {
-			login_failed(server, "08P01", "SCRAM: could not build the first message");
-			return;
-		}
-		send_sasl(server, "SCRAM-SHA-256", msg, len);
+	case AUTH_REQ_SASL:
+		start_scram(server, password, &r);
 		return;
-	}
-	case AUTH_REQ_SASL_CONTINUE: {
-		char msg[SCRAM_MSG_MAX];
-		const char *err = "unexpected SASL message";
-		int len = -1;
-		if (server->scram)
-			len = scram_client_final(server->scram, password, (const char *)pkt_body(pkt) + 4,
-						 pkt_body_len(pkt) - 4, msg, sizeof(msg), &err);
-		if (len < 0) {
-			login_failed(server, "08P01", err);
-			return;
-		}
-		send_sasl(server, NULL, msg, len);
-		OPENSSL_cleanse(msg, sizeof(msg));
+	case AUTH_REQ_SASL_CONTINUE:
+		continue_scram(server, password, pkt);
 		return;
-	}
-	case AUTH_REQ_SASL_FINAL: {
-		const char *err = "unexpected SASL final message";
-		if (!server->scram || !scram_client_verify(server->scram, (const char *)pkt_body(pkt) + 4,
-							     pkt_body_len(pkt) - 4, &err)) {
-			login_failed(server, "08P01", err);
-			return;
-		}
-		free_login_state(server);
+	case AUTH_REQ_SASL_FINAL:
+		finish_scram(server, pkt);
 		return;
-	}
 	default: {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "server asked for an unsupported authentication method (%u)", code);
@@ -1243,6 +1263,125 @@ static int whole_message(struct server *server, const struct pkt *pkt)
 	return -1;
 }
 
+/*
+ * What a handler of one message type below tells server_active_packet:
+ * SV_RELAY, go on and forward (or skip) the message; else the packet
+ * handler's own answer (false: the server was closed).
+ */
+#define SV_RELAY (-1)
+
+/* ReadyForQuery: a Query/Sync answered; in transaction and statement mode the server may go back. */
+static int active_ready(struct server *server, const struct pkt *pkt, bool internal)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
+	if (server->expect_ready > 0)
+		server->expect_ready--;
+	if (internal) {
+		netbuf_skip(&server->nb, pkt->len);
+		if (server->expect_ready == 0)
+			internal_query_done(server);
+		return server->state != SV_CLOSED;
+	}
+	if (server->set_pending_count)
+		relay_call(sets_note_ready, server);
+	int mode = pool_effective_mode(server->pool);
+	if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
+		/* As PgBouncer: the client may not hold a server across statements. */
+		static const char msg[] = "transaction blocks not allowed in statement pooling mode";
+		netbuf_skip(&server->nb, pkt->len);
+		close_linked_client(server, msg);
+		server_close(server, msg);
+		return false;
+	}
+	netbuf_forward(&server->nb, pkt->len);
+	count_ready(server, pkt->len);
+	relay_call_if(prep_answer_owed, server);
+	if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
+		pool_release_server(server);
+	return true;
+}
+
+/* ParameterStatus: remembered; the client's own command changed it, so that is what the client wants now. */
+static int active_parameter_status(struct server *server, const struct pkt *pkt, bool internal)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	const char *name, *value;
+	if (parse_parameter_status(pkt, &name, &value)) {
+		remember_param(server, name, value);
+		if (server->link && !internal && varcache_set_by_name(&server->link->vars, name, value))
+			server->link->vars_gen++;
+	}
+	return SV_RELAY;
+}
+
+/* An ErrorResponse to one of pgvalve's own queries: logged, and the first one kept for whoever waits. */
+static int active_internal_error(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
+	const char *sev = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
+	const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
+	if (server->internal == SV_INTERNAL_AUTH_QUERY)	/* PgBouncer's words */
+		server_log(LOG_LEVEL_WARNING, server, "error in auth_query: %s: %s", sev ? sev : "ERROR", msg ? msg : "?");
+	else
+		server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
+	if (!server->internal_failed) {
+		strlcpy_s(server->internal_sqlstate, code && strlen(code) == 5 ? code : "XX000",
+			  sizeof(server->internal_sqlstate));
+		strlcpy_s(server->internal_error, msg ? msg : "internal query failed", sizeof(server->internal_error));
+	}
+	server->internal_failed = true;
+	return SV_RELAY;
+}
+
+/* CommandComplete: a client's SET/RESET/DISCARD may have changed the session (relay.h). */
+static int active_command_complete(struct server *server, const struct pkt *pkt, bool internal)
+{
+	if (internal || !server->link || !relay_sets_enabled(server->pool))
+		return SV_RELAY;
+	if (!pkt_complete(pkt))
+		return true;	/* a few bytes: wait for all of them */
+	const char *tag = (const char *)pkt_body(pkt);
+	if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D'))
+		relay_call(sets_note_complete, server, tag);
+	return SV_RELAY;
+}
+
+/* A DataRow: auth_query's answer is read here; every other goes on. */
+static int active_data_row(struct server *server, const struct pkt *pkt)
+{
+	if (server->internal != SV_INTERNAL_AUTH_QUERY)
+		return SV_RELAY;
+	if (!pkt_complete(pkt))
+		return pkt->len > 64 * 1024 ? (server_close(server, "auth_query row too large"), false) : true;
+	take_auth_row(server, pkt);
+	return SV_RELAY;
+}
+
+/* The message goes to the client, is dropped (pgvalve's own, or nobody's), or is replaced by nothing. */
+static void relay_to_client(struct server *server, const struct pkt *pkt, bool internal, enum prepare_verdict pv)
+{
+	if (pv == PREPARE_SKIP && !internal && server->link && pkt_complete(pkt)) {
+		/* The answer to pgvalve's own Parse or Close: dropped without breaking the batch. */
+		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
+	} else if (internal || !server->link || pv == PREPARE_SKIP) {
+		netbuf_skip(&server->nb, pkt->len);
+	} else {
+		server->pool->db->stats.total.bytes_sent += pkt->len;
+		netbuf_forward(&server->nb, pkt->len);
+	}
+	if (server->prep && !internal)
+		relay_call_if(prep_answer_owed, server);
+}
+
+/* Messages from a server in use: by a client, or by pgvalve's own queries (internal). */
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
@@ -1263,88 +1402,22 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			pv = PREPARE_FORWARD;	/* nothing of the client's is awaited during pgvalve's own queries */
 	}
 
+	int done = SV_RELAY;
 	switch (pkt->type) {
-	case 'Z': {
-		int w = whole_message(server, pkt);
-		if (w <= 0)
-			return w == 0;
-		server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
-		if (server->expect_ready > 0)
-			server->expect_ready--;
-		if (internal) {
-			netbuf_skip(&server->nb, pkt->len);
-			if (server->expect_ready == 0)
-				internal_query_done(server);
-			return server->state != SV_CLOSED;
-		}
-		if (server->set_pending_count)
-			relay_call(sets_note_ready, server);
-		int mode = pool_effective_mode(server->pool);
-		if (mode == POOL_MODE_STATEMENT && server->txn_status != 'I' && server->link) {
-			/* As PgBouncer: the client may not hold a server across statements. */
-			static const char msg[] = "transaction blocks not allowed in statement pooling mode";
-			netbuf_skip(&server->nb, pkt->len);
-			close_linked_client(server, msg);
-			server_close(server, msg);
-			return false;
-		}
-		netbuf_forward(&server->nb, pkt->len);
-		count_ready(server, pkt->len);
-		relay_call_if(prep_answer_owed, server);
-		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
-			pool_release_server(server);
-		return true;
-	}
-	case 'S': {
-		int w = whole_message(server, pkt);
-		if (w <= 0)
-			return w == 0;
-		const char *name, *value;
-		if (parse_parameter_status(pkt, &name, &value)) {
-			remember_param(server, name, value);
-			/* The client's own command changed it: that is now what the client wants. */
-			if (server->link && !internal && varcache_set_by_name(&server->link->vars, name, value))
-				server->link->vars_gen++;
-		}
+	case 'Z':
+		return active_ready(server, pkt, internal);
+	case 'S':
+		done = active_parameter_status(server, pkt, internal);
 		break;
-	}
 	case 'E':
-		if (internal) {
-			int w = whole_message(server, pkt);
-			if (w <= 0)
-				return w == 0;
-			const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
-			const char *sev = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
-			const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
-			if (server->internal == SV_INTERNAL_AUTH_QUERY)	/* PgBouncer's words */
-				server_log(LOG_LEVEL_WARNING, server, "error in auth_query: %s: %s", sev ? sev : "ERROR",
-					   msg ? msg : "?");
-			else
-				server_log(LOG_LEVEL_WARNING, server, "internal query failed: %s", msg ? msg : "?");
-			if (!server->internal_failed) {
-				strlcpy_s(server->internal_sqlstate, code && strlen(code) == 5 ? code : "XX000",
-					  sizeof(server->internal_sqlstate));
-				strlcpy_s(server->internal_error, msg ? msg : "internal query failed",
-					  sizeof(server->internal_error));
-			}
-			server->internal_failed = true;
-		}
+		if (internal)
+			done = active_internal_error(server, pkt);
 		break;
-	case 'C':	/* CommandComplete: a SET/RESET may have changed the session (session_set.h) */
-		if (!internal && server->link && relay_sets_enabled(server->pool)) {
-			if (!pkt_complete(pkt))
-				return true;	/* a few bytes: wait for all of them */
-			const char *tag = (const char *)pkt_body(pkt);
-			if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D'))
-				relay_call(sets_note_complete, server, tag);
-		}
+	case 'C':
+		done = active_command_complete(server, pkt, internal);
 		break;
 	case 'D':
-		if (server->internal == SV_INTERNAL_AUTH_QUERY) {
-			if (!pkt_complete(pkt))
-				return pkt->len > 64 * 1024 ? (server_close(server, "auth_query row too large"), false) : true;
-			take_auth_row(server, pkt);
-		}
+		done = active_data_row(server, pkt);
 		break;
 	case 'G':	/* CopyInResponse: the client now streams CopyData */
 		if (!internal)
@@ -1353,17 +1426,9 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	default:
 		break;
 	}
-	if (pv == PREPARE_SKIP && !internal && server->link && pkt_complete(pkt)) {
-		/* The answer to pgvalve's own Parse or Close: dropped without breaking the batch. */
-		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
-	} else if (internal || !server->link || pv == PREPARE_SKIP) {
-		netbuf_skip(&server->nb, pkt->len);
-	} else {
-		server->pool->db->stats.total.bytes_sent += pkt->len;
-		netbuf_forward(&server->nb, pkt->len);
-	}
-	if (server->prep && !internal)
-		relay_call_if(prep_answer_owed, server);
+	if (done != SV_RELAY)
+		return done;
+	relay_to_client(server, pkt, internal, pv);
 	return true;
 }
 

@@ -20,8 +20,6 @@ bool admin_is_admin_dbname(const char *name);
 /* The admin database object (made at start-up). */
 struct db *admin_db(void);
 void admin_setup(void);
-/* SHOW LISTS' users: the users SHOW USERS lists (for the metrics endpoint). */
-size_t admin_user_count(void);
 /* Before authentication: refuses a known user who is in neither admin_users nor stats_users. */
 bool admin_check_login(struct client *client, const char *user);
 /* After authentication: may this user use the console? Closes the client if not. */

@@ -14,11 +14,5 @@ void loop_init(void);
 int loop_run(void);
 void loop_cleanup(void);
 
-/* A client left: finishes a graceful shutdown when it was the last. */
-void loop_client_gone(void);
-/* Stop accepting and exit once every client has left (SIGINT). */
-void loop_begin_graceful_shutdown(void);
-/* Exit now (SIGTERM). */
-void loop_exit_now(void);
 
 #endif

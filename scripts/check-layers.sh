@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+#
+# scripts/check-layers.sh - keeps pgvalve's layers honest (README,
+# "Architecture"): reads which compiled object calls which from their
+# symbol tables and fails when
+#
+#   - a file calls a file of a higher layer (base < core < feature < process),
+#   - files call each other in a circle anywhere but inside the core,
+#   - an object is in no layer (a new file must be placed in LAYERS below).
+#
+# Every offending call is named: the calling file and function, and the
+# function it calls with the file that defines it.
+#
+#   scripts/check-layers.sh [OBJDIR]     OBJDIR: where src/*.o are (default build/src)
+#
+# Needs nm and objdump (binutils) and python3. Exits 0 when the layers hold,
+# 1 when they do not, 2 on a usage or tool error.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+objdir=${1:-$root/build/src}
+[ -d "$objdir" ] || { echo "check-layers: no object directory $objdir (build first)" >&2; exit 2; }
+for tool in nm objdump python3; do
+	command -v "$tool" >/dev/null || { echo "check-layers: $tool is missing" >&2; exit 2; }
+done
+
+# The layers, lowest first: a file may call its own layer and those below.
+# Only the core's files may call each other in a circle.
+LAYERS='
+base:    log util instance reap tcp cancel_key metrics_record config auth_file hba crypto scram scram_cache
+         proto varcache netbuf dns tls pgoptions stats workers sdnotify
+core:    client server pool auth
+feature: prepare session_set replication peer admin admin_show admin_control users metrics metrics_http
+         reload listener shutdown
+process: loop janitor supervisor main
+'
+
+export LAYERS
+exec python3 - "$objdir" <<'EOF'
+import collections, glob, os, re, subprocess, sys
+
+objdir = sys.argv[1]
+layer_of, order = {}, []
+for block in re.split(r'\n(?=\w+:)', os.environ['LAYERS'].strip()):
+    name, files = block.split(':', 1)
+    order.append(name)
+    for f in files.split():
+        layer_of[f] = len(order) - 1
+core = order.index('core')
+
+objs = sorted(glob.glob(os.path.join(objdir, '*.o')))
+objs = [o for o in objs if not os.path.basename(o).startswith('libpgvalve')]
+if not objs:
+    sys.exit('check-layers: no objects in %s' % objdir)
+
+def run(*cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr)
+        sys.exit(2)
+    return r.stdout
+
+defined, calls = {}, collections.defaultdict(set)   # calls[file] = {(caller, callee)}
+for o in objs:
+    f = os.path.basename(o)[:-2].replace('src_pgvalve-', '').replace('src_libpgvalve_a-', '')
+    for line in run('nm', o).splitlines():
+        p = line.split()
+        if len(p) == 3 and p[1] in 'TDBRCG':
+            defined[p[2]] = f
+    # who refers to what: relocations inside each function (objdump -dr), then data relocations
+    func = '?'
+    for line in run('objdump', '-dr', '--no-show-raw-insn', o).splitlines():
+        m = re.match(r'^[0-9a-f]+ <([^>]+)>:$', line)
+        if m:
+            func = m.group(1)
+            continue
+        m = re.search(r'\sR_\w+\s+([A-Za-z_][\w.]*)', line)
+        if m:
+            calls[f].add((func, m.group(1)))
+    # tables of function pointers (an ops table naming another file's function) count as calls too
+    section = None
+    for line in run('objdump', '-r', o).splitlines():
+        m = re.match(r'^RELOCATION RECORDS FOR \[([^\]]+)\]:', line)
+        if m:
+            section = m.group(1)
+            continue
+        if not section or section.startswith(('.text', '.debug', '.eh_frame', '.rela')):
+            continue
+        p = line.split()
+        if len(p) >= 3 and re.match(r'^[0-9a-f]+$', p[0]):
+            calls[f].add(('(data in %s)' % section, re.split(r'[-+]', p[2])[0]))
+
+files = sorted(calls.keys() | {os.path.basename(o)[:-2] for o in objs})
+edges = collections.defaultdict(lambda: collections.defaultdict(set))
+for f in files:
+    for caller, sym in calls.get(f, ()):
+        t = defined.get(sym)
+        if t and t != f:
+            edges[f][t].add((caller, sym))
+
+problems = []
+unplaced = [f for f in files if f not in layer_of]
+for f in unplaced:
+    problems.append('%s.c is in no layer: add it to LAYERS in scripts/check-layers.sh' % f)
+
+def show(f, t, why):
+    for caller, sym in sorted(edges[f][t]):
+        problems.append('src/%s.c: %s() calls %s() of src/%s.c: %s' % (f, caller, sym, t, why))
+
+for f in files:
+    for t in edges[f]:
+        if f in layer_of and t in layer_of and layer_of[t] > layer_of[f]:
+            show(f, t, 'the %s layer may not call the %s layer' % (order[layer_of[f]], order[layer_of[t]]))
+
+# strongly connected components (Tarjan, iterative)
+index, low, on, stack, comps, counter = {}, {}, set(), [], [], [0]
+def strongconnect(v):
+    work = [(v, iter(sorted(edges[v])))]
+    index[v] = low[v] = counter[0]; counter[0] += 1; stack.append(v); on.add(v)
+    while work:
+        node, it = work[-1]
+        advanced = False
+        for w in it:
+            if w not in index:
+                index[w] = low[w] = counter[0]; counter[0] += 1; stack.append(w); on.add(w)
+                work.append((w, iter(sorted(edges[w]))))
+                advanced = True
+                break
+            elif w in on:
+                low[node] = min(low[node], index[w])
+        if advanced:
+            continue
+        work.pop()
+        if work:
+            low[work[-1][0]] = min(low[work[-1][0]], low[node])
+        if low[node] == index[node]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == node:
+                    break
+            comps.append(sorted(comp))
+for v in files:
+    if v not in index:
+        strongconnect(v)
+
+core_files = sorted(f for f in files if layer_of.get(f) == core)
+for comp in comps:
+    if len(comp) < 2 or all(layer_of.get(f) == core for f in comp):
+        continue
+    for f in comp:
+        for t in comp:
+            if t in edges[f] and not (layer_of.get(f) == core and layer_of.get(t) == core):
+                show(f, t, 'files that call each other in a circle: %s' % ' '.join(comp))
+
+circle = next((c for c in comps if len(c) > 1 and all(layer_of.get(f) == core for f in c)), [])
+print('check-layers: %d objects; core circle: %s (declared core: %s)' %
+      (len(files), ' '.join(circle) or '-', ' '.join(core_files)))
+if problems:
+    for p in sorted(set(problems)):
+        print('check-layers: ' + p)
+    print('check-layers: FAILED, %d offending calls' % len(set(problems)))
+    sys.exit(1)
+print('check-layers: OK')
+EOF
