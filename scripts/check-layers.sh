@@ -11,14 +11,16 @@
 # Every offending call is named: the calling file and function, and the
 # function it calls with the file that defines it.
 #
-#   scripts/check-layers.sh [OBJDIR]     OBJDIR: where src/*.o are (default build/src)
+#   scripts/check-layers.sh [OBJDIR]     OBJDIR: where src/*.o are (default: the
+#                                        build dir `make check` names, else build/src)
 #
 # Needs nm and objdump (binutils) and python3. Exits 0 when the layers hold,
 # 1 when they do not, 2 on a usage or tool error.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-objdir=${1:-$root/build/src}
+objdir=${1:-${abs_top_builddir:+$abs_top_builddir/src}}
+objdir=${objdir:-$root/build/src}
 [ -d "$objdir" ] || { echo "check-layers: no object directory $objdir (build first)" >&2; exit 2; }
 for tool in nm objdump python3; do
 	command -v "$tool" >/dev/null || { echo "check-layers: $tool is missing" >&2; exit 2; }
@@ -36,7 +38,7 @@ process: loop janitor supervisor main
 '
 
 export LAYERS
-exec python3 - "$objdir" <<'EOF'
+checker=$(cat <<'EOF'
 import collections, glob, os, re, subprocess, sys
 
 objdir = sys.argv[1]
@@ -163,3 +165,43 @@ if problems:
     sys.exit(1)
 print('check-layers: OK')
 EOF
+)
+
+# Self-test first: a checker that cannot see a planted violation proves nothing.
+selftest=$(mktemp -d)
+trap 'rm -rf "$selftest"' EXIT
+cat >"$selftest/client.c" <<'C'
+void client_close(void) {}
+void pool_release(void);
+void client_uses_pool(void) { pool_release(); }
+C
+cat >"$selftest/pool.c" <<'C'
+void client_close(void);
+void pool_release(void) { client_close(); }
+C
+cat >"$selftest/util.c" <<'C'
+void client_close(void);
+void util_calls_up(void) { client_close(); }
+C
+cat >"$selftest/admin.c" <<'C'
+void metrics_collect(void);
+void admin_show(void) { metrics_collect(); }
+C
+cat >"$selftest/metrics.c" <<'C'
+void admin_show(void);
+void metrics_collect(void) { admin_show(); }
+C
+for f in client pool util admin metrics; do
+	${CC:-cc} -c -O0 -o "$selftest/$f.o" "$selftest/$f.c" || { echo "check-layers: cannot compile the self-test" >&2; exit 2; }
+done
+out=$(python3 -c "$checker" "$selftest" 2>&1) && st=0 || st=$?
+if [ "$st" -ne 1 ] ||
+	! grep -q 'src/util.c: util_calls_up() calls client_close() of src/client.c: the base layer may not call the core layer' <<<"$out" ||
+	! grep -q 'src/admin.c: admin_show() calls metrics_collect() of src/metrics.c: files that call each other in a circle: admin metrics' <<<"$out" ||
+	grep -q 'src/pool.c: pool_release() calls client_close()' <<<"$out"; then
+	echo "check-layers: the self-test did not get the expected verdict:" >&2
+	echo "$out" >&2
+	exit 2
+fi
+
+python3 -c "$checker" "$objdir"
