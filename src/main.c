@@ -275,7 +275,16 @@ static int parse_workers(const char *s)
 	return (int)n;
 }
 
-int main(int argc, char **argv)
+/* The command line: pgvalve [options] config. */
+struct cli {
+	bool daemon_mode, quiet;
+	int verbose, workers;
+	const char *run_as;
+	const char *config_path;
+};
+
+/* Parses argv into cli: -1 to go on, else the exit code (usage, --version, --help, an error). */
+static int parse_command_line(int argc, char **argv, struct cli *cli)
 {
 	static const struct option long_opts[] = {
 		{ "daemon", no_argument, NULL, 'd' },
@@ -287,19 +296,16 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool daemon_mode = false, quiet = false;
-	int verbose = 0, cli_workers = -1;
-	const char *run_as = NULL;
 	int c;
-
+	*cli = (struct cli){ .workers = -1 };
 	while ((c = getopt_long(argc, argv, "dqvu:w:Vh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': daemon_mode = true; break;
-		case 'q': quiet = true; break;
-		case 'v': verbose++; break;
-		case 'u': run_as = optarg; break;
+		case 'd': cli->daemon_mode = true; break;
+		case 'q': cli->quiet = true; break;
+		case 'v': cli->verbose++; break;
+		case 'u': cli->run_as = optarg; break;
 		case 'w':
-			if ((cli_workers = parse_workers(optarg)) < 0) {
+			if ((cli->workers = parse_workers(optarg)) < 0) {
 				fprintf(stderr, "pgvalve: --workers must be auto or a number from 1 to %d\n",
 					CONFIG_MAX_WORKERS);
 				return 1;
@@ -314,28 +320,14 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
-	const char *config_path = argv[optind];
-	/* Before anything forks or opens a file: the inherited sockets are fds 3 and up. */
-	sdnotify_init();
+	cli->config_path = argv[optind];
+	return -1;
+}
 
-	struct config_error err;
-	struct config *cfg = NULL;
-	if (config_load(config_path, &cfg, &err) < 0) {
-		fprintf(stderr, "FATAL %s\n", err.message);
-		return 1;
-	}
-	workers_set_command_line(cli_workers);
-	workers_force_options(cfg);
-	int workers = workers_resolve(cfg);
-	if (workers_check_peer_ids(cfg, workers, err.message, sizeof(err.message)) < 0) {
-		fprintf(stderr, "FATAL %s\n", err.message);
-		config_free(cfg);
-		return 1;
-	}
-	pgv.cfg = cfg;
-	pgv.config_path = config_path;
-	pgv.config_generation = 1;
-
+/* Privileges dropped, daemonized if asked, the log opened: what every process of the instance shares. */
+static void become_the_instance(const struct cli *cli, const struct config *cfg)
+{
+	const char *run_as = cli->run_as;
 	if (!run_as && cfg->user[0])
 		run_as = cfg->user;
 	/* Before any fork: every worker runs as the dropped user, and so does the supervisor. */
@@ -344,23 +336,52 @@ int main(int argc, char **argv)
 			die("pgvalve should not run as root: use -u USER (or user = USER in the config)");
 		drop_privileges(run_as);
 	}
-	if (daemon_mode && !cfg->logfile[0] && !cfg->syslog)
+	if (cli->daemon_mode && !cfg->logfile[0] && !cfg->syslog)
 		die("daemon mode needs a logfile or syslog");
 
 	struct log_settings ls = {
 		.logfile = cfg->logfile,
-		.to_stderr = !quiet && !daemon_mode,
+		.to_stderr = !cli->quiet && !cli->daemon_mode,
 		.use_syslog = cfg->syslog,
 		.syslog_ident = cfg->syslog_ident,
 		.syslog_facility = cfg->syslog_facility,
-		.verbose = MAX(verbose, cfg->verbose),
+		.verbose = MAX(cli->verbose, cfg->verbose),
 	};
 	pgv.log_to_stderr = ls.to_stderr;
-	pgv.cli_verbose = verbose;
-	if (daemon_mode)
+	pgv.cli_verbose = cli->verbose;
+	if (cli->daemon_mode)
 		daemonize();
 	if (log_setup(&ls) < 0)
 		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+	struct cli cli;
+	int rc = parse_command_line(argc, argv, &cli);
+	if (rc >= 0)
+		return rc;
+	/* Before anything forks or opens a file: the inherited sockets are fds 3 and up. */
+	sdnotify_init();
+
+	struct config_error err;
+	struct config *cfg = NULL;
+	if (config_load(cli.config_path, &cfg, &err) < 0) {
+		fprintf(stderr, "FATAL %s\n", err.message);
+		return 1;
+	}
+	workers_set_command_line(cli.workers);
+	workers_force_options(cfg);
+	int workers = workers_resolve(cfg);
+	if (workers_check_peer_ids(cfg, workers, err.message, sizeof(err.message)) < 0) {
+		fprintf(stderr, "FATAL %s\n", err.message);
+		config_free(cfg);
+		return 1;
+	}
+	pgv.cfg = cfg;
+	pgv.config_path = cli.config_path;
+	pgv.config_generation = 1;
+	become_the_instance(&cli, cfg);
 
 	/* Before the fork, so every worker gives an unknown name the same mock salt. */
 	scram_cache_init_instance();
@@ -370,7 +391,7 @@ int main(int argc, char **argv)
 		return run_pooler(true, 0);
 	}
 	write_pidfile(cfg->pidfile);
-	int rc = supervisor_run(cfg, workers, worker_main);
+	rc = supervisor_run(cfg, workers, worker_main);
 	remove_pidfile(cfg->pidfile);
 	config_free(cfg);
 	pgv.cfg = NULL;
