@@ -31,7 +31,7 @@ done
 LAYERS='
 base:    log util instance reap tcp cancel_key metrics_record config auth_file hba crypto scram scram_cache
          proto varcache netbuf dns tls pgoptions stats workers sdnotify
-core:    client server pool auth
+core:    client server server_internal pool auth
 feature: prepare session_set replication peer admin admin_show admin_control users metrics metrics_http
          reload listener shutdown
 process: loop janitor supervisor main

@@ -1,0 +1,22 @@
+/*
+ * server_internal.h - between server.c and server_internal.c, the two
+ * halves of the server connection: what server.c calls when the answer
+ * to one of pgvalve's own queries comes in.
+ */
+#ifndef PGVALVE_SERVER_INTERNAL_H
+#define PGVALVE_SERVER_INTERNAL_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/proto.h"
+
+struct server;
+struct client;
+
+/* The last ReadyForQuery of an internal query: what it was for decides what comes next. */
+void internal_query_done(struct server *server);
+/* A DataRow of auth_query's answer. */
+void take_auth_row(struct server *server, const struct pkt *pkt);
+/* The client's server failed while taking its parameters: another one takes its message. */
+void retry_on_another_server(struct client *client);
+
+#endif
