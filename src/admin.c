@@ -12,6 +12,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/admin.h"
+#include "pgvalve/admin_internal.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
@@ -34,18 +35,11 @@
 #include <arpa/inet.h>
 #include <signal.h>
 #include <ctype.h>
-#include <stdarg.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #define ADMIN_QUERY_MAX (64 * 1024)
-
-/* PostgreSQL type OIDs used in RowDescription. */
-#define OID_INT8 20
-#define OID_INT4 23
-#define OID_TEXT 25
-#define OID_NUMERIC 1700
 
 /*
  * A console client waiting for its PAUSE, WAIT_CLOSE or SUSPEND to
@@ -86,71 +80,7 @@ void admin_setup(void)
 	adm.db = pool_create_admin_db("pgbouncer");
 }
 
-/* ---------------------------------------------------------------- result writer */
-
-/*
- * A reply being built: RowDescription from a type string in PgBouncer's
- * letters ('s' text, 'i' int4, 'q' int8, 'N' numeric, 'T' a time sent as
- * text) and column names, then DataRows of text values.
- */
-struct result {
-	struct pktbuf b;
-	const char *types;
-	int ncols;
-	int nrows;
-};
-
-static void result_begin(struct result *r, const char *types, const char *const *names)
-{
-	r->types = types;
-	r->ncols = (int)strlen(types);
-	r->nrows = 0;
-	pktbuf_begin(&r->b, 'T');
-	pktbuf_put_uint16(&r->b, (uint16_t)r->ncols);
-	for (int i = 0; i < r->ncols; i++) {
-		uint32_t oid = OID_TEXT;
-		int16_t len = -1;
-		switch (types[i]) {
-		case 'i': oid = OID_INT4; len = 4; break;
-		case 'q': oid = OID_INT8; len = 8; break;
-		case 'N': oid = OID_NUMERIC; break;
-		default: break;		/* 's' and 'T' */
-		}
-		pktbuf_put_string(&r->b, names[i]);
-		pktbuf_put_uint32(&r->b, 0);
-		pktbuf_put_uint16(&r->b, 0);
-		pktbuf_put_uint32(&r->b, oid);
-		pktbuf_put_uint16(&r->b, (uint16_t)len);
-		pktbuf_put_uint32(&r->b, 0xFFFFFFFFu);
-		pktbuf_put_uint16(&r->b, 0);
-	}
-	pktbuf_end(&r->b);
-}
-
-/* One row: values as text, NULL for SQL NULL. */
-static void result_row(struct result *r, const char *const *values)
-{
-	pktbuf_begin(&r->b, 'D');
-	pktbuf_put_uint16(&r->b, (uint16_t)r->ncols);
-	for (int i = 0; i < r->ncols; i++) {
-		if (!values[i]) {
-			pktbuf_put_uint32(&r->b, 0xFFFFFFFFu);
-			continue;
-		}
-		uint32_t len = (uint32_t)strlen(values[i]);
-		pktbuf_put_uint32(&r->b, len);
-		pktbuf_put_bytes(&r->b, values[i], len);
-	}
-	pktbuf_end(&r->b);
-	r->nrows++;
-}
-
-static void put_complete(struct pktbuf *b, const char *tag)
-{
-	pktbuf_begin(b, 'C');
-	pktbuf_put_string(b, tag);
-	pktbuf_end(b);
-}
+/* ---------------------------------------------------------------- cells */
 
 /* Text cells for one row; each cell has room for a number or a short string. */
 struct cells {
@@ -281,7 +211,7 @@ static const char *load_balance_text(const struct db *db)
 	return db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ? "disable" : "round-robin";
 }
 
-static void show_pools(struct result *r)
+static void show_pools(struct admin_result *r)
 {
 	static const char *const names[] = {
 		"database", "user", "cl_active", "cl_waiting", "cl_active_cancel_req", "cl_waiting_cancel_req",
@@ -292,7 +222,7 @@ static void show_pools(struct result *r)
 	struct cells c;
 	usec_t now = now_usec();
 
-	result_begin(r, "ssiiiiiiiiiiiiiss", names);
+	admin_result_begin(r, "ssiiiiiiiiiiiiiss", names);
 	pools_sorted(&pv);
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
@@ -318,7 +248,7 @@ static void show_pools(struct result *r)
 		cell_int(&c, maxwait % USEC_PER_SEC);
 		cell_str(&c, db->is_admin ? "statement" : pool_mode_name(pool_effective_mode(pool)));
 		cell_str(&c, load_balance_text(db));
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 	free(pv.v);
 }
@@ -356,7 +286,7 @@ static void cells_averages(struct cells *c, const struct stats_averages *a)
 
 enum stats_view { STATS_ALL, STATS_TOTALS_ONLY, STATS_AVERAGES_ONLY };
 
-static void show_stats(struct result *r, enum stats_view view)
+static void show_stats(struct admin_result *r, enum stats_view view)
 {
 	/* PgBouncer's names differ between the three views; kept exactly. */
 	static const char *const all[] = {
@@ -382,9 +312,9 @@ static void show_stats(struct result *r, enum stats_view view)
 	usec_t now = now_usec();
 
 	if (view == STATS_ALL)
-		result_begin(r, "sNNNNNNNNNNNNNNNNNNNNNN", all);
+		admin_result_begin(r, "sNNNNNNNNNNNNNNNNNNNNNN", all);
 	else
-		result_begin(r, "sNNNNNNNNNNN", view == STATS_TOTALS_ONLY ? totals : avgs);
+		admin_result_begin(r, "sNNNNNNNNNNN", view == STATS_TOTALS_ONLY ? totals : avgs);
 	dbs_sorted(&dv);
 	for (size_t k = 0; k < dv.n; k++) {
 		struct db *db = dv.v[k];
@@ -398,13 +328,13 @@ static void show_stats(struct result *r, enum stats_view view)
 			cells_totals(&c, &db->stats.total);
 		if (view != STATS_TOTALS_ONLY)
 			cells_averages(&c, &a);
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 	free(dv.v);
 }
 
 /* SHOW TOTALS: sums over every database, one (name, value) row per counter. */
-static void show_totals(struct result *r)
+static void show_totals(struct admin_result *r)
 {
 	static const char *const names[] = { "name", "value" };
 	static const char *const rows[] = {
@@ -431,10 +361,10 @@ static void show_totals(struct result *r)
 	cells_reset(&c);
 	cells_totals(&c, &sum.total);
 	cells_averages(&c, &a);
-	result_begin(r, "sN", names);
+	admin_result_begin(r, "sN", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
 		const char *row[2] = { rows[i], c.v[i] };
-		result_row(r, row);
+		admin_result_row(r, row);
 	}
 }
 
@@ -480,7 +410,7 @@ static void socket_cells(struct cells *c, const struct netbuf *nb)
 	cell_int(c, queued);
 }
 
-static void client_row(struct result *r, const struct client *client, const char *state, bool debug)
+static void client_row(struct admin_result *r, const struct client *client, const char *state, bool debug)
 {
 	struct cells c;
 	char host[INET6_ADDRSTRLEN], lhost[INET6_ADDRSTRLEN];
@@ -523,10 +453,10 @@ static void client_row(struct result *r, const struct client *client, const char
 	cell_uint(&c, client->id);
 	if (debug)
 		socket_cells(&c, &client->nb);
-	result_row(r, c.v);
+	admin_result_row(r, c.v);
 }
 
-static void server_row(struct result *r, const struct server *server, const char *state, bool debug)
+static void server_row(struct admin_result *r, const struct server *server, const char *state, bool debug)
 {
 	struct cells c;
 	char host[256], lhost[INET6_ADDRSTRLEN];
@@ -570,13 +500,13 @@ static void server_row(struct result *r, const struct server *server, const char
 	cell_uint(&c, server->id);
 	if (debug)
 		socket_cells(&c, &server->nb);
-	result_row(r, c.v);
+	admin_result_row(r, c.v);
 }
 
-static void show_clients(struct result *r)
+static void show_clients(struct admin_result *r)
 {
 	struct pools_view pv;
-	result_begin(r, CONN_TYPES, conn_names);
+	admin_result_begin(r, CONN_TYPES, conn_names);
 	pools_sorted(&pv);
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
@@ -592,10 +522,10 @@ static void show_clients(struct result *r)
 	free(pv.v);
 }
 
-static void show_servers(struct result *r)
+static void show_servers(struct admin_result *r)
 {
 	struct pools_view pv;
-	result_begin(r, CONN_TYPES, conn_names);
+	admin_result_begin(r, CONN_TYPES, conn_names);
 	pools_sorted(&pv);
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
@@ -617,10 +547,10 @@ static void show_servers(struct result *r)
 	free(pv.v);
 }
 
-static void show_sockets(struct result *r, bool active_only)
+static void show_sockets(struct admin_result *r, bool active_only)
 {
 	struct pools_view pv;
-	result_begin(r, SOCKET_TYPES, conn_names);
+	admin_result_begin(r, SOCKET_TYPES, conn_names);
 	pools_sorted(&pv);
 #define BUSY(nb) (!active_only || netbuf_buffered(nb) || netbuf_queue_len(nb) || (nb)->pkt_remaining)
 	for (size_t k = 0; k < pv.n; k++) {
@@ -655,13 +585,13 @@ static void show_sockets(struct result *r, bool active_only)
 	free(pv.v);
 }
 
-static void show_config(struct result *r)
+static void show_config(struct admin_result *r)
 {
 	static const char *const names[] = { "key", "value", "default", "changeable" };
 	size_t n;
 	const struct param_def *params = config_params(&n);
 	char value[1024];
-	result_begin(r, "ssss", names);
+	admin_result_begin(r, "ssss", names);
 	for (size_t i = 0; i < n; i++) {
 		const struct param_def *p = &params[i];
 		if (p->alias_of)
@@ -684,11 +614,11 @@ static void show_config(struct result *r)
 			if (strcmp(p->name, null_when_empty[k]) == 0 && !value[0])
 				val = NULL;
 		const char *row[4] = { p->name, val, def, p->reloadable ? "yes" : "no" };
-		result_row(r, row);
+		admin_result_row(r, row);
 	}
 }
 
-static void show_databases(struct result *r)
+static void show_databases(struct admin_result *r)
 {
 	static const char *const names[] = {
 		"name", "host", "port", "database", "force_user", "pool_size", "min_pool_size",
@@ -698,7 +628,7 @@ static void show_databases(struct result *r)
 	const struct config *cfg = pgv.cfg;
 	struct dbs_view dv;
 	struct cells c;
-	result_begin(r, "ssissiiiissiiiiii", names);
+	admin_result_begin(r, "ssissiiiissiiiiii", names);
 	dbs_sorted(&dv);
 	for (size_t k = 0; k < dv.n; k++) {
 		const struct db *db = dv.v[k];
@@ -730,7 +660,7 @@ static void show_databases(struct result *r)
 		cell_int(&c, db_client_count(db));
 		cell_int(&c, db->paused ? 1 : 0);
 		cell_int(&c, db->disabled ? 1 : 0);
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 	free(dv.v);
 }
@@ -800,7 +730,7 @@ size_t admin_user_count(void)
 	return n;
 }
 
-static void show_users(struct result *r)
+static void show_users(struct admin_result *r)
 {
 	static const char *const names[] = {
 		"name", "pool_size", "reserve_pool_size", "pool_mode", "max_user_connections",
@@ -809,7 +739,7 @@ static void show_users(struct result *r)
 	struct user_row *rows;
 	size_t n = collect_users(&rows);
 	struct cells c;
-	result_begin(r, "ssssiiii", names);
+	admin_result_begin(r, "ssssiiii", names);
 	for (size_t k = 0; k < n; k++) {
 		const struct user_config *uc = config_find_user(pgv.cfg, rows[k].name);
 		cells_reset(&c);
@@ -833,12 +763,12 @@ static void show_users(struct result *r)
 		cell_int(&c, uc && uc->max_user_client_connections > 0 ? uc->max_user_client_connections :
 									 pgv.cfg->max_user_client_connections);
 		cell_int(&c, rows[k].clients);
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 	free(rows);
 }
 
-static void show_lists(struct result *r)
+static void show_lists(struct admin_result *r)
 {
 	static const char *const names[] = { "list", "items" };
 	int pools = 0, used_clients = (int)pgv.client_count, used_servers = (int)pgv.server_count;
@@ -860,16 +790,16 @@ static void show_lists(struct result *r)
 		{ "dns_queries", ds.queries }, { "dns_pending", ds.pending },
 	};
 	struct cells c;
-	result_begin(r, "si", names);
+	admin_result_begin(r, "si", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
 		cells_reset(&c);
 		cell_str(&c, rows[i].name);
 		cell_int(&c, rows[i].v);
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 }
 
-static void show_mem(struct result *r)
+static void show_mem(struct admin_result *r)
 {
 	static const char *const names[] = { "name", "size", "used", "free", "memtotal" };
 	uint32_t free_bufs, used_bufs, bufsize, shared_count;
@@ -890,7 +820,7 @@ static void show_mem(struct result *r)
 		  shared_count, 0 },
 	};
 	struct cells c;
-	result_begin(r, "siiii", names);
+	admin_result_begin(r, "siiii", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
 		cells_reset(&c);
 		cell_str(&c, rows[i].name);
@@ -898,19 +828,19 @@ static void show_mem(struct result *r)
 		cell_int(&c, rows[i].used);
 		cell_int(&c, rows[i].free);
 		cell_int(&c, rows[i].size * (rows[i].used + rows[i].free));
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 }
 
-static void show_version(struct result *r)
+static void show_version(struct admin_result *r)
 {
 	static const char *const names[] = { "version" };
 	const char *row[1] = { PGVALVE_VERSION_STRING };
-	result_begin(r, "s", names);
-	result_row(r, row);
+	admin_result_begin(r, "s", names);
+	admin_result_row(r, row);
 }
 
-static void show_state(struct result *r)
+static void show_state(struct admin_result *r)
 {
 	static const char *const names[] = { "key", "value" };
 	const char *rows[][2] = {
@@ -918,32 +848,32 @@ static void show_state(struct result *r)
 		{ "paused", pgv.paused_all ? "yes" : "no" },
 		{ "suspended", pgv.suspended ? "yes" : "no" },
 	};
-	result_begin(r, "ss", names);
+	admin_result_begin(r, "ss", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
-		result_row(r, rows[i]);
+		admin_result_row(r, rows[i]);
 }
 
-static void show_peers(struct result *r)
+static void show_peers(struct admin_result *r)
 {
 	static const char *const names[] = { "peer_id", "host", "port", "pool_size" };
 	struct cells c;
-	result_begin(r, "isii", names);
+	admin_result_begin(r, "isii", names);
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next) {
 		cells_reset(&c);
 		cell_int(&c, pc->peer_id);
 		cell_str(&c, pc->host);
 		cell_int(&c, pc->port);
 		cell_int(&c, pc->pool_size >= 0 ? pc->pool_size : pgv.cfg->default_pool_size);
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 }
 
-static void show_peer_pools(struct result *r)
+static void show_peer_pools(struct admin_result *r)
 {
 	static const char *const names[] = { "peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req",
 					     "sv_active_cancel", "sv_login" };
 	struct cells c;
-	result_begin(r, "iiiii", names);
+	admin_result_begin(r, "iiiii", names);
 	for (const struct peer_config *pc = pgv.cfg->peers; pc; pc = pc->next) {
 		struct peer_pool_counts n;
 		peer_get_pool_counts(pc->peer_id, &n);
@@ -953,7 +883,7 @@ static void show_peer_pools(struct result *r)
 		cell_int(&c, n.cl_waiting_cancel_req);
 		cell_int(&c, n.sv_active_cancel);
 		cell_int(&c, n.sv_login);
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 }
 
@@ -964,7 +894,7 @@ static void dns_host_row(void *arg, const char *name, long long ttl, const char 
 	cell_str(&c, name);
 	cell_int(&c, ttl);
 	cell_str(&c, addrs);
-	result_row(arg, c.v);
+	admin_result_row(arg, c.v);
 }
 
 static void cells_worker_counters(struct cells *c, const struct worker_counters *w)
@@ -982,7 +912,7 @@ static void cells_worker_counters(struct cells *c, const struct worker_counters 
  * them all. Not in SHOW HELP, whose text stays PgBouncer's. Counters are as of each worker's last janitor tick; the
  * asking worker's own row is brought up to date first.
  */
-static void show_workers(struct result *r)
+static void show_workers(struct admin_result *r)
 {
 	static const char *const names[] = {
 		"worker", "pid", "peer_id", "state", "restarts", "started", "cl_active", "cl_waiting", "cl_idle",
@@ -991,7 +921,7 @@ static void show_workers(struct result *r)
 	};
 	struct cells c;
 	struct worker_status sum = { 0 };
-	result_begin(r, "siisiTiiiiiiiiqqqq", names);
+	admin_result_begin(r, "siisiTiiiiiiiiqqqq", names);
 	workers_publish();
 	for (int k = 1; k <= workers_count(); k++) {
 		struct worker_status w;
@@ -1012,7 +942,7 @@ static void show_workers(struct result *r)
 		cells_worker_counters(&c, &w.c);
 		workers_add_counters(&sum.c, &w.c);
 		sum.restarts += w.restarts;
-		result_row(r, c.v);
+		admin_result_row(r, c.v);
 	}
 	cells_reset(&c);
 	cell_str(&c, "total");
@@ -1022,13 +952,13 @@ static void show_workers(struct result *r)
 	cell_uint(&c, sum.restarts);
 	cell_null(&c);
 	cells_worker_counters(&c, &sum.c);
-	result_row(r, c.v);
+	admin_result_row(r, c.v);
 }
 
-static void show_dns_hosts(struct result *r)
+static void show_dns_hosts(struct admin_result *r)
 {
 	static const char *const names[] = { "hostname", "ttl", "addrs" };
-	result_begin(r, "sqs", names);
+	admin_result_begin(r, "sqs", names);
 	dns_walk_hosts(dns_host_row, r);
 }
 
@@ -1039,13 +969,13 @@ static void dns_zone_row(void *arg, const char *zone, long long serial, int coun
 	cell_str(&c, zone);
 	cell_int(&c, serial);
 	cell_int(&c, count);
-	result_row(arg, c.v);
+	admin_result_row(arg, c.v);
 }
 
-static void show_dns_zones(struct result *r)
+static void show_dns_zones(struct admin_result *r)
 {
 	static const char *const names[] = { "zonename", "serial", "count" };
-	result_begin(r, "sqi", names);
+	admin_result_begin(r, "sqi", names);
 	dns_walk_zones(dns_zone_row, r);
 }
 
@@ -1188,75 +1118,9 @@ static bool word_is(const char *w, const char *kw)
 	return strcasecmp(w, kw) == 0;
 }
 
-/* ---------------------------------------------------------------- replies */
-
 static bool user_is_admin(const struct client *client)
 {
 	return client->admin_superuser || config_list_contains(pgv.cfg->admin_users, client_user_name(client));
-}
-
-static void send_error_and_ready(struct client *client, const char *sqlstate, const char *msg)
-{
-	struct pktbuf b;
-	pktbuf_init(&b, 256);
-	proto_put_error(&b, "ERROR", sqlstate, msg);
-	proto_put_ready(&b, 'I');
-	netbuf_send(&client->nb, b.buf, b.len);
-	pktbuf_free(&b);
-	log_error("%s", msg);
-	if (pgv.cfg->log_pooler_errors)
-		client_log(LOG_LEVEL_WARNING, client, "pooler error: %s", msg);
-}
-
-static void admin_error(struct client *client, const char *fmt, ...) PRINTF_LIKE(2, 3);
-static void admin_error(struct client *client, const char *fmt, ...)
-{
-	char msg[600];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	send_error_and_ready(client, "08P01", msg);
-}
-
-static void send_complete_and_ready(struct client *client, const char *tag)
-{
-	struct pktbuf b;
-	pktbuf_init(&b, 64);
-	put_complete(&b, tag);
-	proto_put_ready(&b, 'I');
-	netbuf_send(&client->nb, b.buf, b.len);
-	pktbuf_free(&b);
-}
-
-static void put_notice(struct pktbuf *b, const char *msg, const char *detail)
-{
-	pktbuf_begin(b, 'N');
-	pktbuf_put_byte(b, 'S');
-	pktbuf_put_string(b, "NOTICE");
-	pktbuf_put_byte(b, 'C');
-	pktbuf_put_string(b, "00000");
-	pktbuf_put_byte(b, 'M');
-	pktbuf_put_string(b, msg);
-	if (detail) {
-		pktbuf_put_byte(b, 'D');
-		pktbuf_put_string(b, detail);
-	}
-	pktbuf_put_byte(b, 0);
-	pktbuf_end(b);
-}
-
-/* A NOTICE, then the command tag and ReadyForQuery, in one write. */
-static void send_notice_complete_and_ready(struct client *client, const char *msg, const char *detail,
-					   const char *tag)
-{
-	struct pktbuf b;
-	pktbuf_init(&b, 1024);
-	put_notice(&b, msg, detail);
-	put_complete(&b, tag);
-	proto_put_ready(&b, 'I');
-	netbuf_send(&client->nb, b.buf, b.len);
-	pktbuf_free(&b);
 }
 
 /* ---------------------------------------------------------------- suspend */
@@ -1451,7 +1315,7 @@ static void end_instance_pause_wait(void)
 		return;
 	struct client *client = w->client;
 	wait_end(w);
-	send_error_and_ready(client, "57014", "PAUSE canceled: the instance was resumed");
+	admin_reply_error(client, "57014", "PAUSE canceled: the instance was resumed");
 	netbuf_resume(&client->nb);
 }
 
@@ -1552,7 +1416,7 @@ void admin_check_waits(void)
 			adm.pause_gen = 0;
 		struct client *client = w->client;
 		wait_end(w);
-		send_complete_and_ready(client, tag);
+		admin_reply_complete(client, tag);
 		netbuf_resume(&client->nb);
 	}
 	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0) {
@@ -1643,11 +1507,11 @@ static struct db *command_db(struct client *client, const struct admin_command *
 	if (!db && admin_is_admin_dbname(cmd->arg))
 		db = adm.db;
 	if (!db) {
-		admin_error(client, "no such database: %s", cmd->arg);
+		admin_reply_errorf(client, "no such database: %s", cmd->arg);
 		return NULL;
 	}
 	if (db->is_admin) {
-		admin_error(client, "cannot %s admin db: %s", what, cmd->arg);
+		admin_reply_errorf(client, "cannot %s admin db: %s", what, cmd->arg);
 		return NULL;
 	}
 	return db;
@@ -1666,18 +1530,18 @@ static void run_set(struct client *client, const struct admin_command *cmd)
 	char tag[400], err[300];
 	for (size_t i = 0; i < ARRAY_SIZE(fake_params); i++) {
 		if (word_is(cmd->key, fake_params[i][0])) {
-			send_notice_complete_and_ready(client, "SET ignored", NULL, "SET");
+			admin_reply_notice(client, "SET ignored", NULL, "SET");
 			return;
 		}
 	}
 	if (!user_is_admin(client)) {
-		admin_error(client, "admin access needed");
+		admin_reply_errorf(client, "admin access needed");
 		return;
 	}
 	const struct param_def *p = config_find_param(cmd->key);
 	if (!p || strcmp(p->name, cmd->key) != 0) {	/* as PgBouncer: keys are case-sensitive here */
 		log_error("unknown parameter: pgbouncer/%s", cmd->key);
-		admin_error(client, "SET failed");
+		admin_reply_errorf(client, "SET failed");
 		return;
 	}
 	snprintf(tag, sizeof(tag), "SET %s=%s", cmd->key, cmd->value);
@@ -1685,12 +1549,12 @@ static void run_set(struct client *client, const struct admin_command *cmd)
 		/* As PgBouncer: answered, not applied. The notice says why. */
 		char msg[200];
 		snprintf(msg, sizeof(msg), "parameter %s cannot be changed while running; restart to apply it", p->name);
-		send_notice_complete_and_ready(client, msg, NULL, tag);
+		admin_reply_notice(client, msg, NULL, tag);
 		return;
 	}
 	if (config_set_param(pgv.cfg, p, cmd->value, err, sizeof(err)) < 0) {
 		log_error("SET %s: %s", p->name, err);
-		admin_error(client, "SET failed");
+		admin_reply_errorf(client, "SET failed");
 		return;
 	}
 	pgv.config_generation++;
@@ -1698,14 +1562,14 @@ static void run_set(struct client *client, const struct admin_command *cmd)
 	/* TLS settings take effect at once; a broken set keeps the running contexts, as PgBouncer. */
 	if (strstr(p->name, "_tls_") || strstr(p->name, "_tls13_")) {
 		if (tls_configure(pgv.cfg, err, sizeof(err)) < 0) {
-			send_notice_complete_and_ready(client, "TLS settings could not be applied, still using old configuration",
-						       NULL, tag);
+			admin_reply_notice(client, "TLS settings could not be applied, still using old configuration",
+					   NULL, tag);
 			return;
 		}
 		if (strncmp(p->name, "server_tls", 10) == 0)
 			pool_retire_all_servers("obsolete connection");
 	}
-	send_complete_and_ready(client, tag);
+	admin_reply_complete(client, tag);
 }
 
 /* Runs a control command (admin rights already checked). */
@@ -1719,18 +1583,18 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 		log_issued(cmd);
 		if (reload_config(msg, sizeof(msg)) < 0) {
 			log_error("RELOAD Failed, see logs for more details");
-			send_error_and_ready(client, "F0000", "RELOAD failed, see logs for additional details");
+			admin_reply_error(client, "F0000", "RELOAD failed, see logs for additional details");
 			return;
 		}
 		/* The whole instance reloads, as SIGHUP would: the supervisor tells the other workers. */
 		workers_tell_supervisor(SIGHUP);
-		send_complete_and_ready(client, "RELOAD");
+		admin_reply_complete(client, "RELOAD");
 		return;
 	}
 	if (word_is(verb, "PAUSE")) {
 		log_issued(cmd);
 		if (pgv.paused_all) {
-			admin_error(client, "already suspended/paused");
+			admin_reply_errorf(client, "already suspended/paused");
 			return;
 		}
 		if (cmd->has_arg) {
@@ -1752,25 +1616,25 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 		log_issued(cmd);
 		if (cmd->has_arg) {
 			if (admin_is_admin_dbname(cmd->arg)) {
-				admin_error(client, "database %s is not paused", cmd->arg);
+				admin_reply_errorf(client, "database %s is not paused", cmd->arg);
 				return;
 			}
 			if (!(db = command_db(client, cmd, "resume")))
 				return;
 			if (!db->paused) {
-				admin_error(client, "database %s is not paused", db->name);
+				admin_reply_errorf(client, "database %s is not paused", db->name);
 				return;
 			}
 			db->paused = false;
 			pool_db_resume(db);
 		} else {
 			if (pgv.shutting_down) {
-				admin_error(client, "pooler is shutting down");
+				admin_reply_errorf(client, "pooler is shutting down");
 				return;
 			}
 			bool instance_paused = workers_supervised() && workers_want_paused(NULL);
 			if (!pgv.paused_all && !pgv.suspended && !instance_paused) {
-				admin_error(client, "pooler is not paused/suspended");
+				admin_reply_errorf(client, "pooler is not paused/suspended");
 				return;
 			}
 			if (pgv.suspended)
@@ -1780,20 +1644,20 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 			if (pgv.paused_all)
 				admin_resume_all();
 		}
-		send_complete_and_ready(client, "RESUME");
+		admin_reply_complete(client, "RESUME");
 		return;
 	}
 	if (word_is(verb, "DISABLE") || word_is(verb, "ENABLE")) {
 		bool disable = word_is(verb, "DISABLE");
 		log_issued(cmd);
 		if (!cmd->has_arg) {
-			admin_error(client, "a database is required");
+			admin_reply_errorf(client, "a database is required");
 			return;
 		}
 		if (!(db = command_db(client, cmd, disable ? "disable" : "enable")))
 			return;
 		db->disabled = disable;
-		send_complete_and_ready(client, disable ? "DISABLE" : "ENABLE");
+		admin_reply_complete(client, disable ? "DISABLE" : "ENABLE");
 		return;
 	}
 	if (word_is(verb, "RECONNECT")) {
@@ -1806,13 +1670,13 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 			list_for_each(pos, &pgv.databases)
 				pool_db_reconnect(container_of(pos, struct db, node));
 		}
-		send_complete_and_ready(client, "RECONNECT");
+		admin_reply_complete(client, "RECONNECT");
 		return;
 	}
 	if (word_is(verb, "KILL")) {
 		log_issued(cmd);
 		if (pgv.paused_all) {
-			admin_error(client, "already suspended/paused");
+			admin_reply_errorf(client, "already suspended/paused");
 			return;
 		}
 		if (cmd->has_arg) {
@@ -1826,19 +1690,19 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 					kill_db(d);
 			}
 		}
-		send_complete_and_ready(client, "KILL");
+		admin_reply_complete(client, "KILL");
 		return;
 	}
 	if (word_is(verb, "KILL_CLIENT")) {
 		char *end;
 		unsigned long long id = cmd->has_arg ? strtoull(cmd->arg, &end, 10) : 0;
 		if (!cmd->has_arg || end == cmd->arg) {
-			admin_error(client, "invalid client pointer supplied");
+			admin_reply_errorf(client, "invalid client pointer supplied");
 			return;
 		}
 		struct client *target = find_client_by_id(id);
 		if (!target) {
-			admin_error(client, "client not found");
+			admin_reply_errorf(client, "client not found");
 			return;
 		}
 		if (target == client) {
@@ -1846,18 +1710,18 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 			return;
 		}
 		client_close(target, "08P01", "admin forced disconnect");
-		send_complete_and_ready(client, "KILL_CLIENT");
+		admin_reply_complete(client, "KILL_CLIENT");
 		return;
 	}
 	if (word_is(verb, "SUSPEND")) {
 		log_issued(cmd);
 		if (pgv.paused_all || pgv.suspended) {
-			admin_error(client, "already suspended/paused");
+			admin_reply_errorf(client, "already suspended/paused");
 			return;
 		}
 		list_for_each(pos, &pgv.databases) {
 			if (container_of(pos, struct db, node)->paused) {
-				admin_error(client, "cannot suspend with paused databases");
+				admin_reply_errorf(client, "cannot suspend with paused databases");
 				return;
 			}
 		}
@@ -1883,13 +1747,13 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 		if (word_is(cmd->arg, "WAIT_FOR_SERVERS")) {
 			log_info("SHUTDOWN WAIT_FOR_SERVERS command issued");
 			workers_tell_supervisor(SIGINT);
-			send_complete_and_ready(client, "SHUTDOWN");
+			admin_reply_complete(client, "SHUTDOWN");
 			admin_shutdown_wait_for_servers();
 			return;
 		}
 		log_info("SHUTDOWN WAIT_FOR_CLIENTS command issued");
 		workers_tell_supervisor(SIGTERM);
-		send_complete_and_ready(client, "SHUTDOWN");
+		admin_reply_complete(client, "SHUTDOWN");
 		admin_shutdown_wait_for_clients();
 		return;
 	}
@@ -1899,14 +1763,14 @@ static void run_control(struct client *client, const struct admin_command *cmd)
 
 struct show_entry {
 	const char *name;
-	void (*fn)(struct result *r);
+	void (*fn)(struct admin_result *r);
 };
 
-static void show_stats_all(struct result *r) { show_stats(r, STATS_ALL); }
-static void show_stats_totals(struct result *r) { show_stats(r, STATS_TOTALS_ONLY); }
-static void show_stats_averages(struct result *r) { show_stats(r, STATS_AVERAGES_ONLY); }
-static void show_sockets_all(struct result *r) { show_sockets(r, false); }
-static void show_sockets_active(struct result *r) { show_sockets(r, true); }
+static void show_stats_all(struct admin_result *r) { show_stats(r, STATS_ALL); }
+static void show_stats_totals(struct admin_result *r) { show_stats(r, STATS_TOTALS_ONLY); }
+static void show_stats_averages(struct admin_result *r) { show_stats(r, STATS_AVERAGES_ONLY); }
+static void show_sockets_all(struct admin_result *r) { show_sockets(r, false); }
+static void show_sockets_active(struct admin_result *r) { show_sockets(r, true); }
 
 static const struct show_entry shows[] = {
 	{ "POOLS", show_pools },
@@ -1934,35 +1798,28 @@ static const struct show_entry shows[] = {
 
 static bool run_show(struct client *client, const char *what)
 {
+	struct admin_result r;
 	if (word_is(what, "HELP")) {
-		send_notice_complete_and_ready(client, "Console usage", help_text, "SHOW");
+		admin_reply_notice(client, "Console usage", help_text, "SHOW");
 		return true;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(shows); i++) {
 		if (!word_is(what, shows[i].name))
 			continue;
-		struct result r;
-		pktbuf_init(&r.b, 4096);
+		admin_result_init(&r, 4096);
 		shows[i].fn(&r);
-		put_complete(&r.b, "SHOW");
-		proto_put_ready(&r.b, 'I');
-		netbuf_send(&client->nb, r.b.buf, r.b.len);
-		pktbuf_free(&r.b);
+		admin_result_send(client, &r);
 		return true;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(fake_params); i++) {
 		if (!word_is(what, fake_params[i][0]))
 			continue;
-		struct result r;
 		const char *names[1] = { fake_params[i][0] };
 		const char *row[1] = { fake_params[i][1] };
-		pktbuf_init(&r.b, 256);
-		result_begin(&r, "s", names);
-		result_row(&r, row);
-		put_complete(&r.b, "SHOW");
-		proto_put_ready(&r.b, 'I');
-		netbuf_send(&client->nb, r.b.buf, r.b.len);
-		pktbuf_free(&r.b);
+		admin_result_init(&r, 256);
+		admin_result_begin(&r, "s", names);
+		admin_result_row(&r, row);
+		admin_result_send(client, &r);
 		return true;
 	}
 	return false;
@@ -1980,7 +1837,7 @@ static void run_query(struct client *client, const char *query)
 		adm.db->stats.total.xact_count++;
 	}
 	if (pr == ADMIN_PARSE_TOO_LONG) {
-		admin_error(client, "bad arguments");
+		admin_reply_errorf(client, "bad arguments");
 		return;
 	}
 	if (pr == ADMIN_PARSE_INVALID)
@@ -2009,13 +1866,13 @@ static void run_query(struct client *client, const char *query)
 	    !word_is(cmd.arg, "WAIT_FOR_CLIENTS"))
 		goto invalid;
 	if (!user_is_admin(client)) {
-		admin_error(client, "admin access needed");
+		admin_reply_errorf(client, "admin access needed");
 		return;
 	}
 	run_control(client, &cmd);
 	return;
 invalid:
-	admin_error(client, "invalid command '%s', use SHOW HELP;", query);
+	admin_reply_errorf(client, "invalid command '%s', use SHOW HELP;", query);
 }
 
 bool admin_handle_packet(struct client *client, const struct pkt *pkt)
@@ -2054,7 +1911,7 @@ bool admin_handle_packet(struct client *client, const struct pkt *pkt)
 	}
 	/* As PgBouncer: an error the client can read, then the connection is closed. */
 	netbuf_skip(&client->nb, pkt->len);
-	admin_error(client, "%s", msg);
+	admin_reply_errorf(client, "%s", msg);
 	client_close(client, "08P01", "bad packet");
 	return false;
 }

@@ -1,0 +1,52 @@
+/*
+ * admin_internal.h - the contract between the admin console's own files.
+ * Nothing outside src/admin*.c includes it: the rest of pgvalve speaks to
+ * the console through admin.h.
+ *
+ *   admin.c          the session, the SHOW views and the control commands
+ *   admin_reply.c    what the console writes back: result sets, command
+ *                    tags, notices and errors, each ending a reply with
+ *                    ReadyForQuery
+ *
+ * Calls go down that list and never back up.
+ */
+#ifndef PGVALVE_ADMIN_INTERNAL_H
+#define PGVALVE_ADMIN_INTERNAL_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/admin.h"
+#include "pgvalve/proto.h"
+
+struct client;
+
+/* ---------------------------------------------------------------- admin_reply.c */
+
+/*
+ * A result set being built: RowDescription from a type string in
+ * PgBouncer's letters ('s' text, 'i' int4, 'q' int8, 'N' numeric, 'T' a
+ * time sent as text) and column names, then DataRows of text values.
+ */
+struct admin_result {
+	struct pktbuf b;
+	const char *types;
+	int ncols;
+	int nrows;
+};
+
+void admin_result_init(struct admin_result *r, uint32_t initial);
+void admin_result_begin(struct admin_result *r, const char *types, const char *const *names);
+/* One row: values as text, NULL for SQL NULL. */
+void admin_result_row(struct admin_result *r, const char *const *values);
+/* CommandComplete "SHOW" and ReadyForQuery after the rows, all in one write; frees the buffer. */
+void admin_result_send(struct client *client, struct admin_result *r);
+
+/* An ErrorResponse and ReadyForQuery; logged, and as a pooler error when log_pooler_errors is on. */
+void admin_reply_error(struct client *client, const char *sqlstate, const char *msg);
+/* admin_reply_error with SQLSTATE 08P01, as PgBouncer answers every console mistake. */
+void admin_reply_errorf(struct client *client, const char *fmt, ...) PRINTF_LIKE(2, 3);
+/* CommandComplete with tag, then ReadyForQuery. */
+void admin_reply_complete(struct client *client, const char *tag);
+/* A NOTICE (detail may be NULL), then the command tag and ReadyForQuery, in one write. */
+void admin_reply_notice(struct client *client, const char *msg, const char *detail, const char *tag);
+
+#endif
