@@ -3,7 +3,10 @@
  * Nothing outside src/admin*.c includes it: the rest of pgvalve speaks to
  * the console through admin.h.
  *
- *   admin.c          the session, the SHOW views and the control commands
+ *   admin.c          the session (login and access checks, reading and
+ *                    parsing a query, dispatch) and the control commands
+ *   admin_show.c     the SHOW views in one table, and the parameters
+ *                    PgBouncer fakes for drivers (SHOW/SET client_encoding)
  *   admin_reply.c    what the console writes back: result sets, command
  *                    tags, notices and errors, each ending a reply with
  *                    ReadyForQuery
@@ -17,7 +20,22 @@
 #include "pgvalve/admin.h"
 #include "pgvalve/proto.h"
 
+#include <strings.h>
+
 struct client;
+
+/* Console words (verbs, SHOW names, SET keys PgBouncer fakes) match without regard to case. */
+static inline bool admin_word_is(const char *w, const char *kw)
+{
+	return strcasecmp(w, kw) == 0;
+}
+
+/* ---------------------------------------------------------------- admin_show.c */
+
+/* SHOW <what>: answered and true, or false when there is no such view (nothing sent). */
+bool admin_show_run(struct client *client, const char *what);
+/* A parameter PgBouncer answers SHOW for with a fixed value and ignores SET of. */
+bool admin_show_is_fake_param(const char *name);
 
 /* ---------------------------------------------------------------- admin_reply.c */
 
