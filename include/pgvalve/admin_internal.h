@@ -3,15 +3,20 @@
  * Nothing outside src/admin*.c includes it: the rest of pgvalve speaks to
  * the console through admin.h.
  *
- *   admin.c          the session (login and access checks, reading and
- *                    parsing a query, dispatch) and the control commands
+ *   admin.c          the session: login and access checks, reading one
+ *                    query, parsing it, dispatch to SHOW or a control verb
+ *   admin_control.c  the control verbs (RELOAD, PAUSE, ..., SET) in one
+ *                    table, the waits PAUSE / WAIT_CLOSE / SUSPEND begin,
+ *                    and the console's database object
  *   admin_show.c     the SHOW views in one table, and the parameters
  *                    PgBouncer fakes for drivers (SHOW/SET client_encoding)
  *   admin_reply.c    what the console writes back: result sets, command
  *                    tags, notices and errors, each ending a reply with
  *                    ReadyForQuery
  *
- * Calls go down that list and never back up.
+ * Calls go down that list and never back up (admin_control.c asks
+ * admin_show.c about the faked parameters; both write through
+ * admin_reply.c), so the console's files form no circle of their own.
  */
 #ifndef PGVALVE_ADMIN_INTERNAL_H
 #define PGVALVE_ADMIN_INTERNAL_H
@@ -29,6 +34,16 @@ static inline bool admin_word_is(const char *w, const char *kw)
 {
 	return strcasecmp(w, kw) == 0;
 }
+
+/* ---------------------------------------------------------------- admin_control.c */
+
+/*
+ * Runs a parsed command that is not SHOW: checks its argument syntax, then
+ * the user's rights, then runs it; every outcome is answered. False when
+ * the verb is unknown or its arguments are malformed: the caller answers
+ * "invalid command", as PgBouncer does before looking at rights.
+ */
+bool admin_control_run(struct client *client, const struct admin_command *cmd);
 
 /* ---------------------------------------------------------------- admin_show.c */
 
