@@ -32,7 +32,7 @@ LAYERS='
 base:    log util instance reap tcp cancel_key metrics_record config auth_file hba crypto scram scram_cache
          proto varcache netbuf dns tls pgoptions stats workers sdnotify
 core:    client server server_internal pool auth
-feature: prepare session_set replication peer admin admin_show admin_control users metrics metrics_http
+feature: prepare session_set replication peer admin admin_control admin_show admin_reply users metrics metrics_http
          reload listener shutdown
 process: loop janitor supervisor main
 '
@@ -161,7 +161,7 @@ print('check-layers: %d objects; core circle: %s (declared core: %s)' %
 if problems:
     for p in sorted(set(problems)):
         print('check-layers: ' + p)
-    print('check-layers: FAILED, %d offending calls' % len(set(problems)))
+    print('check-layers: FAILED, %d problems' % len(set(problems)))
     sys.exit(1)
 print('check-layers: OK')
 EOF

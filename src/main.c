@@ -162,6 +162,7 @@ static int run_pooler(bool single, unsigned restarts)
 	instance_init();
 	/* The features the core reaches only through its tables (instance.h, client.h, relay.h). */
 	peer_register();
+	admin_register();
 	replication_register();
 	prepare_register();
 	session_set_register();

@@ -16,10 +16,14 @@
 struct client;
 struct db;
 
-bool admin_is_admin_dbname(const char *name);
 /* The admin database object (made at start-up). */
 struct db *admin_db(void);
 void admin_setup(void);
+/*
+ * Registers the console client kind (client.h) at start-up: the core
+ * reaches the console only through that table.
+ */
+void admin_register(void);
 /* Before authentication: refuses a known user who is in neither admin_users nor stats_users. */
 bool admin_check_login(struct client *client, const char *user);
 /* After authentication: may this user use the console? Closes the client if not. */
@@ -32,8 +36,6 @@ void admin_check_waits(void);
 void admin_client_closing(struct client *client);
 /* A CancelRequest for a console client: a waiting PAUSE is undone. */
 void admin_cancel_request(struct client *client);
-/* Whether a console client waits (PAUSE/WAIT_CLOSE) on this database. */
-bool admin_waits_on(const struct db *db);
 /* PAUSE / RESUME for all databases (SIGUSR1 / SIGUSR2). */
 void admin_pause_all(void);
 void admin_resume_all(void);

@@ -6,6 +6,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/log.h"
 #include "pgvalve/auth_file.h"
+#include "check_main.h"
 
 #include <check.h>
 #include <unistd.h>
@@ -349,7 +350,7 @@ START_TEST(test_no_secret_in_log)
 }
 END_TEST
 
-static Suite *auth_file_suite(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("auth_file");
 	TCase *tc = tcase_create("parse");
@@ -371,13 +372,4 @@ static Suite *auth_file_suite(void)
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(auth_file_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

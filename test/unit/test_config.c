@@ -5,6 +5,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/config.h"
+#include "check_main.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -1043,9 +1044,9 @@ START_TEST(test_enum_names)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ main */
+/* ------------------------------------------------------------------ suite */
 
-static Suite *config_suite(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("core");
@@ -1081,15 +1082,4 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_workers_param);
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(config_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/log.h"
 #include "pgvalve/hba.h"
+#include "check_main.h"
 
 #include <check.h>
 #include <arpa/inet.h>
@@ -761,7 +762,7 @@ START_TEST(test_ident_regex_bounds)
 }
 END_TEST
 
-static Suite *hba_suite(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("hba");
 	TCase *tc = tcase_create("hba");
@@ -793,13 +794,4 @@ static Suite *hba_suite(void)
 	tcase_add_test(tc, test_ident_regex_bounds);
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(hba_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -9,6 +9,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/metrics.h"
+#include "check_main.h"
 
 static char *render(struct metrics_set *set, bool om)
 {
@@ -150,7 +151,7 @@ START_TEST(openmetrics_names)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("metrics");
 	TCase *tc = tcase_create("exposition");
@@ -160,9 +161,5 @@ int main(void)
 	tcase_add_test(tc, counters_only_filter);
 	tcase_add_test(tc, openmetrics_names);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

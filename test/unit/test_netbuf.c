@@ -13,6 +13,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/netbuf.h"
+#include "check_main.h"
 
 static struct event_base *base;
 static struct netbuf src, dst;
@@ -297,7 +298,7 @@ START_TEST(closing_dst_mid_read_drops_pending_rewrites)
 }
 END_TEST
 
-static Suite *netbuf_suite(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("netbuf");
 	TCase *tc = tcase_create("rewrite");
@@ -312,13 +313,4 @@ static Suite *netbuf_suite(void)
 	tcase_add_test(tc, closing_dst_mid_read_drops_pending_rewrites);
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(netbuf_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

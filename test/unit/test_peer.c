@@ -8,6 +8,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/cancel_key.h"
 #include "pgvalve/peer.h"
+#include "check_main.h"
 
 /* The 8 bytes as they go out in BackendKeyData (network order halves). */
 static void wire_bytes(uint32_t pid, uint32_t key, uint8_t out[8])
@@ -66,16 +67,12 @@ START_TEST(keys_stay_random)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("peer");
 	TCase *tc = tcase_create("keys");
 	tcase_add_test(tc, peer_id_in_bytes_1_and_2);
 	tcase_add_test(tc, keys_stay_random);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

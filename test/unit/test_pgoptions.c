@@ -7,6 +7,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/pgoptions.h"
+#include "check_main.h"
 
 static void expect_settings(const char *options, int count, const char *const *pairs)
 {
@@ -73,7 +74,7 @@ START_TEST(anything_else_is_refused)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("pgoptions");
 	TCase *tc = tcase_create("parse");
@@ -82,9 +83,5 @@ int main(void)
 	tcase_add_test(tc, dashes_in_names);
 	tcase_add_test(tc, anything_else_is_refused);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

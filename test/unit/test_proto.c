@@ -9,6 +9,7 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
+#include "check_main.h"
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -363,7 +364,7 @@ START_TEST(list_items)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("proto");
 	TCase *tc = tcase_create("core");
@@ -382,9 +383,5 @@ int main(void)
 	tcase_add_test(tc, session_set_statements);
 	tcase_add_test(tc, list_items);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

@@ -8,6 +8,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/replication.h"
+#include "check_main.h"
 
 static enum replication_type parsed(const char *value)
 {
@@ -69,16 +70,12 @@ START_TEST(server_startup_parameters)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("replication");
 	TCase *tc = tcase_create("parameters");
 	tcase_add_test(tc, values_as_postgresql);
 	tcase_add_test(tc, server_startup_parameters);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

@@ -9,6 +9,7 @@
 #include "pgvalve/scram.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/scram_cache.h"
+#include "check_main.h"
 
 #include <check.h>
 
@@ -865,7 +866,7 @@ START_TEST(test_mock_salt)
 }
 END_TEST
 
-static Suite *scram_suite(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("scram");
 	TCase *tc = tcase_create("crypto");
@@ -913,13 +914,4 @@ static Suite *scram_suite(void)
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(scram_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

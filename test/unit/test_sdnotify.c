@@ -13,6 +13,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/sdnotify.h"
+#include "check_main.h"
 
 static char dir[64];
 static char path[128];
@@ -180,7 +181,7 @@ START_TEST(listen_fds_for_this_pid_only)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("sdnotify");
 	TCase *tc = tcase_create("sdnotify");
@@ -190,9 +191,5 @@ int main(void)
 	tcase_add_test(tc, disabled_or_absent_sends_nothing);
 	tcase_add_test(tc, listen_fds_for_this_pid_only);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

@@ -8,6 +8,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/varcache.h"
+#include "check_main.h"
 
 static int idx_of(const char *name)
 {
@@ -105,7 +106,7 @@ START_TEST(bounded_the_oldest_goes)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
 	Suite *s = suite_create("varcache");
 	TCase *tc = tcase_create("accepted");
@@ -113,9 +114,5 @@ int main(void)
 	tcase_add_test(tc, never_refused_or_never_applied_values_need_no_server);
 	tcase_add_test(tc, bounded_the_oldest_goes);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }

@@ -1,0 +1,85 @@
+/*
+ * admin_internal.h - the contract between the admin console's own files.
+ * Nothing outside src/admin*.c includes it: the rest of pgvalve speaks to
+ * the console through admin.h.
+ *
+ *   admin.c          the session: login and access checks, reading one
+ *                    query, parsing it, dispatch to SHOW or a control verb
+ *   admin_control.c  the control verbs (RELOAD, PAUSE, ..., SET) in one
+ *                    table, the waits PAUSE / WAIT_CLOSE / SUSPEND begin,
+ *                    and the console's database object
+ *   admin_show.c     the SHOW views in one table, and the parameters
+ *                    PgBouncer fakes for drivers (SHOW/SET client_encoding)
+ *   admin_reply.c    what the console writes back: result sets, command
+ *                    tags, notices and errors, each ending a reply with
+ *                    ReadyForQuery
+ *
+ * Calls go down that list and never back up (admin_control.c asks
+ * admin_show.c about the faked parameters; both write through
+ * admin_reply.c), so the console's files form no circle of their own.
+ */
+#ifndef PGVALVE_ADMIN_INTERNAL_H
+#define PGVALVE_ADMIN_INTERNAL_H
+
+#include "pgvalve/common.h"
+#include "pgvalve/admin.h"
+#include "pgvalve/proto.h"
+
+#include <strings.h>
+
+struct client;
+
+/* Console words (verbs, SHOW names, SET keys PgBouncer fakes) match without regard to case. */
+static inline bool admin_word_is(const char *w, const char *kw)
+{
+	return strcasecmp(w, kw) == 0;
+}
+
+/* ---------------------------------------------------------------- admin_control.c */
+
+/*
+ * Runs a parsed command that is not SHOW: checks its argument syntax, then
+ * the user's rights, then runs it; every outcome is answered. False when
+ * the verb is unknown or its arguments are malformed: the caller answers
+ * "invalid command", as PgBouncer does before looking at rights.
+ */
+bool admin_control_run(struct client *client, const struct admin_command *cmd);
+
+/* ---------------------------------------------------------------- admin_show.c */
+
+/* SHOW <what>: answered and true, or false when there is no such view (nothing sent). */
+bool admin_show_run(struct client *client, const char *what);
+/* A parameter PgBouncer answers SHOW for with a fixed value and ignores SET of. */
+bool admin_show_is_fake_param(const char *name);
+
+/* ---------------------------------------------------------------- admin_reply.c */
+
+/*
+ * A result set being built: RowDescription from a type string in
+ * PgBouncer's letters ('s' text, 'i' int4, 'q' int8, 'N' numeric, 'T' a
+ * time sent as text) and column names, then DataRows of text values.
+ */
+struct admin_result {
+	struct pktbuf b;
+	const char *types;
+	int ncols;
+	int nrows;
+};
+
+void admin_result_init(struct admin_result *r, uint32_t initial);
+void admin_result_begin(struct admin_result *r, const char *types, const char *const *names);
+/* One row: values as text, NULL for SQL NULL. */
+void admin_result_row(struct admin_result *r, const char *const *values);
+/* CommandComplete "SHOW" and ReadyForQuery after the rows, all in one write; frees the buffer. */
+void admin_result_send(struct client *client, struct admin_result *r);
+
+/* An ErrorResponse and ReadyForQuery; logged, and as a pooler error when log_pooler_errors is on. */
+void admin_reply_error(struct client *client, const char *sqlstate, const char *msg);
+/* admin_reply_error with SQLSTATE 08P01, as PgBouncer answers every console mistake. */
+void admin_reply_errorf(struct client *client, const char *fmt, ...) PRINTF_LIKE(2, 3);
+/* CommandComplete with tag, then ReadyForQuery. */
+void admin_reply_complete(struct client *client, const char *tag);
+/* A NOTICE (detail may be NULL), then the command tag and ReadyForQuery, in one write. */
+void admin_reply_notice(struct client *client, const char *msg, const char *detail, const char *tag);
+
+#endif

@@ -1,0 +1,798 @@
+/*
+ * admin_control.c - the admin console's control commands (RELOAD, PAUSE,
+ * RESUME, DISABLE, ENABLE, RECONNECT, KILL, KILL_CLIENT, SUSPEND,
+ * WAIT_CLOSE, SHUTDOWN, SET), one handler each in the verbs[] table, and
+ * what they leave behind: the console clients waiting for a PAUSE,
+ * WAIT_CLOSE or SUSPEND to complete, the instance-wide pause of a
+ * supervisor's workers, the global PAUSE/RESUME and SHUTDOWN modes the
+ * signals share.
+ *
+ * Owns: the admin db object and the list of console clients waiting.
+ * Changes pool and process state through pool.c, reload.c, listener.c,
+ * workers.c and loop.c; answers through admin_reply.c.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/admin_internal.h"
+#include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/listener.h"
+#include "pgvalve/log.h"
+#include "pgvalve/shutdown.h"
+#include "pgvalve/netbuf.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/proto.h"
+#include "pgvalve/reload.h"
+#include "pgvalve/server.h"
+#include "pgvalve/stats.h"
+#include "pgvalve/tls.h"
+#include "pgvalve/workers.h"
+
+#include <signal.h>
+
+/*
+ * A console client waiting for its PAUSE, WAIT_CLOSE or SUSPEND to
+ * complete. Kept here rather than on every client: consoles are few.
+ */
+enum admin_wait_kind { ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SUSPEND };
+struct admin_wait {
+	struct list_node node;		/* adm.waits */
+	struct client *client;
+	enum admin_wait_kind what;
+	struct db *db;			/* NULL: all databases */
+};
+
+static struct {
+	struct db *db;
+	struct list waits;		/* struct admin_wait, in the order they began */
+	/* The instance pause a console PAUSE here waits for on the other workers (0: none). */
+	uint32_t pause_gen;
+	/* The generation of the instance pause state this worker follows (see workers.h). */
+	uint32_t applied_gen;
+} adm;
+
+/* ---------------------------------------------------------------- setup */
+
+struct db *admin_db(void)
+{
+	return adm.db;
+}
+
+void admin_setup(void)
+{
+	list_init(&adm.waits);
+	adm.db = pool_create_admin_db("pgbouncer");
+}
+
+/*
+ * Control commands need admin_users (or user pgbouncer from the same OS user
+ * over the Unix socket); stats_users may only SHOW.
+ */
+static bool user_is_admin(const struct client *client)
+{
+	return client->admin_superuser || config_list_contains(pgv.cfg->admin_users, client_user_name(client));
+}
+
+/* ---------------------------------------------------------------- suspend */
+
+/* The client owning nb, or NULL if nb belongs to a server (handlers tell them apart). */
+static struct client *admin_client_of(struct netbuf *nb)
+{
+	return client_owns_netbuf(nb) ? container_of(nb, struct client, nb) : NULL;
+}
+
+/* Every client and server socket, for SUSPEND's flush check and RESUME. */
+static void for_each_socket(void (*fn)(struct netbuf *nb, void *arg), void *arg)
+{
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct list *cl[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
+					      &pool->welcome_clients };
+			struct list *sl[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
+					      &pool->tested_servers, &pool->login_servers };
+			for (size_t i = 0; i < ARRAY_SIZE(cl); i++)
+				list_for_each_safe(pos, tmp, cl[i])
+					fn(&container_of(pos, struct client, node)->nb, arg);
+			for (size_t i = 0; i < ARRAY_SIZE(sl); i++)
+				list_for_each_safe(pos, tmp, sl[i])
+					fn(&container_of(pos, struct server, node)->nb, arg);
+		}
+	}
+	list_for_each_safe(pos, tmp, &pgv.login_clients)
+		fn(&container_of(pos, struct client, node)->nb, arg);
+}
+
+static void count_unflushed(struct netbuf *nb, void *arg)
+{
+	if (!nb->never_suspend && netbuf_queue_len(nb))
+		(*(int *)arg)++;
+}
+
+static void refresh_socket(struct netbuf *nb, void *arg)
+{
+	(void)arg;
+	netbuf_refresh(nb);
+}
+
+/* After suspend_timeout: whatever could not flush is dropped. */
+static void drop_unflushed(struct netbuf *nb, void *arg)
+{
+	(void)arg;
+	if (nb->never_suspend || !netbuf_queue_len(nb))
+		return;
+	/* nb is the first member of both client and server: tell them apart by the handler's owner lists */
+	struct client *c = admin_client_of(nb);
+	if (c)
+		client_close(c, NULL, "suspend_timeout");
+	else
+		server_close(container_of(nb, struct server, nb), "suspend_timeout");
+}
+
+static void start_suspend(void)
+{
+	pgv.suspended = true;
+	pgv.suspend_start = now_usec();
+	netbuf_set_suspended(true);
+	listener_pause();
+}
+
+static void end_suspend(void)
+{
+	pgv.suspended = false;
+	netbuf_set_suspended(false);
+	for_each_socket(refresh_socket, NULL);
+	if (!pgv.shutting_down)
+		listener_resume();
+}
+
+/* ---------------------------------------------------------------- waits */
+
+/* The wait of a console client, NULL if it waits for nothing. */
+static struct admin_wait *wait_of(const struct client *client)
+{
+	list_for_each(pos, &adm.waits) {
+		struct admin_wait *w = container_of(pos, struct admin_wait, node);
+		if (w->client == client)
+			return w;
+	}
+	return NULL;
+}
+
+static void wait_end(struct admin_wait *w)
+{
+	if (w->db)
+		w->db->console_waits--;
+	list_remove(&adm.waits, &w->node);
+	free(w);
+}
+
+/* A console client waits for PAUSE/WAIT_CLOSE/SUSPEND to complete. */
+static void wait_for(struct client *client, enum admin_wait_kind what, struct db *db)
+{
+	struct admin_wait *w = wait_of(client);
+	if (!w) {
+		w = xcalloc(1, sizeof(*w));
+		w->client = client;
+		list_node_init(&w->node);
+		list_append(&adm.waits, &w->node);
+	}
+	w->what = what;
+	if (w->db)
+		w->db->console_waits--;
+	w->db = db;
+	if (db)
+		db->console_waits++;	/* the pool keeps a database a console waits on (pool.h) */
+	netbuf_pause(&client->nb);
+	admin_check_waits();
+}
+
+static bool db_paused_done(const struct db *db)
+{
+	list_for_each(pos, &db->pools) {
+		const struct pool *pool = container_of(pos, struct pool, node);
+		if (pool_server_count(pool) > 0)
+			return false;
+	}
+	return true;
+}
+
+static bool db_close_done(const struct db *db)
+{
+	list_for_each(pos, &db->pools) {
+		const struct pool *pool = container_of(pos, struct pool, node);
+		const struct list *lists[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
+					       &pool->tested_servers, &pool->login_servers };
+		for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+			list_for_each(spos, lists[i])
+				if (container_of(spos, struct server, node)->close_needed)
+					return false;
+	}
+	return true;
+}
+
+/* done(db) for every database but the console's. */
+static bool every_db(bool (*done)(const struct db *))
+{
+	list_for_each(pos, &pgv.databases) {
+		const struct db *db = container_of(pos, struct db, node);
+		if (!db->is_admin && !done(db))
+			return false;
+	}
+	return true;
+}
+
+static bool wait_done(const struct admin_wait *w)
+{
+	if (w->what == ADMIN_WAIT_SUSPEND) {
+		int unflushed = 0;
+		for_each_socket(count_unflushed, &unflushed);
+		if (unflushed && pgv.cfg->suspend_timeout > 0 &&
+		    now_usec() - pgv.suspend_start >= pgv.cfg->suspend_timeout) {
+			for_each_socket(drop_unflushed, NULL);
+			return true;
+		}
+		return unflushed == 0;
+	}
+	bool (*done)(const struct db *) = w->what == ADMIN_WAIT_PAUSE ? db_paused_done : db_close_done;
+	if (w->db)
+		return done(w->db);
+	if (!every_db(done))
+		return false;
+	if (w->what == ADMIN_WAIT_PAUSE && adm.pause_gen)
+		return workers_others_paused(adm.pause_gen);
+	return true;
+}
+
+/* This process is paused (PAUSE, SIGUSR1) and holds no server any more. */
+static bool paused_done(void)
+{
+	return pgv.paused_all && every_db(db_paused_done);
+}
+
+/* The wait here for a PAUSE of the whole instance, if any. */
+static struct admin_wait *instance_pause_wait(void)
+{
+	list_for_each(pos, &adm.waits) {
+		struct admin_wait *w = container_of(pos, struct admin_wait, node);
+		if (w->what == ADMIN_WAIT_PAUSE && !w->db)
+			return w;
+	}
+	return NULL;
+}
+
+/* The instance was resumed under a waiting PAUSE: it ends with an error rather than wait for ever. */
+static void end_instance_pause_wait(void)
+{
+	struct admin_wait *w = adm.pause_gen ? instance_pause_wait() : NULL;
+	adm.pause_gen = 0;
+	if (!w)
+		return;
+	struct client *client = w->client;
+	wait_end(w);
+	admin_reply_error(client, "57014", "PAUSE canceled: the instance was resumed");
+	netbuf_resume(&client->nb);
+}
+
+/* Console RESUME or ^C on a PAUSE: every worker resumes; a PAUSE still waiting here ends. */
+static void resume_instance(void)
+{
+	adm.applied_gen = workers_set_paused(false);
+	end_instance_pause_wait();
+	workers_tell_supervisor(SIGUSR2);
+}
+
+void admin_sync_instance_pause(void)
+{
+	uint32_t gen;
+	if (!workers_supervised())
+		return;
+	bool want = workers_want_paused(&gen);
+	if (gen == adm.applied_gen)
+		return;
+	adm.applied_gen = gen;
+	if (want) {
+		if (!pgv.paused_all) {
+			log_info("instance paused, pausing all activity");
+			admin_pause_all();
+		}
+		return;
+	}
+	end_instance_pause_wait();
+	if (pgv.paused_all && !pgv.shutting_down) {
+		log_info("instance resumed, continuing from PAUSE");
+		admin_resume_all();
+	}
+}
+
+void admin_client_closing(struct client *client)
+{
+	struct admin_wait *w = wait_of(client);
+	if (w && w->what == ADMIN_WAIT_PAUSE && !w->db)
+		adm.pause_gen = 0;	/* the instance stays paused, as PgBouncer leaves it */
+	if (w)
+		wait_end(w);
+	if (client->did_suspend && pgv.suspended) {
+		log_info("admin disappeared when suspended, doing RESUME");
+		end_suspend();
+	}
+}
+
+void admin_cancel_request(struct client *client)
+{
+	struct admin_wait *w = wait_of(client);
+	if (!w || w->what != ADMIN_WAIT_PAUSE)
+		return;
+	/* ^C on a waiting PAUSE: everything resumes, as in PgBouncer. */
+	wait_end(w);
+	if (!pgv.shutting_down) {
+		log_info("PAUSE canceled, resuming");
+		/* Everything resumes: the whole instance, whoever paused it. */
+		if (workers_supervised() && workers_want_paused(NULL))
+			resume_instance();
+		adm.pause_gen = 0;
+		admin_resume_all();
+		list_for_each(pos, &pgv.databases)
+			container_of(pos, struct db, node)->paused = false;
+		list_for_each(pos, &pgv.databases)
+			pool_db_resume(container_of(pos, struct db, node));
+	}
+	struct pktbuf b;
+	pktbuf_init(&b, 128);
+	proto_put_error(&b, "ERROR", "57014", "canceling statement due to user request");
+	proto_put_ready(&b, 'I');
+	netbuf_send(&client->nb, b.buf, b.len);
+	pktbuf_free(&b);
+	netbuf_resume(&client->nb);
+}
+
+void admin_check_waits(void)
+{
+	/* Follow the instance's pause state, then say what the other workers' PAUSE waits see. */
+	admin_sync_instance_pause();
+	uint32_t gen;
+	bool want = workers_want_paused(&gen);
+	workers_publish_paused(want && gen == adm.applied_gen && paused_done() ? gen : 0);
+	list_for_each_safe(pos, tmp, &adm.waits) {
+		struct admin_wait *w = container_of(pos, struct admin_wait, node);
+		if (!wait_done(w))
+			continue;
+		const char *tag = w->what == ADMIN_WAIT_PAUSE ? "PAUSE" :
+			w->what == ADMIN_WAIT_SUSPEND ? "SUSPEND" : "WAIT_CLOSE";
+		if (w->what == ADMIN_WAIT_PAUSE && !w->db)
+			adm.pause_gen = 0;
+		struct client *client = w->client;
+		wait_end(w);
+		admin_reply_complete(client, tag);
+		netbuf_resume(&client->nb);
+	}
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0) {
+		log_info("server connections dropped, exiting");
+		shutdown_exit_now();
+	}
+}
+
+/* ---------------------------------------------------------------- pause, resume, shutdown, kill */
+
+static void pause_db(struct db *db)
+{
+	if (db->is_admin)
+		return;
+	db->paused = true;
+	pool_db_pause(db);
+}
+
+void admin_pause_all(void)
+{
+	pgv.paused_all = true;
+	list_for_each(pos, &pgv.databases) {
+		struct db *db = container_of(pos, struct db, node);
+		if (!db->is_admin)
+			pool_db_pause(db);
+	}
+}
+
+void admin_resume_all(void)
+{
+	/* Only the global pause: databases paused by name (or KILL) stay paused. */
+	pgv.paused_all = false;
+	workers_publish_paused(0);
+	list_for_each(pos, &pgv.databases)
+		pool_db_resume(container_of(pos, struct db, node));
+}
+
+void admin_shutdown_wait_for_servers(void)
+{
+	if (pgv.shutdown_mode != SHUTDOWN_NONE)
+		return;
+	pgv.shutdown_mode = SHUTDOWN_WAIT_FOR_SERVERS;
+	pgv.shutting_down = true;
+	listener_close_tcp();	/* 1.25: the Unix socket stays, so admins can still connect */
+	admin_pause_all();
+	/* Clients already queued are closed by the janitor's next pass, after this command has answered. */
+	admin_check_waits();
+}
+
+void admin_shutdown_wait_for_clients(void)
+{
+	if (pgv.shutdown_mode != SHUTDOWN_NONE)
+		return;
+	pgv.shutdown_mode = SHUTDOWN_WAIT_FOR_CLIENTS;
+	shutdown_begin_graceful();
+}
+
+static void kill_db(struct db *db)
+{
+	pause_db(db);
+	pool_close_db(db, "database removed");
+	stats_init(&db->stats, now_usec());
+}
+
+static struct client *find_client_by_id(uint64_t id)
+{
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct list *lists[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
+						 &pool->welcome_clients };
+			for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+				list_for_each(pos, lists[i]) {
+					struct client *c = container_of(pos, struct client, node);
+					if (c->id == id)
+						return c;
+				}
+		}
+	}
+	return NULL;
+}
+
+/* Looks up the command's database: unknown names and the admin db get PgBouncer's errors. */
+static struct db *command_db(struct client *client, const struct admin_command *cmd, const char *what)
+{
+	struct db *db = pool_find_db(cmd->arg);
+	if (!db && config_is_admin_dbname(cmd->arg))
+		db = adm.db;
+	if (!db) {
+		admin_reply_errorf(client, "no such database: %s", cmd->arg);
+		return NULL;
+	}
+	if (db->is_admin) {
+		admin_reply_errorf(client, "cannot %s admin db: %s", what, cmd->arg);
+		return NULL;
+	}
+	return db;
+}
+
+static void log_issued(const struct admin_command *cmd)
+{
+	if (cmd->has_arg)
+		log_info("%s '%s' command issued", cmd->verb, cmd->arg);
+	else
+		log_info("%s command issued", cmd->verb);
+}
+
+/* ---------------------------------------------------------------- the verbs */
+
+/* SET key = value: a reloadable setting changes at once, as a RELOAD would change it. */
+static void control_set(struct client *client, const struct admin_command *cmd)
+{
+	char tag[400], err[300];
+	if (admin_show_is_fake_param(cmd->key)) {
+		admin_reply_notice(client, "SET ignored", NULL, "SET");
+		return;
+	}
+	if (!user_is_admin(client)) {
+		admin_reply_errorf(client, "admin access needed");
+		return;
+	}
+	const struct param_def *p = config_find_param(cmd->key);
+	if (!p || strcmp(p->name, cmd->key) != 0) {	/* as PgBouncer: keys are case-sensitive here */
+		log_error("unknown parameter: pgbouncer/%s", cmd->key);
+		admin_reply_errorf(client, "SET failed");
+		return;
+	}
+	snprintf(tag, sizeof(tag), "SET %s=%s", cmd->key, cmd->value);
+	if (!p->reloadable) {
+		/* As PgBouncer: answered, not applied. The notice says why. */
+		char msg[200];
+		snprintf(msg, sizeof(msg), "parameter %s cannot be changed while running; restart to apply it", p->name);
+		admin_reply_notice(client, msg, NULL, tag);
+		return;
+	}
+	if (config_set_param(pgv.cfg, p, cmd->value, err, sizeof(err)) < 0) {
+		log_error("SET %s: %s", p->name, err);
+		admin_reply_errorf(client, "SET failed");
+		return;
+	}
+	pgv.config_generation++;
+	log_info("SET %s = %s", p->name, cmd->value);
+	/* TLS settings take effect at once; a broken set keeps the running contexts, as PgBouncer. */
+	if (strstr(p->name, "_tls_") || strstr(p->name, "_tls13_")) {
+		if (tls_configure(pgv.cfg, err, sizeof(err)) < 0) {
+			admin_reply_notice(client, "TLS settings could not be applied, still using old configuration",
+					   NULL, tag);
+			return;
+		}
+		if (strncmp(p->name, "server_tls", 10) == 0)
+			pool_retire_all_servers("obsolete connection");
+	}
+	admin_reply_complete(client, tag);
+}
+
+static void control_reload(struct client *client, const struct admin_command *cmd)
+{
+	char msg[600];
+	log_issued(cmd);
+	if (reload_config(msg, sizeof(msg)) < 0) {
+		log_error("RELOAD Failed, see logs for more details");
+		admin_reply_error(client, "F0000", "RELOAD failed, see logs for additional details");
+		return;
+	}
+	/* The whole instance reloads, as SIGHUP would: the supervisor tells the other workers. */
+	workers_tell_supervisor(SIGHUP);
+	admin_reply_complete(client, "RELOAD");
+}
+
+/* PAUSE [db]: answered once no server of it (of any database) is left. */
+static void control_pause(struct client *client, const struct admin_command *cmd)
+{
+	struct db *db = NULL;
+	log_issued(cmd);
+	if (pgv.paused_all) {
+		admin_reply_errorf(client, "already suspended/paused");
+		return;
+	}
+	if (cmd->has_arg) {
+		if (!(db = command_db(client, cmd, "pause")))
+			return;
+		pause_db(db);
+	} else {
+		/* With workers the whole instance pauses, as with SIGUSR1; PAUSE returns when all have. */
+		admin_pause_all();
+		if (workers_supervised()) {
+			adm.pause_gen = adm.applied_gen = workers_set_paused(true);
+			workers_tell_supervisor(SIGUSR1);
+		}
+	}
+	wait_for(client, ADMIN_WAIT_PAUSE, db);
+}
+
+static void resume_one_db(struct client *client, const struct admin_command *cmd)
+{
+	if (config_is_admin_dbname(cmd->arg)) {
+		admin_reply_errorf(client, "database %s is not paused", cmd->arg);
+		return;
+	}
+	struct db *db = command_db(client, cmd, "resume");
+	if (!db)
+		return;
+	if (!db->paused) {
+		admin_reply_errorf(client, "database %s is not paused", db->name);
+		return;
+	}
+	db->paused = false;
+	pool_db_resume(db);
+	admin_reply_complete(client, "RESUME");
+}
+
+/* RESUME [db]: ends a PAUSE or SUSPEND (of the whole instance under a supervisor). */
+static void control_resume(struct client *client, const struct admin_command *cmd)
+{
+	log_issued(cmd);
+	if (cmd->has_arg) {
+		resume_one_db(client, cmd);
+		return;
+	}
+	if (pgv.shutting_down) {
+		admin_reply_errorf(client, "pooler is shutting down");
+		return;
+	}
+	bool instance_paused = workers_supervised() && workers_want_paused(NULL);
+	if (!pgv.paused_all && !pgv.suspended && !instance_paused) {
+		admin_reply_errorf(client, "pooler is not paused/suspended");
+		return;
+	}
+	if (pgv.suspended)
+		end_suspend();
+	if (instance_paused)
+		resume_instance();	/* every worker, as PAUSE did */
+	if (pgv.paused_all)
+		admin_resume_all();
+	admin_reply_complete(client, "RESUME");
+}
+
+/* DISABLE db / ENABLE db: new clients of a disabled database are refused. */
+static void set_db_disabled(struct client *client, const struct admin_command *cmd, bool disable)
+{
+	log_issued(cmd);
+	if (!cmd->has_arg) {
+		admin_reply_errorf(client, "a database is required");
+		return;
+	}
+	struct db *db = command_db(client, cmd, disable ? "disable" : "enable");
+	if (!db)
+		return;
+	db->disabled = disable;
+	admin_reply_complete(client, disable ? "DISABLE" : "ENABLE");
+}
+
+static void control_disable(struct client *client, const struct admin_command *cmd)
+{
+	set_db_disabled(client, cmd, true);
+}
+
+static void control_enable(struct client *client, const struct admin_command *cmd)
+{
+	set_db_disabled(client, cmd, false);
+}
+
+static void control_reconnect(struct client *client, const struct admin_command *cmd)
+{
+	log_issued(cmd);
+	if (cmd->has_arg) {
+		struct db *db = command_db(client, cmd, "reconnect");
+		if (!db)
+			return;
+		pool_db_reconnect(db);
+	} else {
+		list_for_each(pos, &pgv.databases)
+			pool_db_reconnect(container_of(pos, struct db, node));
+	}
+	admin_reply_complete(client, "RECONNECT");
+}
+
+static void control_kill(struct client *client, const struct admin_command *cmd)
+{
+	log_issued(cmd);
+	if (pgv.paused_all) {
+		admin_reply_errorf(client, "already suspended/paused");
+		return;
+	}
+	if (cmd->has_arg) {
+		struct db *db = command_db(client, cmd, "kill");
+		if (!db)
+			return;
+		kill_db(db);
+	} else {
+		list_for_each(pos, &pgv.databases) {
+			struct db *d = container_of(pos, struct db, node);
+			if (!d->is_admin)
+				kill_db(d);
+		}
+	}
+	admin_reply_complete(client, "KILL");
+}
+
+/* KILL_CLIENT id: the id SHOW CLIENTS lists; killing oneself gets no reply, the connection just closes. */
+static void control_kill_client(struct client *client, const struct admin_command *cmd)
+{
+	char *end;
+	unsigned long long id = cmd->has_arg ? strtoull(cmd->arg, &end, 10) : 0;
+	if (!cmd->has_arg || end == cmd->arg) {
+		admin_reply_errorf(client, "invalid client pointer supplied");
+		return;
+	}
+	struct client *target = find_client_by_id(id);
+	if (!target) {
+		admin_reply_errorf(client, "client not found");
+		return;
+	}
+	if (target == client) {
+		client_close(client, "08P01", "admin forced disconnect");
+		return;
+	}
+	client_close(target, "08P01", "admin forced disconnect");
+	admin_reply_complete(client, "KILL_CLIENT");
+}
+
+/* SUSPEND: answered once every socket's queued output is flushed (or suspend_timeout passed). */
+static void control_suspend(struct client *client, const struct admin_command *cmd)
+{
+	log_issued(cmd);
+	if (pgv.paused_all || pgv.suspended) {
+		admin_reply_errorf(client, "already suspended/paused");
+		return;
+	}
+	list_for_each(pos, &pgv.databases) {
+		if (container_of(pos, struct db, node)->paused) {
+			admin_reply_errorf(client, "cannot suspend with paused databases");
+			return;
+		}
+	}
+	start_suspend();
+	client->did_suspend = true;
+	wait_for(client, ADMIN_WAIT_SUSPEND, NULL);
+}
+
+/* WAIT_CLOSE [db]: answered once every server RECONNECT or RELOAD marked is closed. */
+static void control_wait_close(struct client *client, const struct admin_command *cmd)
+{
+	struct db *db = NULL;
+	log_issued(cmd);
+	if (cmd->has_arg && !(db = command_db(client, cmd, "wait in")))
+		return;
+	wait_for(client, ADMIN_WAIT_CLOSE, db);
+}
+
+/* SHUTDOWN [WAIT_FOR_SERVERS | WAIT_FOR_CLIENTS]: every worker of the instance, as the signals do. */
+static void control_shutdown(struct client *client, const struct admin_command *cmd)
+{
+	if (!cmd->has_arg) {
+		log_info("SHUTDOWN command issued");
+		workers_tell_supervisor(SIGQUIT);
+		shutdown_exit_now();	/* no reply: the connection just closes */
+		return;
+	}
+	if (admin_word_is(cmd->arg, "WAIT_FOR_SERVERS")) {
+		log_info("SHUTDOWN WAIT_FOR_SERVERS command issued");
+		workers_tell_supervisor(SIGINT);
+		admin_reply_complete(client, "SHUTDOWN");
+		admin_shutdown_wait_for_servers();
+		return;
+	}
+	log_info("SHUTDOWN WAIT_FOR_CLIENTS command issued");
+	workers_tell_supervisor(SIGTERM);
+	admin_reply_complete(client, "SHUTDOWN");
+	admin_shutdown_wait_for_clients();
+}
+
+/* ---------------------------------------------------------------- the verb table */
+
+static bool args_set(const struct admin_command *cmd)
+{
+	return cmd->is_set;	/* SET key = value; "SET" alone or "SET x" is not a command */
+}
+
+static bool args_none(const struct admin_command *cmd)
+{
+	return !cmd->has_arg;
+}
+
+static bool args_shutdown(const struct admin_command *cmd)
+{
+	return !cmd->has_arg || admin_word_is(cmd->arg, "WAIT_FOR_SERVERS") ||
+	       admin_word_is(cmd->arg, "WAIT_FOR_CLIENTS");
+}
+
+/*
+ * One control verb. PgBouncer checks a command's argument syntax before
+ * the user's rights, so a malformed command is "invalid" to anyone.
+ */
+struct control_verb {
+	const char *name;
+	bool (*args_ok)(const struct admin_command *cmd);	/* NULL: any argument, or none */
+	bool checks_rights;	/* the handler checks admin rights itself (SET: faked parameters are for anyone) */
+	void (*run)(struct client *client, const struct admin_command *cmd);
+};
+
+static const struct control_verb verbs[] = {
+	{ "SET", args_set, true, control_set },
+	{ "RELOAD", args_none, false, control_reload },
+	{ "PAUSE", NULL, false, control_pause },
+	{ "RESUME", NULL, false, control_resume },
+	{ "DISABLE", NULL, false, control_disable },
+	{ "ENABLE", NULL, false, control_enable },
+	{ "RECONNECT", NULL, false, control_reconnect },
+	{ "KILL", NULL, false, control_kill },
+	{ "KILL_CLIENT", NULL, false, control_kill_client },
+	{ "WAIT_CLOSE", NULL, false, control_wait_close },
+	{ "SHUTDOWN", args_shutdown, false, control_shutdown },
+	{ "SUSPEND", args_none, false, control_suspend },
+};
+
+bool admin_control_run(struct client *client, const struct admin_command *cmd)
+{
+	const struct control_verb *v = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(verbs) && !v; i++)
+		if (admin_word_is(cmd->verb, verbs[i].name))
+			v = &verbs[i];
+	if (!v || (v->args_ok && !v->args_ok(cmd)))
+		return false;
+	if (!v->checks_rights && !user_is_admin(client)) {
+		admin_reply_errorf(client, "admin access needed");
+		return true;
+	}
+	v->run(client, cmd);
+	return true;
+}
