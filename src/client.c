@@ -32,16 +32,11 @@
 static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
 /* Filled once at start-up by the modules behind the kinds (client.h); read-only after. */
-static const struct client_kind_ops *client_kinds[CLIENT_KINDS];
+const struct client_kind_ops *client_kinds[CLIENT_KINDS];
 
 void client_register_kind(enum client_kind kind, const struct client_kind_ops *ops)
 {
 	client_kinds[kind] = ops;
-}
-
-const struct client_kind_ops *client_kind_ops(enum client_kind kind)
-{
-	return client_kinds[kind];
 }
 
 bool client_owns_netbuf(const struct netbuf *nb)

@@ -439,7 +439,12 @@ static void launch_kind_servers(struct pool *pool)
 	}
 }
 
-/* Whether a kind's client waiting for room of its own came before the first ordinary waiter. */
+/*
+ * Whether a kind's client waiting for room of its own came before the
+ * first ordinary waiter. Such clients wait in WELCOME (client.h), so the
+ * caller asks only while the pool has some there: every server release
+ * passes here.
+ */
 static bool kind_claims_server(const struct pool *pool)
 {
 	for (int k = 0; k < CLIENT_KINDS; k++) {
@@ -810,7 +815,7 @@ void pool_server_ready(struct server *server)
 		server_run_auth_query(server, login->client);
 		return;
 	}
-	if (kind_claims_server(pool)) {
+	if (!list_empty(&pool->welcome_clients) && kind_claims_server(pool)) {
 		/* First in line, a replication client needs this server's room for one of its own. */
 		server_close(server, "evicted for pool_size");
 		return;
