@@ -240,10 +240,12 @@ static void roll_stats(usec_t now)
 		struct stats_averages a;
 		stats_period_averages(&db->stats, &a);
 		log_info("[%s] stats: %llu xacts/s, %llu queries/s, %llu client parses/s, %llu server parses/s, "
-			 "%llu binds/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, wait %llu us",
+			 "%llu binds/s, %llu client logins/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, "
+			 "wait %llu us",
 			 db->name, (unsigned long long)a.xact_count, (unsigned long long)a.query_count,
 			 (unsigned long long)a.client_parse_count, (unsigned long long)a.server_parse_count,
-			 (unsigned long long)a.bind_count, (unsigned long long)a.bytes_received,
+			 (unsigned long long)a.bind_count, (unsigned long long)a.client_login_count,
+			 (unsigned long long)a.bytes_received,
 			 (unsigned long long)a.bytes_sent, (unsigned long long)a.xact_time,
 			 (unsigned long long)a.query_time, (unsigned long long)a.wait_time);
 	}

@@ -1126,7 +1126,7 @@ struct db *pool_create_admin_db(const char *name)
 static void pool_set_admin_welcome(struct pool *pool)
 {
 	static const char *const params[][2] = {
-		{ "server_version", "1.25.0/pgvalve-" PACKAGE_VERSION },
+		{ "server_version", "1.26.0/pgvalve-" PACKAGE_VERSION },
 		{ "server_encoding", "UTF8" },
 		{ "client_encoding", "UTF8" },
 		{ "DateStyle", "ISO" },

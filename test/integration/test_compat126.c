@@ -1,0 +1,169 @@
+/*
+ * test_compat126.c - PgBouncer 1.26's new settings and behaviour, and the
+ * behaviour PgBouncer has that pgvalve lacked (issue 30, points 1 and 2),
+ * against a real PostgreSQL: one Check case per point, so that each can be
+ * run on its own (CK_RUN_CASE=name) against an older binary too.
+ */
+#include "admin_console.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ================================================================ helpers */
+
+static __attribute__((unused)) void direct_exec(const char *sql)
+{
+	PGconn *d = pg_direct();
+	PGresult *r = PQexec(d, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(d));
+	PQclear(r);
+	PQfinish(d);
+}
+
+/* GET path from 127.0.0.1:port; the whole answer, headers included (malloc'd). */
+static char *http_get_all(int port, const char *path)
+{
+	int fd = raw_connect(port);
+	ck_assert_msg(fd >= 0, "connect to %d", port);
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+	ck_assert(raw_send(fd, req, (size_t)n));
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 5000) <= 0)
+			break;
+		if (len + 4096 > cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ck_assert_ptr_nonnull(buf);
+		}
+		ssize_t got = read(fd, buf + len, cap - len - 1);
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	buf[len] = '\0';
+	close(fd);
+	return buf;
+}
+
+/* A free port from the kernel's ephemeral range, apart from the ones the harness picks for pgvalve. */
+static int ephemeral_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* A SHOW view's value in column col of the row whose column key_col is key, as a number. */
+static long long show_number(PGconn *a, const char *cmd, const char *key_col, const char *key, const char *col)
+{
+	return atoll(show_value(a, cmd, key_col, key, col));
+}
+
+/* ================================================================ 1: version */
+
+/* --version, SHOW VERSION, the console's server_version and the start-up log name PgBouncer 1.26.0. */
+START_TEST(version_1_26)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	char out[700];
+	snprintf(out, sizeof(out), "%s/version.out", p.dir);
+	char *argv[] = { getenv("PGV_BINARY"), "--version", NULL };
+	ck_assert_int_eq(run_program(argv, NULL, out, 10), 0);
+	ck_assert_msg(strstr(read_file_tail(out, 4000), "(PgBouncer 1.26.0 compatible)"), "%s", read_file_tail(out, 4000));
+	pgv_expect_log(&p, "(PgBouncer 1.26.0 compatible)", 5);
+	PGconn *a = admin_conn(&p);
+	ck_assert_msg(strstr(query_value(a, "SHOW VERSION"), "PgBouncer 1.26.0"), "%s", query_value(a, "SHOW VERSION"));
+	const char *v = PQparameterStatus(a, "server_version");
+	ck_assert_msg(v && strncmp(v, "1.26.0/", 7) == 0, "server_version %s", v ? v : "(none)");
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ 1: the client login counter */
+
+/*
+ * Every successful login counts, in SHOW STATS, STATS_TOTALS,
+ * STATS_AVERAGES and TOTALS (the last column or row of each kind, as in
+ * 1.26), in the log_stats line and on /metrics; failed logins do not.
+ */
+START_TEST(client_login_counter)
+{
+	struct pgv p;
+	int mport = ephemeral_port();
+	char ini[512];
+	snprintf(ini, sizeof(ini), ADMIN_CFG "stats_period = 1\nmetrics_port = %d\n", mport);
+	pgv_start(&p, ini, std_databases(), userlist());
+	for (int i = 0; i < 3; i++)
+		PQfinish(client_conn(&p));
+	PGconn *bad = pgv_connect(&p, DB, "scram_user", "wrong");
+	ck_assert_int_eq(PQstatus(bad), CONNECTION_BAD);
+	PQfinish(bad);
+
+	PGconn *a = admin_conn(&p);
+	PGresult *r = show(a, "SHOW STATS");
+	ck_assert_str_eq(PQfname(r, 12), "total_client_login_count");
+	ck_assert_str_eq(PQfname(r, PQnfields(r) - 1), "avg_client_login_count");
+	ck_assert_int_eq(PQnfields(r), 25);
+	PQclear(r);
+	ck_assert_int_eq(show_number(a, "SHOW STATS", "database", DB, "total_client_login_count"), 3);
+	r = show(a, "SHOW STATS_TOTALS");
+	ck_assert_str_eq(PQfname(r, PQnfields(r) - 1), "client_login_count");
+	PQclear(r);
+	ck_assert_int_eq(show_number(a, "SHOW STATS_TOTALS", "database", DB, "client_login_count"), 3);
+	r = show(a, "SHOW STATS_AVERAGES");
+	ck_assert_str_eq(PQfname(r, PQnfields(r) - 1), "avg_client_login_count");
+	PQclear(r);
+	r = show(a, "SHOW TOTALS");
+	ck_assert_int_eq(PQntuples(r), 24);
+	ck_assert_str_eq(PQgetvalue(r, 11, 0), "total_client_login_count");
+	ck_assert_str_eq(PQgetvalue(r, 23, 0), "avg_client_login_count");
+	ck_assert_int_ge(atoll(PQgetvalue(r, 11, 1)), 4);	/* the console's own login counts on its database */
+	PQclear(r);
+	PQfinish(a);
+
+	pgv_expect_log(&p, " binds/s, ", 5);
+	pgv_expect_log(&p, " client logins/s, in ", 5);
+	char *m = http_get_all(mport, "/metrics");
+	ck_assert_msg(strstr(m, "pgbouncer_stats_client_logins_total{database=\"" DB "\"} 3"), "%.3000s", m);
+	free(m);
+	pgv_stop(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("compat126");
+	struct {
+		const char *name;
+		const TTest *test;
+		double timeout;
+	} tests[] = {
+		{ "version", version_1_26, 20 },
+		{ "login_counter", client_login_counter, 20 },
+	};
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
+		tcase_add_test(tc, tests[i].test);
+		suite_add_tcase(s, tc);
+	}
+	return pgv_run_suite(s);
+}
