@@ -628,6 +628,9 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
 	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
+	/* login_notify_message (PgBouncer 1.26): where PostgreSQL allows a NOTICE, before ReadyForQuery */
+	if (pgv.cfg->login_notify_message[0])
+		proto_put_notice(&b, "00000", pgv.cfg->login_notify_message);
 	proto_put_ready(&b, txn_status);
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);

@@ -73,7 +73,7 @@ static const char *const load_balance_hosts_names[] = { "round-robin", "disable"
 	  .reloadable = rel, .implemented = impl, .alias_of = #target }
 
 /*
- * Every [pgbouncer] parameter of PgBouncer 1.25, alphabetical (the order
+ * Every [pgbouncer] parameter of PgBouncer 1.26, alphabetical (the order
  * SHOW CONFIG uses), then pgvalve's own extensions. Defaults and
  * restart-only flags follow PgBouncer.
  */
@@ -119,6 +119,7 @@ static const struct param_def params[] = {
 	P_BOOL(log_pooler_errors, "1", RELOAD, IMPL),
 	P_BOOL(log_stats, "1", RELOAD, IMPL),
 	P_STR(logfile, "", RELOAD, IMPL),
+	P_STR(login_notify_message, "", RELOAD, IMPL),	/* PgBouncer 1.26 */
 	P_INT(max_client_conn, "100", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_db_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_db_connections, "0", RELOAD, IMPL, 0, INT_MAX),

@@ -7,7 +7,7 @@
  * compares and applies it (reload), so a broken file never disturbs the
  * running configuration.
  *
- * One table, config_params(), lists every PgBouncer 1.25 parameter with its
+ * One table, config_params(), lists every PgBouncer 1.26 parameter with its
  * type, default, whether it may change on reload, and whether pgvalve
  * implements it yet. Parsing, SHOW CONFIG and SET are all driven by it.
  *
@@ -210,6 +210,7 @@ struct config {
 	bool log_pooler_errors;
 	bool log_stats;
 	int verbose;
+	char *login_notify_message;	/* "" = none; else a NOTICE in every login's welcome */
 
 	/* console access */
 	char *admin_users;

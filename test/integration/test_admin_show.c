@@ -708,6 +708,7 @@ static const struct config_key spec_config[] = {
 	{ "log_pooler_errors", "1", true },
 	{ "log_stats", "1", true },
 	{ "logfile", "", true },
+	{ "login_notify_message", "", true },	/* PgBouncer 1.26 */
 	{ "max_client_conn", "100", true },
 	{ "max_db_client_connections", "0", true },
 	{ "max_db_connections", "0", true },
@@ -724,8 +725,7 @@ static const struct config_key spec_config[] = {
 	{ "peer_id", "0", true },
 	{ "pidfile", "", false },
 	{ "pkt_buf", "4096", false },
-	/* not in 1.25's table; in PgBouncer's current documentation (issue 6 asks for it) */
-	{ "pool_idle_timeout", "0", true },
+	{ "pool_idle_timeout", "0", true },	/* PgBouncer 1.26 */
 	{ "pool_mode", "session", true },
 	{ "query_timeout", "0", true },
 	{ "query_wait_notify", "5", true },

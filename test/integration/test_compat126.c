@@ -149,6 +149,93 @@ START_TEST(client_login_counter)
 }
 END_TEST
 
+/* ================================================================ 1: login_notify_message */
+
+/* The order of the messages a raw login gets up to ReadyForQuery ("RSSSKNZ"...), and the NOTICE's text. */
+static void login_message_types(int port, const char *dbname, const char *user, const char *password, char *types,
+				size_t tsize, struct raw_error *notice)
+{
+	int fd = raw_connect(port);
+	ck_assert_int_ge(fd, 0);
+	unsigned char pkt[512];
+	size_t n = 8;
+	const char *kv[] = { "user", user, "database", dbname };
+	for (size_t i = 0; i < 4; i++) {
+		memcpy(pkt + n, kv[i], strlen(kv[i]) + 1);
+		n += strlen(kv[i]) + 1;
+	}
+	pkt[n++] = 0;
+	uint32_t len = htonl((uint32_t)n), ver = htonl(196608);
+	memcpy(pkt, &len, 4);
+	memcpy(pkt + 4, &ver, 4);
+	ck_assert(raw_send(fd, pkt, n));
+	size_t t = 0;
+	for (;;) {
+		unsigned char hdr[5];
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ck_assert_int_eq(poll(&pfd, 1, 5000), 1);
+		ck_assert_int_eq(recv(fd, hdr, 5, MSG_WAITALL), 5);
+		uint32_t blen;
+		memcpy(&blen, hdr + 1, 4);
+		blen = ntohl(blen) - 4;
+		static unsigned char body[65536];
+		ck_assert_uint_lt(blen, sizeof(body));
+		if (blen)
+			ck_assert_int_eq(recv(fd, body, blen, MSG_WAITALL), (ssize_t)blen);
+		if (t + 1 < tsize)
+			types[t++] = (char)hdr[0];
+		if (hdr[0] == 'N')
+			raw_parse_error(body, blen, notice);
+		if (hdr[0] == 'R' && blen >= 4 && body[3] == 3) {	/* cleartext password */
+			unsigned char pw[256];
+			uint32_t plen = (uint32_t)strlen(password) + 5;
+			pw[0] = 'p';
+			uint32_t nl = htonl(plen);
+			memcpy(pw + 1, &nl, 4);
+			memcpy(pw + 5, password, strlen(password) + 1);
+			ck_assert(raw_send(fd, pw, plen + 1));
+		}
+		if (hdr[0] == 'Z' || hdr[0] == 'E')
+			break;
+	}
+	types[t] = '\0';
+	close(fd);
+}
+
+/*
+ * login_notify_message: a NOTICE after BackendKeyData, before the first
+ * ReadyForQuery, for pooled clients and the console; set at run time, the
+ * next login gets the new text; empty (the default), none.
+ */
+START_TEST(login_notify_message)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = plain\nadmin_users = admin_u\nlogin_notify_message = you reached a pooler\n",
+		  std_databases(), userlist());
+	char types[64];
+	struct raw_error notice;
+	memset(&notice, 0, sizeof(notice));
+	login_message_types(p.port, DB, "scram_user", "scram_pass", types, sizeof(types), &notice);
+	ck_assert_msg(strstr(types, "KNZ") != NULL, "messages: %s", types);
+	ck_assert_str_eq(notice.severity, "NOTICE");
+	ck_assert_str_eq(notice.message, "you reached a pooler");
+	memset(&notice, 0, sizeof(notice));
+	login_message_types(p.port, "pgbouncer", "admin_u", "admin_pass", types, sizeof(types), &notice);
+	ck_assert_msg(strstr(types, "KNZ") != NULL, "console messages: %s", types);
+	/* libpq hands it to the notice processor */
+	PGconn *c = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PQfinish(c);
+	PGconn *a = admin_conn(&p);
+	admin_ok(a, "SET login_notify_message = ''", "SET login_notify_message=");
+	PQfinish(a);
+	memset(&notice, 0, sizeof(notice));
+	login_message_types(p.port, DB, "scram_user", "scram_pass", types, sizeof(types), &notice);
+	ck_assert_msg(strchr(types, 'N') == NULL, "a notice without login_notify_message: %s", types);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -159,6 +246,7 @@ int main(void)
 	} tests[] = {
 		{ "version", version_1_26, 20 },
 		{ "login_counter", client_login_counter, 20 },
+		{ "login_notify_message", login_notify_message, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
