@@ -361,10 +361,15 @@ static int pool_reserve_size(const struct pool *pool)
 	return pgv.cfg->reserve_pool_size;
 }
 
+/* min_pool_size of the database, or the global one. */
+static int pool_min_size_of_db(const struct db *db)
+{
+	return db->cfg->min_pool_size >= 0 ? db->cfg->min_pool_size : pgv.cfg->min_pool_size;
+}
+
 int pool_min_size(const struct pool *pool)
 {
-	int v = pool->db->cfg->min_pool_size >= 0 ? pool->db->cfg->min_pool_size : pgv.cfg->min_pool_size;
-	return MIN(v, pool_effective_size(pool));
+	return MIN(pool_min_size_of_db(pool->db), pool_effective_size(pool));
 }
 
 usec_t pool_server_lifetime(const struct pool *pool)
@@ -393,8 +398,7 @@ void pool_keep_min_size(struct pool *pool)
 
 void pool_keep_forced_user_pool(struct db *db)
 {
-	int min = db->cfg->min_pool_size >= 0 ? db->cfg->min_pool_size : pgv.cfg->min_pool_size;
-	if (min > 0 && db->cfg->user[0] && !db->is_admin && !db->removed)
+	if (pool_min_size_of_db(db) > 0 && db->cfg->user[0] && !db->is_admin && !db->removed)
 		pool_get(db, db->cfg->user);
 }
 
@@ -571,6 +575,21 @@ static bool pool_unused(const struct pool *pool)
 	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool->auth_waiters.count;
 }
 
+/* A login still choosing or authenticating holds its pool without being in any of its lists. */
+static bool pool_has_logins(const struct pool *pool)
+{
+	list_for_each(pos, &pgv.login_clients)
+		if (container_of(pos, struct client, node)->pool == pool)
+			return true;
+	return false;
+}
+
+/*
+ * pool_idle_timeout, as PgBouncer 1.26: the time counts from when the pool
+ * was last seen with a client or a server. Never the console's pool, nor a
+ * forced-user pool kept at min_pool_size (it would be made again at the
+ * next tick, over and over while its server cannot be reached).
+ */
 void pool_drop_idle_pools(struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->pool_idle_timeout;
@@ -578,11 +597,15 @@ void pool_drop_idle_pools(struct db *db, usec_t now)
 		return;
 	list_for_each_safe(pos, tmp, &db->pools) {
 		struct pool *pool = container_of(pos, struct pool, node);
-		if (pool_unused(pool) && now - pool->last_used >= timeout) {
-			log_info("pool %s/%s unused for %lld s, freed", db->name, pool->user,
-				 (long long)(timeout / USEC_PER_SEC));
-			pool_destroy(pool);
+		if (!pool_unused(pool) || pool_has_logins(pool)) {
+			pool->last_used = now;
+			continue;
 		}
+		if ((db->cfg->user[0] && pool_min_size(pool) > 0) || now - pool->last_used < timeout)
+			continue;
+		log_info("cleaning up idle pool for user %s on db %s because: pool idle timeout (age= %llds)",
+			 pool->user, db->name, (long long)((now - pool->last_used) / USEC_PER_SEC));
+		pool_destroy(pool);
 	}
 }
 

@@ -236,6 +236,70 @@ START_TEST(login_notify_message)
 }
 END_TEST
 
+/* ================================================================ 1: pool_idle_timeout */
+
+/* Whether SHOW POOLS has a row for database db and user user. */
+static bool pools_has(PGconn *a, const char *db, const char *user)
+{
+	PGresult *r = show(a, "SHOW POOLS");
+	bool found = find_row2(r, "database", db, "user", user) >= 0;
+	PQclear(r);
+	return found;
+}
+
+/* A port bound but not listening: connects to it are refused. The socket holds it (close it after). */
+static int refusing_port(int *fd)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(*fd, 0);
+	ck_assert_int_eq(bind(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(*fd, (struct sockaddr *)&sa, &len), 0);
+	return ntohs(sa.sin_port);
+}
+
+/*
+ * pool_idle_timeout counts from when the pool last had a client or a
+ * server, logs 1.26's line, and never frees the console's pool or a
+ * forced-user pool kept at min_pool_size (here: its server is down).
+ */
+START_TEST(pool_idle_timeout_126)
+{
+	int hold;
+	int down = refusing_port(&hold);
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "%sforced = host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
+		 "min_pool_size=1\n", std_databases(), down);
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\npool_idle_timeout = 1\nserver_idle_timeout = 2\n"
+		  "server_login_retry = 0.2\n", dbs, userlist());
+	PGconn *c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	PQfinish(c);
+	PGconn *a = admin_conn(&p);
+	double t0 = now_s();
+	while (!pools_has(a, "forced", "md5_user") && now_s() - t0 < 3)
+		sleep_ms(100);	/* made at the janitor's next tick */
+	ck_assert(pools_has(a, "forced", "md5_user"));
+	/* the server stays 2 s (server_idle_timeout): the pool is in use until it goes, then idle for 1 s */
+	t0 = now_s();
+	while (pools_has(a, DB, "scram_user") && now_s() - t0 < 8)
+		sleep_ms(100);
+	double took = now_s() - t0;
+	ck_assert_msg(!pools_has(a, DB, "scram_user"), "not freed\n%s", pgv_log_tail(&p, 1500));
+	ck_assert_msg(took >= 2.5, "freed after %.1f s, while its server was still open for 2 s", took);
+	pgv_expect_log(&p, "cleaning up idle pool for user scram_user on db " DB
+		       " because: pool idle timeout (age= 1s)", 1);
+	ck_assert(pools_has(a, "forced", "md5_user"));
+	ck_assert(pools_has(a, "pgbouncer", "pgbouncer"));
+	ck_assert_int_eq(pgv_log_count(&p, "on db forced because"), 0);
+	PQfinish(a);
+	pgv_stop(&p);
+	close(hold);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -247,6 +311,7 @@ int main(void)
 		{ "version", version_1_26, 20 },
 		{ "login_counter", client_login_counter, 20 },
 		{ "login_notify_message", login_notify_message, 20 },
+		{ "pool_idle_timeout", pool_idle_timeout_126, 25 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);

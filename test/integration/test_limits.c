@@ -1990,7 +1990,8 @@ START_TEST(pool_idle_timeout_frees_unused_pools)
 		usleep(100 * 1000);
 	ck_assert_msg(!pools_list_user(a, "scram_user"), "an unused pool was not freed\n%s", pgv_log_tail(&p, 1000));
 	ck_assert(pools_list_user(a, "md5_user"));	/* a client is connected: kept */
-	ck_assert(pgv_log_contains(&p, "unused for 1 s, freed"));
+	ck_assert(pgv_log_contains(&p, "cleaning up idle pool for user scram_user on db " DB
+				   " because: pool idle timeout (age= "));
 	/* and the pool comes back on the next login */
 	c = pgv_connect(&p, DB, "scram_user", "scram_pass");
 	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
