@@ -533,6 +533,7 @@ struct db_config *config_db_new(const char *name)
 	db->max_db_connections = -1;
 	db->max_db_client_connections = -1;
 	db->server_lifetime = -1;
+	db->query_wait_timeout = -1;
 	db->load_balance_hosts = -1;
 	db->origin = xstrdup("");
 	return db;
@@ -571,6 +572,7 @@ static struct user_config *user_new(const char *name)
 	u->max_user_connections = -1;
 	u->max_user_client_connections = -1;
 	u->query_timeout = -1;
+	u->query_wait_timeout = -1;
 	u->idle_transaction_timeout = -1;
 	u->client_idle_timeout = -1;
 	u->transaction_timeout = -1;
@@ -757,6 +759,16 @@ static int cstr_time(const char *key, const char *val, usec_t *out, char *errbuf
 	return 0;
 }
 
+/* A per-database or per-user override: a time, or -1 for "not set" (PgBouncer 1.26's query_wait_timeout). */
+static int cstr_time_or_unset(const char *key, const char *val, usec_t *out, char *errbuf, size_t errsize)
+{
+	if (strcmp(val, "-1") == 0) {
+		*out = -1;
+		return 0;
+	}
+	return cstr_time(key, val, out, errbuf, errsize);
+}
+
 static int cstr_enum(const char *key, const char *val, const char *const *names, int *out,
 		     char *errbuf, size_t errsize)
 {
@@ -799,6 +811,8 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_int(key, val, 1, 65535, &db->port, errbuf, errsize);
 	if (strcmp(key, "server_lifetime") == 0)
 		return cstr_time(key, val, &db->server_lifetime, errbuf, errsize);
+	if (strcmp(key, "query_wait_timeout") == 0)
+		return cstr_time_or_unset(key, val, &db->query_wait_timeout, errbuf, errsize);
 	if (strcmp(key, "pool_mode") == 0)
 		return cstr_enum(key, val, pool_mode_names, &db->pool_mode, errbuf, errsize);
 	if (strcmp(key, "load_balance_hosts") == 0)
@@ -821,6 +835,8 @@ static int user_set_key(struct user_config *u, const char *key, const char *val,
 		return cstr_int(key, val, 0, INT_MAX, &u->max_user_client_connections, errbuf, errsize);
 	if (strcmp(key, "query_timeout") == 0)
 		return cstr_time(key, val, &u->query_timeout, errbuf, errsize);
+	if (strcmp(key, "query_wait_timeout") == 0)
+		return cstr_time_or_unset(key, val, &u->query_wait_timeout, errbuf, errsize);
 	if (strcmp(key, "idle_transaction_timeout") == 0)
 		return cstr_time(key, val, &u->idle_transaction_timeout, errbuf, errsize);
 	if (strcmp(key, "client_idle_timeout") == 0)

@@ -96,6 +96,7 @@ struct db_config {
 	int max_db_connections;
 	int max_db_client_connections;
 	usec_t server_lifetime;	/* -1 = global */
+	usec_t query_wait_timeout;	/* -1 = the global one ([users] comes first) */
 	int load_balance_hosts;	/* enum load_balance_hosts, or -1 (PgBouncer: round-robin) */
 	char *connect_query;
 	char *client_encoding;
@@ -115,6 +116,7 @@ struct user_config {
 	int max_user_connections;
 	int max_user_client_connections;
 	usec_t query_timeout;	/* -1 = not set */
+	usec_t query_wait_timeout;	/* -1 = not set: the database's, else the global one */
 	usec_t idle_transaction_timeout;
 	usec_t client_idle_timeout;
 	usec_t transaction_timeout;

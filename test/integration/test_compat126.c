@@ -300,6 +300,60 @@ START_TEST(pool_idle_timeout_126)
 }
 END_TEST
 
+/* ================================================================ 1: query_wait_timeout per database and user */
+
+/* Seconds until the query c sent fails; its error message in err. Fails the test if it succeeds. */
+static double seconds_until_error(PGconn *c, const char *sql, char *err, size_t size)
+{
+	double t0 = now_s();
+	ck_assert(PQsendQuery(c, sql));
+	PGresult *r;
+	bool failed = false;
+	while ((r = PQgetResult(c))) {
+		failed |= PQresultStatus(r) == PGRES_FATAL_ERROR;
+		PQclear(r);
+	}
+	ck_assert_msg(failed, "%s did not fail", sql);
+	snprintf(err, size, "%s", PQerrorMessage(c));
+	return now_s() - t0;
+}
+
+/* One server per pool, held by a session client; a second client of the same pool waits until cut. */
+static double wait_cut_after(struct pgv *p, const char *db, const char *user, const char *password)
+{
+	PGconn *holder = connect_ok(p, db, user, password);
+	ck_assert_str_eq(query_value(holder, "SELECT 1"), "1");
+	PGconn *waiter = connect_ok(p, db, user, password);
+	PQsetNoticeReceiver(waiter, quiet_notice, NULL);
+	char err[512];
+	double t = seconds_until_error(waiter, "SELECT 2", err, sizeof(err));
+	ck_assert_msg(strstr(err, "query_wait_timeout"), "%s", err);
+	PQfinish(waiter);
+	PQfinish(holder);
+	return t;
+}
+
+/* query_wait_timeout: the login user's ([users]), else the database's, else the global one; -1 is "not set". */
+START_TEST(query_wait_timeout_levels)
+{
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs),
+		 "wq = host=127.0.0.1 port=%d dbname=" DB " pool_size=1 query_wait_timeout=1\n"
+		 "wqdef = host=127.0.0.1 port=%d dbname=" DB " pool_size=1 query_wait_timeout=-1\n",
+		 pg_port_env(), pg_port_env());
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "query_wait_timeout = 2\n[users]\nmd5_user = query_wait_timeout=3\n"
+		  "scram_user = query_wait_timeout=-1\n", dbs, userlist());
+	double t = wait_cut_after(&p, "wq", "scram_user", "scram_pass");
+	ck_assert_msg(t >= 0.9 && t < 1.9, "database's 1 s: cut after %.2f s", t);
+	t = wait_cut_after(&p, "wq", "md5_user", "md5_pass");
+	ck_assert_msg(t >= 2.9 && t < 3.9, "user's 3 s over the database's 1 s: cut after %.2f s", t);
+	t = wait_cut_after(&p, "wqdef", "scram_user", "scram_pass");
+	ck_assert_msg(t >= 1.9 && t < 2.9, "global 2 s: cut after %.2f s", t);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -312,6 +366,7 @@ int main(void)
 		{ "login_counter", client_login_counter, 20 },
 		{ "login_notify_message", login_notify_message, 20 },
 		{ "pool_idle_timeout", pool_idle_timeout_126, 25 },
+		{ "query_wait_timeout_levels", query_wait_timeout_levels, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
