@@ -354,6 +354,42 @@ START_TEST(query_wait_timeout_levels)
 }
 END_TEST
 
+/* ================================================================ 1: query_timeout counts only while a query runs */
+
+/*
+ * A client idle inside a transaction for longer than query_timeout keeps
+ * its connection (idle_transaction_timeout is for that); a query running
+ * longer is cut.
+ */
+START_TEST(query_timeout_only_running)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\nquery_timeout = 1\n", std_databases(), userlist());
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "BEGIN");
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	sleep_ms(2500);
+	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
+	exec_ok(c, "COMMIT");
+	/* extended protocol, idle between Sync and the next Bind inside the transaction */
+	exec_ok(c, "BEGIN");
+	PGresult *r = PQexecParams(c, "SELECT $1::int", 1, NULL, (const char *const[]){ "3" }, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	sleep_ms(2500);
+	r = PQexecParams(c, "SELECT $1::int", 1, NULL, (const char *const[]){ "4" }, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	exec_ok(c, "COMMIT");
+	char err[512];
+	double t = seconds_until_error(c, "SELECT pg_sleep(10)", err, sizeof(err));
+	ck_assert_msg(t < 3, "a running query was cut after %.1f s", t);
+	ck_assert_msg(strstr(err, "query timeout"), "%s", err);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -367,6 +403,7 @@ int main(void)
 		{ "login_notify_message", login_notify_message, 20 },
 		{ "pool_idle_timeout", pool_idle_timeout_126, 25 },
 		{ "query_wait_timeout_levels", query_wait_timeout_levels, 30 },
+		{ "query_timeout_only_running", query_timeout_only_running, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
