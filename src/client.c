@@ -766,6 +766,13 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track_set = pkt->type == 'Q' && relay_sets_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
+	bool copy_msg = pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f';
+	if (!client->link && copy_msg) {
+		/* As PgBouncer 1.26: the rest of a COPY whose server is gone must not take another server. */
+		client_log(LOG_LEVEL_DEBUG, client, "discarding a late COPY message (0x%02x), no server linked", pkt->type);
+		netbuf_skip(&client->nb, pkt->len);
+		return true;
+	}
 	if (!client->link) {
 		if (!pool_request_server(client))
 			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */
@@ -791,6 +798,14 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;
 	netbuf_forward(&client->nb, pkt->len);
+	/*
+	 * The CopyDone or CopyFail of a COPY that failed before it (the
+	 * server's ReadyForQuery went out already): nothing more will come
+	 * from the server, so between transactions it goes back to the pool.
+	 */
+	if (copy_msg && pkt->type != 'd' && pool_effective_mode(client->pool) != POOL_MODE_SESSION &&
+	    server_is_clean(server))
+		pool_release_server(server);
 	return true;
 }
 

@@ -517,8 +517,13 @@ bool server_is_clean(const struct server *server)
 
 void server_note_client_message(struct server *server, uint8_t type)
 {
-	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts. */
-	if (!server->query_start) {
+	/*
+	 * As PgBouncer: a query (and maybe a transaction) is counted when it
+	 * starts. The late CopyData and CopyDone of a COPY that failed (its
+	 * ReadyForQuery came first) start nothing: PostgreSQL ignores them.
+	 */
+	bool late_copy = server->copy_in && (type == 'd' || type == 'c' || type == 'f');
+	if (!server->query_start && !late_copy) {
 		struct stats *st = &server->pool->db->stats.total;
 		server->query_start = now_usec();
 		st->query_count++;
@@ -529,14 +534,22 @@ void server_note_client_message(struct server *server, uint8_t type)
 	}
 	switch (type) {
 	case 'Q':
+		server->syncs_after_execute = 0;
+		/* fall through */
 	case 'F':
 		server->expect_ready++;
 		break;
 	case 'S':
+		if (server->copy_in)
+			break;	/* PostgreSQL ignores a Sync in COPY FROM STDIN: no ReadyForQuery for it */
 		server->expect_ready++;
 		server->unsynced = false;
+		server->syncs_after_execute++;
 		break;
-	case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+	case 'E':
+		server->syncs_after_execute = 0;
+		/* fall through */
+	case 'P': case 'B': case 'D': case 'C': case 'H':
 		server->unsynced = true;
 		break;
 	case 'c': case 'f':
@@ -1045,6 +1058,22 @@ static void relay_to_client(struct server *server, const struct pkt *pkt, bool i
 		relay_call_if(prep_answer_owed, server);
 }
 
+/*
+ * COPY FROM STDIN began. Started by an Execute, the Syncs the client sent
+ * after it reached PostgreSQL in copy mode, which ignores them: no
+ * ReadyForQuery comes for them, and the Execute still waits for the Sync
+ * the client sends after its CopyDone.
+ */
+static void server_copy_in_started(struct server *server)
+{
+	server->copy_in = true;
+	if (server->syncs_after_execute > 0) {
+		server->expect_ready = MAX(server->expect_ready - server->syncs_after_execute, 0);
+		server->syncs_after_execute = 0;
+		server->unsynced = true;
+	}
+}
+
 /* Messages from a server in use: by a client, or by pgvalve's own queries (internal). */
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
@@ -1085,7 +1114,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		break;
 	case 'G':	/* CopyInResponse: the client now streams CopyData */
 		if (!internal)
-			server->copy_in = true;
+			server_copy_in_started(server);
 		break;
 	default:
 		break;

@@ -390,6 +390,108 @@ START_TEST(query_timeout_only_running)
 }
 END_TEST
 
+/* ================================================================ 1: COPY in transaction mode */
+
+/* The rows of pgv_copy126 as "1,2,3" (static buffer). */
+static const char *copy_rows(PGconn *c)
+{
+	return query_value(c, "SELECT coalesce(string_agg(i::text, ',' ORDER BY i), '') FROM pgv_copy126");
+}
+
+/*
+ * COPY FROM STDIN with rows sent in pieces, outside a transaction block:
+ * all arrive. extended: through PQexecParams, whose Sync reaches
+ * PostgreSQL in copy mode, which ignores it.
+ */
+static void copy_in_pieces(PGconn *c, int first, int n, bool extended)
+{
+	PGresult *r = extended ? PQexecParams(c, "COPY pgv_copy126(i) FROM STDIN", 0, NULL, NULL, NULL, NULL, 0) :
+		PQexec(c, "COPY pgv_copy126(i) FROM STDIN");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_IN);
+	PQclear(r);
+	for (int i = first; i < first + n; i++) {
+		char row[32];
+		int len = snprintf(row, sizeof(row), "%d\n", i);
+		ck_assert_int_eq(PQputCopyData(c, row, len), 1);
+		ck_assert_int_eq(PQflush(c), 0);
+		sleep_ms(100);
+	}
+	ck_assert_int_eq(PQputCopyEnd(c, NULL), 1);
+	r = PQgetResult(c);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	ck_assert_ptr_null(PQgetResult(c));
+}
+
+/*
+ * A bad row: PostgreSQL answers ErrorResponse and ReadyForQuery before
+ * the client's CopyDone, which arrives late. The late CopyData and
+ * CopyDone must reach that server (which ignores them), not start a
+ * transaction on another one, and the server must go back to the pool.
+ */
+static void copy_error_before_copy_done(PGconn *c)
+{
+	ck_assert(PQsendQuery(c, "COPY pgv_copy126(i) FROM STDIN"));
+	PGresult *r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_IN);
+	PQclear(r);
+	ck_assert_int_eq(PQputCopyData(c, "x\n", 2), 1);
+	ck_assert_int_eq(PQflush(c), 0);
+	sleep_ms(700);	/* the error and ReadyForQuery arrive meanwhile */
+	ck_assert_int_eq(PQputCopyData(c, "5\n", 2), 1);
+	ck_assert_int_eq(PQputCopyEnd(c, NULL), 1);
+	r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_msg(strstr(PQerrorMessage(c), "invalid input syntax"), "%s", PQerrorMessage(c));
+	PQclear(r);
+	ck_assert_ptr_null(PQgetResult(c));
+}
+
+/*
+ * COPY FROM STDIN in transaction pooling outside BEGIN/COMMIT works, with
+ * the data in pieces; after a COPY that failed before its CopyDone the
+ * client goes on and the pool's one server serves others (no stuck server,
+ * no late COPY message on another server).
+ */
+START_TEST(copy_transaction_mode)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\ndefault_pool_size = 1\nquery_wait_timeout = 3\n",
+		  std_databases(), userlist());
+	PGconn *c = client_conn(&p);
+	exec_ok(c, "DROP TABLE IF EXISTS pgv_copy126");
+	exec_ok(c, "CREATE TABLE pgv_copy126 (i int)");
+	copy_in_pieces(c, 1, 3, false);
+	ck_assert_str_eq(copy_rows(c), "1,2,3");
+	PGconn *other = client_conn(&p);
+	copy_in_pieces(c, 10, 2, true);
+	ck_assert_str_eq(query_value(other, "SELECT 'served after an extended COPY'"), "served after an extended COPY");
+	exec_ok(c, "DELETE FROM pgv_copy126 WHERE i >= 10");
+
+	copy_error_before_copy_done(c);
+	ck_assert_str_eq(query_value(other, "SELECT 'other client served'"), "other client served");
+	ck_assert_str_eq(query_value(c, "SELECT 7"), "7");
+	ck_assert_str_eq(copy_rows(other), "1,2,3");
+
+	/* the same inside a transaction block, then ROLLBACK */
+	exec_ok(c, "BEGIN");
+	copy_error_before_copy_done(c);
+	exec_ok(c, "ROLLBACK");
+	ck_assert_str_eq(query_value(other, "SELECT 'served again'"), "served again");
+	ck_assert_str_eq(query_value(c, "SELECT 8"), "8");
+	copy_in_pieces(c, 4, 2, false);
+	ck_assert_str_eq(copy_rows(other), "1,2,3,4,5");
+	exec_ok(c, "DROP TABLE pgv_copy126");
+	PQfinish(other);
+	PQfinish(c);
+	/* the one server served everything: none was closed or opened again */
+	ck_assert_int_eq(pgv_log_count(&p, "new connection to server"), 1);
+	ck_assert_int_eq(pgv_log_count(&p, "closing because: client close request"), 2);
+	ck_assert_int_eq(pgv_log_count(&p, "closing because"), 2);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -404,6 +506,7 @@ int main(void)
 		{ "pool_idle_timeout", pool_idle_timeout_126, 25 },
 		{ "query_wait_timeout_levels", query_wait_timeout_levels, 30 },
 		{ "query_timeout_only_running", query_timeout_only_running, 30 },
+		{ "copy_transaction_mode", copy_transaction_mode, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
