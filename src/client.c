@@ -566,7 +566,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			return false;
 		}
 		client->nb.startup = false;
-		client->nb.max_packet = 8192;	/* login messages are small */
+		client->nb.max_packet = PROTO_AUTH_MSG_MAX;	/* passwords up to 65,530 bytes (PgBouncer 1.26) */
 		handle_startup(client, &sp);
 		return client->state != CL_CLOSED;
 	}

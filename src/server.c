@@ -1037,7 +1037,7 @@ static int active_data_row(struct server *server, const struct pkt *pkt)
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))
-		return pkt->len > 64 * 1024 ? (server_close(server, "auth_query row too large"), false) : true;
+		return pkt->len > AUTH_SECRET_MAX + 4096 ? (server_close(server, "auth_query row too large"), false) : true;
 	take_auth_row(server, pkt);
 	return SV_RELAY;
 }

@@ -18,7 +18,7 @@
 
 /* ================================================================ helpers */
 
-static __attribute__((unused)) void direct_exec(const char *sql)
+static void direct_exec(const char *sql)
 {
 	PGconn *d = pg_direct();
 	PGresult *r = PQexec(d, sql);
@@ -492,6 +492,59 @@ START_TEST(copy_transaction_mode)
 }
 END_TEST
 
+/* ================================================================ 1: passwords up to 65,530 bytes */
+
+#define LONG_PW_LEN 65530	/* the longest a PasswordMessage to PostgreSQL can carry */
+
+/* A password of LONG_PW_LEN bytes of c (static buffer per c). */
+static const char *long_password(char c)
+{
+	static char pw[2][LONG_PW_LEN + 1];
+	char *p = pw[c == 'x' ? 0 : 1];
+	memset(p, c, LONG_PW_LEN);
+	p[LONG_PW_LEN] = '\0';
+	return p;
+}
+
+/*
+ * A role whose password is 65,530 bytes (a cloud IAM token): the client
+ * sends it in clear (a PasswordMessage far over pkt_buf), pgvalve checks it
+ * against auth_file, then against an auth_query answer of that size, and
+ * logs in to PostgreSQL with it (SCRAM).
+ */
+START_TEST(long_password_login)
+{
+	static char sql[2 * LONG_PW_LEN + 128], users[2 * LONG_PW_LEN + 2048];
+	direct_exec("DROP ROLE IF EXISTS pgv_longpw");
+	snprintf(sql, sizeof(sql), "CREATE ROLE pgv_longpw LOGIN PASSWORD '%s'", long_password('x'));
+	direct_exec(sql);
+	snprintf(users, sizeof(users), "%s\"pgv_longpw\" \"%s\"\n", userlist(), long_password('x'));
+	struct pgv p;
+	pgv_start(&p, "auth_type = plain\npkt_buf = 512\n", std_databases(), users);
+	PGconn *c = pgv_connect(&p, DB, "pgv_longpw", long_password('x'));
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "auth_file: %s\n%s", PQerrorMessage(c), pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(query_value(c, "SELECT current_user"), "pgv_longpw");
+	PQfinish(c);
+	c = pgv_connect(&p, DB, "pgv_longpw", long_password('y'));
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "password authentication failed"), "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_stop(&p);
+
+	/* the same password as an auth_query answer */
+	char ini[512];
+	snprintf(ini, sizeof(ini), "auth_type = plain\nauth_user = md5_user\n"
+		 "auth_query = SELECT $1::text, repeat('x', %d)\n", LONG_PW_LEN);
+	pgv_start(&p, ini, std_databases(), userlist());
+	c = pgv_connect(&p, DB, "pgv_longpw", long_password('x'));
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "auth_query: %s\n%s", PQerrorMessage(c), pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(query_value(c, "SELECT current_user"), "pgv_longpw");
+	PQfinish(c);
+	pgv_stop(&p);
+	direct_exec("DROP ROLE pgv_longpw");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -507,6 +560,7 @@ int main(void)
 		{ "query_wait_timeout_levels", query_wait_timeout_levels, 30 },
 		{ "query_timeout_only_running", query_timeout_only_running, 30 },
 		{ "copy_transaction_mode", copy_transaction_mode, 30 },
+		{ "long_password", long_password_login, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
