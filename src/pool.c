@@ -99,11 +99,18 @@ static void close_servers(struct list *l, const char *reason)
 	}
 }
 
-/* Servers of db are replaced: idle ones now, busy ones when released. */
+/*
+ * Servers of db are replaced: idle ones now, busy ones when released. As
+ * in PgBouncer, a login failure cached for server_login_retry is
+ * forgotten: the next client waits for a fresh server login (RECONNECT
+ * after a password was put right, new server TLS settings).
+ */
 static void db_retire_servers(struct db *db, const char *reason)
 {
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
+		pool->last_error[0] = '\0';
+		pool->last_login_failure = 0;
 		struct list *lists[] = { &pool->active_servers, &pool->used_servers, &pool->tested_servers,
 					 &pool->login_servers };
 		for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
@@ -1006,6 +1013,25 @@ void pool_client_logged_in(struct client *client)
 	pool_launch_servers(pool);
 }
 
+/*
+ * A logged-in server that will serve the pool's clients again: not one
+ * being retired (close_needed: RECONNECT, new settings), nor a replication
+ * client's own. Servers still logging in do not count, as in PgBouncer.
+ */
+static bool pool_has_usable_server(const struct pool *pool)
+{
+	const struct list *lists[] = { &pool->idle_servers, &pool->active_servers, &pool->used_servers,
+				       &pool->tested_servers };
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+		list_for_each(pos, lists[i]) {
+			const struct server *server = container_of(pos, struct server, node);
+			if (!server->close_needed && !server->replication)
+				return true;
+		}
+	}
+	return false;
+}
+
 void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message)
 {
 	pool->last_login_failure = now_usec();
@@ -1027,7 +1053,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	}
 	while ((n = list_first(&pool->auth_waiters)))
 		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
-	if (pooled_server_count(pool) <= 1) {
+	if (!pool_has_usable_server(pool)) {
 		while ((n = list_first(&pool->waiting_clients)))
 			client_close(container_of(n, struct client, node), sqlstate, message);
 	}

@@ -545,6 +545,123 @@ START_TEST(long_password_login)
 }
 END_TEST
 
+/* ================================================================ 2: a refused server login */
+
+/* pgv_pwrole's password in PostgreSQL (ALTER ROLE over the superuser's socket). */
+static void set_role_password(const char *pw)
+{
+	char sql[200];
+	snprintf(sql, sizeof(sql), "ALTER ROLE pgv_pwrole PASSWORD '%s'", pw);
+	direct_exec(sql);
+}
+
+/* A client of pwdb in session mode, logged in; its first query will need a server of its own. */
+static PGconn *pwdb_client(struct pgv *p)
+{
+	PGconn *c = connect_ok(p, "pwdb", "scram_user", "scram_pass");
+	PQsetNoticeReceiver(c, quiet_notice, NULL);
+	return c;
+}
+
+/*
+ * The role's password is changed in PostgreSQL while pgvalve holds the old
+ * one: a new server login is refused. Every client queued for the pool
+ * gets PostgreSQL's message and SQLSTATE at once, unless the pool still
+ * has a server that can serve them; a server marked to close (RECONNECT)
+ * does not count.
+ */
+START_TEST(refused_login_fails_queue)
+{
+	direct_exec("DROP ROLE IF EXISTS pgv_pwrole");
+	direct_exec("CREATE ROLE pgv_pwrole LOGIN PASSWORD 'right'");
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "pwdb = host=127.0.0.1 port=%d dbname=" DB " user=pgv_pwrole password=right "
+		 "pool_size=3\n", pg_port_env());
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "server_login_retry = 0.5\nquery_wait_timeout = 10\n", dbs, userlist());
+	PGconn *holder = pwdb_client(&p);
+	ck_assert_str_eq(query_value(holder, "SELECT current_user"), "pgv_pwrole");
+	set_role_password("changed");
+
+	/* the holder's server can still serve the queue: the queued client keeps waiting */
+	PGconn *waiter = pwdb_client(&p);
+	ck_assert(PQsendQuery(waiter, "SELECT 'waited'"));
+	pgv_expect_log(&p, "password authentication failed for user \"pgv_pwrole\"", 5);
+	still_waiting(waiter, 1000, "the queued client");
+	PQfinish(holder);	/* its server goes back to the pool and takes the queued client */
+	PGresult *r = result_within(waiter, 5000, "the queued client");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	PQfinish(waiter);
+
+	/* RECONNECT: the pool's one server is retiring, so a refused login fails the whole queue */
+	holder = pwdb_client(&p);
+	ck_assert_str_eq(query_value(holder, "SELECT 1"), "1");
+	PGconn *a = admin_conn(&p);
+	admin_ok(a, "RECONNECT pwdb", "RECONNECT");
+	PGconn *w1 = pwdb_client(&p), *w2 = pwdb_client(&p);
+	double t0 = now_s();
+	ck_assert(PQsendQuery(w1, "SELECT 1"));
+	ck_assert(PQsendQuery(w2, "SELECT 2"));
+	PGconn *ws[] = { w1, w2 };
+	for (int i = 0; i < 2; i++) {
+		r = result_within(ws[i], 5000, "a queued client");
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+		ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "28P01");
+		ck_assert_msg(strstr(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY),
+				     "password authentication failed for user \"pgv_pwrole\""), "%s",
+			      PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
+		PQclear(r);
+		PQfinish(ws[i]);
+	}
+	ck_assert_msg(now_s() - t0 < 3, "the queue was failed after %.1f s", now_s() - t0);
+	PQfinish(holder);
+	PQfinish(a);
+	pgv_stop(&p);
+	direct_exec("DROP ROLE pgv_pwrole");
+}
+END_TEST
+
+/*
+ * A login failure is cached for server_login_retry; RECONNECT, and a SET of
+ * a server TLS setting, forget it: once the password is put right, the
+ * next client gets a fresh server at once.
+ */
+START_TEST(reconnect_forgets_cached_failure)
+{
+	direct_exec("DROP ROLE IF EXISTS pgv_pwrole");
+	direct_exec("CREATE ROLE pgv_pwrole LOGIN PASSWORD 'changed'");
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "pwdb = host=127.0.0.1 port=%d dbname=" DB " user=pgv_pwrole password=right\n",
+		 pg_port_env());
+	const char *fixes[] = { "RECONNECT pwdb", "SET server_tls_sslmode = 'allow'" };
+	const char *tags[] = { "RECONNECT", "SET server_tls_sslmode=allow" };
+	for (int i = 0; i < 2; i++) {
+		struct pgv p;
+		pgv_start(&p, ADMIN_CFG "server_login_retry = 60\n", dbs, userlist());
+		PGconn *a = admin_conn(&p);
+		struct raw_error err;
+		memset(&err, 0, sizeof(err));
+		ck_assert_int_eq(raw_login(p.port, "pwdb", "md5_user", "md5_pass", &err), -1);
+		ck_assert_msg(strstr(err.message, "password authentication failed"), "%s", err.message);
+		memset(&err, 0, sizeof(err));
+		ck_assert_int_eq(raw_login(p.port, "pwdb", "md5_user", "md5_pass", &err), -1);
+		ck_assert_msg(strstr(err.message, "server login has been failing, cached error"), "%s", err.message);
+		set_role_password("right");
+		admin_ok(a, fixes[i], tags[i]);
+		PGconn *c = pgv_connect(&p, "pwdb", "md5_user", "md5_pass");
+		ck_assert_msg(PQstatus(c) == CONNECTION_OK, "after %s: %s", fixes[i], PQerrorMessage(c));
+		ck_assert_str_eq(query_value(c, "SELECT current_user"), "pgv_pwrole");
+		PQfinish(c);
+		set_role_password("changed");
+		PQfinish(a);
+		pgv_stop(&p);
+	}
+	direct_exec("DROP ROLE pgv_pwrole");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -561,6 +678,8 @@ int main(void)
 		{ "query_timeout_only_running", query_timeout_only_running, 30 },
 		{ "copy_transaction_mode", copy_transaction_mode, 30 },
 		{ "long_password", long_password_login, 30 },
+		{ "refused_login_fails_queue", refused_login_fails_queue, 30 },
+		{ "reconnect_forgets_cached_failure", reconnect_forgets_cached_failure, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
