@@ -85,6 +85,22 @@ static void notify_queued(struct client *client)
 }
 
 /*
+ * As PgBouncer: a client waiting for a server (one still connecting, or
+ * one to be freed) is cut by query_timeout, then by query_wait_timeout.
+ * The reason it was closed with, or NULL.
+ */
+static const char *wait_expired(const struct client *client, usec_t now)
+{
+	usec_t waited = now - client->request_time;
+	usec_t wait_timeout = query_wait_timeout(client);
+	if (pgv.cfg->query_timeout > 0 && waited >= pgv.cfg->query_timeout)
+		return "query_timeout";
+	if (wait_timeout > 0 && waited >= wait_timeout)
+		return "query_wait_timeout";
+	return NULL;
+}
+
+/*
  * Queued clients: a per-user or per-database query_wait_timeout makes the
  * queue's order differ from its deadlines' order, so the whole queue is
  * looked at then; otherwise the scan stops at the first client younger
@@ -94,16 +110,16 @@ static void check_waiting(struct pool *pool, usec_t now, bool overrides)
 {
 	const struct config *cfg = pgv.cfg;
 	struct list_node *n, *next;
+	const char *why;
 
-	/* Logins waiting for their first server: client_login_timeout, and query_wait_timeout as PgBouncer. */
+	/* Logins waiting for their first server: client_login_timeout, and the waits' limits as PgBouncer. */
 	for (n = list_first(&pool->welcome_clients); n && n != &pool->welcome_clients.head; n = next) {
 		next = n->next;
 		struct client *client = container_of(n, struct client, node);
-		usec_t wait_timeout = query_wait_timeout(client);
 		if (cfg->client_login_timeout > 0 && now - client->connect_time >= cfg->client_login_timeout)
 			client_close(client, "08P01", "client_login_timeout (server down)");
-		else if (wait_timeout > 0 && now - client->request_time >= wait_timeout)
-			client_close(client, "08P01", "query_wait_timeout");
+		else if ((why = wait_expired(client, now)))
+			client_close(client, "08P01", why);
 		else if (!overrides)
 			break;
 	}
@@ -117,9 +133,8 @@ static void check_waiting(struct pool *pool, usec_t now, bool overrides)
 		next = n->next;
 		struct client *client = container_of(n, struct client, node);
 		usec_t waited = now - client->request_time;
-		usec_t wait_timeout = query_wait_timeout(client);
-		if (wait_timeout > 0 && waited >= wait_timeout) {
-			client_close(client, "08P01", "query_wait_timeout");
+		if ((why = wait_expired(client, now))) {
+			client_close(client, "08P01", why);
 			continue;
 		}
 		if (cfg->query_wait_notify > 0 && waited >= cfg->query_wait_notify) {

@@ -662,6 +662,54 @@ START_TEST(reconnect_forgets_cached_failure)
 }
 END_TEST
 
+/* ================================================================ 2: query_timeout bounds a wait */
+
+/*
+ * query_timeout, and then query_wait_timeout, bound a client's wait for a
+ * server: a login waiting for a server still connecting (it accepted TCP,
+ * never answers) and a query queued behind a busy pool are cut with
+ * query_timeout (08P01).
+ */
+START_TEST(query_timeout_bounds_wait)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int mute = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(mute, 0);
+	ck_assert_int_eq(bind(mute, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(mute, 16), 0);	/* connects complete in the backlog; nothing is ever answered */
+	ck_assert_int_eq(getsockname(mute, (struct sockaddr *)&sa, &len), 0);
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "%smute = host=127.0.0.1 port=%d dbname=" DB "\n"
+		 "one = host=127.0.0.1 port=%d dbname=" DB " pool_size=1\n", std_databases(), ntohs(sa.sin_port),
+		 pg_port_env());
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "query_timeout = 1\nquery_wait_timeout = 30\nserver_connect_timeout = 30\n", dbs,
+		  userlist());
+	struct raw_error err;
+	memset(&err, 0, sizeof(err));
+	double t0 = now_s();
+	ck_assert_int_eq(raw_login(p.port, "mute", "md5_user", "md5_pass", &err), -1);
+	double t = now_s() - t0;
+	ck_assert_str_eq(err.message, "query_timeout");
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert_msg(t >= 0.9 && t < 3, "cut after %.1f s", t);
+
+	PGconn *holder = connect_ok(&p, "one", "md5_user", "md5_pass");
+	exec_ok(holder, "BEGIN");
+	PGconn *waiter = connect_ok(&p, "one", "md5_user", "md5_pass");
+	PQsetNoticeReceiver(waiter, quiet_notice, NULL);
+	char msg[512];
+	t = seconds_until_error(waiter, "SELECT 1", msg, sizeof(msg));
+	ck_assert_msg(strstr(msg, "query_timeout"), "%s", msg);
+	ck_assert_msg(t >= 0.9 && t < 3, "cut after %.1f s", t);
+	PQfinish(waiter);
+	PQfinish(holder);
+	pgv_stop(&p);
+	close(mute);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -680,6 +728,7 @@ int main(void)
 		{ "long_password", long_password_login, 30 },
 		{ "refused_login_fails_queue", refused_login_fails_queue, 30 },
 		{ "reconnect_forgets_cached_failure", reconnect_forgets_cached_failure, 30 },
+		{ "query_timeout_bounds_wait", query_timeout_bounds_wait, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
