@@ -152,20 +152,21 @@ END_TEST
 /* ================================================================ 1: login_notify_message */
 
 /* The order of the messages a raw login gets up to ReadyForQuery ("RSSSKNZ"...), and the NOTICE's text. */
-static void login_message_types(int port, const char *dbname, const char *user, const char *password, char *types,
-				size_t tsize, struct raw_error *notice)
+static void login_message_types_v(int port, uint32_t version, const char *dbname, const char *user,
+				  const char *password, char *types, size_t tsize, struct raw_error *notice)
 {
 	int fd = raw_connect(port);
 	ck_assert_int_ge(fd, 0);
 	unsigned char pkt[512];
 	size_t n = 8;
-	const char *kv[] = { "user", user, "database", dbname };
-	for (size_t i = 0; i < 4; i++) {
+	/* a protocol extension no server speaks yet: NegotiateProtocolVersion names it */
+	const char *kv[] = { "user", user, "database", dbname, "_pq_.pgv_test", "on" };
+	for (size_t i = 0; i < (version == 196608 ? 4 : 6); i++) {
 		memcpy(pkt + n, kv[i], strlen(kv[i]) + 1);
 		n += strlen(kv[i]) + 1;
 	}
 	pkt[n++] = 0;
-	uint32_t len = htonl((uint32_t)n), ver = htonl(196608);
+	uint32_t len = htonl((uint32_t)n), ver = htonl(version);
 	memcpy(pkt, &len, 4);
 	memcpy(pkt + 4, &ver, 4);
 	ck_assert(raw_send(fd, pkt, n));
@@ -200,6 +201,12 @@ static void login_message_types(int port, const char *dbname, const char *user, 
 	}
 	types[t] = '\0';
 	close(fd);
+}
+
+static void login_message_types(int port, const char *dbname, const char *user, const char *password, char *types,
+				size_t tsize, struct raw_error *notice)
+{
+	login_message_types_v(port, 196608, dbname, user, password, types, tsize, notice);
 }
 
 /*
@@ -710,6 +717,44 @@ START_TEST(query_timeout_bounds_wait)
 }
 END_TEST
 
+/* ================================================================ 1: NegotiateProtocolVersion once */
+
+/* Occurrences of c in s. */
+static int count_char(const char *s, char c)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == c;
+	return n;
+}
+
+/*
+ * A client asking for protocol 3.2 with a _pq_ option gets exactly one
+ * NegotiateProtocolVersion, first, even when its login waits: for
+ * auth_query on a cold pool, then for the pool's first server.
+ */
+START_TEST(negotiate_protocol_once)
+{
+	char users[256], md5[40];
+	md5_secret("md5_user", "md5_pass", md5);
+	snprintf(users, sizeof(users), "\"md5_user\" \"%s\"\n", md5);
+	struct pgv p;
+	pgv_start(&p, "auth_type = plain\nauth_user = md5_user\nauth_query = SELECT $1::text, 'scram_pass'::text\n",
+		  std_databases(), users);
+	char types[64];
+	struct raw_error notice;
+	memset(&notice, 0, sizeof(notice));
+	login_message_types_v(p.port, 196610, DB, "scram_user", "scram_pass", types, sizeof(types), &notice);
+	ck_assert_msg(types[0] == 'v' && count_char(types, 'v') == 1 && types[strlen(types) - 1] == 'Z',
+		      "messages: %s", types);
+	/* and again on a warm pool */
+	login_message_types_v(p.port, 196610, DB, "scram_user", "scram_pass", types, sizeof(types), &notice);
+	ck_assert_msg(types[0] == 'v' && count_char(types, 'v') == 1 && types[strlen(types) - 1] == 'Z',
+		      "messages: %s", types);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -729,6 +774,7 @@ int main(void)
 		{ "refused_login_fails_queue", refused_login_fails_queue, 30 },
 		{ "reconnect_forgets_cached_failure", reconnect_forgets_cached_failure, 30 },
 		{ "query_timeout_bounds_wait", query_timeout_bounds_wait, 30 },
+		{ "negotiate_protocol_once", negotiate_protocol_once, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
