@@ -732,9 +732,9 @@ static void show_state(struct admin_result *r)
 {
 	static const char *const names[] = { "key", "value" };
 	const char *rows[][2] = {
-		{ "active", pgv.paused_all || pgv.suspended ? "no" : "yes" },
+		{ "active", pgv.paused_all ? "no" : "yes" },
 		{ "paused", pgv.paused_all ? "yes" : "no" },
-		{ "suspended", pgv.suspended ? "yes" : "no" },
+		{ "suspended", "no" },	/* SUSPEND is gone (PgBouncer 1.26); the row stays for what reads it */
 	};
 	admin_result_begin(r, "ss", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
@@ -882,7 +882,6 @@ static const char help_text[] =
 	"\n\tRECONNECT [<db>]"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
-	"\n\tSUSPEND"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
 	"\n\tWAIT_CLOSE [<db>]";

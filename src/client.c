@@ -488,7 +488,6 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	struct db *db = startup_admit(client, dbname, user, &db_known);
 	if (!db)
 		return;
-	client->nb.never_suspend = client_is_console(client);
 	if (pgv.cfg->log_connections) {
 		char tls[160];
 		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));

@@ -168,7 +168,7 @@ static const struct param_def params[] = {
 	P_BOOL(so_reuseport, "0", RESTART, IMPL),
 	P_TIME(stats_period, "60", RELOAD, IMPL),
 	P_STR(stats_users, "", RELOAD, IMPL),
-	P_TIME(suspend_timeout, "10", RELOAD, IMPL),
+	P_TIME(suspend_timeout, "10", RELOAD, IMPL),	/* no effect: SUSPEND is gone (PgBouncer 1.26); kept so configs load */
 	P_BOOL(syslog, "0", RELOAD, IMPL),
 	P_STR(syslog_facility, "daemon", RELOAD, IMPL),
 	P_STR(syslog_ident, "pgbouncer", RELOAD, IMPL),

@@ -619,7 +619,6 @@ static const char spec_help[] =
 	"\n\tRECONNECT [<db>]"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
-	"\n\tSUSPEND"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
 	"\n\tWAIT_CLOSE [<db>]";

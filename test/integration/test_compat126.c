@@ -755,6 +755,38 @@ START_TEST(negotiate_protocol_once)
 }
 END_TEST
 
+/* ================================================================ 1: gone in 1.26 */
+
+/*
+ * PgBouncer 1.26 dropped the online restart: -R and --reboot are unknown
+ * options, SUSPEND and SHOW FDS unknown console commands; SHOW STATE still
+ * has its suspended row, always "no".
+ */
+START_TEST(gone_in_126)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
+	const char *opts[] = { "-R", "--reboot" };
+	for (int i = 0; i < 2; i++) {
+		char out[700];
+		snprintf(out, sizeof(out), "%s/reboot%d.out", p.dir, i);
+		char *argv[] = { getenv("PGV_BINARY"), (char *)opts[i], p.ini, NULL };
+		ck_assert_int_eq(run_program(argv, NULL, out, 10), 1);
+		ck_assert_msg(strstr(read_file_tail(out, 8000), i ? "unrecognized option '--reboot'" :
+				     "invalid option -- 'R'"), "%s", read_file_tail(out, 8000));
+	}
+	PGconn *a = admin_conn(&p);
+	admin_invalid(a, "SUSPEND");
+	admin_invalid(a, "SHOW FDS");
+	ck_assert_str_eq(state_value(a, "suspended"), "no");
+	PGconn *c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 'still serving'"), "still serving");
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -775,6 +807,7 @@ int main(void)
 		{ "reconnect_forgets_cached_failure", reconnect_forgets_cached_failure, 30 },
 		{ "query_timeout_bounds_wait", query_timeout_bounds_wait, 30 },
 		{ "negotiate_protocol_once", negotiate_protocol_once, 20 },
+		{ "gone_in_126", gone_in_126, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
