@@ -76,6 +76,61 @@ static long long show_number(PGconn *a, const char *cmd, const char *key_col, co
 	return atoll(show_value(a, cmd, key_col, key, col));
 }
 
+static void put32(unsigned char *p, uint32_t v)
+{
+	uint32_t n = htonl(v);
+	memcpy(p, &n, 4);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t n;
+	memcpy(&n, p, 4);
+	return ntohl(n);
+}
+
+/* One backend message into body (NUL-terminated); false on EOF, a 5 s timeout or more than size - 1 bytes. */
+static bool read_message(int fd, char *type, unsigned char *body, size_t size, size_t *len)
+{
+	unsigned char hdr[5];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	if (poll(&pfd, 1, 5000) != 1 || recv(fd, hdr, 5, MSG_WAITALL) != 5)
+		return false;
+	uint32_t mlen = get32(hdr + 1);
+	if (mlen < 4 || mlen - 4 >= size || (mlen > 4 && recv(fd, body, mlen - 4, MSG_WAITALL) != (ssize_t)(mlen - 4)))
+		return false;
+	body[mlen - 4] = '\0';
+	*type = (char)hdr[0];
+	*len = mlen - 4;
+	return true;
+}
+
+/* A StartupMessage for user and dbname on a new connection; the socket. */
+static int raw_startup(int port, const char *user, const char *dbname)
+{
+	unsigned char pkt[512];
+	size_t off = 8;
+	off += (size_t)snprintf((char *)pkt + off, sizeof(pkt) - off, "user%c%s%cdatabase%c%s%c", 0, user, 0, 0, dbname, 0);
+	pkt[off++] = 0;
+	put32(pkt, (uint32_t)off);
+	put32(pkt + 4, 196608);
+	int fd = raw_connect(port);
+	ck_assert_int_ge(fd, 0);
+	ck_assert(raw_send(fd, pkt, off));
+	return fd;
+}
+
+/* A PasswordMessage ('p') carrying data. */
+static void send_p(int fd, const void *data, size_t len)
+{
+	unsigned char pkt[1024];
+	ck_assert_uint_lt(len + 5, sizeof(pkt));
+	pkt[0] = 'p';
+	put32(pkt + 1, (uint32_t)(len + 4));
+	memcpy(pkt + 5, data, len);
+	ck_assert(raw_send(fd, pkt, len + 5));
+}
+
 /* ================================================================ 1: version */
 
 /* --version, SHOW VERSION, the console's server_version and the start-up log name PgBouncer 1.26.0. */
@@ -787,6 +842,116 @@ START_TEST(gone_in_126)
 }
 END_TEST
 
+/* ================================================================ 1: the 1.26 security fixes' classes */
+
+/*
+ * SCRAM as a client speaks it, up to pgvalve's server-first-message, then
+ * client_final (NULL: the usual one with the server's nonce) and the
+ * ErrorResponse it earns into err. False if pgvalve answered anything else.
+ */
+static bool scram_client_final_refused(int port, const char *client_final, struct raw_error *err)
+{
+	unsigned char pkt[512], body[2048];
+	size_t len = 0;
+	char type = 0;
+	int fd = raw_startup(port, "scram_user", DB);
+	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && get32(body) == 10);
+	static const char first[] = "n,,n=,r=pgv126clientnonce";
+	size_t off = (size_t)snprintf((char *)pkt, sizeof(pkt), "SCRAM-SHA-256") + 1;
+	put32(pkt + off, sizeof(first) - 1);
+	memcpy(pkt + off + 4, first, sizeof(first) - 1);
+	send_p(fd, pkt, off + 4 + sizeof(first) - 1);
+	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && get32(body) == 11);
+	const char *sfirst = (const char *)body + 4, *sp = strstr(sfirst, ",s=");
+	ck_assert_ptr_nonnull(sp);
+	char final[600];
+	int n = client_final ? snprintf(final, sizeof(final), "%s", client_final) :
+		snprintf(final, sizeof(final), "c=biws,r=%.*s,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+			 (int)(sp - sfirst - 2), sfirst + 2);
+	send_p(fd, final, (size_t)n);
+	bool refused = read_message(fd, &type, body, sizeof(body), &len) && type == 'E';
+	if (refused)
+		raw_parse_error(body, len, err);
+	ck_assert(raw_wait_closed(fd, 3000));
+	close(fd);
+	return refused;
+}
+
+/*
+ * The classes of PgBouncer 1.25.2's and 1.26.1's security fixes, tried on
+ * pgvalve: a SCRAM client-final-message without the nonce (or with a
+ * foreign one, or attributes out of order) is refused as a failed SASL
+ * login; packet lengths past every limit (above 2^31, above
+ * max_packet_size, a PasswordMessage over 65,535 bytes) close that
+ * connection at the header, before any buffer grows, and
+ * max_packet_size cannot be set above 2^31 - 1. Nothing else is disturbed.
+ * (The iteration count a server asks for: test_auth's
+ * server_scram_absurd_iterations.)
+ */
+START_TEST(security_fix_classes)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "auth_type = scram-sha-256\nmax_packet_size = 100000\n", std_databases(), userlist());
+	static const char *const finals[] = {
+		"c=biws,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",				/* no nonce */
+		"c=biws,r=,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",			/* empty nonce */
+		"c=biws,r=pgv126clientnonceFORGED,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",	/* not the server's */
+		"r=pgv126clientnonce,c=biws,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",	/* out of order */
+		"c=biws,r=pgv126clientnonce",							/* no proof */
+		NULL,										/* a wrong proof */
+	};
+	for (size_t i = 0; i < ARRAY_LEN(finals); i++) {
+		struct raw_error err;
+		memset(&err, 0, sizeof(err));
+		ck_assert_msg(scram_client_final_refused(p.port, finals[i], &err), "client-final %zu not refused", i);
+		ck_assert_msg(strcmp(err.sqlstate, "08P01") == 0 || strcmp(err.sqlstate, "28P01") == 0,
+			      "client-final %zu: %s %s", i, err.sqlstate, err.message);
+	}
+
+	/* lengths: a startup packet and a typed message above 2^31, a message above max_packet_size */
+	unsigned char huge_startup[8];
+	put32(huge_startup, 0x80000001u);
+	put32(huge_startup + 4, 196608);
+	int fd = raw_connect(p.port);
+	ck_assert(raw_send(fd, huge_startup, sizeof(huge_startup)));
+	ck_assert(raw_wait_closed(fd, 3000));
+	close(fd);
+	unsigned char body[2048];
+	size_t len;
+	char type;
+	fd = raw_startup(p.port, "scram_user", DB);
+	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R');
+	unsigned char huge_password[5] = { 'p' };
+	put32(huge_password + 1, 0xFFFFFFF0u);
+	ck_assert(raw_send(fd, huge_password, sizeof(huge_password)));
+	ck_assert(raw_wait_closed(fd, 3000));
+	close(fd);
+	fd = raw_startup(p.port, "scram_user", DB);
+	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R');
+	put32(huge_password + 1, 65536 + 4);	/* a password message longer than PostgreSQL takes */
+	ck_assert(raw_send(fd, huge_password, sizeof(huge_password)));
+	ck_assert(raw_wait_closed(fd, 3000));
+	close(fd);
+	PGconn *c = client_conn(&p);
+	unsigned char big_query[5] = { 'Q' };
+	put32(big_query + 1, 100000 + 4);
+	ck_assert(raw_send(PQsocket(c), big_query, sizeof(big_query)));
+	PGresult *r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	PQfinish(c);
+
+	PGconn *a = admin_conn(&p);
+	admin_err(a, "SET max_packet_size = 2147483649", "08P01", "SET failed");
+	ck_assert_str_eq(config_value(a, "max_packet_size"), "100000");
+	PQfinish(a);
+	c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 'still serving'"), "still serving");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -808,6 +973,7 @@ int main(void)
 		{ "query_timeout_bounds_wait", query_timeout_bounds_wait, 30 },
 		{ "negotiate_protocol_once", negotiate_protocol_once, 20 },
 		{ "gone_in_126", gone_in_126, 20 },
+		{ "security_fix_classes", security_fix_classes, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
