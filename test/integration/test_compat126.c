@@ -952,6 +952,45 @@ START_TEST(security_fix_classes)
 }
 END_TEST
 
+/* ================================================================ 1: OpenSSL errors in the log */
+
+/*
+ * As PgBouncer 1.26 logs them: a TLS client that hangs up without
+ * close_notify after the handshake is an ordinary "client unexpected eof"
+ * (no warning, no OpenSSL error); a TLS file that cannot be read is
+ * "TLS setup failed: ..." with the system's reason.
+ */
+START_TEST(tls_errors_logged)
+{
+	const char *certs = getenv("PGV_TEST_CERTDIR");
+	ck_assert_ptr_nonnull(certs);
+	char ini[1024];
+	snprintf(ini, sizeof(ini), ADMIN_CFG "client_tls_sslmode = allow\nclient_tls_key_file = %s/server.key\n"
+		 "client_tls_cert_file = %s/server.crt\n", certs, certs);
+	struct pgv p;
+	pgv_start(&p, ini, std_databases(), userlist());
+	char conninfo[256];
+	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
+		 "sslmode=require", p.port);
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert(PQsslInUse(c));
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	shutdown(PQsocket(c), SHUT_RDWR);	/* gone without a TLS close_notify */
+	pgv_expect_log(&p, "closing because: client unexpected eof", 5);
+	PQfinish(c);
+	ck_assert_msg(pgv_log_count(&p, "WARNING") == 0 && pgv_log_count(&p, "ERROR") == 0, "%s",
+		      pgv_log_tail(&p, 2000));
+
+	PGconn *a = admin_conn(&p);
+	exec_ok(a, "SET client_tls_cert_file = '/nonexistent/pgv126.crt'");
+	pgv_expect_log(&p, "TLS setup failed: failed to load certificate file \"/nonexistent/pgv126.crt\": error:", 5);
+	pgv_expect_log(&p, "No such file or directory", 1);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -974,6 +1013,7 @@ int main(void)
 		{ "negotiate_protocol_once", negotiate_protocol_once, 20 },
 		{ "gone_in_126", gone_in_126, 20 },
 		{ "security_fix_classes", security_fix_classes, 30 },
+		{ "tls_errors_logged", tls_errors_logged, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
