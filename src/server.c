@@ -831,7 +831,8 @@ static bool ssl_answer(struct server *server, uint8_t answer)
 			login_failed(server, "08P01", "server sent data after its SSL answer");
 			return false;
 		}
-		if (netbuf_start_tls(&server->nb, tls_new_server_ssl(server->pool->db->cfg->host), false) < 0) {
+		/* verify-full and SNI: the host of the list this connection reached, not the whole list */
+		if (netbuf_start_tls(&server->nb, tls_new_server_ssl(server->host), false) < 0) {
 			login_failed(server, "08006", "could not start TLS with the server");
 			return false;
 		}

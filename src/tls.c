@@ -194,11 +194,12 @@ static SSL_CTX *build_server_ctx(const struct config *cfg, char *errbuf, size_t 
 	    load_cert_key(ctx, cfg->server_tls_cert_file, cfg->server_tls_key_file, errbuf, errsize) < 0)
 		goto fail;
 	if (cfg->server_tls_sslmode >= TLS_SSLMODE_VERIFY_CA) {
-		if (!cfg->server_tls_ca_file[0]) {
-			snprintf(errbuf, errsize, "server_tls_sslmode verify-ca/verify-full needs server_tls_ca_file");
+		/* Without server_tls_ca_file the system's CA store, as PgBouncer (and libpq's sslrootcert=system). */
+		if (!cfg->server_tls_ca_file[0] && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			openssl_error(errbuf, errsize, "failed to load the system CA store", NULL);
 			goto fail;
 		}
-		if (SSL_CTX_load_verify_locations(ctx, cfg->server_tls_ca_file, NULL) != 1) {
+		if (cfg->server_tls_ca_file[0] && SSL_CTX_load_verify_locations(ctx, cfg->server_tls_ca_file, NULL) != 1) {
 			openssl_error(errbuf, errsize, "failed to load CA file", cfg->server_tls_ca_file);
 			goto fail;
 		}

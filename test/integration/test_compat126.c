@@ -991,6 +991,89 @@ START_TEST(tls_errors_logged)
 }
 END_TEST
 
+/* ================================================================ 2: server TLS, verify-full */
+
+/* Whether a login to dbname as md5_user works, with TLS to the server; the error otherwise. */
+static bool tls_login_works(struct pgv *p, const char *dbname, char *err, size_t size)
+{
+	PGconn *c = pgv_connect(p, dbname, "md5_user", "md5_pass");
+	PGresult *r = PQexec(c, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+	bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "true") == 0;
+	snprintf(err, size, "%s", ok ? "" : PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+	return ok;
+}
+
+/*
+ * server_tls_sslmode = verify-full with a host list checks each
+ * connection's certificate against the entry it reached (the whole
+ * "host=a,b" string is no host name); without server_tls_ca_file the
+ * system's CA store is used (here SSL_CERT_FILE names the test CA: without
+ * it, the test CA is unknown and the login fails on the certificate).
+ */
+START_TEST(verify_full_host_list)
+{
+	const char *certs = getenv("PGV_TEST_CERTDIR");
+	ck_assert_ptr_nonnull(certs);
+	char dbs[512], ini[512], err[512];
+	snprintf(dbs, sizeof(dbs), "multi = host=127.0.0.1,localhost port=%d dbname=" DB "\n", pg_port_env());
+	snprintf(ini, sizeof(ini), "auth_type = md5\npool_mode = transaction\nserver_tls_sslmode = verify-full\n"
+		 "server_tls_ca_file = %s/ca.crt\nserver_lifetime = 0\n", certs);
+	struct pgv p;
+	pgv_start(&p, ini, dbs, userlist());
+	for (int i = 0; i < 4; i++)	/* round robin: both entries, each server used once */
+		ck_assert_msg(tls_login_works(&p, "multi", err, sizeof(err)), "login %d: %s\n%s", i, err,
+			      pgv_log_tail(&p, 1500));
+	pgv_stop(&p);
+
+	snprintf(ini, sizeof(ini), "auth_type = md5\nserver_tls_sslmode = verify-full\n");
+	char cafile[600];
+	snprintf(cafile, sizeof(cafile), "%s/ca.crt", certs);
+	setenv("SSL_CERT_FILE", cafile, 1);
+	pgv_start(&p, ini, dbs, userlist());
+	ck_assert_msg(tls_login_works(&p, "multi", err, sizeof(err)), "system store with the test CA: %s\n%s", err,
+		      pgv_log_tail(&p, 1500));
+	pgv_stop(&p);
+	unsetenv("SSL_CERT_FILE");
+	setenv("SSL_CERT_FILE", "/nonexistent/pgv126-ca.crt", 1);
+	pgv_start(&p, ini, dbs, userlist());
+	ck_assert(!tls_login_works(&p, "multi", err, sizeof(err)));
+	pgv_expect_log(&p, "certificate verify failed", 5);
+	pgv_stop(&p);
+	unsetenv("SSL_CERT_FILE");
+}
+END_TEST
+
+/* SET client_tls13_ciphers to something OpenSSL refuses: PgBouncer's NOTICE, and TLS goes on as before. */
+START_TEST(tls13_ciphers_invalid_set)
+{
+	const char *certs = getenv("PGV_TEST_CERTDIR");
+	ck_assert_ptr_nonnull(certs);
+	char ini[1024];
+	snprintf(ini, sizeof(ini), ADMIN_CFG "client_tls_sslmode = allow\nclient_tls_key_file = %s/server.key\n"
+		 "client_tls_cert_file = %s/server.crt\nclient_tls13_ciphers = TLS_AES_256_GCM_SHA384\n", certs, certs);
+	struct pgv p;
+	pgv_start(&p, ini, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	struct notice_log log;
+	memset(&log, 0, sizeof(log));
+	PQsetNoticeReceiver(a, capture_notice, &log);
+	exec_ok(a, "SET client_tls13_ciphers = 'NO_SUCH_SUITE'");
+	ck_assert_int_eq(log.n, 1);
+	ck_assert_str_eq(log.message, "TLS settings could not be applied, still using old configuration");
+	char conninfo[256];
+	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
+		 "sslmode=require ssl_min_protocol_version=TLSv1.3", p.port);
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(PQsslAttribute(c, "cipher"), "TLS_AES_256_GCM_SHA384");
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -1014,6 +1097,8 @@ int main(void)
 		{ "gone_in_126", gone_in_126, 20 },
 		{ "security_fix_classes", security_fix_classes, 30 },
 		{ "tls_errors_logged", tls_errors_logged, 20 },
+		{ "verify_full_host_list", verify_full_host_list, 30 },
+		{ "tls13_ciphers_invalid_set", tls13_ciphers_invalid_set, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
