@@ -1074,6 +1074,51 @@ START_TEST(tls13_ciphers_invalid_set)
 }
 END_TEST
 
+/* ================================================================ 2: host lists: DNS failures, IPv6 */
+
+/*
+ * host=nope.pgv.test,127.0.0.1 (load_balance_hosts=disable): the name that
+ * does not resolve ends that attempt ("server DNS lookup failed") and
+ * makes the next entry current; the waiting client gets a server from the
+ * next attempt. A server at an IPv6 address appears in brackets, [::1]:port.
+ */
+START_TEST(host_list_dns_failure)
+{
+	struct pgv_dns d;
+	pgv_dns_start(&d, "127.0.0.1 db1.pgv.test\n");
+	int hold6 = socket(AF_INET6, SOCK_STREAM, 0);	/* bound, never listening: connects are refused */
+	ck_assert_int_ge(hold6, 0);
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	socklen_t len = sizeof(sa6);
+	ck_assert_int_eq(bind(hold6, (struct sockaddr *)&sa6, sizeof(sa6)), 0);
+	ck_assert_int_eq(getsockname(hold6, (struct sockaddr *)&sa6, &len), 0);
+	char dbs[512], ini[1024];
+	snprintf(dbs, sizeof(dbs), "mixed = host=nope.pgv.test,127.0.0.1 port=%d dbname=" DB " load_balance_hosts=disable\n"
+		 "v6 = host=::1 port=%d dbname=" DB "\n", pg_port_env(), ntohs(sa6.sin6_port));
+	snprintf(ini, sizeof(ini), ADMIN_CFG "resolv_conf = %s\nserver_login_retry = 0.5\nquery_wait_timeout = 2\n",
+		 d.resolv);
+	struct pgv p;
+	pgv_start(&p, ini, dbs, userlist());
+	PGconn *c = connect_ok(&p, "mixed", "md5_user", "md5_pass");
+	ck_assert_str_eq(query_value(c, "SELECT 'served by the next entry'"), "served by the next entry");
+	PQfinish(c);
+	pgv_expect_log(&p, "closing because: server DNS lookup failed", 1);
+	ck_assert_msg(!pgv_log_contains(&p, "trying the next host"), "%s", pgv_log_tail(&p, 2000));
+
+	struct raw_error err;
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "v6", "md5_user", "md5_pass", &err), -1);
+	char want[128];
+	snprintf(want, sizeof(want), "v6/md5_user@[::1]:%d", ntohs(sa6.sin6_port));
+	pgv_expect_log(&p, want, 1);
+	snprintf(want, sizeof(want), "could not connect to server [::1] port %d", ntohs(sa6.sin6_port));
+	pgv_expect_log(&p, want, 1);
+	pgv_stop(&p);
+	pgv_dns_stop(&d);
+	close(hold6);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -1099,6 +1144,7 @@ int main(void)
 		{ "tls_errors_logged", tls_errors_logged, 20 },
 		{ "verify_full_host_list", verify_full_host_list, 30 },
 		{ "tls13_ciphers_invalid_set", tls13_ciphers_invalid_set, 20 },
+		{ "host_list_dns_failure", host_list_dns_failure, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
