@@ -411,14 +411,16 @@ static bool choose_kind(struct client *client, const struct startup_params *sp)
 
 /*
  * options: its -c settings are startup parameters too, under the same
- * rules (as PgBouncer). A replication client's goes to its own server
- * verbatim instead (replication.c). False if the client was closed.
+ * rules (as PgBouncer). "options" in ignore_startup_parameters ignores
+ * the settings pgvalve does not track, never the tracked ones (TimeZone,
+ * DateStyle, ...), as in PgBouncer. A replication client's goes to its
+ * own server verbatim instead (replication.c). False if the client was
+ * closed.
  */
 static bool startup_options(struct client *client, const struct startup_params *sp)
 {
 	const char *options = startup_param(sp, "options");
-	if (!options || client->kind == CLIENT_REPLICATION ||
-	    config_list_contains(pgv.cfg->ignore_startup_parameters, "options"))
+	if (!options || client->kind == CLIENT_REPLICATION)
 		return true;
 	char msg[256];
 	struct pgoptions opts = { 0 };
@@ -426,8 +428,9 @@ static bool startup_options(struct client *client, const struct startup_params *
 		client_close(client, "08P01", msg);
 		return false;
 	}
+	bool ignore_all = config_list_contains(pgv.cfg->ignore_startup_parameters, "options");
 	for (int i = 0; i < opts.count; i++) {
-		if (varcache_index(opts.names[i]) >= 0 ||
+		if (varcache_index(opts.names[i]) >= 0 || ignore_all ||
 		    config_list_contains(pgv.cfg->ignore_startup_parameters, opts.names[i]))
 			continue;
 		snprintf(msg, sizeof(msg), "unsupported startup parameter in options: %s", opts.names[i]);
@@ -437,7 +440,8 @@ static bool startup_options(struct client *client, const struct startup_params *
 	}
 	/* Remembered now; the startup packet's own parameters, set later, win (as in PostgreSQL). */
 	for (int i = 0; i < opts.count; i++)
-		varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
+		if (varcache_index(opts.names[i]) >= 0)
+			varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
 	pgoptions_free(&opts);
 	return true;
 }

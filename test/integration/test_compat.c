@@ -668,9 +668,17 @@ START_TEST(options_startup_parameter)
 	ck_assert_str_eq(query_value(c, "SHOW DateStyle"), "SQL, MDY");
 	PQfinish(c);
 	pgv_stop(&p);
+	/* "options" ignores the untracked settings; tracked ones still apply, and only -c/-- forms are read (PgBouncer) */
 	pgv_start(&p, "auth_type = md5\nignore_startup_parameters = options\n", std_databases(), userlist());
-	c = connect_with_options(&p, "-c statement_timeout=5s -x");
+	c = connect_with_options(&p, "-c statement_timeout=5s -c TimeZone=Asia/Tokyo");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SHOW statement_timeout"), "0");
+	ck_assert_str_eq(query_value(c, "SHOW TimeZone"), "Asia/Tokyo");
+	PQfinish(c);
+	c = connect_with_options(&p, "-x");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "only '-c config=val' and '--config=val' are allowed"), "%s",
+		      PQerrorMessage(c));
 	PQfinish(c);
 	pgv_stop(&p);
 }

@@ -1119,6 +1119,34 @@ START_TEST(host_list_dns_failure)
 }
 END_TEST
 
+/* ================================================================ 2: options with "options" ignored */
+
+/*
+ * ignore_startup_parameters = options: -c settings of tracked parameters
+ * (TimeZone, DateStyle) in the options startup parameter still apply, the
+ * others are dropped.
+ */
+START_TEST(options_tracked_when_ignored)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\nignore_startup_parameters = options\n", std_databases(),
+		  userlist());
+	char port[16];
+	snprintf(port, sizeof(port), "%d", p.port);
+	const char *const k[] = { "host", "port", "dbname", "user", "password", "sslmode", "options", NULL };
+	const char *const v[] = { "127.0.0.1", port, DB, "md5_user", "md5_pass", "disable",
+				  "-c TimeZone=Asia/Tokyo -c DateStyle=German -c work_mem=77MB", NULL };
+	PGconn *c = PQconnectdbParams(k, v, 0);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(PQparameterStatus(c, "TimeZone"), "Asia/Tokyo");
+	ck_assert_str_eq(query_value(c, "SHOW TimeZone"), "Asia/Tokyo");
+	ck_assert_str_eq(query_value(c, "SHOW DateStyle"), "German, DMY");
+	ck_assert_str_ne(query_value(c, "SHOW work_mem"), "77MB");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -1145,6 +1173,7 @@ int main(void)
 		{ "verify_full_host_list", verify_full_host_list, 30 },
 		{ "tls13_ciphers_invalid_set", tls13_ciphers_invalid_set, 20 },
 		{ "host_list_dns_failure", host_list_dns_failure, 30 },
+		{ "options_tracked_when_ignored", options_tracked_when_ignored, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
