@@ -318,6 +318,16 @@ void auth_begin(struct client *client)
 		return;
 	}
 	const char *auth_user, *auth_dbname;
+	/*
+	 * A database nothing matches: auth_query is never run for it (as
+	 * PgBouncer 1.26): the login fails as a wrong password, and only an
+	 * auth_file password gets as far as "no such database".
+	 */
+	if (client->pool && client->pool->db->is_fake) {
+		login->fake_auth = true;
+		auth_proceed(client);
+		return;
+	}
 	if (auth_query_target(client, &auth_user, &auth_dbname)) {
 		/* Not in auth_file: ask the database, without blocking the loop. */
 		struct db *adb = auth_query_db(client, auth_dbname);

@@ -1147,6 +1147,36 @@ START_TEST(options_tracked_when_ignored)
 }
 END_TEST
 
+/* ================================================================ 2: no auth_query for a database that does not exist */
+
+/*
+ * A login to a database nothing matches never runs auth_query: a user
+ * only auth_query could know fails as a wrong password (no server is
+ * opened for the lookup); an auth_file user with the right password hears
+ * "no such database".
+ */
+START_TEST(no_auth_query_for_missing_db)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "auth_user = md5_user\nauth_dbname = " DB "\n"
+		  "auth_query = SELECT $1::text, 'bench_pass'::text\n", std_databases(), userlist());
+	struct raw_error err;
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "nosuchdb", "pgv_ghost", "bench_pass", &err), -1);
+	ck_assert_msg(strstr(err.message, "password authentication failed"), "%s", err.message);
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "nosuchdb", "md5_user", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.message, "no such database: nosuchdb");
+	sleep_ms(300);
+	ck_assert_msg(!pgv_log_contains(&p, "new connection to server"), "auth_query ran:\n%s", pgv_log_tail(&p, 2000));
+	/* the same lookup for an existing database does run */
+	PGconn *c = pgv_connect(&p, DB, "pgbench_user", "bench_pass");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -1174,6 +1204,7 @@ int main(void)
 		{ "tls13_ciphers_invalid_set", tls13_ciphers_invalid_set, 20 },
 		{ "host_list_dns_failure", host_list_dns_failure, 30 },
 		{ "options_tracked_when_ignored", options_tracked_when_ignored, 20 },
+		{ "no_auth_query_for_missing_db", no_auth_query_for_missing_db, 20 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
