@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ================================================================ helpers */
@@ -954,6 +955,26 @@ END_TEST
 
 /* ================================================================ 1: OpenSSL errors in the log */
 
+/* pgvalve with client TLS allowed (the harness's server certificate), then extra settings. */
+static void start_with_client_tls(struct pgv *p, const char *extra)
+{
+	const char *certs = getenv("PGV_TEST_CERTDIR");
+	ck_assert_ptr_nonnull(certs);
+	char ini[1024];
+	snprintf(ini, sizeof(ini), ADMIN_CFG "client_tls_sslmode = allow\nclient_tls_key_file = %s/server.key\n"
+		 "client_tls_cert_file = %s/server.crt\n%s", certs, certs, extra);
+	pgv_start(p, ini, std_databases(), userlist());
+}
+
+/* A libpq client over TLS (sslmode=require and the extra conninfo). */
+static PGconn *tls_client(struct pgv *p, const char *extra)
+{
+	char conninfo[512];
+	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
+		 "sslmode=require %s", p->port, extra);
+	return PQconnectdb(conninfo);
+}
+
 /*
  * As PgBouncer 1.26 logs them: a TLS client that hangs up without
  * close_notify after the handshake is an ordinary "client unexpected eof"
@@ -962,17 +983,9 @@ END_TEST
  */
 START_TEST(tls_errors_logged)
 {
-	const char *certs = getenv("PGV_TEST_CERTDIR");
-	ck_assert_ptr_nonnull(certs);
-	char ini[1024];
-	snprintf(ini, sizeof(ini), ADMIN_CFG "client_tls_sslmode = allow\nclient_tls_key_file = %s/server.key\n"
-		 "client_tls_cert_file = %s/server.crt\n", certs, certs);
 	struct pgv p;
-	pgv_start(&p, ini, std_databases(), userlist());
-	char conninfo[256];
-	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
-		 "sslmode=require", p.port);
-	PGconn *c = PQconnectdb(conninfo);
+	start_with_client_tls(&p, "");
+	PGconn *c = tls_client(&p, "");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
 	ck_assert(PQsslInUse(c));
 	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
@@ -1048,13 +1061,8 @@ END_TEST
 /* SET client_tls13_ciphers to something OpenSSL refuses: PgBouncer's NOTICE, and TLS goes on as before. */
 START_TEST(tls13_ciphers_invalid_set)
 {
-	const char *certs = getenv("PGV_TEST_CERTDIR");
-	ck_assert_ptr_nonnull(certs);
-	char ini[1024];
-	snprintf(ini, sizeof(ini), ADMIN_CFG "client_tls_sslmode = allow\nclient_tls_key_file = %s/server.key\n"
-		 "client_tls_cert_file = %s/server.crt\nclient_tls13_ciphers = TLS_AES_256_GCM_SHA384\n", certs, certs);
 	struct pgv p;
-	pgv_start(&p, ini, std_databases(), userlist());
+	start_with_client_tls(&p, "client_tls13_ciphers = TLS_AES_256_GCM_SHA384\n");
 	PGconn *a = admin_conn(&p);
 	struct notice_log log;
 	memset(&log, 0, sizeof(log));
@@ -1062,10 +1070,7 @@ START_TEST(tls13_ciphers_invalid_set)
 	exec_ok(a, "SET client_tls13_ciphers = 'NO_SUCH_SUITE'");
 	ck_assert_int_eq(log.n, 1);
 	ck_assert_str_eq(log.message, "TLS settings could not be applied, still using old configuration");
-	char conninfo[256];
-	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
-		 "sslmode=require ssl_min_protocol_version=TLSv1.3", p.port);
-	PGconn *c = PQconnectdb(conninfo);
+	PGconn *c = tls_client(&p, "ssl_min_protocol_version=TLSv1.3");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
 	ck_assert_str_eq(PQsslAttribute(c, "cipher"), "TLS_AES_256_GCM_SHA384");
 	PQfinish(c);
@@ -1177,6 +1182,89 @@ START_TEST(no_auth_query_for_missing_db)
 }
 END_TEST
 
+/* ================================================================ 1: split server login packets */
+
+/*
+ * A TCP relay to PostgreSQL that hands pgvalve the server's first bytes
+ * one at a time (every login message split across many reads, as a proxy
+ * in between may do). Serves connections until killed; runs in a child.
+ */
+static void split_relay(int listen_fd, int pg_port)
+{
+	for (;;) {
+		int in = accept(listen_fd, NULL, NULL);
+		if (in < 0)
+			_exit(1);
+		if (fork() != 0) {
+			close(in);
+			continue;
+		}
+		struct sockaddr_in pg = { .sin_family = AF_INET, .sin_port = htons((uint16_t)pg_port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int out = socket(AF_INET, SOCK_STREAM, 0);
+		if (out < 0 || connect(out, (struct sockaddr *)&pg, sizeof(pg)) != 0)
+			_exit(2);
+		size_t from_server = 0;
+		for (;;) {
+			struct pollfd pfd[2] = { { .fd = in, .events = POLLIN }, { .fd = out, .events = POLLIN } };
+			if (poll(pfd, 2, -1) < 0)
+				_exit(3);
+			char buf[8192];
+			if (pfd[0].revents) {
+				ssize_t n = read(in, buf, sizeof(buf));
+				if (n <= 0 || !raw_send(out, buf, (size_t)n))
+					_exit(0);
+			}
+			if (pfd[1].revents) {
+				/* the login's messages byte by byte, the rest as it comes */
+				ssize_t n = read(out, buf, from_server < 4096 ? 1 : sizeof(buf));
+				if (n <= 0 || !raw_send(in, buf, (size_t)n))
+					_exit(0);
+				from_server += (size_t)n;
+				if (from_server < 4096)
+					usleep(500);
+			}
+		}
+	}
+}
+
+/*
+ * Server login messages that arrive in pieces (through a relay splitting
+ * them byte by byte, with the smallest pkt_buf) are put together: the
+ * login works, and so do queries after it.
+ */
+START_TEST(split_server_login_packets)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 16), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	pid_t relay = fork();
+	ck_assert_int_ge(relay, 0);
+	if (relay == 0)
+		split_relay(lfd, pg_port_env());
+	close(lfd);
+	char dbs[256];
+	snprintf(dbs, sizeof(dbs), "split = host=127.0.0.1 port=%d dbname=" DB "\n", ntohs(sa.sin_port));
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "pkt_buf = 256\nserver_tls_sslmode = disable\n", dbs, userlist());
+	for (const char *const *u = (const char *const[]){ "md5_user", "scram_user", NULL }; *u; u++) {
+		PGconn *c = connect_ok(&p, "split", *u, strcmp(*u, "md5_user") == 0 ? "md5_pass" : "scram_pass");
+		ck_assert_str_eq(query_value(c, "SELECT current_user"), *u);
+		ck_assert_str_eq(query_value(c, "SELECT string_agg(name, ',') FROM pg_settings WHERE name LIKE 'client_enc%'"),
+				 "client_encoding");
+		PQfinish(c);
+	}
+	pgv_stop(&p);
+	kill(-relay, SIGKILL);
+	kill(relay, SIGKILL);
+	waitpid(relay, NULL, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("compat126");
@@ -1205,6 +1293,7 @@ int main(void)
 		{ "host_list_dns_failure", host_list_dns_failure, 30 },
 		{ "options_tracked_when_ignored", options_tracked_when_ignored, 20 },
 		{ "no_auth_query_for_missing_db", no_auth_query_for_missing_db, 20 },
+		{ "split_server_login_packets", split_server_login_packets, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
