@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <openssl/ssl.h>
 
 /* ================================================================ helpers */
 
@@ -1058,6 +1059,94 @@ START_TEST(verify_full_host_list)
 }
 END_TEST
 
+/*
+ * A fake server for SNI: answers each SSLRequest with 'S', completes the
+ * TLS handshake with the harness's server certificate and writes the name
+ * the client sent (or "-" for none) as one line to out_fd, then hangs up.
+ * Runs in a forked child until killed.
+ */
+static void sni_recorder(int listen_fd, int out_fd)
+{
+	const char *certs = getenv("PGV_TEST_CERTDIR");
+	char crt[600], key[600];
+	snprintf(crt, sizeof(crt), "%s/server.crt", certs);
+	snprintf(key, sizeof(key), "%s/server.key", certs);
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx || SSL_CTX_use_certificate_chain_file(ctx, crt) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1)
+		_exit(2);
+	for (;;) {
+		int fd = accept(listen_fd, NULL, NULL);
+		unsigned char req[8];
+		if (fd < 0)
+			_exit(1);
+		if (recv(fd, req, 8, MSG_WAITALL) == 8 && get32(req + 4) == 80877103 && raw_send(fd, "S", 1)) {
+			SSL *ssl = SSL_new(ctx);
+			SSL_set_fd(ssl, fd);
+			if (SSL_accept(ssl) == 1) {
+				const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+				dprintf(out_fd, "%s\n", name ? name : "-");
+			}
+			SSL_free(ssl);
+		}
+		close(fd);
+	}
+}
+
+/*
+ * SNI names the entry of the host list a connection reached: nothing for
+ * an address, the name for a name; never the whole "a,b" list.
+ */
+START_TEST(sni_per_host)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 16), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t rec = fork();
+	ck_assert_int_ge(rec, 0);
+	if (rec == 0) {
+		close(pipefd[0]);
+		sni_recorder(lfd, pipefd[1]);
+	}
+	close(lfd);
+	close(pipefd[1]);
+	char dbs[256];
+	snprintf(dbs, sizeof(dbs), "sni = host=127.0.0.1,localhost port=%d dbname=" DB "\n", ntohs(sa.sin_port));
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "server_tls_sslmode = require\nserver_login_retry = 0\nquery_wait_timeout = 2\n",
+		  dbs, userlist());
+	struct raw_error err;
+	char names[256] = "";
+	size_t got = 0;
+	double t0 = now_s();
+	while (now_s() - t0 < 10 && strchr(names, '\n') == strrchr(names, '\n')) {
+		memset(&err, 0, sizeof(err));
+		raw_login(p.port, "sni", "md5_user", "md5_pass", &err);	/* the fake server hangs up after TLS */
+		struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
+		while (poll(&pfd, 1, 200) == 1 && got < sizeof(names) - 1) {
+			ssize_t n = read(pipefd[0], names + got, sizeof(names) - 1 - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+			names[got] = '\0';
+		}
+	}
+	kill(rec, SIGKILL);
+	waitpid(rec, NULL, 0);
+	close(pipefd[0]);
+	pgv_stop(&p);
+	/* round robin: one connection to each entry, in either order */
+	ck_assert_msg(strstr(names, "-\n") && strstr(names, "localhost\n") && !strstr(names, ","), "SNI seen: %s",
+		      names);
+}
+END_TEST
+
 /* SET client_tls13_ciphers to something OpenSSL refuses: PgBouncer's NOTICE, and TLS goes on as before. */
 START_TEST(tls13_ciphers_invalid_set)
 {
@@ -1289,6 +1378,7 @@ int main(void)
 		{ "security_fix_classes", security_fix_classes, 30 },
 		{ "tls_errors_logged", tls_errors_logged, 20 },
 		{ "verify_full_host_list", verify_full_host_list, 30 },
+		{ "sni_per_host", sni_per_host, 30 },
 		{ "tls13_ciphers_invalid_set", tls13_ciphers_invalid_set, 20 },
 		{ "host_list_dns_failure", host_list_dns_failure, 30 },
 		{ "options_tracked_when_ignored", options_tracked_when_ignored, 20 },
