@@ -200,7 +200,6 @@ struct client {
 	bool admin_superuser : 1;	/* user pgbouncer over the Unix socket, same OS user */
 	bool shown_as_admin_user : 1;	/* auth_type any on the console: listed as user pgbouncer */
 	bool admin_counted : 1;		/* its one query/transaction is in the admin stats */
-	bool did_suspend : 1;		/* issued SUSPEND: its going away resumes */
 	bool counted_in_db : 1;		/* in its db's client_count */
 	bool quiet : 1;			/* a cancel-request connection: no disconnect log line */
 	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */
