@@ -13,6 +13,7 @@
 #include "pgvalve/hba.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/dns.h"
+#include "pgvalve/drain.h"
 #include "pgvalve/janitor.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
@@ -226,6 +227,7 @@ static int run_pooler(bool single, unsigned restarts)
 	sdnotify_stop_status_timer();
 	sdnotify_send_stopping("shutting down");
 	metrics_http_stop();
+	drain_stop();
 	janitor_stop();
 	listener_close();
 	loop_cleanup();

@@ -46,6 +46,7 @@ struct worker_slot {
  */
 struct worker_table_head {
 	uint32_t pause_state;
+	uint32_t drain;		/* 1 once a DRAIN was asked for: the instance is ending (never cleared) */
 } __attribute__((aligned(64)));
 
 /* A blob area (see workers.h): its own sequence counter, its length, then the bytes. */
@@ -422,6 +423,17 @@ bool workers_others_paused(uint32_t gen)
 			return false;
 	}
 	return true;
+}
+
+void workers_set_drain(void)
+{
+	if (wk.head)
+		__atomic_store_n(&wk.head->drain, 1, __ATOMIC_RELEASE);
+}
+
+bool workers_want_drain(void)
+{
+	return wk.head && __atomic_load_n(&wk.head->drain, __ATOMIC_ACQUIRE);
 }
 
 static struct worker_blob *blob(int worker, enum workers_blob which)
