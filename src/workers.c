@@ -34,6 +34,7 @@ struct worker_slot {
 	int32_t peer_id;
 	int32_t listening;
 	uint32_t paused_gen;	/* the instance pause generation this worker has completed, 0 = none */
+	uint32_t unreachable;	/* 1: this worker found no database reachable (readiness.h) */
 	int64_t updated;
 	uint64_t counters[sizeof(struct worker_counters) / sizeof(uint64_t)];
 } __attribute__((aligned(64)));
@@ -294,6 +295,7 @@ void workers_announce_running(void)
 	write_counters(s, &zero, now_usec());
 	STORE(s->peer_id, (int32_t)(pgv.cfg ? pgv.cfg->peer_id : 0));
 	STORE(s->paused_gen, 0);
+	STORE(s->unreachable, 0);
 	__atomic_store_n(&s->listening, 1, __ATOMIC_RELEASE);
 	if (!wk.supervisor)
 		workers_set_state(1, WORKER_STATE_RUNNING);
@@ -434,6 +436,29 @@ void workers_set_drain(void)
 bool workers_want_drain(void)
 {
 	return wk.head && __atomic_load_n(&wk.head->drain, __ATOMIC_ACQUIRE);
+}
+
+void workers_publish_unreachable(bool unreachable)
+{
+	struct worker_slot *s = slot(wk.self);
+	if (s)
+		STORE(s->unreachable, unreachable ? 1 : 0);
+}
+
+bool workers_others_unreachable(void)
+{
+	for (int k = 1; k <= wk.count; k++) {
+		if (k == wk.self)
+			continue;
+		struct worker_status w;
+		workers_read(k, &w);
+		/* A worker that does not serve (restarting, gone) reaches nothing for anyone. */
+		if (w.state != WORKER_STATE_RUNNING || w.pid <= 0)
+			continue;
+		if (!LOAD(slot(k)->unreachable))
+			return false;
+	}
+	return true;
 }
 
 static struct worker_blob *blob(int worker, enum workers_blob which)

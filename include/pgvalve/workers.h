@@ -167,6 +167,13 @@ bool workers_others_paused(uint32_t gen);
  */
 void workers_set_drain(void);
 bool workers_want_drain(void);
+/*
+ * Readiness (readiness.h), workers = N > 1: each worker publishes whether
+ * it found no database reachable; workers_others_unreachable is true when
+ * every other worker that serves has published so (and for a single process).
+ */
+void workers_publish_unreachable(bool unreachable);
+bool workers_others_unreachable(void);
 /* Any process: slot of worker k (1-based). */
 void workers_read(int worker, struct worker_status *out);
 

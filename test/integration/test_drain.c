@@ -1,8 +1,10 @@
 /*
  * test_drain.c - draining at transaction boundaries (DRAIN, SIGTERM with
- * shutdown_drain, drain_timeout, workers = N) against the real
+ * shutdown_drain, drain_timeout, workers = N) and the readiness and
+ * liveness probes beside /metrics (/ready, /live), against the real
  * PostgreSQL: which client is closed when, with what, that no transaction
- * is cut, and that the process exits after the last client.
+ * is cut, that the process exits after the last client, and what /ready
+ * says while paused, draining, and while no database can be reached.
  *
  * Clients that must see exactly when the pooler closes them speak the
  * protocol by hand (harness.h raw_*): a FATAL arriving unasked is read as
@@ -105,6 +107,90 @@ static void insert_marker(int fd, int aid)
 	snprintf(sql, sizeof(sql), "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (0, 0, %d, 0, now())",
 		 aid);
 	q_ok(fd, sql, NULL);
+}
+
+/* ---------------------------------------------------------------- HTTP */
+
+/* A free port for the HTTP endpoint, outside the harness' range for pgvalve (see test_metrics.c). */
+static int http_port(void)
+{
+	int start = (int)(getpid() % 1000) * 2;
+	for (int i = 0; i < 2000; i++) {
+		int port = 22000 + (start + i) % 2000;
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		bool ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		close(fd);
+		if (ok)
+			return port;
+	}
+	ck_abort_msg("no free port in 22000-23999");
+	return -1;
+}
+
+/* A TCP port nothing listens on (bound and released: the kernel gave it to nobody else yet). */
+static int dead_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* GET path: the status (0 if none came), the body's first line into body. */
+static int http_get(int port, const char *path, char *body, size_t size)
+{
+	char req[256], buf[4096];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+	int fd = raw_connect(port);
+	raw_send(fd, req, (size_t)n);
+	size_t len = 0;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (len >= sizeof(buf) - 1 || poll(&pfd, 1, 5000) <= 0)
+			break;
+		ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	int status = 0;
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		status = 0;
+	const char *b = strstr(buf, "\r\n\r\n");
+	snprintf(body, size, "%s", b ? b + 4 : "");
+	body[strcspn(body, "\r\n")] = '\0';
+	return status;
+}
+
+static void expect_http(int port, const char *path, int status, const char *body)
+{
+	char got[512];
+	int st = http_get(port, path, got, sizeof(got));
+	ck_assert_msg(st == status && strcmp(got, body) == 0, "GET %s: %d '%s', expected %d '%s'", path, st, got,
+		      status, body);
+}
+
+/* Waits up to timeout_s for path to answer status with body. */
+static void wait_http(int port, const char *path, int status, const char *body, double timeout_s)
+{
+	char got[512] = "";
+	int st = 0;
+	double deadline = now_s() + timeout_s;
+	while (now_s() < deadline) {
+		st = http_get(port, path, got, sizeof(got));
+		if (st == status && strcmp(got, body) == 0)
+			return;
+		sleep_ms(100);
+	}
+	ck_abort_msg("GET %s: still %d '%s' after %.1f s, expected %d '%s'", path, st, got, timeout_s, status, body);
 }
 
 /* ================================================================ drain */
@@ -444,13 +530,17 @@ static int worker_raw_client(struct pgv *p, int k)
 }
 
 /*
- * workers = 2: DRAIN on worker 2's console drains worker 1 too; each
- * closes its clients at their boundaries, and the whole instance exits.
+ * workers = 2: DRAIN on worker 2's console drains worker 1 too (/ready,
+ * served by worker 1, says so); each closes its clients at their
+ * boundaries, and the whole instance exits.
  */
 START_TEST(drain_reaches_every_worker)
 {
 	struct pgv p;
-	pgv_start(&p, TXN "workers = 2\n", std_databases(), userlist());
+	int mport = http_port();
+	char cfg[512];
+	snprintf(cfg, sizeof(cfg), TXN "workers = 2\nmetrics_port = %d\n", mport);
+	pgv_start(&p, cfg, std_databases(), userlist());
 	PGconn *a2 = worker_conn(&p, 2, "pgbouncer", "admin_u", "admin_pass");	/* both workers are up */
 	int c1 = worker_raw_client(&p, 1);
 	q_ok(c1, "BEGIN", NULL);
@@ -458,10 +548,13 @@ START_TEST(drain_reaches_every_worker)
 	q_ok(i1, "SELECT 1", "1");
 	int i2 = worker_raw_client(&p, 2);
 	q_ok(i2, "SELECT 1", "1");
+	expect_http(mport, "/ready", 200, "ready");
 
 	admin_ok(a2, "DRAIN", "DRAIN");
 	expect_drained(i2, AT_ONCE_MS, "idle client of worker 2", NULL);
 	expect_drained(i1, AT_ONCE_MS, "idle client of worker 1", NULL);
+	wait_http(mport, "/ready", 503, "draining", 5);
+	expect_http(mport, "/live", 200, "live");
 	q_ok(c1, "SELECT 'in txn'", "in txn");
 	q_ok(c1, "COMMIT", NULL);
 	expect_drained(c1, AT_ONCE_MS, "worker 1's client after its COMMIT", NULL);
@@ -469,6 +562,230 @@ START_TEST(drain_reaches_every_worker)
 	ck_assert(pgv_log_contains(&p, "[w1] SIGTERM: draining"));
 	ck_assert(pgv_log_contains(&p, "[w2] DRAIN command: draining"));
 	PQfinish(a2);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ================================================================ probes */
+
+/* /ready: 200, 503 from the moment PAUSE starts, 200 after RESUME, 503 draining; /live 200 throughout. */
+START_TEST(ready_follows_pause_and_drain)
+{
+	struct pgv p;
+	int mport = http_port();
+	char cfg[512];
+	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\nmetrics_auth_token = s3cret\n", mport);
+	pgv_start(&p, cfg, std_databases(), userlist());
+	expect_http(mport, "/ready", 200, "ready");
+	expect_http(mport, "/live", 200, "live");
+	PGconn *a = admin_conn(&p);
+	int intx = raw_client(&p);
+	q_ok(intx, "BEGIN", NULL);
+	/* PAUSE waits for the transaction: /ready says no from its start, before PAUSE has answered */
+	ck_assert_int_eq(PQsendQuery(a, "PAUSE"), 1);
+	wait_http(mport, "/ready", 503, "paused", 3);
+	expect_http(mport, "/live", 200, "live");
+	q_ok(intx, "COMMIT", NULL);
+	PGresult *r;
+	while ((r = PQgetResult(a)) != NULL) {
+		ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+		PQclear(r);
+	}
+	admin_ok(a, "RESUME", "RESUME");
+	expect_http(mport, "/ready", 200, "ready");
+
+	q_ok(intx, "BEGIN", NULL);
+	admin_ok(a, "DRAIN", "DRAIN");
+	expect_http(mport, "/ready", 503, "draining");
+	expect_http(mport, "/live", 200, "live");
+	q_ok(intx, "COMMIT", NULL);
+	expect_drained(intx, AT_ONCE_MS, "client after its COMMIT", NULL);
+	ck_assert_msg(wait_exit(&p, 5), "still running\n%s", pgv_log_tail(&p, 2000));
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A login to dbname in a child process (it may wait for ever: the parent kills it). */
+static pid_t background_login(struct pgv *p, const char *dbname, int worker)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		PGconn *c;
+		if (worker) {
+			c = worker_login(p, worker, dbname, "md5_user", "md5_pass");
+		} else {
+			c = pgv_connect(p, dbname, "md5_user", "md5_pass");
+		}
+		_exit(c && PQstatus(c) == CONNECTION_OK ? 0 : 1);
+	}
+	return pid;
+}
+
+static void end_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* Replaces the first `from` in p's ini with `to`. */
+static void ini_replace(struct pgv *p, const char *from, const char *to)
+{
+	char text[8192], out[8400];
+	snprintf(text, sizeof(text), "%s", read_file_tail(p->ini, sizeof(text) - 1));
+	char *at = strstr(text, from);
+	ck_assert_msg(at, "'%s' not in %s", from, p->ini);
+	snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+	FILE *f = fopen(p->ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(out, f);
+	fclose(f);
+}
+
+/*
+ * /ready is 503 while the only database's last server login failed and it
+ * has no server; 200 before anything was tried, and again once a server
+ * logs in. /live stays 200.
+ */
+START_TEST(ready_503_when_no_database_reachable)
+{
+	struct pgv p;
+	int mport = http_port();
+	char cfg[512], dbs[256], dead[64], live[64];
+	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\nserver_login_retry = 1\n", mport);
+	snprintf(dead, sizeof(dead), "port=%d", dead_port());
+	snprintf(live, sizeof(live), "port=%d", pg_port_env());
+	snprintf(dbs, sizeof(dbs), "elsewhere = host=127.0.0.1 %s dbname=pgvtest\n", dead);
+	pgv_start(&p, cfg, dbs, userlist());
+	expect_http(mport, "/ready", 200, "ready");	/* nothing tried yet */
+	pid_t child = background_login(&p, "elsewhere", 0);
+	wait_http(mport, "/ready", 503, "no database reachable", 5);
+	expect_http(mport, "/live", 200, "live");
+	expect_http(mport, "/health", 200, "OK");
+
+	/* the database comes back (here: its address is fixed): the next login attempt makes it ready */
+	ini_replace(&p, dead, live);
+	pgv_reload(&p);
+	wait_http(mport, "/ready", 200, "ready", 8);
+	end_child(child);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* One reachable database is enough: another failing does not make the instance unready. */
+START_TEST(ready_200_while_one_database_reachable)
+{
+	struct pgv p;
+	int mport = http_port();
+	char cfg[512], dbs[512];
+	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\n", mport);
+	snprintf(dbs, sizeof(dbs), "%selsewhere = host=127.0.0.1 port=%d dbname=pgvtest\n", std_databases(),
+		 dead_port());
+	pgv_start(&p, cfg, dbs, userlist());
+	int c = raw_client(&p);
+	q_ok(c, "SELECT 1", "1");
+	pid_t child = background_login(&p, "elsewhere", 0);
+	pgv_expect_log(&p, "elsewhere", 5);
+	sleep_ms(500);
+	expect_http(mport, "/ready", 200, "ready");
+	end_child(child);
+	close(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* workers = 2: no database is reachable only when every worker has found so. */
+START_TEST(ready_with_workers_asks_every_worker)
+{
+	struct pgv p;
+	int mport = http_port();
+	char cfg[512], dbs[256];
+	snprintf(cfg, sizeof(cfg), TXN "workers = 2\nmetrics_port = %d\n", mport);
+	snprintf(dbs, sizeof(dbs), "elsewhere = host=127.0.0.1 port=%d dbname=pgvtest\n", dead_port());
+	pgv_start(&p, cfg, dbs, userlist());
+	PQfinish(worker_conn(&p, 2, "pgbouncer", "admin_u", "admin_pass"));	/* worker 2 is up */
+	pid_t on1 = background_login(&p, "elsewhere", 1);
+	pgv_expect_log(&p, "[w1] S-", 5);
+	sleep_ms(2500);	/* worker 2 publishes every second: it has tried nothing */
+	expect_http(mport, "/ready", 200, "ready");
+	pid_t on2 = background_login(&p, "elsewhere", 2);
+	wait_http(mport, "/ready", 503, "no database reachable", 5);
+	end_child(on1);
+	end_child(on2);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A flood of probe requests (bounded, loopback): more connections than the
+ * endpoint takes at once, for 3 s. A client's queries meanwhile all run,
+ * none slowly; the flood is logged; the probes answer afterwards.
+ */
+START_TEST(probe_flood_leaves_clients_alone)
+{
+	struct pgv p;
+	int mport = http_port();
+	char cfg[512];
+	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\n", mport);
+	pgv_start(&p, cfg, std_databases(), userlist());
+	int c = raw_client(&p);
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t flooder = fork();
+	ck_assert_int_ge(flooder, 0);
+	if (flooder == 0) {
+		enum { CONNS = 48 };
+		static const char req[] = "GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+		int ok = 0, bad = 0;
+		double end = now_s() + 3;
+		while (now_s() < end && ok + bad < 6000) {
+			int fds[CONNS];
+			for (int i = 0; i < CONNS; i++) {
+				fds[i] = raw_connect(mport);
+				raw_send(fds[i], req, sizeof(req) - 1);
+			}
+			for (int i = 0; i < CONNS; i++) {
+				char buf[512] = "";
+				struct pollfd pfd = { .fd = fds[i], .events = POLLIN };
+				ssize_t n = poll(&pfd, 1, 10000) == 1 ? read(fds[i], buf, sizeof(buf) - 1) : -1;
+				if (n > 0 && strncmp(buf, "HTTP/1.1 200", 12) == 0)
+					ok++;
+				else
+					bad++;
+				close(fds[i]);
+			}
+		}
+		int res[2] = { ok, bad };
+		ssize_t w = write(pipefd[1], res, sizeof(res));
+		_exit(w == sizeof(res) ? 0 : 1);
+	}
+	close(pipefd[1]);
+	double end = now_s() + 3, worst = 0;
+	int queries = 0;
+	while (now_s() < end) {
+		char want[32];
+		snprintf(want, sizeof(want), "%d", queries);
+		char sql[64];
+		snprintf(sql, sizeof(sql), "SELECT %d", queries);
+		double t = now_s();
+		q_ok(c, sql, want);
+		if (now_s() - t > worst)
+			worst = now_s() - t;
+		queries++;
+	}
+	int res[2] = { 0, 0 };
+	ck_assert_int_eq(read(pipefd[0], res, sizeof(res)), (ssize_t)sizeof(res));
+	int status;
+	waitpid(flooder, &status, 0);
+	close(pipefd[0]);
+	ck_assert_msg(res[0] > 200 && res[1] == 0, "flood: %d answered 200, %d not", res[0], res[1]);
+	ck_assert_msg(queries > 100 && worst < 1.0, "%d queries during the flood, the slowest %.3f s", queries, worst);
+	ck_assert(pgv_log_contains(&p, "HTTP connections open, not accepting more for now"));
+	expect_http(mport, "/ready", 200, "ready");
+	expect_http(mport, "/live", 200, "live");
+	q_ok(c, "SELECT 'after'", "after");
+	close(c);
 	pgv_stop(&p);
 }
 END_TEST
@@ -486,6 +803,13 @@ static Suite *drain_suite(void)
 	tcase_add_test(tc, drain_rights);
 	tcase_add_test(tc, sigterm_drains_with_shutdown_drain);
 	tcase_add_test(tc, drain_reaches_every_worker);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("probes", 60);
+	tcase_add_test(tc, ready_follows_pause_and_drain);
+	tcase_add_test(tc, ready_503_when_no_database_reachable);
+	tcase_add_test(tc, ready_200_while_one_database_reachable);
+	tcase_add_test(tc, ready_with_workers_asks_every_worker);
+	tcase_add_test(tc, probe_flood_leaves_clients_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }
