@@ -409,17 +409,29 @@ void workers_publish_paused(uint32_t gen_done)
 		STORE(s->paused_gen, gen_done);
 }
 
-bool workers_others_paused(uint32_t gen)
+/*
+ * The slot of the next other worker after *k that serves (running, with a
+ * process), NULL after the last; *k starts at 0. Workers that do not
+ * serve have nothing to say about pauses or databases.
+ */
+static struct worker_slot *next_other_serving(int *k)
 {
-	for (int k = 1; k <= wk.count; k++) {
-		if (k == wk.self)
+	while (++*k <= wk.count) {
+		if (*k == wk.self)
 			continue;
 		struct worker_status w;
-		workers_read(k, &w);
-		/* Only workers that serve: one (re)starting comes up paused (the supervisor sees to it). */
-		if (w.state != WORKER_STATE_RUNNING || w.pid <= 0)
-			continue;
-		struct worker_slot *s = slot(k);
+		workers_read(*k, &w);
+		if (w.state == WORKER_STATE_RUNNING && w.pid > 0)
+			return slot(*k);
+	}
+	return NULL;
+}
+
+bool workers_others_paused(uint32_t gen)
+{
+	/* Only workers that serve: one (re)starting comes up paused (the supervisor sees to it). */
+	struct worker_slot *s;
+	for (int k = 0; (s = next_other_serving(&k));) {
 		uint32_t done = LOAD(s->paused_gen);
 		if (done == 0 || done < gen)	/* 31-bit generations: no wrap in practice */
 			return false;
@@ -447,17 +459,10 @@ void workers_publish_unreachable(bool unreachable)
 
 bool workers_others_unreachable(void)
 {
-	for (int k = 1; k <= wk.count; k++) {
-		if (k == wk.self)
-			continue;
-		struct worker_status w;
-		workers_read(k, &w);
-		/* A worker that does not serve (restarting, gone) reaches nothing for anyone. */
-		if (w.state != WORKER_STATE_RUNNING || w.pid <= 0)
-			continue;
-		if (!LOAD(slot(k)->unreachable))
+	struct worker_slot *s;
+	for (int k = 0; (s = next_other_serving(&k));)
+		if (!LOAD(s->unreachable))
 			return false;
-	}
 	return true;
 }
 

@@ -85,6 +85,14 @@ static bool wait_exit(struct pgv *p, double seconds)
 	return !pgv_running(p);
 }
 
+/* fd, the last client, commits its transaction, is closed at once, and the process exits. */
+static void commit_then_exit(struct pgv *p, int fd, const char *what)
+{
+	q_ok(fd, "COMMIT", NULL);
+	expect_drained(fd, AT_ONCE_MS, what, NULL);
+	ck_assert_msg(wait_exit(p, 10), "still running after the last client left\n%s", pgv_log_tail(p, 2000));
+}
+
 /* A pgbench_history row only this test writes. */
 static int marker(void)
 {
@@ -111,24 +119,6 @@ static void insert_marker(int fd, int aid)
 
 /* ---------------------------------------------------------------- HTTP */
 
-/* A free port for the HTTP endpoint, outside the harness' range for pgvalve (see test_metrics.c). */
-static int http_port(void)
-{
-	int start = (int)(getpid() % 1000) * 2;
-	for (int i = 0; i < 2000; i++) {
-		int port = 22000 + (start + i) % 2000;
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		bool ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-		close(fd);
-		if (ok)
-			return port;
-	}
-	ck_abort_msg("no free port in 22000-23999");
-	return -1;
-}
-
 /* A TCP port nothing listens on (bound and released: the kernel gave it to nobody else yet). */
 static int dead_port(void)
 {
@@ -140,6 +130,16 @@ static int dead_port(void)
 	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
 	close(fd);
 	return ntohs(sa.sin_port);
+}
+
+/* pgv_start with TXN, extra and the HTTP endpoint on a free port: that port. */
+static int start_probed(struct pgv *p, const char *extra, const char *databases)
+{
+	char cfg[512];
+	int mport = pgv_pick_http_port(0);
+	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\n%s", mport, extra);
+	pgv_start(p, cfg, databases, userlist());
+	return mport;
 }
 
 /* GET path: the status (0 if none came), the body's first line into body. */
@@ -234,10 +234,8 @@ START_TEST(drain_transaction_mode)
 	ck_assert_int_eq(raw_login_fd(ufd, "pgbouncer", "admin_u", "admin_pass", key, &err), 0);
 	close(ufd);
 
-	q_ok(intx, "COMMIT", NULL);
-	expect_drained(intx, AT_ONCE_MS, "client after its COMMIT", NULL);
+	commit_then_exit(&p, intx, "client after its COMMIT");
 	ck_assert_int_eq(committed_rows(aid), 1);
-	ck_assert_msg(wait_exit(&p, 5), "still running after the last client left\n%s", pgv_log_tail(&p, 2000));
 	ck_assert(pgv_log_contains(&p, "DRAIN command issued"));
 	ck_assert(pgv_log_contains(&p, "drain: the last client has left"));
 	PQfinish(a);
@@ -305,10 +303,8 @@ START_TEST(drain_session_mode)
 
 	expect_open(intx, 200, "session client inside a transaction");
 	q_ok(intx, "SELECT 3", "3");
-	q_ok(intx, "COMMIT", NULL);
-	expect_drained(intx, AT_ONCE_MS, "session client after its COMMIT", NULL);
+	commit_then_exit(&p, intx, "session client after its COMMIT");
 	ck_assert_int_eq(committed_rows(aid), 1);
-	ck_assert_msg(wait_exit(&p, 5), "still running\n%s", pgv_log_tail(&p, 2000));
 	PQfinish(a);
 	pgv_stop(&p);
 }
@@ -360,9 +356,7 @@ START_TEST(drain_closes_logins_and_replication_at_once)
 	expect_drained(dup(PQsocket(repl)), AT_ONCE_MS, "replication connection", NULL);
 	PQfinish(repl);
 	q_ok(intx, "SELECT 5", "5");
-	q_ok(intx, "COMMIT", NULL);
-	expect_drained(intx, AT_ONCE_MS, "client after its COMMIT", NULL);
-	ck_assert_msg(wait_exit(&p, 5), "still running\n%s", pgv_log_tail(&p, 2000));
+	commit_then_exit(&p, intx, "client after its COMMIT");
 	PQfinish(a);
 	pgv_stop(&p);
 }
@@ -402,9 +396,7 @@ START_TEST(drain_timeout_zero_waits)
 	pgv_expect_log(&p, "drain_timeout = 0: no time limit", 3);
 	expect_open(intx, 2500, "client inside a transaction");
 	ck_assert(pgv_running(&p));
-	q_ok(intx, "COMMIT", NULL);
-	expect_drained(intx, AT_ONCE_MS, "client after its COMMIT", NULL);
-	ck_assert_msg(wait_exit(&p, 5), "still running\n%s", pgv_log_tail(&p, 2000));
+	commit_then_exit(&p, intx, "client after its COMMIT");
 	PQfinish(a);
 	pgv_stop(&p);
 }
@@ -431,9 +423,7 @@ START_TEST(drain_rights)
 	admin_ok(a, "DRAIN", "DRAIN");
 	ck_assert_int_eq(log.n, 1);
 	ck_assert_str_eq(log.message, "already draining");
-	q_ok(c, "COMMIT", NULL);
-	expect_drained(c, AT_ONCE_MS, "client after its COMMIT", NULL);
-	ck_assert_msg(wait_exit(&p, 5), "still running\n%s", pgv_log_tail(&p, 2000));
+	commit_then_exit(&p, c, "client after its COMMIT");
 	PQfinish(s);
 	PQfinish(a);
 	pgv_stop(&p);
@@ -473,9 +463,7 @@ START_TEST(sigterm_drains_with_shutdown_drain)
 	pgv_expect_log(&q, "got SIGTERM while draining, still draining", 5);
 	ck_assert(pgv_running(&q));
 	q_ok(intx, "SELECT 4", "4");
-	q_ok(intx, "COMMIT", NULL);
-	expect_drained(intx, AT_ONCE_MS, "client after its COMMIT", NULL);
-	ck_assert_msg(wait_exit(&q, 5), "still running\n%s", pgv_log_tail(&q, 2000));
+	commit_then_exit(&q, intx, "client after its COMMIT");
 	pgv_stop(&q);
 }
 END_TEST
@@ -537,10 +525,7 @@ static int worker_raw_client(struct pgv *p, int k)
 START_TEST(drain_reaches_every_worker)
 {
 	struct pgv p;
-	int mport = http_port();
-	char cfg[512];
-	snprintf(cfg, sizeof(cfg), TXN "workers = 2\nmetrics_port = %d\n", mport);
-	pgv_start(&p, cfg, std_databases(), userlist());
+	int mport = start_probed(&p, "workers = 2\n", std_databases());
 	PGconn *a2 = worker_conn(&p, 2, "pgbouncer", "admin_u", "admin_pass");	/* both workers are up */
 	int c1 = worker_raw_client(&p, 1);
 	q_ok(c1, "BEGIN", NULL);
@@ -556,9 +541,7 @@ START_TEST(drain_reaches_every_worker)
 	wait_http(mport, "/ready", 503, "draining", 5);
 	expect_http(mport, "/live", 200, "live");
 	q_ok(c1, "SELECT 'in txn'", "in txn");
-	q_ok(c1, "COMMIT", NULL);
-	expect_drained(c1, AT_ONCE_MS, "worker 1's client after its COMMIT", NULL);
-	ck_assert_msg(wait_exit(&p, 10), "instance still running\n%s", pgv_log_tail(&p, 2000));
+	commit_then_exit(&p, c1, "worker 1's client after its COMMIT");
 	ck_assert(pgv_log_contains(&p, "[w1] SIGTERM: draining"));
 	ck_assert(pgv_log_contains(&p, "[w2] DRAIN command: draining"));
 	PQfinish(a2);
@@ -572,10 +555,7 @@ END_TEST
 START_TEST(ready_follows_pause_and_drain)
 {
 	struct pgv p;
-	int mport = http_port();
-	char cfg[512];
-	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\nmetrics_auth_token = s3cret\n", mport);
-	pgv_start(&p, cfg, std_databases(), userlist());
+	int mport = start_probed(&p, "metrics_auth_token = s3cret\n", std_databases());
 	expect_http(mport, "/ready", 200, "ready");
 	expect_http(mport, "/live", 200, "live");
 	PGconn *a = admin_conn(&p);
@@ -598,9 +578,7 @@ START_TEST(ready_follows_pause_and_drain)
 	admin_ok(a, "DRAIN", "DRAIN");
 	expect_http(mport, "/ready", 503, "draining");
 	expect_http(mport, "/live", 200, "live");
-	q_ok(intx, "COMMIT", NULL);
-	expect_drained(intx, AT_ONCE_MS, "client after its COMMIT", NULL);
-	ck_assert_msg(wait_exit(&p, 5), "still running\n%s", pgv_log_tail(&p, 2000));
+	commit_then_exit(&p, intx, "client after its COMMIT");
 	PQfinish(a);
 	pgv_stop(&p);
 }
@@ -651,13 +629,11 @@ static void ini_replace(struct pgv *p, const char *from, const char *to)
 START_TEST(ready_503_when_no_database_reachable)
 {
 	struct pgv p;
-	int mport = http_port();
-	char cfg[512], dbs[256], dead[64], live[64];
-	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\nserver_login_retry = 1\n", mport);
+	char dbs[256], dead[64], live[64];
 	snprintf(dead, sizeof(dead), "port=%d", dead_port());
 	snprintf(live, sizeof(live), "port=%d", pg_port_env());
 	snprintf(dbs, sizeof(dbs), "elsewhere = host=127.0.0.1 %s dbname=pgvtest\n", dead);
-	pgv_start(&p, cfg, dbs, userlist());
+	int mport = start_probed(&p, "server_login_retry = 1\n", dbs);
 	expect_http(mport, "/ready", 200, "ready");	/* nothing tried yet */
 	pid_t child = background_login(&p, "elsewhere", 0);
 	wait_http(mport, "/ready", 503, "no database reachable", 5);
@@ -677,17 +653,14 @@ END_TEST
 START_TEST(ready_200_while_one_database_reachable)
 {
 	struct pgv p;
-	int mport = http_port();
-	char cfg[512], dbs[512];
-	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\n", mport);
+	char dbs[512];
 	snprintf(dbs, sizeof(dbs), "%selsewhere = host=127.0.0.1 port=%d dbname=pgvtest\n", std_databases(),
 		 dead_port());
-	pgv_start(&p, cfg, dbs, userlist());
+	int mport = start_probed(&p, "", dbs);
 	int c = raw_client(&p);
 	q_ok(c, "SELECT 1", "1");
 	pid_t child = background_login(&p, "elsewhere", 0);
-	pgv_expect_log(&p, "elsewhere", 5);
-	sleep_ms(500);
+	pgv_expect_log(&p, "closing because: connect failed", 5);
 	expect_http(mport, "/ready", 200, "ready");
 	end_child(child);
 	close(c);
@@ -699,14 +672,12 @@ END_TEST
 START_TEST(ready_with_workers_asks_every_worker)
 {
 	struct pgv p;
-	int mport = http_port();
-	char cfg[512], dbs[256];
-	snprintf(cfg, sizeof(cfg), TXN "workers = 2\nmetrics_port = %d\n", mport);
+	char dbs[256];
 	snprintf(dbs, sizeof(dbs), "elsewhere = host=127.0.0.1 port=%d dbname=pgvtest\n", dead_port());
-	pgv_start(&p, cfg, dbs, userlist());
+	int mport = start_probed(&p, "workers = 2\n", dbs);
 	PQfinish(worker_conn(&p, 2, "pgbouncer", "admin_u", "admin_pass"));	/* worker 2 is up */
 	pid_t on1 = background_login(&p, "elsewhere", 1);
-	pgv_expect_log(&p, "[w1] S-", 5);
+	pgv_expect_log(&p, "closing because: connect failed", 5);
 	sleep_ms(2500);	/* worker 2 publishes every second: it has tried nothing */
 	expect_http(mport, "/ready", 200, "ready");
 	pid_t on2 = background_login(&p, "elsewhere", 2);
@@ -725,10 +696,7 @@ END_TEST
 START_TEST(probe_flood_leaves_clients_alone)
 {
 	struct pgv p;
-	int mport = http_port();
-	char cfg[512];
-	snprintf(cfg, sizeof(cfg), TXN "metrics_port = %d\n", mport);
-	pgv_start(&p, cfg, std_databases(), userlist());
+	int mport = start_probed(&p, "", std_databases());
 	int c = raw_client(&p);
 	int pipefd[2];
 	ck_assert_int_eq(pipe(pipefd), 0);
