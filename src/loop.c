@@ -68,7 +68,8 @@ static bool shutdown_signal_exits_now(void)
 {
 	if (pgv.shutdown_mode == SHUTDOWN_NONE)
 		return false;
-	return pgv.shutdown_signalled || !workers_supervised();
+	/* A drain's own signal never comes back relayed: SIGINT cuts it short in every worker. */
+	return pgv.shutdown_signalled || !workers_supervised() || pgv.shutdown_mode == SHUTDOWN_DRAIN;
 }
 
 /*

@@ -549,6 +549,35 @@ START_TEST(drain_reaches_every_worker)
 }
 END_TEST
 
+/*
+ * workers = 2: SIGINT during a drain exits at once in every worker, the
+ * one whose console asked for the drain too (a SIGTERM would not); the
+ * transactions left open are cut.
+ */
+START_TEST(sigint_ends_a_drain)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "workers = 2\n", std_databases(), userlist());
+	PGconn *a2 = worker_conn(&p, 2, "pgbouncer", "admin_u", "admin_pass");
+	int t1 = worker_raw_client(&p, 1);
+	q_ok(t1, "BEGIN", NULL);
+	int t2 = worker_raw_client(&p, 2);
+	q_ok(t2, "BEGIN", NULL);
+	admin_ok(a2, "DRAIN", "DRAIN");
+	pgv_expect_log(&p, "[w1] SIGTERM: draining", 5);
+	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
+	pgv_expect_log(&p, "[w2] got SIGTERM while draining, still draining", 5);
+	ck_assert(pgv_running(&p));
+	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	ck_assert_msg(wait_exit(&p, 5), "SIGINT did not end the drain\n%s", pgv_log_tail(&p, 2000));
+	ck_assert(raw_wait_closed(t1, 2000) && raw_wait_closed(t2, 2000));
+	close(t1);
+	close(t2);
+	PQfinish(a2);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ================================================================ probes */
 
 /* /ready: 200, 503 from the moment PAUSE starts, 200 after RESUME, 503 draining; /live 200 throughout. */
@@ -770,6 +799,7 @@ static Suite *drain_suite(void)
 	tcase_add_test(tc, drain_timeout_zero_waits);
 	tcase_add_test(tc, drain_rights);
 	tcase_add_test(tc, sigterm_drains_with_shutdown_drain);
+	tcase_add_test(tc, sigint_ends_a_drain);
 	tcase_add_test(tc, drain_reaches_every_worker);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("probes", 60);
