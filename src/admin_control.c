@@ -1,7 +1,7 @@
 /*
  * admin_control.c - the admin console's control commands (RELOAD, PAUSE,
  * RESUME, DISABLE, ENABLE, RECONNECT, KILL, KILL_CLIENT, WAIT_CLOSE,
- * SHUTDOWN, SET), one handler each in the verbs[] table, and what they
+ * SHUTDOWN, SET, DRAIN), one handler each in the verbs[] table, and what they
  * leave behind: the console clients waiting for a PAUSE or WAIT_CLOSE to
  * complete, the instance-wide pause of a
  * supervisor's workers, the global PAUSE/RESUME and SHUTDOWN modes the
@@ -9,12 +9,13 @@
  *
  * Owns: the admin db object and the list of console clients waiting.
  * Changes pool and process state through pool.c, reload.c, listener.c,
- * workers.c and loop.c; answers through admin_reply.c.
+ * workers.c, shutdown.c and drain.c; answers through admin_reply.c.
  */
 #include "pgvalve/common.h"
 #include "pgvalve/admin_internal.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
+#include "pgvalve/drain.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
 #include "pgvalve/shutdown.h"
@@ -628,6 +629,29 @@ static void control_shutdown(struct client *client, const struct admin_command *
 	admin_shutdown_wait_for_clients();
 }
 
+/*
+ * DRAIN: every client closed at its next transaction boundary, then exit
+ * (drain.h); every worker of the instance. Answered at once: the console
+ * stays open until the process exits.
+ */
+static void control_drain(struct client *client, const struct admin_command *cmd)
+{
+	log_issued(cmd);
+	if (drain_active()) {
+		admin_reply_notice(client, "already draining", NULL, "DRAIN");
+		return;
+	}
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS) {
+		admin_reply_errorf(client, "pooler is shutting down");
+		return;
+	}
+	/* The flag first: the other workers look at it when the supervisor's SIGTERM reaches them. */
+	workers_set_drain();
+	workers_tell_supervisor(SIGTERM);
+	admin_reply_complete(client, "DRAIN");
+	drain_begin("DRAIN command");
+}
+
 /* ---------------------------------------------------------------- the verb table */
 
 static bool args_set(const struct admin_command *cmd)
@@ -669,6 +693,7 @@ static const struct control_verb verbs[] = {
 	{ "KILL_CLIENT", NULL, false, control_kill_client },
 	{ "WAIT_CLOSE", NULL, false, control_wait_close },
 	{ "SHUTDOWN", args_shutdown, false, control_shutdown },
+	{ "DRAIN", args_none, false, control_drain },	/* pgvalve extension */
 };
 
 bool admin_control_run(struct client *client, const struct admin_command *cmd)

@@ -833,6 +833,7 @@ void client_unlinked(struct client *client)
 		return;
 	client->request_time = now_usec();
 	client_set_state(client, CL_IDLE);	/* to the tail: the idle list stays in idle-since order */
+	instance_client_at_boundary();
 }
 
 /* ---------------------------------------------------------------- events */

@@ -108,6 +108,8 @@ static const struct param_def params[] = {
 	P_TIME(dns_max_ttl, "15", RELOAD, IMPL),
 	P_TIME(dns_nxdomain_ttl, "15", RELOAD, IMPL),
 	P_TIME(dns_zone_check_period, "0", RELOAD, IMPL),
+	/* pgvalve extension: how long a drain (drain.h) waits for its last client; 0 = no limit. */
+	P_TIME(drain_timeout, "0", RELOAD, IMPL),
 	P_TIME(idle_transaction_timeout, "0", RELOAD, IMPL),
 	P_STR(ignore_startup_parameters, "", RELOAD, IMPL),
 	P_STR(job_name, "pgbouncer", RESTART, IMPL),	/* Windows service name in PgBouncer: no effect here either */
@@ -165,6 +167,8 @@ static const struct param_def params[] = {
 	P_STR(server_tls_protocols, "secure", RELOAD, IMPL),
 	P_ENUM(server_tls_sslmode, "prefer", RELOAD, IMPL, sslmode_names, 0),
 	P_STR_ALIAS(service_name, job_name, "pgbouncer", RESTART, IMPL),
+	/* pgvalve extension: SIGTERM drains (drain.h) instead of SHUTDOWN WAIT_FOR_CLIENTS. */
+	P_BOOL(shutdown_drain, "0", RELOAD, IMPL),
 	P_BOOL(so_reuseport, "0", RESTART, IMPL),
 	P_TIME(stats_period, "60", RELOAD, IMPL),
 	P_STR(stats_users, "", RELOAD, IMPL),

@@ -1,7 +1,7 @@
 /*
  * loop.c - the libevent loop's own duties: signal handling (what a signal
- * starts is admin.c's, shutdown.c's and reload.c's), and the reaper that
- * frees closed clients and servers.
+ * starts is admin.c's, shutdown.c's, drain.c's and reload.c's), and the
+ * reaper that frees closed clients and servers.
  *
  * Freeing is deferred to the reaper so a handler deep in a call chain can
  * close any connection (its own or its peer's) without the caller ever
@@ -11,6 +11,8 @@
 #include "pgvalve/loop.h"
 #include "pgvalve/admin.h"
 #include "pgvalve/client.h"
+#include "pgvalve/config.h"
+#include "pgvalve/drain.h"
 #include "pgvalve/log.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
@@ -33,6 +35,13 @@ static struct {
 	struct event *sig_usr2;
 	int exit_code;
 } loop_state;
+
+/* The instance's client_gone hook: whichever ending is under way may be over. */
+static void client_gone(void)
+{
+	shutdown_client_gone();
+	drain_client_gone();
+}
 
 /* The reaper (reap.h): frees what the core closed, once its handlers have returned. */
 static void free_dead_connections(void)
@@ -59,7 +68,30 @@ static bool shutdown_signal_exits_now(void)
 {
 	if (pgv.shutdown_mode == SHUTDOWN_NONE)
 		return false;
-	return pgv.shutdown_signalled || !workers_supervised();
+	/* A drain's own signal never comes back relayed: SIGINT cuts it short in every worker. */
+	return pgv.shutdown_signalled || !workers_supervised() || pgv.shutdown_mode == SHUTDOWN_DRAIN;
+}
+
+/*
+ * SIGTERM drains (drain.h) with shutdown_drain = 1, or once a DRAIN asked
+ * the instance to (a worker's DRAIN reaches the others as SIGTERM). A
+ * drain under way is never cut short by it. False if the signal is to be
+ * taken as PgBouncer's: a SHUTDOWN WAIT_FOR_SERVERS is under way.
+ */
+static bool sigterm_drains(void)
+{
+	if (!pgv.cfg->shutdown_drain && !workers_want_drain())
+		return false;
+	if (drain_active()) {
+		log_info("got SIGTERM while draining, still draining");
+		return true;
+	}
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS)
+		return false;
+	pgv.shutdown_signalled = true;
+	log_info("got SIGTERM");
+	drain_begin("SIGTERM");
+	return true;
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -67,7 +99,9 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	(void)what; (void)arg;
 	switch (sig) {
 	case SIGINT:	/* PgBouncer 1.25: SHUTDOWN WAIT_FOR_SERVERS */
-	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS */
+	case SIGTERM:	/* SHUTDOWN WAIT_FOR_CLIENTS, or a drain (shutdown_drain) */
+		if (sig == SIGTERM && sigterm_drains())
+			break;
 		if (shutdown_signal_exits_now()) {
 			log_info("got %s while shutting down, fast exit", sig == SIGINT ? "SIGINT" : "SIGTERM");
 			shutdown_exit_now();
@@ -134,7 +168,7 @@ void loop_init(void)
 		die("could not create the event loop");
 	signal(SIGPIPE, SIG_IGN);
 	reap_init(pgv.base, free_dead_connections);
-	pgv.hooks.client_gone = shutdown_client_gone;
+	pgv.hooks.client_gone = client_gone;
 	loop_state.sig_int = evsignal_new(pgv.base, SIGINT, signal_cb, NULL);
 	loop_state.sig_term = evsignal_new(pgv.base, SIGTERM, signal_cb, NULL);
 	loop_state.sig_hup = evsignal_new(pgv.base, SIGHUP, signal_cb, NULL);

@@ -13,6 +13,7 @@
 #include "pgvalve/hba.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/dns.h"
+#include "pgvalve/drain.h"
 #include "pgvalve/janitor.h"
 #include "pgvalve/listener.h"
 #include "pgvalve/log.h"
@@ -24,6 +25,7 @@
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/scram_cache.h"
+#include "pgvalve/readiness.h"
 #include "pgvalve/reload.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/sdnotify.h"
@@ -214,6 +216,7 @@ static int run_pooler(bool single, unsigned restarts)
 	metrics_carry_over();
 	workers_announce_running();
 	janitor_start();
+	readiness_start();
 	metrics_http_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OPENSSL_VERSION_TEXT);
@@ -226,6 +229,8 @@ static int run_pooler(bool single, unsigned restarts)
 	sdnotify_stop_status_timer();
 	sdnotify_send_stopping("shutting down");
 	metrics_http_stop();
+	readiness_stop();
+	drain_stop();
 	janitor_stop();
 	listener_close();
 	loop_cleanup();

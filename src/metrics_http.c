@@ -1,10 +1,11 @@
 /*
- * metrics_http.c - the Prometheus endpoint on evhttp (see metrics_http.h
- * for what it serves and its bounds).
+ * metrics_http.c - the Prometheus endpoint on evhttp, with the health and
+ * probe paths beside it (see metrics_http.h for what it serves and its
+ * bounds).
  *
  * Owns: the evhttp server, its bound socket and the table of its open
- * connections. Reads pgv (config, pause and shutdown state) and the
- * samples metrics.c collects; changes neither.
+ * connections. Reads pgv (config, pause and shutdown state), the samples
+ * metrics.c collects and readiness.c's verdict; changes none of them.
  *
  * The connection limit: evhttp (libevent 2.1) has no connection cap and
  * no hook when a connection ends. So every connection's bufferevent is
@@ -20,6 +21,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/metrics.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/readiness.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/workers.h"
 
@@ -200,6 +202,19 @@ static void request_cb(struct evhttp_request *req, void *arg)
 			reply_text(req, 503, "Service Unavailable", pgv.paused_all ? "paused" : "shutting down");
 		return;
 	}
+	if (strcmp(path, "/ready") == 0) {
+		const char *why = readiness_not_ready();
+		if (why)
+			reply_text(req, 503, "Service Unavailable", why);
+		else
+			reply_text(req, HTTP_OK, "OK", "ready");
+		return;
+	}
+	if (strcmp(path, "/live") == 0) {
+		/* Answered by the event loop itself: it runs, the process serves (draining too). */
+		reply_text(req, HTTP_OK, "OK", "live");
+		return;
+	}
 	if (strcmp(path, "/metrics") == 0) {
 		if (!authorized(req)) {
 			evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
@@ -210,7 +225,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		serve_metrics(req);
 		return;
 	}
-	reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: try /metrics or /health");
+	reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: try /metrics, /health, /ready or /live");
 }
 
 /* ---------------------------------------------------------------- listening */

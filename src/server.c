@@ -992,8 +992,12 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	netbuf_forward(&server->nb, pkt->len);
 	count_ready(server, pkt->len);
 	relay_call_if(prep_answer_owed, server);
-	if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
-		pool_release_server(server);
+	if (server->link && server_is_clean(server)) {
+		if (mode != POOL_MODE_SESSION)
+			pool_release_server(server);	/* the client's boundary: client_unlinked */
+		else
+			instance_client_at_boundary();
+	}
 	return true;
 }
 

@@ -34,6 +34,7 @@ struct worker_slot {
 	int32_t peer_id;
 	int32_t listening;
 	uint32_t paused_gen;	/* the instance pause generation this worker has completed, 0 = none */
+	uint32_t unreachable;	/* 1: this worker found no database reachable (readiness.h) */
 	int64_t updated;
 	uint64_t counters[sizeof(struct worker_counters) / sizeof(uint64_t)];
 } __attribute__((aligned(64)));
@@ -46,6 +47,7 @@ struct worker_slot {
  */
 struct worker_table_head {
 	uint32_t pause_state;
+	uint32_t drain;		/* 1 once a DRAIN was asked for: the instance is ending (never cleared) */
 } __attribute__((aligned(64)));
 
 /* A blob area (see workers.h): its own sequence counter, its length, then the bytes. */
@@ -293,6 +295,7 @@ void workers_announce_running(void)
 	write_counters(s, &zero, now_usec());
 	STORE(s->peer_id, (int32_t)(pgv.cfg ? pgv.cfg->peer_id : 0));
 	STORE(s->paused_gen, 0);
+	STORE(s->unreachable, 0);
 	__atomic_store_n(&s->listening, 1, __ATOMIC_RELEASE);
 	if (!wk.supervisor)
 		workers_set_state(1, WORKER_STATE_RUNNING);
@@ -406,21 +409,60 @@ void workers_publish_paused(uint32_t gen_done)
 		STORE(s->paused_gen, gen_done);
 }
 
-bool workers_others_paused(uint32_t gen)
+/*
+ * The slot of the next other worker after *k that serves (running, with a
+ * process), NULL after the last; *k starts at 0. Workers that do not
+ * serve have nothing to say about pauses or databases.
+ */
+static struct worker_slot *next_other_serving(int *k)
 {
-	for (int k = 1; k <= wk.count; k++) {
-		if (k == wk.self)
+	while (++*k <= wk.count) {
+		if (*k == wk.self)
 			continue;
 		struct worker_status w;
-		workers_read(k, &w);
-		/* Only workers that serve: one (re)starting comes up paused (the supervisor sees to it). */
-		if (w.state != WORKER_STATE_RUNNING || w.pid <= 0)
-			continue;
-		struct worker_slot *s = slot(k);
+		workers_read(*k, &w);
+		if (w.state == WORKER_STATE_RUNNING && w.pid > 0)
+			return slot(*k);
+	}
+	return NULL;
+}
+
+bool workers_others_paused(uint32_t gen)
+{
+	/* Only workers that serve: one (re)starting comes up paused (the supervisor sees to it). */
+	struct worker_slot *s;
+	for (int k = 0; (s = next_other_serving(&k));) {
 		uint32_t done = LOAD(s->paused_gen);
 		if (done == 0 || done < gen)	/* 31-bit generations: no wrap in practice */
 			return false;
 	}
+	return true;
+}
+
+void workers_set_drain(void)
+{
+	if (wk.head)
+		__atomic_store_n(&wk.head->drain, 1, __ATOMIC_RELEASE);
+}
+
+bool workers_want_drain(void)
+{
+	return wk.head && __atomic_load_n(&wk.head->drain, __ATOMIC_ACQUIRE);
+}
+
+void workers_publish_unreachable(bool unreachable)
+{
+	struct worker_slot *s = slot(wk.self);
+	if (s)
+		STORE(s->unreachable, unreachable ? 1 : 0);
+}
+
+bool workers_others_unreachable(void)
+{
+	struct worker_slot *s;
+	for (int k = 0; (s = next_other_serving(&k));)
+		if (!LOAD(s->unreachable))
+			return false;
 	return true;
 }
 

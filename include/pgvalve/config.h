@@ -284,6 +284,9 @@ struct config {
 	int metrics_port;
 	char *metrics_auth_token;	/* "" = no Authorization needed */
 	bool metrics_tls;		/* HTTPS with the client_tls_* certificate */
+	/* drain (drain.h) */
+	bool shutdown_drain;		/* SIGTERM drains instead of SHUTDOWN WAIT_FOR_CLIENTS */
+	usec_t drain_timeout;		/* 0 = no limit */
 
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */

@@ -10,8 +10,9 @@
  *
  * Layering: this module sits below the core (client, server, pool, auth)
  * and calls nothing above util. The hooks are filled in at start-up by
- * the modules that own the behaviour (loop.c, peer.c); an empty hook means
- * "nothing to do", so unit tests that link only the core need none.
+ * the modules that own the behaviour (loop.c, peer.c; drain.c's when a
+ * drain starts); an empty hook means "nothing to do", so unit tests that
+ * link only the core need none.
  */
 #ifndef PGVALVE_INSTANCE_H
 #define PGVALVE_INSTANCE_H
@@ -40,6 +41,14 @@ struct instance_hooks {
 	bool (*forward_cancel)(struct client *requester, uint32_t pid, uint32_t key);
 	/* A client is closing: drop any forwarded cancel it still holds (peer.c). */
 	void (*client_closing)(struct client *client);
+	/*
+	 * A pooled client is between transactions: its server went back to
+	 * the pool, or (session mode) answered ReadyForQuery 'I' with nothing
+	 * more owed (drain.c, filled when a drain starts: a draining process
+	 * closes it). Called deep in the core, in the middle of a release:
+	 * the listener may only take note, never close a connection from here.
+	 */
+	void (*client_at_boundary)(void);
 };
 
 struct instance {
@@ -66,7 +75,8 @@ struct instance {
 	int cli_verbose;		/* -v count */
 	bool shutting_down;
 	bool paused_all;		/* PAUSE without a database name (or SIGUSR1) */
-	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
+	/* SHUTDOWN_DRAIN: clients closed at their transaction boundaries (drain.h) */
+	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS, SHUTDOWN_DRAIN } shutdown_mode;
 	bool shutdown_signalled;	/* a SIGINT or SIGTERM began the shutdown (a second one exits at once) */
 	/* cancel key index: open hash over client BackendKeyData */
 	struct client **cancel_table;
@@ -84,6 +94,12 @@ static inline void instance_client_gone(void)
 {
 	if (pgv.hooks.client_gone)
 		pgv.hooks.client_gone();
+}
+
+static inline void instance_client_at_boundary(void)
+{
+	if (pgv.hooks.client_at_boundary)
+		pgv.hooks.client_at_boundary();
 }
 
 #endif

@@ -11,6 +11,11 @@
  *                 auth with the token as password); else 401;
  *   GET /health   200 while serving, 503 while paused or
  *                 shutting down (no auth: for load balancers);
+ *   GET /ready    200 "ready", or 503 with why not (readiness.h: draining,
+ *                 shutting down, paused, no database reachable); no auth:
+ *                 for readiness probes;
+ *   GET /live     200 "live" while the event loop runs, draining included
+ *                 (no auth: for liveness probes);
  * anything else 404 (405 for a method other than GET and HEAD). With
  * metrics_tls, HTTPS only, with the client side's TLS context (tls.h).
  *

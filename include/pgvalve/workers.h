@@ -158,6 +158,22 @@ uint32_t workers_set_paused(bool paused);
 bool workers_want_paused(uint32_t *gen);
 void workers_publish_paused(uint32_t gen_done);
 bool workers_others_paused(uint32_t gen);
+/*
+ * The instance's drain (drain.h). DRAIN on one worker's console sets it
+ * before it sends SIGTERM to the supervisor, which passes the signal to
+ * the other workers: a worker that gets SIGTERM while it is set drains,
+ * whatever shutdown_drain says. Set in a single process too (its later
+ * SIGTERM keeps draining). Never cleared: the instance is ending.
+ */
+void workers_set_drain(void);
+bool workers_want_drain(void);
+/*
+ * Readiness (readiness.h), workers = N > 1: each worker publishes whether
+ * it found no database reachable; workers_others_unreachable is true when
+ * every other worker that serves has published so (and for a single process).
+ */
+void workers_publish_unreachable(bool unreachable);
+bool workers_others_unreachable(void);
 /* Any process: slot of worker k (1-based). */
 void workers_read(int worker, struct worker_status *out);
 

@@ -617,6 +617,31 @@ int pgv_pick_port(void)
 	return pick_port();
 }
 
+/*
+ * Outside pick_port's range for pgvalve (26000-31999) so that the
+ * pooler's own port, picked later, cannot be the same, and below the
+ * kernel's ephemeral ports (32768 on) so that no client socket takes it
+ * before pgvalve binds it.
+ */
+int pgv_pick_http_port(int avoid)
+{
+	int start = (int)(getpid() % 1000) * 2;
+	for (int i = 0; i < 2000; i++) {
+		int port = 22000 + (start + i) % 2000;
+		if (port == avoid)
+			continue;
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		bool ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		close(fd);
+		if (ok)
+			return port;
+	}
+	ck_abort_msg("no free port in 22000-23999");
+	return -1;
+}
+
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
 {
 	memset(p, 0, sizeof(*p));

@@ -62,6 +62,8 @@ void pgv_start_on_port(struct pgv *p, int port, const char *pgbouncer_extra, con
 void pgv_reserve_dir(struct pgv *p);
 /* A free TCP port for instances that will share it. */
 int pgv_pick_port(void);
+/* A free port for an HTTP server (metrics_port, Prometheus), never one pgv_pick_port gives; not `avoid`. */
+int pgv_pick_http_port(int avoid);
 /*
  * pgv_start_on_port with extra command-line arguments (NULL-terminated, put
  * before the ini file; may be NULL). p: zeroed or from pgv_reserve_dir().

@@ -696,6 +696,7 @@ static const struct config_key spec_config[] = {
 	{ "dns_max_ttl", "15", true },
 	{ "dns_nxdomain_ttl", "15", true },
 	{ "dns_zone_check_period", "0", true },
+	{ "drain_timeout", "0", true },	/* pgvalve extension (drain), in alphabetical place */
 	{ "idle_transaction_timeout", "0", true },
 	{ "ignore_startup_parameters", "", true },
 	{ "job_name", "pgbouncer", false },
@@ -751,6 +752,7 @@ static const struct config_key spec_config[] = {
 	{ "server_tls_key_file", "", true },
 	{ "server_tls_protocols", "secure", true },
 	{ "server_tls_sslmode", "prefer", true },
+	{ "shutdown_drain", "0", true },	/* pgvalve extension (drain), in alphabetical place */
 	{ "so_reuseport", "0", false },
 	{ "stats_period", "60", true },
 	{ "stats_users", "", true },

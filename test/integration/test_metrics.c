@@ -138,35 +138,10 @@ static int try_connect(int port)
 	return fd;
 }
 
-/*
- * A free port for HTTP (metrics, Prometheus), outside the harness' range
- * for pgvalve (26000-31999) so that the pooler's own port, picked later,
- * cannot be the same, and below the kernel's ephemeral ports (32768 on)
- * so that no client socket takes it before pgvalve binds it; not `avoid`.
- */
-static int http_port(int avoid)
-{
-	int start = (int)(getpid() % 1000) * 2;
-	for (int i = 0; i < 2000; i++) {
-		int port = 22000 + (start + i) % 2000;
-		if (port == avoid)
-			continue;
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		bool ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-		close(fd);
-		if (ok)
-			return port;
-	}
-	ck_abort_msg("no free port in 22000-23999");
-	return -1;
-}
-
 static void start_with_metrics(struct pgv *p, int *mport, const char *extra)
 {
 	char ini[2048];
-	*mport = http_port(0);
+	*mport = pgv_pick_http_port(0);
 	snprintf(ini, sizeof(ini), BASE "metrics_port = %d\n%s", *mport, extra ? extra : "");
 	pgv_start(p, ini, std_databases(), std_userlist());
 }
@@ -404,7 +379,7 @@ START_TEST(prometheus_scrapes_pgvalve)
 	struct pgv p;
 	int mport;
 	start_with_metrics(&p, &mport, NULL);
-	int pport = http_port(mport);
+	int pport = pgv_pick_http_port(mport);
 	char cfg[700], data[700], out[700], text[1024], listen[64];
 	snprintf(cfg, sizeof(cfg), "%s/prometheus.yml", p.dir);
 	snprintf(data, sizeof(data), "--storage.tsdb.path=%s/prometheus-data", p.dir);
@@ -523,7 +498,7 @@ START_TEST(reload_moves_the_port)
 	int mport;
 	start_with_metrics(&p, &mport, NULL);
 	free(scrape(mport));
-	int nport = http_port(mport);
+	int nport = pgv_pick_http_port(mport);
 	char line[64];
 	snprintf(line, sizeof(line), "metrics_port = %d\n", nport);
 	FILE *f = fopen(p.ini, "a");
@@ -674,7 +649,7 @@ START_TEST(saturation_cancel_and_connect_failures)
 	char dbs[512];
 	snprintf(dbs, sizeof(dbs), "%sdown = host=127.0.0.1 port=1 dbname=x\n", std_databases());
 	char ini[2048];
-	mport = http_port(0);
+	mport = pgv_pick_http_port(0);
 	snprintf(ini, sizeof(ini), BASE "metrics_port = %d\ndefault_pool_size = 1\n", mport);
 	pgv_start(&p, ini, dbs, std_userlist());
 	PGconn *holder = login(&p, DB), *queued = login(&p, DB);

@@ -227,6 +227,36 @@ START_TEST(test_workers_param)
 }
 END_TEST
 
+/*
+ * drain_timeout (seconds, 0 = no limit, no negative) and shutdown_drain
+ * (SIGTERM drains): off by default, so SIGTERM keeps PgBouncer's meaning;
+ * both reloadable.
+ */
+START_TEST(test_drain_params)
+{
+	struct config *cfg = NULL;
+	struct config_error err;
+	char why[256];
+	const struct param_def *t = config_find_param("drain_timeout");
+	const struct param_def *d = config_find_param("shutdown_drain");
+	ck_assert(t && d && t->reloadable && d->reloadable);
+	ck_assert_int_eq(config_load_string("[pgvalve]\n", "t.ini", &cfg, &err), 0);
+	ck_assert_int_eq(cfg->drain_timeout, 0);
+	ck_assert(!cfg->shutdown_drain);
+	config_free(cfg);
+	ck_assert_int_eq(config_load_string("[pgvalve]\ndrain_timeout = 2.5\nshutdown_drain = 1\n", "t.ini", &cfg,
+					    &err), 0);
+	ck_assert_int_eq(cfg->drain_timeout, 2500000);
+	ck_assert(cfg->shutdown_drain);
+	ck_assert_int_eq(config_set_param(cfg, t, "-1", why, sizeof(why)), -1);
+	ck_assert_int_eq(config_set_param(cfg, t, "soon", why, sizeof(why)), -1);
+	ck_assert_int_eq(cfg->drain_timeout, 2500000);
+	ck_assert_int_eq(config_set_param(cfg, t, "0", why, sizeof(why)), 0);
+	ck_assert_int_eq(cfg->drain_timeout, 0);
+	config_free(cfg);
+}
+END_TEST
+
 /* Every [pgbouncer] parameter of PgBouncer 1.26, then pgvalve's extensions (workers). */
 static const char *const pgbouncer_125_params[] = {
 	"admin_users", "application_name_add_host", "auth_dbname", "auth_file", "auth_hba_file",
@@ -254,6 +284,7 @@ static const char *const pgbouncer_125_params[] = {
 	"transaction_timeout", "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "user",
 	"verbose", "workers",
 	"track_client_set",	/* pgvalve: a client's own SETs in transaction mode (session_set.h) */
+	"drain_timeout", "shutdown_drain",	/* pgvalve: ending at transaction boundaries (drain.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -277,6 +308,7 @@ static const char *const implemented_params[] = {
 	"auth_ldap_options", "conffile", "disable_pqexec", "job_name", "service_name", "unix_socket_group",
 	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"login_notify_message",
+	"drain_timeout", "shutdown_drain",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -324,7 +356,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 107);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 109);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -1056,6 +1088,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_defaults_match_pgbouncer);
 	tcase_add_test(tc, test_strings_never_null);
 	tcase_add_test(tc, test_param_table);
+	tcase_add_test(tc, test_drain_params);
 	tcase_add_test(tc, test_main_section_names_equivalent);
 	tcase_add_test(tc, test_comments_blank_and_indented_lines);
 	tcase_add_test(tc, test_repeated_key_last_wins_and_section_reopened);
