@@ -727,6 +727,15 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track_set = pkt->type == 'Q' && session_set_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
+	if (!client->link && (pkt->type == 'H' || pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f')) {
+		/*
+		 * A Flush, or COPY data after its COPY failed, between
+		 * transactions: no server has anything for it (PostgreSQL drops
+		 * such COPY data too), and none is taken for it.
+		 */
+		netbuf_skip(&client->nb, pkt->len);
+		return true;
+	}
 	if (!client->link) {
 		if (!pool_request_server(client))
 			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */

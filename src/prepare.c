@@ -613,7 +613,11 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 		}
 		return PREPARE_FORWARD;
 	case 'Z':
-		pending_pop(server, false);
+		/* What is still awaited before the Sync or Query it answers was discarded after an error. */
+		while ((head = pending_head(ps)) && head->kind != PEND_SYNC && !pending_is_query(head))
+			pending_pop(server, true);
+		if (head)
+			pending_pop(server, false);
 		return PREPARE_FORWARD;
 	default:
 		return PREPARE_FORWARD;
@@ -952,6 +956,17 @@ plain:
 
 bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt)
 {
+	if (server->ignore_till_sync && pkt->type != 'S') {
+		/*
+		 * The server discards it unanswered: nothing to await, no name
+		 * made or forgotten (as in PostgreSQL), and those carrying a
+		 * statement name go no further.
+		 */
+		if (!prepare_needs_whole(pkt->type))
+			return false;
+		netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);
+		return true;
+	}
 	switch (pkt->type) {
 	case 'P':
 		return handle_parse(client, server, pkt);

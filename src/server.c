@@ -509,8 +509,8 @@ bool server_is_clean(const struct server *server)
 
 void server_note_client_message(struct server *server, uint8_t type)
 {
-	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts. */
-	if (!server->query_start) {
+	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts; a Flush starts none. */
+	if (!server->query_start && type != 'H') {
 		struct stats *st = &server->pool->db->stats.total;
 		server->query_start = now_usec();
 		st->query_count++;
@@ -522,13 +522,16 @@ void server_note_client_message(struct server *server, uint8_t type)
 	switch (type) {
 	case 'Q':
 	case 'F':
-		server->expect_ready++;
+		if (!server->ignore_till_sync)	/* else discarded without an answer */
+			server->expect_ready++;
 		break;
 	case 'S':
 		server->expect_ready++;
 		server->unsynced = false;
+		server->ignore_till_sync = false;
 		break;
-	case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+	case 'P': case 'B': case 'D': case 'E': case 'C':
+		/* Flush ('H') is not among them: it asks for output and changes no state. */
 		server->unsynced = true;
 		break;
 	case 'c': case 'f':
@@ -1260,6 +1263,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
 		if (server->expect_ready > 0)
 			server->expect_ready--;
+		server->copy_in = false;	/* a COPY that failed ends here; CopyData sent after it is dropped */
 		if (internal) {
 			netbuf_skip(&server->nb, pkt->len);
 			if (server->expect_ready == 0)
@@ -1298,6 +1302,13 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		break;
 	}
 	case 'E':
+		/*
+		 * With every Sync and Query answered, the error is the open
+		 * extended batch's: PostgreSQL now discards all messages up to
+		 * the next Sync, Queries included, without answering them.
+		 */
+		if (!internal && server->expect_ready == 0 && server->unsynced)
+			server->ignore_till_sync = true;
 		if (internal) {
 			int w = whole_message(server, pkt);
 			if (w <= 0)

@@ -74,6 +74,7 @@ struct server {
 	usec_t last_used;
 	int expect_ready;		/* ReadyForQuery still owed (one per Query/Sync/FunctionCall) */
 	bool unsynced;			/* extended-protocol messages sent since the last Sync */
+	bool ignore_till_sync;		/* an error in that batch: the server discards everything up to its Sync */
 	bool copy_in;			/* COPY FROM STDIN in progress */
 	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */
 	bool close_needed;		/* close instead of reuse when released */
