@@ -507,6 +507,28 @@ bool server_is_clean(const struct server *server)
 	       !server->copy_in && server->internal == SV_INTERNAL_NONE;
 }
 
+bool server_may_drain(const struct server *server)
+{
+	if (server->link && server->link->nb.pkt_remaining && server->link->nb.pkt_forward)
+		return false;	/* half a message sent: the server waits for a rest that never comes */
+	return (server->expect_ready > 0 || server->unsynced) && !server->copy_in &&
+	       server->internal == SV_INTERNAL_NONE && !server->replication;
+}
+
+void server_drain(struct server *server)
+{
+	if (server->unsynced) {	/* a batch left open: its Sync ends it (and any skipping after an error) */
+		static const uint8_t sync[5] = { 'S', 0, 0, 0, 4 };
+		netbuf_send(&server->nb, sync, sizeof(sync));
+		server->expect_ready++;
+		server->unsynced = false;
+		server->ignore_till_sync = false;
+	}
+	server_log(LOG_LEVEL_DEBUG, server, "client left with %d answers owed: finishing them", server->expect_ready);
+	server->draining = true;
+	server_set_state(server, SV_USED);
+}
+
 void server_note_client_message(struct server *server, uint8_t type)
 {
 	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts; a Flush starts none. */
@@ -1246,7 +1268,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		return true;
 	}
 
-	if (server->prep && (internal || server->link)) {
+	if (server->prep && (internal || server->link || server->draining)) {
 		/* Judged once per message: these are the ones decided only when whole. */
 		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
 			return true;
@@ -1284,6 +1306,11 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		netbuf_forward(&server->nb, pkt->len);
 		count_ready(server, pkt->len);
 		prepare_server_answer_owed(server);
+		if (server->draining && server->expect_ready == 0) {
+			server->draining = false;
+			pool_release_server(server);	/* as if its client had left now */
+			return server->state != SV_CLOSED;
+		}
 		if (server->link && mode != POOL_MODE_SESSION && server_is_clean(server))
 			pool_release_server(server);
 		return true;
@@ -1459,6 +1486,8 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		case SV_TESTED:
 			return server_active_packet(server, pkt);
 		default:
+			if (server->draining)	/* answers its client left without: read as if it were there */
+				return server_active_packet(server, pkt);
 			return server_idle_packet(server, pkt);
 		}
 	case NETBUF_EV_BAD_PACKET:

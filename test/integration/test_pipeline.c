@@ -339,11 +339,36 @@ START_TEST(flow_gives_the_server_back)
 }
 END_TEST
 
+/* Terminate with answers still owed: the next client is served at once, by the same server. */
+START_TEST(terminate_mid_pipeline)
+{
+	const struct config *c = &configs[_i];
+	struct pgv p;
+	start(&p, c);
+	int fd = client(&p);
+	int pid = backend_pid(&p, fd);
+	struct raw_msgs m = { .len = 0 };
+	raw_put_select(&m, "SELECT pg_sleep(0.2)");
+	raw_put_sync(&m);
+	raw_put_select(&m, "SELECT 2");
+	raw_put(&m, 'X', NULL, 0);
+	raw_send_msgs(fd, &m);
+	close(fd);
+	int next = client(&p);
+	double t0 = now_s();
+	ck_assert_int_eq(backend_pid(&p, next), pid);
+	ck_assert_msg(now_s() - t0 < 2, "served after %.1f s", now_s() - t0);
+	close(next);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
 	Suite *s = suite_create("pipeline");
 	TCase *tc = pgv_tcase_create("flows", 60);
 	tcase_add_loop_test(tc, flow_gives_the_server_back, 0, N_CONFIGS * N_FLOWS);
+	tcase_add_loop_test(tc, terminate_mid_pipeline, 0, N_CONFIGS);
 	suite_add_tcase(s, tc);
 	return s;
 }
