@@ -238,14 +238,13 @@ static bool server_connect_failed(struct server *server, const char *error)
 /* Starts the socket connect to server->addr; false (err filled) if it failed at once. */
 static bool server_start_socket(struct server *server, char *err, size_t errsize)
 {
-	if (netbuf_connect(&server->nb, &server->addr.sa, server->addrlen) < 0) {
+	bool tcp = server->addr.sa.sa_family != AF_UNIX;
+	if (netbuf_connect_tuned(&server->nb, &server->addr.sa, server->addrlen, tcp ? listener_tune_tcp : NULL) < 0) {
 		char where[400];
 		snprintf(err, errsize, "could not connect to server %s: %s",
 			 addr_describe(server, where, sizeof(where)), strerror(errno));
 		return false;
 	}
-	if (server->addr.sa.sa_family != AF_UNIX)
-		listener_tune_tcp(server->nb.fd);
 	server_set_state(server, SV_LOGIN);
 	return true;
 }

@@ -211,6 +211,43 @@ START_TEST(copy_in_and_out)
 }
 END_TEST
 
+/*
+ * A 4 MB COPY TO STDOUT with tcp_socket_buffer = 4096, from a server over
+ * TLS (loop 0) and plain TCP (loop 1): both sockets stay full the whole
+ * time, and the relay must keep up (issue 29 point 4: the buffers were
+ * set on server sockets after the TCP handshake, and every 8 KB waited
+ * for a 200 ms window probe).
+ */
+START_TEST(copy_out_with_small_socket_buffers)
+{
+	struct pgv p;
+	pgv_start(&p, _i ? TXN "tcp_socket_buffer = 4096\nserver_tls_sslmode = disable\n" :
+		  TXN "tcp_socket_buffer = 4096\nserver_tls_sslmode = require\n", std_databases(), std_userlist());
+	PGconn *c = connect_ok(&p, "scram_user", "scram_pass");
+	for (int round = 0; round < 2; round++) {
+		double t0 = now_s();
+		PGresult *r = PQexec(c, "COPY (SELECT repeat('x', 1000) FROM generate_series(1, 4000)) TO STDOUT");
+		ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_OUT);
+		PQclear(r);
+		long bytes = 0;
+		char *buf;
+		int n;
+		while ((n = PQgetCopyData(c, &buf, 0)) > 0) {
+			bytes += n;
+			PQfreemem(buf);
+		}
+		ck_assert_int_eq(n, -1);
+		r = PQgetResult(c);
+		ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+		PQclear(r);
+		ck_assert_int_eq(bytes, 4000L * 1001);
+		ck_assert_msg(now_s() - t0 < 15, "4 MB took %.1f s", now_s() - t0);
+	}
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- other flows */
 
 static int notices_seen;
@@ -670,6 +707,7 @@ static Suite *txn_suite(void)
 	tcase_add_test(tc, pipeline_in_order);
 	tcase_add_test(tc, copy_in_and_out);
 	tcase_add_test(tc, notice_notify_empty_function_call);
+	tcase_add_loop_test(tc, copy_out_with_small_socket_buffers, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("state", 30);
