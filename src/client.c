@@ -745,15 +745,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track = prepare_enabled(client->pool);
 	if (track && prepare_needs_whole(pkt->type) && !pkt_complete(pkt))
 		return true;	/* statement names are rewritten: the whole message first */
-	struct stats *st = &client->pool->db->stats.total;
-	st->bytes_received += pkt->len;
-	if (pkt->type == 'P') {
-		st->client_parse_count++;
-		if (!track)
-			st->server_parse_count++;	/* else prepare.c counts the Parses servers get */
-	} else if (pkt->type == 'B') {
-		st->bind_count++;
-	}
+	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
+	client->pool->db->stats.total.bytes_received += pkt->len;
 	struct server *server = client->link;
 	if (track_set && pkt_complete(pkt))
 		session_set_note_query(server, pkt);
