@@ -991,7 +991,7 @@ static bool parse_duplicate(struct client *client, struct server *server, const 
 			    struct pkt_reader *r, const char *name, struct prep_stmt *old)
 {
 	struct prep_server *ps = server_state(server);
-	struct prep_stmt *target = server_lookup(ps, old) || stmt_parseable(old) ? old : probe_stmt();
+	struct prep_stmt *target = stmt_parseable(old) || server_lookup(ps, old) ? old : probe_stmt();
 	struct pktbuf *b = scratch();
 	ensure_on_server(server, b, target, PEND_PARSE_INJECTED, NULL);
 	char sname[PREP_SERVER_NAME_MAX];
@@ -1064,7 +1064,7 @@ static bool handle_use(struct client *client, struct server *server, const struc
 		return false;
 	}
 	struct prep_stmt *stmt = client_lookup(client, name);
-	if (stmt && !server_lookup(ps, stmt) && !stmt_parseable(stmt))
+	if (stmt && !stmt_parseable(stmt) && !server_lookup(ps, stmt))
 		stmt = NULL;	/* a SQL one with types, not on this server: see the man page */
 	struct pktbuf *b = scratch();
 	if (stmt) {
