@@ -765,9 +765,14 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
 	bool copy_msg = pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f';
-	if (!client->link && copy_msg) {
-		/* As PgBouncer 1.26: the rest of a COPY whose server is gone must not take another server. */
-		client_log(LOG_LEVEL_DEBUG, client, "discarding a late COPY message (0x%02x), no server linked", pkt->type);
+	if (!client->link && (pkt->type == 'H' || copy_msg)) {
+		/*
+		 * A Flush, or the rest of a COPY whose server is gone, between
+		 * transactions: no server has anything for it (PostgreSQL drops
+		 * such COPY data too), and none is taken for it (as PgBouncer 1.26).
+		 */
+		client_log(LOG_LEVEL_DEBUG, client, "discarding a late %s message (0x%02x), no server linked",
+			   copy_msg ? "COPY" : "Flush", pkt->type);
 		netbuf_skip(&client->nb, pkt->len);
 		return true;
 	}
@@ -780,15 +785,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track = relay_prep_enabled(client->pool);
 	if (track && relay_prep_needs_whole(pkt->type) && !pkt_complete(pkt))
 		return true;	/* statement names are rewritten: the whole message first */
-	struct stats *st = &client->pool->db->stats.total;
-	st->bytes_received += pkt->len;
-	if (pkt->type == 'P') {
-		st->client_parse_count++;
-		if (!track)
-			st->server_parse_count++;	/* else prepare.c counts the Parses servers get */
-	} else if (pkt->type == 'B') {
-		st->bind_count++;
-	}
+	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
+	client->pool->db->stats.total.bytes_received += pkt->len;
 	struct server *server = client->link;
 	if (track_set && pkt_complete(pkt))
 		relay_call(sets_note_query, server, pkt);

@@ -76,6 +76,16 @@ static inline struct netbuf *nb_blocked_src(const struct netbuf *nb)
 	return nb->io ? nb->io->blocked_src : NULL;
 }
 
+/*
+ * Decrypted bytes OpenSSL holds for nb: no socket event announces them,
+ * so a reader that stopped with some there must be read again by hand.
+ */
+static bool tls_pending(const struct netbuf *nb)
+{
+	SSL *ssl = nb->io ? nb->io->ssl : NULL;
+	return ssl && nb->fd >= 0 && !nb->tls_handshaking && SSL_pending(ssl) > 0;
+}
+
 /* Up to this many distinct handlers (owners: client, server, cancel requests, ...). */
 #define HANDLERS_MAX 8
 
@@ -436,9 +446,16 @@ void netbuf_accept(struct netbuf *nb, int fd)
 
 int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen)
 {
+	return netbuf_connect_tuned(nb, sa, salen, NULL);
+}
+
+int netbuf_connect_tuned(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen, void (*tune)(int fd))
+{
 	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
+	if (tune)
+		tune(fd);
 	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS) {
 		int save = errno;
 		close(fd);
@@ -700,7 +717,7 @@ static void unblock_source(struct netbuf *nb)
 	src->blocked = false;
 	src->read_fired_paused = false;
 	sync_events(src);
-	runq_add(src, RUN_PROCESS);
+	runq_add(src, RUN_PROCESS | (tls_pending(src) ? RUN_READ : 0));
 }
 
 void netbuf_set_dst(struct netbuf *nb, struct netbuf *dst)
@@ -834,6 +851,8 @@ void netbuf_resume(struct netbuf *nb)
 	sync_events(nb);
 	if (nb_in(nb) && nb->io->in->end > nb->io->in->pos)
 		runq_add(nb, RUN_PROCESS);
+	if (tls_pending(nb))
+		runq_add(nb, RUN_READ);
 }
 
 /* Makes room so that `need` bytes starting at pos fit; first sends what is forwarded. */

@@ -871,8 +871,13 @@ void pool_release_server(struct server *server)
 	}
 	/* Judged while still linked: a client half-way through a message makes it unclean. */
 	bool clean = server_is_clean(server);
+	bool drain = !clean && !server->dirty && server_may_drain(server);
 	if (server->link)
 		server_unlink(server);
+	if (drain) {
+		server_drain(server);	/* back here once its answers are in */
+		return;
+	}
 	if (!clean)
 		server->dirty = true;	/* stays so even if held for a cancel first */
 	if (server->cancels_in_flight > 0) {

@@ -25,7 +25,7 @@
 /* Server-side name: prefix plus the statement id in hex. */
 #define PREP_SERVER_PREFIX "PGV_"
 #define PREP_SERVER_NAME_MAX 24
-/* Client names kept for undoing a failed Parse; longer ones are not undone. */
+/* Client names up to this length are kept in the awaited answers themselves, longer ones on the heap. */
 #define PREP_PENDING_NAME_MAX 64
 /* The rewrite buffer is kept between messages up to this size. */
 #define PREP_SCRATCH_KEEP (256 * 1024)
@@ -64,22 +64,37 @@ struct prep_server_entry {
 enum prep_pending_kind {
 	PEND_PARSE,		/* the client's Parse, renamed: forward ParseComplete */
 	PEND_PARSE_INJECTED,	/* pgvalve's Parse before a Bind/Describe: swallow ParseComplete */
-	PEND_PARSE_OWED,	/* the server has it already: pgvalve owes ParseComplete */
+	PEND_PARSE_CHECK,	/* the server has it: the client's Parse checked under SCRATCH, forward its answer */
+	PEND_PARSE_DUP,		/* the client's Parse of a name it has: the server fails it (42P05) */
 	PEND_CLOSE_OWED,	/* the client closed its statement: pgvalve owes CloseComplete */
 	PEND_CLOSE_EVICT,	/* pgvalve closed an LRU victim: swallow CloseComplete */
+	PEND_CLOSE_SCRATCH,	/* pgvalve closed SCRATCH after a check: swallow CloseComplete */
 	PEND_DESCRIBE,		/* ends with RowDescription or NoData */
 	PEND_OTHER,		/* Bind, Execute, Close of a portal: ends with its own *Complete */
 	PEND_SYNC,		/* ends with ReadyForQuery */
 	PEND_QUERY,		/* simple Query or FunctionCall: ends with ReadyForQuery */
 	PEND_QUERY_PREPARE,	/* the client's SQL PREPARE, renamed: an error before its tag undoes it */
-	PEND_QUERY_PREFIXED,	/* pgvalve's PREPARE before the client's EXECUTE: swallow its tag */
-	PEND_QUERY_ANSWERED,	/* an empty query stands in: its EmptyQueryResponse becomes tag `name` */
+	PEND_QUERY_PREFIXED,	/* pgvalve's PREPARE before the client's statement: swallow its tag */
+	PEND_QUERY_CHECKED,	/* the client's PREPARE checked under SCRATCH, then deallocated: swallow tag 2 */
+	PEND_QUERY_DEALLOCATE,	/* SCRATCH prepared (swallow tag 1), the client's DEALLOCATE run on it */
 };
+
+/*
+ * A server-side name no statement keeps: ids start at 1. Unknown names
+ * go to servers as this one, so that the server answers as PostgreSQL
+ * would (26000); checks of a client's text prepare and drop it at once.
+ */
+#define PREP_SCRATCH_ID 0
+#define PREP_SCRATCH_NAME PREP_SERVER_PREFIX "0"
 
 struct prep_pending {
 	uint8_t kind;
+	uint8_t tags;			/* query kinds: CommandCompletes seen */
+	bool rename;			/* an error naming server statement `sid` is about the client's `name` */
+	uint64_t sid;
 	struct prep_stmt *stmt;		/* holds a reference; NULL for most kinds */
-	char name[PREP_PENDING_NAME_MAX];	/* PEND_PARSE / PEND_PARSE_OWED: the client's name */
+	char name[PREP_PENDING_NAME_MAX];	/* the client's name, for undoing and for errors */
+	char *long_name;		/* instead of name when it does not fit */
 };
 
 struct prep_server {
@@ -91,7 +106,8 @@ struct prep_server {
 	uint32_t ring_head;
 	uint32_t ring_len;
 	uint32_t ring_cap;
-	const char *owed_tag;		/* a CommandComplete to send in place of a skipped EmptyQueryResponse */
+	uint8_t *owed_error;		/* an ErrorResponse naming the client's statement, in place of the server's */
+	uint32_t owed_error_len;
 };
 
 /* Process-wide: the shared statements, and a scratch buffer for rewritten messages. */
@@ -103,6 +119,7 @@ static struct {
 	uint64_t next_id;
 	struct pktbuf scratch;
 	bool scratch_ready;
+	struct prep_stmt *probe;	/* "SELECT": a statement any server can be made to hold (probe_stmt) */
 } prep;
 
 /* ---------------------------------------------------------------- helpers */
@@ -128,12 +145,11 @@ static uint32_t hash_id(uint64_t id)
 }
 
 /* Writes PGV_<id in hex> and its NUL into buf; returns the length. Once per Bind: no snprintf. */
-static uint32_t server_name_of(const struct prep_stmt *stmt, char *buf)
+static uint32_t server_name_of_id(uint64_t id, char *buf)
 {
 	static const char hex[] = "0123456789abcdef";
 	char digits[16];
 	uint32_t n = 0;
-	uint64_t id = stmt->id;
 	do {
 		digits[n++] = hex[id & 15];
 		id >>= 4;
@@ -144,6 +160,11 @@ static uint32_t server_name_of(const struct prep_stmt *stmt, char *buf)
 		buf[len++] = digits[--n];
 	buf[len] = '\0';
 	return len;
+}
+
+static uint32_t server_name_of(const struct prep_stmt *stmt, char *buf)
+{
+	return server_name_of_id(stmt->id, buf);
 }
 
 static struct pktbuf *scratch(void)
@@ -429,7 +450,9 @@ uint32_t prepare_server_count(const struct server *server)
 
 /* ---------------------------------------------------------------- awaited answers */
 
-static void pending_push(struct prep_server *ps, uint8_t kind, struct prep_stmt *stmt, const char *name)
+/* Queues an awaited answer; name (may be NULL) is copied. */
+static struct prep_pending *pending_push(struct prep_server *ps, uint8_t kind, struct prep_stmt *stmt,
+					 const char *name)
 {
 	if (ps->ring_len == ps->ring_cap) {
 		uint32_t cap = ps->ring_cap ? ps->ring_cap * 2 : 16;
@@ -443,13 +466,30 @@ static void pending_push(struct prep_server *ps, uint8_t kind, struct prep_stmt 
 	}
 	struct prep_pending *p = &ps->ring[(ps->ring_head + ps->ring_len) % ps->ring_cap];
 	ps->ring_len++;
+	memset(p, 0, sizeof(*p));
 	p->kind = kind;
 	p->stmt = stmt;
 	if (stmt)
 		stmt_ref(stmt);
-	p->name[0] = '\0';
 	if (name && strlen(name) < sizeof(p->name))
 		strcpy(p->name, name);
+	else if (name)
+		p->long_name = xstrdup(name);
+	return p;
+}
+
+/* The same, for a message sent under server name PGV_<sid>: its errors name the client's `name` instead. */
+static void pending_push_renamed(struct prep_server *ps, uint8_t kind, struct prep_stmt *stmt, const char *name,
+				 uint64_t sid)
+{
+	struct prep_pending *p = pending_push(ps, kind, stmt, name);
+	p->rename = true;
+	p->sid = sid;
+}
+
+static const char *pending_name(const struct prep_pending *p)
+{
+	return p->long_name ? p->long_name : p->name;
 }
 
 static bool pending_is_query(const struct prep_pending *p)
@@ -471,12 +511,12 @@ static void pending_pop(struct server *server, bool failed)
 		switch (p->kind) {
 		case PEND_PARSE:
 		case PEND_PARSE_INJECTED:
-		case PEND_PARSE_OWED:
-			/* Never created here (or, owed, never asked for): as PostgreSQL, the name does not exist. */
-			if (p->kind != PEND_PARSE_OWED)
+		case PEND_PARSE_CHECK:
+			/* Never created here (or, checked, refused): as PostgreSQL, the name does not exist. */
+			if (p->kind != PEND_PARSE_CHECK)
 				server_cache_remove(ps, p->stmt);
-			if (p->kind != PEND_PARSE_INJECTED && p->name[0] && server->link)
-				client_forget_name(server->link, p->name, p->stmt);
+			if (p->kind != PEND_PARSE_INJECTED && server->link)
+				client_forget_name(server->link, pending_name(p), p->stmt);
 			break;
 		case PEND_CLOSE_EVICT:	/* the Close was discarded: the server still has it */
 			server_cache_add(ps, p->stmt);
@@ -486,7 +526,9 @@ static void pending_pop(struct server *server, bool failed)
 		}
 	}
 	stmt_unref(p->stmt);
+	free(p->long_name);
 	p->stmt = NULL;
+	p->long_name = NULL;
 	ps->ring_head = (ps->ring_head + 1) % ps->ring_cap;
 	ps->ring_len--;
 }
@@ -503,21 +545,14 @@ void prepare_server_answer_owed(struct server *server)
 {
 	struct prep_server *ps = server->prep;
 	struct prep_pending *p;
-	if (ps && ps->owed_tag) {
-		uint8_t mem[64];
-		struct pktbuf b;
-		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		pktbuf_begin(&b, 'C');
-		pktbuf_put_string(&b, ps->owed_tag);
-		pktbuf_end(&b);
-		ps->owed_tag = NULL;
-		if (!b.failed)
-			netbuf_insert(&server->nb, b.buf, b.len);
+	if (ps && ps->owed_error) {
+		netbuf_insert(&server->nb, ps->owed_error, ps->owed_error_len);
+		free(ps->owed_error);
+		ps->owed_error = NULL;
 	}
-	while (ps && (p = pending_head(ps)) && (p->kind == PEND_PARSE_OWED || p->kind == PEND_CLOSE_OWED)) {
-		static const uint8_t parse_complete[5] = { '1', 0, 0, 0, 4 };
+	while (ps && (p = pending_head(ps)) && p->kind == PEND_CLOSE_OWED) {
 		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
-		netbuf_insert(&server->nb, p->kind == PEND_PARSE_OWED ? parse_complete : close_complete, 5);
+		netbuf_insert(&server->nb, close_complete, 5);
 		pending_pop(server, false);
 	}
 }
@@ -531,10 +566,128 @@ static void pending_fail_until_sync(struct server *server)
 		pending_pop(server, true);
 }
 
+/*
+ * The server's error names PGV_<sid> where PostgreSQL would name the
+ * client's statement: the same ErrorResponse with the client's name in
+ * its message is owed in its place. False if the message does not name
+ * it (another error came first, a syntax error): it goes as it is.
+ */
+static bool owe_renamed_error(struct prep_server *ps, const struct pkt *pkt, const struct prep_pending *p)
+{
+	char quoted[PREP_SERVER_NAME_MAX + 2];
+	quoted[0] = '"';
+	uint32_t qlen = server_name_of_id(p->sid, quoted + 1) + 2;
+	quoted[qlen - 1] = '"';
+	const uint8_t *f = pkt_body(pkt), *end = f + pkt_body_len(pkt);
+	struct pktbuf b;
+	pktbuf_init(&b, pkt_body_len(pkt) + 64);
+	pktbuf_begin(&b, 'E');
+	bool renamed = false;
+	while (f < end && *f) {
+		const char *v = (const char *)f + 1;
+		size_t vlen = strnlen(v, (size_t)(end - f) - 1);
+		const char *at = *f == 'M' && !renamed ? memmem(v, vlen, quoted, qlen) : NULL;
+		pktbuf_put_byte(&b, *f);
+		if (at) {
+			pktbuf_put_bytes(&b, v, (uint32_t)(at - v) + 1);
+			pktbuf_put_bytes(&b, pending_name(p), (uint32_t)strlen(pending_name(p)));
+			pktbuf_put_string(&b, at + qlen - 1);
+			renamed = true;
+		} else {
+			pktbuf_put_bytes(&b, v, (uint32_t)vlen);
+			pktbuf_put_byte(&b, 0);
+		}
+		f += vlen + 2;
+	}
+	pktbuf_put_byte(&b, 0);
+	pktbuf_end(&b);
+	if (renamed) {
+		free(ps->owed_error);
+		ps->owed_error = xmalloc(b.len);
+		memcpy(ps->owed_error, b.buf, b.len);
+		ps->owed_error_len = b.len;
+	}
+	pktbuf_free(&b);
+	return renamed;
+}
+
 static bool is_tag(const struct pkt *pkt, const char *tag)
 {
 	size_t n = strlen(tag) + 1;
 	return pkt_body_len(pkt) == n && memcmp(pkt_body(pkt), tag, n) == 0;
+}
+
+/* A CommandComplete within a Query: which of its tags are pgvalve's, and when nothing is left to undo. */
+static enum prepare_verdict query_tag(struct prep_pending *p)
+{
+	bool first = p->tags++ == 0;
+	bool through = true;	/* the statement pgvalve may have to undo went through */
+	enum prepare_verdict v = PREPARE_FORWARD;
+	switch (p->kind) {
+	case PEND_QUERY_PREFIXED:	/* pgvalve's PREPARE, then the client's statement */
+		through = first;
+		v = first ? PREPARE_SKIP : PREPARE_FORWARD;
+		break;
+	case PEND_QUERY_CHECKED:	/* the client's PREPARE under SCRATCH, then pgvalve's DEALLOCATE */
+		v = first ? PREPARE_FORWARD : PREPARE_SKIP;
+		break;
+	case PEND_QUERY_DEALLOCATE:	/* pgvalve's PREPARE of SCRATCH, then the client's DEALLOCATE of it */
+		through = !first;
+		v = first ? PREPARE_SKIP : PREPARE_FORWARD;
+		break;
+	default:
+		break;
+	}
+	if (through) {
+		stmt_unref(p->stmt);
+		p->stmt = NULL;
+	}
+	return v;
+}
+
+/* An error within a Query: undoes what pgvalve did, for the statement that did not go through. */
+static void query_failed(struct server *server, struct prep_pending *p)
+{
+	struct client *client = server->link;
+	if (!p->stmt)
+		return;		/* nothing to undo, or it went through */
+	switch (p->kind) {
+	case PEND_QUERY_PREPARE:
+	case PEND_QUERY_PREFIXED:	/* the statement is not on this server */
+		server_cache_remove(server->prep, p->stmt);
+		if (p->kind == PEND_QUERY_PREPARE && client)
+			client_forget_name(client, pending_name(p), p->stmt);
+		break;
+	case PEND_QUERY_CHECKED:	/* as PostgreSQL, the client's PREPARE failed */
+		if (client)
+			client_forget_name(client, pending_name(p), p->stmt);
+		break;
+	case PEND_QUERY_DEALLOCATE:	/* as PostgreSQL, the statement was not deallocated */
+		if (client && !client_lookup(client, pending_name(p))) {
+			stmt_ref(p->stmt);
+			client_bind_name(client, pending_name(p), p->stmt);
+		}
+		break;
+	default:
+		break;
+	}
+	stmt_unref(p->stmt);
+	p->stmt = NULL;
+}
+
+/* ParseComplete or CloseComplete: whose it is. */
+static enum prepare_verdict parse_or_close_complete(struct server *server, struct prep_pending *head, uint8_t type)
+{
+	uint8_t kind = head->kind;
+	if (kind == PEND_PARSE_DUP) {
+		/* Only if PGV_<sid> was dropped behind pgvalve's back: that name now holds another text. */
+		server_log(LOG_LEVEL_WARNING, server, "a statement pgvalve prepared was gone: closing when released");
+		server->close_needed = true;
+	}
+	pending_pop(server, false);
+	bool ours = (type == '1' && kind == PEND_PARSE_INJECTED) ||
+		    (type == '3' && (kind == PEND_CLOSE_EVICT || kind == PEND_CLOSE_SCRATCH));
+	return ours ? PREPARE_SKIP : PREPARE_FORWARD;
 }
 
 enum prepare_verdict prepare_server_message(struct server *server, const struct pkt *pkt)
@@ -557,30 +710,12 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 		return PREPARE_FORWARD;	/* notices, ParameterStatus, pgvalve's own queries, or nothing awaited */
 	switch (pkt->type) {
 	case '1':
-		if (head->kind == PEND_PARSE_INJECTED) {
-			pending_pop(server, false);
-			return PREPARE_SKIP;
-		}
-		pending_pop(server, false);
-		return PREPARE_FORWARD;
 	case '3':
-		if (head->kind == PEND_CLOSE_EVICT) {
-			pending_pop(server, false);
-			return PREPARE_SKIP;
-		}
-		pending_pop(server, false);
-		return PREPARE_FORWARD;
-	case 'I':	/* EmptyQueryResponse */
-		if (head->kind == PEND_QUERY_ANSWERED) {
-			ps->owed_tag = head->name;	/* sent by prepare_server_answer_owed(), before the ReadyForQuery */
-			return PREPARE_SKIP;
-		}
-		if (!pending_is_query(head))
-			pending_pop(server, false);
-		return PREPARE_FORWARD;
+		return parse_or_close_complete(server, head, pkt->type);
 	case '2':	/* BindComplete */
 	case 'n':	/* NoData */
 	case 's':	/* PortalSuspended */
+	case 'I':	/* EmptyQueryResponse */
 		if (!pending_is_query(head))
 			pending_pop(server, false);
 		return PREPARE_FORWARD;
@@ -589,31 +724,24 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 			pending_pop(server, false);
 		return PREPARE_FORWARD;
 	case 'C':
-		if (head->kind == PEND_QUERY_PREPARE || head->kind == PEND_QUERY_PREFIXED) {
-			/* The PREPARE went through: nothing to undo any more. */
-			bool ours = head->kind == PEND_QUERY_PREFIXED && head->stmt;
-			stmt_unref(head->stmt);
-			head->stmt = NULL;
-			return ours ? PREPARE_SKIP : PREPARE_FORWARD;
-		}
-		if (!pending_is_query(head))
-			pending_pop(server, false);
-		return PREPARE_FORWARD;
-	case 'E':
-		if (head->kind == PEND_QUERY_PREPARE || head->kind == PEND_QUERY_PREFIXED) {
-			if (head->stmt) {	/* the PREPARE itself failed: the statement is not on this server */
-				server_cache_remove(ps, head->stmt);
-				if (head->kind == PEND_QUERY_PREPARE && head->name[0] && server->link)
-					client_forget_name(server->link, head->name, head->stmt);
-				stmt_unref(head->stmt);
-				head->stmt = NULL;
-			}
-		} else if (!pending_is_query(head)) {
-			pending_fail_until_sync(server);
-		}
-		return PREPARE_FORWARD;
-	case 'Z':
+		if (pending_is_query(head))
+			return query_tag(head);
 		pending_pop(server, false);
+		return PREPARE_FORWARD;
+	case 'E': {
+		enum prepare_verdict v = head->rename && owe_renamed_error(ps, pkt, head) ? PREPARE_SKIP : PREPARE_FORWARD;
+		if (pending_is_query(head))
+			query_failed(server, head);
+		else
+			pending_fail_until_sync(server);
+		return v;
+	}
+	case 'Z':
+		/* What is still awaited before the Sync or Query it answers was discarded after an error. */
+		while ((head = pending_head(ps)) && head->kind != PEND_SYNC && !pending_is_query(head))
+			pending_pop(server, true);
+		if (head)
+			pending_pop(server, false);
 		return PREPARE_FORWARD;
 	default:
 		return PREPARE_FORWARD;
@@ -627,149 +755,16 @@ void prepare_server_free(struct server *server)
 		return;
 	pending_clear(server);
 	server_cache_clear(ps);
+	free(ps->owed_error);
 	free(ps->ring);
 	free(ps->buckets);
 	free(ps);
 	server->prep = NULL;
 }
 
-/* ---------------------------------------------------------------- client messages */
+/* ---------------------------------------------------------------- statement texts */
 
-static void put_parse(struct pktbuf *b, const struct prep_stmt *stmt)
-{
-	char name[PREP_SERVER_NAME_MAX];
-	server_name_of(stmt, name);
-	pktbuf_begin(b, 'P');
-	pktbuf_put_string(b, name);
-	pktbuf_put_bytes(b, stmt->body, stmt->body_len);
-	pktbuf_end(b);
-}
-
-/*
- * Puts into b whatever makes stmt exist on the server (a Close of the LRU
- * victim, a Parse) and queues their answers. Returns whether a Parse was
- * needed. `name`: the client's name when the Parse is the client's own.
- */
-static bool ensure_on_server(struct server *server, struct pktbuf *b, struct prep_stmt *stmt,
-			     uint8_t parse_kind, const char *client_name)
-{
-	struct prep_server *ps = server_state(server);
-	struct prep_server_entry *e = server_lookup(ps, stmt);
-	if (e) {
-		list_remove(&ps->lru, &e->lru);
-		list_append(&ps->lru, &e->lru);
-		return false;
-	}
-	while (ps->count >= (uint32_t)pgv.cfg->max_prepared_statements) {
-		struct prep_server_entry *victim = container_of(list_first(&ps->lru), struct prep_server_entry, lru);
-		char name[PREP_SERVER_NAME_MAX];
-		server_name_of(victim->stmt, name);
-		pktbuf_begin(b, 'C');
-		pktbuf_put_byte(b, 'S');
-		pktbuf_put_string(b, name);
-		pktbuf_end(b);
-		pending_push(ps, PEND_CLOSE_EVICT, victim->stmt, NULL);
-		server_cache_remove(ps, victim->stmt);
-	}
-	put_parse(b, stmt);
-	server_cache_add(ps, stmt);
-	pending_push(ps, parse_kind, stmt, client_name);
-	server->pool->db->stats.total.server_parse_count++;
-	return true;
-}
-
-/*
- * The client's message goes to its server as b, followed by the message's
- * last `kept` bytes as they are: both join the bytes forwarded around them
- * in one send (netbuf_replace), the message's tail is not copied.
- */
-static void send_built(struct client *client, const struct pkt *pkt, struct pktbuf *b, uint32_t kept)
-{
-	netbuf_replace(&client->nb, pkt->len, pkt->len - kept, b->buf, b->len);
-	/* One huge Parse must not pin its size for the life of the process. */
-	if (b->size > PREP_SCRATCH_KEEP) {
-		pktbuf_free(b);
-		prep.scratch_ready = false;
-	}
-}
-
-static bool handle_parse(struct client *client, struct server *server, const struct pkt *pkt)
-{
-	struct pkt_reader r;
-	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
-	const char *name = pkt_get_string(&r);
-	if (!name || !name[0]) {	/* unnamed (or malformed: the server says so) */
-		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
-		server->pool->db->stats.total.server_parse_count++;
-		return false;
-	}
-	struct prep_stmt *stmt = stmt_get(r.data + r.pos, pkt_remaining(&r), false);
-	struct pktbuf *b = scratch();
-	if (!ensure_on_server(server, b, stmt, PEND_PARSE, name))
-		pending_push(server->prep, PEND_PARSE_OWED, stmt, name);
-	client_bind_name(client, name, stmt);	/* takes stmt_get's reference */
-	send_built(client, pkt, b, 0);
-	prepare_server_answer_owed(server);
-	return true;
-}
-
-/* Bind: portal, statement, rest. Describe: 'S'/'P', name. Both rewrite a client statement's name. */
-static bool handle_use(struct client *client, struct server *server, const struct pkt *pkt)
-{
-	struct pkt_reader r;
-	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
-	const char *portal = NULL;
-	bool is_statement = true;
-	if (pkt->type == 'B')
-		portal = pkt_get_string(&r);
-	else
-		is_statement = pkt_get_byte(&r) == 'S';
-	const char *name = pkt_get_string(&r);
-	uint8_t kind = pkt->type == 'D' ? PEND_DESCRIBE : PEND_OTHER;
-	struct prep_stmt *stmt = (!r.failed && is_statement && name[0]) ? client_lookup(client, name) : NULL;
-	if (!stmt || stmt->sql) {	/* unnamed, a portal, or unknown: the server answers as it would */
-		pending_push(server_state(server), kind, NULL, NULL);
-		return false;
-	}
-	struct pktbuf *b = scratch();
-	ensure_on_server(server, b, stmt, PEND_PARSE_INJECTED, NULL);
-	char sname[PREP_SERVER_NAME_MAX];
-	uint32_t sname_len = server_name_of(stmt, sname);
-	/* Only the head changes: the parameters after the name stay where they are. */
-	uint32_t kept = pkt_body_len(pkt) - r.pos;
-	pktbuf_begin(b, pkt->type);
-	if (pkt->type == 'B')
-		pktbuf_put_string(b, portal);
-	else
-		pktbuf_put_byte(b, 'S');
-	pktbuf_put_bytes(b, sname, sname_len + 1);
-	pktbuf_end_before(b, kept);
-	pending_push(server->prep, kind, NULL, NULL);
-	send_built(client, pkt, b, kept);
-	return true;
-}
-
-static bool handle_close(struct client *client, struct server *server, const struct pkt *pkt)
-{
-	struct pkt_reader r;
-	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
-	bool is_statement = pkt_get_byte(&r) == 'S';
-	const char *name = pkt_get_string(&r);
-	if (r.failed || !is_statement || !name[0]) {
-		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
-		return false;
-	}
-	/* Others may use the same statement: only the client's name goes; PostgreSQL answers even unknown names. */
-	client_forget_name(client, name, NULL);
-	pending_push(server_state(server), PEND_CLOSE_OWED, NULL, NULL);
-	netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);	/* dropped, in the batch */
-	prepare_server_answer_owed(server);
-	return true;
-}
-
-/* ---------------------------------------------------------------- SQL PREPARE / EXECUTE / DEALLOCATE */
-
-/* A cursor over a query text: the simple grammar of the three commands only. */
+/* A cursor over a query text: the simple grammar of PREPARE, EXECUTE and DEALLOCATE only. */
 struct sql_scan {
 	const char *p;
 	const char *end;	/* trailing blanks and semicolons cut off */
@@ -835,123 +830,469 @@ static bool sql_identifier(struct sql_scan *sc, char *out, size_t size)
 	return n > 0;
 }
 
-static void put_query(struct pktbuf *b, const char *a, size_t alen, const char *c, size_t clen)
+/*
+ * The query text of a statement that either level can make: a SQL one
+ * written "AS query", a protocol one with no parameter types. False when
+ * it has types: SQL names them, the protocol gives OIDs, and pgvalve
+ * knows no mapping between the two.
+ */
+static bool stmt_plain_query(const struct prep_stmt *stmt, const char **query, uint32_t *len)
 {
-	pktbuf_begin(b, 'Q');
-	pktbuf_put_bytes(b, a, (uint32_t)alen);
-	pktbuf_put_bytes(b, c, (uint32_t)clen);
-	pktbuf_put_byte(b, 0);
+	const char *body = (const char *)stmt->body;
+	if (!stmt->sql) {
+		uint32_t qlen = (uint32_t)strnlen(body, stmt->body_len);
+		if (qlen + 3 > stmt->body_len || stmt->body[qlen + 1] || stmt->body[qlen + 2])
+			return false;
+		*query = body;
+		*len = qlen;
+		return true;
+	}
+	struct sql_scan sc = { .p = body, .end = body + stmt->body_len };
+	sql_skip_space(&sc);
+	if (!sql_keyword(&sc, "AS") || sc.p >= sc.end)
+		return false;
+	*query = sc.p;
+	*len = (uint32_t)(sc.end - sc.p);
+	return true;
+}
+
+/* Whether ensure_on_server() can make stmt: a protocol one, or a SQL one without types. */
+static bool stmt_parseable(const struct prep_stmt *stmt)
+{
+	const char *q;
+	uint32_t n;
+	return !stmt->sql || stmt_plain_query(stmt, &q, &n);
+}
+
+/* A Parse that makes stmt as PGV_<sid> (sid: its own id, or SCRATCH); stmt_parseable(stmt). */
+static void put_parse(struct pktbuf *b, const struct prep_stmt *stmt, uint64_t sid)
+{
+	char name[PREP_SERVER_NAME_MAX];
+	const char *query;
+	uint32_t qlen;
+	server_name_of_id(sid, name);
+	pktbuf_begin(b, 'P');
+	pktbuf_put_string(b, name);
+	if (!stmt->sql) {
+		pktbuf_put_bytes(b, stmt->body, stmt->body_len);
+	} else if (stmt_plain_query(stmt, &query, &qlen)) {
+		pktbuf_put_bytes(b, query, qlen);
+		pktbuf_put_byte(b, 0);
+		pktbuf_put_uint16(b, 0);
+	}
 	pktbuf_end(b);
 }
 
+/* Whether put_prepare_text() can make stmt: a SQL one, or a protocol one without types. */
+static bool stmt_preparable(const struct prep_stmt *stmt)
+{
+	const char *q;
+	uint32_t n;
+	return stmt->sql || stmt_plain_query(stmt, &q, &n);
+}
+
 /*
- * "PREPARE PGV_x <text after the client's name>", and with exec_args
- * "; EXECUTE PGV_x <exec_args>" after it, as one Query.
+ * `word "PGV_<sid>"` into the Query being built: quoted, as PostgreSQL
+ * folds unquoted names to lower case, and the protocol's are not.
  */
-static void put_sql_prepare(struct pktbuf *b, const struct prep_stmt *stmt, const char *exec_args, size_t args_len)
+static void put_sql_name(struct pktbuf *b, const char *word, uint64_t sid)
 {
 	char sname[PREP_SERVER_NAME_MAX];
-	server_name_of(stmt, sname);
-	pktbuf_begin(b, 'Q');
-	pktbuf_put_bytes(b, "PREPARE ", 8);
-	pktbuf_put_bytes(b, sname, (uint32_t)strlen(sname));
-	pktbuf_put_byte(b, ' ');
-	pktbuf_put_bytes(b, stmt->body, stmt->body_len);
-	if (exec_args) {
-		pktbuf_put_bytes(b, "; EXECUTE ", 10);
-		pktbuf_put_bytes(b, sname, (uint32_t)strlen(sname));
-		pktbuf_put_bytes(b, exec_args, (uint32_t)args_len);
+	uint32_t n = server_name_of_id(sid, sname);
+	pktbuf_put_bytes(b, word, (uint32_t)strlen(word));
+	pktbuf_put_bytes(b, " \"", 2);
+	pktbuf_put_bytes(b, sname, n);
+	pktbuf_put_byte(b, '"');
+}
+
+/* "PREPARE "PGV_<sid>" <text that makes stmt>" into the Query being built; stmt_preparable(stmt). */
+static void put_prepare_text(struct pktbuf *b, const struct prep_stmt *stmt, uint64_t sid)
+{
+	const char *query;
+	uint32_t qlen;
+	put_sql_name(b, "PREPARE", sid);
+	if (stmt->sql) {	/* the body starts with a blank or '(' */
+		pktbuf_put_bytes(b, stmt->body, stmt->body_len);
+	} else if (stmt_plain_query(stmt, &query, &qlen)) {
+		pktbuf_put_bytes(b, " AS ", 4);
+		pktbuf_put_bytes(b, query, qlen);
 	}
+}
+
+/* ---------------------------------------------------------------- client messages */
+
+/*
+ * Puts into b whatever makes stmt exist on the server (a Close of the LRU
+ * victim, a Parse) and queues their answers; stmt_parseable(stmt) unless it
+ * is there already. Returns whether a Parse was needed. `name`: the
+ * client's name when the Parse is the client's own.
+ */
+static bool ensure_on_server(struct server *server, struct pktbuf *b, struct prep_stmt *stmt,
+			     uint8_t parse_kind, const char *client_name)
+{
+	struct prep_server *ps = server_state(server);
+	struct prep_server_entry *e = server_lookup(ps, stmt);
+	if (e) {
+		list_remove(&ps->lru, &e->lru);
+		list_append(&ps->lru, &e->lru);
+		return false;
+	}
+	while (ps->count >= (uint32_t)pgv.cfg->max_prepared_statements) {
+		struct prep_server_entry *victim = container_of(list_first(&ps->lru), struct prep_server_entry, lru);
+		char name[PREP_SERVER_NAME_MAX];
+		server_name_of(victim->stmt, name);
+		pktbuf_begin(b, 'C');
+		pktbuf_put_byte(b, 'S');
+		pktbuf_put_string(b, name);
+		pktbuf_end(b);
+		pending_push(ps, PEND_CLOSE_EVICT, victim->stmt, NULL);
+		server_cache_remove(ps, victim->stmt);
+	}
+	put_parse(b, stmt, stmt->id);
+	server_cache_add(ps, stmt);
+	pending_push(ps, parse_kind, stmt, client_name);
+	server->pool->db->stats.total.server_parse_count++;
+	return true;
+}
+
+/*
+ * The client's message goes to its server as b, followed by the message's
+ * last `kept` bytes as they are: both join the bytes forwarded around them
+ * in one send (netbuf_replace), the message's tail is not copied.
+ */
+static void send_built(struct client *client, const struct pkt *pkt, struct pktbuf *b, uint32_t kept)
+{
+	netbuf_replace(&client->nb, pkt->len, pkt->len - kept, b->buf, b->len);
+	/* One huge Parse must not pin its size for the life of the process. */
+	if (b->size > PREP_SCRATCH_KEEP) {
+		pktbuf_free(b);
+		prep.scratch_ready = false;
+	}
+}
+
+/* A statement both levels can make, for a server to hold when the client's own cannot be made there. */
+static struct prep_stmt *probe_stmt(void)
+{
+	static const uint8_t body[] = "SELECT\0\0";	/* the query, its NUL, no parameter types */
+	if (!prep.probe)
+		prep.probe = stmt_get(body, sizeof(body), false);
+	return prep.probe;
+}
+
+/*
+ * Parse of a name the client has: PostgreSQL checks the new text, then
+ * fails with 42P05. The server is made to do the same, with a Parse of
+ * the new text under the name of a statement it holds (the client's old
+ * one, or pgvalve's probe when that cannot be made here), so that the
+ * transaction and the rest of the batch fare as in PostgreSQL; the
+ * error's message gets the client's name back.
+ */
+static bool parse_duplicate(struct client *client, struct server *server, const struct pkt *pkt,
+			    struct pkt_reader *r, const char *name, struct prep_stmt *old)
+{
+	struct prep_server *ps = server_state(server);
+	struct prep_stmt *target = stmt_parseable(old) || server_lookup(ps, old) ? old : probe_stmt();
+	struct pktbuf *b = scratch();
+	ensure_on_server(server, b, target, PEND_PARSE_INJECTED, NULL);
+	char sname[PREP_SERVER_NAME_MAX];
+	server_name_of(target, sname);
+	pktbuf_begin(b, 'P');
+	pktbuf_put_string(b, sname);
+	pktbuf_put_bytes(b, r->data + r->pos, pkt_remaining(r));
+	pktbuf_end(b);
+	pending_push_renamed(ps, PEND_PARSE_DUP, NULL, name, target->id);
+	send_built(client, pkt, b, 0);
+	return true;
+}
+
+static bool handle_parse(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	const char *name = pkt_get_string(&r);
+	if (!name || !name[0]) {	/* unnamed (or malformed: the server says so) */
+		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
+		return false;
+	}
+	server->pool->db->stats.total.client_parse_count++;
+	struct prep_stmt *old = client_lookup(client, name);
+	if (old)
+		return parse_duplicate(client, server, pkt, &r, name, old);
+	struct prep_stmt *stmt = stmt_get(r.data + r.pos, pkt_remaining(&r), false);
+	struct pktbuf *b = scratch();
+	if (!ensure_on_server(server, b, stmt, PEND_PARSE, name)) {
+		/*
+		 * The server has it: the text is still checked there, under the
+		 * scratch name, so that the client gets what PostgreSQL would say
+		 * now (an aborted transaction, a table dropped since).
+		 */
+		put_parse(b, stmt, PREP_SCRATCH_ID);
+		pktbuf_begin(b, 'C');
+		pktbuf_put_byte(b, 'S');
+		pktbuf_put_string(b, PREP_SCRATCH_NAME);
+		pktbuf_end(b);
+		pending_push(server->prep, PEND_PARSE_CHECK, stmt, name);
+		pending_push(server->prep, PEND_CLOSE_SCRATCH, NULL, NULL);
+	}
+	client_bind_name(client, name, stmt);	/* takes stmt_get's reference */
+	send_built(client, pkt, b, 0);
+	return true;
+}
+
+/*
+ * Bind: portal, statement, rest. Describe: 'S'/'P', name. A client
+ * statement's name becomes its server name; a name the client does not
+ * have becomes the scratch name, which no server holds, so that the
+ * server answers as PostgreSQL would (26000), the client's name put back
+ * in the message: no client ever reaches a statement by its server name.
+ */
+static bool handle_use(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	const char *portal = NULL;
+	bool is_statement = true;
+	if (pkt->type == 'B')
+		portal = pkt_get_string(&r);
+	else
+		is_statement = pkt_get_byte(&r) == 'S';
+	const char *name = pkt_get_string(&r);
+	uint8_t kind = pkt->type == 'D' ? PEND_DESCRIBE : PEND_OTHER;
+	struct prep_server *ps = server_state(server);
+	if (r.failed || !is_statement || !name[0]) {	/* unnamed, a portal, or malformed: as it is */
+		pending_push(ps, kind, NULL, NULL);
+		return false;
+	}
+	struct prep_stmt *stmt = client_lookup(client, name);
+	if (stmt && !stmt_parseable(stmt) && !server_lookup(ps, stmt))
+		stmt = NULL;	/* a SQL one with types, not on this server: see the man page */
+	struct pktbuf *b = scratch();
+	if (stmt) {
+		ensure_on_server(server, b, stmt, PEND_PARSE_INJECTED, NULL);
+		if (pkt->type == 'B')
+			server->pool->db->stats.total.bind_count++;
+	}
+	char sname[PREP_SERVER_NAME_MAX];
+	uint32_t sname_len = server_name_of_id(stmt ? stmt->id : PREP_SCRATCH_ID, sname);
+	/* Only the head changes: the parameters after the name stay where they are. */
+	uint32_t kept = pkt_body_len(pkt) - r.pos;
+	pktbuf_begin(b, pkt->type);
+	if (pkt->type == 'B')
+		pktbuf_put_string(b, portal);
+	else
+		pktbuf_put_byte(b, 'S');
+	pktbuf_put_bytes(b, sname, sname_len + 1);
+	pktbuf_end_before(b, kept);
+	if (stmt)
+		pending_push(ps, kind, NULL, NULL);
+	else
+		pending_push_renamed(ps, kind, NULL, name, PREP_SCRATCH_ID);
+	send_built(client, pkt, b, kept);
+	return true;
+}
+
+static bool handle_close(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	bool is_statement = pkt_get_byte(&r) == 'S';
+	const char *name = pkt_get_string(&r);
+	if (r.failed || !is_statement || !name[0]) {
+		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
+		return false;
+	}
+	/* Others may use the same statement: only the client's name goes; PostgreSQL answers even unknown names. */
+	client_forget_name(client, name, NULL);
+	pending_push(server_state(server), PEND_CLOSE_OWED, NULL, NULL);
+	netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);	/* dropped, in the batch */
+	prepare_server_answer_owed(server);
+	return true;
+}
+
+/* ---------------------------------------------------------------- SQL PREPARE / EXECUTE / DEALLOCATE */
+
+/* Ends the Query being built in b and sends it in place of the client's. */
+static void send_query(struct client *client, const struct pkt *pkt, struct pktbuf *b)
+{
 	pktbuf_put_byte(b, 0);
 	pktbuf_end(b);
+	send_built(client, pkt, b, 0);
+}
+
+/*
+ * PREPARE of a name the client has: as parse_duplicate(), in SQL, under
+ * the name of a statement the server holds, prepared first in the same
+ * Query if need be.
+ */
+static bool sql_prepare_duplicate(struct client *client, struct server *server, const struct pkt *pkt,
+				  const char *name, struct prep_stmt *old, const char *text, size_t len)
+{
+	struct prep_server *ps = server->prep;
+	struct prep_stmt *target = server_lookup(ps, old) || stmt_preparable(old) ? old : probe_stmt();
+	struct prep_server_entry *e = server_lookup(ps, target);
+	struct pktbuf *b = scratch();
+	pktbuf_begin(b, 'Q');
+	if (e) {
+		list_remove(&ps->lru, &e->lru);
+		list_append(&ps->lru, &e->lru);
+		pending_push_renamed(ps, PEND_QUERY, NULL, name, target->id);
+	} else {
+		put_prepare_text(b, target, target->id);
+		pktbuf_put_bytes(b, "; ", 2);
+		server_cache_add(ps, target);
+		server->pool->db->stats.total.server_parse_count++;
+		pending_push_renamed(ps, PEND_QUERY_PREFIXED, target, name, target->id);
+	}
+	put_sql_name(b, "PREPARE", target->id);
+	pktbuf_put_bytes(b, text, (uint32_t)len);
+	send_query(client, pkt, b);
+	return true;
+}
+
+/* PREPARE name ...: false if it is not one pgvalve takes (the caller passes it on). */
+static bool sql_prepare(struct client *client, struct server *server, const struct pkt *pkt, struct sql_scan *sc)
+{
+	struct prep_server *ps = server->prep;
+	struct sql_scan at_name = *sc;
+	char name[PREP_PENDING_NAME_MAX];
+	if (sql_keyword(&at_name, "TRANSACTION"))
+		return false;	/* two-phase commit, not a statement */
+	if (!sql_identifier(sc, name, sizeof(name)) || sc->p >= sc->end || !(sql_space(*sc->p) || *sc->p == '('))
+		return false;
+	server->pool->db->stats.total.client_parse_count++;
+	struct prep_stmt *old = client_lookup(client, name);
+	if (old)
+		return sql_prepare_duplicate(client, server, pkt, name, old, sc->p, (size_t)(sc->end - sc->p));
+	struct prep_stmt *stmt = stmt_get((const uint8_t *)sc->p, (uint32_t)(sc->end - sc->p), true);
+	struct pktbuf *b = scratch();
+	pktbuf_begin(b, 'Q');
+	if (server_lookup(ps, stmt)) {
+		/* The server has it: checked there under the scratch name, then dropped (as parse's check). */
+		put_prepare_text(b, stmt, PREP_SCRATCH_ID);
+		put_sql_name(b, "; DEALLOCATE", PREP_SCRATCH_ID);
+		pending_push(ps, PEND_QUERY_CHECKED, stmt, name);
+	} else {
+		put_prepare_text(b, stmt, stmt->id);
+		server_cache_add(ps, stmt);
+		pending_push(ps, PEND_QUERY_PREPARE, stmt, name);
+		server->pool->db->stats.total.server_parse_count++;
+	}
+	client_bind_name(client, name, stmt);	/* takes stmt_get's reference */
+	send_query(client, pkt, b);
+	return true;
+}
+
+/* EXECUTE name ...: the statement made on the server first if need be; an unknown name as in handle_use(). */
+static bool sql_execute(struct client *client, struct server *server, const struct pkt *pkt, struct sql_scan *sc)
+{
+	struct prep_server *ps = server->prep;
+	char name[PREP_PENDING_NAME_MAX];
+	if (!sql_identifier(sc, name, sizeof(name)))
+		return false;
+	struct prep_stmt *stmt = client_lookup(client, name);
+	struct prep_server_entry *e = stmt ? server_lookup(ps, stmt) : NULL;
+	struct pktbuf *b = scratch();
+	pktbuf_begin(b, 'Q');
+	if (e) {
+		list_remove(&ps->lru, &e->lru);
+		list_append(&ps->lru, &e->lru);
+		pending_push(ps, PEND_QUERY, NULL, NULL);
+	} else if (stmt && stmt_preparable(stmt)) {
+		/* One Query: "PREPARE PGV_x ...; EXECUTE PGV_x ..."; the PREPARE's tag is swallowed. */
+		put_prepare_text(b, stmt, stmt->id);
+		pktbuf_put_bytes(b, "; ", 2);
+		server_cache_add(ps, stmt);
+		pending_push(ps, PEND_QUERY_PREFIXED, stmt, NULL);
+		server->pool->db->stats.total.server_parse_count++;
+	} else {
+		stmt = NULL;	/* a protocol one with types, not on this server: see the man page */
+		pending_push_renamed(ps, PEND_QUERY, NULL, name, PREP_SCRATCH_ID);
+	}
+	if (stmt)
+		server->pool->db->stats.total.bind_count++;
+	put_sql_name(b, "EXECUTE", stmt ? stmt->id : PREP_SCRATCH_ID);
+	pktbuf_put_bytes(b, sc->p, (uint32_t)(sc->end - sc->p));
+	send_query(client, pkt, b);
+	return true;
+}
+
+/*
+ * DEALLOCATE [PREPARE] name: the client's name goes (others may use the
+ * statement); the server runs a DEALLOCATE of its own scratch copy, so
+ * that it fails where PostgreSQL's would (an aborted transaction), and
+ * then the name comes back. An unknown name as in handle_use().
+ */
+static bool sql_deallocate(struct client *client, struct server *server, const struct pkt *pkt, struct sql_scan *sc)
+{
+	struct prep_server *ps = server->prep;
+	char name[PREP_PENDING_NAME_MAX];
+	sql_keyword(sc, "PREPARE");
+	struct sql_scan at_name = *sc;
+	if (sql_keyword(&at_name, "ALL") && at_name.p == at_name.end)
+		return false;	/* the server's CommandComplete clears everything (prepare_server_message) */
+	if (!sql_identifier(sc, name, sizeof(name)) || sc->p != sc->end)
+		return false;
+	struct prep_stmt *stmt = client_lookup(client, name);
+	struct pktbuf *b = scratch();
+	pktbuf_begin(b, 'Q');
+	if (stmt) {
+		put_sql_name(b, "PREPARE", PREP_SCRATCH_ID);
+		pktbuf_put_bytes(b, " AS SELECT; ", 12);
+		pending_push(ps, PEND_QUERY_DEALLOCATE, stmt, name);
+		client_forget_name(client, name, NULL);
+	} else {
+		pending_push_renamed(ps, PEND_QUERY, NULL, name, PREP_SCRATCH_ID);
+	}
+	put_sql_name(b, "DEALLOCATE", PREP_SCRATCH_ID);
+	send_query(client, pkt, b);
+	return true;
 }
 
 /*
  * PREPARE name ..., EXECUTE name ..., DEALLOCATE [PREPARE] name, alone in
  * a Query: the client's name is kept here and servers see PGV_<id>, as
  * for protocol-level statements. Anything else (several statements,
- * DEALLOCATE ALL, names this client did not PREPARE) goes as it is.
+ * DEALLOCATE ALL) goes as it is.
  */
 static bool handle_query(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	const char *text = (const char *)pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
 	struct prep_server *ps = server_state(server);
-	if (len == 0 || text[len - 1] != '\0' || !memchr("PpEeDd", text[strspn(text, " \t\r\n\f")], 6))
-		goto plain;
-	struct sql_scan sc = { .p = text, .end = text + len - 1 };
-	while (sc.end > sc.p && (sql_space(sc.end[-1]) || sc.end[-1] == ';'))
-		sc.end--;
-	if (memchr(sc.p, ';', (size_t)(sc.end - sc.p)))
-		goto plain;	/* maybe several statements: not ours to split */
-	sql_skip_space(&sc);
-	char name[PREP_PENDING_NAME_MAX];
-	struct pktbuf *b = scratch();
-
-	if (sql_keyword(&sc, "PREPARE")) {
-		struct sql_scan at_name = sc;
-		if (sql_keyword(&at_name, "TRANSACTION"))
-			goto plain;	/* two-phase commit, not a statement */
-		if (!sql_identifier(&sc, name, sizeof(name)) || sc.p >= sc.end || !(sql_space(*sc.p) || *sc.p == '('))
-			goto plain;
-		struct prep_stmt *stmt = stmt_get((const uint8_t *)sc.p, (uint32_t)(sc.end - sc.p), true);
-		if (server_lookup(ps, stmt)) {
-			put_query(b, "", 0, "", 0);
-			pending_push(ps, PEND_QUERY_ANSWERED, NULL, "PREPARE");
-		} else {
-			put_sql_prepare(b, stmt, NULL, 0);
-			server_cache_add(ps, stmt);
-			pending_push(ps, PEND_QUERY_PREPARE, stmt, name);
-			server->pool->db->stats.total.server_parse_count++;
-		}
-		client_bind_name(client, name, stmt);
-		send_built(client, pkt, b, 0);
-		return true;
+	if (len > 0 && text[len - 1] == '\0' && memchr("PpEeDd", text[strspn(text, " \t\r\n\f")], 6)) {
+		struct sql_scan sc = { .p = text, .end = text + len - 1 };
+		while (sc.end > sc.p && (sql_space(sc.end[-1]) || sc.end[-1] == ';'))
+			sc.end--;
+		sql_skip_space(&sc);
+		bool taken = false;
+		if (memchr(sc.p, ';', (size_t)(sc.end - sc.p)))
+			taken = false;	/* maybe several statements: not ours to split */
+		else if (sql_keyword(&sc, "PREPARE"))
+			taken = sql_prepare(client, server, pkt, &sc);
+		else if (sql_keyword(&sc, "EXECUTE"))
+			taken = sql_execute(client, server, pkt, &sc);
+		else if (sql_keyword(&sc, "DEALLOCATE"))
+			taken = sql_deallocate(client, server, pkt, &sc);
+		if (taken)
+			return true;
 	}
-	if (sql_keyword(&sc, "EXECUTE")) {
-		if (!sql_identifier(&sc, name, sizeof(name)))
-			goto plain;
-		struct prep_stmt *stmt = client_lookup(client, name);
-		if (!stmt || !stmt->sql)
-			goto plain;
-		struct prep_server_entry *e = server_lookup(ps, stmt);
-		char sname[PREP_SERVER_NAME_MAX + 16];
-		int n = snprintf(sname, sizeof(sname), "EXECUTE " PREP_SERVER_PREFIX "%llx", (unsigned long long)stmt->id);
-		if (e) {
-			list_remove(&ps->lru, &e->lru);
-			list_append(&ps->lru, &e->lru);
-			put_query(b, sname, (size_t)n, sc.p, (size_t)(sc.end - sc.p));
-			pending_push(ps, PEND_QUERY, NULL, NULL);
-		} else {
-			/* One Query: "PREPARE PGV_x ...; EXECUTE PGV_x ..."; the PREPARE's tag is swallowed. */
-			put_sql_prepare(b, stmt, sc.p, (size_t)(sc.end - sc.p));
-			server_cache_add(ps, stmt);
-			pending_push(ps, PEND_QUERY_PREFIXED, stmt, NULL);
-			server->pool->db->stats.total.server_parse_count++;
-		}
-		send_built(client, pkt, b, 0);
-		return true;
-	}
-	if (sql_keyword(&sc, "DEALLOCATE")) {
-		sql_keyword(&sc, "PREPARE");
-		struct sql_scan at_name = sc;
-		if (sql_keyword(&at_name, "ALL") && at_name.p == at_name.end)
-			goto plain;	/* the server's CommandComplete clears everything (prepare_server_message) */
-		if (!sql_identifier(&sc, name, sizeof(name)) || sc.p != sc.end || !client_lookup(client, name))
-			goto plain;
-		client_forget_name(client, name, NULL);
-		put_query(b, "", 0, "", 0);
-		pending_push(ps, PEND_QUERY_ANSWERED, NULL, "DEALLOCATE");
-		send_built(client, pkt, b, 0);
-		return true;
-	}
-plain:
 	pending_push(ps, PEND_QUERY, NULL, NULL);
 	return false;
 }
 
 bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt)
 {
+	if (server->ignore_till_sync && pkt->type != 'S') {
+		/*
+		 * The server discards it unanswered: nothing to await, no name
+		 * made or forgotten (as in PostgreSQL), and those carrying a
+		 * statement name go no further.
+		 */
+		if (!relay_prep_needs_whole(pkt->type))
+			return false;
+		netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);
+		return true;
+	}
 	switch (pkt->type) {
 	case 'P':
 		return handle_parse(client, server, pkt);
@@ -986,6 +1327,8 @@ void prepare_shared_stats(uint32_t *count, uint64_t *bytes)
 
 void prepare_global_cleanup(void)
 {
+	stmt_unref(prep.probe);
+	prep.probe = NULL;
 	if (prep.scratch_ready)
 		pktbuf_free(&prep.scratch);
 	prep.scratch_ready = false;

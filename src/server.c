@@ -251,14 +251,13 @@ static void server_dns_failed(struct server *server, const char *error)
 /* Starts the socket connect to server->addr; false (err filled) if it failed at once. */
 static bool server_start_socket(struct server *server, char *err, size_t errsize)
 {
-	if (netbuf_connect(&server->nb, &server->addr.sa, server->addrlen) < 0) {
+	bool tcp = server->addr.sa.sa_family != AF_UNIX;
+	if (netbuf_connect_tuned(&server->nb, &server->addr.sa, server->addrlen, tcp ? tcp_tune_socket : NULL) < 0) {
 		char where[400];
 		snprintf(err, errsize, "could not connect to server %s: %s",
 			 addr_describe(server, where, sizeof(where)), strerror(errno));
 		return false;
 	}
-	if (server->addr.sa.sa_family != AF_UNIX)
-		tcp_tune_socket(server->nb.fd);
 	server_set_state(server, SV_LOGIN);
 	return true;
 }
@@ -530,15 +529,38 @@ bool server_is_clean(const struct server *server)
 	       !server->copy_in && server->internal == SV_INTERNAL_NONE;
 }
 
+bool server_may_drain(const struct server *server)
+{
+	if (server->link && server->link->nb.pkt_remaining && server->link->nb.pkt_forward)
+		return false;	/* half a message sent: the server waits for a rest that never comes */
+	return (server->expect_ready > 0 || server->unsynced) && !server->copy_in &&
+	       server->internal == SV_INTERNAL_NONE && !server->replication;
+}
+
+void server_drain(struct server *server)
+{
+	if (server->unsynced) {	/* a batch left open: its Sync ends it (and any skipping after an error) */
+		static const uint8_t sync[5] = { 'S', 0, 0, 0, 4 };
+		netbuf_send(&server->nb, sync, sizeof(sync));
+		server->expect_ready++;
+		server->unsynced = false;
+		server->ignore_till_sync = false;
+	}
+	server_log(LOG_LEVEL_DEBUG, server, "client left with %d answers owed: finishing them", server->expect_ready);
+	server->draining = true;
+	server_set_state(server, SV_USED);
+}
+
 void server_note_client_message(struct server *server, uint8_t type)
 {
 	/*
 	 * As PgBouncer: a query (and maybe a transaction) is counted when it
-	 * starts. The late CopyData and CopyDone of a COPY that failed (its
-	 * ReadyForQuery came first) start nothing: PostgreSQL ignores them.
+	 * starts; a Flush starts none. The late CopyData and CopyDone of a
+	 * COPY that failed (its ReadyForQuery came first) start nothing:
+	 * PostgreSQL ignores them.
 	 */
 	bool late_copy = server->copy_in && (type == 'd' || type == 'c' || type == 'f');
-	if (!server->query_start && !late_copy) {
+	if (!server->query_start && !late_copy && type != 'H') {
 		struct stats *st = &server->pool->db->stats.total;
 		server->query_start = now_usec();
 		st->query_count++;
@@ -552,7 +574,8 @@ void server_note_client_message(struct server *server, uint8_t type)
 		server->syncs_after_execute = 0;
 		/* fall through */
 	case 'F':
-		server->expect_ready++;
+		if (!server->ignore_till_sync)	/* else discarded without an answer */
+			server->expect_ready++;
 		break;
 	case 'S':
 		if (server->copy_in)
@@ -560,11 +583,13 @@ void server_note_client_message(struct server *server, uint8_t type)
 		server->expect_ready++;
 		server->unsynced = false;
 		server->syncs_after_execute++;
+		server->ignore_till_sync = false;
 		break;
 	case 'E':
 		server->syncs_after_execute = 0;
 		/* fall through */
-	case 'P': case 'B': case 'D': case 'C': case 'H':
+	case 'P': case 'B': case 'D': case 'C':
+		/* Flush ('H') is not among them: it asks for output and changes no state. */
 		server->unsynced = true;
 		break;
 	case 'c': case 'f':
@@ -972,6 +997,7 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
 	if (server->expect_ready > 0)
 		server->expect_ready--;
+	server->copy_in = false;	/* a COPY that failed ends here; CopyData sent after it is dropped */
 	if (internal) {
 		netbuf_skip(&server->nb, pkt->len);
 		if (server->expect_ready == 0)
@@ -992,6 +1018,11 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	netbuf_forward(&server->nb, pkt->len);
 	count_ready(server, pkt->len);
 	relay_call_if(prep_answer_owed, server);
+	if (server->draining && server->expect_ready == 0) {
+		server->draining = false;
+		pool_release_server(server);	/* as if its client had left now */
+		return server->state != SV_CLOSED;
+	}
 	if (server->link && server_is_clean(server)) {
 		if (mode != POOL_MODE_SESSION)
 			pool_release_server(server);	/* the client's boundary: client_unlinked */
@@ -1106,7 +1137,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		return true;
 	}
 
-	if (server->prep && (internal || server->link)) {
+	if (server->prep && (internal || server->link || server->draining)) {
 		/* Judged once per message: these are the ones decided only when whole. */
 		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
 			return true;
@@ -1123,6 +1154,13 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		done = active_parameter_status(server, pkt, internal);
 		break;
 	case 'E':
+		/*
+		 * With every Sync and Query answered, the error is the open
+		 * extended batch's: PostgreSQL now discards all messages up to
+		 * the next Sync, Queries included, without answering them.
+		 */
+		if (!internal && server->expect_ready == 0 && server->unsynced)
+			server->ignore_till_sync = true;
 		if (internal)
 			done = active_internal_error(server, pkt);
 		break;
@@ -1237,6 +1275,8 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		case SV_TESTED:
 			return server_active_packet(server, pkt);
 		default:
+			if (server->draining)	/* answers its client left without: read as if it were there */
+				return server_active_packet(server, pkt);
 			return server_idle_packet(server, pkt);
 		}
 	case NETBUF_EV_BAD_PACKET:

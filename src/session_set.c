@@ -291,6 +291,8 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 {
 	const char *sql = (const char *)pkt_body(pkt);
 	size_t len = pkt_body_len(pkt);
+	if (server->ignore_till_sync)
+		return;		/* discarded unanswered after an error in the extended batch before it */
 	/* Cheap first test: most queries start with neither S, R nor D. */
 	size_t i = 0;
 	while (i < len && isspace((unsigned char)sql[i]))

@@ -108,6 +108,13 @@ void netbuf_accept(struct netbuf *nb, int fd);
 void netbuf_read_now(struct netbuf *nb);
 /* Starts a non-blocking connect; CONNECT_OK/CONNECT_FAILED follow. -1 on immediate failure (errno). */
 int netbuf_connect(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen);
+/*
+ * The same with tune(fd) run on the socket before connect(): buffer sizes
+ * must be set before the handshake, where the TCP window scale is agreed
+ * on (set after it, a small receive buffer gets windows the peer cannot
+ * use, and every few KB wait for a 200 ms probe).
+ */
+int netbuf_connect_tuned(struct netbuf *nb, const struct sockaddr *sa, socklen_t salen, void (*tune)(int fd));
 /* Closes the socket, frees buffers, detaches from peers. Safe to call twice. */
 void netbuf_close(struct netbuf *nb);
 

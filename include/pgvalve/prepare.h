@@ -13,16 +13,23 @@
  *    the client is linked to is prepared there first, in the same stream.
  *  - Each server keeps an LRU of at most max_prepared_statements
  *    statements; the least recently used one is closed on the server.
- *  - Because pgvalve answers some messages itself (a Parse of a statement
- *    the server already has, a Close) and swallows the answers to messages
- *    it injected, it keeps, per server, the queue of answers it awaits and
- *    walks the server's replies against it. Errors follow the protocol: an
- *    ErrorResponse fails the message at the head of the queue and
- *    discards what follows up to the next Sync.
+ *  - Because pgvalve answers some messages itself (a Close) and swallows
+ *    the answers to messages it injected, it keeps, per server, the queue
+ *    of answers it awaits and walks the server's replies against it.
+ *    Errors follow the protocol: an ErrorResponse fails the message at the
+ *    head of the queue and discards what follows up to the next Sync,
+ *    also what the client sends after it (server->ignore_till_sync).
+ *  - A client's names answer as PostgreSQL's: PostgreSQL itself gives the
+ *    errors (42P05 for a Parse or PREPARE of a name the client has, 26000
+ *    for a name it does not have, 25P02 in a failed transaction), on
+ *    messages rewritten so that the server fails them the same way; an
+ *    unknown name goes to the server as PGV_0, which no server keeps, and
+ *    the client's name is put back in the error's message. No client name
+ *    reaches a server as it is.
  *  - SQL PREPARE name / EXECUTE name / DEALLOCATE name, each alone in a
  *    simple Query, are tracked the same way (beyond PgBouncer): the query
  *    text is rewritten to pgvalve's name, prefixed with the PREPARE when
- *    the server lacks it, or answered here (DEALLOCATE).
+ *    the server lacks it; both levels share the client's names.
  *  - Session pooling and max_prepared_statements = 0 are pass-through:
  *    nothing here is called.
  * Must not touch sockets except through netbuf_replace/netbuf_insert on

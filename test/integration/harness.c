@@ -1348,6 +1348,151 @@ int raw_query(int fd, const char *sql, char *value, size_t size, struct raw_erro
 	return raw_read_result(fd, value, size, err, 10000);
 }
 
+/* ---------------------------------------------------------------- hand-built messages */
+
+void raw_put(struct raw_msgs *m, char type, const void *body, size_t n)
+{
+	ck_assert_msg(m->len + 5 + n <= sizeof(m->data), "raw_msgs full");
+	m->data[m->len] = (unsigned char)type;
+	put_u32(m->data + m->len + 1, (uint32_t)(n + 4));
+	if (n)
+		memcpy(m->data + m->len + 5, body, n);
+	m->len += 5 + n;
+}
+
+/* Appends s with its NUL to body at *n. */
+static void put_cstr(unsigned char *body, size_t size, size_t *n, const char *s)
+{
+	size_t l = strlen(s) + 1;
+	ck_assert(*n + l <= size);
+	memcpy(body + *n, s, l);
+	*n += l;
+}
+
+void raw_put_parse(struct raw_msgs *m, const char *name, const char *sql)
+{
+	unsigned char body[4096];
+	size_t n = 0;
+	put_cstr(body, sizeof(body), &n, name);
+	put_cstr(body, sizeof(body) - 2, &n, sql);
+	body[n++] = 0;	/* no parameter types */
+	body[n++] = 0;
+	raw_put(m, 'P', body, n);
+}
+
+void raw_put_bind(struct raw_msgs *m, const char *portal, const char *stmt, const char *param)
+{
+	unsigned char body[4096];
+	size_t n = 0;
+	put_cstr(body, sizeof(body), &n, portal);
+	put_cstr(body, sizeof(body), &n, stmt);
+	ck_assert(n + 16 + (param ? strlen(param) : 0) <= sizeof(body));
+	body[n++] = 0;	/* parameters in text */
+	body[n++] = 0;
+	body[n++] = 0;
+	body[n++] = param ? 1 : 0;
+	if (param) {
+		put_u32(body + n, (uint32_t)strlen(param));
+		memcpy(body + n + 4, param, strlen(param));
+		n += 4 + strlen(param);
+	}
+	body[n++] = 0;	/* results in text */
+	body[n++] = 0;
+	raw_put(m, 'B', body, n);
+}
+
+void raw_put_named(struct raw_msgs *m, char type, char what, const char *name)
+{
+	unsigned char body[1024];
+	size_t n = 1;
+	body[0] = (unsigned char)what;
+	put_cstr(body, sizeof(body), &n, name);
+	raw_put(m, type, body, n);
+}
+
+void raw_put_execute(struct raw_msgs *m, const char *portal, uint32_t max_rows)
+{
+	unsigned char body[1024];
+	size_t n = 0;
+	put_cstr(body, sizeof(body) - 4, &n, portal);
+	put_u32(body + n, max_rows);
+	raw_put(m, 'E', body, n + 4);
+}
+
+void raw_put_query(struct raw_msgs *m, const char *sql)
+{
+	raw_put(m, 'Q', sql, strlen(sql) + 1);
+}
+
+void raw_put_select(struct raw_msgs *m, const char *sql)
+{
+	raw_put_parse(m, "", sql);
+	raw_put_bind(m, "", "", NULL);
+	raw_put_named(m, 'D', 'P', "");
+	raw_put_execute(m, "", 0);
+}
+
+void raw_send_msgs(int fd, struct raw_msgs *m)
+{
+	ck_assert_msg(raw_send(fd, m->data, m->len), "pgvalve closed the connection");
+	m->len = 0;
+}
+
+/* One answer into a: its type, and what the caller may look at. */
+static void note_answer(struct raw_answers *a, char type, const unsigned char *body, uint32_t len)
+{
+	size_t nt = strlen(a->types);
+	if (nt + 1 < sizeof(a->types)) {
+		a->types[nt] = type;
+		a->types[nt + 1] = '\0';
+	}
+	if (type == 'D' && !a->value[0] && len >= 6) {
+		uint32_t vlen = get_u32(body + 2);
+		if (vlen != 0xFFFFFFFFu && 6 + vlen <= len)
+			snprintf(a->value, sizeof(a->value), "%.*s", (int)vlen, (const char *)body + 6);
+	} else if (type == 'E' && !a->error.sqlstate[0]) {
+		raw_parse_error(body, len, &a->error);
+	} else if (type == 'Z' && len >= 1) {
+		a->status = (char)body[0];
+	}
+}
+
+bool raw_read_answers(int fd, int syncs, int timeout_ms, struct raw_answers *a)
+{
+	return raw_read_until(fd, "Z", syncs, timeout_ms, a);
+}
+
+bool raw_read_until(int fd, const char *stops, int count, int timeout_ms, struct raw_answers *a)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+	unsigned char hdr[5], *body = NULL;
+	bool ok = true;
+
+	memset(a, 0, sizeof(*a));
+	while (count > 0) {
+		if (!read_exact(fd, hdr, 5, deadline)) {
+			ok = false;
+			break;
+		}
+		uint32_t len = get_u32(hdr + 1);
+		ck_assert_msg(len >= 4 && len <= 16 * 1024 * 1024, "bad message length %u", len);
+		free(body);
+		body = malloc(len - 4 + 1);
+		ck_assert_ptr_nonnull(body);
+		if (!read_exact(fd, body, len - 4, deadline)) {
+			ok = false;
+			break;
+		}
+		if (hdr[0] == 'N' || hdr[0] == 'S')
+			continue;
+		note_answer(a, (char)hdr[0], body, len - 4);
+		if (strchr(stops, hdr[0]))
+			count--;
+	}
+	free(body);
+	return ok;
+}
+
 /* ---------------------------------------------------------------- fixtures */
 
 const char *std_databases(void)

@@ -137,6 +137,41 @@ int raw_login_fd(int fd, const char *dbname, const char *user, const char *passw
 /* Sends a 16-byte CancelRequest carrying key (wire order) on fd. */
 bool raw_send_cancel(int fd, const unsigned char key[8]);
 
+/*
+ * Frontend messages built by hand, for tests where the exact sequence
+ * matters (pipelines, errors inside them): raw_put_* append to m,
+ * raw_send_msgs() sends them all in one write and empties m.
+ */
+struct raw_msgs {
+	unsigned char data[65536];
+	size_t len;
+};
+void raw_put(struct raw_msgs *m, char type, const void *body, size_t n);
+/* Parse without parameter types. */
+void raw_put_parse(struct raw_msgs *m, const char *name, const char *sql);
+/* Bind in text, with one parameter or none (param NULL). */
+void raw_put_bind(struct raw_msgs *m, const char *portal, const char *stmt, const char *param);
+/* Describe or Close ('D' / 'C') of a statement or portal ('S' / 'P'). */
+void raw_put_named(struct raw_msgs *m, char type, char what, const char *name);
+void raw_put_execute(struct raw_msgs *m, const char *portal, uint32_t max_rows);
+void raw_put_query(struct raw_msgs *m, const char *sql);
+/* What libpq sends for an extended-protocol query: unnamed Parse, Bind, Describe, Execute. */
+void raw_put_select(struct raw_msgs *m, const char *sql);
+#define raw_put_sync(m) raw_put((m), 'S', NULL, 0)
+#define raw_put_flush(m) raw_put((m), 'H', NULL, 0)
+void raw_send_msgs(int fd, struct raw_msgs *m);
+/* The answers up to a number of ReadyForQuery, as a raw client saw them. */
+struct raw_answers {
+	char types[1024];		/* their types in order ("12TDCZ"), NoticeResponse and ParameterStatus left out */
+	char value[256];		/* the first DataRow's first column */
+	struct raw_error error;		/* the first ErrorResponse */
+	char status;			/* the last ReadyForQuery's transaction status */
+};
+/* Reads up to the `syncs`-th ReadyForQuery; false if it did not come within timeout_ms (a holds what did). */
+bool raw_read_answers(int fd, int syncs, int timeout_ms, struct raw_answers *a);
+/* The same up to the count-th message whose type is in stops (a pipeline read up to a Flush). */
+bool raw_read_until(int fd, const char *stops, int count, int timeout_ms, struct raw_answers *a);
+
 /* "md5" + hex(md5(password || user)), the way auth_file and pg_authid store it. */
 void md5_secret(const char *user, const char *password, char out[36]);
 

@@ -118,138 +118,6 @@ static void hold_server(PGconn *holder, int pid)
 
 /* ---------------------------------------------------------------- raw protocol */
 
-struct msgbuf {
-	unsigned char data[8192];
-	size_t len;
-};
-
-static void put_msg(struct msgbuf *b, char type, const void *body, size_t n)
-{
-	ck_assert(b->len + 5 + n <= sizeof(b->data));
-	uint32_t l = htonl((uint32_t)(n + 4));
-	b->data[b->len++] = (unsigned char)type;
-	memcpy(b->data + b->len, &l, 4);
-	if (n)
-		memcpy(b->data + b->len + 4, body, n);
-	b->len += 4 + n;
-}
-
-/* Parse name/sql with no parameter types. */
-static void put_parse(struct msgbuf *b, const char *name, const char *sql)
-{
-	unsigned char body[1024];
-	size_t n = 0;
-	memcpy(body, name, strlen(name) + 1);
-	n += strlen(name) + 1;
-	memcpy(body + n, sql, strlen(sql) + 1);
-	n += strlen(sql) + 1;
-	body[n++] = 0;
-	body[n++] = 0;
-	put_msg(b, 'P', body, n);
-}
-
-/* Bind the unnamed portal to a statement without parameters; text results. */
-static void put_bind(struct msgbuf *b, const char *name)
-{
-	unsigned char body[256];
-	size_t n = 0;
-	body[n++] = 0;
-	memcpy(body + n, name, strlen(name) + 1);
-	n += strlen(name) + 1;
-	memset(body + n, 0, 6);	/* no formats, no parameters, no result formats */
-	n += 6;
-	put_msg(b, 'B', body, n);
-}
-
-static void put_named(struct msgbuf *b, char type, char what, const char *name)
-{
-	unsigned char body[256];
-	body[0] = (unsigned char)what;
-	memcpy(body + 1, name, strlen(name) + 1);
-	put_msg(b, type, body, strlen(name) + 2);
-}
-
-static void put_execute(struct msgbuf *b)
-{
-	unsigned char body[5] = { 0, 0, 0, 0, 0 };
-	put_msg(b, 'E', body, 5);
-}
-
-static void put_sync(struct msgbuf *b)
-{
-	put_msg(b, 'S', NULL, 0);
-}
-
-static bool read_full(int fd, void *buf, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		if (poll(&pfd, 1, 10000) <= 0)
-			return false;
-		ssize_t r = read(fd, (char *)buf + got, n - got);
-		if (r <= 0)
-			return false;
-		got += (size_t)r;
-	}
-	return true;
-}
-
-/*
- * Reads answers up to the `syncs`-th ReadyForQuery; returns their types as
- * a string ("12DCZ"), the first DataRow's first value in `value` and the
- * first error's SQLSTATE in `sqlstate` (both may be NULL).
- */
-static const char *read_answers(int fd, int syncs, char *value, size_t vsize, char sqlstate[6])
-{
-	static char types[512];
-	size_t nt = 0;
-	bool got_value = false;
-	if (sqlstate)
-		sqlstate[0] = '\0';
-	while (syncs > 0) {
-		unsigned char hdr[5];
-		ck_assert_msg(read_full(fd, hdr, 5), "connection lost after \"%.*s\"", (int)nt, types);
-		uint32_t len;
-		memcpy(&len, hdr + 1, 4);
-		len = ntohl(len) - 4;
-		static unsigned char body[65536];
-		ck_assert(len < sizeof(body));
-		ck_assert(read_full(fd, body, len));
-		char t = (char)hdr[0];
-		if (t == 'N' || t == 'S')
-			continue;
-		if (nt + 1 < sizeof(types))
-			types[nt++] = t;
-		if (t == 'Z')
-			syncs--;
-		if (t == 'D' && value && !got_value) {
-			uint32_t vlen;
-			memcpy(&vlen, body + 2, 4);
-			vlen = ntohl(vlen);
-			snprintf(value, vsize, "%.*s", (int)MIN(vlen, vsize - 1), (const char *)body + 6);
-			got_value = true;
-		}
-		if (t == 'E' && sqlstate && !sqlstate[0]) {
-			for (size_t i = 0; i < len && body[i];) {
-				char f = (char)body[i++];
-				const char *s = (const char *)body + i;
-				if (f == 'C')
-					snprintf(sqlstate, 6, "%s", s);
-				i += strlen(s) + 1;
-			}
-		}
-	}
-	types[nt] = '\0';
-	return types;
-}
-
-static void send_buf(int fd, struct msgbuf *b)
-{
-	ck_assert(raw_send(fd, b->data, b->len));
-	b->len = 0;
-}
-
 static int raw_client(struct pgv *p)
 {
 	struct raw_error err;
@@ -257,6 +125,22 @@ static int raw_client(struct pgv *p)
 	int rc = raw_login_ex(p->port, DB, "scram_user", "scram_pass", NULL, &err, &fd);
 	ck_assert_msg(rc == 0 && fd >= 0, "raw login: %s", err.message);
 	return fd;
+}
+
+/* Sends m and reads the answers up to the `syncs`-th ReadyForQuery (a static result). */
+static const struct raw_answers *answers(int fd, struct raw_msgs *m, int syncs)
+{
+	static struct raw_answers a;
+	raw_send_msgs(fd, m);
+	ck_assert_msg(raw_read_answers(fd, syncs, 10000, &a), "answers stopped after \"%s\"", a.types);
+	return &a;
+}
+
+/* Bind of the unnamed portal to a statement without parameters, and its Execute. */
+static void put_bind_execute(struct raw_msgs *m, const char *stmt)
+{
+	raw_put_bind(m, "", stmt, NULL);
+	raw_put_execute(m, "", 0);
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -417,53 +301,276 @@ START_TEST(close_and_reparse)
 	struct pgv p;
 	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), std_userlist());
 	int fd = raw_client(&p), other = raw_client(&p);
-	struct msgbuf m = { .len = 0 };
-	char v[64], st[6];
+	struct raw_msgs m = { .len = 0 };
+	const struct raw_answers *a;
 
 	/* The other client prepares the same text under the same name first. */
-	put_parse(&m, "c1", "SELECT 'one'");
-	put_sync(&m);
-	send_buf(other, &m);
-	ck_assert_str_eq(read_answers(other, 1, NULL, 0, NULL), "1Z");
+	raw_put_parse(&m, "c1", "SELECT 'one'");
+	raw_put_sync(&m);
+	ck_assert_str_eq(answers(other, &m, 1)->types, "1Z");
 
-	put_parse(&m, "c1", "SELECT 'one'");	/* the server has it: pgvalve answers ParseComplete */
-	put_bind(&m, "c1");
-	put_execute(&m);
-	put_named(&m, 'C', 'S', "c1");
-	put_parse(&m, "c1", "SELECT 'two'");
-	put_bind(&m, "c1");
-	put_execute(&m);
-	put_sync(&m);
-	send_buf(fd, &m);
-	ck_assert_str_eq(read_answers(fd, 1, v, sizeof(v), st), "12DC312DCZ");
-	ck_assert_str_eq(v, "one");
+	raw_put_parse(&m, "c1", "SELECT 'one'");	/* the server has it: only checked there */
+	put_bind_execute(&m, "c1");
+	raw_put_named(&m, 'C', 'S', "c1");
+	raw_put_parse(&m, "c1", "SELECT 'two'");
+	put_bind_execute(&m, "c1");
+	raw_put_sync(&m);
+	a = answers(fd, &m, 1);
+	ck_assert_str_eq(a->types, "12DC312DCZ");
+	ck_assert_str_eq(a->value, "one");
 
-	put_bind(&m, "c1");
-	put_execute(&m);
-	put_sync(&m);
-	send_buf(fd, &m);
-	ck_assert_str_eq(read_answers(fd, 1, v, sizeof(v), st), "2DCZ");
-	ck_assert_str_eq(v, "two");
+	put_bind_execute(&m, "c1");
+	raw_put_sync(&m);
+	a = answers(fd, &m, 1);
+	ck_assert_str_eq(a->types, "2DCZ");
+	ck_assert_str_eq(a->value, "two");
 
 	/* The other client's c1 was never closed. */
-	put_bind(&m, "c1");
-	put_execute(&m);
-	put_sync(&m);
-	send_buf(other, &m);
-	ck_assert_str_eq(read_answers(other, 1, v, sizeof(v), st), "2DCZ");
-	ck_assert_str_eq(v, "one");
+	put_bind_execute(&m, "c1");
+	raw_put_sync(&m);
+	a = answers(other, &m, 1);
+	ck_assert_str_eq(a->types, "2DCZ");
+	ck_assert_str_eq(a->value, "one");
 
 	/* A closed name is gone for its client, as in PostgreSQL; Close of an unknown name is fine. */
-	put_named(&m, 'C', 'S', "c1");
-	put_named(&m, 'C', 'S', "never");
-	put_bind(&m, "c1");
-	put_execute(&m);
-	put_sync(&m);
-	send_buf(fd, &m);
-	ck_assert_str_eq(read_answers(fd, 1, NULL, 0, st), "33EZ");
-	ck_assert_str_eq(st, "26000");
+	raw_put_named(&m, 'C', 'S', "c1");
+	raw_put_named(&m, 'C', 'S', "never");
+	put_bind_execute(&m, "c1");
+	raw_put_sync(&m);
+	a = answers(fd, &m, 1);
+	ck_assert_str_eq(a->types, "33EZ");
+	ck_assert_str_eq(a->error.sqlstate, "26000");
 	close(fd);
 	close(other);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* The pooled modes point 3 of issue 29 is checked in: loop 0 transaction, loop 1 statement. */
+static void start_pooled(struct pgv *p, int loop, const char *extra)
+{
+	char ini[512];
+	snprintf(ini, sizeof(ini), "auth_type = md5\npool_mode = %s\nstats_users = scram_user\ndefault_pool_size = 1\n%s",
+		 loop ? "statement" : "transaction", extra ? extra : "");
+	pgv_start(p, ini, std_databases(), std_userlist());
+}
+
+/* One extended batch and its Sync: the answers' types, and the first error's SQLSTATE and message. */
+static void expect_batch(int fd, struct raw_msgs *m, const char *types, const char *sqlstate, const char *message)
+{
+	raw_put_sync(m);
+	const struct raw_answers *a = answers(fd, m, 1);
+	ck_assert_msg(strcmp(a->types, types) == 0, "answers \"%s\", expected \"%s\" (%s)", a->types, types,
+		      a->error.message);
+	ck_assert_str_eq(a->error.sqlstate, sqlstate ? sqlstate : "");
+	if (message)
+		ck_assert_str_eq(a->error.message, message);
+}
+
+/*
+ * A client's own names answer as PostgreSQL's (issue 29 point 3): Parse of
+ * a name it has fails with 42P05 once the new text is checked; Bind and
+ * Describe of a name it does not have fail with 26000, naming its name;
+ * what follows in the batch is skipped up to the Sync.
+ */
+START_TEST(own_names_as_in_postgresql)
+{
+	struct pgv p;
+	start_pooled(&p, _i, NULL);
+	int fd = raw_client(&p);
+	struct raw_msgs m = { .len = 0 };
+	raw_put_parse(&m, "x", "SELECT 1");
+	expect_batch(fd, &m, "1Z", NULL, NULL);
+	raw_put_parse(&m, "x", "SELECT 2");
+	expect_batch(fd, &m, "EZ", "42P05", "prepared statement \"x\" already exists");
+	raw_put_parse(&m, "x", "SELEC 2");
+	expect_batch(fd, &m, "EZ", "42601", NULL);
+	put_bind_execute(&m, "x");	/* the first x still stands */
+	raw_put_sync(&m);
+	ck_assert_str_eq(answers(fd, &m, 1)->value, "1");
+	/* y is made before the error; z, after it, is skipped with the rest. */
+	raw_put_parse(&m, "y", "SELECT 'y'");
+	raw_put_parse(&m, "x", "SELECT 3");
+	raw_put_parse(&m, "z", "SELECT 'z'");
+	put_bind_execute(&m, "y");
+	expect_batch(fd, &m, "1EZ", "42P05", "prepared statement \"x\" already exists");
+	put_bind_execute(&m, "y");
+	expect_batch(fd, &m, "2DCZ", NULL, NULL);
+	put_bind_execute(&m, "z");
+	expect_batch(fd, &m, "EZ", "26000", "prepared statement \"z\" does not exist");
+	raw_put_named(&m, 'D', 'S', "nope");
+	raw_put_parse(&m, "z", "SELECT 'z'");
+	expect_batch(fd, &m, "EZ", "26000", "prepared statement \"nope\" does not exist");
+	raw_put_named(&m, 'C', 'S', "nope");
+	raw_put_named(&m, 'C', 'S', "y");
+	expect_batch(fd, &m, "33Z", NULL, NULL);
+	put_bind_execute(&m, "y");
+	expect_batch(fd, &m, "EZ", "26000", "prepared statement \"y\" does not exist");
+	close(fd);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* No client reaches another's statement by its server-side name, by protocol or SQL. */
+START_TEST(server_names_are_out_of_reach)
+{
+	struct pgv p;
+	start_pooled(&p, _i, NULL);
+	int owner = raw_client(&p), thief = raw_client(&p);
+	struct raw_msgs m = { .len = 0 };
+	raw_put_parse(&m, "secret", "SELECT 'secret'");
+	expect_batch(owner, &m, "1Z", NULL, NULL);
+	raw_put_query(&m, "PREPARE sqlsecret AS SELECT 'sql secret'");
+	ck_assert_str_eq(answers(owner, &m, 1)->types, "CZ");
+	for (int id = 0; id <= 8; id++) {
+		char name[32], msg[96], sql[64];
+		snprintf(name, sizeof(name), "PGV_%x", id);
+		snprintf(msg, sizeof(msg), "prepared statement \"%s\" does not exist", name);
+		put_bind_execute(&m, name);
+		expect_batch(thief, &m, "EZ", "26000", msg);
+		raw_put_named(&m, 'D', 'S', name);
+		expect_batch(thief, &m, "EZ", "26000", msg);
+		snprintf(sql, sizeof(sql), "EXECUTE \"%s\"", name);
+		raw_put_query(&m, sql);
+		const struct raw_answers *a = answers(thief, &m, 1);
+		ck_assert_str_eq(a->types, "EZ");
+		ck_assert_str_eq(a->error.message, msg);
+		snprintf(sql, sizeof(sql), "DEALLOCATE \"%s\"", name);
+		raw_put_query(&m, sql);
+		a = answers(thief, &m, 1);
+		ck_assert_str_eq(a->types, "EZ");
+		ck_assert_str_eq(a->error.message, msg);
+	}
+	put_bind_execute(&m, "secret");	/* nothing of the owner's was touched */
+	raw_put_sync(&m);
+	ck_assert_str_eq(answers(owner, &m, 1)->value, "secret");
+	raw_put_query(&m, "EXECUTE sqlsecret");
+	ck_assert_str_eq(answers(owner, &m, 1)->value, "sql secret");
+	close(owner);
+	close(thief);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SQL PREPARE / EXECUTE / DEALLOCATE of a client's own names, and both levels on one name. */
+START_TEST(sql_names_as_in_postgresql)
+{
+	struct pgv p;
+	start_pooled(&p, _i, NULL);
+	int fd = raw_client(&p);
+	struct raw_msgs m = { .len = 0 };
+	const struct raw_answers *a;
+	static const struct {
+		const char *sql, *types, *value, *sqlstate, *message;
+	} steps[] = {
+		{ "PREPARE q AS SELECT 'q'", "CZ", "", "", "" },
+		{ "PREPARE q AS SELECT 'again'", "EZ", "", "42P05", "prepared statement \"q\" already exists" },
+		{ "PREPARE q AS SELEC 1", "EZ", "", "42601", NULL },
+		{ "EXECUTE q", "TDCZ", "q", "", "" },
+		{ "EXECUTE nope", "EZ", "", "26000", "prepared statement \"nope\" does not exist" },
+		{ "DEALLOCATE nope", "EZ", "", "26000", "prepared statement \"nope\" does not exist" },
+		{ "DEALLOCATE PREPARE q", "CZ", "", "", "" },
+		{ "EXECUTE q", "EZ", "", "26000", "prepared statement \"q\" does not exist" },
+		{ "PREPARE q AS SELECT 'q2'", "CZ", "", "", "" },
+		/* protocol-level p1, below, runs from SQL; SQL-level q from the protocol */
+		{ "EXECUTE p1", "TDCZ", "p1", "", "" },
+		{ "PREPARE p1 AS SELECT 'dup'", "EZ", "", "42P05", "prepared statement \"p1\" already exists" },
+	};
+	raw_put_parse(&m, "p1", "SELECT 'p1'");
+	expect_batch(fd, &m, "1Z", NULL, NULL);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		raw_put_query(&m, steps[i].sql);
+		a = answers(fd, &m, 1);
+		ck_assert_msg(strcmp(a->types, steps[i].types) == 0, "%s: \"%s\" (%s)", steps[i].sql, a->types,
+			      a->error.message);
+		ck_assert_str_eq(a->value, steps[i].value);
+		ck_assert_str_eq(a->error.sqlstate, steps[i].sqlstate);
+		if (steps[i].message)
+			ck_assert_str_eq(a->error.message, steps[i].message);
+	}
+	put_bind_execute(&m, "q");
+	raw_put_sync(&m);
+	a = answers(fd, &m, 1);
+	ck_assert_str_eq(a->types, "2DCZ");
+	ck_assert_str_eq(a->value, "q2");
+	raw_put_parse(&m, "q", "SELECT 1");
+	expect_batch(fd, &m, "EZ", "42P05", "prepared statement \"q\" already exists");
+	close(fd);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * In a failed transaction PostgreSQL refuses a Parse, PREPARE and
+ * DEALLOCATE (25P02), even of a statement the server already holds for
+ * another client, and the names stay as they were.
+ */
+START_TEST(failed_transaction_refuses_names)
+{
+	struct pgv p;
+	start_pooled(&p, 0, NULL);
+	int fd = raw_client(&p), other = raw_client(&p);
+	struct raw_msgs m = { .len = 0 };
+	raw_put_parse(&m, "held", "SELECT 'held'");
+	expect_batch(other, &m, "1Z", NULL, NULL);
+	raw_put_query(&m, "PREPARE sq AS SELECT 'sq'");
+	ck_assert_str_eq(answers(fd, &m, 1)->types, "CZ");
+	raw_put_query(&m, "BEGIN");
+	ck_assert_str_eq(answers(fd, &m, 1)->types, "CZ");
+	raw_put_query(&m, "SELECT 1/0");
+	ck_assert_str_eq(answers(fd, &m, 1)->error.sqlstate, "22012");
+	raw_put_parse(&m, "held", "SELECT 'held'");
+	expect_batch(fd, &m, "EZ", "25P02", NULL);
+	static const char *const refused[] = { "PREPARE sq2 AS SELECT 'held'", "PREPARE sq3 AS SELECT 'sq'",
+					       "DEALLOCATE sq" };
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		raw_put_query(&m, refused[i]);
+		const struct raw_answers *a = answers(fd, &m, 1);
+		ck_assert_msg(strcmp(a->types, "EZ") == 0 && strcmp(a->error.sqlstate, "25P02") == 0, "%s: %s %s",
+			      refused[i], a->types, a->error.message);
+		ck_assert_int_eq(a->status, 'E');
+	}
+	raw_put_query(&m, "ROLLBACK");
+	ck_assert_str_eq(answers(fd, &m, 1)->types, "CZ");
+	put_bind_execute(&m, "held");
+	expect_batch(fd, &m, "EZ", "26000", "prepared statement \"held\" does not exist");
+	raw_put_query(&m, "EXECUTE sq");
+	ck_assert_str_eq(answers(fd, &m, 1)->value, "sq");
+	close(fd);
+	close(other);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * SHOW STATS counts the Parses and Binds of named statements pgvalve
+ * manages, as PgBouncer: unnamed ones not, and none at all without
+ * tracking (loop 1).
+ */
+START_TEST(parse_and_bind_counters)
+{
+	struct pgv p;
+	pgv_start(&p, _i ? TXN "max_prepared_statements = 0\n" : TXN, std_databases(), std_userlist());
+	int fd = raw_client(&p);
+	struct raw_msgs m = { .len = 0 };
+	raw_put_parse(&m, "a", "SELECT 'a'");
+	raw_put_parse(&m, "b", "SELECT 'b'");
+	raw_put_parse(&m, "", "SELECT 'unnamed'");
+	raw_put_bind(&m, "", "", NULL);
+	raw_put_execute(&m, "", 0);
+	for (int i = 0; i < 3; i++)
+		put_bind_execute(&m, i % 2 ? "a" : "b");
+	raw_put_sync(&m);
+	ck_assert_str_eq(answers(fd, &m, 1)->types, "1112DC2DC2DC2DCZ");
+	close(fd);
+	PGconn *admin = admin_connect(&p);
+	/* STATS totals are taken at the stats_period: the per-database totals come from the live counters. */
+	long cp = admin_sum(admin, "STATS", "total_client_parse_count", "database", DB);
+	long sp = admin_sum(admin, "STATS", "total_server_parse_count", "database", DB);
+	long bc = admin_sum(admin, "STATS", "total_bind_count", "database", DB);
+	ck_assert_msg(cp == (_i ? 0 : 2) && sp == (_i ? 0 : 2) && bc == (_i ? 0 : 3),
+		      "client parses %ld, server parses %ld, binds %ld", cp, sp, bc);
+	PQfinish(admin);
 	pgv_stop(&p);
 }
 END_TEST
@@ -711,6 +818,11 @@ static Suite *prepared_suite(void)
 	tcase_add_test(tc, disabled_is_pass_through);
 	tcase_add_test(tc, sql_prepare_execute);
 	tcase_add_test(tc, large_bind);
+	tcase_add_loop_test(tc, own_names_as_in_postgresql, 0, 2);
+	tcase_add_loop_test(tc, server_names_are_out_of_reach, 0, 2);
+	tcase_add_loop_test(tc, sql_names_as_in_postgresql, 0, 2);
+	tcase_add_test(tc, failed_transaction_refuses_names);
+	tcase_add_loop_test(tc, parse_and_bind_counters, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("pgbench", 120);
 	tcase_add_loop_test(tc, pgbench_prepared, 0, 2);

@@ -428,11 +428,15 @@ static int count_entries(const char *dir)
 	return n;
 }
 
-/* pg_basebackup (with its second, WAL-streaming connection) copies the cluster through pgvalve. */
+/*
+ * pg_basebackup (with its second, WAL-streaming connection) copies the
+ * cluster through pgvalve; loop 1 with tcp_socket_buffer = 4096, where the
+ * base backup's CopyOut keeps both sockets full (issue 29 point 4).
+ */
 START_TEST(pg_basebackup_through_pgvalve)
 {
 	struct pgv p;
-	start(&p);
+	pgv_start(&p, _i ? SETTINGS "tcp_socket_buffer = 4096\n" : SETTINGS, databases(), userlist());
 	char target[700], dsn[256], out[700];
 	snprintf(target, sizeof(target), "%s/basebackup", p.dir);
 	snprintf(out, sizeof(out), "%s/basebackup.out", p.dir);
@@ -584,20 +588,24 @@ int main(void)
 		const char *name;
 		const TTest *test;
 		double timeout;
+		int loops;	/* 0: a plain test */
 	} tests[] = {
-		{ "logical_connection", logical_connection, 30 },
-		{ "physical_connection", physical_connection, 30 },
-		{ "failed_replication_login_alone", failed_replication_login_alone, 30 },
-		{ "pool_size_counts", pool_size_counts, 30 },
-		{ "served_in_turn", served_in_turn_with_a_busy_pool, 30 },
-		{ "unreachable_server", unreachable_server_keeps_waiting, 30 },
-		{ "pg_basebackup", pg_basebackup_through_pgvalve, 150 },
-		{ "pg_receivewal", pg_receivewal_through_pgvalve, 60 },
-		{ "logical_subscription", logical_subscription_through_pgvalve, 60 },
+		{ "logical_connection", logical_connection, 30, 0 },
+		{ "physical_connection", physical_connection, 30, 0 },
+		{ "failed_replication_login_alone", failed_replication_login_alone, 30, 0 },
+		{ "pool_size_counts", pool_size_counts, 30, 0 },
+		{ "served_in_turn", served_in_turn_with_a_busy_pool, 30, 0 },
+		{ "unreachable_server", unreachable_server_keeps_waiting, 30, 0 },
+		{ "pg_basebackup", pg_basebackup_through_pgvalve, 150, 2 },
+		{ "pg_receivewal", pg_receivewal_through_pgvalve, 60, 0 },
+		{ "logical_subscription", logical_subscription_through_pgvalve, 60, 0 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
-		tcase_add_test(tc, tests[i].test);
+		if (tests[i].loops)
+			tcase_add_loop_test(tc, tests[i].test, 0, tests[i].loops);
+		else
+			tcase_add_test(tc, tests[i].test);
 		suite_add_tcase(s, tc);
 	}
 	return pgv_run_suite(s);

@@ -151,6 +151,28 @@ END_TEST
 
 /* ---------------------------------------------------------------- copy */
 
+/* Runs a COPY ... TO STDOUT to its end; returns the bytes received, rows in *rows. */
+static long copy_out(PGconn *c, const char *sql, long *rows)
+{
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COPY_OUT, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	long bytes = 0;
+	char *buf;
+	int n;
+	*rows = 0;
+	while ((n = PQgetCopyData(c, &buf, 0)) > 0) {
+		(*rows)++;
+		bytes += n;
+		PQfreemem(buf);
+	}
+	ck_assert_int_eq(n, -1);
+	r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	return bytes;
+}
+
 START_TEST(copy_in_and_out)
 {
 	struct pgv p;
@@ -175,21 +197,7 @@ START_TEST(copy_in_and_out)
 	ck_assert_ptr_null(PQgetResult(c));
 	ck_assert_str_eq(query_value(c, "SELECT count(*) FROM copy_t"), "100000");
 
-	r = PQexec(c, "COPY copy_t TO STDOUT");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_OUT);
-	PQclear(r);
-	long rows = 0, bytes = 0;
-	char *buf;
-	int n;
-	while ((n = PQgetCopyData(c, &buf, 0)) > 0) {
-		rows++;
-		bytes += n;
-		PQfreemem(buf);
-	}
-	ck_assert_int_eq(n, -1);
-	r = PQgetResult(c);
-	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
-	PQclear(r);
+	long rows = 0, bytes = copy_out(c, "COPY copy_t TO STDOUT", &rows);
 	ck_assert_int_eq(rows, 100000);
 	ck_assert_int_gt(bytes, 1500000);
 
@@ -206,6 +214,31 @@ START_TEST(copy_in_and_out)
 	ck_assert_ptr_null(PQgetResult(c));
 	ck_assert_str_eq(query_value(c, "SELECT count(*) FROM copy_t"), "100000");
 	exec_ok(c, "DROP TABLE copy_t");
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A 4 MB COPY TO STDOUT with tcp_socket_buffer = 4096, from a server over
+ * TLS (loop 0) and plain TCP (loop 1): both sockets stay full the whole
+ * time, and the relay must keep up (issue 29 point 4: the buffers were
+ * set on server sockets after the TCP handshake, and every 8 KB waited
+ * for a 200 ms window probe).
+ */
+START_TEST(copy_out_with_small_socket_buffers)
+{
+	struct pgv p;
+	pgv_start(&p, _i ? TXN "tcp_socket_buffer = 4096\nserver_tls_sslmode = disable\n" :
+		  TXN "tcp_socket_buffer = 4096\nserver_tls_sslmode = require\n", std_databases(), std_userlist());
+	PGconn *c = connect_ok(&p, "scram_user", "scram_pass");
+	for (int round = 0; round < 2; round++) {
+		double t0 = now_s();
+		long rows;
+		long bytes = copy_out(c, "COPY (SELECT repeat('x', 1000) FROM generate_series(1, 4000)) TO STDOUT", &rows);
+		ck_assert_int_eq(bytes, 4000L * 1001);
+		ck_assert_msg(now_s() - t0 < 15, "4 MB took %.1f s", now_s() - t0);
+	}
 	PQfinish(c);
 	pgv_stop(&p);
 }
@@ -670,6 +703,7 @@ static Suite *txn_suite(void)
 	tcase_add_test(tc, pipeline_in_order);
 	tcase_add_test(tc, copy_in_and_out);
 	tcase_add_test(tc, notice_notify_empty_function_call);
+	tcase_add_loop_test(tc, copy_out_with_small_socket_buffers, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("state", 30);

@@ -15,12 +15,16 @@
 #include "pgvalve/netbuf.h"
 #include "check_main.h"
 
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 static struct event_base *base;
 static struct netbuf src, dst;
 static int feed_fd, sink_fd;	/* the test's ends: it writes to src, reads what dst sent */
 
 /* What the source handler does with each message type. */
-enum action { FORWARD, REWRITE_HEAD, DROP, FORWARD_THEN_INSERT, CLOSE_DST };
+enum action { FORWARD, REWRITE_HEAD, DROP, FORWARD_THEN_INSERT, CLOSE_DST, STREAM };
 static enum action action_for[256];
 static const char NEW_HEAD[] = "B\0\0\0\x10" "new_name";	/* type, length 16, 8 name bytes */
 
@@ -28,6 +32,10 @@ static bool src_handler(struct netbuf *nb, enum netbuf_event ev, const struct pk
 {
 	if (ev != NETBUF_EV_PACKET)
 		return true;
+	if (action_for[pkt->type] == STREAM) {	/* as the hot path: forwarded from its header on */
+		netbuf_forward(nb, pkt->len);
+		return true;
+	}
 	if (!pkt_complete(pkt))
 		return true;
 	switch (action_for[pkt->type]) {
@@ -298,6 +306,102 @@ START_TEST(closing_dst_mid_read_drops_pending_rewrites)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- flow control over TLS */
+
+/* A throwaway key and self-signed certificate for the TLS side of src. */
+static SSL_CTX *server_ctx(void)
+{
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *cert = X509_new();
+	ck_assert_ptr_nonnull(key);
+	ck_assert_ptr_nonnull(cert);
+	X509_set_version(cert, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+	X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+	X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+	X509_set_pubkey(cert, key);
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC, (const unsigned char *)"t", -1, -1,
+				   0);
+	X509_set_issuer_name(cert, X509_get_subject_name(cert));
+	ck_assert_int_gt(X509_sign(cert, key, EVP_sha256()), 0);
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	ck_assert_int_eq(SSL_CTX_use_certificate(ctx, cert), 1);
+	ck_assert_int_eq(SSL_CTX_use_PrivateKey(ctx, key), 1);
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	return ctx;
+}
+
+/*
+ * src reads TLS, and stops because dst's queue is over its limit right
+ * after a read that left half a record decrypted inside OpenSSL, with
+ * nothing more on the socket. Once dst drains, src must read that half
+ * itself: no socket event will ever announce it (issue 29 point 4).
+ */
+START_TEST(tls_reader_stopped_by_flow_control_reads_what_openssl_holds)
+{
+	enum { BODY = 15000, FILLER = 1 << 20 };
+	int a[2], b[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, a), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b), 0);
+	netbuf_close(&src);
+	netbuf_close(&dst);
+	close(feed_fd);
+	close(sink_fd);
+	netbuf_init(&src, src_handler, 1 << 20);
+	netbuf_init(&dst, dst_handler, 1 << 20);
+	netbuf_accept(&src, a[1]);
+	netbuf_accept(&dst, b[0]);
+	netbuf_set_dst(&src, &dst);
+	feed_fd = a[0];
+	sink_fd = b[1];
+	SSL_CTX *sctx = server_ctx(), *cctx = SSL_CTX_new(TLS_client_method());
+	SSL *client = SSL_new(cctx);
+	SSL_set_fd(client, feed_fd);
+	SSL_set_connect_state(client);
+	ck_assert_int_eq(netbuf_start_tls(&src, SSL_new(sctx), true), 0);
+	int r = 0;
+	for (int turn = 0; turn < 1000 && (r = SSL_do_handshake(client)) != 1; turn++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(r, 1);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+
+	/* dst's peer reads nothing yet: most of the filler waits in dst's queue. */
+	uint8_t *filler = calloc(1, FILLER);
+	netbuf_send(&dst, filler, FILLER);
+	ck_assert_uint_gt(netbuf_queue_len(&dst), 64 * 1024);
+	/* One message in one record, bigger than src's 8 KB buffer, forwarded as it comes. */
+	action_for['d'] = STREAM;
+	uint8_t *msg = malloc(BODY + 5);
+	char *body = malloc(BODY);
+	memset(body, 'm', BODY);
+	size_t n = put_msg(msg, 'd', body, BODY);
+	ck_assert_int_eq(SSL_write(client, msg, (int)n), (int)n);
+	for (int turn = 0; turn < 100; turn++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_msg(src.blocked && SSL_pending(netbuf_ssl(&src)) > 0, "not the case under test");
+
+	/* Now the peer reads everything: the filler, then the whole message. */
+	uint8_t *out = malloc(FILLER + n);
+	size_t got = 0;
+	for (int turn = 0; turn < 20000 && got < FILLER + n; turn++) {
+		ssize_t k = recv(sink_fd, out + got, FILLER + n - got, MSG_DONTWAIT);
+		if (k > 0)
+			got += (size_t)k;
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	}
+	ck_assert_uint_eq(got, FILLER + n);
+	ck_assert_mem_eq(out + FILLER, msg, n);
+	SSL_free(client);
+	SSL_CTX_free(cctx);
+	SSL_CTX_free(sctx);
+	free(filler);
+	free(msg);
+	free(body);
+	free(out);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("netbuf");
@@ -311,6 +415,10 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, partial_send_queues_the_rest_in_order);
 	tcase_add_test(tc, without_dst_a_rewrite_drops_the_message);
 	tcase_add_test(tc, closing_dst_mid_read_drops_pending_rewrites);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("flow_control");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, tls_reader_stopped_by_flow_control_reads_what_openssl_holds);
 	suite_add_tcase(s, tc);
 	return s;
 }
