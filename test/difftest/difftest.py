@@ -11,14 +11,17 @@ test/integration/run.sh, which provides the PostgreSQL cluster.
 
   difftest.py [--modes session,transaction,statement] [--seed N]
               [--sequences N] [--seconds S] [--exclude named,pipeline,...]
-              [--replay FILE.json] [--keep-going]
+              [--replay FILE.json] [--no-corpus] (--help for the rest)
 
 Settings also come from the environment (DIFFTEST_SEED, DIFFTEST_MODES,
 DIFFTEST_SEQUENCES, DIFFTEST_SECONDS, DIFFTEST_EXCLUDE, DIFFTEST_WAIT_MS,
-DIFFTEST_INI_EXTRA, DIFFTEST_OUT, DIFFTEST_SHRINK_SECONDS). On a failure it
-prints the seed, the smallest failing sequence it can find, the diff of the
-message streams, and writes the sequence to DIFFTEST_OUT as JSON for
---replay. Exit: 0 all equal, 1 a failure, 99 the fixture failed.
+DIFFTEST_INI_EXTRA, DIFFTEST_OUT, DIFFTEST_SHRINK_SECONDS, ...). Each mode
+first replays corpus/ (defects found before), then runs random sequences
+from the seed on. On a failure it prints the seed, the smallest failing
+sequence it can find, the diff of the message streams, and writes the
+sequence to DIFFTEST_OUT as JSON for --replay; each distinct failure is
+shrunk and reported once per mode (DIFFTEST_MAX_FAILURES of them, then the
+mode stops). Exit: 0 all equal, 1 a failure, 99 the fixture failed.
 """
 import argparse
 import json
@@ -38,6 +41,8 @@ import runner  # noqa: E402
 from shrink import shrink, size  # noqa: E402
 
 MAX_CLIENTS = 4
+# pgvalve's log line for a server it will not reuse after its client left
+SERVER_NOT_IDLE = "client disconnected while the server was not idle"
 PROGRESS_EVERY = 30     # seconds between progress lines
 LIVE = None             # where progress goes: DIFFTEST_LIVE_FD (run.sh shows stdout only at the end)
 
@@ -64,12 +69,15 @@ def parse_args(argv):
     ap.add_argument("--ini-extra", default=env("DIFFTEST_INI_EXTRA", "").replace("\\n", "\n"))
     ap.add_argument("--out", default=env("DIFFTEST_OUT", ""))
     ap.add_argument("--shrink-seconds", type=float, default=float(env("DIFFTEST_SHRINK_SECONDS", "90")))
-    ap.add_argument("--shrink-wait-ms", type=int, default=int(env("DIFFTEST_SHRINK_WAIT_MS", "600")),
+    ap.add_argument("--shrink-wait-ms", type=int, default=int(env("DIFFTEST_SHRINK_WAIT_MS", "1000")),
                     help="wait bound while shrinking (the failure is checked twice per candidate)")
-    ap.add_argument("--max-failures", type=int, default=int(env("DIFFTEST_MAX_FAILURES", "4")),
+    ap.add_argument("--max-failures", type=int, default=int(env("DIFFTEST_MAX_FAILURES", "3")),
                     help="distinct failures per mode before the mode stops")
-    ap.add_argument("--keep-going", action="store_true", default=env("DIFFTEST_KEEP_GOING", "1") == "1")
+    ap.add_argument("--stop-first", dest="keep_going", action="store_false",
+                    default=env("DIFFTEST_KEEP_GOING", "1") == "1", help="stop a mode at its first failure")
     ap.add_argument("--replay", default=env("DIFFTEST_REPLAY", ""))
+    ap.add_argument("--no-corpus", dest="corpus", action="store_false", default=env("DIFFTEST_CORPUS", "1") == "1",
+                    help="skip the sequences of test/difftest/corpus/")
     args = ap.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     for m in args.modes:
@@ -106,29 +114,54 @@ class Difftest:
     # ---- one program
     def run_program(self, program, stats):
         """None when equal, else a failure dict {kind, summary, details}."""
-        c = self.cluster
+        c, n = self.cluster, tables_of(program)
         direct = runner.run_direct(program, c.socket, fixture.USER, DIRECT_BOUND)
-        c.reset_tables(len(program["clients"]), DIRECT_BOUND)
-        hang = None
+        c.reset_tables(n, DIRECT_BOUND)
+        pooled, failure = self.run_through_pgvalve(program, stats)
+        if failure:
+            return failure
+        failure = self.compare(direct, pooled) or self.check_server_kept(pooled)
+        try:
+            c.reset_tables(n, DIRECT_BOUND)
+        except RuntimeError as e:
+            failure = failure or {"kind": "leftover", "summary": f"after every client left: {e}", "details": ""}
+        return failure
+
+    def run_through_pgvalve(self, program, stats):
+        """The program through pgvalve, then a fence: one more client, which must be
+        served once every client left; by then pgvalve has also decided about the
+        server they left (check_server_kept). Returns (clients, failure)."""
+        failure = None
         try:
             pooled = runner.run_pooled(program, self.pgv.address(), fixture.USER, fixture.PASSWORD,
                                        self.bound, stats)
+            try:
+                runner.run_pooled(fence(program["mode"]), self.pgv.address(), fixture.USER, fixture.PASSWORD,
+                                  self.bound, new_stats())
+            except runner.Hang as e:
+                failure = {"kind": "hang-after", "details": "", "summary": "every client left, and a new one "
+                           f"was not served: {e}"}
         except runner.Hang as e:
-            hang = {"kind": "hang", "summary": str(e), "details": ""}
+            failure = {"kind": "hang", "summary": str(e), "details": ""}
         except (ConnectionError, TimeoutError, OSError) as e:
-            hang = {"kind": "login", "summary": f"through pgvalve: {e}", "details": ""}
+            failure = {"kind": "login", "summary": f"through pgvalve: {e}", "details": ""}
         if self.pgv.proc.poll() is not None:
-            return {"kind": "crash", "summary": f"pgvalve exited ({self.pgv.proc.returncode})",
-                    "details": self.pgv.log_tail()}
-        if hang:
-            return hang
-        try:
-            c.reset_tables(len(program["clients"]), DIRECT_BOUND)
-        except RuntimeError as e:
-            return {"kind": "leftover", "summary": f"after every client left: {e}", "details": ""}
+            failure = {"kind": "crash", "summary": f"pgvalve exited ({self.pgv.proc.returncode})",
+                       "details": self.pgv.log_tail()}
+        if failure:
+            return None, failure
         stats["backend_msgs"] += sum(len(x.stream) for x in pooled)
         stats["frontend_msgs"] += sum(x.frontend_msgs for x in pooled)
-        return self.compare(direct, pooled)
+        return pooled, None
+
+    def check_server_kept(self, pooled):
+        """A server every client left idle goes back to the pool, it is not closed."""
+        closed = self.pgv.new_log_lines(SERVER_NOT_IDLE)
+        if closed and all(x.left_clean for x in pooled):
+            return {"kind": "server-closed", "details": "\n".join(closed),
+                    "summary": "pgvalve closed its server although every client left it idle "
+                               "(ReadyForQuery I, nothing pending)"}
+        return None
 
     @staticmethod
     def compare(direct, pooled):
@@ -144,7 +177,7 @@ class Difftest:
         first = diffs[0].split("\n")
         changed = [line for line in first if line[:1] in "+-" and line[:3] not in ("+++", "---")]
         return {"kind": "mismatch", "summary": "streams differ: " + " / ".join(changed[:2]),
-                "details": "\n".join(diffs)}
+                "details": "\n".join(diffs), "changed": changed[:2]}
 
     def fresh_run(self, program):
         """program on a pgvalve started afresh (shrinking, reproducing)."""
@@ -156,35 +189,22 @@ class Difftest:
     def warm_up(self):
         """One client through the new pgvalve, so that logins need no server after it."""
         self.cluster.reset_tables(MAX_CLIENTS, DIRECT_BOUND)
-        warm = {"seed": 0, "mode": self.pgv.mode, "clients": [[[["Q", "SELECT 1"]], [["X"]]]]}
-        runner.run_pooled(warm, self.pgv.address(), fixture.USER, fixture.PASSWORD, DIRECT_BOUND, new_stats())
+        runner.run_pooled(fence(self.pgv.mode), self.pgv.address(), fixture.USER, fixture.PASSWORD, DIRECT_BOUND, new_stats())
 
     # ---- failures
     def report(self, program, failure):
+        """Prints a failure with the smallest program that still fails the same way on a
+        fresh pgvalve, saves that program; returns the signature reported."""
         mode, seed = program["mode"], program["seed"]
         say(f"\n==== FAIL [{mode} mode] seed {seed}: {failure['kind']}: {failure['summary']}")
-        again = self.fresh_run(program)
         minimal, runs, final = program, 0, failure
+        again = self.fresh_run(program)
         if again is None:
             say("  (does not fail on a fresh pgvalve: it depends on what earlier sequences left)")
         else:
-            def fails(cand):
-                # twice, so that a failure that comes and goes does not steer the shrinking
-                return all((f := self.fresh_run(cand)) is not None and f["kind"] == failure["kind"]
-                           for _ in range(2))
-            # a pinned server stays pinned: shrinking need not wait the whole bound for it
-            full, self.bound = self.bound, min(self.bound, self.args.shrink_wait_ms / 1000.0)
-            try:
-                shrunk, runs = shrink(program, fails, self.args.shrink_seconds, log=lambda s: None)
-            finally:
-                self.bound = full
-            for _ in range(3):
-                final = self.fresh_run(shrunk)
-                if final is not None:
-                    minimal = shrunk
-                    break
-            else:
-                final = again
+            if signature(again) != signature(failure):
+                say(f"  (on a fresh pgvalve it fails otherwise: {again['kind']}: {again['summary']})")
+            minimal, runs, final = self.shrink_failure(program, again)
         path = self.save(minimal, seed)
         say(f"smallest failing sequence ({size(minimal)} of {size(program)} messages, {runs} shrinking runs):")
         say(grammar.describe_program(minimal))
@@ -193,10 +213,49 @@ class Difftest:
             say(final["details"])
         say(f"replay: test/difftest/run.sh --replay {path}")
         say(f"regenerate: DIFFTEST_MODES={mode} DIFFTEST_SEED={seed} DIFFTEST_SEQUENCES=1"
-              + (f" DIFFTEST_EXCLUDE={','.join(sorted(self.args.exclude))}" if self.args.exclude else "")
-              + " make -C build difftest")
-        self.failures.append((mode, seed, final, minimal))
+            + (f" DIFFTEST_EXCLUDE={','.join(sorted(self.args.exclude))}" if self.args.exclude else "")
+            + " make -C build difftest")
+        self.failures.append((mode, seed, final, path))
         return signature(final)
+
+    def shrink_failure(self, program, reference):
+        """(smallest program failing like reference, runs, its failure), each candidate
+        on a fresh pgvalve and twice, so that a failure that comes and goes does not
+        steer the shrinking."""
+        def fails(cand):
+            return all((f := self.fresh_run(cand)) is not None and signature(f) == signature(reference)
+                       for _ in range(2))
+        # a pinned server stays pinned: shrinking need not wait the whole bound for it
+        full, self.bound = self.bound, min(self.bound, self.args.shrink_wait_ms / 1000.0)
+        try:
+            shrunk, runs = shrink(program, fails, self.args.shrink_seconds, log=lambda s: None)
+        finally:
+            self.bound = full
+        for _ in range(3):
+            final = self.fresh_run(shrunk)
+            if final is not None and signature(final) == signature(reference):
+                return shrunk, runs, final
+        return program, runs, reference
+
+    def run_corpus(self, mode, stats):
+        """Replays corpus/ for mode; returns the signatures of its failures."""
+        sigs = set()
+        for name, program in load_corpus(mode, self.args.exclude):
+            stats["corpus"] += 1
+            failure = self.fresh_run(program)
+            if failure is None:
+                continue
+            stats["corpus_failed"] += 1
+            path = os.path.join(CORPUS, name)
+            say(f"\n==== FAIL [{mode} mode] corpus {name}: {failure['kind']}: {failure['summary']}")
+            say(f"expected: {program.get('note', '')}")
+            say(grammar.describe_program(program))
+            if failure["details"]:
+                say(failure["details"])
+            say(f"replay: test/difftest/run.sh --replay {path}")
+            self.failures.append((mode, f"corpus/{name}", failure, None))
+            sigs.add(signature(failure))
+        return sigs
 
     def save(self, program, seed):
         build = os.environ.get("abs_top_builddir")
@@ -204,7 +263,7 @@ class Difftest:
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, f"fail-{program['mode']}-{seed}.json")
         with open(path, "w") as f:
-            json.dump(program, f, indent=1)
+            f.write(grammar.dump_program(program))
         return path
 
     # ---- modes
@@ -213,10 +272,16 @@ class Difftest:
         self.pgv = fixture.Pgvalve(self.cluster, mode, args.ini_extra)
         self.pgv.start()
         stats = new_stats()
-        seen = set()
+        seen = {}       # signature -> how many times
+        reported = 0
         started = time.monotonic()
         try:
+            if args.corpus:
+                # defects the corpus showed already are counted below, not shrunk again
+                seen.update((sig, 1) for sig in self.run_corpus(mode, stats))
+                self.pgv.restart()
             self.warm_up()
+            started = time.monotonic()
             n = 0
             next_progress = time.monotonic() + PROGRESS_EVERY
             while n < args.sequences and time.monotonic() - started < seconds:
@@ -230,15 +295,18 @@ class Difftest:
                 if failure is None:
                     continue
                 stats["failed"] += 1
-                if signature(failure) in seen:
-                    say(f"---- [{mode} mode] seed {seed_of(program)}: the same failure again "
-                          f"({failure['kind']}: {failure['summary'][:100]})")
-                else:
+                sig = signature(failure)
+                seen[sig] = seen.get(sig, 0) + 1
+                if seen[sig] == 1:
+                    reported += 1
                     elapsed = time.monotonic()
-                    seen.add(signature(failure))
-                    seen.add(self.report(program, failure))
+                    final_sig = self.report(program, failure)
+                    seen[final_sig] = max(seen.get(final_sig, 0), 1)
                     started += time.monotonic() - elapsed      # shrinking is not in the budget
-                if not args.keep_going or len(seen) >= args.max_failures:
+                elif seen[sig] <= 3:
+                    say(f"---- [{mode} mode] seed {seed_of(program)}: the same failure again "
+                        f"({failure['kind']}: {failure['summary'][:100]})")
+                if not args.keep_going or reported >= args.max_failures:
                     break
                 self.pgv.restart()
                 self.warm_up()
@@ -246,31 +314,67 @@ class Difftest:
             return stats
         finally:
             self.pgv.stop()
-            report = self.pgv.sanitizer_report()
-            if report:
+            for report in self.pgv.sanitizer_reports:
                 say(f"sanitizer report from pgvalve ({mode} mode):\n{report[-4000:]}")
-                self.failures.append((mode, None, {"kind": "sanitizer"}, None))
+                self.failures.append((mode, "pgvalve's stderr", {"kind": "sanitizer", "summary": report[:200]}, None))
 
     def replay(self, path):
+        """Runs a saved program (every mode a corpus file names) on a fresh pgvalve."""
         with open(path) as f:
-            program = json.load(f)
-        self.pgv = fixture.Pgvalve(self.cluster, program["mode"], self.args.ini_extra)
-        self.pgv.start()
-        try:
-            self.warm_up()
-            failure = self.run_program(program, new_stats())
-            say(grammar.describe_program(program))
+            saved = json.load(f)
+        say(grammar.describe_program(saved))
+        if saved.get("note"):
+            say(f"expected: {saved['note']}")
+        status = 0
+        for mode in saved.get("modes", [saved["mode"]]):
+            program = dict(saved, mode=mode)
+            self.pgv = fixture.Pgvalve(self.cluster, mode, self.args.ini_extra)
+            self.pgv.start()
+            try:
+                self.warm_up()
+                failure = self.run_program(program, new_stats())
+            finally:
+                self.pgv.stop()
             if failure is None:
-                say("replay: the streams are equal")
-                return 0
-            say(f"{failure['kind']}: {failure['summary']}\n{failure['details']}")
-            return 1
-        finally:
-            self.pgv.stop()
+                say(f"replay [{mode} mode]: the streams are equal")
+            else:
+                say(f"replay [{mode} mode]: {failure['kind']}: {failure['summary']}\n{failure['details']}")
+                status = 1
+        return status
+
+
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def load_corpus(mode, exclude):
+    """(file name, program) of test/difftest/corpus/ for mode: the smallest sequences of
+    defects found so far, run first by every run. A file names its "modes" and the
+    features it "needs" (DIFFTEST_EXCLUDE skips it), and says in "note" what
+    PostgreSQL answers."""
+    out = []
+    names = sorted(os.listdir(CORPUS)) if os.path.isdir(CORPUS) else []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(CORPUS, name)) as f:
+            program = json.load(f)
+        if mode in program.get("modes", [program["mode"]]) and not set(program.get("needs", [])) & exclude:
+            out.append((name, dict(program, mode=mode)))
+    return out
+
+
+def tables_of(program):
+    """How many client tables (dt_0, dt_1, ...) to reset: shrinking keeps a client's table."""
+    used = [int(n) for n in re.findall(r"dt_(\d+)", json.dumps(program))]
+    return max(used) + 1 if used else 0
+
+
+def fence(mode):
+    return {"seed": 0, "mode": mode, "clients": [[[["Q", "SELECT 1"]], [["X"]]]]}
 
 
 def new_stats():
-    return {"sequences": 0, "frontend_msgs": 0, "backend_msgs": 0, "contended": 0,
+    return {"sequences": 0, "corpus": 0, "corpus_failed": 0, "frontend_msgs": 0, "backend_msgs": 0, "contended": 0,
             "max_handover": 0.0, "seconds": 0.0, "failed": 0}
 
 
@@ -279,11 +383,17 @@ def seed_of(program):
 
 
 def signature(failure):
-    """Failures with the same signature are reported (and shrunk) once per mode: a
-    mismatch by its first differing lines, anything else by its kind."""
+    """What makes two failures the same defect: their kind, and for a mismatch the
+    first two differing lines as side, message type and SQLSTATE (so not the
+    names or positions in them). A defect is reported (and shrunk) once per
+    mode, and shrinking keeps the signature."""
     if failure["kind"] != "mismatch":
         return (failure["kind"],)
-    return (failure["kind"], re.sub(r"\d+", "#", failure["summary"])[:160])
+    sig = []
+    for line in failure["changed"]:
+        code = re.search(r"C='(\w+)'", line)
+        sig.append(line[:3].strip() + (" " + code.group(1) if code and line[1:2] in "EN" else ""))
+    return (failure["kind"],) + tuple(sig)
 
 
 def open_live():
@@ -318,7 +428,8 @@ def main():
     lines = []
     for mode in args.modes:
         s = t.run_mode(mode, args.seconds / len(args.modes))
-        lines.append(f"difftest [{mode}]: {s['sequences']} sequences, {s['frontend_msgs']} messages sent, "
+        lines.append(f"difftest [{mode}]: corpus {s['corpus'] - s['corpus_failed']}/{s['corpus']} passed; "
+                     f"{s['sequences']} sequences, {s['frontend_msgs']} messages sent, "
                      f"{s['backend_msgs']} received through pgvalve, {s['contended']} waits for the server "
                      f"(longest hand-over {s['max_handover'] * 1000:.0f} ms), {s['failed']} failed, {s['seconds']:.1f} s")
         say(lines[-1])
@@ -326,8 +437,10 @@ def main():
     print()
     for line in lines:
         print(line)
-    for mode, seed, failure, minimal in t.failures:
-        print(f"FAILED [{mode}] seed {seed}: {failure['kind']}: {failure.get('summary', '')}")
+    for mode, seed, failure, path in t.failures:
+        what = seed if isinstance(seed, str) else f"seed {seed}"
+        print(f"FAILED [{mode}] {what}: {failure['kind']}: {failure.get('summary', '')}"
+              + (f"\n    replay: test/difftest/run.sh --replay {path}" if path else ""))
     print(f"difftest: {len(t.failures)} failures in {time.monotonic() - total:.0f} s")
     return 1 if t.failures else 0
 

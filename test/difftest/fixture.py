@@ -60,6 +60,8 @@ class Cluster:
         """The first n clients' tables back to their first rows. The lock (bounded by
         lock_timeout) fails if a session is still inside a transaction that used one.
         DELETE, not TRUNCATE: a third of the cost; queries that show rows order them."""
+        if n == 0:
+            return
         names = ", ".join(f"dt_{c}" for c in range(n))
         self.query(f"BEGIN; LOCK TABLE {names} IN ACCESS EXCLUSIVE MODE; " + "; ".join(
             f"DELETE FROM dt_{c}; INSERT INTO dt_{c} SELECT i, 'r' || i FROM generate_series(1, {self.rows}) AS i"
@@ -110,12 +112,14 @@ class Pgvalve:
         self.cluster, self.mode, self.extra = cluster, mode, extra
         self.proc = None
         self.dir = None
+        self.sanitizer_reports = []     # from every instance stopped so far
 
     def address(self):
         return ("127.0.0.1", self.port)
 
     def start(self, timeout=20):
         Pgvalve.serial += 1
+        self.log_offset = 0
         c = self.cluster
         self.dir = f"{c.dir}/difftest-{os.getpid()}-{Pgvalve.serial}-{self.mode}"
         os.mkdir(self.dir, 0o755)
@@ -172,19 +176,36 @@ max_client_conn = 100
             return 0
 
     def stop(self):
-        """SIGQUIT (immediate shutdown), SIGKILL after 5 s."""
-        if self.proc is None or self.proc.poll() is not None:
+        """SIGQUIT (immediate shutdown), SIGKILL after 5 s; keeps a sanitizer report."""
+        if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGQUIT)
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        report = self.sanitizer_report()
+        if report:
+            self.sanitizer_reports.append(report)
 
     def restart(self):
         self.stop()
         self.start()
+
+    def new_log_lines(self, needle):
+        """Lines of pgvalve's log holding needle, written since the last call."""
+        try:
+            with open(f"{self.dir}/pgvalve.log", "rb") as f:
+                f.seek(self.log_offset)
+                data = f.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.log_offset += end
+        return [line for line in data[:end].decode(errors="replace").splitlines() if needle in line]
 
     def log_tail(self, size=3000):
         out = []

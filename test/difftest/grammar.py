@@ -28,6 +28,7 @@ Terminate) ["COPYIN", sql, [CopyData texts], end] with end ["c"] (CopyDone),
 ["f", message] (CopyFail) or ["X"]: a Query of COPY ... FROM STDIN whose
 data is sent once CopyInResponse came (and not at all if the COPY failed).
 """
+import json
 import random
 import re
 
@@ -39,6 +40,7 @@ FEATURES = {
     "named": "named prepared statements: Parse/Bind/Describe/Close by name, unknown names",
     "pipeline": "several batches before one Sync, several Syncs in one write",
     "flush": "Flush: batches answered before their Sync, the Sync sent later",
+    "idleflush": "Flush with nothing owed: alone, or right after a Sync (as psycopg's pipeline)",
     "portal": "named portals, Execute with a row limit",
     "binary": "binary parameters and results",
     "sqlprepare": "PREPARE / EXECUTE / DEALLOCATE",
@@ -248,6 +250,8 @@ class ClientGen:
             "SELECT '2024-01-02'::date AS d, '2024-01-02 03:04:05+00'::timestamptz AS ts, "
             "interval '1 day 2 hours' AS i",
             "DO $$BEGIN RAISE NOTICE 'difftest %', 1; END$$",
+            # answers larger than the socket buffers (flow control)
+            "SELECT g, repeat('x', 100) AS pad FROM generate_series(1, 300) AS g",
             "",
             ";",
             "-- nothing to run",
@@ -320,6 +324,8 @@ class ClientGen:
     def step_copyin(self):
         r = self.rng
         rows = "".join(f"{i}\tc{i}\n" for i in r.sample(range(1, 12), r.randint(0, 3)))
+        if r.random() < 0.1:
+            rows += "".join(f"{i}\t{'z' * 80}\n" for i in range(100, 400))    # larger than the buffers
         if self.on("error") and r.random() < 0.15:
             rows += "x\tbad\n"
         cut = sorted(r.sample(range(len(rows) + 1), min(len(rows) + 1, r.randint(0, 2))))
@@ -336,6 +342,7 @@ class ClientGen:
         sql = self.rng.choice([f"COPY (SELECT * FROM {self.t} ORDER BY id) TO STDOUT",
                                "COPY (SELECT g, g * 2 FROM generate_series(1, 3) AS g) TO STDOUT (FORMAT csv, HEADER)",
                                f"COPY (SELECT id, v FROM {self.t} ORDER BY id) TO STDOUT (FORMAT binary)",
+                               "COPY (SELECT g, repeat('y', 60) FROM generate_series(1, 500) AS g) TO STDOUT",
                                "COPY nosuch_table TO STDOUT"])
         return [["Q", sql]]
 
@@ -447,17 +454,22 @@ class ClientGen:
         if name and name in self.stmts and r.random() < 0.15:
             msgs.append(["C", "S", name])
             self.stmts.pop(name)
+        elif not name and parse and r.random() < 0.05:
+            msgs.append(["C", "S", ""])
         return msgs
 
     def after_sync(self):
         """Drivers' pipelines may flush after their Sync (psycopg does): nothing is owed."""
-        return [["H"]] if self.on("flush") and self.rng.random() < 0.15 else []
+        return [["H"]] if self.on("idleflush") and self.rng.random() < 0.15 else []
 
     def step_ext(self):
         return self.batch() + [["S"]] + self.after_sync()
 
     def step_lone_flush(self):
         return [["H"]]
+
+    def step_lone_sync(self):
+        return [["S"]]
 
     def step_pipeline(self):
         r = self.rng
@@ -493,7 +505,7 @@ class ClientGen:
         ("simple", 18, None), ("multi", 5, "multi"), ("txn", 9, "txn"), ("set", 9, "set"),
         ("sqlprepare", 5, "sqlprepare"), ("copyin", 4, "copy"), ("copyout", 3, "copy"),
         ("ext", 20, None), ("pipeline", 8, "pipeline"), ("flush", 7, "flush"),
-        ("lone_flush", 1, "flush"),
+        ("lone_flush", 1, "idleflush"), ("lone_sync", 1, None),
     )
 
     def next_step(self):
@@ -547,6 +559,15 @@ def describe_msg(msg):
         end = {"c": "CopyDone", "f": "CopyFail", "X": "Terminate"}[msg[3][0]]
         return f"Query {msg[1]!r} + CopyData {msg[2]!r} + {end}"
     return {"H": "Flush", "S": "Sync", "X": "Terminate", "CLOSE": "(socket closed)"}.get(kind, repr(msg))
+
+
+def dump_program(program):
+    """A program as JSON text with one step a line (corpus files, saved failures)."""
+    head = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in program.items() if k != "clients"]
+    clients = []
+    for steps in program["clients"]:
+        clients.append("  [\n" + ",\n".join("   " + json.dumps(step, ensure_ascii=False) for step in steps) + "\n  ]")
+    return "{\n" + ",\n".join(head + [' "clients": [\n' + ",\n".join(clients) + "\n ]"]) + "\n}\n"
 
 
 def describe_program(program):

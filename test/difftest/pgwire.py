@@ -211,6 +211,12 @@ def md5_password(user, password, salt):
 def login(conn, user, database, password, timeout):
     """Startup and authentication up to ReadyForQuery; returns every message received."""
     conn.send(startup({"user": user, "database": database}), timeout)
+    return finish_login(conn, user, password, timeout)
+
+
+def finish_login(conn, user, password, timeout):
+    """The rest of a login whose StartupMessage was sent: authentication up to
+    ReadyForQuery. Returns every message received."""
     got = []
     deadline = time.monotonic() + timeout
     while True:

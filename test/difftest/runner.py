@@ -60,6 +60,7 @@ class Client:
         self.contender = False    # sent while another client held the server
         self.stats = None         # run_pooled's counters (handover times)
         self.frontend_msgs = 0
+        self.left_clean = False   # left with ReadyForQuery I and nothing pending
 
     # ---- the protocol model
     def answered(self):
@@ -130,6 +131,11 @@ class Client:
             self.closed_by_peer()
 
     def leave(self):
+        """Closes the socket (after Terminate or not); notes whether the client left its
+        server with nothing going on, so that a pooler must keep that server."""
+        seg = self.segments[-1]
+        self.left_clean = (self.status == "I" and self.pending_rfq == 0 and not seg.touched and
+                           self.copy_rest is None)
         self.conn.close()
         self.alive = False
         self.note_release()
@@ -191,13 +197,15 @@ class Client:
             head.answered += 1
 
 
-def _connect(address, user, password, timeout):
-    conn = pgwire.Conn.open(address, timeout)
-    try:
-        return conn, pgwire.login(conn, user, "pgvtest", password, timeout)
-    except Exception:
-        conn.close()
-        raise
+def _connect_all(clients, address, user, password, timeout):
+    """Logs every client in: all StartupMessages first, so that the servers (or
+    PostgreSQL's backends) start in parallel, then each login to its end."""
+    for c in clients:
+        c.conn = pgwire.Conn.open(address, timeout)
+        c.alive = True
+        c.conn.send(pgwire.startup({"user": user, "database": "pgvtest"}), timeout)
+    for c in clients:
+        c.login = pgwire.finish_login(c.conn, user, password, timeout)
 
 
 def wait_answered(clients, bound, pooled):
@@ -232,15 +240,17 @@ def describe_hang(clients, outstanding, bound):
 def run_direct(program, address, user, bound):
     """Each client on a session of its own, one after another."""
     clients = [Client(i, steps, "direct") for i, steps in enumerate(program["clients"])]
-    for c in clients:
-        c.conn, c.login = _connect(address, user, None, bound)
-        c.alive = True
-        try:
+    try:
+        _connect_all(clients, address, user, None, bound)
+        for c in clients:
             while c.alive and c.steps:
                 c.send_step(bound)
                 wait_answered([c], bound, pooled=False)
-        finally:
             if c.alive:
+                c.leave()
+    finally:
+        for c in clients:
+            if c.conn is not None:
                 c.conn.close()
                 c.alive = False
     return clients
@@ -253,9 +263,7 @@ def run_pooled(program, address, user, password, bound, stats):
         c.stats = stats
     rng = random.Random(f"schedule:{program['mode']}:{program['seed']}")
     try:
-        for c in clients:
-            c.conn, c.login = _connect(address, user, password, bound)
-            c.alive = True
+        _connect_all(clients, address, user, password, bound)
         while True:
             wait_answered(clients, bound, pooled=True)
             for c in clients:
