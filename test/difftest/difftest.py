@@ -359,7 +359,11 @@ def load_corpus(mode, exclude):
         with open(os.path.join(CORPUS, name)) as f:
             program = json.load(f)
         if mode in program.get("modes", [program["mode"]]) and not set(program.get("needs", [])) & exclude:
-            out.append((name, dict(program, mode=mode)))
+            program = dict(program, mode=mode)
+            why = grammar.check_program(program)
+            if why:
+                raise ValueError(f"corpus/{name} is not valid in {mode} mode: {why}")
+            out.append((name, program))
     return out
 
 
