@@ -237,6 +237,13 @@ def describe_hang(clients, outstanding, bound):
     return "; ".join(p for p in parts if p)
 
 
+def _close_all(clients):
+    for c in clients:
+        if c.conn is not None:
+            c.conn.close()
+            c.alive = False
+
+
 def run_direct(program, address, user, bound):
     """Each client on a session of its own, one after another."""
     clients = [Client(i, steps, "direct") for i, steps in enumerate(program["clients"])]
@@ -249,10 +256,7 @@ def run_direct(program, address, user, bound):
             if c.alive:
                 c.leave()
     finally:
-        for c in clients:
-            if c.conn is not None:
-                c.conn.close()
-                c.alive = False
+        _close_all(clients)
     return clients
 
 
@@ -285,10 +289,7 @@ def run_pooled(program, address, user, password, bound, stats):
                 c.contender = True
             c.send_step(bound)
     finally:
-        for c in clients:
-            if c.conn is not None:
-                c.conn.close()
-                c.alive = False
+        _close_all(clients)
     return clients
 
 
