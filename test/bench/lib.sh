@@ -72,7 +72,7 @@ bench_setup_cluster() {
 		runas=pgvtest
 		pgv_ensure_user "$runas" || exit 1
 	fi
-	tmp=$(mktemp -d /tmp/pgvbench.XXXXXX) && chmod 755 "$tmp"
+	tmp=$(mktemp -d "/tmp/${bench_tmp_name:-pgvbench}.XXXXXX") && chmod 755 "$tmp"
 	[ -n "$runas" ] && chown "$runas:" "$tmp"
 	pgport=$(pgv_free_port 27000)
 	pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" postgres || exit 1
