@@ -8,7 +8,8 @@
 #                            Debian packages MODE needs: build, quickstart,
 #                            test, package (test/package/run.sh), bench (test's,
 #                            plus PgBouncer as a reference and gnuplot for
-#                            test/bench/sweep.sh), fuzz (clang, libFuzzer), valgrind
+#                            test/bench/sweep.sh), fuzz (clang, libFuzzer), valgrind,
+#                            cost (test/bench/cost_guard.sh: PostgreSQL, valgrind, strace)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -37,7 +38,7 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test | package | bench)
+	quickstart | test | package | bench | cost)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
@@ -86,6 +87,12 @@ EOF
 	valgrind)
 		cat <<'EOF'
 valgrind|command -v valgrind
+EOF
+		;;
+	cost)
+		cat <<'EOF'
+valgrind|command -v valgrind && command -v callgrind_control && command -v vgdb
+strace|command -v strace
 EOF
 		;;
 	esac

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 #
 # test/bench/bench.sh - pgbench straight to PostgreSQL, through pgvalve and
-# through PgBouncer (when installed), side by side on a throwaway cluster.
-# `make bench` runs it.
+# through PgBouncer, side by side on a throwaway cluster. `make bench` runs it.
 #
-#   bench.sh [--duration S] [--rounds N] [--clients N] [--scenarios LIST]
+#   [PGBOUNCER=/path/to/pgbouncer] bench.sh [--duration S] [--rounds N] [--clients N] [--scenarios LIST]
+#
+# PGBOUNCER (`make bench PGBOUNCER=...`) is the PgBouncer to compare with;
+# without it, Debian's /usr/sbin/pgbouncer when installed. The table names
+# its version.
 #
 # Scenarios (transaction pooling, pool of 20, md5 auth like a production
 # setup): select (-S simple protocol), prepared (-S extended protocol),
@@ -55,7 +58,8 @@ med() { if [ $# -gt 0 ]; then printf '%s\n' "$@" | median; else echo "-"; fi; }
 r0() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.0f", x }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
-printf '\n%-9s %10s %11s %11s %8s %8s %9s %9s %8s\n' scenario direct_tps pgvalve_tps pgbouncer_tps \
+printf '\n%s\n' "$(bench_pgbouncer_line)"
+printf '%-9s %10s %11s %11s %8s %8s %9s %9s %8s\n' scenario direct_tps pgvalve_tps pgbouncer_tps \
 	v/direct v/pgb pgv_us/tx pgb_us/tx cpu_v/pgb
 IFS=, read -ra scen_list <<<"$scenarios"
 for scen in "${scen_list[@]}"; do
@@ -93,5 +97,4 @@ for scen in "${scen_list[@]}"; do
 		"$(ratio "$vm" "$bm")" "$cm" "$bc" "$(ratio "$cm" "$bc")"
 done
 echo
-echo "median of $rounds rounds of ${duration}s; transaction pooling, pool of 20, $clients clients;" \
-	"PgBouncer: $([ "$have_pgb" = 1 ] && "$PGBOUNCER" --version 2>/dev/null | head -1 || echo "not installed")"
+echo "median of $rounds rounds of ${duration}s; transaction pooling, pool of 20, $clients clients"

@@ -4,7 +4,7 @@
 # (a new connection for every transaction, "SELECT 1") with md5 and with
 # SCRAM, in alternating rounds on one pgvalve. `make bench-connect` runs it.
 #
-#   connect.sh [--duration S] [--rounds N] [--clients N] [--logins LIST] [--rate N]
+#   [PGBOUNCER=/path/to/pgbouncer] connect.sh [--duration S] [--rounds N] [--clients N] [--logins LIST] [--rate N]
 #
 # Three users, chosen by an hba file (auth_type = hba):
 #   md5         md5 secret in the userlist, md5 login
@@ -13,9 +13,9 @@
 #   scram-secret SCRAM-SHA-256$ secret in the userlist (PostgreSQL's own),
 #               SCRAM login, no PBKDF2 on the pooler at all
 # Server connections are pooled (transaction mode), so the rounds measure
-# client logins. The same runs go through PgBouncer when it is installed
-# (PGBOUNCER=path, default /usr/sbin/pgbouncer; `pgv_deps_ensure bench` in
-# scripts/deps.sh installs Debian's), alternating with pgvalve's. Prints
+# client logins. The same runs go through PgBouncer (PGBOUNCER=path; without
+# it Debian's /usr/sbin/pgbouncer when installed: `pgv_deps_ensure bench` in
+# scripts/deps.sh), alternating with pgvalve's; the table names its version. Prints
 # per pooler (and direct to PostgreSQL: connections per second only) and user the median connections per second and the pooler's
 # CPU per connection (user+system time of the process over the round /
 # connections made), and the ratio of each to md5. pgbench's own
@@ -61,10 +61,9 @@ echo "SELECT 1;" >"$tmp/select1.sql"
 bench_start_pgvalve "auth_type = hba
 auth_hba_file = $tmp/hba.conf"
 
-# PgBouncer, the same way, when installed (scripts/deps.sh: pgv_deps_ensure bench).
-pgb_version=
+# PgBouncer, the same way, when there is one (see lib.sh).
 bench_start_pgbouncer "auth_type = hba
-auth_hba_file = $tmp/hba.conf" && pgb_version=$("$PGBOUNCER" --version 2>/dev/null | head -1)
+auth_hba_file = $tmp/hba.conf"
 
 hz=$(getconf CLK_TCK)
 
@@ -117,7 +116,8 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-printf '\n%-10s %-13s %12s %16s %11s\n' pooler login conn_per_s cpu_us_per_conn cpu_vs_md5
+printf '\n%s\n' "$(bench_pgbouncer_line)"
+printf '%-10s %-13s %12s %16s %11s\n' pooler login conn_per_s cpu_us_per_conn cpu_vs_md5
 for pl in "${poolers[@]}"; do
 	read -r name _ _ <<<"$pl"
 	md5_cpu=$(printf '%s\n' ${cpu[$name.bench]:-} | median)
@@ -132,4 +132,3 @@ for pl in "${poolers[@]}"; do
 done
 echo
 echo "median of $rounds rounds of ${duration}s; pgbench -C -c $clients${rate:+ -R $rate}, SELECT 1; transaction mode, pool of 20"
-if [ -n "$pgb_pid" ]; then echo "pgbouncer: $pgb_version"; fi

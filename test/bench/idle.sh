@@ -2,10 +2,11 @@
 #
 # test/bench/idle.sh - what idle clients cost: N md5 clients log in and stay
 # idle (test/bench/idle_cpu.py), then the pooler's RSS growth per client and
-# its CPU over an idle window, for pgvalve and, when installed, PgBouncer.
-# Each round starts a fresh pooler. `make bench-idle` runs it.
+# its CPU over an idle window, for pgvalve and PgBouncer (PGBOUNCER=path;
+# without it Debian's /usr/sbin/pgbouncer when installed; the table names its
+# version). Each round starts a fresh pooler. `make bench-idle` runs it.
 #
-#   idle.sh [--clients N] [--window S] [--rounds N]
+#   [PGBOUNCER=/path/to/pgbouncer] idle.sh [--clients N] [--window S] [--rounds N]
 #
 # Prints the median bytes per idle client and idle CPU (% of one core) over
 # the rounds, and pgvalve's bytes as a ratio to PgBouncer's.
@@ -62,7 +63,8 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-printf '\n%-10s %16s %14s %12s\n' pooler bytes_per_client idle_cpu_pct vs_pgbouncer
+printf '\n%s\n' "$(bench_pgbouncer_line)"
+printf '%-10s %16s %14s %12s\n' pooler bytes_per_client idle_cpu_pct vs_pgbouncer
 pgb_mem=$(printf '%s\n' ${mem[pgbouncer]:-} | median)
 for pl in "${poolers[@]}"; do
 	bm=$(printf '%s\n' ${mem[$pl]} | median)

@@ -13,8 +13,10 @@
 #   bench_cpu_ticks PID          its CPU (user + system) so far, in 1/100 s
 #   bench_cpu_ratio_line ...     CPU per transaction of two side-by-side runs and their ratio
 #   bench_wait_ready PORT        waits (10 s at most) until a query runs there; 1 if none did
-#   bench_start_pgbouncer EXTRA  PgBouncer ($PGBOUNCER, default /usr/sbin/pgbouncer) likewise
-#                                ($pgb_port, $pgb_pid); 1 if not installed
+#   bench_start_pgbouncer EXTRA  PgBouncer ($PGBOUNCER) likewise ($pgb_port, $pgb_pid);
+#                                1 if not installed
+#   bench_pgbouncer_line         "PgBouncer: <its --version> (<path>, <given or fallback>)",
+#                                the line every table prints with its PgBouncer figures
 #   bench_stop_pgvalve, bench_stop_pgbouncer
 #   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
 #                                (sslmode: $bench_sslmode, default disable)
@@ -27,7 +29,29 @@ PGVALVE=${PGVALVE:-$builddir/src/pgvalve}
 [ -x "$PGVALVE" ] || { echo "${0##*/}: $PGVALVE not built (run make first)" >&2; exit 2; }
 duration=${duration:-10}
 tmp= runas= pgv_pid= port= pgport= pgb_pid= pgb_port=
-PGBOUNCER=${PGBOUNCER:-/usr/sbin/pgbouncer}
+
+# The PgBouncer to compare with: PGBOUNCER=/path/to/pgbouncer (`make bench
+# PGBOUNCER=...`), a current release built by hand; only when none is given,
+# Debian's package (1.18 on Debian 12, older than what operators run).
+if [ -n "${PGBOUNCER:-}" ]; then
+	[ -x "$PGBOUNCER" ] && [ ! -d "$PGBOUNCER" ] ||
+		{ echo "${0##*/}: PGBOUNCER=$PGBOUNCER is not an executable file" >&2; exit 2; }
+	pgb_origin="given as PGBOUNCER"
+else
+	PGBOUNCER=/usr/sbin/pgbouncer
+	pgb_origin="Debian's package: no PGBOUNCER given"
+fi
+pgb_version=
+[ -x "$PGBOUNCER" ] && pgb_version=$("$PGBOUNCER" --version 2>/dev/null | head -n 1)
+
+# bench_pgbouncer_line: which PgBouncer the figures beside pgvalve's come from.
+bench_pgbouncer_line() {
+	if [ -n "$pgb_version" ]; then
+		echo "PgBouncer: $pgb_version ($PGBOUNCER, $pgb_origin)"
+	else
+		echo "PgBouncer: none ($PGBOUNCER not installed; give PGBOUNCER=/path/to/pgbouncer)"
+	fi
+}
 
 bench_cleanup() {
 	trap - EXIT INT TERM
@@ -48,7 +72,7 @@ bench_setup_cluster() {
 		runas=pgvtest
 		pgv_ensure_user "$runas" || exit 1
 	fi
-	tmp=$(mktemp -d /tmp/pgvbench.XXXXXX) && chmod 755 "$tmp"
+	tmp=$(mktemp -d "/tmp/${bench_tmp_name:-pgvbench}.XXXXXX") && chmod 755 "$tmp"
 	[ -n "$runas" ] && chown "$runas:" "$tmp"
 	pgport=$(pgv_free_port 27000)
 	pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" postgres || exit 1
@@ -147,7 +171,7 @@ bench_start_pgvalve() {
 # $pgb_pid); returns 1 (and says so) when it is not installed.
 bench_start_pgbouncer() {
 	if [ ! -x "$PGBOUNCER" ]; then
-		echo "${0##*/}: no PgBouncer at $PGBOUNCER (pgv_deps_ensure bench in scripts/deps.sh installs it)"
+		echo "${0##*/}: no PgBouncer at $PGBOUNCER (give PGBOUNCER=/path/to/pgbouncer; pgv_deps_ensure bench in scripts/deps.sh installs Debian's)"
 		return 1
 	fi
 	pgb_port=$(pgv_free_port $((${port:-$pgport} + 1)))
@@ -159,7 +183,15 @@ bench_start_pgbouncer() {
 		"$PGBOUNCER" -q "$tmp/pgbouncer.ini" &
 	fi
 	pgb_pid=$!
-	bench_wait_ready "$pgb_port"
+	bench_wait_ready "$pgb_port" && return 0
+	# a PgBouncer asked for by name that does not run is an error, not a missing column
+	if [ "$pgb_origin" = "given as PGBOUNCER" ]; then
+		echo "${0##*/}: PgBouncer $PGBOUNCER did not start; its log:" >&2
+		tail -n 5 "$tmp/pgbouncer.log" >&2
+		exit 1
+	fi
+	bench_stop_pgbouncer
+	return 1
 }
 
 bench_stop_pgbouncer() {

@@ -2,11 +2,14 @@
 #
 # test/bench/sweep.sh - throughput and latency against the number of
 # clients: persistent pgbench clients running "SELECT 1" (simple protocol)
-# through pgvalve, through PgBouncer when installed, and straight to
+# through pgvalve, through PgBouncer, and straight to
 # PostgreSQL (up to 200 clients: its max_connections is 220 here).
 # `make bench-sweep` runs it.
 #
-#   sweep.sh [--duration S] [--rounds N] [--clients LIST] [--out DIR]
+#   [PGBOUNCER=/path/to/pgbouncer] sweep.sh [--duration S] [--rounds N] [--clients LIST] [--out DIR]
+#
+# PGBOUNCER is the PgBouncer to compare with; without it, Debian's
+# /usr/sbin/pgbouncer when installed. The table and the plot name its version.
 #
 # Prints per client count and target the median tps and average latency
 # over the rounds (targets alternate within a round), with pgvalve's tps as
@@ -90,7 +93,8 @@ for t in "${targets[@]}"; do read -r name _ <<<"$t"; names+=("$name"); done
 	done
 } >"$out/sweep.dat"
 
-printf '\n%8s' clients
+printf '\n%s\n' "$(bench_pgbouncer_line)"
+printf '%8s' clients
 for name in "${names[@]}"; do printf ' %12s %10s' "${name}_tps" "lat_ms"; done
 printf ' %12s %12s\n' vs_pgbouncer vs_direct
 awk -v names="${names[*]}" 'BEGIN { k = split(names, nm, " ") }
@@ -114,7 +118,7 @@ if command -v gnuplot >/dev/null 2>&1; then
 	{
 		echo "set terminal pngcairo size 1100,450 noenhanced"
 		echo "set output '$out/sweep.png'"
-		echo "set multiplot layout 1,2 title 'pgbench SELECT 1, persistent clients (median of $rounds x ${duration}s)'"
+		echo "set multiplot layout 1,2 title 'pgbench SELECT 1, persistent clients (median of $rounds x ${duration}s; ${pgb_version:-no PgBouncer})'"
 		echo "set logscale x; set xlabel 'clients'; set grid; set key top left"
 		echo "set ylabel 'tps'"
 		printf "plot"
