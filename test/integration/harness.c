@@ -1437,6 +1437,20 @@ const char *std_userlist(void)
 	return buf;
 }
 
+int pgv_pg_major(void)
+{
+	const char *v = getenv("PGV_TEST_PG_MAJOR");
+
+	return v != NULL ? atoi(v) : 0;
+}
+
+bool pgv_pg_serves_tls(void)
+{
+	const char *v = getenv("PGV_TEST_PG_TLS");
+
+	return v == NULL || strcmp(v, "0") != 0;
+}
+
 TCase *pgv_tcase_create(const char *name, double timeout_s)
 {
 	TCase *tc = tcase_create(name);
