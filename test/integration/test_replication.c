@@ -584,6 +584,30 @@ START_TEST(logical_subscription_through_pgvalve)
 }
 END_TEST
 
+/*
+ * log_connections: the "login attempt" line is PgBouncer 1.26's, with
+ * replication=no, database (logical) or yes (physical).
+ */
+START_TEST(login_attempt_line)
+{
+	struct pgv p;
+	pgv_start(&p, SETTINGS "log_connections = 1\n", databases(), userlist());
+	PGconn *c = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	PQfinish(c);
+	pgv_expect_log(&p, "login attempt: db=" DB " user=scram_user tls=no replication=no", 5);
+	c = logical(&p, "");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "login attempt: db=" DB " user=repl_user tls=no replication=database", 5);
+	c = connect_with(&p, "dbname=replication user=repl_user password=repl_pass replication=on");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "login attempt: db=replication user=repl_user tls=no replication=yes", 5);
+	wait_walsenders(0);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("replication");
@@ -601,6 +625,7 @@ int main(void)
 		{ "pg_basebackup", pg_basebackup_through_pgvalve, 150 },
 		{ "pg_receivewal", pg_receivewal_through_pgvalve, 60 },
 		{ "logical_subscription", logical_subscription_through_pgvalve, 60 },
+		{ "login_attempt_line", login_attempt_line, 30 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);
