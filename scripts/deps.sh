@@ -75,6 +75,8 @@ python3-venv|python3 -c "import ensurepip, venv"
 nodejs|command -v node
 npm|command -v npm
 prometheus|command -v promtool && command -v prometheus
+iproute2|command -v ss
+procps|test -x /bin/kill
 EOF
 		;;
 	esac
@@ -99,6 +101,37 @@ _pgv_missing_packages() {
 		[ -n "$pkg" ] || continue
 		bash -c "$probe" >/dev/null 2>&1 || printf '%s\n' "$pkg"
 	done < <(_pgv_dep_table "$1")
+}
+
+# What pgv_deps_ensure installs is for the tests, not services for the
+# machine: while apt-get runs, a policy-rc.d (unless the machine has its
+# own) tells invoke-rc.d and deb-systemd-invoke to start nothing.
+_pgv_policy_rc_d=/usr/sbin/policy-rc.d
+_pgv_policy_rc_d_ours=
+_pgv_services_hold() {
+	[ -e "$_pgv_policy_rc_d" ] && return 0
+	printf '#!/bin/sh\n# pgvalve scripts/deps.sh: no service starts while it installs\nexit 101\n' \
+		>"$_pgv_policy_rc_d" && chmod 0755 "$_pgv_policy_rc_d" && _pgv_policy_rc_d_ours=1
+}
+_pgv_services_release() {
+	if [ -n "$_pgv_policy_rc_d_ours" ]; then
+		rm -f "$_pgv_policy_rc_d"
+		_pgv_policy_rc_d_ours=
+	fi
+}
+# Not enabled at boot (systemd and sysvinit links), and stopped if running.
+_pgv_service_disable() {
+	local unit=$1
+	echo "pgvalve: disabling $unit (installed for its tools only)"
+	if command -v deb-systemd-helper >/dev/null 2>&1; then
+		deb-systemd-helper disable "$unit" >/dev/null 2>&1 || true
+	fi
+	if command -v update-rc.d >/dev/null 2>&1 && [ -x "/etc/init.d/${unit%.service}" ]; then
+		update-rc.d "${unit%.service}" disable >/dev/null 2>&1 || true
+	fi
+	if [ -d /run/systemd/system ]; then
+		systemctl stop "$unit" >/dev/null 2>&1 || true
+	fi
 }
 
 pgv_deps_ensure() {
@@ -129,12 +162,20 @@ pgv_deps_ensure() {
 	esac
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q || return 1
-	# shellcheck disable=SC2086 # word splitting wanted: one package per word
-	# --no-upgrade: never touch a package that is already there (a running
-	# PostgreSQL of someone else's, say); only what is missing comes in.
-	apt-get install -y -q --no-install-recommends --no-upgrade \
-		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-		$missing </dev/null || return 1
+	# In a subshell whose EXIT trap removes the policy-rc.d, even after ^C.
+	(
+		trap '_pgv_services_release' EXIT
+		_pgv_services_hold
+		# shellcheck disable=SC2086 # word splitting wanted: one package per word
+		# --no-upgrade: never touch a package that is already there (a running
+		# PostgreSQL of someone else's, say); only what is missing comes in.
+		apt-get install -y -q --no-install-recommends --no-upgrade \
+			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+			$missing </dev/null
+	) || return 1
+	# Only promtool is wanted from prometheus: its package would have the
+	# machine run a Prometheus server at every boot.
+	case " $missing " in *" prometheus "*) _pgv_service_disable prometheus.service ;; esac
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
 	if [ -n "${missing% }" ]; then
 		echo "pgvalve: still missing after apt-get install: $missing" >&2

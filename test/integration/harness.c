@@ -1460,11 +1460,8 @@ TCase *pgv_tcase_create(const char *name, double timeout_s)
 	return tc;
 }
 
-int pgv_run_suite(Suite *s)
+void pgv_ensure_fixture(void)
 {
-	SRunner *sr;
-	int failed;
-
 	if (getenv("PGV_TEST_DIR") == NULL) {
 		/* Not under run.sh: start over under it, with this binary as its argument. */
 		char self[PATH_MAX];
@@ -1472,15 +1469,23 @@ int pgv_run_suite(Suite *s)
 
 		if (n <= 0) {
 			perror("readlink /proc/self/exe");
-			return 99;
+			exit(99);
 		}
 		self[n] = '\0';
 		setenv("abs_top_srcdir", PGV_TEST_SRCDIR, 0);
 		setenv("abs_top_builddir", PGV_TEST_BUILDDIR, 0);
 		execlp("bash", "bash", PGV_TEST_SRCDIR "/test/integration/run.sh", self, (char *)NULL);
 		perror("exec bash " PGV_TEST_SRCDIR "/test/integration/run.sh");
-		return 99;
+		exit(99);
 	}
+}
+
+int pgv_run_suite(Suite *s)
+{
+	SRunner *sr;
+	int failed;
+
+	pgv_ensure_fixture();
 	signal(SIGPIPE, SIG_IGN);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

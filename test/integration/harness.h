@@ -222,7 +222,9 @@ bool pgv_pg_serves_tls(void);
 
 /* A TCase with the harness fixture and a timeout in seconds. */
 TCase *pgv_tcase_create(const char *name, double timeout_s);
-/* main() of every integration test binary. */
+/* Not under run.sh (no PGV_TEST_DIR): re-executes this binary under it, with its cluster; else returns. */
+void pgv_ensure_fixture(void);
+/* main() of every integration test binary (pgv_ensure_fixture() first). */
 int pgv_run_suite(Suite *s);
 
 #endif
