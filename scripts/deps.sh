@@ -77,6 +77,7 @@ npm|command -v npm
 prometheus|command -v promtool && command -v prometheus
 iproute2|command -v ss
 procps|test -x /bin/kill
+man-db|command -v man
 EOF
 		;;
 	esac
