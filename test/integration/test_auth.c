@@ -1660,6 +1660,8 @@ START_TEST(scram_mock_salt_workers)
 	const char *const args[] = { "-w", "2", NULL };
 
 	pgv_start_ex(&p, "auth_type = scram-sha-256\nlog_connections = 1\n", std_databases(), std_userlist(), args, 0);
+	/* pgv_start_ex returns once the port answers, maybe before worker 2 listens (seen on a loaded machine) */
+	pgv_expect_log(&p, "LOG [w2] process up", 20);
 	scram_probe(&p, "ghost_user", &first);
 	ck_assert_int_eq(first.iterations, 4096);
 	for (int i = 0; i < 30; i++) {
