@@ -1,7 +1,8 @@
 /*
  * test_varstate.c - session state never crosses clients in transaction
- * mode (issue 14), against a real PostgreSQL (15, or 18 from scripts/test-pg18.sh) with one server shared by
- * every client (default_pool_size = 1): tracked parameters are applied
+ * mode (issue 14), against a real PostgreSQL (15, or 18 from
+ * scripts/test-pg18.sh) with one server shared by every client
+ * (default_pool_size = 1): tracked parameters are applied
  * all or nothing and client_encoding first, a client's bad startup value
  * fails its own login with PostgreSQL's error (and only its login: known
  * values cost no server), every reported parameter follows its client,
