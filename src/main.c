@@ -363,14 +363,15 @@ static void become_the_instance(const struct cli *cli, const struct config *cfg)
 /*
  * Start-up errors go where the running process logs: stderr (unless -q)
  * and the logfile, with timestamp and PID. Before the privileges are
- * dropped, root only appends to a logfile that exists. If the logfile
- * cannot be opened, stderr it is.
+ * dropped, root only appends to a logfile that exists. Without a logfile
+ * (none named yet, or it cannot be opened) stderr it is, -q or not: a
+ * start-up error must be seen somewhere.
  */
 static void log_open_early(const struct cli *cli, const char *logfile)
 {
 	struct log_settings ls = {
 		.logfile = logfile,
-		.to_stderr = !cli->quiet,
+		.to_stderr = !cli->quiet || !logfile[0],
 		.verbose = cli->verbose,
 		.existing_only = geteuid() == 0,
 	};
