@@ -633,6 +633,7 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		  const char *const *args, int port)
 {
 	static unsigned seq;
+	static int bind_retries;	/* this start's tries after "Address already in use" */
 	const char *testdir = env_required("PGV_TEST_DIR");
 	const char *binary = env_required("PGV_BINARY");
 	const char *user = runas_user();
@@ -702,6 +703,15 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
 			registry_drop(p->pid);
 			p->pid = 0;
+			/*
+			 * The port picked for it was free a moment ago; on a machine
+			 * shared with other test runs someone may have taken it since.
+			 */
+			if (port <= 0 && bind_retries < 3 && pgv_log_contains(p, "Address already in use")) {
+				bind_retries++;
+				pgv_start_ex(p, pgbouncer_extra, databases, userlist, args, 0);
+				return;
+			}
 			describe_status(status, how, sizeof(how));
 			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
 				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
@@ -713,8 +723,10 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		 * unless the test chose its own pidfile.
 		 */
 		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)) &&
-		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid))
+		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid)) {
+			bind_retries = 0;
 			return;
+		}
 		if (now_s() >= deadline) {
 			kill(p->pid, SIGKILL);
 			waitpid(p->pid, &status, 0);
