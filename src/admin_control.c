@@ -1,9 +1,9 @@
 /*
  * admin_control.c - the admin console's control commands (RELOAD, PAUSE,
- * RESUME, DISABLE, ENABLE, RECONNECT, KILL, KILL_CLIENT, SUSPEND,
- * WAIT_CLOSE, SHUTDOWN, SET), one handler each in the verbs[] table, and
- * what they leave behind: the console clients waiting for a PAUSE,
- * WAIT_CLOSE or SUSPEND to complete, the instance-wide pause of a
+ * RESUME, DISABLE, ENABLE, RECONNECT, KILL, KILL_CLIENT, WAIT_CLOSE,
+ * SHUTDOWN, SET), one handler each in the verbs[] table, and what they
+ * leave behind: the console clients waiting for a PAUSE or WAIT_CLOSE to
+ * complete, the instance-wide pause of a
  * supervisor's workers, the global PAUSE/RESUME and SHUTDOWN modes the
  * signals share.
  *
@@ -30,10 +30,11 @@
 #include <signal.h>
 
 /*
- * A console client waiting for its PAUSE, WAIT_CLOSE or SUSPEND to
- * complete. Kept here rather than on every client: consoles are few.
+ * A console client waiting for its PAUSE or WAIT_CLOSE to complete. Kept
+ * here rather than on every client: consoles are few. (SUSPEND went with
+ * PgBouncer 1.26's online restart.)
  */
-enum admin_wait_kind { ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SUSPEND };
+enum admin_wait_kind { ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE };
 struct admin_wait {
 	struct list_node node;		/* adm.waits */
 	struct client *client;
@@ -72,80 +73,6 @@ static bool user_is_admin(const struct client *client)
 	return client->admin_superuser || config_list_contains(pgv.cfg->admin_users, client_user_name(client));
 }
 
-/* ---------------------------------------------------------------- suspend */
-
-/* The client owning nb, or NULL if nb belongs to a server (handlers tell them apart). */
-static struct client *admin_client_of(struct netbuf *nb)
-{
-	return client_owns_netbuf(nb) ? container_of(nb, struct client, nb) : NULL;
-}
-
-/* Every client and server socket, for SUSPEND's flush check and RESUME. */
-static void for_each_socket(void (*fn)(struct netbuf *nb, void *arg), void *arg)
-{
-	list_for_each(dpos, &pgv.databases) {
-		struct db *db = container_of(dpos, struct db, node);
-		list_for_each(ppos, &db->pools) {
-			struct pool *pool = container_of(ppos, struct pool, node);
-			struct list *cl[] = { &pool->active_clients, &pool->idle_clients, &pool->waiting_clients,
-					      &pool->welcome_clients };
-			struct list *sl[] = { &pool->active_servers, &pool->idle_servers, &pool->used_servers,
-					      &pool->tested_servers, &pool->login_servers };
-			for (size_t i = 0; i < ARRAY_SIZE(cl); i++)
-				list_for_each_safe(pos, tmp, cl[i])
-					fn(&container_of(pos, struct client, node)->nb, arg);
-			for (size_t i = 0; i < ARRAY_SIZE(sl); i++)
-				list_for_each_safe(pos, tmp, sl[i])
-					fn(&container_of(pos, struct server, node)->nb, arg);
-		}
-	}
-	list_for_each_safe(pos, tmp, &pgv.login_clients)
-		fn(&container_of(pos, struct client, node)->nb, arg);
-}
-
-static void count_unflushed(struct netbuf *nb, void *arg)
-{
-	if (!nb->never_suspend && netbuf_queue_len(nb))
-		(*(int *)arg)++;
-}
-
-static void refresh_socket(struct netbuf *nb, void *arg)
-{
-	(void)arg;
-	netbuf_refresh(nb);
-}
-
-/* After suspend_timeout: whatever could not flush is dropped. */
-static void drop_unflushed(struct netbuf *nb, void *arg)
-{
-	(void)arg;
-	if (nb->never_suspend || !netbuf_queue_len(nb))
-		return;
-	/* nb is the first member of both client and server: tell them apart by the handler's owner lists */
-	struct client *c = admin_client_of(nb);
-	if (c)
-		client_close(c, NULL, "suspend_timeout");
-	else
-		server_close(container_of(nb, struct server, nb), "suspend_timeout");
-}
-
-static void start_suspend(void)
-{
-	pgv.suspended = true;
-	pgv.suspend_start = now_usec();
-	netbuf_set_suspended(true);
-	listener_pause();
-}
-
-static void end_suspend(void)
-{
-	pgv.suspended = false;
-	netbuf_set_suspended(false);
-	for_each_socket(refresh_socket, NULL);
-	if (!pgv.shutting_down)
-		listener_resume();
-}
-
 /* ---------------------------------------------------------------- waits */
 
 /* The wait of a console client, NULL if it waits for nothing. */
@@ -167,7 +94,7 @@ static void wait_end(struct admin_wait *w)
 	free(w);
 }
 
-/* A console client waits for PAUSE/WAIT_CLOSE/SUSPEND to complete. */
+/* A console client waits for PAUSE/WAIT_CLOSE to complete. */
 static void wait_for(struct client *client, enum admin_wait_kind what, struct db *db)
 {
 	struct admin_wait *w = wait_of(client);
@@ -224,16 +151,6 @@ static bool every_db(bool (*done)(const struct db *))
 
 static bool wait_done(const struct admin_wait *w)
 {
-	if (w->what == ADMIN_WAIT_SUSPEND) {
-		int unflushed = 0;
-		for_each_socket(count_unflushed, &unflushed);
-		if (unflushed && pgv.cfg->suspend_timeout > 0 &&
-		    now_usec() - pgv.suspend_start >= pgv.cfg->suspend_timeout) {
-			for_each_socket(drop_unflushed, NULL);
-			return true;
-		}
-		return unflushed == 0;
-	}
 	bool (*done)(const struct db *) = w->what == ADMIN_WAIT_PAUSE ? db_paused_done : db_close_done;
 	if (w->db)
 		return done(w->db);
@@ -312,10 +229,6 @@ void admin_client_closing(struct client *client)
 		adm.pause_gen = 0;	/* the instance stays paused, as PgBouncer leaves it */
 	if (w)
 		wait_end(w);
-	if (client->did_suspend && pgv.suspended) {
-		log_info("admin disappeared when suspended, doing RESUME");
-		end_suspend();
-	}
 }
 
 void admin_cancel_request(struct client *client)
@@ -357,8 +270,7 @@ void admin_check_waits(void)
 		struct admin_wait *w = container_of(pos, struct admin_wait, node);
 		if (!wait_done(w))
 			continue;
-		const char *tag = w->what == ADMIN_WAIT_PAUSE ? "PAUSE" :
-			w->what == ADMIN_WAIT_SUSPEND ? "SUSPEND" : "WAIT_CLOSE";
+		const char *tag = w->what == ADMIN_WAIT_PAUSE ? "PAUSE" : "WAIT_CLOSE";
 		if (w->what == ADMIN_WAIT_PAUSE && !w->db)
 			adm.pause_gen = 0;
 		struct client *client = w->client;
@@ -576,7 +488,7 @@ static void resume_one_db(struct client *client, const struct admin_command *cmd
 	admin_reply_complete(client, "RESUME");
 }
 
-/* RESUME [db]: ends a PAUSE or SUSPEND (of the whole instance under a supervisor). */
+/* RESUME [db]: ends a PAUSE (of the whole instance under a supervisor). */
 static void control_resume(struct client *client, const struct admin_command *cmd)
 {
 	log_issued(cmd);
@@ -589,12 +501,10 @@ static void control_resume(struct client *client, const struct admin_command *cm
 		return;
 	}
 	bool instance_paused = workers_supervised() && workers_want_paused(NULL);
-	if (!pgv.paused_all && !pgv.suspended && !instance_paused) {
-		admin_reply_errorf(client, "pooler is not paused/suspended");
+	if (!pgv.paused_all && !instance_paused) {
+		admin_reply_errorf(client, "pooler is not paused/suspended");	/* PgBouncer's words */
 		return;
 	}
-	if (pgv.suspended)
-		end_suspend();
 	if (instance_paused)
 		resume_instance();	/* every worker, as PAUSE did */
 	if (pgv.paused_all)
@@ -686,25 +596,6 @@ static void control_kill_client(struct client *client, const struct admin_comman
 	admin_reply_complete(client, "KILL_CLIENT");
 }
 
-/* SUSPEND: answered once every socket's queued output is flushed (or suspend_timeout passed). */
-static void control_suspend(struct client *client, const struct admin_command *cmd)
-{
-	log_issued(cmd);
-	if (pgv.paused_all || pgv.suspended) {
-		admin_reply_errorf(client, "already suspended/paused");
-		return;
-	}
-	list_for_each(pos, &pgv.databases) {
-		if (container_of(pos, struct db, node)->paused) {
-			admin_reply_errorf(client, "cannot suspend with paused databases");
-			return;
-		}
-	}
-	start_suspend();
-	client->did_suspend = true;
-	wait_for(client, ADMIN_WAIT_SUSPEND, NULL);
-}
-
 /* WAIT_CLOSE [db]: answered once every server RECONNECT or RELOAD marked is closed. */
 static void control_wait_close(struct client *client, const struct admin_command *cmd)
 {
@@ -778,7 +669,6 @@ static const struct control_verb verbs[] = {
 	{ "KILL_CLIENT", NULL, false, control_kill_client },
 	{ "WAIT_CLOSE", NULL, false, control_wait_close },
 	{ "SHUTDOWN", args_shutdown, false, control_shutdown },
-	{ "SUSPEND", args_none, false, control_suspend },
 };
 
 bool admin_control_run(struct client *client, const struct admin_command *cmd)

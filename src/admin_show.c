@@ -203,7 +203,7 @@ static void show_pools(struct admin_result *r)
 	free(pv.v);
 }
 
-/* Counters in SHOW order: the first 11 of every stats view. */
+/* Counters in SHOW order (PgBouncer 1.26's): the 12 of every stats view. */
 static void cells_totals(struct cells *c, const struct stats *t)
 {
 	cell_uint(c, t->server_assignment_count);
@@ -217,6 +217,7 @@ static void cells_totals(struct cells *c, const struct stats *t)
 	cell_uint(c, t->client_parse_count);
 	cell_uint(c, t->server_parse_count);
 	cell_uint(c, t->bind_count);
+	cell_uint(c, t->client_login_count);
 }
 
 static void cells_averages(struct cells *c, const struct stats_averages *a)
@@ -232,6 +233,7 @@ static void cells_averages(struct cells *c, const struct stats_averages *a)
 	cell_uint(c, a->client_parse_count);
 	cell_uint(c, a->server_parse_count);
 	cell_uint(c, a->bind_count);
+	cell_uint(c, a->client_login_count);
 }
 
 enum stats_view { STATS_ALL, STATS_TOTALS_ONLY, STATS_AVERAGES_ONLY };
@@ -242,29 +244,29 @@ static void show_stats(struct admin_result *r, enum stats_view view)
 	static const char *const all[] = {
 		"database", "total_server_assignment_count", "total_xact_count", "total_query_count",
 		"total_received", "total_sent", "total_xact_time", "total_query_time", "total_wait_time",
-		"total_client_parse_count", "total_server_parse_count", "total_bind_count",
+		"total_client_parse_count", "total_server_parse_count", "total_bind_count", "total_client_login_count",
 		"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_recv", "avg_sent",
 		"avg_xact_time", "avg_query_time", "avg_wait_time", "avg_client_parse_count",
-		"avg_server_parse_count", "avg_bind_count",
+		"avg_server_parse_count", "avg_bind_count", "avg_client_login_count",
 	};
 	static const char *const totals[] = {
 		"database", "server_assignment_count", "xact_count", "query_count", "bytes_received",
 		"bytes_sent", "xact_time", "query_time", "wait_time", "client_parse_count",
-		"server_parse_count", "bind_count",
+		"server_parse_count", "bind_count", "client_login_count",
 	};
 	static const char *const avgs[] = {
 		"database", "server_assignment_count", "xact_count", "query_count", "bytes_received",
 		"bytes_sent", "xact_time", "query_time", "wait_time", "avg_client_parse_count",
-		"avg_server_parse_count", "avg_bind_count",
+		"avg_server_parse_count", "avg_bind_count", "avg_client_login_count",
 	};
 	struct dbs_view dv;
 	struct cells c;
 	usec_t now = now_usec();
 
 	if (view == STATS_ALL)
-		admin_result_begin(r, "sNNNNNNNNNNNNNNNNNNNNNN", all);
+		admin_result_begin(r, "sNNNNNNNNNNNNNNNNNNNNNNNN", all);
 	else
-		admin_result_begin(r, "sNNNNNNNNNNN", view == STATS_TOTALS_ONLY ? totals : avgs);
+		admin_result_begin(r, "sNNNNNNNNNNNN", view == STATS_TOTALS_ONLY ? totals : avgs);
 	dbs_sorted(&dv);
 	for (size_t k = 0; k < dv.n; k++) {
 		struct db *db = dv.v[k];
@@ -291,9 +293,10 @@ static void show_totals(struct admin_result *r)
 		"total_server_assignment_count", "total_xact_count", "total_query_count", "total_client_bytes",
 		"total_server_bytes", "total_xact_time", "total_query_time", "total_wait_time",
 		"total_ps_client_parse_count", "total_ps_server_parse_count", "total_ps_bind_count",
-		"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_client_bytes",
+		"total_client_login_count", "avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_client_bytes",
 		"avg_server_bytes", "avg_xact_time", "avg_query_time", "avg_wait_time",
 		"avg_ps_client_parse_count", "avg_ps_server_parse_count", "avg_ps_bind_count",
+		"avg_client_login_count",
 	};
 	struct stats_period sum;
 	usec_t now = now_usec();
@@ -729,9 +732,9 @@ static void show_state(struct admin_result *r)
 {
 	static const char *const names[] = { "key", "value" };
 	const char *rows[][2] = {
-		{ "active", pgv.paused_all || pgv.suspended ? "no" : "yes" },
+		{ "active", pgv.paused_all ? "no" : "yes" },
 		{ "paused", pgv.paused_all ? "yes" : "no" },
-		{ "suspended", pgv.suspended ? "yes" : "no" },
+		{ "suspended", "no" },	/* SUSPEND is gone (PgBouncer 1.26); the row stays for what reads it */
 	};
 	admin_result_begin(r, "ss", names);
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
@@ -881,7 +884,6 @@ static const char help_text[] =
 	"\n\tRECONNECT [<db>]"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
-	"\n\tSUSPEND"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
 	"\n\tWAIT_CLOSE [<db>]";

@@ -170,6 +170,7 @@ void auth_login_free(struct client_login *login)
 		OPENSSL_cleanse(login->scram, sizeof(*login->scram));
 		free(login->scram);
 	}
+	auth_secret_clear(&login->stored);
 	OPENSSL_cleanse(login, sizeof(*login));
 	free(login);
 }
@@ -311,12 +312,22 @@ void auth_begin(struct client *client)
 	}
 	const struct auth_secret *secret = pgv.auth ? auth_store_find(pgv.auth, login->user) : NULL;
 	if (secret) {
-		login->stored = *secret;
+		auth_secret_copy(&login->stored, secret);
 		login->user_known = true;	/* an empty password is a real user too */
 		auth_proceed(client);
 		return;
 	}
 	const char *auth_user, *auth_dbname;
+	/*
+	 * A database nothing matches: auth_query is never run for it (as
+	 * PgBouncer 1.26): the login fails as a wrong password, and only an
+	 * auth_file password gets as far as "no such database".
+	 */
+	if (client->pool && client->pool->db->is_fake) {
+		login->fake_auth = true;
+		auth_proceed(client);
+		return;
+	}
 	if (auth_query_target(client, &auth_user, &auth_dbname)) {
 		/* Not in auth_file: ask the database, without blocking the loop. */
 		struct db *adb = auth_query_db(client, auth_dbname);
@@ -341,10 +352,10 @@ void auth_query_answer(struct client *client, const char *secret, const char *er
 		client_close(client, "08P01", "bouncer config error");	/* as PgBouncer */
 		return;
 	}
+	auth_secret_clear(&login->stored);
 	if (!secret || !auth_secret_parse(login->user, secret, &login->stored)) {
 		/* Refused like a wrong password: the client learns nothing about which users exist. */
 		client_log(LOG_LEVEL_INFO, client, "auth_query: no such user: %s", login->user);
-		memset(&login->stored, 0, sizeof(login->stored));
 		login->fake_auth = true;
 	} else {
 		login->user_known = true;	/* a row, perhaps with a NULL password */

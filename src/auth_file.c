@@ -81,11 +81,8 @@ static bool parse_scram_secret(const char *s, struct scram_secret *out)
 bool auth_secret_parse(const char *user, const char *secret, struct auth_secret *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (strlen(user) >= sizeof(out->user) || strlen(secret) >= sizeof(out->secret))
+	if (strlen(user) >= sizeof(out->user) || strlen(secret) >= AUTH_SECRET_MAX)
 		return false;
-	strlcpy_s(out->user, user, sizeof(out->user));
-	strlcpy_s(out->secret, secret, sizeof(out->secret));
-
 	if (secret[0] == '\0') {
 		out->type = SECRET_NONE;
 	} else if (strncmp(secret, SCRAM_PREFIX, strlen(SCRAM_PREFIX)) == 0) {
@@ -99,7 +96,24 @@ bool auth_secret_parse(const char *user, const char *secret, struct auth_secret 
 	} else {
 		out->type = SECRET_PLAIN;
 	}
+	strlcpy_s(out->user, user, sizeof(out->user));
+	out->secret = xstrdup(secret);
 	return true;
+}
+
+void auth_secret_copy(struct auth_secret *dst, const struct auth_secret *src)
+{
+	*dst = *src;
+	dst->secret = src->secret ? xstrdup(src->secret) : NULL;
+}
+
+void auth_secret_clear(struct auth_secret *s)
+{
+	if (s->secret) {
+		OPENSSL_cleanse(s->secret, strlen(s->secret));
+		free(s->secret);
+	}
+	OPENSSL_cleanse(s, sizeof(*s));
 }
 
 /* ------------------------------------------------------------ hash index */
@@ -135,13 +149,14 @@ static void store_rehash(struct auth_store *store, size_t nslots)
 		*store_slot(store, store->entries[i].user) = (uint32_t)(i + 1);
 }
 
-/* Adds or replaces (later lines win) the secret for its user. */
-static void store_put(struct auth_store *store, const struct auth_secret *secret)
+/* Adds or replaces (later lines win) the secret for its user; the store takes its text (*secret is zeroed). */
+static void store_put(struct auth_store *store, struct auth_secret *secret)
 {
 	uint32_t *slot = store_slot(store, secret->user);
 	if (*slot) {
-		OPENSSL_cleanse(&store->entries[*slot - 1], sizeof(*secret));
+		auth_secret_clear(&store->entries[*slot - 1]);
 		store->entries[*slot - 1] = *secret;
+		memset(secret, 0, sizeof(*secret));
 		return;
 	}
 	if (store->count == store->cap) {
@@ -149,6 +164,7 @@ static void store_put(struct auth_store *store, const struct auth_secret *secret
 		store->entries = xrealloc(store->entries, store->cap * sizeof(*store->entries));
 	}
 	store->entries[store->count++] = *secret;
+	memset(secret, 0, sizeof(*secret));
 	*slot = (uint32_t)store->count;
 	if (store->count * 2 > store->nslots)
 		store_rehash(store, store->nslots * 2);
@@ -176,8 +192,8 @@ void auth_store_free(struct auth_store *store)
 {
 	if (!store)
 		return;
-	if (store->entries)
-		OPENSSL_cleanse(store->entries, store->count * sizeof(*store->entries));
+	for (size_t i = 0; i < store->count; i++)
+		auth_secret_clear(&store->entries[i]);
 	free(store->entries);
 	free(store->slots);
 	free(store);
@@ -227,12 +243,12 @@ static const char *read_quoted(const char **pp, const char *end, char *out, size
 
 /*
  * Parses one line [p, end) (no newline). Returns true with *out filled, or
- * false with *why set (NULL when the line is blank or a comment).
+ * false with *why set (NULL when the line is blank or a comment). secret:
+ * the caller's AUTH_SECRET_MAX bytes of scratch space (wiped here).
  */
-static bool parse_line(const char *p, const char *end, struct auth_secret *out, const char **why)
+static bool parse_line(const char *p, const char *end, struct auth_secret *out, char *secret, const char **why)
 {
 	char user[AUTH_NAME_MAX];
-	char secret[AUTH_SECRET_MAX];
 
 	*why = NULL;
 	while (p < end && is_blank(*p))
@@ -255,10 +271,10 @@ static bool parse_line(const char *p, const char *end, struct auth_secret *out, 
 		*why = "expected a quoted secret after the user name";
 		return false;
 	}
-	*why = read_quoted(&p, end, secret, sizeof(secret), "secret too long");
+	*why = read_quoted(&p, end, secret, AUTH_SECRET_MAX, "secret too long");
 	if (!*why && !auth_secret_parse(user, secret, out))
 		*why = "invalid SCRAM secret";
-	OPENSSL_cleanse(secret, sizeof(secret));
+	OPENSSL_cleanse(secret, strnlen(secret, AUTH_SECRET_MAX));
 	return *why == NULL;
 }
 
@@ -267,6 +283,7 @@ struct auth_store *auth_file_parse(const char *text, size_t len, const char *ori
 	struct auth_store *store = xcalloc(1, sizeof(*store));
 	const char *p = text, *end = text + len;
 	struct auth_secret entry;
+	char *secret = xmalloc(AUTH_SECRET_MAX);
 	int lineno = 0;
 
 	store->nslots = 128;
@@ -277,13 +294,14 @@ struct auth_store *auth_file_parse(const char *text, size_t len, const char *ori
 		const char *why;
 
 		lineno++;
-		if (parse_line(p, eol, &entry, &why))
+		secret[0] = '\0';
+		if (parse_line(p, eol, &entry, secret, &why))
 			store_put(store, &entry);
 		else if (why)
 			log_warning("%s:%d: %s, line skipped", origin, lineno, why);
 		p = nl ? nl + 1 : end;
 	}
-	OPENSSL_cleanse(&entry, sizeof(entry));
+	free(secret);
 	if (store->count && store->count < store->cap) {
 		store->entries = xrealloc(store->entries, store->count * sizeof(*store->entries));
 		store->cap = store->count;

@@ -32,16 +32,11 @@
 static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
 /* Filled once at start-up by the modules behind the kinds (client.h); read-only after. */
-static const struct client_kind_ops *client_kinds[CLIENT_KINDS];
+const struct client_kind_ops *client_kinds[CLIENT_KINDS];
 
 void client_register_kind(enum client_kind kind, const struct client_kind_ops *ops)
 {
 	client_kinds[kind] = ops;
-}
-
-const struct client_kind_ops *client_kind_ops(enum client_kind kind)
-{
-	return client_kinds[kind];
 }
 
 bool client_owns_netbuf(const struct netbuf *nb)
@@ -411,14 +406,16 @@ static bool choose_kind(struct client *client, const struct startup_params *sp)
 
 /*
  * options: its -c settings are startup parameters too, under the same
- * rules (as PgBouncer). A replication client's goes to its own server
- * verbatim instead (replication.c). False if the client was closed.
+ * rules (as PgBouncer). "options" in ignore_startup_parameters ignores
+ * the settings pgvalve does not track, never the tracked ones (TimeZone,
+ * DateStyle, ...), as in PgBouncer. A replication client's goes to its
+ * own server verbatim instead (replication.c). False if the client was
+ * closed.
  */
 static bool startup_options(struct client *client, const struct startup_params *sp)
 {
 	const char *options = startup_param(sp, "options");
-	if (!options || client->kind == CLIENT_REPLICATION ||
-	    config_list_contains(pgv.cfg->ignore_startup_parameters, "options"))
+	if (!options || client->kind == CLIENT_REPLICATION)
 		return true;
 	char msg[256];
 	struct pgoptions opts = { 0 };
@@ -426,8 +423,9 @@ static bool startup_options(struct client *client, const struct startup_params *
 		client_close(client, "08P01", msg);
 		return false;
 	}
+	bool ignore_all = config_list_contains(pgv.cfg->ignore_startup_parameters, "options");
 	for (int i = 0; i < opts.count; i++) {
-		if (varcache_index(opts.names[i]) >= 0 ||
+		if (varcache_index(opts.names[i]) >= 0 || ignore_all ||
 		    config_list_contains(pgv.cfg->ignore_startup_parameters, opts.names[i]))
 			continue;
 		snprintf(msg, sizeof(msg), "unsupported startup parameter in options: %s", opts.names[i]);
@@ -437,7 +435,8 @@ static bool startup_options(struct client *client, const struct startup_params *
 	}
 	/* Remembered now; the startup packet's own parameters, set later, win (as in PostgreSQL). */
 	for (int i = 0; i < opts.count; i++)
-		varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
+		if (varcache_index(opts.names[i]) >= 0)
+			varcache_set_by_name(&client->vars, opts.names[i], opts.values[i]);
 	pgoptions_free(&opts);
 	return true;
 }
@@ -498,7 +497,6 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	struct db *db = startup_admit(client, dbname, user, &db_known);
 	if (!db)
 		return;
-	client->nb.never_suspend = client_is_console(client);
 	if (pgv.cfg->log_connections) {
 		char tls[160];
 		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));
@@ -576,7 +574,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			return false;
 		}
 		client->nb.startup = false;
-		client->nb.max_packet = 8192;	/* login messages are small */
+		client->nb.max_packet = PROTO_AUTH_MSG_MAX;	/* passwords up to 65,530 bytes (PgBouncer 1.26) */
 		handle_startup(client, &sp);
 		return client->state != CL_CLOSED;
 	}
@@ -638,6 +636,9 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
 	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
+	/* login_notify_message (PgBouncer 1.26): where PostgreSQL allows a NOTICE, before ReadyForQuery */
+	if (pgv.cfg->login_notify_message[0])
+		proto_put_notice(&b, "00000", pgv.cfg->login_notify_message);
 	proto_put_ready(&b, txn_status);
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
@@ -773,6 +774,13 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track_set = pkt->type == 'Q' && relay_sets_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
+	bool copy_msg = pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f';
+	if (!client->link && copy_msg) {
+		/* As PgBouncer 1.26: the rest of a COPY whose server is gone must not take another server. */
+		client_log(LOG_LEVEL_DEBUG, client, "discarding a late COPY message (0x%02x), no server linked", pkt->type);
+		netbuf_skip(&client->nb, pkt->len);
+		return true;
+	}
 	if (!client->link) {
 		if (!pool_request_server(client))
 			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */
@@ -798,6 +806,14 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;
 	netbuf_forward(&client->nb, pkt->len);
+	/*
+	 * The CopyDone or CopyFail of a COPY that failed before it (the
+	 * server's ReadyForQuery went out already): nothing more will come
+	 * from the server, so between transactions it goes back to the pool.
+	 */
+	if (copy_msg && pkt->type != 'd' && pool_effective_mode(client->pool) != POOL_MODE_SESSION &&
+	    server_is_clean(server))
+		pool_release_server(server);
 	return true;
 }
 

@@ -73,7 +73,7 @@ static const char *const load_balance_hosts_names[] = { "round-robin", "disable"
 	  .reloadable = rel, .implemented = impl, .alias_of = #target }
 
 /*
- * Every [pgbouncer] parameter of PgBouncer 1.25, alphabetical (the order
+ * Every [pgbouncer] parameter of PgBouncer 1.26, alphabetical (the order
  * SHOW CONFIG uses), then pgvalve's own extensions. Defaults and
  * restart-only flags follow PgBouncer.
  */
@@ -119,6 +119,7 @@ static const struct param_def params[] = {
 	P_BOOL(log_pooler_errors, "1", RELOAD, IMPL),
 	P_BOOL(log_stats, "1", RELOAD, IMPL),
 	P_STR(logfile, "", RELOAD, IMPL),
+	P_STR(login_notify_message, "", RELOAD, IMPL),	/* PgBouncer 1.26 */
 	P_INT(max_client_conn, "100", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_db_client_connections, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(max_db_connections, "0", RELOAD, IMPL, 0, INT_MAX),
@@ -167,7 +168,7 @@ static const struct param_def params[] = {
 	P_BOOL(so_reuseport, "0", RESTART, IMPL),
 	P_TIME(stats_period, "60", RELOAD, IMPL),
 	P_STR(stats_users, "", RELOAD, IMPL),
-	P_TIME(suspend_timeout, "10", RELOAD, IMPL),
+	P_TIME(suspend_timeout, "10", RELOAD, IMPL),	/* no effect: SUSPEND is gone (PgBouncer 1.26); kept so configs load */
 	P_BOOL(syslog, "0", RELOAD, IMPL),
 	P_STR(syslog_facility, "daemon", RELOAD, IMPL),
 	P_STR(syslog_ident, "pgbouncer", RELOAD, IMPL),
@@ -532,6 +533,7 @@ struct db_config *config_db_new(const char *name)
 	db->max_db_connections = -1;
 	db->max_db_client_connections = -1;
 	db->server_lifetime = -1;
+	db->query_wait_timeout = -1;
 	db->load_balance_hosts = -1;
 	db->origin = xstrdup("");
 	return db;
@@ -570,6 +572,7 @@ static struct user_config *user_new(const char *name)
 	u->max_user_connections = -1;
 	u->max_user_client_connections = -1;
 	u->query_timeout = -1;
+	u->query_wait_timeout = -1;
 	u->idle_transaction_timeout = -1;
 	u->client_idle_timeout = -1;
 	u->transaction_timeout = -1;
@@ -756,6 +759,16 @@ static int cstr_time(const char *key, const char *val, usec_t *out, char *errbuf
 	return 0;
 }
 
+/* A per-database or per-user override: a time, or -1 for "not set" (PgBouncer 1.26's query_wait_timeout). */
+static int cstr_time_or_unset(const char *key, const char *val, usec_t *out, char *errbuf, size_t errsize)
+{
+	if (strcmp(val, "-1") == 0) {
+		*out = -1;
+		return 0;
+	}
+	return cstr_time(key, val, out, errbuf, errsize);
+}
+
 static int cstr_enum(const char *key, const char *val, const char *const *names, int *out,
 		     char *errbuf, size_t errsize)
 {
@@ -798,6 +811,8 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_int(key, val, 1, 65535, &db->port, errbuf, errsize);
 	if (strcmp(key, "server_lifetime") == 0)
 		return cstr_time(key, val, &db->server_lifetime, errbuf, errsize);
+	if (strcmp(key, "query_wait_timeout") == 0)
+		return cstr_time_or_unset(key, val, &db->query_wait_timeout, errbuf, errsize);
 	if (strcmp(key, "pool_mode") == 0)
 		return cstr_enum(key, val, pool_mode_names, &db->pool_mode, errbuf, errsize);
 	if (strcmp(key, "load_balance_hosts") == 0)
@@ -820,6 +835,8 @@ static int user_set_key(struct user_config *u, const char *key, const char *val,
 		return cstr_int(key, val, 0, INT_MAX, &u->max_user_client_connections, errbuf, errsize);
 	if (strcmp(key, "query_timeout") == 0)
 		return cstr_time(key, val, &u->query_timeout, errbuf, errsize);
+	if (strcmp(key, "query_wait_timeout") == 0)
+		return cstr_time_or_unset(key, val, &u->query_wait_timeout, errbuf, errsize);
 	if (strcmp(key, "idle_transaction_timeout") == 0)
 		return cstr_time(key, val, &u->idle_transaction_timeout, errbuf, errsize);
 	if (strcmp(key, "client_idle_timeout") == 0)

@@ -49,6 +49,17 @@ static usec_t user_timeout(const struct client *client, usec_t global, size_t us
 
 #define USER_TIMEOUT(client, field) user_timeout((client), pgv.cfg->field, offsetof(struct user_config, field))
 
+/* query_wait_timeout as PgBouncer 1.26: the login user's, else the database's, else the global one. */
+static usec_t query_wait_timeout(const struct client *client)
+{
+	const struct user_config *uc = config_find_user(pgv.cfg, client_user_name(client));
+	if (uc && uc->query_wait_timeout >= 0)
+		return uc->query_wait_timeout;
+	if (client->pool->db->cfg->query_wait_timeout >= 0)
+		return client->pool->db->cfg->query_wait_timeout;
+	return pgv.cfg->query_wait_timeout;
+}
+
 static void check_login_clients(usec_t now)
 {
 	usec_t timeout = pgv.cfg->client_login_timeout;
@@ -73,19 +84,43 @@ static void notify_queued(struct client *client)
 	netbuf_send(&client->nb, b.buf, b.len);
 }
 
-static void check_waiting(struct pool *pool, usec_t now)
+/*
+ * As PgBouncer: a client waiting for a server (one still connecting, or
+ * one to be freed) is cut by query_timeout, then by query_wait_timeout.
+ * The reason it was closed with, or NULL.
+ */
+static const char *wait_expired(const struct client *client, usec_t now)
+{
+	usec_t waited = now - client->request_time;
+	usec_t wait_timeout = query_wait_timeout(client);
+	if (pgv.cfg->query_timeout > 0 && waited >= pgv.cfg->query_timeout)
+		return "query_timeout";
+	if (wait_timeout > 0 && waited >= wait_timeout)
+		return "query_wait_timeout";
+	return NULL;
+}
+
+/*
+ * Queued clients: a per-user or per-database query_wait_timeout makes the
+ * queue's order differ from its deadlines' order, so the whole queue is
+ * looked at then; otherwise the scan stops at the first client younger
+ * than every limit.
+ */
+static void check_waiting(struct pool *pool, usec_t now, bool overrides)
 {
 	const struct config *cfg = pgv.cfg;
 	struct list_node *n, *next;
+	const char *why;
 
-	/* Logins waiting for their first server: client_login_timeout, and query_wait_timeout as PgBouncer. */
-	while ((n = list_first(&pool->welcome_clients))) {
+	/* Logins waiting for their first server: client_login_timeout, and the waits' limits as PgBouncer. */
+	for (n = list_first(&pool->welcome_clients); n && n != &pool->welcome_clients.head; n = next) {
+		next = n->next;
 		struct client *client = container_of(n, struct client, node);
 		if (cfg->client_login_timeout > 0 && now - client->connect_time >= cfg->client_login_timeout)
 			client_close(client, "08P01", "client_login_timeout (server down)");
-		else if (cfg->query_wait_timeout > 0 && now - client->request_time >= cfg->query_wait_timeout)
-			client_close(client, "08P01", "query_wait_timeout");
-		else
+		else if ((why = wait_expired(client, now)))
+			client_close(client, "08P01", why);
+		else if (!overrides)
 			break;
 	}
 	/* SHUTDOWN WAIT_FOR_SERVERS: queued clients will not get a server any more (as PgBouncer, here). */
@@ -98,8 +133,8 @@ static void check_waiting(struct pool *pool, usec_t now)
 		next = n->next;
 		struct client *client = container_of(n, struct client, node);
 		usec_t waited = now - client->request_time;
-		if (cfg->query_wait_timeout > 0 && waited >= cfg->query_wait_timeout) {
-			client_close(client, "08P01", "query_wait_timeout");
+		if ((why = wait_expired(client, now))) {
+			client_close(client, "08P01", why);
 			continue;
 		}
 		if (cfg->query_wait_notify > 0 && waited >= cfg->query_wait_notify) {
@@ -109,8 +144,21 @@ static void check_waiting(struct pool *pool, usec_t now)
 			}
 			continue;
 		}
-		break;	/* younger than both limits: so are the rest */
+		if (!overrides)
+			break;	/* younger than both limits: so are the rest */
 	}
+}
+
+/* Whether some [users] or [databases] entry sets its own query_wait_timeout. */
+static bool wait_timeout_overridden(void)
+{
+	for (const struct user_config *uc = pgv.cfg->users; uc; uc = uc->next)
+		if (uc->query_wait_timeout >= 0)
+			return true;
+	for (const struct db_config *dc = pgv.cfg->databases; dc; dc = dc->next)
+		if (dc->query_wait_timeout >= 0)
+			return true;
+	return false;
 }
 
 /* Whether a [users] entry sets its own client_idle_timeout (then idle order is not timeout order). */
@@ -240,10 +288,12 @@ static void roll_stats(usec_t now)
 		struct stats_averages a;
 		stats_period_averages(&db->stats, &a);
 		log_info("[%s] stats: %llu xacts/s, %llu queries/s, %llu client parses/s, %llu server parses/s, "
-			 "%llu binds/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, wait %llu us",
+			 "%llu binds/s, %llu client logins/s, in %llu B/s, out %llu B/s, xact %llu us, query %llu us, "
+			 "wait %llu us",
 			 db->name, (unsigned long long)a.xact_count, (unsigned long long)a.query_count,
 			 (unsigned long long)a.client_parse_count, (unsigned long long)a.server_parse_count,
-			 (unsigned long long)a.bind_count, (unsigned long long)a.bytes_received,
+			 (unsigned long long)a.bind_count, (unsigned long long)a.client_login_count,
+			 (unsigned long long)a.bytes_received,
 			 (unsigned long long)a.bytes_sent, (unsigned long long)a.xact_time,
 			 (unsigned long long)a.query_time, (unsigned long long)a.wait_time);
 	}
@@ -261,12 +311,13 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
 	peer_expire_requests(now);
 	bool users_override_idle = users_override_idle_timeout();
+	bool wait_overridden = wait_timeout_overridden();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		pool_keep_forced_user_pool(db);
 		list_for_each(ppos, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
-			check_waiting(pool, now);
+			check_waiting(pool, now, wait_overridden);
 			check_idle_clients(pool, now, users_override_idle);
 			check_active_servers(pool, now);
 			check_servers(pool, now);

@@ -344,20 +344,6 @@ int listener_start(void)
 	return 0;
 }
 
-void listener_pause(void)
-{
-	for (int i = 0; i < lst.count; i++)
-		event_del(lst.list[i].ev);
-	if (lst.resume_timer)
-		event_del(lst.resume_timer);
-}
-
-void listener_resume(void)
-{
-	for (int i = 0; i < lst.count; i++)
-		event_add(lst.list[i].ev, NULL);
-}
-
 void listener_close_tcp(void)
 {
 	int kept = 0;
@@ -371,8 +357,7 @@ void listener_close_tcp(void)
 		 * socket that closes: take it in first (a rolling restart must
 		 * not fail the clients that came just before).
 		 */
-		if (!pgv.suspended)
-			accept_some(&lst.list[i], DRAIN_MAX);
+		accept_some(&lst.list[i], DRAIN_MAX);
 		event_free(lst.list[i].ev);
 		close(lst.list[i].fd);
 	}

@@ -101,6 +101,7 @@ static const struct family families[] = {
 	C("pgbouncer_stats_server_parses_total",
 	  "Total number of prepared statement Parse messages sent by pgbouncer to PostgreSQL"),
 	C("pgbouncer_stats_binds_total", "Total number of prepared statements readied for execution with a Bind message"),
+	C("pgbouncer_stats_client_logins_total", "Total number of successful client logins"),
 	/* pgvalve's own */
 	H("pgvalve_query_duration_seconds", "Query time on a server per database (first message to ReadyForQuery)"),
 	H("pgvalve_transaction_duration_seconds", "Transaction time on a server per database"),
@@ -352,6 +353,7 @@ static void collect_stats(struct metrics_set *set, const struct db *db)
 		{ "pgbouncer_stats_client_parses_total", (double)t->client_parse_count },
 		{ "pgbouncer_stats_server_parses_total", (double)t->server_parse_count },
 		{ "pgbouncer_stats_binds_total", (double)t->bind_count },
+		{ "pgbouncer_stats_client_logins_total", (double)t->client_login_count },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++)
 		metrics_add(set, c[i].name, METRICS_PART_VALUE, lb, c[i].v);

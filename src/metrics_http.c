@@ -161,7 +161,7 @@ static bool authorized(struct evhttp_request *req)
 
 static bool serving(void)
 {
-	return !pgv.paused_all && !pgv.suspended && !pgv.shutting_down && pgv.shutdown_mode == SHUTDOWN_NONE;
+	return !pgv.paused_all && !pgv.shutting_down && pgv.shutdown_mode == SHUTDOWN_NONE;
 }
 
 static void serve_metrics(struct evhttp_request *req)
@@ -197,7 +197,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		if (serving())
 			reply_text(req, HTTP_OK, "OK", "OK");
 		else
-			reply_text(req, 503, "Service Unavailable", pgv.paused_all || pgv.suspended ? "paused" : "shutting down");
+			reply_text(req, 503, "Service Unavailable", pgv.paused_all ? "paused" : "shutting down");
 		return;
 	}
 	if (strcmp(path, "/metrics") == 0) {

@@ -88,7 +88,6 @@ static struct {
 	uint32_t buf_size;
 	uint32_t queue_limit;
 	int loopcnt;		/* sbuf_loopcnt: buffers read per wake-up before others get a turn */
-	bool suspended;		/* SUSPEND: nothing is read */
 	struct iobuf *free_list;
 	uint32_t free_count;
 	uint32_t used_count;
@@ -144,19 +143,6 @@ void netbuf_global_init(struct event_base *base, uint32_t buf_size)
 	nbg.queue_limit = MAX(nbg.buf_size * 4, 64 * 1024);
 	if (!nbg.run_ev)
 		nbg.run_ev = event_new(base, -1, 0, run_queue_cb, NULL);
-}
-
-void netbuf_set_suspended(bool suspended)
-{
-	nbg.suspended = suspended;
-}
-
-void netbuf_refresh(struct netbuf *nb)
-{
-	nb->read_fired_paused = false;
-	sync_events(nb);
-	if (nb_in(nb) && nb->io->in->end > nb->io->in->pos)
-		runq_add(nb, RUN_PROCESS);
 }
 
 void netbuf_set_loopcnt(int loopcnt)
@@ -341,7 +327,7 @@ static void sync_events(struct netbuf *nb)
 	} else if (nb->tls_handshaking) {
 		want = nb->io->tls_want;
 	} else {
-		bool stopped = nb->paused || nb->blocked || (nbg.suspended && !nb->never_suspend);
+		bool stopped = nb->paused || nb->blocked;
 		if (!stopped)
 			want |= EV_READ;
 		else if ((nb->ev_registered & EV_READ) && !nb->read_fired_paused)
@@ -1057,7 +1043,7 @@ int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
 
 void netbuf_read_now(struct netbuf *nb)
 {
-	if (nb->fd >= 0 && !nb->paused && !nb->blocked && (!nbg.suspended || nb->never_suspend))
+	if (nb->fd >= 0 && !nb->paused && !nb->blocked)
 		read_input(nb);
 }
 
@@ -1104,7 +1090,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 	}
 	if ((what & EV_READ) && nb->fd >= 0) {
-		if (!nb->paused && !nb->blocked && (!nbg.suspended || nb->never_suspend)) {
+		if (!nb->paused && !nb->blocked) {
 			/* Up to sbuf_loopcnt buffers while they come full, then others get a turn. */
 			int rounds = nbg.loopcnt > 0 ? nbg.loopcnt : 1000;
 			for (int i = 0; i < rounds; i++) {
@@ -1149,8 +1135,6 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 			if (nb->fd < 0)
 				continue;
 		}
-		if (nbg.suspended && !nb->never_suspend)
-			continue;	/* refreshed on RESUME */
 		if ((flags & RUN_PROCESS) && !nb->paused && !nb->blocked && nb_in(nb)) {
 			if (!process_input(nb))
 				continue;

@@ -99,11 +99,18 @@ static void close_servers(struct list *l, const char *reason)
 	}
 }
 
-/* Servers of db are replaced: idle ones now, busy ones when released. */
+/*
+ * Servers of db are replaced: idle ones now, busy ones when released. As
+ * in PgBouncer, a login failure cached for server_login_retry is
+ * forgotten: the next client waits for a fresh server login (RECONNECT
+ * after a password was put right, new server TLS settings).
+ */
 static void db_retire_servers(struct db *db, const char *reason)
 {
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
+		pool->last_error[0] = '\0';
+		pool->last_login_failure = 0;
 		struct list *lists[] = { &pool->active_servers, &pool->used_servers, &pool->tested_servers,
 					 &pool->login_servers };
 		for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
@@ -361,10 +368,15 @@ static int pool_reserve_size(const struct pool *pool)
 	return pgv.cfg->reserve_pool_size;
 }
 
+/* min_pool_size of the database, or the global one. */
+static int pool_min_size_of_db(const struct db *db)
+{
+	return db->cfg->min_pool_size >= 0 ? db->cfg->min_pool_size : pgv.cfg->min_pool_size;
+}
+
 int pool_min_size(const struct pool *pool)
 {
-	int v = pool->db->cfg->min_pool_size >= 0 ? pool->db->cfg->min_pool_size : pgv.cfg->min_pool_size;
-	return MIN(v, pool_effective_size(pool));
+	return MIN(pool_min_size_of_db(pool->db), pool_effective_size(pool));
 }
 
 usec_t pool_server_lifetime(const struct pool *pool)
@@ -393,8 +405,7 @@ void pool_keep_min_size(struct pool *pool)
 
 void pool_keep_forced_user_pool(struct db *db)
 {
-	int min = db->cfg->min_pool_size >= 0 ? db->cfg->min_pool_size : pgv.cfg->min_pool_size;
-	if (min > 0 && db->cfg->user[0] && !db->is_admin && !db->removed)
+	if (pool_min_size_of_db(db) > 0 && db->cfg->user[0] && !db->is_admin && !db->removed)
 		pool_get(db, db->cfg->user);
 }
 
@@ -439,7 +450,12 @@ static void launch_kind_servers(struct pool *pool)
 	}
 }
 
-/* Whether a kind's client waiting for room of its own came before the first ordinary waiter. */
+/*
+ * Whether a kind's client waiting for room of its own came before the
+ * first ordinary waiter. Such clients wait in WELCOME (client.h), so the
+ * caller asks only while the pool has some there: every server release
+ * passes here.
+ */
 static bool kind_claims_server(const struct pool *pool)
 {
 	for (int k = 0; k < CLIENT_KINDS; k++) {
@@ -571,6 +587,21 @@ static bool pool_unused(const struct pool *pool)
 	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool->auth_waiters.count;
 }
 
+/* A login still choosing or authenticating holds its pool without being in any of its lists. */
+static bool pool_has_logins(const struct pool *pool)
+{
+	list_for_each(pos, &pgv.login_clients)
+		if (container_of(pos, struct client, node)->pool == pool)
+			return true;
+	return false;
+}
+
+/*
+ * pool_idle_timeout, as PgBouncer 1.26: the time counts from when the pool
+ * was last seen with a client or a server. Never the console's pool, nor a
+ * forced-user pool kept at min_pool_size (it would be made again at the
+ * next tick, over and over while its server cannot be reached).
+ */
 void pool_drop_idle_pools(struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->pool_idle_timeout;
@@ -578,11 +609,15 @@ void pool_drop_idle_pools(struct db *db, usec_t now)
 		return;
 	list_for_each_safe(pos, tmp, &db->pools) {
 		struct pool *pool = container_of(pos, struct pool, node);
-		if (pool_unused(pool) && now - pool->last_used >= timeout) {
-			log_info("pool %s/%s unused for %lld s, freed", db->name, pool->user,
-				 (long long)(timeout / USEC_PER_SEC));
-			pool_destroy(pool);
+		if (!pool_unused(pool) || pool_has_logins(pool)) {
+			pool->last_used = now;
+			continue;
 		}
+		if ((db->cfg->user[0] && pool_min_size(pool) > 0) || now - pool->last_used < timeout)
+			continue;
+		log_info("cleaning up idle pool for user %s on db %s because: pool idle timeout (age= %llds)",
+			 pool->user, db->name, (long long)((now - pool->last_used) / USEC_PER_SEC));
+		pool_destroy(pool);
 	}
 }
 
@@ -810,7 +845,7 @@ void pool_server_ready(struct server *server)
 		server_run_auth_query(server, login->client);
 		return;
 	}
-	if (kind_claims_server(pool)) {
+	if (!list_empty(&pool->welcome_clients) && kind_claims_server(pool)) {
 		/* First in line, a replication client needs this server's room for one of its own. */
 		server_close(server, "evicted for pool_size");
 		return;
@@ -983,6 +1018,25 @@ void pool_client_logged_in(struct client *client)
 	pool_launch_servers(pool);
 }
 
+/*
+ * A logged-in server that will serve the pool's clients again: not one
+ * being retired (close_needed: RECONNECT, new settings), nor a replication
+ * client's own. Servers still logging in do not count, as in PgBouncer.
+ */
+static bool pool_has_usable_server(const struct pool *pool)
+{
+	const struct list *lists[] = { &pool->idle_servers, &pool->active_servers, &pool->used_servers,
+				       &pool->tested_servers };
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+		list_for_each(pos, lists[i]) {
+			const struct server *server = container_of(pos, struct server, node);
+			if (!server->close_needed && !server->replication)
+				return true;
+		}
+	}
+	return false;
+}
+
 void pool_server_login_failed(struct pool *pool, const char *sqlstate, const char *message)
 {
 	pool->last_login_failure = now_usec();
@@ -1004,7 +1058,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	}
 	while ((n = list_first(&pool->auth_waiters)))
 		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
-	if (pooled_server_count(pool) <= 1) {
+	if (!pool_has_usable_server(pool)) {
 		while ((n = list_first(&pool->waiting_clients)))
 			client_close(container_of(n, struct client, node), sqlstate, message);
 	}
@@ -1126,7 +1180,7 @@ struct db *pool_create_admin_db(const char *name)
 static void pool_set_admin_welcome(struct pool *pool)
 {
 	static const char *const params[][2] = {
-		{ "server_version", "1.25.0/pgvalve-" PACKAGE_VERSION },
+		{ "server_version", "1.26.0/pgvalve-" PACKAGE_VERSION },
 		{ "server_encoding", "UTF8" },
 		{ "client_encoding", "UTF8" },
 		{ "DateStyle", "ISO" },

@@ -56,12 +56,12 @@ void scram_cache_init_instance(void)
 /* HMAC-SHA-256(instance secret, label || data). */
 static void keyed_hash(const char *label, const void *data, size_t len, uint8_t out[CRYPTO_SHA256_LEN])
 {
-	uint8_t msg[16 + AUTH_SECRET_MAX];
+	uint8_t msg[16 + 2048];
 	size_t llen = strlen(label) + 1;	/* the NUL separates label and data */
 
 	scram_cache_init_instance();
 	if (len > sizeof(msg) - llen) {
-		/* longer than any user name or password pgvalve keeps: hash it first */
+		/* longer than any user name and most passwords: hash it first (the stack stays small) */
 		uint8_t digest[CRYPTO_SHA256_LEN];
 		crypto_sha256(data, len, digest);
 		keyed_hash(label, digest, sizeof(digest), out);

@@ -106,11 +106,12 @@ void server_set_state(struct server *server, enum server_state state)
  * Host lists (host=a,b,c): each new connection starts at one entry, per
  * load_balance_hosts: round-robin takes the next entry every time,
  * disable keeps the current entry until a connection to it fails. A
- * connect-level failure (the name does not resolve, the connect is
- * refused or unreachable) moves the same connection on at once: first to
- * the name's other addresses, then to the next entries, each tried once.
- * Only when every one failed do the pool's logins fail (server_login_retry
- * then applies).
+ * refused or unreachable connect moves the same connection on at once:
+ * first to the name's other addresses, then to the next entries, each
+ * tried once. A name that does not resolve ends the attempt, as in
+ * PgBouncer 1.26 ("server DNS lookup failed"): the next connection starts
+ * at the next entry. When no entry is left, the pool's clients wait for
+ * the next try (server_login_retry).
  */
 
 static int host_list_count(const char *list)
@@ -193,16 +194,18 @@ static void server_select_host(struct server *server, int idx)
 	server->addrlen = 0;
 }
 
+/* "host (address) port N" for log lines; an IPv6 address in brackets, as PgBouncer prints them. */
 static const char *addr_describe(const struct server *server, char *buf, size_t size)
 {
-	char ip[INET6_ADDRSTRLEN] = "";
+	char ip[INET6_ADDRSTRLEN] = "", shown[INET6_ADDRSTRLEN + 2] = "";
 	sockaddr_ip_text(&server->addr.sa, ip, sizeof(ip), NULL);
+	sockaddr_host_text(&server->addr.sa, shown, sizeof(shown), NULL);
 	if (server->addr.sa.sa_family == AF_UNIX)
 		snprintf(buf, size, "%s", server->addr.un.sun_path);
 	else if (ip[0] && strcmp(ip, server->host) != 0)
-		snprintf(buf, size, "%s (%s) port %d", server->host, ip, server_port(server));
+		snprintf(buf, size, "%s (%s) port %d", server->host, shown, server_port(server));
 	else
-		snprintf(buf, size, "%s port %d", server->host, server_port(server));
+		snprintf(buf, size, "%s port %d", ip[0] ? shown : server->host, server_port(server));
 	return buf;
 }
 
@@ -236,6 +239,15 @@ static bool server_connect_failed(struct server *server, const char *error)
 	return false;
 }
 
+/* The entry's name did not resolve: this attempt ends (PgBouncer 1.26); its clients wait for the next. */
+static void server_dns_failed(struct server *server, const char *error)
+{
+	server_log(LOG_LEVEL_WARNING, server, "%s", error);
+	db_host_failed(server->pool->db, server->host_idx);
+	pool_server_connect_failed(server->pool);
+	server_close(server, "server DNS lookup failed");
+}
+
 /* Starts the socket connect to server->addr; false (err filled) if it failed at once. */
 static bool server_start_socket(struct server *server, char *err, size_t errsize)
 {
@@ -255,13 +267,14 @@ static void server_dns_done(struct dns_waiter *w, const struct dns_addr *addr, c
 {
 	struct server *server = container_of(w, struct server, dns);
 	char err[512];
-	if (addr) {
-		set_resolved_address(server, addr);
-		if (server_start_socket(server, err, sizeof(err)))
-			return;
-		error = err;
+	if (!addr) {
+		server_dns_failed(server, error);
+		return;
 	}
-	if (server_connect_failed(server, error))
+	set_resolved_address(server, addr);
+	if (server_start_socket(server, err, sizeof(err)))
+		return;
+	if (server_connect_failed(server, err))
 		server_try_connect(server);
 }
 
@@ -282,10 +295,12 @@ static bool server_try_connect(struct server *server)
 				server_set_state(server, SV_LOOKUP);
 				return true;
 			}
-			if (st == DNS_DONE) {
-				set_resolved_address(server, &a);
-				r = 1;
+			if (st == DNS_FAILED) {
+				server_dns_failed(server, err);
+				return false;
 			}
+			set_resolved_address(server, &a);
+			r = 1;
 		}
 		if (r == 1 && server_start_socket(server, err, sizeof(err)))
 			return true;
@@ -517,8 +532,13 @@ bool server_is_clean(const struct server *server)
 
 void server_note_client_message(struct server *server, uint8_t type)
 {
-	/* As PgBouncer: a query (and maybe a transaction) is counted when it starts. */
-	if (!server->query_start) {
+	/*
+	 * As PgBouncer: a query (and maybe a transaction) is counted when it
+	 * starts. The late CopyData and CopyDone of a COPY that failed (its
+	 * ReadyForQuery came first) start nothing: PostgreSQL ignores them.
+	 */
+	bool late_copy = server->copy_in && (type == 'd' || type == 'c' || type == 'f');
+	if (!server->query_start && !late_copy) {
 		struct stats *st = &server->pool->db->stats.total;
 		server->query_start = now_usec();
 		st->query_count++;
@@ -529,14 +549,22 @@ void server_note_client_message(struct server *server, uint8_t type)
 	}
 	switch (type) {
 	case 'Q':
+		server->syncs_after_execute = 0;
+		/* fall through */
 	case 'F':
 		server->expect_ready++;
 		break;
 	case 'S':
+		if (server->copy_in)
+			break;	/* PostgreSQL ignores a Sync in COPY FROM STDIN: no ReadyForQuery for it */
 		server->expect_ready++;
 		server->unsynced = false;
+		server->syncs_after_execute++;
 		break;
-	case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+	case 'E':
+		server->syncs_after_execute = 0;
+		/* fall through */
+	case 'P': case 'B': case 'D': case 'C': case 'H':
 		server->unsynced = true;
 		break;
 	case 'c': case 'f':
@@ -778,10 +806,10 @@ static void login_complete(struct server *server)
 	if (pgv.cfg->log_connections) {
 		struct sockaddr_storage local;
 		socklen_t len = sizeof(local);
-		char host[INET6_ADDRSTRLEN] = "unix";
+		char host[INET6_ADDRSTRLEN + 2] = "unix";
 		int port = 0;
 		if (getsockname(server->nb.fd, (struct sockaddr *)&local, &len) == 0)
-			sockaddr_ip_text((struct sockaddr *)&local, host, sizeof(host), &port);
+			sockaddr_host_text((struct sockaddr *)&local, host, sizeof(host), &port);
 		server_log(LOG_LEVEL_INFO, server, "new connection to server (from %s:%d)", host, port);
 	}
 	if (server->replication) {	/* its client's own: never pooled, no connect_query */
@@ -818,7 +846,8 @@ static bool ssl_answer(struct server *server, uint8_t answer)
 			login_failed(server, "08P01", "server sent data after its SSL answer");
 			return false;
 		}
-		if (netbuf_start_tls(&server->nb, tls_new_server_ssl(server->pool->db->cfg->host), false) < 0) {
+		/* verify-full and SNI: the host of the list this connection reached, not the whole list */
+		if (netbuf_start_tls(&server->nb, tls_new_server_ssl(server->host), false) < 0) {
 			login_failed(server, "08006", "could not start TLS with the server");
 			return false;
 		}
@@ -1024,7 +1053,7 @@ static int active_data_row(struct server *server, const struct pkt *pkt)
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))
-		return pkt->len > 64 * 1024 ? (server_close(server, "auth_query row too large"), false) : true;
+		return pkt->len > AUTH_SECRET_MAX + 4096 ? (server_close(server, "auth_query row too large"), false) : true;
 	take_auth_row(server, pkt);
 	return SV_RELAY;
 }
@@ -1043,6 +1072,22 @@ static void relay_to_client(struct server *server, const struct pkt *pkt, bool i
 	}
 	if (server->prep && !internal)
 		relay_call_if(prep_answer_owed, server);
+}
+
+/*
+ * COPY FROM STDIN began. Started by an Execute, the Syncs the client sent
+ * after it reached PostgreSQL in copy mode, which ignores them: no
+ * ReadyForQuery comes for them, and the Execute still waits for the Sync
+ * the client sends after its CopyDone.
+ */
+static void server_copy_in_started(struct server *server)
+{
+	server->copy_in = true;
+	if (server->syncs_after_execute > 0) {
+		server->expect_ready = MAX(server->expect_ready - server->syncs_after_execute, 0);
+		server->syncs_after_execute = 0;
+		server->unsynced = true;
+	}
 }
 
 /* Messages from a server in use: by a client, or by pgvalve's own queries (internal). */
@@ -1085,7 +1130,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		break;
 	case 'G':	/* CopyInResponse: the client now streams CopyData */
 		if (!internal)
-			server->copy_in = true;
+			server_copy_in_started(server);
 		break;
 	default:
 		break;

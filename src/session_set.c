@@ -327,8 +327,9 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 
 void session_set_note_complete(struct server *server, const char *tag)
 {
-	bool set_tag = strcmp(tag, "SET") == 0 || strcmp(tag, "RESET") == 0 || strcmp(tag, "DISCARD ALL") == 0;
-	if (!set_tag)
+	/* One comparison for the tag that comes most (SELECT): by its first letter. */
+	const char *set_tag = tag[0] == 'S' ? "SET" : tag[0] == 'R' ? "RESET" : tag[0] == 'D' ? "DISCARD ALL" : NULL;
+	if (!set_tag || strcmp(tag, set_tag) != 0)
 		return;
 	if (server->set_pending_count > 0 && server->set_pending[0].replies_before == 0 &&
 	    server->set_pending[0].kind != SESSION_SET_OPAQUE) {

@@ -22,6 +22,11 @@ static struct {
 	bool server_verify_full;
 } tlsg;
 
+/*
+ * OpenSSL's own text for the first error queued, system errors included
+ * ("error:80000002:system library::No such file or directory"), after
+ * PgBouncer 1.26's words for what failed.
+ */
 static void openssl_error(char *errbuf, size_t errsize, const char *what, const char *file)
 {
 	unsigned long e = ERR_get_error();
@@ -93,11 +98,11 @@ static int set_ciphers(SSL_CTX *ctx, const char *ciphers, const char *tls13, cha
 static int load_cert_key(SSL_CTX *ctx, const char *cert, const char *key, char *errbuf, size_t errsize)
 {
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
-		openssl_error(errbuf, errsize, "cannot load certificate", cert);
+		openssl_error(errbuf, errsize, "failed to load certificate file", cert);
 		return -1;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
-		openssl_error(errbuf, errsize, "cannot load private key", key);
+		openssl_error(errbuf, errsize, "failed to load private key file", key);
 		return -1;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
@@ -154,7 +159,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 	}
 	if (cfg->client_tls_ca_file[0]) {
 		if (SSL_CTX_load_verify_locations(ctx, cfg->client_tls_ca_file, NULL) != 1) {
-			openssl_error(errbuf, errsize, "cannot load CA file", cfg->client_tls_ca_file);
+			openssl_error(errbuf, errsize, "failed to load CA file", cfg->client_tls_ca_file);
 			goto fail;
 		}
 		/* A certificate is asked for; verify-* modes (and auth_type cert) require one. */
@@ -189,12 +194,13 @@ static SSL_CTX *build_server_ctx(const struct config *cfg, char *errbuf, size_t 
 	    load_cert_key(ctx, cfg->server_tls_cert_file, cfg->server_tls_key_file, errbuf, errsize) < 0)
 		goto fail;
 	if (cfg->server_tls_sslmode >= TLS_SSLMODE_VERIFY_CA) {
-		if (!cfg->server_tls_ca_file[0]) {
-			snprintf(errbuf, errsize, "server_tls_sslmode verify-ca/verify-full needs server_tls_ca_file");
+		/* Without server_tls_ca_file the system's CA store, as PgBouncer (and libpq's sslrootcert=system). */
+		if (!cfg->server_tls_ca_file[0] && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			openssl_error(errbuf, errsize, "failed to load the system CA store", NULL);
 			goto fail;
 		}
-		if (SSL_CTX_load_verify_locations(ctx, cfg->server_tls_ca_file, NULL) != 1) {
-			openssl_error(errbuf, errsize, "cannot load CA file", cfg->server_tls_ca_file);
+		if (cfg->server_tls_ca_file[0] && SSL_CTX_load_verify_locations(ctx, cfg->server_tls_ca_file, NULL) != 1) {
+			openssl_error(errbuf, errsize, "failed to load CA file", cfg->server_tls_ca_file);
 			goto fail;
 		}
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -214,13 +220,13 @@ int tls_configure(const struct config *cfg, char *errbuf, size_t errsize)
 	SSL_CTX *cctx = build_client_ctx(cfg, &ready, err, sizeof(err));
 	if (cfg->client_tls_sslmode != TLS_SSLMODE_DISABLE && !cctx) {
 		snprintf(errbuf, errsize, "client TLS: %s", err);
-		log_error("%s; keeping the previous TLS configuration", errbuf);
+		log_error("TLS setup failed: %s; keeping the previous TLS configuration", err);	/* 1.26's words */
 		return -1;
 	}
 	SSL_CTX *sctx = build_server_ctx(cfg, err, sizeof(err));
 	if (cfg->server_tls_sslmode != TLS_SSLMODE_DISABLE && !sctx) {
 		snprintf(errbuf, errsize, "server TLS: %s", err);
-		log_error("%s; keeping the previous TLS configuration", errbuf);
+		log_error("TLS setup failed: %s; keeping the previous TLS configuration", err);
 		SSL_CTX_free(cctx);
 		return -1;
 	}

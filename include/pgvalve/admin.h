@@ -32,7 +32,7 @@ bool admin_check_access(struct client *client);
 bool admin_handle_packet(struct client *client, const struct pkt *pkt);
 /* Janitor tick: finishes PAUSE / WAIT_CLOSE / SHUTDOWN waits whose condition now holds. */
 void admin_check_waits(void);
-/* A console client is going away (RESUME if it had suspended everything). */
+/* A console client is going away: its wait ends. */
 void admin_client_closing(struct client *client);
 /* A CancelRequest for a console client: a waiting PAUSE is undone. */
 void admin_cancel_request(struct client *client);

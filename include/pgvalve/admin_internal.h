@@ -6,7 +6,7 @@
  *   admin.c          the session: login and access checks, reading one
  *                    query, parsing it, dispatch to SHOW or a control verb
  *   admin_control.c  the control verbs (RELOAD, PAUSE, ..., SET) in one
- *                    table, the waits PAUSE / WAIT_CLOSE / SUSPEND begin,
+ *                    table, the waits PAUSE / WAIT_CLOSE begin,
  *                    and the console's database object
  *   admin_show.c     the SHOW views in one table, and the parameters
  *                    PgBouncer fakes for drivers (SHOW/SET client_encoding)

@@ -18,7 +18,12 @@
 #include "pgvalve/common.h"
 
 #define AUTH_NAME_MAX 128		/* PgBouncer's MAX_USERNAME (PostgreSQL's own names stop at 63) */
-#define AUTH_SECRET_MAX 2048		/* PgBouncer's MAX_PASSWORD */
+/*
+ * PgBouncer 1.26's MAX_PASSWORD: the longest password (with its NUL) a
+ * PasswordMessage can still carry to PostgreSQL, which refuses an
+ * authentication message longer than 65535 bytes (cloud IAM tokens).
+ */
+#define AUTH_SECRET_MAX 65531
 
 enum secret_type {
 	SECRET_NONE = 0,	/* user listed with an empty secret */
@@ -38,7 +43,7 @@ struct scram_secret {
 struct auth_secret {
 	char user[AUTH_NAME_MAX];
 	enum secret_type type;
-	char secret[AUTH_SECRET_MAX];	/* the text as written in the file */
+	char *secret;			/* the text as written (heap; NULL only in a zeroed struct) */
 	struct scram_secret scram;	/* decoded, when type == SECRET_SCRAM */
 };
 
@@ -62,8 +67,13 @@ const struct auth_secret *auth_store_entry(const struct auth_store *store, size_
  * As PostgreSQL decides: "" is SECRET_NONE; "md5" + exactly 32 lowercase hex
  * digits is SECRET_MD5; anything else not starting with "SCRAM-SHA-256$" is
  * SECRET_PLAIN. Returns false if it claims to be SCRAM but is malformed, or if
- * user/secret do not fit (>= AUTH_NAME_MAX / AUTH_SECRET_MAX bytes).
+ * user/secret do not fit (>= AUTH_NAME_MAX / AUTH_SECRET_MAX bytes); out is
+ * zeroed then. A parsed secret owns a copy of the text: auth_secret_clear().
  */
 bool auth_secret_parse(const char *user, const char *secret, struct auth_secret *out);
+/* A deep copy of src into dst (dst's own text is not freed: clear it first). */
+void auth_secret_copy(struct auth_secret *dst, const struct auth_secret *src);
+/* Wipes and frees the text, and zeroes the struct. */
+void auth_secret_clear(struct auth_secret *s);
 
 #endif

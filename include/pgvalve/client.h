@@ -118,13 +118,20 @@ struct client_kind_ops {
 
 	/* The pool's part: */
 	void (*launch_servers)(struct pool *pool);	/* open the kind's own servers where there is room */
-	bool (*claims_server)(const struct pool *pool);	/* a freed server must close to make that room */
+	/* A freed server must close to make that room: asked only while the pool has clients in WELCOME. */
+	bool (*claims_server)(const struct pool *pool);
 };
 
 /* Start-up: the module behind a kind fills its table once. */
 void client_register_kind(enum client_kind kind, const struct client_kind_ops *ops);
+/* The registered tables, read-only after start-up (read inline: the data path asks per message). */
+extern const struct client_kind_ops *client_kinds[CLIENT_KINDS];
+
 /* A kind's table (NULL if nothing registered it). */
-const struct client_kind_ops *client_kind_ops(enum client_kind kind);
+static inline const struct client_kind_ops *client_kind_ops(enum client_kind kind)
+{
+	return client_kinds[kind];
+}
 
 /* Data needed only while logging in; freed once the client is ACTIVE. */
 struct client_login {
@@ -193,7 +200,6 @@ struct client {
 	bool admin_superuser : 1;	/* user pgbouncer over the Unix socket, same OS user */
 	bool shown_as_admin_user : 1;	/* auth_type any on the console: listed as user pgbouncer */
 	bool admin_counted : 1;		/* its one query/transaction is in the admin stats */
-	bool did_suspend : 1;		/* issued SUSPEND: its going away resumes */
 	bool counted_in_db : 1;		/* in its db's client_count */
 	bool quiet : 1;			/* a cancel-request connection: no disconnect log line */
 	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */

@@ -23,7 +23,7 @@
  * It names the PgBouncer release whose behaviour pgvalve follows, so
  * tools that look for "PgBouncer x.y.z" in it keep working.
  */
-#define PGVALVE_VERSION_STRING "pgvalve " PACKAGE_VERSION " (PgBouncer 1.25.0 compatible)"
+#define PGVALVE_VERSION_STRING "pgvalve " PACKAGE_VERSION " (PgBouncer 1.26.0 compatible)"
 
 /* Microseconds: every duration and timestamp inside pgvalve uses this unit. */
 typedef int64_t usec_t;

@@ -7,7 +7,7 @@
  * compares and applies it (reload), so a broken file never disturbs the
  * running configuration.
  *
- * One table, config_params(), lists every PgBouncer 1.25 parameter with its
+ * One table, config_params(), lists every PgBouncer 1.26 parameter with its
  * type, default, whether it may change on reload, and whether pgvalve
  * implements it yet. Parsing, SHOW CONFIG and SET are all driven by it.
  *
@@ -96,6 +96,7 @@ struct db_config {
 	int max_db_connections;
 	int max_db_client_connections;
 	usec_t server_lifetime;	/* -1 = global */
+	usec_t query_wait_timeout;	/* -1 = the global one ([users] comes first) */
 	int load_balance_hosts;	/* enum load_balance_hosts, or -1 (PgBouncer: round-robin) */
 	char *connect_query;
 	char *client_encoding;
@@ -115,6 +116,7 @@ struct user_config {
 	int max_user_connections;
 	int max_user_client_connections;
 	usec_t query_timeout;	/* -1 = not set */
+	usec_t query_wait_timeout;	/* -1 = not set: the database's, else the global one */
 	usec_t idle_transaction_timeout;
 	usec_t client_idle_timeout;
 	usec_t transaction_timeout;
@@ -210,6 +212,7 @@ struct config {
 	bool log_pooler_errors;
 	bool log_stats;
 	int verbose;
+	char *login_notify_message;	/* "" = none; else a NOTICE in every login's welcome */
 
 	/* console access */
 	char *admin_users;

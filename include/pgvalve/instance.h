@@ -66,8 +66,6 @@ struct instance {
 	int cli_verbose;		/* -v count */
 	bool shutting_down;
 	bool paused_all;		/* PAUSE without a database name (or SIGUSR1) */
-	bool suspended;			/* SUSPEND: no socket is read, listeners stopped */
-	usec_t suspend_start;
 	enum { SHUTDOWN_NONE, SHUTDOWN_WAIT_FOR_CLIENTS, SHUTDOWN_WAIT_FOR_SERVERS } shutdown_mode;
 	bool shutdown_signalled;	/* a SIGINT or SIGTERM began the shutdown (a second one exits at once) */
 	/* cancel key index: open hash over client BackendKeyData */

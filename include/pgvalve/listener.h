@@ -14,10 +14,6 @@
 void listener_apply_tcp_settings(void);
 /* Opens every configured listener; -1 (logged) if any cannot be opened. */
 int listener_start(void);
-/* Stops accepting (graceful shutdown); sockets stay bound until listener_close(). */
-void listener_pause(void);
-/* Accepts again after listener_pause() (RESUME after SUSPEND). */
-void listener_resume(void);
 /*
  * Graceful shutdown (PgBouncer 1.25): closes the TCP listeners; the Unix
  * socket stays for admins. Connections the kernel had queued are accepted

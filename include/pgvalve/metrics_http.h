@@ -9,7 +9,7 @@
  *                 application/openmetrics-text; with metrics_auth_token
  *                 set, only to "Authorization: Bearer <token>" (or basic
  *                 auth with the token as password); else 401;
- *   GET /health   200 while serving, 503 while paused, suspended or
+ *   GET /health   200 while serving, 503 while paused or
  *                 shutting down (no auth: for load balancers);
  * anything else 404 (405 for a method other than GET and HEAD). With
  * metrics_tls, HTTPS only, with the client side's TLS context (tls.h).

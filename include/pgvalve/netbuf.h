@@ -87,7 +87,6 @@ struct netbuf {
 	bool tls_read_wants_write : 1;	/* SSL_read needs the socket writable */
 	bool tls_write_wants_read : 1;	/* SSL_write needs the socket readable */
 	bool pkt_forward : 1;		/* the rest of the message is forwarded (else skipped) */
-	bool never_suspend : 1;		/* admin consoles keep reading during SUSPEND */
 	struct netbuf *dst;		/* where forwarded bytes go */
 	struct netbuf_io *io;		/* NULL when it has no buffer, queue, feeder, blocked source or TLS */
 };
@@ -95,12 +94,6 @@ struct netbuf {
 /* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */
 void netbuf_global_init(struct event_base *base, uint32_t buf_size);
 void netbuf_set_loopcnt(int loopcnt);
-/*
- * SUSPEND: no netbuf reads (except never_suspend ones) until resumed. A
- * socket notices at its next event; netbuf_refresh() re-arms one after.
- */
-void netbuf_set_suspended(bool suspended);
-void netbuf_refresh(struct netbuf *nb);
 void netbuf_global_cleanup(void);
 /* Buffers held in the free list and in use, for SHOW MEM. */
 void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size);

@@ -17,6 +17,8 @@
 #define PROTO_GSSENC_REQUEST	80877104
 #define PROTO_STARTUP_MAX	10000		/* PostgreSQL's MAX_STARTUP_PACKET_LENGTH */
 #define PROTO_HEADER_LEN	5		/* type byte + int32 length */
+/* The longest password or SASL message of a login: PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH, and the type byte. */
+#define PROTO_AUTH_MSG_MAX	(65535 + 1)
 #define PROTO_STARTUP_HEADER_LEN 8		/* int32 length + int32 code */
 
 /* Authentication request codes (the int32 after 'R'). */

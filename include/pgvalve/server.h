@@ -74,7 +74,8 @@ struct server {
 	usec_t last_used;
 	int expect_ready;		/* ReadyForQuery still owed (one per Query/Sync/FunctionCall) */
 	bool unsynced;			/* extended-protocol messages sent since the last Sync */
-	bool copy_in;			/* COPY FROM STDIN in progress */
+	bool copy_in;			/* COPY FROM STDIN in progress: until the client's CopyDone or CopyFail */
+	int syncs_after_execute;	/* Syncs since the client's last Execute (or Query): swallowed if it starts a COPY */
 	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */
 	bool close_needed;		/* close instead of reuse when released */
 	bool dirty;			/* released in an unknown protocol state: never reused */

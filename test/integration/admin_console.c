@@ -2,7 +2,7 @@
  * admin_console.c - what the admin console's two test binaries
  * (test_admin_show, test_admin_control) share: the users and connections
  * they log in with, running console commands and checking their tags and
- * errors, reading SHOW results, waiting on queries a PAUSE or SUSPEND holds,
+ * errors, reading SHOW results, waiting on queries a PAUSE holds,
  * and capturing notices. Every function fails the running Check test
  * itself when what it expects does not hold.
  */

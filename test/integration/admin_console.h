@@ -55,7 +55,7 @@ const char *show_value(PGconn *a, const char *cmd, const char *key_col, const ch
 const char *config_value(PGconn *a, const char *key);
 const char *state_value(PGconn *a, const char *key);
 
-/* ---------------------------------------------------------------- queries a PAUSE or SUSPEND holds */
+/* ---------------------------------------------------------------- queries a PAUSE holds */
 
 PGresult *result_within(PGconn *c, int ms, const char *what);
 void send_query(PGconn *c, const char *sql);

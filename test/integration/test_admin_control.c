@@ -2,7 +2,7 @@
  * test_admin_control.c - end-to-end tests of the admin console's control
  * commands against PgBouncer 1.25's behaviour: PAUSE/RESUME,
  * DISABLE/ENABLE, KILL, RECONNECT, KILL_CLIENT, WAIT_CLOSE, SET, SHUTDOWN,
- * SUSPEND, the signals that mirror them, and online reload under load
+ * the signals that mirror them, and online reload under load
  * (SIGHUP and RELOAD), including a broken config. The session and the
  * SHOW views are test_admin_show.c's.
  *
@@ -129,50 +129,6 @@ START_TEST(pause_waits_for_servers_resume_releases)
 	PQfinish(h);
 	PQfinish(n);
 	PQfinish(a2);
-	PQfinish(a);
-	pgv_stop(&p);
-}
-END_TEST
-
-/*
- * SUSPEND: answered once every buffer is flushed; nothing is read from
- * clients or servers until RESUME (the console stays usable); a stats user
- * may not; an argument is a syntax error; the admin that suspended going
- * away resumes.
- */
-START_TEST(suspend_and_resume)
-{
-	struct pgv p;
-	pgv_start(&p, TXN "default_pool_size = 2\nsuspend_timeout = 2\n", std_databases(), userlist());
-	PGconn *a = admin_conn(&p), *a2 = admin_conn(&p), *s = stats_conn(&p);
-	PGconn *n = client_conn(&p);
-	ck_assert_str_eq(query_value(n, "SELECT 'before'"), "before");
-
-	admin_invalid(a, "SUSPEND now");
-	admin_err(s, "SUSPEND", "08P01", "admin access needed");
-	admin_ok(a, "SUSPEND", "SUSPEND");
-	ck_assert_str_eq(state_value(a2, "suspended"), "yes");
-	ck_assert_str_eq(state_value(a2, "active"), "no");
-	ck_assert(pgv_log_contains(&p, "SUSPEND command issued"));
-	admin_err(a, "SUSPEND", "08P01", "already suspended/paused");
-
-	/* a client's query is not even read while suspended */
-	send_query(n, "SELECT 'during'");
-	still_waiting(n, 800, "query during SUSPEND");
-	admin_ok(a, "RESUME", "RESUME");
-	expect_async_value(n, 3000, "query after RESUME", "during");
-	ck_assert_str_eq(state_value(a2, "suspended"), "no");
-
-	/* the suspending admin disconnecting resumes as well */
-	admin_ok(a2, "SUSPEND", "SUSPEND");
-	send_query(n, "SELECT 'after admin left'");
-	still_waiting(n, 500, "query during the second SUSPEND");
-	PQfinish(a2);
-	expect_async_value(n, 3000, "query after the suspending admin left", "after admin left");
-	ck_assert(pgv_log_contains(&p, "admin disappeared when suspended, doing RESUME"));
-	ck_assert_str_eq(state_value(a, "suspended"), "no");
-	PQfinish(n);
-	PQfinish(s);
 	PQfinish(a);
 	pgv_stop(&p);
 }
@@ -969,7 +925,6 @@ static Suite *admin_control_suite(void)
 	tc = pgv_tcase_create("control", 30);
 	tcase_add_test(tc, pause_waits_for_servers_resume_releases);
 	tcase_add_test(tc, pause_one_database);
-	tcase_add_test(tc, suspend_and_resume);
 	tcase_add_test(tc, disable_enable);
 	tcase_add_test(tc, kill_database);
 	tcase_add_test(tc, reconnect_and_wait_close);

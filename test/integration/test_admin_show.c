@@ -161,25 +161,26 @@ static const struct colspec stats_cols[] = {
 	{ "total_query_count", OID_NUMERIC }, { "total_received", OID_NUMERIC }, { "total_sent", OID_NUMERIC },
 	{ "total_xact_time", OID_NUMERIC }, { "total_query_time", OID_NUMERIC }, { "total_wait_time", OID_NUMERIC },
 	{ "total_client_parse_count", OID_NUMERIC }, { "total_server_parse_count", OID_NUMERIC },
-	{ "total_bind_count", OID_NUMERIC },
+	{ "total_bind_count", OID_NUMERIC }, { "total_client_login_count", OID_NUMERIC },
 	{ "avg_server_assignment_count", OID_NUMERIC }, { "avg_xact_count", OID_NUMERIC },
 	{ "avg_query_count", OID_NUMERIC }, { "avg_recv", OID_NUMERIC }, { "avg_sent", OID_NUMERIC },
 	{ "avg_xact_time", OID_NUMERIC }, { "avg_query_time", OID_NUMERIC }, { "avg_wait_time", OID_NUMERIC },
 	{ "avg_client_parse_count", OID_NUMERIC }, { "avg_server_parse_count", OID_NUMERIC },
-	{ "avg_bind_count", OID_NUMERIC },
+	{ "avg_bind_count", OID_NUMERIC }, { "avg_client_login_count", OID_NUMERIC },
 };
 static const struct colspec stats_totals_cols[] = {
 	{ "database", OID_TEXT }, { "server_assignment_count", OID_NUMERIC }, { "xact_count", OID_NUMERIC },
 	{ "query_count", OID_NUMERIC }, { "bytes_received", OID_NUMERIC }, { "bytes_sent", OID_NUMERIC },
 	{ "xact_time", OID_NUMERIC }, { "query_time", OID_NUMERIC }, { "wait_time", OID_NUMERIC },
 	{ "client_parse_count", OID_NUMERIC }, { "server_parse_count", OID_NUMERIC }, { "bind_count", OID_NUMERIC },
+	{ "client_login_count", OID_NUMERIC },
 };
 static const struct colspec stats_averages_cols[] = {
 	{ "database", OID_TEXT }, { "server_assignment_count", OID_NUMERIC }, { "xact_count", OID_NUMERIC },
 	{ "query_count", OID_NUMERIC }, { "bytes_received", OID_NUMERIC }, { "bytes_sent", OID_NUMERIC },
 	{ "xact_time", OID_NUMERIC }, { "query_time", OID_NUMERIC }, { "wait_time", OID_NUMERIC },
 	{ "avg_client_parse_count", OID_NUMERIC }, { "avg_server_parse_count", OID_NUMERIC },
-	{ "avg_bind_count", OID_NUMERIC },
+	{ "avg_bind_count", OID_NUMERIC }, { "avg_client_login_count", OID_NUMERIC },
 };
 static const struct colspec totals_cols[] = { { "name", OID_TEXT }, { "value", OID_NUMERIC } };
 
@@ -187,9 +188,9 @@ static const char *const totals_rows[] = {
 	"total_server_assignment_count", "total_xact_count", "total_query_count", "total_client_bytes",
 	"total_server_bytes", "total_xact_time", "total_query_time", "total_wait_time",
 	"total_ps_client_parse_count", "total_ps_server_parse_count", "total_ps_bind_count",
-	"avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_client_bytes",
+	"total_client_login_count", "avg_server_assignment_count", "avg_xact_count", "avg_query_count", "avg_client_bytes",
 	"avg_server_bytes", "avg_xact_time", "avg_query_time", "avg_wait_time",
-	"avg_ps_client_parse_count", "avg_ps_server_parse_count", "avg_ps_bind_count",
+	"avg_ps_client_parse_count", "avg_ps_server_parse_count", "avg_ps_bind_count", "avg_client_login_count",
 };
 
 static const char *const lists_rows[] = {
@@ -285,7 +286,7 @@ START_TEST(show_columns_and_types)
 }
 END_TEST
 
-/* SHOW VERSION is the first line of `pgvalve --version`. */
+/* SHOW VERSION is the first line of `pgvalve --version`, which names PgBouncer 1.26.0, as the start-up log does. */
 START_TEST(show_version_matches_binary)
 {
 	struct pgv p;
@@ -298,7 +299,7 @@ START_TEST(show_version_matches_binary)
 	char first[256];
 	snprintf(first, sizeof(first), "%s", read_file_tail(out, 4000));
 	first[strcspn(first, "\n")] = '\0';
-	ck_assert_str_eq(first, "pgvalve 0.1.0 (PgBouncer 1.25.0 compatible)");
+	ck_assert_str_eq(first, "pgvalve 0.1.0 (PgBouncer 1.26.0 compatible)");
 
 	PGconn *a = admin_conn(&p);
 	PGresult *r = show(a, "SHOW VERSION");
@@ -306,6 +307,7 @@ START_TEST(show_version_matches_binary)
 	ck_assert_str_eq(PQgetvalue(r, 0, 0), first);
 	PQclear(r);
 	PQfinish(a);
+	pgv_expect_log(&p, "process up: pgvalve 0.1.0 (PgBouncer 1.26.0 compatible)", 5);
 	pgv_stop(&p);
 }
 END_TEST
@@ -618,7 +620,6 @@ static const char spec_help[] =
 	"\n\tRECONNECT [<db>]"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
-	"\n\tSUSPEND"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
 	"\n\tWAIT_CLOSE [<db>]";
@@ -709,6 +710,7 @@ static const struct config_key spec_config[] = {
 	{ "log_pooler_errors", "1", true },
 	{ "log_stats", "1", true },
 	{ "logfile", "", true },
+	{ "login_notify_message", "", true },	/* PgBouncer 1.26 */
 	{ "max_client_conn", "100", true },
 	{ "max_db_client_connections", "0", true },
 	{ "max_db_connections", "0", true },
@@ -725,8 +727,7 @@ static const struct config_key spec_config[] = {
 	{ "peer_id", "0", true },
 	{ "pidfile", "", false },
 	{ "pkt_buf", "4096", false },
-	/* not in 1.25's table; in PgBouncer's current documentation (issue 6 asks for it) */
-	{ "pool_idle_timeout", "0", true },
+	{ "pool_idle_timeout", "0", true },	/* PgBouncer 1.26 */
 	{ "pool_mode", "session", true },
 	{ "query_timeout", "0", true },
 	{ "query_wait_notify", "5", true },
@@ -1215,7 +1216,7 @@ START_TEST(invalid_commands_keep_console)
 	admin_err(a, "RESUME pgvtest", "08P01", "database pgvtest is not paused");
 	/* quoted names are unquoted */
 	admin_err(a, "PAUSE \"no\"\"such\"", "08P01", "no such database: no\"such");
-	ck_assert_str_eq(query_value(a, "SHOW VERSION"), "pgvalve 0.1.0 (PgBouncer 1.25.0 compatible)");
+	ck_assert_str_eq(query_value(a, "SHOW VERSION"), "pgvalve 0.1.0 (PgBouncer 1.26.0 compatible)");
 	ck_assert(pgv_log_contains(&p, "invalid command 'bogus', use SHOW HELP;"));
 	PQfinish(a);
 	pgv_stop(&p);
@@ -1284,7 +1285,7 @@ START_TEST(spec_console_welcome)
 	pgv_start(&p, ADMIN_CFG, std_databases(), userlist());
 	PGconn *a = admin_conn(&p);
 	const char *v = PQparameterStatus(a, "server_version");
-	ck_assert_msg(v && strncmp(v, "1.25.0/", 7) == 0, "server_version %s", v ? v : "(none)");
+	ck_assert_msg(v && strncmp(v, "1.26.0/", 7) == 0, "server_version %s", v ? v : "(none)");
 	static const char *const want[][2] = {
 		{ "client_encoding", "UTF8" }, { "server_encoding", "UTF8" }, { "standard_conforming_strings", "on" },
 		{ "DateStyle", "ISO" }, { "TimeZone", "GMT" }, { "is_superuser", "on" },

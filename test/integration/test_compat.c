@@ -668,9 +668,17 @@ START_TEST(options_startup_parameter)
 	ck_assert_str_eq(query_value(c, "SHOW DateStyle"), "SQL, MDY");
 	PQfinish(c);
 	pgv_stop(&p);
+	/* "options" ignores the untracked settings; tracked ones still apply, and only -c/-- forms are read (PgBouncer) */
 	pgv_start(&p, "auth_type = md5\nignore_startup_parameters = options\n", std_databases(), userlist());
-	c = connect_with_options(&p, "-c statement_timeout=5s -x");
+	c = connect_with_options(&p, "-c statement_timeout=5s -c TimeZone=Asia/Tokyo");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SHOW statement_timeout"), "0");
+	ck_assert_str_eq(query_value(c, "SHOW TimeZone"), "Asia/Tokyo");
+	PQfinish(c);
+	c = connect_with_options(&p, "-x");
+	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
+	ck_assert_msg(strstr(PQerrorMessage(c), "only '-c config=val' and '--config=val' are allowed"), "%s",
+		      PQerrorMessage(c));
 	PQfinish(c);
 	pgv_stop(&p);
 }
@@ -714,12 +722,12 @@ END_TEST
 
 /* ================================================================ 4: auth_file limits */
 
-/* auth_file secrets up to 2047 bytes and user names up to 127, as PgBouncer's. */
+/* auth_file secrets up to 65,530 bytes (PgBouncer 1.26) and user names up to 127, as PgBouncer's. */
 START_TEST(auth_file_limits)
 {
-	static char pw[2048], user[128], users[8192], dbs[512];
-	memset(pw, 'p', 2047);
-	pw[2047] = '\0';
+	static char pw[65531], user[128], users[65536 + 1024], dbs[512];
+	memset(pw, 'p', 65530);
+	pw[65530] = '\0';
 	memset(user, 'u', 127);
 	user[127] = '\0';
 	snprintf(users, sizeof(users), "\"longpw\" \"%s\"\n\"%s\" \"short\"\n", pw, user);
@@ -728,7 +736,7 @@ START_TEST(auth_file_limits)
 	struct pgv p;
 	pgv_start(&p, "auth_type = md5\n", dbs, users);
 	PGconn *c = pgv_connect(&p, "forced", "longpw", pw);
-	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "2047-byte password: %s", PQerrorMessage(c));
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "65,530-byte password: %s", PQerrorMessage(c));
 	ck_assert_str_eq(query_value(c, "SELECT current_user"), "md5_user");
 	PQfinish(c);
 	c = pgv_connect(&p, "forced", user, "short");

@@ -109,9 +109,11 @@ START_TEST(test_secret_parse_scram_malformed)
 		ck_assert_msg(!auth_secret_parse("u", bad[i], &out), "accepted %s", bad[i]);
 	ck_assert(auth_secret_parse("u", SCRAM_OK, &out));
 	ck_assert_int_eq(out.type, SECRET_SCRAM);
+	auth_secret_clear(&out);
 	/* Something else starting with "SCRAM" is just a password. */
 	ck_assert(auth_secret_parse("u", "SCRAM-SHA-1$x", &out));
 	ck_assert_int_eq(out.type, SECRET_PLAIN);
+	auth_secret_clear(&out);
 }
 END_TEST
 
@@ -160,17 +162,17 @@ END_TEST
 
 START_TEST(test_malformed_skipped)
 {
-	char user63[128], user64[129], secret511[2048], secret512[2049];
-	char text[8192];
-	/* PgBouncer's limits: user names up to 127 bytes, secrets up to 2047 */
+	static char user63[128], user64[129], secret511[AUTH_SECRET_MAX], secret512[AUTH_SECRET_MAX + 1];
+	static char text[2 * AUTH_SECRET_MAX + 4096];
+	/* PgBouncer 1.26's limits: user names up to 127 bytes, secrets up to 65,530 */
 	memset(user63, 'u', 127);
 	user63[127] = '\0';
 	memset(user64, 'v', 128);
 	user64[128] = '\0';
-	memset(secret511, 's', 2047);
-	secret511[2047] = '\0';
-	memset(secret512, 't', 2048);
-	secret512[2048] = '\0';
+	memset(secret511, 's', AUTH_SECRET_MAX - 1);
+	secret511[AUTH_SECRET_MAX - 1] = '\0';
+	memset(secret512, 't', AUTH_SECRET_MAX);
+	secret512[AUTH_SECRET_MAX] = '\0';
 	snprintf(text, sizeof(text),
 		 "\"good1\" \"p1\"\n"
 		 "\"unterminated \"p\"\n"		/* user runs to the end of the line */

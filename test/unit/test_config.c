@@ -227,7 +227,7 @@ START_TEST(test_workers_param)
 }
 END_TEST
 
-/* Every [pgbouncer] parameter of PgBouncer 1.25, then pgvalve's extensions (workers). */
+/* Every [pgbouncer] parameter of PgBouncer 1.26, then pgvalve's extensions (workers). */
 static const char *const pgbouncer_125_params[] = {
 	"admin_users", "application_name_add_host", "auth_dbname", "auth_file", "auth_hba_file",
 	"auth_ident_file", "auth_ldap_options", "auth_query", "auth_type", "auth_user",
@@ -238,7 +238,7 @@ static const char *const pgbouncer_125_params[] = {
 	"dns_nxdomain_ttl", "dns_zone_check_period", "idle_transaction_timeout",
 	"ignore_startup_parameters", "job_name", "listen_addr", "listen_backlog", "listen_port",
 	"log_connections", "log_disconnections", "log_pooler_errors", "log_stats", "logfile",
-	"max_client_conn", "max_db_client_connections", "max_db_connections", "max_packet_size",
+	"login_notify_message", "max_client_conn", "max_db_client_connections", "max_db_connections", "max_packet_size",
 	"max_prepared_statements", "max_user_client_connections", "max_user_connections",
 	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"min_pool_size", "peer_id", "pidfile", "pkt_buf", "pool_idle_timeout", "pool_mode", "query_timeout",
@@ -276,6 +276,7 @@ static const char *const implemented_params[] = {
 	"workers", "track_client_set", "max_prepared_statements",
 	"auth_ldap_options", "conffile", "disable_pqexec", "job_name", "service_name", "unix_socket_group",
 	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
+	"login_notify_message",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -323,7 +324,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 106);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 107);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {

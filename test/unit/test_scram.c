@@ -413,6 +413,7 @@ START_TEST(test_build_secret)
 	scram_secret_from_password(RFC_PASSWORD, 4096, parsed.scram.salt, (size_t)parsed.scram.salt_len, &derived);
 	ck_assert(memcmp(derived.stored_key, parsed.scram.stored_key, 32) == 0);
 	ck_assert(memcmp(derived.server_key, parsed.scram.server_key, 32) == 0);
+	auth_secret_clear(&parsed);
 
 	/* Random salt: two secrets for one password differ. */
 	char out2[256];
@@ -444,6 +445,7 @@ static void rfc_secret(struct scram_secret *out)
 	struct auth_secret parsed;
 	ck_assert(auth_secret_parse("user", RFC_SECRET, &parsed));
 	*out = parsed.scram;
+	auth_secret_clear(&parsed);
 }
 
 START_TEST(test_server_rfc7677)
