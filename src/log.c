@@ -44,16 +44,16 @@ static int syslog_facility_code(const char *name)
 	return LOG_DAEMON;
 }
 
-static int open_logfile(const char *path)
+static int open_logfile(const char *path, bool existing_only)
 {
-	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	return open(path, O_WRONLY | O_APPEND | O_CLOEXEC | (existing_only ? 0 : O_CREAT), 0640);
 }
 
 int log_setup(const struct log_settings *s)
 {
 	int fd = -1;
 	if (s->logfile && s->logfile[0]) {
-		fd = open_logfile(s->logfile);
+		fd = open_logfile(s->logfile, s->existing_only);
 		if (fd < 0)
 			return -1;
 	}
@@ -92,7 +92,7 @@ void log_reopen(void)
 {
 	if (!log_state.path)
 		return;
-	int fd = open_logfile(log_state.path);
+	int fd = open_logfile(log_state.path, false);
 	if (fd < 0) {
 		log_error("cannot reopen logfile \"%s\": %s", log_state.path, strerror(errno));
 		return;

@@ -38,7 +38,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
-#include <openssl/opensslv.h>
+#include <ares.h>
+#include <openssl/crypto.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -65,11 +66,14 @@ static void usage(FILE *out)
 		PGVALVE_VERSION_STRING);
 }
 
+/* PgBouncer's -V lines: the libraries as loaded at run time, and systemd support (sdnotify.c, always built in). */
 static void print_version(void)
 {
 	printf("%s\n", PGVALVE_VERSION_STRING);
 	printf("libevent %s\n", event_get_version());
-	printf("tls: %s\n", OPENSSL_VERSION_TEXT);
+	printf("adns: c-ares %s\n", ares_version(NULL));
+	printf("tls: %s\n", OpenSSL_version(OPENSSL_VERSION));
+	printf("systemd: yes\n");
 }
 
 static void drop_privileges(const char *user)
@@ -219,7 +223,7 @@ static int run_pooler(bool single, unsigned restarts)
 	readiness_start();
 	metrics_http_start();
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
-		 OPENSSL_VERSION_TEXT);
+		 OpenSSL_version(OPENSSL_VERSION));
 	/* Listening: systemd may start what comes After= us (Type=notify). */
 	sdnotify_send_ready();
 	sdnotify_start_status_timer(pgv.base);
@@ -361,6 +365,28 @@ static void become_the_instance(const struct cli *cli, const struct config *cfg)
 		die("could not open logfile %s: %s", cfg->logfile, strerror(errno));
 }
 
+/*
+ * Start-up errors go where the running process logs: stderr (unless -q)
+ * and the logfile, with timestamp and PID. Before the privileges are
+ * dropped, root only appends to a logfile that exists. Without a logfile
+ * (none named yet, or it cannot be opened) stderr it is, -q or not: a
+ * start-up error must be seen somewhere.
+ */
+static void log_open_early(const struct cli *cli, const char *logfile)
+{
+	struct log_settings ls = {
+		.logfile = logfile,
+		.to_stderr = !cli->quiet || !logfile[0],
+		.verbose = cli->verbose,
+		.existing_only = geteuid() == 0,
+	};
+	if (log_setup(&ls) < 0) {
+		ls.logfile = "";
+		ls.to_stderr = true;
+		log_setup(&ls);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct cli cli;
@@ -373,16 +399,16 @@ int main(int argc, char **argv)
 	struct config_error err;
 	struct config *cfg = NULL;
 	if (config_load(cli.config_path, &cfg, &err) < 0) {
-		fprintf(stderr, "FATAL %s\n", err.message);
-		return 1;
+		log_open_early(&cli, err.logfile);
+		die("%s", err.message);
 	}
+	log_open_early(&cli, cfg->logfile);
 	workers_set_command_line(cli.workers);
 	workers_force_options(cfg);
 	int workers = workers_resolve(cfg);
 	if (workers_check_peer_ids(cfg, workers, err.message, sizeof(err.message)) < 0) {
-		fprintf(stderr, "FATAL %s\n", err.message);
 		config_free(cfg);
-		return 1;
+		die("%s", err.message);
 	}
 	pgv.cfg = cfg;
 	pgv.config_path = cli.config_path;

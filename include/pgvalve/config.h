@@ -299,6 +299,7 @@ struct config {
 /* Error details of config_load(): "file:line: message". */
 struct config_error {
 	char message[512];
+	char logfile[1024];	/* the logfile set before the error, if any: start-up errors go there too */
 };
 
 /* Loads path into *out (a new config with defaults for everything not set). */

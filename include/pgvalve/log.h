@@ -29,6 +29,7 @@ struct log_settings {
 	const char *syslog_ident;
 	const char *syslog_facility;
 	int verbose;		/* 0: INFO, 1: DEBUG, 2+: NOISE */
+	bool existing_only;	/* append to the logfile only if it exists (root at start-up: no root-owned new file) */
 };
 
 /* (Re)opens the log destinations. Returns -1 and sets errno if the logfile cannot be opened. */

@@ -658,6 +658,7 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		  const char *const *args, int port)
 {
 	static unsigned seq;
+	static int bind_retries;	/* this start's tries after "Address already in use" */
 	const char *testdir = env_required("PGV_TEST_DIR");
 	const char *binary = env_required("PGV_BINARY");
 	const char *user = runas_user();
@@ -727,6 +728,15 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
 			registry_drop(p->pid);
 			p->pid = 0;
+			/*
+			 * The port picked for it was free a moment ago; on a machine
+			 * shared with other test runs someone may have taken it since.
+			 */
+			if (port <= 0 && bind_retries < 3 && pgv_log_contains(p, "Address already in use")) {
+				bind_retries++;
+				pgv_start_ex(p, pgbouncer_extra, databases, userlist, args, 0);
+				return;
+			}
 			describe_status(status, how, sizeof(how));
 			ck_abort_msg("pgvalve exited during start-up (%s); config %s\n%s",
 				     how, p->ini, pgv_log_tail(p, TAIL_BYTES));
@@ -738,8 +748,10 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		 * unless the test chose its own pidfile.
 		 */
 		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)) &&
-		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid))
+		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid)) {
+			bind_retries = 0;
 			return;
+		}
 		if (now_s() >= deadline) {
 			kill(p->pid, SIGKILL);
 			waitpid(p->pid, &status, 0);
@@ -1607,6 +1619,20 @@ const char *std_userlist(void)
 	return buf;
 }
 
+int pgv_pg_major(void)
+{
+	const char *v = getenv("PGV_TEST_PG_MAJOR");
+
+	return v != NULL ? atoi(v) : 0;
+}
+
+bool pgv_pg_serves_tls(void)
+{
+	const char *v = getenv("PGV_TEST_PG_TLS");
+
+	return v == NULL || strcmp(v, "0") != 0;
+}
+
 TCase *pgv_tcase_create(const char *name, double timeout_s)
 {
 	TCase *tc = tcase_create(name);
@@ -1616,11 +1642,8 @@ TCase *pgv_tcase_create(const char *name, double timeout_s)
 	return tc;
 }
 
-int pgv_run_suite(Suite *s)
+void pgv_ensure_fixture(void)
 {
-	SRunner *sr;
-	int failed;
-
 	if (getenv("PGV_TEST_DIR") == NULL) {
 		/* Not under run.sh: start over under it, with this binary as its argument. */
 		char self[PATH_MAX];
@@ -1628,15 +1651,23 @@ int pgv_run_suite(Suite *s)
 
 		if (n <= 0) {
 			perror("readlink /proc/self/exe");
-			return 99;
+			exit(99);
 		}
 		self[n] = '\0';
 		setenv("abs_top_srcdir", PGV_TEST_SRCDIR, 0);
 		setenv("abs_top_builddir", PGV_TEST_BUILDDIR, 0);
 		execlp("bash", "bash", PGV_TEST_SRCDIR "/test/integration/run.sh", self, (char *)NULL);
 		perror("exec bash " PGV_TEST_SRCDIR "/test/integration/run.sh");
-		return 99;
+		exit(99);
 	}
+}
+
+int pgv_run_suite(Suite *s)
+{
+	SRunner *sr;
+	int failed;
+
+	pgv_ensure_fixture();
 	signal(SIGPIPE, SIG_IGN);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

@@ -252,9 +252,16 @@ const char *read_file_tail(const char *path, size_t bytes);
 /* Runs one query and returns the first column of the first row (static buffer); fails the test on error. */
 const char *query_value(PGconn *conn, const char *sql);
 
+/* PostgreSQL's major version (run.sh's PGV_TEST_PG_MAJOR: 15, 18). */
+int pgv_pg_major(void);
+/* Whether PostgreSQL serves TLS (run.sh's PGV_TEST_PG_TLS; the wheel's 18 does not). */
+bool pgv_pg_serves_tls(void);
+
 /* A TCase with the harness fixture and a timeout in seconds. */
 TCase *pgv_tcase_create(const char *name, double timeout_s);
-/* main() of every integration test binary. */
+/* Not under run.sh (no PGV_TEST_DIR): re-executes this binary under it, with its cluster; else returns. */
+void pgv_ensure_fixture(void);
+/* main() of every integration test binary (pgv_ensure_fixture() first). */
 int pgv_run_suite(Suite *s);
 
 #endif

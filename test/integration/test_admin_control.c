@@ -672,6 +672,37 @@ START_TEST(reload_under_pgbench)
 }
 END_TEST
 
+/* An unknown key (a typo) on reload: refused like any broken line, the running config kept, the log says why. */
+START_TEST(reload_unknown_key_keeps_old)
+{
+	struct pgv p;
+	pgv_start(&p, TXN "default_pool_size = 4\n", std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	char *orig = strdup(read_file_tail(p.ini, 16000));
+	ck_assert_ptr_nonnull(orig);
+	int lines = 0;
+	for (const char *q = orig; *q; q++)
+		lines += *q == '\n';
+	size_t size = strlen(orig) + 128;
+	char *bad = malloc(size);
+	ck_assert_ptr_nonnull(bad);
+	snprintf(bad, size, "%sdefault_pool_size = 6\nmax_client_con = 50\n", orig);
+	write_text(p.ini, bad);
+	pgv_reload(&p);
+	char why[1000];
+	snprintf(why, sizeof(why),
+		 "reload failed, keeping the running configuration: %s:%d: unknown parameter \"max_client_con\" "
+		 "(did you mean max_client_conn?)", p.ini, lines + 2);
+	pgv_expect_log(&p, why, 5);
+	ck_assert(pgv_running(&p));
+	ck_assert_str_eq(config_value(a, "default_pool_size"), "4");
+	free(bad);
+	free(orig);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* A broken config on reload: the old one keeps serving; RELOAD says F0000, the log says file:line. */
 START_TEST(reload_broken_config_keeps_old)
 {
@@ -911,6 +942,7 @@ static Suite *admin_control_suite(void)
 
 	tc = pgv_tcase_create("reload", 30);
 	tcase_add_test(tc, reload_broken_config_keeps_old);
+	tcase_add_test(tc, reload_unknown_key_keeps_old);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("reload_under_load", 75);

@@ -610,6 +610,7 @@ static const char spec_help[] =
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
+	"\n\tSHOW WORKERS"
 	"\n\tSET key = arg"
 	"\n\tRELOAD"
 	"\n\tPAUSE [<db>]"
@@ -644,13 +645,15 @@ START_TEST(show_help_notice)
 	static const char *const lines[] = {
 		"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS", "\n\tPAUSE [<db>]", "\n\tKILL [<db>]",
 		"\n\tKILL_CLIENT <client_id>", "\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS", "\n\tWAIT_CLOSE [<db>]",
+		"\n\tSHOW WORKERS",
 	};
 	for (size_t i = 0; i < ARRAY_LEN(lines); i++)
 		ck_assert_msg(strstr(log.detail, lines[i]), "help lacks '%s':%s", lines[i] + 2, log.detail);
 	/* the console stays usable */
 	ck_assert_str_eq(state_value(a, "active"), "yes");
-	/* and the whole text is PgBouncer 1.25's, less SHOW FDS (fd passing is not offered) */
-	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.25:\n%s", log.detail);
+	/* and the whole text is PgBouncer 1.25's, less SHOW FDS (fd passing is not offered), plus SHOW WORKERS */
+	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.25's + WORKERS:\n%s",
+		      log.detail);
 	PQfinish(a);
 	pgv_stop(&p);
 }

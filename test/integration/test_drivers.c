@@ -10,25 +10,63 @@
 #include "harness.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define DB "pgvtest"
 #define POOL "auth_type = md5\npool_mode = transaction\ndefault_pool_size = 3\nmax_client_conn = 100\n"
 
-/* Installs the drivers (once); fails the test with setup.sh's output if it cannot. */
-static void drivers_setup(const char *outdir)
+/*
+ * setup.sh's output, when it could not install the drivers. main() runs it
+ * once, before the suite: a failure is then one failing test that says why,
+ * not one for each driver test.
+ */
+static char setup_out[PATH_MAX];
+
+/*
+ * Runs setup.sh BUILD with extra "NAME=value" env entries (may be NULL),
+ * its output into out, for 600 s at most; its exit status (-1 if it could
+ * not run). Plain fork and exec: main() runs it outside any Check test,
+ * where the harness's helpers (which assert) cannot be used.
+ */
+static int drivers_setup(const char *build, const char *out, char *const env[])
 {
-	char script[PATH_MAX], dest[PATH_MAX], out[PATH_MAX];
+	char script[PATH_MAX];
 	snprintf(script, sizeof(script), "%s/test/drivers/setup.sh", PGV_TEST_SRCDIR);
-	snprintf(dest, sizeof(dest), "%s", PGV_TEST_BUILDDIR);
-	snprintf(out, sizeof(out), "%s/setup.out", outdir);
-	char *argv[] = { "bash", script, dest, NULL };
-	int rc = run_program(argv, NULL, out, 600);
-	ck_assert_msg(rc == 0, "test/drivers/setup.sh failed (%d):\n%s", rc, read_file_tail(out, 3000));
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(127);
+		for (int i = 0; env && env[i]; i++)
+			putenv(env[i]);
+		execlp("timeout", "timeout", "600", "bash", script, build, (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+START_TEST(drivers_installed)
+{
+	ck_abort_msg("test/drivers/setup.sh could not install the pinned drivers, so the driver matrix did not run:\n%s",
+		     read_file_tail(setup_out, 3000));
+}
+END_TEST
 
 /*
  * Runs one driver script against p with 10 clients; returns its exit
@@ -67,7 +105,6 @@ START_TEST(driver_default_prepares)
 	const struct driver *d = &drivers[_i];
 	struct pgv p;
 	pgv_start(&p, POOL, std_databases(), std_userlist());
-	drivers_setup(p.dir);
 	const char *text;
 	int rc = run_driver(&p, d->interp, d->script, &text);
 	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "%s exited %d:\n%s\n%s", d->script, rc, text,
@@ -84,7 +121,6 @@ START_TEST(drivers_break_without_tracking)
 	const struct driver *d = &drivers[_i];
 	struct pgv p;
 	pgv_start(&p, POOL "max_prepared_statements = 0\n", std_databases(), std_userlist());
-	drivers_setup(p.dir);
 	const char *text;
 	int rc = run_driver(&p, d->interp, d->script, &text);
 	ck_assert_msg(rc != 0 && strstr(text, "FAILED: "), "%s passed without max_prepared_statements:\n%s",
@@ -113,7 +149,6 @@ START_TEST(pipelines_give_the_server_back)
 	const struct driver *d = &pipelined[_i];
 	struct pgv p;
 	pgv_start(&p, POOL, databases_with_one(), std_userlist());
-	drivers_setup(p.dir);
 	const char *text;
 	int rc = run_driver(&p, d->interp, d->script, &text);
 	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "%s exited %d:\n%s\n%s", d->script, rc, text,
@@ -131,7 +166,6 @@ START_TEST(libpq_newest_protocol)
 {
 	struct pgv p;
 	pgv_start(&p, POOL, std_databases(), std_userlist());
-	drivers_setup(p.dir);
 	const char *text;
 	int rc = run_driver(&p, "python", "libpq_protocol.py", &text);
 	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "libpq_protocol.py exited %d:\n%s\n%s", rc, text,
@@ -140,19 +174,93 @@ START_TEST(libpq_newest_protocol)
 }
 END_TEST
 
-static Suite *drivers_suite(void)
+/*
+ * When the package index cannot be used, setup.sh says why in its last
+ * line instead of pip's "No matching distribution": a TLS server whose
+ * certificate no system CA signed, and a port where nothing listens, as
+ * the index (into a fresh directory, pip's own config files ignored).
+ */
+static const struct setup_failure {
+	bool tls;
+	const char *says;
+} setup_failures[] = {
+	{ true, "setup.sh: pip could not install the pinned drivers: TLS certificate verification failed" },
+	{ false, "setup.sh: pip could not install the pinned drivers: no network: the package index cannot be reached" },
+};
+
+/* Until something accepts on 127.0.0.1:port (fails the test after timeout_s). */
+static void wait_listening(int port, double timeout_s)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (double deadline = now_s() + timeout_s; now_s() < deadline; sleep_ms(50)) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fd, 0);
+		int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (rc == 0)
+			return;
+	}
+	ck_abort_msg("nothing listens on 127.0.0.1:%d after %.0f s", port, timeout_s);
+}
+
+START_TEST(setup_failure_says_why)
+{
+	const struct setup_failure *f = &setup_failures[_i];
+	char dir[PATH_MAX - 64], out[PATH_MAX], index_url[128], cert[PATH_MAX], key[PATH_MAX], accept[32];
+	int port = pgv_pick_port();
+	snprintf(dir, sizeof(dir), "%s/setup-fail-%d", getenv("PGV_TEST_DIR"), _i);
+	snprintf(out, sizeof(out), "%s.out", dir);
+	snprintf(index_url, sizeof(index_url), "PIP_INDEX_URL=%s://127.0.0.1:%d/simple", f->tls ? "https" : "http",
+		 port);
+	pid_t server = -1;
+	if (f->tls) {
+		snprintf(cert, sizeof(cert), "%s/server.crt", getenv("PGV_TEST_CERTDIR"));
+		snprintf(key, sizeof(key), "%s/server.key", getenv("PGV_TEST_CERTDIR"));
+		snprintf(accept, sizeof(accept), "127.0.0.1:%d", port);
+		char *argv[] = { "openssl", "s_server", "-quiet", "-www", "-accept", accept, "-cert", cert, "-key", key,
+				 NULL };
+		char log[PATH_MAX];
+		snprintf(log, sizeof(log), "%s.s_server", dir);
+		server = run_program_background(argv, log);
+		ck_assert_int_gt(server, 0);
+		wait_listening(port, 10);
+	}
+	char *env[] = { index_url, "PIP_CONFIG_FILE=/dev/null", "PIP_FIND_LINKS=", "PIP_RETRIES=0", "PIP_TIMEOUT=5",
+			NULL };
+	int rc = drivers_setup(dir, out, env);
+	if (server > 0)
+		stop_program(server);
+	const char *text = read_file_tail(out, 3000);
+	ck_assert_msg(rc != 0 && strstr(text, f->says), "setup.sh exited %d, without \"%s\":\n%s", rc, f->says, text);
+}
+END_TEST
+
+static Suite *drivers_suite(bool installed)
 {
 	Suite *s = suite_create("drivers");
 	TCase *tc = pgv_tcase_create("matrix", 600);
-	tcase_add_loop_test(tc, driver_default_prepares, 0, (int)(sizeof(drivers) / sizeof(drivers[0])));
-	tcase_add_loop_test(tc, drivers_break_without_tracking, 0, (int)(sizeof(drivers) / sizeof(drivers[0])));
-	tcase_add_test(tc, libpq_newest_protocol);
-	tcase_add_loop_test(tc, pipelines_give_the_server_back, 0, (int)(sizeof(pipelined) / sizeof(pipelined[0])));
+	if (installed) {
+		tcase_add_loop_test(tc, driver_default_prepares, 0, (int)(sizeof(drivers) / sizeof(drivers[0])));
+		tcase_add_loop_test(tc, drivers_break_without_tracking, 0,
+				    (int)(sizeof(drivers) / sizeof(drivers[0])));
+		tcase_add_test(tc, libpq_newest_protocol);
+		tcase_add_loop_test(tc, pipelines_give_the_server_back, 0,
+				    (int)(sizeof(pipelined) / sizeof(pipelined[0])));
+	} else {
+		tcase_add_test(tc, drivers_installed);
+	}
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("setup", 60);
+	tcase_add_loop_test(tc, setup_failure_says_why, 0, (int)(sizeof(setup_failures) / sizeof(setup_failures[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
 
 int main(void)
 {
-	return pgv_run_suite(drivers_suite());
+	pgv_ensure_fixture();
+	snprintf(setup_out, sizeof(setup_out), "%s/drivers-setup.out", getenv("PGV_TEST_DIR"));
+	bool installed = drivers_setup(PGV_TEST_BUILDDIR, setup_out, NULL) == 0;
+	return pgv_run_suite(drivers_suite(installed));
 }

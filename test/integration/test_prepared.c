@@ -808,7 +808,7 @@ static Suite *prepared_suite(void)
 	Suite *s = suite_create("prepared");
 	TCase *tc = pgv_tcase_create("protocol", 60);
 	tcase_add_test(tc, many_clients_clashing_names);
-	tcase_add_loop_test(tc, pipelined_batches, 0, 2);
+	tcase_add_loop_test(tc, pipelined_batches, 1, 2);
 	tcase_add_test(tc, describe_after_server_change);
 	tcase_add_test(tc, close_and_reparse);
 	tcase_add_test(tc, lru_eviction);
@@ -826,6 +826,11 @@ static Suite *prepared_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("pgbench", 120);
 	tcase_add_loop_test(tc, pgbench_prepared, 0, 2);
+	suite_add_tcase(s, tc);
+	/* loop 0 goes to servers over TLS: run.sh leaves it out for a PostgreSQL without */
+	tc = pgv_tcase_create("server_tls", 60);
+	tcase_set_tags(tc, "server_tls");
+	tcase_add_loop_test(tc, pipelined_batches, 0, 1);
 	suite_add_tcase(s, tc);
 	return s;
 }

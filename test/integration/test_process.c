@@ -5,6 +5,8 @@
  */
 #include "harness.h"
 
+#include <fnmatch.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,12 @@ START_TEST(version_and_help)
 	char *v[] = { (char *)binary(), "--version", NULL };
 	ck_assert_int_eq(run_pgvalve(v, out), 0);
 	ck_assert_msg(strncmp(read_file_tail(out, 4000), "pgvalve ", 8) == 0, "%s", read_file_tail(out, 4000));
+	/* then the libraries, line by line as PgBouncer's -V */
+	char want[256];
+	snprintf(want, sizeof(want), "\nlibevent 2.*\nadns: c-ares 1.*\ntls: %s\nsystemd: yes\n", OpenSSL_version(OPENSSL_VERSION));
+	const char *v_text = read_file_tail(out, 4000);
+	const char *nl = strchr(v_text, '\n');
+	ck_assert_msg(nl && fnmatch(want, nl, 0) == 0, "-V says:\n%s\nexpected the pattern:%s", v_text, want);
 	char *h[] = { (char *)binary(), "-h", NULL };
 	ck_assert_int_eq(run_pgvalve(h, out), 0);
 	const char *text = read_file_tail(out, 4000);
@@ -56,6 +64,9 @@ START_TEST(bad_config_refuses_to_start)
 		{ "[pgvalve]\ndefault_pool_size = -5\n", ":2:" },
 		{ "[databases]\nx = host='unterminated\n[pgvalve]\n", ":2:" },
 		{ "[pgvalve]\n%include /nonexistent/pgvalve-extra.ini\n", ":2:" },
+		/* a typo stops the start, as in PgBouncer */
+		{ "[pgbouncer]\ndefualt_pool_size = 5\n",
+		  ":2: unknown parameter \"defualt_pool_size\" (did you mean default_pool_size?)" },
 	};
 	char ini[600], out[600];
 	tmp_path(ini, sizeof(ini), "bad.ini");
@@ -77,6 +88,74 @@ START_TEST(bad_config_refuses_to_start)
 	char *args[] = { (char *)binary(), "/nonexistent/pgvalve.ini", NULL };
 	ck_assert_int_eq(run_pgvalve(args, out), 1);
 	ck_assert(strstr(read_file_tail(out, 4000), "/nonexistent/pgvalve.ini") != NULL);
+}
+END_TEST
+
+/* Whether path holds a line "YYYY-MM-DD HH:MM:SS.mmm UTC [pid] FATAL ...needle...". */
+static bool fatal_line_logged(const char *path, const char *needle)
+{
+	char line[2048];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		int y, mo, d, h, mi, sec, ms, pid, n = 0;
+		found = sscanf(line, "%4d-%2d-%2d %2d:%2d:%2d.%3d UTC [%d] FATAL %n", &y, &mo, &d, &h, &mi, &sec, &ms,
+			       &pid, &n) == 8 && n > 0 && pid > 0 && strstr(line + n, needle) != NULL;
+	}
+	fclose(f);
+	return found;
+}
+
+/* An empty logfile the test user owns (as root, start-up errors only append to an existing one). */
+static void make_logfile(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	const char *runas = getenv("PGV_TEST_RUNAS");
+	if (runas && *runas) {
+		char *argv[] = { "chown", (char *)runas, (char *)path, NULL };
+		ck_assert_int_eq(run_program(argv, NULL, "/dev/null", 10), 0);
+	}
+}
+
+/*
+ * Start-up errors go to the logfile too, with timestamp and PID, as every
+ * other line: a config error after the logfile line, and (as root) the
+ * refusal to run as root.
+ */
+START_TEST(startup_errors_in_logfile)
+{
+	char ini[600], out[600], logf[600], text[1400];
+	tmp_path(ini, sizeof(ini), "early.ini");
+	tmp_path(out, sizeof(out), "early.out");
+	tmp_path(logf, sizeof(logf), "early.log");
+	make_logfile(logf);
+	snprintf(text, sizeof(text), "[pgbouncer]\nlogfile = %s\nlisten_port = 1\nmax_client_con = 10\n", logf);
+	FILE *f = fopen(ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(ini, 0644);
+	const char *runas = getenv("PGV_TEST_RUNAS") && *getenv("PGV_TEST_RUNAS") ? getenv("PGV_TEST_RUNAS") : "nobody";
+	char *args[] = { (char *)binary(), "-u", (char *)runas, ini, NULL };
+	ck_assert_int_eq(run_pgvalve(args, out), 1);
+	ck_assert_msg(fatal_line_logged(logf, ":4: unknown parameter \"max_client_con\""), "logfile:\n%s\nstderr:\n%s",
+		      read_file_tail(logf, 2000), read_file_tail(out, 2000));
+	/* and on stderr, in the same format */
+	ck_assert_msg(fatal_line_logged(out, "unknown parameter"), "%s", read_file_tail(out, 2000));
+	if (geteuid() != 0)
+		return;	/* the rest is root's; CI runs as root */
+	snprintf(text, sizeof(text), "[pgbouncer]\nlogfile = %s\nlisten_port = 1\n", logf);
+	f = fopen(ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	char *root_args[] = { (char *)binary(), ini, NULL };
+	ck_assert_int_eq(run_pgvalve(root_args, out), 1);
+	ck_assert_msg(fatal_line_logged(logf, "should not run as root"), "logfile:\n%s", read_file_tail(logf, 2000));
 }
 END_TEST
 
@@ -163,6 +242,8 @@ START_TEST(second_sigterm_exits_now)
 	ck_assert_msg(!pgv_running(&p), "a second SIGTERM did not end pgvalve");
 	PGresult *r = PQexec(c, "SELECT 1");
 	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	/* unlike PgBouncer, which just exits: the client is told why (README, "For PgBouncer users") */
+	ck_assert_msg(strstr(PQerrorMessage(c), "pooler is shutting down"), "%s", PQerrorMessage(c));
 	PQclear(r);
 	PQfinish(c);
 	pgv_stop(&p);
@@ -255,6 +336,7 @@ static Suite *process_suite(void)
 	tcase_add_test(tc, version_and_help);
 	tcase_add_test(tc, bad_config_refuses_to_start);
 	tcase_add_test(tc, refuses_root_without_user);
+	tcase_add_test(tc, startup_errors_in_logfile);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("lifecycle", 30);
 	tcase_add_test(tc, unix_socket_and_pidfile);

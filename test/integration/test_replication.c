@@ -233,6 +233,13 @@ START_TEST(physical_connection)
 }
 END_TEST
 
+/* PostgreSQL's refusal of a walsender to a role without REPLICATION (reworded in 16). */
+static const char *walsender_refused(void)
+{
+	return pgv_pg_major() >= 16 ? "permission denied to start WAL sender" :
+				      "must be superuser or replication role to start walsender";
+}
+
 /*
  * A replication login PostgreSQL refuses fails that client alone, with
  * PostgreSQL's error: not the pool's other clients, and no "server login
@@ -249,8 +256,7 @@ START_TEST(failed_replication_login_alone)
 	 */
 	PGconn *c0 = connect_with(&p, "dbname=fresh user=scram_user password=scram_pass replication=database");
 	ck_assert_int_eq(PQstatus(c0), CONNECTION_BAD);
-	ck_assert_msg(strstr(PQerrorMessage(c0), "must be superuser or replication role to start walsender"), "%s",
-		      PQerrorMessage(c0));
+	ck_assert_msg(strstr(PQerrorMessage(c0), walsender_refused()), "%s", PQerrorMessage(c0));
 	PQfinish(c0);
 	double t0 = now_s();
 	PGconn *fresh = pgv_connect(&p, "fresh", "scram_user", "scram_pass");
@@ -265,8 +271,7 @@ START_TEST(failed_replication_login_alone)
 	/* logical: scram_user lacks REPLICATION */
 	PGconn *c = connect_with(&p, "dbname=" DB " user=scram_user password=scram_pass replication=database");
 	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
-	ck_assert_msg(strstr(PQerrorMessage(c), "must be superuser or replication role to start walsender"), "%s",
-		      PQerrorMessage(c));
+	ck_assert_msg(strstr(PQerrorMessage(c), walsender_refused()), "%s", PQerrorMessage(c));
 	PQfinish(c);
 	/* physical: pg_hba has no replication line for scram_user */
 	c = connect_with(&p, "dbname=replication user=scram_user password=scram_pass replication=true");
@@ -274,7 +279,9 @@ START_TEST(failed_replication_login_alone)
 	ck_assert_msg(strstr(PQerrorMessage(c), "no pg_hba.conf entry for replication connection"), "%s",
 		      PQerrorMessage(c));
 	PQfinish(c);
-	pgv_expect_log(&p, "server login failed: FATAL must be superuser or replication role to start walsender", 5);
+	char line[160];
+	snprintf(line, sizeof(line), "server login failed: FATAL %s", walsender_refused());
+	pgv_expect_log(&p, line, 5);
 
 	/* the pool is fine: its client goes on, a new ordinary login works at once */
 	ck_assert_str_eq(query_value(ordinary, "SELECT 2"), "2");
@@ -581,6 +588,30 @@ START_TEST(logical_subscription_through_pgvalve)
 }
 END_TEST
 
+/*
+ * log_connections: the "login attempt" line is PgBouncer 1.26's, with
+ * replication=no, database (logical) or yes (physical).
+ */
+START_TEST(login_attempt_line)
+{
+	struct pgv p;
+	pgv_start(&p, SETTINGS "log_connections = 1\n", databases(), userlist());
+	PGconn *c = pgv_connect(&p, DB, "scram_user", "scram_pass");
+	PQfinish(c);
+	pgv_expect_log(&p, "login attempt: db=" DB " user=scram_user tls=no replication=no", 5);
+	c = logical(&p, "");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "login attempt: db=" DB " user=repl_user tls=no replication=database", 5);
+	c = connect_with(&p, "dbname=replication user=repl_user password=repl_pass replication=on");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PQfinish(c);
+	pgv_expect_log(&p, "login attempt: db=replication user=repl_user tls=no replication=yes", 5);
+	wait_walsenders(0);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("replication");
@@ -599,6 +630,7 @@ int main(void)
 		{ "pg_basebackup", pg_basebackup_through_pgvalve, 150, 2 },
 		{ "pg_receivewal", pg_receivewal_through_pgvalve, 60, 0 },
 		{ "logical_subscription", logical_subscription_through_pgvalve, 60, 0 },
+		{ "login_attempt_line", login_attempt_line, 30, 0 },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = pgv_tcase_create(tests[i].name, tests[i].timeout);

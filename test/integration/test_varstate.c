@@ -1,7 +1,8 @@
 /*
  * test_varstate.c - session state never crosses clients in transaction
- * mode (issue 14), against a real PostgreSQL 15 with one server shared by
- * every client (default_pool_size = 1): tracked parameters are applied
+ * mode (issue 14), against a real PostgreSQL (15, or 18 from
+ * scripts/test-pg18.sh) with one server shared by every client
+ * (default_pool_size = 1): tracked parameters are applied
  * all or nothing and client_encoding first, a client's bad startup value
  * fails its own login with PostgreSQL's error (and only its login: known
  * values cost no server), every reported parameter follows its client,
@@ -633,6 +634,42 @@ START_TEST(client_set_tracking_off)
 }
 END_TEST
 
+/*
+ * PostgreSQL 18 reports search_path in ParameterStatus (15 does not): the
+ * client sees its own value at login and after its SET, and on the one
+ * shared server each client still runs with its own.
+ */
+START_TEST(reported_search_path_follows_its_client)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	const char *reported = PQparameterStatus(a, "search_path");
+	if (pgv_pg_major() < 18) {
+		ck_assert_msg(reported == NULL, "PostgreSQL %d reported search_path \"%s\"", pgv_pg_major(), reported);
+	} else {
+		ck_assert_msg(reported && strcmp(reported, "\"$user\", public") == 0, "search_path at login: %s",
+			      reported ? reported : "(not reported)");
+	}
+	exec_ok(a, "SET search_path = varstate_rp, public");
+	if (pgv_pg_major() >= 18)
+		ck_assert_str_eq(PQparameterStatus(a, "search_path"), "varstate_rp, public");
+	PGconn *b = connect_ok(&p);
+	expect_value(b, "SHOW search_path", "\"$user\", public");
+	if (pgv_pg_major() >= 18)
+		ck_assert_str_eq(PQparameterStatus(b, "search_path"), "\"$user\", public");
+	expect_value(a, "SHOW search_path", "varstate_rp, public");
+	expect_value(b, "SHOW search_path", "\"$user\", public");
+	if (pgv_pg_major() >= 18) {
+		ck_assert_str_eq(PQparameterStatus(a, "search_path"), "varstate_rp, public");
+		ck_assert_str_eq(PQparameterStatus(b, "search_path"), "\"$user\", public");
+	}
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *varstate_suite(void)
 {
 	Suite *s = suite_create("varstate");
@@ -651,6 +688,7 @@ static Suite *varstate_suite(void)
 	tcase_add_test(tc, client_set_follows_its_client_only);
 	tcase_add_test(tc, unfollowed_set_never_leaks);
 	tcase_add_test(tc, client_set_tracking_off);
+	tcase_add_test(tc, reported_search_path_follows_its_client);
 	suite_add_tcase(s, tc);
 	return s;
 }

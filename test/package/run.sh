@@ -136,8 +136,8 @@ check "/var/log/pgvalve is pgvalve:pgvalve 750" \
 check "/run/pgvalve is pgvalve:pgvalve 755" test "$(owner_mode /run/pgvalve)" = "pgvalve:pgvalve 755"
 check "pgvalve.service is enabled" test -L /etc/systemd/system/multi-user.target.wants/pgvalve.service
 check "pgvalve.socket is not enabled" test ! -e /etc/systemd/system/sockets.target.wants/pgvalve.socket
-check "pgvalve --version names PgBouncer 1.25" \
-	bash -c '/usr/bin/pgvalve --version | head -n 1 | grep -q "PgBouncer 1\.25"'
+check "pgvalve --version names PgBouncer 1.26" \
+	bash -c '/usr/bin/pgvalve --version | head -n 1 | grep -q "PgBouncer 1\.26"'
 
 step "systemd-analyze verify and security of the installed units"
 check "units verify cleanly and rate <= 4.0" "$root/scripts/check-units.sh" /lib/systemd/system /usr/bin/pgvalve
@@ -278,11 +278,11 @@ psql_expect() {
 check "psql through TCP reaches PostgreSQL" \
 	test "$(psql_app "host=127.0.0.1 port=$port dbname=pkgtest user=pkgtest" -c 'SELECT 40 + 2')" = 42
 check "psql through the Unix socket in /run/pgvalve" \
-	test -n "$(psql_app "host=/run/pgvalve port=$port dbname=pgbouncer user=pkgtest" -c 'SHOW VERSION' | grep 'PgBouncer 1.25')"
+	test -n "$(psql_app "host=/run/pgvalve port=$port dbname=pgbouncer user=pkgtest" -c 'SHOW VERSION' | grep 'PgBouncer 1.26')"
 check "logfile /var/log/pgvalve/pgvalve.log is pgvalve:pgvalve 640" \
 	test "$(owner_mode /var/log/pgvalve/pgvalve.log)" = "pgvalve:pgvalve 640"
 check "pidfile /run/pgvalve/pgvalve.pid names it" test "$(cat /run/pgvalve/pgvalve.pid)" = "$pgvalve_pid"
-check "startup log names PgBouncer 1.25" grep -q 'process up: pgvalve .*PgBouncer 1\.25' /var/log/pgvalve/pgvalve.log
+check "startup log names PgBouncer 1.26" grep -q 'process up: pgvalve .*PgBouncer 1\.26' /var/log/pgvalve/pgvalve.log
 
 step "reload (ExecReload: SIGHUP) and log rotation"
 kill -HUP "$pgvalve_pid"
