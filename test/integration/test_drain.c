@@ -510,7 +510,11 @@ static int worker_raw_client(struct pgv *p, int k)
 	unsigned char key[8];
 	struct raw_error err;
 	worker_dir(p, k, dir, sizeof(dir));
-	int fd = raw_connect_unix(dir, p->port);
+	/* a worker (re)started a moment ago may not listen yet, on a loaded machine */
+	int fd = -1;
+	double deadline = now_s() + 10;
+	while ((fd = raw_connect_unix(dir, p->port)) < 0 && now_s() < deadline)
+		sleep_ms(100);
 	ck_assert_msg(fd >= 0, "worker %d's socket in %s", k, dir);
 	int rc = raw_login_fd(fd, DB, "md5_user", "md5_pass", key, &err);
 	ck_assert_msg(rc == 0, "login on worker %d: rc %d %s %s", k, rc, err.sqlstate, err.message);
