@@ -886,7 +886,8 @@ static const char help_text[] =
 	"\n\tKILL_CLIENT <client_id>"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
-	"\n\tWAIT_CLOSE [<db>]";
+	"\n\tWAIT_CLOSE [<db>]"
+	"\n\tDRAIN";
 
 /* SHOW <parameter> as PgBouncer fakes it, for drivers that ask on connect; SET of one is ignored. */
 static const char *const fake_params[][2] = {

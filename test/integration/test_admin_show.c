@@ -622,7 +622,8 @@ static const char spec_help[] =
 	"\n\tKILL_CLIENT <client_id>"
 	"\n\tSHUTDOWN"
 	"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS"
-	"\n\tWAIT_CLOSE [<db>]";
+	"\n\tWAIT_CLOSE [<db>]"
+	"\n\tDRAIN";
 
 /* SHOW HELP: a NOTICE "Console usage" with the command list as detail, tag SHOW, no rows. */
 START_TEST(show_help_notice)
@@ -645,14 +646,14 @@ START_TEST(show_help_notice)
 	static const char *const lines[] = {
 		"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS", "\n\tPAUSE [<db>]", "\n\tKILL [<db>]",
 		"\n\tKILL_CLIENT <client_id>", "\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS", "\n\tWAIT_CLOSE [<db>]",
-		"\n\tSHOW WORKERS",
+		"\n\tSHOW WORKERS", "\n\tDRAIN",
 	};
 	for (size_t i = 0; i < ARRAY_LEN(lines); i++)
 		ck_assert_msg(strstr(log.detail, lines[i]), "help lacks '%s':%s", lines[i] + 2, log.detail);
 	/* the console stays usable */
 	ck_assert_str_eq(state_value(a, "active"), "yes");
-	/* and the whole text is PgBouncer 1.25's, less SHOW FDS (fd passing is not offered), plus SHOW WORKERS */
-	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.25's + WORKERS:\n%s",
+	/* and the whole text is PgBouncer 1.26's, plus pgvalve's SHOW WORKERS and DRAIN */
+	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.26's + WORKERS and DRAIN:\n%s",
 		      log.detail);
 	PQfinish(a);
 	pgv_stop(&p);
