@@ -1017,6 +1017,17 @@ int raw_connect(int port)
 	return fd;
 }
 
+int pgv_refusing_port(int *fd)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(*fd, 0);
+	ck_assert_int_eq(bind(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(*fd, (struct sockaddr *)&sa, &len), 0);
+	return ntohs(sa.sin_port);
+}
+
 int raw_connect_unix(const char *dir, int port)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

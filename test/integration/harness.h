@@ -93,6 +93,8 @@ const char *pgv_log_tail(struct pgv *p, size_t bytes);
 int raw_connect(int port);
 /* The same to the Unix socket <dir>/.s.PGSQL.<port>; -1 (errno) if nothing accepts. */
 int raw_connect_unix(const char *dir, int port);
+/* A loopback port bound but not listening, so connects to it are refused; *fd holds it (close it after). */
+int pgv_refusing_port(int *fd);
 /* Writes all of buf; false if pgvalve closed the socket first. */
 bool raw_send(int fd, const void *buf, size_t len);
 /* Reads and discards until the peer closes (EOF or reset); false after timeout_ms. */

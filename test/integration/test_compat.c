@@ -354,22 +354,10 @@ END_TEST
  * A server that cannot be reached closes only that server ("connect
  * failed"); its clients stay queued and query_wait_timeout ends them.
  */
-/* A port bound but not listening, so connects to it are refused; the socket holds it (close it after). */
-static int refusing_port(int *fd)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	*fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(*fd, 0);
-	ck_assert_int_eq(bind(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(getsockname(*fd, (struct sockaddr *)&sa, &len), 0);
-	return ntohs(sa.sin_port);
-}
-
 START_TEST(connect_failure_keeps_clients_queued)
 {
 	int hold;
-	int port = refusing_port(&hold);
+	int port = pgv_refusing_port(&hold);
 	char dbs[256];
 	snprintf(dbs, sizeof(dbs), "down = host=127.0.0.1 port=%d dbname=" DB "\n", port);
 	struct pgv p;

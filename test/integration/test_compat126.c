@@ -311,18 +311,6 @@ static bool pools_has(PGconn *a, const char *db, const char *user)
 	return found;
 }
 
-/* A port bound but not listening: connects to it are refused. The socket holds it (close it after). */
-static int refusing_port(int *fd)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	*fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(*fd, 0);
-	ck_assert_int_eq(bind(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(getsockname(*fd, (struct sockaddr *)&sa, &len), 0);
-	return ntohs(sa.sin_port);
-}
-
 /*
  * pool_idle_timeout counts from when the pool last had a client or a
  * server, logs 1.26's line, and never frees the console's pool or a
@@ -331,7 +319,7 @@ static int refusing_port(int *fd)
 START_TEST(pool_idle_timeout_126)
 {
 	int hold;
-	int down = refusing_port(&hold);
+	int down = pgv_refusing_port(&hold);
 	char dbs[512];
 	snprintf(dbs, sizeof(dbs), "%sforced = host=127.0.0.1 port=%d dbname=" DB " user=md5_user password=md5_pass "
 		 "min_pool_size=1\n", std_databases(), down);

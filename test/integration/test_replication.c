@@ -394,15 +394,10 @@ END_TEST
  */
 START_TEST(unreachable_server_keeps_waiting)
 {
-	/* a port bound but not listening: connects to it are refused while the socket holds it */
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t salen = sizeof(sa);
-	int hold = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(hold, 0);
-	ck_assert_int_eq(bind(hold, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(getsockname(hold, (struct sockaddr *)&sa, &salen), 0);
+	int hold;
+	int down = pgv_refusing_port(&hold);
 	char dbs[1024];
-	snprintf(dbs, sizeof(dbs), "%sdown = host=127.0.0.1 port=%d dbname=pgvtest\n", databases(), ntohs(sa.sin_port));
+	snprintf(dbs, sizeof(dbs), "%sdown = host=127.0.0.1 port=%d dbname=pgvtest\n", databases(), down);
 	struct pgv p;
 	pgv_start(&p, SETTINGS "query_wait_timeout = 3\nserver_login_retry = 1\n", dbs, userlist());
 	double t0 = now_s();
