@@ -92,6 +92,13 @@ struct prep_pending {
 	uint8_t tags;			/* query kinds: CommandCompletes seen */
 	bool rename;			/* an error naming server statement `sid` is about the client's `name` */
 	uint64_t sid;
+	/*
+	 * A Query pgvalve rewrote: from character `pos_from` (1-based) on, the
+	 * server's error positions are the client's plus `pos_shift`; before
+	 * it they point into pgvalve's own text.
+	 */
+	uint32_t pos_from;
+	int32_t pos_shift;
 	struct prep_stmt *stmt;		/* holds a reference; NULL for most kinds */
 	char name[PREP_PENDING_NAME_MAX];	/* the client's name, for undoing and for errors */
 	char *long_name;		/* instead of name when it does not fit */
@@ -479,12 +486,38 @@ static struct prep_pending *pending_push(struct prep_server *ps, uint8_t kind, s
 }
 
 /* The same, for a message sent under server name PGV_<sid>: its errors name the client's `name` instead. */
-static void pending_push_renamed(struct prep_server *ps, uint8_t kind, struct prep_stmt *stmt, const char *name,
-				 uint64_t sid)
+static struct prep_pending *pending_push_renamed(struct prep_server *ps, uint8_t kind, struct prep_stmt *stmt,
+						 const char *name, uint64_t sid)
 {
 	struct prep_pending *p = pending_push(ps, kind, stmt, name);
 	p->rename = true;
 	p->sid = sid;
+	return p;
+}
+
+/* Characters in UTF-8 text (error positions count characters, not bytes). */
+static uint32_t text_chars(const char *text, size_t len)
+{
+	uint32_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += ((uint8_t)text[i] & 0xC0) != 0x80;
+	return n;
+}
+
+/*
+ * The Query being built in b goes in place of the client's: its bytes
+ * from b->len on are the client's from `client_at` on. Error positions
+ * the server gives from there are shifted back (owe_corrected_error).
+ */
+static void pending_shift_positions(struct prep_pending *p, const struct pkt *pkt, const char *client_at,
+				    const struct pktbuf *b)
+{
+	const char *text = (const char *)pkt_body(pkt);
+	const char *built = (const char *)b->buf + b->msg_start + 5;	/* after 'Q' and the length */
+	uint32_t built_chars = text_chars(built, (size_t)((const char *)b->buf + b->len - built));
+	uint32_t client_chars = text_chars(text, (size_t)(client_at - text));
+	p->pos_from = built_chars + 1;
+	p->pos_shift = (int32_t)built_chars - (int32_t)client_chars;
 }
 
 static const char *pending_name(const struct prep_pending *p)
@@ -566,13 +599,42 @@ static void pending_fail_until_sync(struct server *server)
 		pending_pop(server, true);
 }
 
+/* A field of the ErrorResponse being rebuilt: `v` (NUL-terminated) as the client must see it. */
+static bool put_corrected_field(struct pktbuf *b, uint8_t code, const char *v, size_t vlen,
+				const struct prep_pending *p, const char *quoted, uint32_t qlen)
+{
+	const char *at = code == 'M' && p->rename ? memmem(v, vlen, quoted, qlen) : NULL;
+	if (at) {
+		pktbuf_put_byte(b, code);
+		pktbuf_put_bytes(b, v, (uint32_t)(at - v) + 1);
+		pktbuf_put_bytes(b, pending_name(p), (uint32_t)strlen(pending_name(p)));
+		pktbuf_put_string(b, at + qlen - 1);
+		return true;
+	}
+	if (code == 'P' && p->pos_from) {
+		long pos = strtol(v, NULL, 10);
+		if (pos < (long)p->pos_from)
+			return true;	/* inside pgvalve's text: no position the client could use */
+		char num[16];
+		snprintf(num, sizeof(num), "%ld", pos - p->pos_shift);
+		pktbuf_put_byte(b, code);
+		pktbuf_put_string(b, num);
+		return true;
+	}
+	pktbuf_put_byte(b, code);
+	pktbuf_put_bytes(b, v, (uint32_t)vlen);
+	pktbuf_put_byte(b, 0);
+	return false;
+}
+
 /*
- * The server's error names PGV_<sid> where PostgreSQL would name the
- * client's statement: the same ErrorResponse with the client's name in
- * its message is owed in its place. False if the message does not name
- * it (another error came first, a syntax error): it goes as it is.
+ * The server's error is about a message pgvalve rewrote: it names
+ * PGV_<sid> where PostgreSQL would name the client's statement, or its
+ * position counts pgvalve's text. The same ErrorResponse, as PostgreSQL
+ * would have sent it to the client, is owed in its place. False if
+ * nothing needed correcting (a syntax error, no position): it goes as it is.
  */
-static bool owe_renamed_error(struct prep_server *ps, const struct pkt *pkt, const struct prep_pending *p)
+static bool owe_corrected_error(struct prep_server *ps, const struct pkt *pkt, const struct prep_pending *p)
 {
 	char quoted[PREP_SERVER_NAME_MAX + 2];
 	quoted[0] = '"';
@@ -582,33 +644,23 @@ static bool owe_renamed_error(struct prep_server *ps, const struct pkt *pkt, con
 	struct pktbuf b;
 	pktbuf_init(&b, pkt_body_len(pkt) + 64);
 	pktbuf_begin(&b, 'E');
-	bool renamed = false;
+	bool corrected = false;
 	while (f < end && *f) {
 		const char *v = (const char *)f + 1;
 		size_t vlen = strnlen(v, (size_t)(end - f) - 1);
-		const char *at = *f == 'M' && !renamed ? memmem(v, vlen, quoted, qlen) : NULL;
-		pktbuf_put_byte(&b, *f);
-		if (at) {
-			pktbuf_put_bytes(&b, v, (uint32_t)(at - v) + 1);
-			pktbuf_put_bytes(&b, pending_name(p), (uint32_t)strlen(pending_name(p)));
-			pktbuf_put_string(&b, at + qlen - 1);
-			renamed = true;
-		} else {
-			pktbuf_put_bytes(&b, v, (uint32_t)vlen);
-			pktbuf_put_byte(&b, 0);
-		}
+		corrected |= put_corrected_field(&b, *f, v, vlen, p, quoted, qlen);
 		f += vlen + 2;
 	}
 	pktbuf_put_byte(&b, 0);
 	pktbuf_end(&b);
-	if (renamed) {
+	if (corrected) {
 		free(ps->owed_error);
 		ps->owed_error = xmalloc(b.len);
 		memcpy(ps->owed_error, b.buf, b.len);
 		ps->owed_error_len = b.len;
 	}
 	pktbuf_free(&b);
-	return renamed;
+	return corrected;
 }
 
 static bool is_tag(const struct pkt *pkt, const char *tag)
@@ -729,7 +781,8 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 		pending_pop(server, false);
 		return PREPARE_FORWARD;
 	case 'E': {
-		enum prepare_verdict v = head->rename && owe_renamed_error(ps, pkt, head) ? PREPARE_SKIP : PREPARE_FORWARD;
+		bool correct = head->rename || head->pos_from;
+		enum prepare_verdict v = correct && owe_corrected_error(ps, pkt, head) ? PREPARE_SKIP : PREPARE_FORWARD;
 		if (pending_is_query(head))
 			query_failed(server, head);
 		else
@@ -1083,10 +1136,8 @@ static bool handle_use(struct client *client, struct server *server, const struc
 		pktbuf_put_byte(b, 'S');
 	pktbuf_put_bytes(b, sname, sname_len + 1);
 	pktbuf_end_before(b, kept);
-	if (stmt)
-		pending_push(ps, kind, NULL, NULL);
-	else
-		pending_push_renamed(ps, kind, NULL, name, PREP_SCRATCH_ID);
+	/* Its errors name the client's statement (a Bind's parameter count, one whose Parse failed). */
+	pending_push_renamed(ps, kind, NULL, name, stmt ? stmt->id : PREP_SCRATCH_ID);
 	send_built(client, pkt, b, kept);
 	return true;
 }
@@ -1131,19 +1182,21 @@ static bool sql_prepare_duplicate(struct client *client, struct server *server, 
 	struct prep_stmt *target = server_lookup(ps, old) || stmt_preparable(old) ? old : probe_stmt();
 	struct prep_server_entry *e = server_lookup(ps, target);
 	struct pktbuf *b = scratch();
+	struct prep_pending *p;
 	pktbuf_begin(b, 'Q');
 	if (e) {
 		list_remove(&ps->lru, &e->lru);
 		list_append(&ps->lru, &e->lru);
-		pending_push_renamed(ps, PEND_QUERY, NULL, name, target->id);
+		p = pending_push_renamed(ps, PEND_QUERY, NULL, name, target->id);
 	} else {
 		put_prepare_text(b, target, target->id);
 		pktbuf_put_bytes(b, "; ", 2);
 		server_cache_add(ps, target);
 		server->pool->db->stats.total.server_parse_count++;
-		pending_push_renamed(ps, PEND_QUERY_PREFIXED, target, name, target->id);
+		p = pending_push_renamed(ps, PEND_QUERY_PREFIXED, target, name, target->id);
 	}
 	put_sql_name(b, "PREPARE", target->id);
+	pending_shift_positions(p, pkt, text, b);
 	pktbuf_put_bytes(b, text, (uint32_t)len);
 	send_query(client, pkt, b);
 	return true;
@@ -1169,12 +1222,16 @@ static bool sql_prepare(struct client *client, struct server *server, const stru
 	if (server_lookup(ps, stmt)) {
 		/* The server has it: checked there under the scratch name, then dropped (as parse's check). */
 		put_prepare_text(b, stmt, PREP_SCRATCH_ID);
+		b->len -= stmt->body_len;	/* to measure what comes before the client's text */
+		pending_shift_positions(pending_push(ps, PEND_QUERY_CHECKED, stmt, name), pkt, sc->p, b);
+		b->len += stmt->body_len;
 		put_sql_name(b, "; DEALLOCATE", PREP_SCRATCH_ID);
-		pending_push(ps, PEND_QUERY_CHECKED, stmt, name);
 	} else {
 		put_prepare_text(b, stmt, stmt->id);
+		b->len -= stmt->body_len;
+		pending_shift_positions(pending_push(ps, PEND_QUERY_PREPARE, stmt, name), pkt, sc->p, b);
+		b->len += stmt->body_len;
 		server_cache_add(ps, stmt);
-		pending_push(ps, PEND_QUERY_PREPARE, stmt, name);
 		server->pool->db->stats.total.server_parse_count++;
 	}
 	client_bind_name(client, name, stmt);	/* takes stmt_get's reference */
@@ -1192,25 +1249,27 @@ static bool sql_execute(struct client *client, struct server *server, const stru
 	struct prep_stmt *stmt = client_lookup(client, name);
 	struct prep_server_entry *e = stmt ? server_lookup(ps, stmt) : NULL;
 	struct pktbuf *b = scratch();
+	struct prep_pending *p;
 	pktbuf_begin(b, 'Q');
 	if (e) {
 		list_remove(&ps->lru, &e->lru);
 		list_append(&ps->lru, &e->lru);
-		pending_push(ps, PEND_QUERY, NULL, NULL);
+		p = pending_push_renamed(ps, PEND_QUERY, NULL, name, stmt->id);
 	} else if (stmt && stmt_preparable(stmt)) {
 		/* One Query: "PREPARE PGV_x ...; EXECUTE PGV_x ..."; the PREPARE's tag is swallowed. */
 		put_prepare_text(b, stmt, stmt->id);
 		pktbuf_put_bytes(b, "; ", 2);
 		server_cache_add(ps, stmt);
-		pending_push(ps, PEND_QUERY_PREFIXED, stmt, NULL);
+		p = pending_push_renamed(ps, PEND_QUERY_PREFIXED, stmt, name, stmt->id);
 		server->pool->db->stats.total.server_parse_count++;
 	} else {
 		stmt = NULL;	/* a protocol one with types, not on this server: see the man page */
-		pending_push_renamed(ps, PEND_QUERY, NULL, name, PREP_SCRATCH_ID);
+		p = pending_push_renamed(ps, PEND_QUERY, NULL, name, PREP_SCRATCH_ID);
 	}
 	if (stmt)
 		server->pool->db->stats.total.bind_count++;
 	put_sql_name(b, "EXECUTE", stmt ? stmt->id : PREP_SCRATCH_ID);
+	pending_shift_positions(p, pkt, sc->p, b);
 	pktbuf_put_bytes(b, sc->p, (uint32_t)(sc->end - sc->p));
 	send_query(client, pkt, b);
 	return true;
