@@ -87,6 +87,14 @@ enum prep_pending_kind {
 #define PREP_SCRATCH_ID 0
 #define PREP_SCRATCH_NAME PREP_SERVER_PREFIX "0"
 
+/*
+ * Kinds whose failure makes or forgets a name, or changes what the server
+ * holds: what pgvalve sent after them was rewritten as if they succeed.
+ */
+#define PEND_RISKY ((1u << PEND_PARSE) | (1u << PEND_PARSE_INJECTED) | (1u << PEND_PARSE_CHECK) | \
+		    (1u << PEND_CLOSE_OWED) | (1u << PEND_CLOSE_EVICT) | (1u << PEND_QUERY_PREPARE) | \
+		    (1u << PEND_QUERY_PREFIXED) | (1u << PEND_QUERY_CHECKED) | (1u << PEND_QUERY_DEALLOCATE))
+
 struct prep_pending {
 	uint8_t kind;
 	uint8_t tags;			/* query kinds: CommandCompletes seen */
@@ -113,6 +121,15 @@ struct prep_server {
 	uint32_t ring_head;
 	uint32_t ring_len;
 	uint32_t ring_cap;
+	/*
+	 * Awaited answers whose failure would change which names exist
+	 * (PEND_RISKY): before the last Sync or Query in the ring (closed),
+	 * after it (open). While some are closed, messages naming statements
+	 * wait (prepare_client_waits); `holding`: the client is paused for that.
+	 */
+	uint32_t risky_closed;
+	uint32_t risky_open;
+	bool holding;
 	uint8_t *owed_error;		/* an ErrorResponse naming the client's statement, in place of the server's */
 	uint32_t owed_error_len;
 };
@@ -473,6 +490,11 @@ static struct prep_pending *pending_push(struct prep_server *ps, uint8_t kind, s
 	}
 	struct prep_pending *p = &ps->ring[(ps->ring_head + ps->ring_len) % ps->ring_cap];
 	ps->ring_len++;
+	ps->risky_open += (PEND_RISKY >> kind) & 1;
+	if (kind == PEND_SYNC || kind >= PEND_QUERY) {	/* its answer ends a segment: the risky ones before it are closed */
+		ps->risky_closed += ps->risky_open;
+		ps->risky_open = 0;
+	}
 	memset(p, 0, sizeof(*p));
 	p->kind = kind;
 	p->stmt = stmt;
@@ -554,6 +576,12 @@ static void pending_pop(struct server *server, bool failed)
 		case PEND_CLOSE_EVICT:	/* the Close was discarded: the server still has it */
 			server_cache_add(ps, p->stmt);
 			break;
+		case PEND_CLOSE_OWED:	/* the client's Close was discarded: the name stays */
+			if (p->stmt && server->link && !client_lookup(server->link, pending_name(p))) {
+				stmt_ref(p->stmt);
+				client_bind_name(server->link, pending_name(p), p->stmt);
+			}
+			break;
 		default:
 			break;
 		}
@@ -564,6 +592,17 @@ static void pending_pop(struct server *server, bool failed)
 	p->long_name = NULL;
 	ps->ring_head = (ps->ring_head + 1) % ps->ring_cap;
 	ps->ring_len--;
+	if ((PEND_RISKY >> p->kind) & 1) {
+		if (ps->risky_closed)	/* the closed ones come first in the ring */
+			ps->risky_closed--;
+		else
+			ps->risky_open--;
+	}
+	if (ps->holding && !ps->risky_closed) {
+		ps->holding = false;
+		if (server->link)
+			netbuf_resume(&server->link->nb);
+	}
 }
 
 static void pending_clear(struct server *server)
@@ -1152,9 +1191,13 @@ static bool handle_close(struct client *client, struct server *server, const str
 		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
 		return false;
 	}
-	/* Others may use the same statement: only the client's name goes; PostgreSQL answers even unknown names. */
+	/*
+	 * Others may use the same statement: only the client's name goes;
+	 * PostgreSQL answers even unknown names. The pending answer keeps the
+	 * statement: a Close discarded after an error leaves the name.
+	 */
+	pending_push(server_state(server), PEND_CLOSE_OWED, client_lookup(client, name), name);
 	client_forget_name(client, name, NULL);
-	pending_push(server_state(server), PEND_CLOSE_OWED, NULL, NULL);
 	netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);	/* dropped, in the batch */
 	prepare_server_answer_owed(server);
 	return true;
@@ -1339,6 +1382,38 @@ static bool handle_query(struct client *client, struct server *server, const str
 	return false;
 }
 
+/* Whether the message names a statement (a Query: may; it is not parsed here). */
+static bool message_names_statement(const struct pkt *pkt)
+{
+	const char *body = (const char *)pkt_body(pkt);
+	uint32_t len = pkt_body_len(pkt);
+	switch (pkt->type) {
+	case 'P':
+		return len > 0 && body[0];
+	case 'B': {
+		const char *end = memchr(body, 0, len);
+		return end && end + 1 < body + len && end[1];
+	}
+	case 'D':
+	case 'C':
+		return len > 1 && body[0] == 'S' && body[1];
+	case 'Q':
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool prepare_client_waits(struct client *client, struct server *server, const struct pkt *pkt)
+{
+	struct prep_server *ps = server->prep;
+	if (!ps || !ps->risky_closed || !message_names_statement(pkt))
+		return false;
+	ps->holding = true;
+	netbuf_pause(&client->nb);
+	return true;
+}
+
 bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	if (server->ignore_till_sync && pkt->type != 'S') {
@@ -1400,6 +1475,7 @@ void prepare_register(void)
 {
 	relay_hooks.prep_enabled = prepare_enabled;
 	relay_hooks.prep_client_message = prepare_client_message;
+	relay_hooks.prep_client_waits = prepare_client_waits;
 	relay_hooks.prep_server_message = prepare_server_message;
 	relay_hooks.prep_answer_owed = prepare_server_answer_owed;
 	relay_hooks.prep_client_free = prepare_client_free;

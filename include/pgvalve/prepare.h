@@ -56,6 +56,13 @@ bool prepare_enabled(const struct pool *pool);
  * maybe something else sent or answered); false if the caller forwards it.
  */
 bool prepare_client_message(struct client *client, struct server *server, const struct pkt *pkt);
+/*
+ * Asked first, for the same message: true if it names a statement whose
+ * existence hangs on answers the server still owes for earlier Syncs or
+ * Queries (a pipeline). Then the client is paused, and resumed once they
+ * came, so that the name is judged as PostgreSQL judges it at that point.
+ */
+bool prepare_client_waits(struct client *client, struct server *server, const struct pkt *pkt);
 
 /* A server message for its linked client: matches it against the awaited answers. */
 enum prepare_verdict prepare_server_message(struct server *server, const struct pkt *pkt);

@@ -44,6 +44,8 @@ struct relay_hooks {
 	bool (*prep_enabled)(const struct pool *pool);
 	/* true if it took care of the message (the caller does not forward it) */
 	bool (*prep_client_message)(struct client *client, struct server *server, const struct pkt *pkt);
+	/* true if the client was paused: the message is offered again later (prepare_client_waits) */
+	bool (*prep_client_waits)(struct client *client, struct server *server, const struct pkt *pkt);
 	enum prepare_verdict (*prep_server_message)(struct server *server, const struct pkt *pkt);
 	void (*prep_answer_owed)(struct server *server);
 	void (*prep_client_free)(struct client *client);
