@@ -795,7 +795,7 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track = relay_prep_enabled(client->pool);
 	if (track && relay_prep_needs_whole(pkt->type) && !pkt_complete(pkt))
 		return true;	/* statement names are rewritten: the whole message first */
-	if (track && relay_call(prep_client_waits, client, client->link, pkt))
+	if (track && relay_prep_needs_whole(pkt->type) && relay_call(prep_client_waits, client, client->link, pkt))
 		return true;	/* paused: offered again once the server answered what the name hangs on */
 	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
 	client->pool->db->stats.total.bytes_received += pkt->len;

@@ -120,7 +120,7 @@ struct prep_server {
 	struct prep_pending *ring;
 	uint32_t ring_head;
 	uint32_t ring_len;
-	uint32_t ring_cap;
+	uint32_t ring_cap;		/* a power of two */
 	/*
 	 * Awaited answers whose failure would change which names exist
 	 * (PEND_RISKY): before the last Sync or Query in the ring (closed),
@@ -482,28 +482,38 @@ static struct prep_pending *pending_push(struct prep_server *ps, uint8_t kind, s
 		uint32_t cap = ps->ring_cap ? ps->ring_cap * 2 : 16;
 		struct prep_pending *ring = xmalloc(cap * sizeof(*ring));
 		for (uint32_t i = 0; i < ps->ring_len; i++)
-			ring[i] = ps->ring[(ps->ring_head + i) % ps->ring_cap];
+			ring[i] = ps->ring[(ps->ring_head + i) & (ps->ring_cap - 1)];
 		free(ps->ring);
 		ps->ring = ring;
 		ps->ring_cap = cap;
 		ps->ring_head = 0;
 	}
-	struct prep_pending *p = &ps->ring[(ps->ring_head + ps->ring_len) % ps->ring_cap];
+	struct prep_pending *p = &ps->ring[(ps->ring_head + ps->ring_len) & (ps->ring_cap - 1)];
 	ps->ring_len++;
 	ps->risky_open += (PEND_RISKY >> kind) & 1;
 	if (kind == PEND_SYNC || kind >= PEND_QUERY) {	/* its answer ends a segment: the risky ones before it are closed */
 		ps->risky_closed += ps->risky_open;
 		ps->risky_open = 0;
 	}
-	memset(p, 0, sizeof(*p));
+	/* Field by field: one per awaited answer, and the name buffer needs no clearing. */
 	p->kind = kind;
+	p->tags = 0;
+	p->rename = false;
+	p->sid = 0;
+	p->pos_from = 0;
+	p->pos_shift = 0;
+	p->name[0] = '\0';
+	p->long_name = NULL;
 	p->stmt = stmt;
 	if (stmt)
 		stmt_ref(stmt);
-	if (name && strlen(name) < sizeof(p->name))
-		strcpy(p->name, name);
-	else if (name)
-		p->long_name = xstrdup(name);
+	if (name) {
+		size_t n = strlen(name);
+		if (n < sizeof(p->name))
+			memcpy(p->name, name, n + 1);
+		else
+			p->long_name = xstrdup(name);
+	}
 	return p;
 }
 
@@ -590,7 +600,7 @@ static void pending_pop(struct server *server, bool failed)
 	free(p->long_name);
 	p->stmt = NULL;
 	p->long_name = NULL;
-	ps->ring_head = (ps->ring_head + 1) % ps->ring_cap;
+	ps->ring_head = (ps->ring_head + 1) & (ps->ring_cap - 1);
 	ps->ring_len--;
 	if ((PEND_RISKY >> p->kind) & 1) {
 		if (ps->risky_closed)	/* the closed ones come first in the ring */
