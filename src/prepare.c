@@ -664,7 +664,7 @@ static bool put_corrected_field(struct pktbuf *b, uint8_t code, const char *v, s
 		long pos = strtol(v, NULL, 10);
 		if (pos < (long)p->pos_from)
 			return true;	/* inside pgvalve's text: no position the client could use */
-		char num[16];
+		char num[24];	/* any long */
 		snprintf(num, sizeof(num), "%ld", pos - p->pos_shift);
 		pktbuf_put_byte(b, code);
 		pktbuf_put_string(b, num);
