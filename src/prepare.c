@@ -527,13 +527,12 @@ static struct prep_pending *pending_push_renamed(struct prep_server *ps, uint8_t
 	return p;
 }
 
-/* Characters in UTF-8 text (error positions count characters, not bytes). */
-static uint32_t text_chars(const char *text, size_t len)
+static bool text_is_ascii(const char *text, size_t len)
 {
-	uint32_t n = 0;
 	for (size_t i = 0; i < len; i++)
-		n += ((uint8_t)text[i] & 0xC0) != 0x80;
-	return n;
+		if ((uint8_t)text[i] >= 0x80)
+			return false;
+	return true;
 }
 
 /*
@@ -546,10 +545,18 @@ static void pending_shift_positions(struct prep_pending *p, const struct pkt *pk
 {
 	const char *text = (const char *)pkt_body(pkt);
 	const char *built = (const char *)b->buf + b->msg_start + 5;	/* after 'Q' and the length */
-	uint32_t built_chars = text_chars(built, (size_t)((const char *)b->buf + b->len - built));
-	uint32_t client_chars = text_chars(text, (size_t)(client_at - text));
-	p->pos_from = built_chars + 1;
-	p->pos_shift = (int32_t)built_chars - (int32_t)client_chars;
+	size_t built_len = (size_t)((const char *)b->buf + b->len - built), client_len = (size_t)(client_at - text);
+	if (!text_is_ascii(built, built_len) || !text_is_ascii(text, client_len)) {
+		/*
+		 * Positions count characters, which depend on client_encoding
+		 * (not read here) once a name or text before the client's is not
+		 * ASCII: then no position rather than a wrong one.
+		 */
+		p->pos_from = UINT32_MAX;
+		return;
+	}
+	p->pos_from = (uint32_t)built_len + 1;
+	p->pos_shift = (int32_t)built_len - (int32_t)client_len;
 }
 
 static const char *pending_name(const struct prep_pending *p)
@@ -567,35 +574,41 @@ static struct prep_pending *pending_head(struct prep_server *ps)
 	return ps->ring_len ? &ps->ring[ps->ring_head] : NULL;
 }
 
-/* Drops the head. `failed`: the server rejected or discarded that message. */
+/* The server rejected or discarded p's message: undoes what pgvalve did for it when it was sent. */
+static void pending_undo(struct server *server, const struct prep_pending *p)
+{
+	struct prep_server *ps = server->prep;
+	switch (p->kind) {
+	case PEND_PARSE:
+	case PEND_PARSE_INJECTED:
+	case PEND_PARSE_CHECK:
+		/* Never created here (or, checked, refused): as PostgreSQL, the name does not exist. */
+		if (p->kind != PEND_PARSE_CHECK)
+			server_cache_remove(ps, p->stmt);
+		if (p->kind != PEND_PARSE_INJECTED && server->link)
+			client_forget_name(server->link, pending_name(p), p->stmt);
+		break;
+	case PEND_CLOSE_EVICT:	/* the Close was discarded: the server still has it */
+		server_cache_add(ps, p->stmt);
+		break;
+	case PEND_CLOSE_OWED:	/* the client's Close was discarded: the name stays */
+		if (p->stmt && server->link && !client_lookup(server->link, pending_name(p))) {
+			stmt_ref(p->stmt);
+			client_bind_name(server->link, pending_name(p), p->stmt);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* Drops the head; `failed`: its message was rejected or discarded (pending_undo). */
 static void pending_pop(struct server *server, bool failed)
 {
 	struct prep_server *ps = server->prep;
 	struct prep_pending *p = &ps->ring[ps->ring_head];
-	if (failed) {
-		switch (p->kind) {
-		case PEND_PARSE:
-		case PEND_PARSE_INJECTED:
-		case PEND_PARSE_CHECK:
-			/* Never created here (or, checked, refused): as PostgreSQL, the name does not exist. */
-			if (p->kind != PEND_PARSE_CHECK)
-				server_cache_remove(ps, p->stmt);
-			if (p->kind != PEND_PARSE_INJECTED && server->link)
-				client_forget_name(server->link, pending_name(p), p->stmt);
-			break;
-		case PEND_CLOSE_EVICT:	/* the Close was discarded: the server still has it */
-			server_cache_add(ps, p->stmt);
-			break;
-		case PEND_CLOSE_OWED:	/* the client's Close was discarded: the name stays */
-			if (p->stmt && server->link && !client_lookup(server->link, pending_name(p))) {
-				stmt_ref(p->stmt);
-				client_bind_name(server->link, pending_name(p), p->stmt);
-			}
-			break;
-		default:
-			break;
-		}
-	}
+	if (failed)
+		pending_undo(server, p);
 	stmt_unref(p->stmt);
 	free(p->long_name);
 	p->stmt = NULL;
@@ -639,13 +652,31 @@ void prepare_server_answer_owed(struct server *server)
 	}
 }
 
+/*
+ * The awaited answers before the next Sync (or Query: `to_query`) failed
+ * or were discarded. Undone last first, so that each undo finds what its
+ * message found when it was sent (a Close, then a Parse of the same name).
+ */
+static void pending_fail_segment(struct server *server, bool to_query)
+{
+	struct prep_server *ps = server->prep;
+	uint32_t n = 0;
+	while (n < ps->ring_len) {
+		const struct prep_pending *p = &ps->ring[(ps->ring_head + n) & (ps->ring_cap - 1)];
+		if (p->kind == PEND_SYNC || (to_query && pending_is_query(p)))
+			break;
+		n++;
+	}
+	for (uint32_t i = n; i-- > 0;)
+		pending_undo(server, &ps->ring[(ps->ring_head + i) & (ps->ring_cap - 1)]);
+	while (n-- > 0)
+		pending_pop(server, false);
+}
+
 /* An ErrorResponse: the head failed, and the server skips everything up to the next Sync. */
 static void pending_fail_until_sync(struct server *server)
 {
-	struct prep_server *ps = server->prep;
-	struct prep_pending *p;
-	while ((p = pending_head(ps)) && p->kind != PEND_SYNC)
-		pending_pop(server, true);
+	pending_fail_segment(server, false);
 }
 
 /* A field of the ErrorResponse being rebuilt: `v` (NUL-terminated) as the client must see it. */
@@ -697,6 +728,10 @@ static bool owe_corrected_error(struct prep_server *ps, const struct pkt *pkt, c
 	while (f < end && *f) {
 		const char *v = (const char *)f + 1;
 		size_t vlen = strnlen(v, (size_t)(end - f) - 1);
+		if (v + vlen == (const char *)end) {	/* a field without its NUL: passed on as it came */
+			corrected = false;
+			break;
+		}
 		corrected |= put_corrected_field(&b, *f, v, vlen, p, quoted, qlen);
 		f += vlen + 2;
 	}
@@ -840,10 +875,20 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 	}
 	case 'Z':
 		/* What is still awaited before the Sync or Query it answers was discarded after an error. */
-		while ((head = pending_head(ps)) && head->kind != PEND_SYNC && !pending_is_query(head))
-			pending_pop(server, true);
-		if (head)
+		pending_fail_segment(server, true);
+		if (pending_head(ps))
 			pending_pop(server, false);
+		if (ps->ring_len && server->expect_ready <= 1 && !server->unsynced) {
+			/*
+			 * The server owes nothing more, yet answers are awaited: the
+			 * queue is out of step (a Sync PostgreSQL ignored, after an
+			 * extended COPY). Forgotten, so that no later answer is
+			 * matched against it and no client waits on it.
+			 */
+			server_log(LOG_LEVEL_DEBUG, server, "%u awaited answers left at the last ReadyForQuery: dropped",
+				   ps->ring_len);
+			pending_clear(server);
+		}
 		return PREPARE_FORWARD;
 	default:
 		return PREPARE_FORWARD;
@@ -1417,8 +1462,8 @@ static bool message_names_statement(const struct pkt *pkt)
 bool prepare_client_waits(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	struct prep_server *ps = server->prep;
-	if (!ps || !ps->risky_closed || !message_names_statement(pkt))
-		return false;
+	if (!ps || !ps->risky_closed || server->expect_ready == 0 || !message_names_statement(pkt))
+		return false;	/* nothing decided later (expect_ready: a queue out of step never holds) */
 	ps->holding = true;
 	netbuf_pause(&client->nb);
 	return true;

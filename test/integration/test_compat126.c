@@ -518,6 +518,17 @@ START_TEST(copy_transaction_mode)
 	PGconn *other = client_conn(&p);
 	copy_in_pieces(c, 10, 2, true);
 	ck_assert_str_eq(query_value(other, "SELECT 'served after an extended COPY'"), "served after an extended COPY");
+	/* the Sync PostgreSQL ignored in copy mode leaves no awaited answer behind for named statements */
+	for (int i = 0; i < 2; i++) {
+		PGconn *who = i ? other : c;
+		PGresult *r = PQprepare(who, "after_copy", "SELECT 41 + 1", 0, NULL);
+		ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(who));
+		PQclear(r);
+		r = PQexecPrepared(who, "after_copy", 0, NULL, NULL, NULL, 0);
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(who));
+		ck_assert_str_eq(PQgetvalue(r, 0, 0), "42");
+		PQclear(r);
+	}
 	exec_ok(c, "DELETE FROM pgv_copy126 WHERE i >= 10");
 
 	copy_error_before_copy_done(c);
