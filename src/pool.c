@@ -875,7 +875,7 @@ void pool_release_server(struct server *server)
 	if (server->link)
 		server_unlink(server);
 	if (drain) {
-		server_drain(server);	/* back here once its answers are in */
+		server_finish_owed(server);	/* back here once its answers are in */
 		return;
 	}
 	if (!clean)

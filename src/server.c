@@ -537,7 +537,7 @@ bool server_may_drain(const struct server *server)
 	       server->internal == SV_INTERNAL_NONE && !server->replication;
 }
 
-void server_drain(struct server *server)
+void server_finish_owed(struct server *server)
 {
 	if (server->unsynced) {	/* a batch left open: its Sync ends it (and any skipping after an error) */
 		static const uint8_t sync[5] = { 'S', 0, 0, 0, 4 };
@@ -547,7 +547,7 @@ void server_drain(struct server *server)
 		server->ignore_till_sync = false;
 	}
 	server_log(LOG_LEVEL_DEBUG, server, "client left with %d answers owed: finishing them", server->expect_ready);
-	server->draining = true;
+	server->finishing_owed = true;
 	server_set_state(server, SV_USED);
 }
 
@@ -1018,8 +1018,8 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	netbuf_forward(&server->nb, pkt->len);
 	count_ready(server, pkt->len);
 	relay_call_if(prep_answer_owed, server);
-	if (server->draining && server->expect_ready == 0) {
-		server->draining = false;
+	if (server->finishing_owed && server->expect_ready == 0) {
+		server->finishing_owed = false;
 		pool_release_server(server);	/* as if its client had left now */
 		return server->state != SV_CLOSED;
 	}
@@ -1137,7 +1137,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		return true;
 	}
 
-	if (server->prep && (internal || server->link || server->draining)) {
+	if (server->prep && (internal || server->link || server->finishing_owed)) {
 		/* Judged once per message: these are the ones decided only when whole. */
 		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
 			return true;
@@ -1275,7 +1275,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		case SV_TESTED:
 			return server_active_packet(server, pkt);
 		default:
-			if (server->draining)	/* answers its client left without: read as if it were there */
+			if (server->finishing_owed)	/* answers its client left without: read as if it were there */
 				return server_active_packet(server, pkt);
 			return server_idle_packet(server, pkt);
 		}

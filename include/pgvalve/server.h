@@ -75,7 +75,7 @@ struct server {
 	int expect_ready;		/* ReadyForQuery still owed (one per Query/Sync/FunctionCall) */
 	bool unsynced;			/* extended-protocol messages sent since the last Sync */
 	bool ignore_till_sync;		/* an error in that batch: the server discards everything up to its Sync */
-	bool draining;			/* USED: its client left, it finishes the answers owed (server_drain) */
+	bool finishing_owed;		/* USED: its client left, it finishes the answers owed (server_finish_owed) */
 	bool copy_in;			/* COPY FROM STDIN in progress: until the client's CopyDone or CopyFail */
 	int syncs_after_execute;	/* Syncs since the client's last Execute (or Query): swallowed if it starts a COPY */
 	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */
@@ -146,7 +146,7 @@ bool server_apply_client_vars(struct server *server, struct client *client);
 /*
  * Whether a server being released unclean only owes answers to messages
  * its client sent (a Terminate in the middle of a pipeline), with no
- * COPY or half-sent message left: then server_drain() can finish them.
+ * COPY or half-sent message left: then server_finish_owed() can finish them.
  * Asked while the client is still linked.
  */
 bool server_may_drain(const struct server *server);
@@ -155,7 +155,7 @@ bool server_may_drain(const struct server *server);
  * server (unlinked) finishes those answers, a Sync ending a batch left
  * open, then goes through pool_release_server() again. USED meanwhile.
  */
-void server_drain(struct server *server);
+void server_finish_owed(struct server *server);
 /* Called for each message a client forwards to it: keeps the ReadyForQuery accounting. */
 void server_note_client_message(struct server *server, uint8_t type);
 /* Whether the server is between transactions with nothing outstanding. */
