@@ -2,11 +2,11 @@
 """idle_cpu.py - what idle clients cost a running pgvalve.
 
 Opens N client connections to pgvalve (startup + md5/cleartext login up to
-ReadyForQuery), keeps them idle, then samples the pooler's CPU time
+ReadyForQuery; with --tls over TLS, after an SSLRequest), keeps them idle, then samples the pooler's CPU time
 (/proc/PID/stat utime+stime) over a window and its RSS before and after.
 Prints CPU as a percentage of one core and RSS growth per connection.
 
-    idle_cpu.py --pid PID --port 6432 --user U --password P --db D --n 20000 --window 20
+    idle_cpu.py --pid PID --port 6432 --user U --password P --db D --n 20000 --window 20 [--tls]
 
 Python standard library only. Raise the open-files limit first (ulimit -n).
 """
@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import hashlib
 import os
+import ssl
 import struct
 import time
 
@@ -37,6 +38,11 @@ def rss_kb(pid):
 async def login(a, sem, keep):
     async with sem:
         r, w = await asyncio.open_connection(a.host, a.port)
+        if a.tls:
+            w.write(struct.pack("!II", 8, 80877103))     # SSLRequest
+            if await r.readexactly(1) != b"S":
+                raise RuntimeError("the pooler refused TLS")
+            await w.start_tls(a.tls_context)
         body = struct.pack("!I", 196608) + b"user\0" + a.user.encode() + b"\0database\0" + a.db.encode() + b"\0\0"
         w.write(struct.pack("!I", len(body) + 4) + body)
         while True:
@@ -96,4 +102,9 @@ if __name__ == "__main__":
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--settle", type=float, default=2.0)
     p.add_argument("--window", type=float, default=20.0)
-    asyncio.run(main(p.parse_args()))
+    p.add_argument("--tls", action="store_true", help="log in over TLS (the certificate is not checked)")
+    args = p.parse_args()
+    args.tls_context = ssl.create_default_context()
+    args.tls_context.check_hostname = False
+    args.tls_context.verify_mode = ssl.CERT_NONE
+    asyncio.run(main(args))
