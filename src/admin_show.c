@@ -384,7 +384,7 @@ static void client_row(struct admin_result *r, const struct client *client, cons
 	cell_str(&c, "C");
 	cell_str(&c, client_user_name(client));
 	cell_str(&c, client_db_name(client));
-	cell_str(&c, replication_type_name(client->repl ? client->repl->type : REPLICATION_NONE));
+	cell_str(&c, replication_type_name(client_repl(client) ? client_repl(client)->type : REPLICATION_NONE));
 	cell_str(&c, state);
 	cell_str(&c, host);
 	cell_int(&c, port);

@@ -255,7 +255,7 @@ static int hba_method(struct client *client)
 		.addr = tcp ? (const struct sockaddr *)&ss : NULL,
 		.dbname = login->dbname,
 		.user = login->user,
-		.physical_replication = client->repl && client->repl->type == REPLICATION_PHYSICAL,
+		.physical_replication = client_repl(client) && client_repl(client)->type == REPLICATION_PHYSICAL,
 	};
 	struct hba_match m;
 	hba_match(pgv.hba, &req, &m);

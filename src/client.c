@@ -259,7 +259,7 @@ void client_free(struct client *client)
 	relay_call_if(prep_client_free, client);
 	varcache_unref(client->vars);
 	relay_call_if(sets_client_free, client);
-	free(client->repl);
+	free(client_repl(client));
 	if (client->ucount)
 		pool_user_unref(client->ucount);
 	free(client);

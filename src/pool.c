@@ -435,7 +435,7 @@ static bool welcome_awaited(const struct pool *pool)
 	if (pool->welcome_ready)
 		return false;
 	list_for_each(pos, &pool->welcome_clients)
-		if (!container_of(pos, struct client, node)->repl)
+		if (!client_repl(container_of(pos, struct client, node)))
 			return true;
 	return false;
 }
@@ -932,7 +932,7 @@ void pool_learn_welcome(struct pool *pool, const struct server *server)
 	pool->welcome_ready = true;
 	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
 		struct client *client = container_of(pos, struct client, node);
-		if (!client->repl)	/* replication logins wait for their own server */
+		if (!client_repl(client))	/* replication logins wait for their own server */
 			client_finish_login(client);
 	}
 }
@@ -1058,7 +1058,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	struct list_node *n;
 	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
 		struct client *client = container_of(pos, struct client, node);
-		if (!client->repl)	/* a replication login waits for its own server, not this one */
+		if (!client_repl(client))	/* a replication login waits for its own server, not this one */
 			client_close(client, sqlstate, message);
 	}
 	while ((n = list_first(&pool->auth_waiters)))

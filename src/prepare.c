@@ -369,9 +369,15 @@ static void client_forget_all(struct client *client)
 	pc->count = 0;
 }
 
+/* client->prep shares its slot with a replication connection's state (client.h): those have none. */
+static bool client_has_prep(const struct client *client)
+{
+	return client->kind != CLIENT_REPLICATION && client->prep;
+}
+
 void prepare_client_free(struct client *client)
 {
-	if (!client->prep)
+	if (!client_has_prep(client))
 		return;
 	client_forget_all(client);
 	free(client->prep->buckets);
@@ -381,7 +387,7 @@ void prepare_client_free(struct client *client)
 
 uint32_t prepare_client_count(const struct client *client)
 {
-	return client->prep ? client->prep->count : 0;
+	return client_has_prep(client) ? client->prep->count : 0;
 }
 
 /* ---------------------------------------------------------------- server caches */

@@ -126,7 +126,7 @@ static struct client *next_without_server(const struct pool *pool)
 {
 	list_for_each(pos, &pool->welcome_clients) {
 		struct client *client = container_of(pos, struct client, node);
-		if (client->repl && !client->repl->server)
+		if (client_repl(client) && !client->repl->server)
 			return client;
 	}
 	return NULL;
@@ -223,7 +223,7 @@ void replication_server_lost(struct server *server, const char *reason)
 
 void replication_client_closing(struct client *client)
 {
-	struct server *server = client->repl ? client->repl->server : NULL;
+	struct server *server = client_repl(client) ? client->repl->server : NULL;
 	if (server) {
 		/* Still logging in: nobody else may have it. */
 		server->repl_client = NULL;

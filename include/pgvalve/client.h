@@ -180,8 +180,16 @@ struct client {
 	struct user_count *ucount;	/* its login user's counters, and its name once logged in */
 	struct varcache *vars;		/* shared with other clients until it changes one */
 	struct session_sets *sets;	/* its own session-level SETs (session_set.h) */
-	struct prep_client *prep;	/* its named prepared statements (prepare.c) */
-	struct replication *repl;	/* a replication connection (replication.h); NULL if not */
+	/*
+	 * By kind, one pointer: a replication connection never has tracked
+	 * prepared statements, and sharing the slot keeps struct client within
+	 * a 320-byte malloc chunk (README, "What an idle client costs").
+	 * Read repl through client_repl().
+	 */
+	union {
+		struct prep_client *prep;	/* pooled: its named prepared statements (prepare.c) */
+		struct replication *repl;	/* CLIENT_REPLICATION (replication.h), set when it claims the login */
+	};
 	struct client *cancel_next;	/* the cancel index's hash chain */
 	uint64_t id;
 	usec_t connect_time;
@@ -210,6 +218,12 @@ struct client {
 static inline bool client_is_console(const struct client *client)
 {
 	return client->kind == CLIENT_CONSOLE;
+}
+
+/* A replication connection's state; NULL for every other client. */
+static inline struct replication *client_repl(const struct client *client)
+{
+	return client->kind == CLIENT_REPLICATION ? client->repl : NULL;
 }
 
 /* Takes an accepted socket. */
