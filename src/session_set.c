@@ -287,18 +287,53 @@ static void server_sets_unknown(struct server *server)
 	server->synced_client_id = 0;
 }
 
+/* Whether text[len] starts with keyword (lower case), in any case, followed by no identifier character. */
+static inline bool starts_with_keyword(const char *text, size_t len, const char *keyword, size_t n)
+{
+	if (len < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (((unsigned char)text[i] | 0x20) != (unsigned char)keyword[i])
+			return false;	/* | 0x20: the ASCII lower case of a letter, and no other byte maps to one */
+	return len == n || !(isalnum((unsigned char)text[n]) || text[n] == '_' || text[n] == '$');
+}
+
 void session_set_note_query(struct server *server, const struct pkt *pkt)
 {
 	const char *sql = (const char *)pkt_body(pkt);
 	size_t len = pkt_body_len(pkt);
 	if (server->ignore_till_sync)
 		return;		/* discarded unanswered after an error in the extended batch before it */
-	/* Cheap first test: most queries start with neither S, R nor D. */
+	/*
+	 * Cheap first test, in place: only SET, RESET and DISCARD (or a
+	 * comment before the statement) are parsed. A SELECT used to go
+	 * through session_set_parse() for its first letter (~350 instructions
+	 * per query, the plain relay's largest extra over PgBouncer).
+	 */
 	size_t i = 0;
 	while (i < len && isspace((unsigned char)sql[i]))
 		i++;
-	char c = i < len ? (char)tolower((unsigned char)sql[i]) : 0;
-	if (c != 's' && c != 'r' && c != 'd' && c != '-' && c != '/')
+	const char *first = sql + i;
+	size_t rest = len - i;
+	bool candidate;
+	switch (rest > 0 ? first[0] | 0x20 : 0) {
+	case 's':
+		candidate = starts_with_keyword(first, rest, "set", 3);
+		break;
+	case 'r':
+		candidate = starts_with_keyword(first, rest, "reset", 5);
+		break;
+	case 'd':
+		candidate = starts_with_keyword(first, rest, "discard", 7);
+		break;
+	case '-' | 0x20:
+	case '/' | 0x20:
+		candidate = first[0] == '-' || first[0] == '/';	/* a comment first: the parser skips it */
+		break;
+	default:
+		candidate = false;
+	}
+	if (!candidate)
 		return;
 	char name[128];
 	enum session_set_kind kind = session_set_parse(sql, len, name, sizeof(name));
