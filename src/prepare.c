@@ -465,6 +465,13 @@ static void server_cache_remove(struct prep_server *ps, const struct prep_stmt *
 	free(e);
 }
 
+/* e's statement was just used on this server: the last one LRU eviction takes. */
+static void server_cache_touch(struct prep_server *ps, struct prep_server_entry *e)
+{
+	list_remove(&ps->lru, &e->lru);
+	list_append(&ps->lru, &e->lru);
+}
+
 static void server_cache_clear(struct prep_server *ps)
 {
 	while (ps->count) {
@@ -1086,8 +1093,7 @@ static bool ensure_on_server(struct server *server, struct pktbuf *b, struct pre
 	struct prep_server *ps = server_state(server);
 	struct prep_server_entry *e = server_lookup(ps, stmt);
 	if (e) {
-		list_remove(&ps->lru, &e->lru);
-		list_append(&ps->lru, &e->lru);
+		server_cache_touch(ps, e);
 		return false;
 	}
 	while (ps->count >= (uint32_t)pgv.cfg->max_prepared_statements) {
@@ -1275,6 +1281,26 @@ static void send_query(struct client *client, const struct pkt *pkt, struct pktb
 }
 
 /*
+ * The Query being built in b makes stmt on the server first, unless the
+ * server has it (e, its cache entry, or NULL): "PREPARE PGV_<id> ...; ".
+ * Returns whether it was put there (then its tag is pgvalve's to swallow).
+ */
+static bool sql_prefix_prepare(struct server *server, struct pktbuf *b, struct prep_stmt *stmt,
+			       struct prep_server_entry *e)
+{
+	struct prep_server *ps = server->prep;
+	if (e) {
+		server_cache_touch(ps, e);
+		return false;
+	}
+	put_prepare_text(b, stmt, stmt->id);
+	pktbuf_put_bytes(b, "; ", 2);
+	server_cache_add(ps, stmt);
+	server->pool->db->stats.total.server_parse_count++;
+	return true;
+}
+
+/*
  * PREPARE of a name the client has: as parse_duplicate(), in SQL, under
  * the name of a statement the server holds, prepared first in the same
  * Query if need be.
@@ -1284,21 +1310,11 @@ static bool sql_prepare_duplicate(struct client *client, struct server *server, 
 {
 	struct prep_server *ps = server->prep;
 	struct prep_stmt *target = server_lookup(ps, old) || stmt_preparable(old) ? old : probe_stmt();
-	struct prep_server_entry *e = server_lookup(ps, target);
 	struct pktbuf *b = scratch();
-	struct prep_pending *p;
 	pktbuf_begin(b, 'Q');
-	if (e) {
-		list_remove(&ps->lru, &e->lru);
-		list_append(&ps->lru, &e->lru);
-		p = pending_push_renamed(ps, PEND_QUERY, NULL, name, target->id);
-	} else {
-		put_prepare_text(b, target, target->id);
-		pktbuf_put_bytes(b, "; ", 2);
-		server_cache_add(ps, target);
-		server->pool->db->stats.total.server_parse_count++;
-		p = pending_push_renamed(ps, PEND_QUERY_PREFIXED, target, name, target->id);
-	}
+	bool prefixed = sql_prefix_prepare(server, b, target, server_lookup(ps, target));
+	struct prep_pending *p = pending_push_renamed(ps, prefixed ? PEND_QUERY_PREFIXED : PEND_QUERY,
+						      prefixed ? target : NULL, name, target->id);
 	put_sql_name(b, "PREPARE", target->id);
 	pending_shift_positions(p, pkt, text, b);
 	pktbuf_put_bytes(b, text, (uint32_t)len);
@@ -1355,17 +1371,11 @@ static bool sql_execute(struct client *client, struct server *server, const stru
 	struct pktbuf *b = scratch();
 	struct prep_pending *p;
 	pktbuf_begin(b, 'Q');
-	if (e) {
-		list_remove(&ps->lru, &e->lru);
-		list_append(&ps->lru, &e->lru);
-		p = pending_push_renamed(ps, PEND_QUERY, NULL, name, stmt->id);
-	} else if (stmt && stmt_preparable(stmt)) {
-		/* One Query: "PREPARE PGV_x ...; EXECUTE PGV_x ..."; the PREPARE's tag is swallowed. */
-		put_prepare_text(b, stmt, stmt->id);
-		pktbuf_put_bytes(b, "; ", 2);
-		server_cache_add(ps, stmt);
-		p = pending_push_renamed(ps, PEND_QUERY_PREFIXED, stmt, name, stmt->id);
-		server->pool->db->stats.total.server_parse_count++;
+	if (e || (stmt && stmt_preparable(stmt))) {
+		/* One Query, "PREPARE PGV_x ...; EXECUTE PGV_x ..." if the server lacks it */
+		bool prefixed = sql_prefix_prepare(server, b, stmt, e);
+		p = pending_push_renamed(ps, prefixed ? PEND_QUERY_PREFIXED : PEND_QUERY, prefixed ? stmt : NULL, name,
+					 stmt->id);
 	} else {
 		stmt = NULL;	/* a protocol one with types, not on this server: see the man page */
 		p = pending_push_renamed(ps, PEND_QUERY, NULL, name, PREP_SCRATCH_ID);
