@@ -582,6 +582,12 @@ static bool pending_is_query(const struct prep_pending *p)
 	return p->kind >= PEND_QUERY;
 }
 
+/* The i-th awaited answer from the head (i < ring_len). */
+static struct prep_pending *pending_at(struct prep_server *ps, uint32_t i)
+{
+	return &ps->ring[(ps->ring_head + i) & (ps->ring_cap - 1)];
+}
+
 static struct prep_pending *pending_head(struct prep_server *ps)
 {
 	return ps->ring_len ? &ps->ring[ps->ring_head] : NULL;
@@ -615,13 +621,11 @@ static void pending_undo(struct server *server, const struct prep_pending *p)
 	}
 }
 
-/* Drops the head; `failed`: its message was rejected or discarded (pending_undo). */
-static void pending_pop(struct server *server, bool failed)
+/* Drops the head (answered; a failed one was undone first: pending_fail_segment). */
+static void pending_pop(struct server *server)
 {
 	struct prep_server *ps = server->prep;
 	struct prep_pending *p = &ps->ring[ps->ring_head];
-	if (failed)
-		pending_undo(server, p);
 	stmt_unref(p->stmt);
 	free(p->long_name);
 	p->stmt = NULL;
@@ -645,7 +649,7 @@ static void pending_clear(struct server *server)
 {
 	struct prep_server *ps = server->prep;
 	while (ps && ps->ring_len)
-		pending_pop(server, false);
+		pending_pop(server);
 }
 
 /* Answers pgvalve owes the client, once everything before them was answered. */
@@ -661,7 +665,7 @@ void prepare_server_answer_owed(struct server *server)
 	while (ps && (p = pending_head(ps)) && p->kind == PEND_CLOSE_OWED) {
 		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
 		netbuf_insert(&server->nb, close_complete, 5);
-		pending_pop(server, false);
+		pending_pop(server);
 	}
 }
 
@@ -675,22 +679,17 @@ static void pending_fail_segment(struct server *server, bool to_query)
 	struct prep_server *ps = server->prep;
 	uint32_t n = 0;
 	while (n < ps->ring_len) {
-		const struct prep_pending *p = &ps->ring[(ps->ring_head + n) & (ps->ring_cap - 1)];
+		const struct prep_pending *p = pending_at(ps, n);
 		if (p->kind == PEND_SYNC || (to_query && pending_is_query(p)))
 			break;
 		n++;
 	}
 	for (uint32_t i = n; i-- > 0;)
-		pending_undo(server, &ps->ring[(ps->ring_head + i) & (ps->ring_cap - 1)]);
+		pending_undo(server, pending_at(ps, i));
 	while (n-- > 0)
-		pending_pop(server, false);
+		pending_pop(server);
 }
 
-/* An ErrorResponse: the head failed, and the server skips everything up to the next Sync. */
-static void pending_fail_until_sync(struct server *server)
-{
-	pending_fail_segment(server, false);
-}
 
 /* A field of the ErrorResponse being rebuilt: `v` (NUL-terminated) as the client must see it. */
 static bool put_corrected_field(struct pktbuf *b, uint8_t code, const char *v, size_t vlen,
@@ -833,7 +832,7 @@ static enum prepare_verdict parse_or_close_complete(struct server *server, struc
 		server_log(LOG_LEVEL_WARNING, server, "a statement pgvalve prepared was gone: closing when released");
 		server->close_needed = true;
 	}
-	pending_pop(server, false);
+	pending_pop(server);
 	bool ours = (type == '1' && kind == PEND_PARSE_INJECTED) ||
 		    (type == '3' && (kind == PEND_CLOSE_EVICT || kind == PEND_CLOSE_SCRATCH));
 	return ours ? PREPARE_SKIP : PREPARE_FORWARD;
@@ -866,16 +865,16 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 	case 's':	/* PortalSuspended */
 	case 'I':	/* EmptyQueryResponse */
 		if (!pending_is_query(head))
-			pending_pop(server, false);
+			pending_pop(server);
 		return PREPARE_FORWARD;
 	case 'T':
 		if (head->kind == PEND_DESCRIBE)
-			pending_pop(server, false);
+			pending_pop(server);
 		return PREPARE_FORWARD;
 	case 'C':
 		if (pending_is_query(head))
 			return query_tag(head);
-		pending_pop(server, false);
+		pending_pop(server);
 		return PREPARE_FORWARD;
 	case 'E': {
 		bool correct = head->rename || head->pos_from;
@@ -883,14 +882,14 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 		if (pending_is_query(head))
 			query_failed(server, head);
 		else
-			pending_fail_until_sync(server);
+			pending_fail_segment(server, false);	/* the head failed, the server skips up to the Sync */
 		return v;
 	}
 	case 'Z':
 		/* What is still awaited before the Sync or Query it answers was discarded after an error. */
 		pending_fail_segment(server, true);
 		if (pending_head(ps))
-			pending_pop(server, false);
+			pending_pop(server);
 		if (ps->ring_len && server->expect_ready <= 1 && !server->unsynced) {
 			/*
 			 * The server owes nothing more, yet answers are awaited: the
