@@ -90,6 +90,10 @@ static const struct param_def params[] = {
 	P_ENUM(auth_type, "md5", RELOAD, IMPL, auth_type_names, AUTH_TYPE_HBA_ONLY),
 	P_STR(auth_user, "", RELOAD, IMPL),
 	P_TIME(autodb_idle_timeout, "3600", RELOAD, IMPL),
+	/* pgvalve extensions: what long cancel keys (protocol 3.2) say and how they are signed (cancel_key.h). */
+	P_STR(cancel_advertise_addr, "", RELOAD, IMPL),
+	P_INT(cancel_advertise_port, "0", RELOAD, IMPL, 0, 65535),
+	P_STR(cancel_key_secret, "", RELOAD, IMPL),
 	P_TIME(cancel_wait_timeout, "10", RELOAD, IMPL),
 	P_TIME(client_idle_timeout, "0", RELOAD, IMPL),
 	P_TIME(client_login_timeout, "60", RELOAD, IMPL),

@@ -43,8 +43,9 @@ struct peer_cancel {
 	struct list_node node;		/* the pool's list of its state */
 	struct peer_pool *pool;
 	struct client *client;		/* the requester, held open; NULL once it left */
-	uint32_t pid;			/* the key as forwarded: TTL already lowered */
-	uint32_t key;
+	struct cancel_request cr;	/* as forwarded: TTL already lowered */
+	struct sockaddr_storage addr;	/* pool by address (peer id 0): the owner the long key names */
+	socklen_t addr_len;
 	usec_t queued_at;
 	usec_t started_at;		/* connect (or the lookup before it) started */
 	int port;			/* the peer's, when the connect started */
@@ -135,9 +136,24 @@ static void peer_cancel_finish(struct peer_cancel *req)
 	}
 }
 
+/* "peer 3", or the address a long key names ("10.0.0.5:6432"). */
+static const char *peer_cancel_target(const struct peer_cancel *req, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	int port = 0;
+	if (req->pool->peer_id > 0)
+		snprintf(buf, size, "peer %d", req->pool->peer_id);
+	else if (sockaddr_host_text((const struct sockaddr *)&req->addr, host, sizeof(host), &port))
+		snprintf(buf, size, "instance %s:%d", host, port);
+	else
+		snprintf(buf, size, "an unknown instance");
+	return buf;
+}
+
 static void peer_cancel_drop(struct peer_cancel *req, const char *why)
 {
-	log_warning("dropping cancel request for peer %d: %s", req->pool->peer_id, why);
+	char target[128];
+	log_warning("dropping cancel request for %s: %s", peer_cancel_target(req, target, sizeof(target)), why);
 	peer_cancel_finish(req);
 }
 
@@ -213,6 +229,14 @@ static void peer_pool_launch(struct peer_pool *pool)
 	struct list_node *n;
 	while ((n = list_first(&pool->waiting))) {
 		struct peer_cancel *req = container_of(n, struct peer_cancel, node);
+		if (pool->peer_id == 0) {	/* by the address in a long key: default_pool_size at once */
+			if ((int)(pool->login.count + pool->active.count) >= pgv.cfg->default_pool_size)
+				break;
+			req->started_at = now_usec();
+			peer_cancel_set_state(req, PEER_CANCEL_LOGIN);
+			peer_cancel_start_socket(req, (const union pgv_sockaddr *)&req->addr, req->addr_len);
+			continue;
+		}
 		const struct peer_config *pc = peer_find_config(pool->peer_id);
 		if (!pc) {
 			peer_cancel_drop(req, "the peer is no longer configured");
@@ -232,17 +256,17 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 
 	switch (ev) {
 	case NETBUF_EV_CONNECT_OK: {
-		uint8_t mem[16];
+		uint8_t mem[12 + CANCEL_KEY_MAX];
 		struct pktbuf b;
 		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		proto_put_cancel_request(&b, req->pid, req->key);
+		proto_put_cancel_request_bytes(&b, req->cr.pid, req->cr.key, req->cr.key_len);
 		peer_cancel_set_state(req, PEER_CANCEL_ACTIVE);
 		if (!netbuf_send(&req->nb, b.buf, b.len)) {
 			peer_cancel_drop(req, "send failed");
 			peer_pool_launch(pool);
 			return false;
 		}
-		log_debug("sent cancel request to peer %d", pool->peer_id);
+		log_debug("sent cancel request to peer %d (0: by key address)", pool->peer_id);
 		netbuf_resume(&req->nb);	/* the peer answers by closing */
 		return true;
 	}
@@ -251,7 +275,7 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 		return true;
 	case NETBUF_EV_RECV_FAILED:
 		if (req->state == PEER_CANCEL_ACTIVE) {
-			log_debug("peer %d handled the cancel request", pool->peer_id);
+			log_debug("peer %d (0: by key address) handled the cancel request", pool->peer_id);
 			peer_cancel_finish(req);
 		} else {
 			peer_cancel_drop(req, "the peer closed the connection");
@@ -279,44 +303,112 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 	return false;
 }
 
-bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
+/* Queues the forward of cr (TTL lowered) to pool peer_id (0: to addr) and holds the requester. */
+static void peer_queue_forward(struct client *requester, const struct cancel_request *cr, int peer_id,
+			       const struct sockaddr_storage *addr, socklen_t addr_len)
 {
-	int peer_id = cancel_key_peer_id(pid);
-	int own_id = pgv.cfg->peer_id;
-
-	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers) {
-		/* peer_id 0 switches peering off, as in PgBouncer: no forwarding either. */
-		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key, ignored");
-		return false;
-	}
-	if (peer_id == own_id) {
-		/* Ours, but the client is gone (or the key never existed): nothing to cancel. */
-		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key of this peer, ignored");
-		return false;
-	}
-	if (!peer_find_config(peer_id)) {
-		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
-		return false;
-	}
-	if (cancel_key_ttl(key) == 0) {
-		client_log(LOG_LEVEL_WARNING, requester, "cancel request for peer %d: TTL exhausted, dropped", peer_id);
-		return false;
-	}
-
 	struct peer_cancel *req = xcalloc(1, sizeof(*req));
 	netbuf_init(&req->nb, peer_cancel_handler, 1024);
 	list_node_init(&req->node);
 	req->pool = peer_get_pool(peer_id);
 	req->client = requester;
-	req->pid = pid;
-	req->key = key - 1;	/* one hop used: the TTL bits are non-zero, so no borrow */
+	req->cr = *cr;
+	cancel_request_lower_ttl(&req->cr);	/* one hop used */
+	if (addr) {
+		req->addr = *addr;
+		req->addr_len = addr_len;
+	}
 	req->queued_at = now_usec();
 	requester->login->peer_cancel = req;	/* a cancel request never logs in: login stays */
-	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
 	peer_cancel_set_state(req, PEER_CANCEL_WAITING);
 	peer_pool_launch(req->pool);
 	/* A failed connect finished the request, and with it closed the requester. */
+}
+
+/*
+ * [peers] by the peer id in the pid: 1 if forwarded, 0 if dropped, -1 if
+ * the key is not one for [peers] (peering off, no peer id, our own id).
+ */
+static int peer_forward_by_id(struct client *requester, const struct cancel_request *cr)
+{
+	int peer_id = cancel_key_peer_id(cr->pid);
+	int own_id = pgv.cfg->peer_id;
+
+	/* peer_id 0 switches peering off, as in PgBouncer: no forwarding either. */
+	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers || peer_id == own_id)
+		return -1;
+	if (!peer_find_config(peer_id)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
+		return 0;
+	}
+	if (cancel_request_ttl(cr) == 0) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request for peer %d: TTL exhausted, dropped", peer_id);
+		return 0;
+	}
+	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
+	peer_queue_forward(requester, cr, peer_id, NULL, 0);
+	return 1;
+}
+
+/*
+ * A long key (protocol 3.2) no [peers] entry takes: forwarded to the
+ * instance it names if it verifies under cancel_key_secret. True if
+ * forwarded.
+ */
+static bool peer_forward_by_address(struct client *requester, const struct cancel_request *cr)
+{
+	struct sockaddr_storage addr;
+	socklen_t len = 0;
+
+	if (!pgv.cfg->cancel_key_secret[0]) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a long key not of this process, "
+			   "and no cancel_key_secret to verify it: dropped");
+		return false;
+	}
+	if (!cancel_key_fleet_valid(cr)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a forged or damaged key "
+			   "(it does not verify under cancel_key_secret): dropped");
+		return false;
+	}
+	if (cancel_key_is_own(cr)) {
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for a client of this instance that is gone, ignored");
+		return false;
+	}
+	if (!cancel_key_owner(cr, &addr, &len)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a key that names no instance "
+			   "(its client came over a Unix socket; set cancel_advertise_addr): dropped");
+		return false;
+	}
+	if (cancel_request_ttl(cr) == 0) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request by key address: TTL exhausted, dropped");
+		return false;
+	}
+	char host[INET6_ADDRSTRLEN + 2];
+	int port = 0;
+	sockaddr_host_text((const struct sockaddr *)&addr, host, sizeof(host), &port);
+	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to instance %s:%d", host, port);
+	peer_queue_forward(requester, cr, 0, &addr, len);
 	return true;
+}
+
+bool peer_forward_cancel(struct client *requester, const struct cancel_request *cr)
+{
+	int by_id = peer_forward_by_id(requester, cr);
+	if (by_id >= 0)
+		return by_id > 0;
+	if (cr->key_len == CANCEL_KEY_LONG_LEN)
+		return peer_forward_by_address(requester, cr);
+	if (cr->key_len != CANCEL_KEY_SHORT_LEN) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a %u-byte key, not one pgvalve hands out: "
+			   "dropped", (unsigned)cr->key_len);
+		return false;
+	}
+	if (pgv.cfg->peer_id != 0 && cancel_key_peer_id(cr->pid) == pgv.cfg->peer_id)
+		/* Ours, but the client is gone (or the key never existed): nothing to cancel. */
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key of this peer, ignored");
+	else
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key, ignored");
+	return false;
 }
 
 static void peer_client_gone_of(struct peer_cancel *req)

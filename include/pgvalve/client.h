@@ -74,6 +74,7 @@ struct pktbuf;
 struct pkt;
 struct server;
 struct pool;
+struct cancel_request;
 
 /*
  * Client kinds. A login is pooled unless a kind registered at start-up
@@ -163,6 +164,7 @@ struct client_login {
 	uint8_t sasl_final[SCRAM_MSG_MAX + 16];
 	uint32_t sasl_final_len;
 	bool auth_ok_sent;		/* AuthenticationOk went out before a check of its parameters */
+	uint8_t proto_minor;		/* the protocol agreed: 3.0 or 3.2 (long cancel keys) */
 };
 
 /*
@@ -213,6 +215,7 @@ struct client {
 	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */
 	bool wait_notified : 1;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown : 1;	/* came on the Unix socket after a shutdown began */
+	bool cancel_long : 1;		/* protocol 3.2: its cancel key is the long one (cancel_key.h) */
 };
 
 static inline bool client_is_console(const struct client *client)
@@ -279,7 +282,7 @@ const char *client_db_name(const struct client *client);
  * requester. Returns true if requester is held open while the request is
  * forwarded to a peer (peer.c closes it); false if the caller closes it now.
  */
-bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key);
+bool client_handle_cancel(struct client *requester, const struct cancel_request *req);
 
 #define client_log(level, c, fmt, ...) do { \
 	if (log_enabled(level)) { char _pfx[256]; \
