@@ -124,8 +124,12 @@ static bool cancel_key_advertised(int fd, bool is_unix, struct sockaddr_storage 
 		int port = pgv.cfg->cancel_advertise_port ? pgv.cfg->cancel_advertise_port : pgv.cfg->listen_port;
 		if (dns_literal_address(host, port, &addr, &len, err, sizeof(err)) != 1 ||
 		    (addr.sa.sa_family != AF_INET && addr.sa.sa_family != AF_INET6)) {
-			log_warning("cancel_advertise_addr \"%s\" is not an IP address: long cancel keys name no instance",
-				    host);
+			static char warned[128];	/* once per value, not once per login */
+			if (strncmp(warned, host, sizeof(warned) - 1) != 0) {
+				strlcpy_s(warned, host, sizeof(warned));
+				log_warning("cancel_advertise_addr \"%s\" is not an IP address: long cancel keys name "
+					    "no instance", host);
+			}
 			return false;
 		}
 		memcpy(ss, &addr, len);

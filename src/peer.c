@@ -350,6 +350,22 @@ static int peer_forward_by_id(struct client *requester, const struct cancel_requ
 	return 1;
 }
 
+/* The address a long key names is where the request came in: this instance's, whose client is gone. */
+static bool peer_key_names_us(const struct client *requester, const struct sockaddr_storage *addr)
+{
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	if (requester->is_unix || getsockname(requester->nb.fd, (struct sockaddr *)&local, &len) < 0 ||
+	    local.ss_family != addr->ss_family)
+		return false;
+	if (addr->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)addr, *b = (const struct sockaddr_in *)&local;
+		return a->sin_port == b->sin_port && a->sin_addr.s_addr == b->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr, *b = (const struct sockaddr_in6 *)&local;
+	return a->sin6_port == b->sin6_port && memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr)) == 0;
+}
+
 /*
  * A long key (protocol 3.2) no [peers] entry takes: forwarded to the
  * instance it names if it verifies under cancel_key_secret. True if
@@ -377,6 +393,11 @@ static bool peer_forward_by_address(struct client *requester, const struct cance
 	if (!cancel_key_owner(cr, &addr, &len)) {
 		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a key that names no instance "
 			   "(its client came over a Unix socket; set cancel_advertise_addr): dropped");
+		return false;
+	}
+	if (peer_key_names_us(requester, &addr)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a key naming this instance's address, "
+			   "from a process that is gone (restarted?): dropped");
 		return false;
 	}
 	if (cancel_request_ttl(cr) == 0) {

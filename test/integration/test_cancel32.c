@@ -460,7 +460,16 @@ START_TEST(key_of_gone_instance)
 	snprintf(needle, sizeof(needle), "dropping cancel request for instance 127.0.0.1:%d: could not connect", a_port);
 	pgv_expect_log(&b, needle, 5);
 	expect_serves(&other);
+
+	/* A new instance at the gone one's address: the key names it, but not its process. */
+	struct pgv a2;
+	memset(&a2, 0, sizeof(a2));
+	pgv_start_on_port(&a2, a_port, config(SECRET), std_databases(), std_userlist());
+	send_cancel(&a2, a_port, l.pid, l.key, l.key_len);
+	pgv_expect_log(&a2, "key naming this instance's address, from a process that is gone", 2);
+	ck_assert_int_eq(pgv_log_count(&a2, "forwarding cancel request"), 0);
 	close(other.fd);
+	pgv_stop(&a2);
 	pgv_stop(&b);
 }
 END_TEST
