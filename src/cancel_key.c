@@ -34,8 +34,10 @@ void cancel_key_make(int peer_id, uint32_t *pid, uint32_t *key)
 		p &= 0xFF0000FFu;
 		p |= (uint32_t)(peer_id & 0xFF) << 16;		/* byte 1 */
 		p |= (uint32_t)((peer_id >> 8) & 0xFF) << 8;	/* byte 2 */
-		k |= CANCEL_KEY_TTL_MASK;			/* byte 7: full TTL */
 	}
+	/* byte 7: full TTL wherever the key may be forwarded (peers_dns sends it on with TTL 0) */
+	if (peer_id > 0 || (pgv.cfg && pgv.cfg->peers_dns && pgv.cfg->peers_dns[0]))
+		k |= CANCEL_KEY_TTL_MASK;
 	*pid = p;
 	*key = k;
 }

@@ -140,6 +140,9 @@ static const struct param_def params[] = {
 	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(peer_id, "0", RELOAD, IMPL, 0, 16383),
+	/* pgvalve extension: protocol 3.0 cancels go to every instance this name resolves to (peer.h). */
+	P_STR(peers_dns, "", RELOAD, IMPL),
+	P_INT(peers_dns_port, "0", RELOAD, IMPL, 0, 65535),
 	P_STR(pidfile, "", RESTART, IMPL),
 	P_INT(pkt_buf, "4096", RESTART, IMPL, 256, INT_MAX),
 	/* Not in PgBouncer 1.25's table but in its current documentation: unused pools are freed. */

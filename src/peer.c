@@ -37,12 +37,29 @@ struct peer_pool {
 	struct list active;
 };
 
+/*
+ * One CancelRequest that came in, and the forwards made for it (one, or
+ * one per instance peers_dns names). The requester is held open until the
+ * last of them is over.
+ */
+struct peer_cancel_group {
+	struct client *client;		/* the requester, held open; NULL once it left */
+	int refs;			/* forwards not finished, and the set-up or lookup under way */
+	struct cancel_request cr;	/* as it came in */
+	struct sockaddr_storage local;	/* where it came in: peers_dns sends nothing there */
+	struct dns_waiter dns;		/* looking up peers_dns */
+	struct list_node node;		/* peer_lookups while it does */
+};
+
+/* Groups waiting for the peers_dns lookup (shutdown frees them). */
+static struct list peer_lookups = { .head = { &peer_lookups.head, &peer_lookups.head } };
+
 struct peer_cancel {
 	struct netbuf nb;
 	enum peer_cancel_state state;
 	struct list_node node;		/* the pool's list of its state */
 	struct peer_pool *pool;
-	struct client *client;		/* the requester, held open; NULL once it left */
+	struct peer_cancel_group *group;
 	struct cancel_request cr;	/* as forwarded: TTL already lowered */
 	struct sockaddr_storage addr;	/* pool by address (peer id 0): the owner the long key names */
 	socklen_t addr_len;
@@ -119,21 +136,35 @@ void peer_get_pool_counts(int peer_id, struct peer_pool_counts *out)
 
 /* ---------------------------------------------------------------- requests */
 
-/*
- * Ends a forward: closes its connection and the requester it held. Does
- * not start queued ones (callers do, once they are done with their lists).
- */
-static void peer_cancel_finish(struct peer_cancel *req)
+/* Drops one reference to a group: the last one closes the requester it held. */
+static void peer_group_release(struct peer_cancel_group *g)
 {
-	struct client *client = req->client;
-	dns_cancel(&req->dns);
-	netbuf_close(&req->nb);
-	list_remove(peer_state_list(req->pool, req->state), &req->node);
-	free(req);
+	if (--g->refs > 0)
+		return;
+	struct client *client = g->client;
+	dns_cancel(&g->dns);
+	if (list_node_linked(&g->node))
+		list_remove(&peer_lookups, &g->node);
+	free(g);
 	if (client) {
 		client->login->peer_cancel = NULL;
 		client_close(client, NULL, "cancel request forwarded");
 	}
+}
+
+/*
+ * Ends a forward: closes its connection and, with the group's last, the
+ * requester it held. Does not start queued ones (callers do, once they are
+ * done with their lists).
+ */
+static void peer_cancel_finish(struct peer_cancel *req)
+{
+	struct peer_cancel_group *g = req->group;
+	dns_cancel(&req->dns);
+	netbuf_close(&req->nb);
+	list_remove(peer_state_list(req->pool, req->state), &req->node);
+	free(req);
+	peer_group_release(g);
 }
 
 /* "peer 3", or the address a long key names ("10.0.0.5:6432"). */
@@ -303,26 +334,54 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 	return false;
 }
 
-/* Queues the forward of cr (TTL lowered) to pool peer_id (0: to addr) and holds the requester. */
-static void peer_queue_forward(struct client *requester, const struct cancel_request *cr, int peer_id,
+/*
+ * A group for requester's cr, holding the requester (one reference: the
+ * caller's, dropped with peer_group_release once its forwards are queued).
+ */
+static struct peer_cancel_group *peer_group_new(struct client *requester, const struct cancel_request *cr)
+{
+	struct peer_cancel_group *g = xcalloc(1, sizeof(*g));
+	socklen_t len = sizeof(g->local);
+	g->client = requester;
+	g->refs = 1;
+	g->cr = *cr;
+	list_node_init(&g->node);
+	if (requester->is_unix || getsockname(requester->nb.fd, (struct sockaddr *)&g->local, &len) < 0)
+		memset(&g->local, 0, sizeof(g->local));
+	requester->login->peer_cancel = g;	/* a cancel request never logs in: login stays */
+	return g;
+}
+
+/* Queues a forward of cr (its TTL as it is to go out) to pool peer_id (0: to addr). */
+static void peer_queue_forward(struct peer_cancel_group *g, const struct cancel_request *cr, int peer_id,
 			       const struct sockaddr_storage *addr, socklen_t addr_len)
 {
 	struct peer_cancel *req = xcalloc(1, sizeof(*req));
 	netbuf_init(&req->nb, peer_cancel_handler, 1024);
 	list_node_init(&req->node);
 	req->pool = peer_get_pool(peer_id);
-	req->client = requester;
+	req->group = g;
+	g->refs++;
 	req->cr = *cr;
-	cancel_request_lower_ttl(&req->cr);	/* one hop used */
 	if (addr) {
 		req->addr = *addr;
 		req->addr_len = addr_len;
 	}
 	req->queued_at = now_usec();
-	requester->login->peer_cancel = req;	/* a cancel request never logs in: login stays */
 	peer_cancel_set_state(req, PEER_CANCEL_WAITING);
 	peer_pool_launch(req->pool);
-	/* A failed connect finished the request, and with it closed the requester. */
+	/* A failed connect finished the request (the group's reference keeps the requester). */
+}
+
+/* One forward for requester's cr, its TTL lowered by one hop. */
+static void peer_forward_one(struct client *requester, const struct cancel_request *cr, int peer_id,
+			     const struct sockaddr_storage *addr, socklen_t addr_len)
+{
+	struct peer_cancel_group *g = peer_group_new(requester, cr);
+	struct cancel_request out = *cr;
+	cancel_request_lower_ttl(&out);
+	peer_queue_forward(g, &out, peer_id, addr, addr_len);
+	peer_group_release(g);
 }
 
 /*
@@ -346,7 +405,7 @@ static int peer_forward_by_id(struct client *requester, const struct cancel_requ
 		return 0;
 	}
 	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
-	peer_queue_forward(requester, cr, peer_id, NULL, 0);
+	peer_forward_one(requester, cr, peer_id, NULL, 0);
 	return 1;
 }
 
@@ -408,7 +467,108 @@ static bool peer_forward_by_address(struct client *requester, const struct cance
 	int port = 0;
 	sockaddr_host_text((const struct sockaddr *)&addr, host, sizeof(host), &port);
 	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to instance %s:%d", host, port);
-	peer_queue_forward(requester, cr, 0, &addr, len);
+	peer_forward_one(requester, cr, 0, &addr, len);
+	return true;
+}
+
+/* ---------------------------------------------------------------- peers_dns */
+
+static bool peer_same_endpoint(const struct sockaddr_storage *a, const union pgv_sockaddr *b)
+{
+	if (a->ss_family != b->sa.sa_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const struct sockaddr_in *)a;
+		return x->sin_port == b->in.sin_port && x->sin_addr.s_addr == b->in.sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a;
+	return x->sin6_port == b->in6.sin6_port && memcmp(&x->sin6_addr, &b->in6.sin6_addr, 16) == 0;
+}
+
+static int peer_dns_port(void)
+{
+	return pgv.cfg->peers_dns_port ? pgv.cfg->peers_dns_port : pgv.cfg->listen_port;
+}
+
+/*
+ * peers_dns answered (first: one of its addresses, with the count): the
+ * request goes to every address but the one it came in on, TTL 0 so that
+ * none of them sends it on again. Returns how many forwards were queued.
+ */
+static int peer_broadcast_to(struct peer_cancel_group *g, const struct dns_addr *first)
+{
+	struct cancel_request out = g->cr;
+	int queued = 0;
+	out.key[3] &= (uint8_t)~CANCEL_KEY_TTL_MASK;
+	for (int i = 0; i < first->count; i++) {
+		struct dns_addr a = *first;
+		if (i != first->index) {
+			struct dns_waiter w = { .want = i + 1 };
+			char err[256];
+			if (dns_lookup(pgv.cfg->peers_dns, &w, NULL, &a, err, sizeof(err)) != DNS_DONE) {
+				dns_cancel(&w);
+				continue;	/* the answer changed under us: the next cancel sees the new one */
+			}
+		}
+		union pgv_sockaddr addr;
+		socklen_t len;
+		dns_answer_address(&a, peer_dns_port(), &addr, &len);
+		if (peer_same_endpoint(&g->local, &addr))
+			continue;
+		struct sockaddr_storage ss;
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, &addr, len);
+		peer_queue_forward(g, &out, 0, &ss, len);
+		queued++;
+	}
+	return queued;
+}
+
+static void peer_broadcast_answer(struct peer_cancel_group *g, const struct dns_addr *a, const char *error)
+{
+	if (!a) {
+		log_warning("dropping cancel request: peers_dns: %s", error);
+	} else if (peer_broadcast_to(g, a) == 0) {
+		log_warning("dropping cancel request: peers_dns \"%s\" names no instance but this one",
+			    pgv.cfg->peers_dns);
+	}
+	peer_group_release(g);
+}
+
+static void peer_broadcast_dns_done(struct dns_waiter *w, const struct dns_addr *a, const char *error)
+{
+	struct peer_cancel_group *g = container_of(w, struct peer_cancel_group, dns);
+	list_remove(&peer_lookups, &g->node);
+	peer_broadcast_answer(g, a, error);
+}
+
+/*
+ * A 3.0 key no local client has, with peers_dns set: sent to every
+ * instance the name resolves to (looked up again once dns_max_ttl has
+ * passed). True: the requester is held until the last forward is over.
+ */
+static bool peer_forward_by_dns(struct client *requester, const struct cancel_request *cr)
+{
+	if (cancel_request_ttl(cr) == 0) {
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request sent on by another instance, "
+			   "for no client here: ignored");
+		return false;
+	}
+	struct peer_cancel_group *g = peer_group_new(requester, cr);
+	struct dns_addr a;
+	char err[256];
+	client_log(LOG_LEVEL_DEBUG, requester, "sending cancel request to the instances of %s", pgv.cfg->peers_dns);
+	switch (dns_lookup(pgv.cfg->peers_dns, &g->dns, peer_broadcast_dns_done, &a, err, sizeof(err))) {
+	case DNS_PENDING:
+		list_append(&peer_lookups, &g->node);
+		return true;
+	case DNS_DONE:
+		peer_broadcast_answer(g, &a, NULL);
+		return true;
+	case DNS_FAILED:
+		peer_broadcast_answer(g, NULL, err);
+		return true;
+	}
 	return true;
 }
 
@@ -424,6 +584,8 @@ bool peer_forward_cancel(struct client *requester, const struct cancel_request *
 			   "dropped", (unsigned)cr->key_len);
 		return false;
 	}
+	if (pgv.cfg->peers_dns[0])
+		return peer_forward_by_dns(requester, cr);
 	if (pgv.cfg->peer_id != 0 && cancel_key_peer_id(cr->pid) == pgv.cfg->peer_id)
 		/* Ours, but the client is gone (or the key never existed): nothing to cancel. */
 		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key of this peer, ignored");
@@ -432,11 +594,11 @@ bool peer_forward_cancel(struct client *requester, const struct cancel_request *
 	return false;
 }
 
-static void peer_client_gone_of(struct peer_cancel *req)
+static void peer_client_gone_of(struct peer_cancel_group *g)
 {
-	if (req->client)
-		req->client->login->peer_cancel = NULL;
-	req->client = NULL;
+	if (g->client)
+		g->client->login->peer_cancel = NULL;
+	g->client = NULL;
 }
 
 void peer_client_gone(struct client *client)
@@ -479,6 +641,15 @@ void peer_expire_requests(usec_t now)
 
 void peer_free_all(void)
 {
+	struct list_node *lookup;
+	while ((lookup = list_first(&peer_lookups))) {
+		struct peer_cancel_group *g = container_of(lookup, struct peer_cancel_group, node);
+		list_remove(&peer_lookups, &g->node);
+		peer_client_gone_of(g);
+		g->refs = 1;
+		peer_group_release(g);
+	}
+
 	list_for_each_safe(pos, tmp, &pgv.peer_pools) {
 		struct peer_pool *pool = container_of(pos, struct peer_pool, node);
 		struct list *lists[] = { &pool->waiting, &pool->login, &pool->active };
@@ -486,7 +657,7 @@ void peer_free_all(void)
 			struct list_node *n;
 			while ((n = list_first(lists[i]))) {
 				struct peer_cancel *req = container_of(n, struct peer_cancel, node);
-				peer_client_gone_of(req);
+				peer_client_gone_of(req->group);
 				peer_cancel_finish(req);
 			}
 		}

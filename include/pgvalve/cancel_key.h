@@ -14,7 +14,9 @@
  *   - all 8 bytes random, except:
  *   - byte 0: high bit clear (a positive pid for clients that care);
  *   - with peer_id > 0: byte 1 = peer_id & 0xFF, byte 2 = peer_id >> 8,
- *     and the two low bits of byte 7 are a TTL, 3 when handed out.
+ *     and the two low bits of byte 7 are a TTL, 3 when handed out (also
+ *     without peer_id when peers_dns is set: a request it sends on to
+ *     every instance goes with TTL 0, so none sends it on again).
  * Each forward lowers the TTL by one; at 0 the request is dropped, so a
  * misconfigured ring of peers cannot bounce a request forever. Local
  * lookups ignore the TTL bits (pool.c's cancel index masks them).

@@ -159,7 +159,7 @@ struct client_login {
 	struct pool *auth_pool;
 	struct server *auth_server;
 	bool secret_from_scram;		/* the exchange used a stored SCRAM secret (pass-through keys) */
-	struct peer_cancel *peer_cancel;	/* a cancel request (never logs in) held while peer.c forwards it */
+	struct peer_cancel_group *peer_cancel;	/* a cancel request (never logs in) held while peer.c forwards it */
 	/* AuthenticationSASLFinal, sent in one write with AuthenticationOk (client_finish_login) */
 	uint8_t sasl_final[SCRAM_MSG_MAX + 16];
 	uint32_t sasl_final_len;

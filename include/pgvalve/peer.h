@@ -15,7 +15,11 @@
  * Which way a request goes: first by the peer id in its pid, to [peers]
  * (3.0 and 3.2 keys alike); else a protocol 3.2 long key that verifies
  * under cancel_key_secret goes to the instance address inside it, over
- * TCP, in the "pool" of peer id 0 (default_pool_size at once). A long key
+ * TCP, in the "pool" of peer id 0 (default_pool_size at once); else, with
+ * peers_dns set, a 4-byte (3.0) key goes to every address that name
+ * resolves to but the one the request came in on, with TTL 0 (a request
+ * that arrives with TTL 0 is never sent on), in the same pool; the
+ * requester is held until the last of them is over. A long key
  * that does not verify, names no address or this very process, and any
  * key whose TTL is spent, are dropped with a log line: a forged key never
  * makes pgvalve connect anywhere.

@@ -10,7 +10,10 @@
  * same cancel_key_secret and no [peers] (forwarded to the address in the
  * key); forged, truncated and short forms of a long key, and keys naming
  * an instance that is gone: a log line each, nothing cancelled, other
- * clients unharmed.
+ * clients unharmed. And peers_dns: a protocol 3.0 cancel sent to every
+ * instance a DNS name (dnsmasq, as a Kubernetes headless Service) resolves
+ * to, except the one it came in on, with TTL 0; a name that resolves to
+ * nothing or to the instance alone costs a log line.
  */
 #include "harness.h"
 
@@ -20,6 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #define DB "pgvtest"
 #define USER "scram_user"
@@ -33,7 +40,7 @@
 
 static const char *config(const char *extra)
 {
-	static char buf[1024];
+	static char buf[2048];
 
 	snprintf(buf, sizeof(buf),
 		 "auth_type = trust\n"
@@ -140,8 +147,32 @@ static bool login_message(struct login32 *l, bool *ready)
 	return true;
 }
 
-/* A TCP login to port asking for version, with extra (name, value, ..., NULL) parameters. */
+/* A TCP connection to ip:port. */
+static int tcp_connect(const char *ip, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		ck_abort_msg("connect to %s:%d: %s", ip, port, strerror(errno));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static bool login_version_at(const char *ip, int port, uint32_t version, const char *const *extra,
+			     struct login32 *l);
+
+/* A TCP login to 127.0.0.1:port asking for version, with extra (name, value, ..., NULL) parameters. */
 static bool login_version(int port, uint32_t version, const char *const *extra, struct login32 *l)
+{
+	return login_version_at("127.0.0.1", port, version, extra, l);
+}
+
+static bool login_version_at(const char *ip, int port, uint32_t version, const char *const *extra,
+			     struct login32 *l)
 {
 	unsigned char pkt[1024];
 	size_t off = 8;
@@ -158,8 +189,7 @@ static bool login_version(int port, uint32_t version, const char *const *extra, 
 	pkt[off++] = 0;
 	put_be32(pkt, (uint32_t)off);
 	put_be32(pkt + 4, version);
-	l->fd = raw_connect(port);
-	ck_assert_msg(l->fd >= 0, "connect to %d: %s", port, strerror(errno));
+	l->fd = tcp_connect(ip, port);
 	ck_assert(raw_send(l->fd, pkt, off));
 	while (!ready)
 		if (!login_message(l, &ready))
@@ -175,13 +205,21 @@ static void login_ok(struct pgv *p, uint32_t version, const char *const *extra, 
 		      l->err.sqlstate, l->err.message, pgv_log_tail(p, 1500));
 }
 
+static void send_cancel_at(struct pgv *p, const char *ip, int port, uint32_t pid, const unsigned char *key,
+			   size_t key_len);
+
 /* A CancelRequest for pid with key_len bytes of key, on a new TCP connection to port; waits for the close. */
 static void send_cancel(struct pgv *p, int port, uint32_t pid, const unsigned char *key, size_t key_len)
 {
-	unsigned char pkt[12 + 256];
-	int fd = raw_connect(port);
+	send_cancel_at(p, "127.0.0.1", port, pid, key, key_len);
+}
 
-	ck_assert_msg(fd >= 0, "connect to %d: %s", port, strerror(errno));
+static void send_cancel_at(struct pgv *p, const char *ip, int port, uint32_t pid, const unsigned char *key,
+			   size_t key_len)
+{
+	unsigned char pkt[12 + 256];
+	int fd = tcp_connect(ip, port);
+
 	put_be32(pkt, (uint32_t)(12 + key_len));
 	put_be32(pkt + 4, 80877102);
 	put_be32(pkt + 8, pid);
@@ -491,6 +529,82 @@ START_TEST(own_key_of_gone_client)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- peers_dns */
+
+#define FLEET_HOSTS "127.0.0.2 fleet.pgv.test\n127.0.0.3 fleet.pgv.test\n127.0.0.2 self.pgv.test\n"
+
+/*
+ * Instance at ip:port with resolv_conf pointing at d and peers_dns = name
+ * (no peer_id, no [peers]); 127.0.0.1:port too, shared (so_reuseport), where
+ * the harness waits for it.
+ */
+static void start_dns_instance(struct pgv *p, const struct pgv_dns *d, const char *ip, int port, const char *name)
+{
+	char extra[1200];
+
+	snprintf(extra, sizeof(extra), "listen_addr = 127.0.0.1,%s\nso_reuseport = 1\nresolv_conf = %s\npeers_dns = %s\n", ip, d->resolv, name);
+	memset(p, 0, sizeof(*p));
+	pgv_start_on_port(p, port, config(extra), std_databases(), std_userlist());
+}
+
+START_TEST(dns_peers_get_30_cancels)
+{
+	struct pgv_dns d;
+	struct pgv a, b;
+	struct login32 l;
+	int port = pgv_pick_port();
+
+	pgv_dns_start(&d, FLEET_HOSTS);
+	start_dns_instance(&a, &d, "127.0.0.2", port, "fleet.pgv.test");
+	start_dns_instance(&b, &d, "127.0.0.3", port, "fleet.pgv.test");
+	ck_assert(login_version_at("127.0.0.2", port, V30, NULL, &l));
+	ck_assert_uint_eq(l.key_len, 4);
+	ck_assert_uint_eq(l.key[3] & 3, 3);	/* full TTL, though no peer_id */
+	start_sleep(&l);
+	send_cancel_at(&b, "127.0.0.3", port, l.pid, l.key, l.key_len);
+	expect_cancelled(&l, &a);
+	pgv_expect_log(&b, "sending cancel request to the instances of fleet.pgv.test", 2);
+
+	/* A key nobody has: B sends it to A alone, with TTL 0, and A sends it nowhere. */
+	unsigned char nokey[4] = { 0x12, 0x34, 0x56, 0x7b };
+	send_cancel_at(&b, "127.0.0.3", port, 0x01020304, nokey, 4);
+	pgv_expect_log(&a, "cancel request sent on by another instance, for no client here: ignored", 3);
+	sleep_ms(300);
+	ck_assert_int_eq(pgv_log_count(&b, "cancel request sent on by another instance"), 0);
+	ck_assert_int_eq(pgv_log_count(&a, "sending cancel request to the instances"), 0);
+	expect_serves(&l);
+	close(l.fd);
+	pgv_stop(&b);
+	pgv_stop(&a);
+	pgv_dns_stop(&d);
+}
+END_TEST
+
+START_TEST(dns_peers_bad_names)
+{
+	struct pgv_dns d;
+	struct pgv a, b;
+	struct login32 l;
+	int port = pgv_pick_port();
+	unsigned char nokey[4] = { 0x12, 0x34, 0x56, 0x7b };
+
+	pgv_dns_start(&d, FLEET_HOSTS);
+	start_dns_instance(&a, &d, "127.0.0.2", port, "nothing.pgv.test");
+	ck_assert(login_version_at("127.0.0.2", port, V30, NULL, &l));
+	send_cancel_at(&a, "127.0.0.2", port, 0x01020304, nokey, 4);
+	pgv_expect_log(&a, "dropping cancel request: peers_dns:", 5);
+	expect_serves(&l);
+	close(l.fd);
+	pgv_stop(&a);
+
+	start_dns_instance(&b, &d, "127.0.0.2", port, "self.pgv.test");
+	send_cancel_at(&b, "127.0.0.2", port, 0x01020304, nokey, 4);
+	pgv_expect_log(&b, "peers_dns \"self.pgv.test\" names no instance but this one", 5);
+	pgv_stop(&b);
+	pgv_dns_stop(&d);
+}
+END_TEST
+
 static Suite *cancel32_suite(void)
 {
 	Suite *s = suite_create("cancel32");
@@ -505,6 +619,11 @@ static Suite *cancel32_suite(void)
 	tcase_add_test(tc, no_secret_no_forward);
 	tcase_add_test(tc, key_of_gone_instance);
 	tcase_add_test(tc, own_key_of_gone_client);
+	suite_add_tcase(s, tc);
+
+	tc = pgv_tcase_create("peers_dns", 60);
+	tcase_add_test(tc, dns_peers_get_30_cancels);
+	tcase_add_test(tc, dns_peers_bad_names);
 	suite_add_tcase(s, tc);
 	return s;
 }
