@@ -334,6 +334,29 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 	return false;
 }
 
+/* Where requester's request came in (TCP; family 0 over a Unix socket). */
+static void peer_local_addr(const struct client *requester, struct sockaddr_storage *out)
+{
+	socklen_t len = sizeof(*out);
+	if (requester->is_unix || getsockname(requester->nb.fd, (struct sockaddr *)out, &len) < 0)
+		memset(out, 0, sizeof(*out));
+}
+
+/* The same IPv4 or IPv6 address and port. */
+static bool peer_same_endpoint(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const struct sockaddr_in *)a, *y = (const struct sockaddr_in *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->sa_family != AF_INET6)
+		return false;
+	const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a, *y = (const struct sockaddr_in6 *)b;
+	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+}
+
 /*
  * A group for requester's cr, holding the requester (one reference: the
  * caller's, dropped with peer_group_release once its forwards are queued).
@@ -341,13 +364,11 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 static struct peer_cancel_group *peer_group_new(struct client *requester, const struct cancel_request *cr)
 {
 	struct peer_cancel_group *g = xcalloc(1, sizeof(*g));
-	socklen_t len = sizeof(g->local);
 	g->client = requester;
 	g->refs = 1;
 	g->cr = *cr;
 	list_node_init(&g->node);
-	if (requester->is_unix || getsockname(requester->nb.fd, (struct sockaddr *)&g->local, &len) < 0)
-		memset(&g->local, 0, sizeof(g->local));
+	peer_local_addr(requester, &g->local);
 	requester->login->peer_cancel = g;	/* a cancel request never logs in: login stays */
 	return g;
 }
@@ -409,22 +430,6 @@ static int peer_forward_by_id(struct client *requester, const struct cancel_requ
 	return 1;
 }
 
-/* The address a long key names is where the request came in: this instance's, whose client is gone. */
-static bool peer_key_names_us(const struct client *requester, const struct sockaddr_storage *addr)
-{
-	struct sockaddr_storage local;
-	socklen_t len = sizeof(local);
-	if (requester->is_unix || getsockname(requester->nb.fd, (struct sockaddr *)&local, &len) < 0 ||
-	    local.ss_family != addr->ss_family)
-		return false;
-	if (addr->ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)addr, *b = (const struct sockaddr_in *)&local;
-		return a->sin_port == b->sin_port && a->sin_addr.s_addr == b->sin_addr.s_addr;
-	}
-	const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr, *b = (const struct sockaddr_in6 *)&local;
-	return a->sin6_port == b->sin6_port && memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr)) == 0;
-}
-
 /*
  * A long key (protocol 3.2) no [peers] entry takes: forwarded to the
  * instance it names if it verifies under cancel_key_secret. True if
@@ -454,7 +459,9 @@ static bool peer_forward_by_address(struct client *requester, const struct cance
 			   "(its client came over a Unix socket; set cancel_advertise_addr): dropped");
 		return false;
 	}
-	if (peer_key_names_us(requester, &addr)) {
+	struct sockaddr_storage local;
+	peer_local_addr(requester, &local);
+	if (peer_same_endpoint((const struct sockaddr *)&local, (const struct sockaddr *)&addr)) {
 		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a key naming this instance's address, "
 			   "from a process that is gone (restarted?): dropped");
 		return false;
@@ -472,18 +479,6 @@ static bool peer_forward_by_address(struct client *requester, const struct cance
 }
 
 /* ---------------------------------------------------------------- peers_dns */
-
-static bool peer_same_endpoint(const struct sockaddr_storage *a, const union pgv_sockaddr *b)
-{
-	if (a->ss_family != b->sa.sa_family)
-		return false;
-	if (a->ss_family == AF_INET) {
-		const struct sockaddr_in *x = (const struct sockaddr_in *)a;
-		return x->sin_port == b->in.sin_port && x->sin_addr.s_addr == b->in.sin_addr.s_addr;
-	}
-	const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a;
-	return x->sin6_port == b->in6.sin6_port && memcmp(&x->sin6_addr, &b->in6.sin6_addr, 16) == 0;
-}
 
 static int peer_dns_port(void)
 {
@@ -513,7 +508,7 @@ static int peer_broadcast_to(struct peer_cancel_group *g, const struct dns_addr 
 		union pgv_sockaddr addr;
 		socklen_t len;
 		dns_answer_address(&a, peer_dns_port(), &addr, &len);
-		if (peer_same_endpoint(&g->local, &addr))
+		if (peer_same_endpoint((const struct sockaddr *)&g->local, &addr.sa))
 			continue;
 		struct sockaddr_storage ss;
 		memset(&ss, 0, sizeof(ss));

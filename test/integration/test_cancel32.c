@@ -229,32 +229,11 @@ static void send_cancel_at(struct pgv *p, const char *ip, int port, uint32_t pid
 	close(fd);
 }
 
-/* Waits until PostgreSQL runs n backends with exactly sql (a cancel must find the query on a server). */
-static void wait_running(const char *sql, int n)
-{
-	PGconn *pg = pg_direct();
-	const char *params[1] = { sql };
-	double deadline = now_s() + 15;
-	int running = 0;
-
-	while (now_s() < deadline) {
-		PGresult *r = PQexecParams(pg, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
-					   1, NULL, params, NULL, NULL, 0);
-		ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-		running = atoi(PQgetvalue(r, 0, 0));
-		PQclear(r);
-		if (running >= n)
-			break;
-		sleep_ms(50);
-	}
-	PQfinish(pg);
-	ck_assert_msg(running >= n, "only %d of %d \"%s\" running", running, n, sql);
-}
 
 static void start_sleep(struct login32 *l)
 {
 	ck_assert(raw_send_query(l->fd, SLEEP_SQL));
-	wait_running(SLEEP_SQL, 1);
+	pg_wait_running(SLEEP_SQL, 1);
 }
 
 static void expect_cancelled(struct login32 *l, struct pgv *log_of)
