@@ -584,6 +584,32 @@ START_TEST(dns_peers_bad_names)
 }
 END_TEST
 
+/* SHOW CONFIG, which stats_users may run too, does not give the secret away. */
+START_TEST(secret_not_shown)
+{
+	struct pgv p;
+
+	start_at(&p, SECRET "admin_users = " USER "\n");
+	PGconn *c = pgv_connect(&p, "pgbouncer", USER, NULL);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, "SHOW CONFIG");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	bool seen = false;
+	for (int i = 0; i < PQntuples(r); i++) {
+		ck_assert_msg(strstr(PQgetvalue(r, i, 1), "fleet-secret") == NULL, "%s shows the secret",
+			      PQgetvalue(r, i, 0));
+		if (strcmp(PQgetvalue(r, i, 0), "cancel_key_secret") == 0) {
+			ck_assert_str_eq(PQgetvalue(r, i, 1), "(set, not shown)");
+			seen = true;
+		}
+	}
+	ck_assert(seen);
+	PQclear(r);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *cancel32_suite(void)
 {
 	Suite *s = suite_create("cancel32");
@@ -598,6 +624,7 @@ static Suite *cancel32_suite(void)
 	tcase_add_test(tc, no_secret_no_forward);
 	tcase_add_test(tc, key_of_gone_instance);
 	tcase_add_test(tc, own_key_of_gone_client);
+	tcase_add_test(tc, secret_not_shown);
 	suite_add_tcase(s, tc);
 
 	tc = pgv_tcase_create("peers_dns", 60);
