@@ -230,10 +230,15 @@ static void send_cancel_at(struct pgv *p, const char *ip, int port, uint32_t pid
 }
 
 
+static void start_query(struct login32 *l, const char *sql)
+{
+	ck_assert(raw_send_query(l->fd, sql));
+	pg_wait_running(sql, 1);
+}
+
 static void start_sleep(struct login32 *l)
 {
-	ck_assert(raw_send_query(l->fd, SLEEP_SQL));
-	pg_wait_running(SLEEP_SQL, 1);
+	start_query(l, SLEEP_SQL);
 }
 
 static void expect_cancelled(struct login32 *l, struct pgv *log_of)
@@ -559,6 +564,39 @@ START_TEST(dns_peers_get_30_cancels)
 }
 END_TEST
 
+/* The instances a name resolves to are looked up again once dns_max_ttl has passed. */
+START_TEST(dns_peers_follow_the_name)
+{
+	struct pgv_dns d;
+	struct pgv a, b;
+	struct login32 l;
+	int port = pgv_pick_port();
+	char extra[1200];
+
+	pgv_dns_start(&d, "127.0.0.3 fleet.pgv.test\n");
+	start_dns_instance(&a, &d, "127.0.0.2", port, "fleet.pgv.test");
+	snprintf(extra, sizeof(extra), "listen_addr = 127.0.0.1,127.0.0.3\nso_reuseport = 1\nresolv_conf = %s\n"
+		 "peers_dns = fleet.pgv.test\ndns_max_ttl = 1\n", d.resolv);
+	memset(&b, 0, sizeof(b));
+	pgv_start_on_port(&b, port, config(extra), std_databases(), std_userlist());
+	ck_assert(login_version_at("127.0.0.2", port, V30, NULL, &l));
+	start_query(&l, "SELECT pg_sleep(10)");	/* long enough for the DNS change */
+	/* The name knows B alone: B has nowhere to send it. */
+	send_cancel_at(&b, "127.0.0.3", port, l.pid, l.key, l.key_len);
+	pgv_expect_log(&b, "names no instance but this one", 3);
+
+	/* A joins the Service; after dns_max_ttl B's next cancel reaches it. */
+	pgv_dns_set_hosts(&d, FLEET_HOSTS);
+	sleep_ms(1500);
+	send_cancel_at(&b, "127.0.0.3", port, l.pid, l.key, l.key_len);
+	expect_cancelled(&l, &a);
+	close(l.fd);
+	pgv_stop(&b);
+	pgv_stop(&a);
+	pgv_dns_stop(&d);
+}
+END_TEST
+
 START_TEST(dns_peers_bad_names)
 {
 	struct pgv_dns d;
@@ -629,6 +667,7 @@ static Suite *cancel32_suite(void)
 
 	tc = pgv_tcase_create("peers_dns", 60);
 	tcase_add_test(tc, dns_peers_get_30_cancels);
+	tcase_add_test(tc, dns_peers_follow_the_name);
 	tcase_add_test(tc, dns_peers_bad_names);
 	suite_add_tcase(s, tc);
 	return s;
