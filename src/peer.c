@@ -407,7 +407,9 @@ static void peer_forward_one(struct client *requester, const struct cancel_reque
 
 /*
  * [peers] by the peer id in the pid: 1 if forwarded, 0 if dropped, -1 if
- * the key is not one for [peers] (peering off, no peer id, our own id).
+ * the key is not one for [peers] (peering off, no peer id, our own id, or
+ * a long key whose peer id no [peers] entry has: the random bytes of an
+ * instance without peer_id).
  */
 static int peer_forward_by_id(struct client *requester, const struct cancel_request *cr)
 {
@@ -418,6 +420,8 @@ static int peer_forward_by_id(struct client *requester, const struct cancel_requ
 	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers || peer_id == own_id)
 		return -1;
 	if (!peer_find_config(peer_id)) {
+		if (cr->key_len == CANCEL_KEY_LONG_LEN)
+			return -1;	/* a long key of an instance without peer_id: its address may say more */
 		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
 		return 0;
 	}

@@ -446,6 +446,31 @@ START_TEST(forged_keys_change_nothing)
 }
 END_TEST
 
+/*
+ * An instance with peer_id and [peers] reads a peer id in every key; a
+ * long key of an instance without peer_id names one no [peers] entry has,
+ * and goes by its address all the same.
+ */
+START_TEST(long_key_past_unknown_peer_id)
+{
+	struct pgv a, b;
+	struct login32 l;
+	char extra[512];
+
+	start_at(&a, SECRET);
+	snprintf(extra, sizeof(extra), SECRET "peer_id = 1\n[peers]\n1 = host=127.0.0.1 port=1\n");
+	start_at(&b, extra);
+	login_ok(&a, V32, NULL, &l);
+	start_sleep(&l);
+	send_cancel(&b, b.port, l.pid, l.key, l.key_len);
+	expect_cancelled(&l, &a);
+	ck_assert_int_eq(pgv_log_count(&b, "cancel request for unknown peer"), 0);
+	close(l.fd);
+	pgv_stop(&b);
+	pgv_stop(&a);
+}
+END_TEST
+
 /* Without the fleet's secret an instance cannot tell a genuine key from a forged one: dropped. */
 START_TEST(no_secret_no_forward)
 {
@@ -659,6 +684,7 @@ static Suite *cancel32_suite(void)
 	tcase_add_test(tc, long_key_cancels_at_owner_with_secret);
 	tcase_add_test(tc, long_key_forwarded_without_peers);
 	tcase_add_test(tc, forged_keys_change_nothing);
+	tcase_add_test(tc, long_key_past_unknown_peer_id);
 	tcase_add_test(tc, no_secret_no_forward);
 	tcase_add_test(tc, key_of_gone_instance);
 	tcase_add_test(tc, own_key_of_gone_client);
