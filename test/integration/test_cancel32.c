@@ -471,6 +471,41 @@ START_TEST(long_key_past_unknown_peer_id)
 }
 END_TEST
 
+/*
+ * workers = 2, no secret: each worker signs with its own, and a long key
+ * that lands on the other worker goes to its owner by peer id (the
+ * supervisor's [peers]); the owner checks it in full.
+ */
+START_TEST(long_keys_across_workers)
+{
+	enum { N = 10 };
+	struct pgv p;
+	int forwarded = 0, rounds = 0;
+
+	start_at(&p, "workers = 2\n");
+	sleep_ms(500);
+	while (rounds < 4 && forwarded == 0) {
+		struct login32 l[N];
+		int before = pgv_log_count(&p, "forwarding cancel request to peer");
+		for (int i = 0; i < N; i++) {
+			login_ok(&p, V32, NULL, &l[i]);
+			ck_assert_uint_eq(l[i].key_len, 48);
+			ck_assert(raw_send_query(l[i].fd, "SELECT pg_sleep(30)"));
+		}
+		pg_wait_running("SELECT pg_sleep(30)", N);
+		for (int i = 0; i < N; i++) {
+			send_cancel(&p, p.port, l[i].pid, l[i].key, l[i].key_len);
+			expect_cancelled(&l[i], &p);
+			close(l[i].fd);
+		}
+		forwarded += pgv_log_count(&p, "forwarding cancel request to peer") - before;
+		rounds++;
+	}
+	ck_assert_msg(forwarded > 0, "no long-key cancel crossed workers in %d rounds of %d", rounds, N);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* Without the fleet's secret an instance cannot tell a genuine key from a forged one: dropped. */
 START_TEST(no_secret_no_forward)
 {
@@ -685,6 +720,7 @@ static Suite *cancel32_suite(void)
 	tcase_add_test(tc, long_key_forwarded_without_peers);
 	tcase_add_test(tc, forged_keys_change_nothing);
 	tcase_add_test(tc, long_key_past_unknown_peer_id);
+	tcase_add_test(tc, long_keys_across_workers);
 	tcase_add_test(tc, no_secret_no_forward);
 	tcase_add_test(tc, key_of_gone_instance);
 	tcase_add_test(tc, own_key_of_gone_client);
