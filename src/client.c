@@ -856,6 +856,8 @@ void client_linked(struct client *client)
 {
 	client->wait_notified = false;
 	client->request_time = now_usec();
+	if (!in_login(client->state))
+		client->served = true;
 	client_set_state(client, in_login(client->state) ? CL_PARAMS_CHECK : CL_ACTIVE);
 }
 

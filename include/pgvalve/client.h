@@ -215,6 +215,7 @@ struct client {
 	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */
 	bool wait_notified : 1;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown : 1;	/* came on the Unix socket after a shutdown began */
+	bool served : 1;		/* has been given a server for a request at least once */
 	bool cancel_long : 1;		/* protocol 3.2: its cancel key is the long one (cancel_key.h) */
 };
 
