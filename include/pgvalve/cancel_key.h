@@ -24,8 +24,9 @@
  * Long key (protocol 3.2 clients: BackendKeyData's key may be up to 256
  * bytes; pgvalve's are CANCEL_KEY_LONG_LEN = 48). The pid is the short
  * key's pid; the key bytes are:
- *   0-3    the short key's last 4 bytes (TTL in the low bits of byte 3):
- *          (pid, bytes 0-3) is the client's entry in the cancel index
+ *   0-3    the short key's last 4 bytes (TTL in the low bits of byte 3,
+ *          always 3 when handed out): (pid, bytes 0-3) is the client's
+ *          entry in the cancel index, and the pid carries the peer id
  *   4      format, CANCEL_KEY_FORMAT (1)
  *   5      the owner's address family: 0 none, 4 IPv4, 6 IPv6
  *   6-7    the owner's TCP port (network order)
