@@ -28,6 +28,7 @@ struct ident_map;
 struct user_count;
 struct client;
 struct db;
+struct cancel_request;
 
 /* What the core reports upwards, without naming who listens. */
 struct instance_hooks {
@@ -38,7 +39,7 @@ struct instance_hooks {
 	 * peer's). True if requester is held open while it is forwarded;
 	 * false if the caller closes it now.
 	 */
-	bool (*forward_cancel)(struct client *requester, uint32_t pid, uint32_t key);
+	bool (*forward_cancel)(struct client *requester, const struct cancel_request *req);
 	/* A client is closing: drop any forwarded cancel it still holds (peer.c). */
 	void (*client_closing)(struct client *client);
 	/*
