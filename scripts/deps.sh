@@ -11,7 +11,8 @@
 #                            test/bench/sweep.sh), fuzz (clang, libFuzzer), valgrind,
 #                            cost (test/bench/cost_guard.sh: PostgreSQL, valgrind, strace),
 #                            container (test/container/run.sh: buildah, podman, runc, debootstrap),
-#                            fleet (test/fleet/run.sh: haproxy, iproute2)
+#                            fleet (test/fleet/run.sh: haproxy, iproute2, dnsmasq),
+#                            ha (test/ha/patroni.sh: patroni, etcd-server)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -43,7 +44,7 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test | package | bench | cost | container | fleet)
+	quickstart | test | package | bench | cost | container | fleet | ha)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
@@ -97,10 +98,18 @@ EOF
 valgrind|command -v valgrind
 EOF
 		;;
+	ha)
+		cat <<'EOF'
+patroni|command -v patroni && command -v patronictl
+etcd-server|command -v etcd
+python3-psycopg2|/usr/bin/python3 -c 'import psycopg2'
+EOF
+		;;
 	fleet)
 		cat <<'EOF'
 haproxy|command -v haproxy
 iproute2|command -v ip
+dnsmasq-base|test -x /usr/sbin/dnsmasq || command -v dnsmasq
 EOF
 		;;
 	container)

@@ -14,12 +14,15 @@
 #     turn is drained (SIGTERM with shutdown_drain = 1) and started again:
 #     0 failed transactions, and every restarted instance serves again;
 #   - cancels sent through HAProxy for queries running on every instance,
-#     by protocol 3.0 clients (psql's SIGINT): the instance a cancel lands
-#     on forwards it to the owner through [peers] (each instance lists the
-#     others' addresses): all land.
+#     none of which has [peers]: by protocol 3.0 clients (psql's SIGINT),
+#     which the instance a cancel lands on sends to every instance the
+#     fleet's DNS name resolves to (peers_dns; dnsmasq on the bridge plays
+#     the headless Service); and by protocol 3.2 clients (a client written
+#     here: libpq 15 speaks 3.0 only), whose long keys name their instance
+#     and are signed with the fleet's cancel_key_secret: all land.
 #
-# Needs root (network namespaces), haproxy, iproute2, PostgreSQL 15's
-# binaries (scripts/deps.sh mode fleet). About 1.5 minutes.
+# Needs root (network namespaces), haproxy, iproute2, dnsmasq, PostgreSQL
+# 15's binaries (scripts/deps.sh mode fleet). About 1.5 minutes.
 # FLEET_SECONDS (default 45) is pgbench's run. PGV_KEEP_TMP=1 keeps the
 # work directory. PGV_BINARY picks the pgvalve binary (default: build/'s,
 # else build-dev/'s).
@@ -42,6 +45,7 @@ if [ -z "$binary" ]; then
 	done
 fi
 [ -x "$binary" ] || { echo "test/fleet: no pgvalve binary (build it, or set PGV_BINARY)" >&2; exit 2; }
+py=/usr/bin/python3
 
 started=$(date +%s)
 seconds=${FLEET_SECONDS:-45}
@@ -54,14 +58,15 @@ pg_data="$work/pg/data"
 pg_port=$(pgv_free_port 24500)
 lb_port=$(pgv_free_port $((pg_port + 1)))
 declare -A pgv_pid=()
-haproxy_pid=""
+haproxy_pid="" dns_pid=""
+dns_port=$(pgv_free_port $((lb_port + 1)))
 
 ns() { echo "pgvf$tag-$1"; }
 addr() { echo "10.213.0.$((10 + $1))"; }
 
 cleanup() {
 	local p
-	for p in "${pgv_pid[@]}" $haproxy_pid; do
+	for p in "${pgv_pid[@]}" $haproxy_pid $dns_pid; do
 		kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
 	done
 	for i in "${instances[@]}"; do
@@ -137,6 +142,16 @@ for i in "${instances[@]}"; do
 	ip -n "$n" link set lo up
 done
 
+# The fleet's DNS name, as a Kubernetes headless Service: every pod's address.
+: >"$work/hosts"
+for i in "${instances[@]}"; do echo "$(addr "$i") fleet.pgv.test" >>"$work/hosts"; done
+dnsmasq --keep-in-foreground --port="$dns_port" --listen-address=10.213.0.1 --bind-interfaces --no-resolv \
+	--no-hosts --addn-hosts="$work/hosts" --local-ttl=1 --auth-server=ns.pgv.test,10.213.0.1 \
+	--auth-zone=pgv.test --auth-ttl=1 --pid-file="$work/dnsmasq.pid" >"$work/dnsmasq.log" 2>&1 &
+dns_pid=$!
+echo "nameserver 10.213.0.1:$dns_port" >"$work/resolv.conf"
+chmod 0644 "$work/resolv.conf" "$work/hosts"
+
 # ---------------------------------------------------------------- the instances
 echo '"app" "app_pass"' >"$work/userlist.txt"
 chmod 0644 "$work/userlist.txt"
@@ -151,7 +166,7 @@ write_ini() { # write_ini N
 		echo "listen_addr = $(addr "$i")"
 		echo "listen_port = 6432"
 		echo "unix_socket_dir = $work/i$i"
-		echo "auth_type = scram-sha-256"
+		echo "auth_type = md5"
 		echo "auth_file = $work/userlist.txt"
 		echo "pool_mode = transaction"
 		echo "default_pool_size = 10"
@@ -160,12 +175,12 @@ write_ini() { # write_ini N
 		echo "metrics_port = 9127"
 		echo "shutdown_drain = 1"
 		echo "drain_timeout = 20"
-		echo "peer_id = $i"
 		echo "verbose = 1"	# the cancel forwards are DEBUG lines
-		echo "[peers]"
-		for j in "${instances[@]}"; do
-			echo "$j = host=$(addr "$j") port=6432"
-		done
+		# no [peers]: 3.0 cancels go by the fleet's DNS name, 3.2 ones by the address in their key
+		echo "peers_dns = fleet.pgv.test"
+		echo "resolv_conf = $work/resolv.conf"
+		echo "dns_max_ttl = 1"
+		echo "cancel_key_secret = fleet-secret-$tag"
 	} >"$work/i$i/pgvalve.ini"
 }
 start_instance() { # start_instance N
@@ -238,15 +253,92 @@ cancel_one() { # cancel_one K: a pg_sleep through HAProxy, SIGINT to psql after 
 	wait "$p" 2>/dev/null || true
 	grep -q "canceling statement due to user request" "$out"
 }
+logged() { # logged TEXT: lines with TEXT in the instances' logs, all together
+	cat "$work"/i*/pgvalve.log | grep -c "$1" || true
+}
+forwards_before=$(logged "sent cancel request to peer")
 landed=0
 for k in 1 2 3 4 5 6; do
 	if cancel_one "$k"; then landed=$((landed + 1)); fi
 done
-check "6 of 6 cancels through HAProxy landed (3.0 clients, [peers]; $landed landed)" [ "$landed" -eq 6 ]
-for i in "${instances[@]}"; do
-	n=$(grep -c "sent cancel request to peer" "$work/i$i/pgvalve.log" || true)
-	check "instance $i forwarded cancels it did not own to their instance ($n)" [ "$n" -ge 1 ]
+check "6 of 6 protocol 3.0 cancels through HAProxy landed (peers_dns, no [peers]; $landed landed)" [ "$landed" -eq 6 ]
+forwards=$(($(logged "sent cancel request to peer") - forwards_before))
+check "they went by the fleet's DNS name ($forwards forwards logged)" [ "$forwards" -ge 6 ]
+
+# Protocol 3.2: a client written here (md5 login over a 3.2 startup), its
+# query and its CancelRequest both through HAProxy, so on two instances.
+cat >"$work/cancel32.py" <<'EOF'
+import hashlib, socket, struct, sys, time
+
+host, port = sys.argv[1], int(sys.argv[2])
+
+def msg(kind, body=b""):
+    return kind + struct.pack("!I", len(body) + 4) + body
+
+def read_msg(sock):
+    head = b""
+    while len(head) < 5:
+        chunk = sock.recv(5 - len(head))
+        if not chunk:
+            raise EOFError("closed")
+        head += chunk
+    n = struct.unpack("!I", head[1:5])[0] - 4
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            raise EOFError("closed")
+        body += chunk
+    return head[:1], body
+
+s = socket.create_connection((host, port), timeout=30)
+params = b"user\0app\0database\0appdb\0\0"
+body = struct.pack("!I", (3 << 16) | 2) + params
+s.sendall(struct.pack("!I", len(body) + 4) + body)
+pid = key = None
+while True:
+    t, b = read_msg(s)
+    if t == b"R" and struct.unpack("!I", b[:4])[0] == 5:
+        inner = hashlib.md5(b"app_pass" + b"app").hexdigest().encode()
+        s.sendall(msg(b"p", b"md5" + hashlib.md5(inner + b[4:8]).hexdigest().encode() + b"\0"))
+    elif t == b"v":
+        print("negotiated-down"); sys.exit(1)
+    elif t == b"K":
+        pid, key = struct.unpack("!I", b[:4])[0], b[4:]
+    elif t == b"E":
+        print("login error", b); sys.exit(1)
+    elif t == b"Z":
+        break
+if key is None or len(key) <= 4:
+    print("no long key (%r)" % (key,)); sys.exit(1)
+s.sendall(msg(b"Q", b"SELECT pg_sleep(20)\0"))
+time.sleep(1)
+c = socket.create_connection((host, port), timeout=10)
+req = struct.pack("!I", 80877102) + struct.pack("!I", pid) + key
+c.sendall(struct.pack("!I", len(req) + 4) + req)
+c.close()
+start = time.time()
+while True:
+    t, b = read_msg(s)
+    if t == b"E":
+        code = [f[1:].decode() for f in b.split(b"\0") if f[:1] == b"C"]
+        print("cancelled" if code == ["57014"] else "error %s" % code, "key %d bytes, %.1f s" % (len(key), time.time() - start))
+        sys.exit(0 if code == ["57014"] else 1)
+    if t == b"Z":
+        print("not cancelled"); sys.exit(1)
+EOF
+by_key_before=$(logged "sent cancel request to peer 0 (0: by key address)")
+landed32=0
+for k in 1 2 3 4 5 6; do
+	if out=$("$py" "$work/cancel32.py" 127.0.0.1 "$lb_port" 2>&1); then
+		landed32=$((landed32 + 1))
+	fi
+	echo "test/fleet:   3.2 client $k: $out"
 done
+check "6 of 6 protocol 3.2 cancels through HAProxy landed (signed long keys, no [peers]; $landed32 landed)" \
+	[ "$landed32" -eq 6 ]
+by_key=$(($(logged "sent cancel request to peer 0 (0: by key address)") - by_key_before))
+check "they went to the address in their key ($by_key forwards logged)" [ "$by_key" -ge 6 ]
 
 # ---------------------------------------------------------------- rolling drain under pgbench
 PGPASSWORD=app_pass "$PGBIN/pgbench" -n -C -c 8 -j 2 -T "$seconds" -h 127.0.0.1 -p "$lb_port" -U app appdb \
