@@ -86,10 +86,29 @@ static struct host_role *server_host(const struct server *server)
 	return host_find(server->host ? server->host : "", db_port(server->pool->db));
 }
 
-/* How long a failure or a role that did not match rules a host out. */
+/* How long a role that did not match rules a host out: server_login_retry (1 s at least). */
 static usec_t hold_time(void)
 {
 	return MAX(pgv.cfg->server_login_retry, USEC_PER_SEC);
+}
+
+/*
+ * How long a host that failed (connect, timeout, refused login) is passed
+ * over while another entry may serve: 30 s, or server_login_retry if
+ * longer. When no other entry may, it is tried again at once (paced by
+ * server_login_retry), so a list whose hosts all failed recovers as soon
+ * as one is back.
+ */
+#define DOWN_HOLD_MIN (30 * USEC_PER_SEC)
+
+static usec_t down_hold_time(void)
+{
+	return MAX(pgv.cfg->server_login_retry, DOWN_HOLD_MIN);
+}
+
+static bool host_down(const struct host_role *h, usec_t now)
+{
+	return h->failed_at && now - h->failed_at < down_hold_time();
 }
 
 static bool role_matches(int tsa, enum server_role role, bool read_only)
@@ -109,11 +128,11 @@ static bool role_matches(int tsa, enum server_role role, bool read_only)
 	}
 }
 
-/* Whether h may be tried for tsa now: no recent failure, and its role matching, unknown or old news. */
-static bool host_may_match(const struct host_role *h, int tsa, usec_t now)
+/* Whether h may be tried for tsa now: its role matching, unknown or old news, and (if !down_ok) not down. */
+static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool down_ok)
 {
 	usec_t hold = hold_time();
-	if (h->failed_at && now - h->failed_at < hold)
+	if (!down_ok && host_down(h, now))
 		return false;
 	if (!h->role_seen || now - h->role_seen >= hold)
 		return true;
@@ -126,22 +145,38 @@ static bool db_standby_possible(const struct db *db, const struct host_role *ski
 	int n = host_list_count(db->cfg->host);
 	for (int i = 0; i < n; i++) {
 		const struct host_role *h = db_host(db, i);
-		if (h != skip && host_may_match(h, TSA_STANDBY, now))
+		if (h != skip && host_may_match(h, TSA_STANDBY, now, false))
 			return true;
 	}
 	return false;
 }
 
-static bool db_host_eligible(const struct db *db, int idx, usec_t now)
+/* Entry idx may serve db's target_session_attrs now; down_ok: even if it failed lately. */
+static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok)
 {
 	int tsa = db->cfg->target_session_attrs;
-	if (tsa == TSA_ANY)
-		return true;
 	const struct host_role *h = db_host(db, idx);
-	if (host_may_match(h, tsa, now))
+	if (host_may_match(h, tsa, now, down_ok))
 		return true;
-	/* prefer-standby falls back on any host that is up when no standby may be */
-	return tsa == TSA_PREFER_STANDBY && host_may_match(h, TSA_ANY, now) && !db_standby_possible(db, NULL, now);
+	/* prefer-standby falls back on any host when no standby may be */
+	return tsa == TSA_PREFER_STANDBY && host_may_match(h, TSA_ANY, now, down_ok) &&
+	       !db_standby_possible(db, NULL, now);
+}
+
+static bool db_host_eligible(const struct db *db, int idx, usec_t now)
+{
+	if (db->cfg->target_session_attrs == TSA_ANY)
+		return true;
+	if (db_host_fits(db, idx, now, false))
+		return true;
+	if (!host_down(db_host(db, idx), now) || !db_host_fits(db, idx, now, true))
+		return false;
+	/* down, but the only kind of host left: tried again rather than nothing */
+	int n = host_list_count(db->cfg->host);
+	for (int i = 0; i < n; i++)
+		if (db_host_fits(db, i, now, false))
+			return false;
+	return true;
 }
 
 static bool hook_host_eligible(const struct pool *pool, int idx)
@@ -353,7 +388,7 @@ size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t m
 		o->read_only = h->read_only;
 		o->last_check = h->role_seen;
 		o->servers = db_host_servers(db, i);
-		if (h->failed_at && now - h->failed_at < hold_time())
+		if (host_down(h, now))
 			o->state = "down";
 		else if (!db_host_eligible(db, i, now))
 			o->state = "ineligible";

@@ -709,6 +709,20 @@ static bool parse_parameter_status(const struct pkt *pkt, const char **name, con
 /* ---------------------------------------------------------------- login */
 
 /*
+ * A role-routed database (target_session_attrs) with a host list: a host
+ * that refuses logins for its own state (57P: shutting down, starting up,
+ * in recovery without hot standby) is a host that is not there; another
+ * entry may serve the waiting clients. Other errors (a wrong password)
+ * would be the same everywhere: they still go to the clients.
+ */
+static bool host_is_unavailable(const struct server *server, const char *sqlstate)
+{
+	const struct db_config *dc = server->pool->db->cfg;
+	return dc->target_session_attrs != TSA_ANY && strncmp(sqlstate, "57P", 3) == 0 &&
+	       host_list_count(dc->host) > 1;
+}
+
+/*
  * The login itself failed (the server refused it, or pgvalve could not
  * complete it): the pool's waiting clients get the error (pool.c), and the
  * server closes with it as the reason. severity: the server's, for the
@@ -727,6 +741,9 @@ static void login_failed_severity(struct server *server, const char *severity, c
 		 */
 		if (own->own_server_failed)
 			own->own_server_failed(server, sqlstate, message);
+	} else if (host_is_unavailable(server, sqlstate)) {
+		db_host_failed(server->pool->db, server->host_idx);
+		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait for another host */
 	} else {
 		db_host_failed(server->pool->db, server->host_idx);
 		pool_server_login_failed(server->pool, sqlstate, message);
