@@ -90,6 +90,25 @@ static const char *where(PGconn *c)
 	return query_value(c, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()");
 }
 
+/* GET /metrics from 127.0.0.1:port: the whole answer (static buffer). */
+static const char *scrape(int port)
+{
+	static char buf[1 << 18];
+	size_t used = 0;
+	int fd = raw_connect(port);
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+	ck_assert(raw_send(fd, req, sizeof(req) - 1));
+	for (;;) {
+		ssize_t n = read(fd, buf + used, sizeof(buf) - 1 - used);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	close(fd);
+	return buf;
+}
+
 /* ---------------------------------------------------------------- routing */
 
 /*
@@ -104,7 +123,10 @@ START_TEST(routes_by_role)
 	const char *names[] = { "rw", "ro", "lc", "ps" };
 	const char *tsas[] = { "read-write", "read-only", "standby", "prefer-standby" };
 	const char *extras[] = { NULL, NULL, "load_balance_hosts=least-connections", NULL };
-	pgv_start(&p, BASE, db_lines(names, tsas, extras, 4), USERS);
+	char ini[512];
+	int mport = pgv_pick_http_port(0);
+	snprintf(ini, sizeof(ini), BASE "metrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n", mport);
+	pgv_start(&p, ini, db_lines(names, tsas, extras, 4), USERS);
 
 	PGconn *rw = connect_ok(&p, "rw");
 	ck_assert_str_eq(where(rw), "127.0.0.2|false");
@@ -134,12 +156,15 @@ START_TEST(routes_by_role)
 
 	PGconn *ps = connect_ok(&p, "ps");
 	ck_assert_str_eq(query_value(ps, "SELECT pg_is_in_recovery()::text"), "true");
+	ck_assert_str_eq(PQparameterStatus(ps, "in_hot_standby"), "on");
 	cluster("stop", 2);
 	cluster("stop", 3);
 	sleep_ms(300);	/* the replicas' idle servers see their FATAL and close */
 	double t0 = now_s();
 	ck_assert_str_eq(where(ps), "127.0.0.2|false");
 	ck_assert_msg(now_s() - t0 < 10, "the fallback took %.1f s", now_s() - t0);
+	/* what the client was told follows its server */
+	ck_assert_str_eq(PQparameterStatus(ps, "in_hot_standby"), "off");
 	/* and read-write never noticed */
 	ck_assert_str_eq(where(rw), "127.0.0.2|false");
 
@@ -158,9 +183,23 @@ START_TEST(routes_by_role)
 	ck_assert_msg(down >= 2, "%d hosts down", down);
 	PQclear(r);
 	PQfinish(adm);
-	ck_assert(pgv_log_contains(&p, "host 127.0.0.2:"));
-	ck_assert(pgv_log_contains(&p, "is now primary"));
-	ck_assert(pgv_log_contains(&p, "is now standby"));
+	char line[64];
+	snprintf(line, sizeof(line), "host 127.0.0.2:%d is now primary", cport);
+	ck_assert(pgv_log_contains(&p, line));
+	snprintf(line, sizeof(line), "host 127.0.0.4:%d is now standby", cport);
+	ck_assert(pgv_log_contains(&p, line));
+
+	/* the same in /metrics: per database and host, up and primary */
+	const char *m = scrape(mport);
+	char series[256];
+	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"rw\",host=\"127.0.0.2\",port=\"%d\"} 1", cport);
+	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
+	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"ro\",host=\"127.0.0.3\",port=\"%d\"} 0", cport);
+	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
+	snprintf(series, sizeof(series), "pgvalve_host_up{database=\"ps\",host=\"127.0.0.3\",port=\"%d\"} 0", cport);
+	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
+	snprintf(series, sizeof(series), "pgvalve_host_up{database=\"ps\",host=\"127.0.0.2\",port=\"%d\"} 1", cport);
+	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
 	PQfinish(ps);
 	PQfinish(rw);
 	pgv_stop(&p);
@@ -175,8 +214,8 @@ END_TEST
 /*
  * One writer process: WRITERS connections to rw, one INSERT at a time on
  * each in turn, for `seconds`; each line of out says what came back:
- * "ok ID T" (committed), "err SQLSTATE T message". Broken connections are
- * opened again.
+ * "ok ID T" (committed), "err SQLSTATE T message", T on now_s()'s clock.
+ * Broken connections are opened again.
  */
 static void writer(struct pgv *p, const char *out, double seconds)
 {
@@ -197,13 +236,13 @@ static void writer(struct pgv *p, const char *out, double seconds)
 			snprintf(sql, sizeof(sql), "INSERT INTO t VALUES (%d) RETURNING pg_is_in_recovery()", id);
 			PGresult *r = PQexec(c[i], sql);
 			if (PQresultStatus(r) == PGRES_TUPLES_OK) {
-				fprintf(f, "ok %d %.3f\n", id, now_s() - t0);
+				fprintf(f, "ok %d %.3f\n", id, now_s());
 			} else {
 				const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 				char msg[200];
 				snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c[i]));
 				msg[strcspn(msg, "\n")] = '\0';
-				fprintf(f, "err %s %.3f %s\n", st ? st : "-----", now_s() - t0, msg);
+				fprintf(f, "err %s %.3f %s\n", st ? st : "-----", now_s(), msg);
 			}
 			PQclear(r);
 			fflush(f);
@@ -243,17 +282,17 @@ START_TEST(failover_under_load)
 	double t_stop = now_s();
 	cluster("stop", 1);
 	cluster("promote", 2);
+	double t_promoted = now_s();
 	int status = 0;
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer: status %d", status);
-	(void)t_stop;
 
 	/* what the writers were told */
 	FILE *f = fopen(out, "r");
 	ck_assert_ptr_nonnull(f);
 	static bool committed[100000];
 	int oks = 0, errs = 0, read_only = 0, oks_after = 0, max_id = 0;
-	double first_err = -1, last_err = -1, last_ok = 0;
+	double first_err = -1, last_err = -1, last_ok = 0, prev_ok = 0, max_gap = 0;
 	char line[512];
 	while (fgets(line, sizeof(line), f)) {
 		int id;
@@ -265,22 +304,26 @@ START_TEST(failover_under_load)
 			oks++;
 			if (id > max_id)
 				max_id = id;
-			if (last_err >= 0)
+			if (t > t_promoted)
 				oks_after++;
-			last_ok = t;
+			if (prev_ok > 0 && t - prev_ok > max_gap)
+				max_gap = t - prev_ok;	/* the writers' stall: the failover window they saw */
+			prev_ok = t;
+			last_ok = t - t_stop;
 		} else if (sscanf(line, "err %15s %lf", st, &t) == 2) {
 			errs++;
 			if (strcmp(st, "25006") == 0)
 				read_only++;
 			if (first_err < 0)
-				first_err = t;
-			last_err = t;
+				first_err = t - t_stop;
+			last_err = t - t_stop;
 		}
 	}
 	fclose(f);
-	fprintf(stderr, "failover_under_load: %d committed, %d failed between %.2f s and %.2f s "
-		"(window %.2f s), %d committed after it, last at %.2f s\n",
-		oks, errs, first_err, last_err, last_err - first_err, oks_after, last_ok);
+	fprintf(stderr, "failover_under_load: %d committed, %d failed between %.2f s and %.2f s after the stop began "
+		"(window %.2f s), promotion done at %.2f s, %d committed after it, last at %.2f s, "
+		"longest time without a commit %.2f s\n",
+		oks, errs, first_err, last_err, errs ? last_err - first_err : 0.0, t_promoted - t_stop, oks_after, last_ok, max_gap);
 	ck_assert_msg(read_only == 0, "%d writes were refused as read-only: a standby was used", read_only);
 	ck_assert_msg(oks_after > 20, "only %d writes committed after the failover\n%s", oks_after,
 		      pgv_log_tail(&p, 4000));
@@ -311,8 +354,9 @@ START_TEST(failover_under_load)
 
 	/* the idle client goes on, on the new primary */
 	ck_assert_str_eq(where(idle), "127.0.0.3|false");
-	ck_assert(pgv_log_contains(&p, "host 127.0.0.3:"));
-	ck_assert(pgv_log_contains(&p, "is now primary"));
+	char promoted[64];
+	snprintf(promoted, sizeof(promoted), "host 127.0.0.3:%d is now primary", cport);
+	ck_assert(pgv_log_contains(&p, promoted));
 	PQfinish(idle);
 	pgv_stop(&p);
 	cluster_stop();
@@ -320,27 +364,44 @@ START_TEST(failover_under_load)
 END_TEST
 
 /*
- * A read-only database's server on a replica that is promoted: the
- * promotion is noticed (in_hot_standby reported off), the server is
- * closed once idle, and the client's next transaction runs on a replica.
+ * A standby database's server on a replica that is promoted. Without
+ * server_role_check_period the promotion is noticed when PostgreSQL
+ * reports in_hot_standby off, with the next ReadyForQuery: that one
+ * transaction still runs there, then the server is closed and the next
+ * runs on the other replica. With server_role_check_period = 1 (a second
+ * pgvalve) the idle server is checked and replaced before the client's
+ * next transaction.
  */
 START_TEST(promoted_replica_is_left)
 {
-	struct pgv p;
+	struct pgv p, q;
 	cluster_start();
 	const char *names[] = { "ro" };
 	const char *tsas[] = { "standby" };
 	const char *extras[] = { "load_balance_hosts=disable" };
 	pgv_start(&p, BASE, db_lines(names, tsas, extras, 1), USERS);
+	memset(&q, 0, sizeof(q));
+	pgv_start(&q, BASE "server_role_check_period = 1\n", db_lines(names, tsas, extras, 1), USERS);
 	PGconn *c = connect_ok(&p, "ro");
+	PGconn *checked = connect_ok(&q, "ro");
 	ck_assert_str_eq(where(c), "127.0.0.3|true");
+	ck_assert_str_eq(where(checked), "127.0.0.3|true");
 	cluster("promote", 2);
+
+	char promoted[64];
+	snprintf(promoted, sizeof(promoted), "host 127.0.0.3:%d is now primary", cport);
 	/* PostgreSQL reports the change with the next ReadyForQuery: that transaction is the last there */
 	query_value(c, "SELECT 1");
-	pgv_expect_log(&p, "host 127.0.0.3:", 5);
+	pgv_expect_log(&p, promoted, 5);
 	ck_assert_str_eq(where(c), "127.0.0.4|true");
 	ck_assert_str_eq(where(c), "127.0.0.4|true");
+
+	/* the periodic check finds it while the client is idle */
+	pgv_expect_log(&q, promoted, 5);
+	ck_assert_str_eq(where(checked), "127.0.0.4|true");
+	PQfinish(checked);
 	PQfinish(c);
+	pgv_stop(&q);
 	pgv_stop(&p);
 	cluster_stop();
 }
