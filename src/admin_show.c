@@ -889,7 +889,10 @@ static void show_hosts(struct admin_result *r)
 			cell_int(&c, hosts[i].port);
 			cell_str(&c, roles_role_name(hosts[i].role));
 			cell_str(&c, hosts[i].state);
-			cell_null(&c);	/* replica lag is not measured yet */
+			if (hosts[i].lag >= 0)
+				cell_int(&c, hosts[i].lag);
+			else
+				cell_null(&c);
 			if (hosts[i].last_check)
 				cell_time(&c, hosts[i].last_check);
 			else

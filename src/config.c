@@ -812,6 +812,7 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		{ "reserve_pool_size", offsetof(struct db_config, reserve_pool_size) },
 		{ "max_db_connections", offsetof(struct db_config, max_db_connections) },
 		{ "max_db_client_connections", offsetof(struct db_config, max_db_client_connections) },
+		{ "max_replica_lag", offsetof(struct db_config, max_replica_lag) },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++) {

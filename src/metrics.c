@@ -113,6 +113,7 @@ static const struct family families[] = {
 	G("pgvalve_clients_waiting", SUM, "Clients waiting for a server, all pools (pool saturation)"),
 	G("pgvalve_host_up", MAX, "1 if the host of the database's list logged in at the last try, 0 if it failed"),
 	G("pgvalve_host_primary", MAX, "1 if the host was last seen as a primary, 0 as a standby"),
+	G("pgvalve_host_lag_bytes", MAX, "WAL a standby has received but not replayed, at its last check (max_replica_lag)"),
 	G("pgvalve_worker_up", MAX, "1 if the worker process is running and listening, else 0"),
 	C("pgvalve_worker_restarts_total", "Times the supervisor restarted the worker"),
 	G("pgvalve_worker_client_active_connections", MAX, "Active clients of the worker"),
@@ -380,6 +381,8 @@ static void collect_hosts(struct metrics_set *set, const struct db *db)
 		if (hosts[i].role != SERVER_ROLE_UNKNOWN)
 			metrics_add(set, "pgvalve_host_primary", METRICS_PART_VALUE, lb,
 				    hosts[i].role == SERVER_ROLE_PRIMARY ? 1 : 0);
+		if (hosts[i].lag >= 0)
+			metrics_add(set, "pgvalve_host_lag_bytes", METRICS_PART_VALUE, lb, (double)hosts[i].lag);
 	}
 }
 

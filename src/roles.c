@@ -26,8 +26,17 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/varcache.h"
 
-/* For servers that do not report their role: one round trip, at login (or while idle, periodic). */
-#define ROLE_QUERY "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only')"
+/*
+ * For servers that do not report their role, and standbys of databases
+ * with max_replica_lag: one round trip, at login (or while idle,
+ * periodic). The third column is the WAL a standby has received but not
+ * replayed yet, in bytes (NULL on a primary).
+ */
+#define ROLE_QUERY "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only'), " \
+	"pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_last_wal_receive_lsn(), pg_catalog.pg_last_wal_replay_lsn())"
+
+/* max_replica_lag without server_role_check_period: how often idle servers measure it. */
+#define LAG_CHECK_PERIOD (5 * USEC_PER_SEC)
 
 /* What is known of one host (a host list entry and the database's port), for every database. */
 struct host_role {
@@ -38,6 +47,8 @@ struct host_role {
 	bool read_only;		/* default_transaction_read_only */
 	usec_t role_seen;	/* role last learned; 0 never */
 	usec_t failed_at;	/* last connect or login failure; 0 since a good login */
+	long long lag;		/* a standby's WAL received but not replayed, bytes; -1 unknown */
+	usec_t lag_seen;
 };
 
 static struct host_role *host_table;
@@ -68,6 +79,7 @@ static struct host_role *host_find(const char *name, int port)
 	struct host_role *h = xcalloc(1, sizeof(*h));
 	h->name = xstrdup(name);
 	h->port = port;
+	h->lag = -1;
 	h->next = host_table;
 	host_table = h;
 	return h;
@@ -139,13 +151,20 @@ static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool 
 	return role_matches(tsa, h->role, h->read_only);
 }
 
+/* A standby of db's list that lags more than its max_replica_lag (known within server_login_retry). */
+static bool host_lags(const struct db *db, const struct host_role *h, usec_t now)
+{
+	int max = db->cfg->max_replica_lag;
+	return max > 0 && h->role == SERVER_ROLE_STANDBY && h->lag > max && now - h->lag_seen < hold_time();
+}
+
 /* prefer-standby: whether an entry of db's list other than skip may be a standby now. */
 static bool db_standby_possible(const struct db *db, const struct host_role *skip, usec_t now)
 {
 	int n = host_list_count(db->cfg->host);
 	for (int i = 0; i < n; i++) {
 		const struct host_role *h = db_host(db, i);
-		if (h != skip && host_may_match(h, TSA_STANDBY, now, false))
+		if (h != skip && host_may_match(h, TSA_STANDBY, now, false) && !host_lags(db, h, now))
 			return true;
 	}
 	return false;
@@ -156,6 +175,8 @@ static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok)
 {
 	int tsa = db->cfg->target_session_attrs;
 	const struct host_role *h = db_host(db, idx);
+	if (host_lags(db, h, now))
+		return false;
 	if (host_may_match(h, tsa, now, down_ok))
 		return true;
 	/* prefer-standby falls back on any host when no standby may be */
@@ -163,9 +184,15 @@ static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok)
 	       !db_standby_possible(db, NULL, now);
 }
 
+/* Whether role routing applies to db: target_session_attrs, or max_replica_lag. */
+static bool db_routed(const struct db *db)
+{
+	return db->cfg->target_session_attrs != TSA_ANY || db->cfg->max_replica_lag > 0;
+}
+
 static bool db_host_eligible(const struct db *db, int idx, usec_t now)
 {
-	if (db->cfg->target_session_attrs == TSA_ANY)
+	if (!db_routed(db))
 		return true;
 	if (db_host_fits(db, idx, now, false))
 		return true;
@@ -223,6 +250,11 @@ static enum server_verdict judge(struct server *server)
 	if (host_learn(h, (enum server_role)server->role, server->read_only, now) && was != SERVER_ROLE_UNKNOWN)
 		host_retire_mismatched(h, (enum server_role)server->role, server);	/* a failover seen at a login */
 	server->role_checked = now;
+	if (host_lags(server->pool->db, h, now)) {
+		server_log(LOG_LEVEL_INFO, server, "host %s:%d lags %lld kB, not used (max_replica_lag)",
+			   h->name, h->port, h->lag / 1024);
+		return SERVER_REJECT;
+	}
 	if (server_fits(server, h, now))
 		return SERVER_ACCEPT;
 	server_log(LOG_LEVEL_INFO, server, "server is %s%s, database wants target_session_attrs=%s",
@@ -248,9 +280,9 @@ static enum server_verdict hook_logged_in(struct server *server, const char **sq
 		int ro = varcache_index("default_transaction_read_only");
 		server->role = value_on(varcache_get(server->vars, hot)) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
 		server->read_only = reported(server, ro) && value_on(varcache_get(server->vars, ro));
-		return judge(server);
-	}
-	if (server->pool->db->cfg->target_session_attrs == TSA_ANY) {
+		if (server->role != SERVER_ROLE_STANDBY || server->pool->db->cfg->max_replica_lag <= 0)
+			return judge(server);
+	} else if (!db_routed(server->pool->db)) {
 		server_host(server)->failed_at = 0;
 		return SERVER_ACCEPT;	/* nothing to check: no round trip */
 	}
@@ -258,14 +290,14 @@ static enum server_verdict hook_logged_in(struct server *server, const char **sq
 	return SERVER_ASK;
 }
 
-/* ROLE_QUERY's row: pg_is_in_recovery() ('t'/'f'), transaction_read_only ('on'/'off'). */
+/* ROLE_QUERY's row: pg_is_in_recovery() ('t'/'f'), transaction_read_only ('on'/'off'), the lag in bytes. */
 static void hook_check_row(struct server *server, const struct pkt *pkt)
 {
 	struct pkt_reader r;
-	char vals[2][8] = { "", "" };
+	char vals[3][24] = { "", "", "" };
 	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
 	uint16_t ncols = pkt_get_uint16(&r);
-	for (int i = 0; i < 2 && i < ncols && !r.failed; i++) {
+	for (int i = 0; i < 3 && i < ncols && !r.failed; i++) {
 		uint32_t len = pkt_get_uint32(&r);
 		if (len == 0xFFFFFFFFu)
 			continue;
@@ -278,6 +310,9 @@ static void hook_check_row(struct server *server, const struct pkt *pkt)
 	server->role = value_on(vals[0]) ? SERVER_ROLE_STANDBY : vals[0][0] ? SERVER_ROLE_PRIMARY : SERVER_ROLE_UNKNOWN;
 	/* in recovery every transaction is read-only: that alone says nothing of default_transaction_read_only */
 	server->read_only = server->role == SERVER_ROLE_PRIMARY && value_on(vals[1]);
+	struct host_role *h = server_host(server);
+	h->lag = vals[2][0] ? atoll(vals[2]) : server->role == SERVER_ROLE_PRIMARY ? 0 : -1;
+	h->lag_seen = now_usec();
 }
 
 static enum server_verdict hook_check_done(struct server *server, bool failed)
@@ -335,12 +370,12 @@ static void hook_param_reported(struct server *server, const char *name, const c
 
 void roles_check_idle_servers(usec_t now)
 {
-	usec_t period = pgv.cfg->server_role_check_period;
-	if (period <= 0)
-		return;
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
-		if (db->cfg->target_session_attrs == TSA_ANY || db_paused(db))
+		usec_t period = pgv.cfg->server_role_check_period;
+		if (period <= 0 && db->cfg->max_replica_lag > 0)
+			period = LAG_CHECK_PERIOD;
+		if (period <= 0 || !db_routed(db) || db_paused(db))
 			continue;
 		list_for_each(ppos, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
@@ -387,6 +422,7 @@ size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t m
 		o->role = h->role;
 		o->read_only = h->read_only;
 		o->last_check = h->role_seen;
+		o->lag = h->role == SERVER_ROLE_STANDBY && h->lag_seen ? h->lag : -1;
 		o->servers = db_host_servers(db, i);
 		if (host_down(h, now))
 			o->state = "down";

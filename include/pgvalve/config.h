@@ -112,6 +112,7 @@ struct db_config {
 	usec_t query_wait_timeout;	/* -1 = the global one ([users] comes first) */
 	int load_balance_hosts;	/* enum load_balance_hosts, or -1 (PgBouncer: round-robin) */
 	int target_session_attrs;	/* enum target_session_attrs (roles.c); TSA_ANY if not given */
+	int max_replica_lag;		/* bytes of WAL a standby may have received but not replayed; 0: no limit */
 	char *connect_query;
 	char *client_encoding;
 	char *datestyle;

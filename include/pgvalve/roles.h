@@ -11,9 +11,10 @@
  * (server.h) only; roles_register() fills them.
  *
  * What is known of a host is kept per host and port, shared by every
- * database that lists it. A role that does not match, or a failed
- * connection, rules a host out for server_login_retry; then one new
- * connection may try it again.
+ * database that lists it. A role that does not match, or a standby
+ * lagging more than the database's max_replica_lag, rules a host out for
+ * server_login_retry; a failed connection for 30 s while another entry
+ * may serve; then one new connection may try it again.
  *
  * Owns: the host table. Must not touch a client, nor a server in use
  * (a server whose role changed is only marked close_needed; the pool
@@ -35,6 +36,7 @@ struct roles_host_info {
 	bool read_only;
 	const char *state;	/* "up", "down", "ineligible" (for this database), "unknown" */
 	usec_t last_check;	/* its role last learned, 0 never */
+	long long lag;		/* a standby's WAL received but not replayed (bytes), -1 unknown */
 	int servers;		/* this database's server connections to it */
 };
 

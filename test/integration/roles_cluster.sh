@@ -8,6 +8,7 @@
 #
 #   roles_cluster.sh init DIR PORT          primary, pg_basebackup -R replicas, all started
 #   roles_cluster.sh start|stop|promote DIR NODE
+#   roles_cluster.sh delay|undelay DIR NODE recovery_min_apply_delay 1h / 0 (a lagging replica)
 #   roles_cluster.sh stopall DIR            every node of DIR that runs
 #
 # Everything lives under DIR (each node's data dir, socket dir and log).
@@ -70,6 +71,11 @@ init) init "$2" "$3" ;;
 start) pgv_pg_start "$2/node$3" "$runas" "$2/node$3.log" ;;
 stop) pgv_pg_stop "$2/node$3" "$runas" ;;
 promote) (cd "$2" && pgv_as "$runas" "$PGBIN/pg_ctl" -D "$2/node$3" -w -t 30 promote >/dev/null) ;;
+delay | undelay)
+	[ "$1" = delay ] && v="'1h'" || v=0
+	echo "recovery_min_apply_delay = $v" >>"$2/node$3/postgresql.conf"
+	(cd "$2" && pgv_as "$runas" "$PGBIN/pg_ctl" -D "$2/node$3" reload >/dev/null)
+	;;
 stopall) for n in 1 2 3; do pgv_pg_stop "$2/node$n" "$runas"; done ;;
-*) echo "usage: $0 init DIR PORT | start|stop|promote DIR NODE | stopall DIR" >&2; exit 2 ;;
+*) echo "usage: $0 init DIR PORT | start|stop|promote|delay|undelay DIR NODE | stopall DIR" >&2; exit 2 ;;
 esac

@@ -407,6 +407,91 @@ START_TEST(promoted_replica_is_left)
 }
 END_TEST
 
+/* The database's transactions at once: how many ran on node2 and node3 (a failure otherwise). */
+static void spread(struct pgv *p, const char *db, int n, int *on3, int *on4)
+{
+	PGconn *c[8];
+	*on3 = *on4 = 0;
+	for (int i = 0; i < n; i++) {
+		c[i] = connect_ok(p, db);
+		const char *w = query_value(c[i], "BEGIN; SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()");
+		if (strcmp(w, "127.0.0.3|true") == 0)
+			(*on3)++;
+		else if (strcmp(w, "127.0.0.4|true") == 0)
+			(*on4)++;
+		else
+			ck_abort_msg("%s: a transaction went to %s", db, w);
+	}
+	for (int i = 0; i < n; i++)
+		PQfinish(c[i]);
+}
+
+/*
+ * max_replica_lag: node3 applies WAL an hour late (recovery_min_apply_delay),
+ * so what it receives piles up unreplayed; a standby database with
+ * max_replica_lag = 8192 uses node2 only, SHOW HOSTS shows node3's lag
+ * and "ineligible"; once node3 catches up it is used again.
+ */
+START_TEST(lagging_replica_is_skipped)
+{
+	struct pgv p;
+	cluster_start();
+	cluster("delay", 3);
+	PGconn *n1 = node_connect(1);
+	query_value(n1, "INSERT INTO t VALUES (200000) RETURNING id");	/* its commit holds node3's replay */
+	query_value(n1, "INSERT INTO t SELECT g FROM generate_series(200001, 210000) g RETURNING id");
+	PGconn *n3 = node_connect(3);
+	double t0 = now_s();
+	while (atoll(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"))
+	       < 100000 && now_s() - t0 < 10)
+		sleep_ms(100);
+
+	const char *names[] = { "ro" };
+	const char *tsas[] = { "standby" };
+	const char *extras[] = { "max_replica_lag=8192" };
+	pgv_start(&p, BASE, db_lines(names, tsas, extras, 1), USERS);
+	int on3, on4;
+	for (int round = 0; round < 3; round++) {
+		spread(&p, "ro", 4, &on3, &on4);
+		ck_assert_msg(on3 == 4 && on4 == 0, "round %d: %d on node2, %d on the lagging node3\n%s", round, on3, on4,
+			      pgv_log_tail(&p, 3000));
+		sleep_ms(700);
+	}
+	char line[80];
+	snprintf(line, sizeof(line), "host 127.0.0.4:%d lags", cport);
+	ck_assert_msg(pgv_log_contains(&p, line), "%s", pgv_log_tail(&p, 3000));
+
+	PGconn *adm = connect_ok(&p, "pgbouncer");
+	PGresult *r = PQexec(adm, "SHOW HOSTS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_int_eq(PQntuples(r), 3);
+	ck_assert_str_eq(PQgetvalue(r, 2, PQfnumber(r, "host")), "127.0.0.4");
+	ck_assert_str_eq(PQgetvalue(r, 2, PQfnumber(r, "state")), "ineligible");
+	ck_assert_msg(atoll(PQgetvalue(r, 2, PQfnumber(r, "lag"))) > 8192, "lag %s", PQgetvalue(r, 2, PQfnumber(r, "lag")));
+	ck_assert_msg(PQgetisnull(r, 0, PQfnumber(r, "lag")), "a primary's lag is NULL");
+	PQclear(r);
+	PQfinish(adm);
+
+	/* caught up: used again */
+	cluster("undelay", 3);
+	t0 = now_s();
+	while (atoll(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"))
+	       > 0 && now_s() - t0 < 10)
+		sleep_ms(100);
+	on4 = 0;
+	t0 = now_s();
+	while (on4 == 0 && now_s() - t0 < 15) {
+		sleep_ms(500);
+		spread(&p, "ro", 4, &on3, &on4);
+	}
+	ck_assert_msg(on4 > 0, "node3 not used again %.1f s after it caught up\n%s", now_s() - t0, pgv_log_tail(&p, 3000));
+	PQfinish(n3);
+	PQfinish(n1);
+	pgv_stop(&p);
+	cluster_stop();
+}
+END_TEST
+
 /* ---------------------------------------------------------------- bad input */
 
 START_TEST(typo_is_a_load_error)
@@ -491,6 +576,7 @@ int main(void)
 	tcase_add_test(tc, routes_by_role);
 	tcase_add_test(tc, promoted_replica_is_left);
 	tcase_add_test(tc, failover_under_load);
+	tcase_add_test(tc, lagging_replica_is_skipped);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }

@@ -336,12 +336,16 @@ START_TEST(test_target_session_attrs)
 		ck_assert_msg(config_parse_db_string(str, db, err, sizeof(err)) == 0, "%s: %s", cases[i].v, err);
 		ck_assert_int_eq(db->target_session_attrs, cases[i].want);
 		ck_assert_int_eq(db->load_balance_hosts, LOAD_BALANCE_HOSTS_LEAST_CONNECTIONS);
+		ck_assert_int_eq(db->max_replica_lag, 0);
 		ck_assert_str_eq(config_target_session_attrs_name(cases[i].want), i == 5 ? "prefer-standby" : cases[i].v);
 		config_db_free(db);
 	}
 	struct db_config *db = config_db_new("x");
 	ck_assert_int_eq(config_parse_db_string("target_session_attrs=master", db, err, sizeof(err)), -1);
 	ck_assert_msg(strstr(err, "\"master\"") && strstr(err, "target_session_attrs"), "%s", err);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=16777216", db, err, sizeof(err)), 0);
+	ck_assert_int_eq(db->max_replica_lag, 16777216);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=-1", db, err, sizeof(err)), -1);
 	config_db_free(db);
 }
 END_TEST
