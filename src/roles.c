@@ -151,11 +151,17 @@ static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool 
 	return role_matches(tsa, h->role, h->read_only);
 }
 
-/* A standby of db's list that lags more than its max_replica_lag (known within server_login_retry). */
-static bool host_lags(const struct db *db, const struct host_role *h, usec_t now)
+/* A standby of db's list that lagged more than its max_replica_lag when last measured. */
+static bool host_lagged(const struct db *db, const struct host_role *h)
 {
 	int max = db->cfg->max_replica_lag;
-	return max > 0 && h->role == SERVER_ROLE_STANDBY && h->lag > max && now - h->lag_seen < hold_time();
+	return max > 0 && h->role == SERVER_ROLE_STANDBY && h->lag > max;
+}
+
+/* The same, measured within server_login_retry: after that one new server may measure again. */
+static bool host_lags(const struct db *db, const struct host_role *h, usec_t now)
+{
+	return host_lagged(db, h) && now - h->lag_seen < hold_time();
 }
 
 /* prefer-standby: whether an entry of db's list other than skip may be a standby now. */
@@ -410,6 +416,21 @@ static int db_host_servers(const struct db *db, int idx)
 	return count;
 }
 
+/* SHOW HOSTS' state: what was last learned, however old (a new server may check it again). */
+static const char *host_state(const struct db *db, const struct host_role *h, usec_t now)
+{
+	if (host_down(h, now))
+		return "down";
+	if (!h->role_seen)
+		return "unknown";
+	if (host_lagged(db, h))
+		return "ineligible";
+	int tsa = db->cfg->target_session_attrs;
+	if (role_matches(tsa, h->role, h->read_only))
+		return "up";
+	return tsa == TSA_PREFER_STANDBY && !db_standby_possible(db, h, now) ? "up" : "ineligible";
+}
+
 size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t max)
 {
 	int n = host_list_count(db->cfg->host);
@@ -424,12 +445,7 @@ size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t m
 		o->last_check = h->role_seen;
 		o->lag = h->role == SERVER_ROLE_STANDBY && h->lag_seen ? h->lag : -1;
 		o->servers = db_host_servers(db, i);
-		if (host_down(h, now))
-			o->state = "down";
-		else if (!db_host_eligible(db, i, now))
-			o->state = "ineligible";
-		else
-			o->state = h->role_seen ? "up" : "unknown";
+		o->state = host_state(db, h, now);
 	}
 	return (size_t)n;
 }
