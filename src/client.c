@@ -828,7 +828,7 @@ enum client_state client_waiting_state(const struct client *client)
  * falling back on the primary, the two differ. One pointer comparison
  * per link (values are interned).
  */
-static void tell_server_role(struct client *client, const struct server *server)
+static __attribute__((noinline)) void tell_server_role(struct client *client, const struct server *server)
 {
 	static int idx = -2;
 	if (idx == -2)
@@ -848,7 +848,7 @@ static void tell_server_role(struct client *client, const struct server *server)
 
 void client_linked(struct client *client)
 {
-	if (client->link)
+	if (server_hot_standby_mixed && client->link)	/* one load per link while every server agrees */
 		tell_server_role(client, client->link);
 	client->wait_notified = false;
 	client->request_time = now_usec();

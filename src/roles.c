@@ -368,6 +368,7 @@ static void hook_param_reported(struct server *server, const char *name, const c
 	enum server_role role = value_on(value) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
 	if (role == server->role)
 		return;
+	server_hot_standby_mixed = true;	/* clients of this host hear it from their next server */
 	server->role_checked = now_usec();
 	struct host_role *h = server_host(server);
 	host_learn(h, role, h->read_only, server->role_checked);

@@ -43,6 +43,17 @@
 static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
 struct server_hooks server_hooks;
+bool server_hot_standby_mixed;
+
+/* Whether this logged-in server's in_hot_standby is other than its pool's welcome says. */
+static void note_hot_standby(const struct server *server)
+{
+	static int idx = -2;
+	if (idx == -2)
+		idx = varcache_index("in_hot_standby");
+	if (varcache_get(server->vars, idx) != varcache_get(server->pool->welcome_vars, idx))
+		server_hot_standby_mixed = true;
+}
 static void server_forget_cancels(struct server *server);
 static void close_linked_client(struct server *server, const char *reason);
 
@@ -924,6 +935,7 @@ void server_login_continue(struct server *server)
 	pool->last_login_failure = 0;
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
+	note_hot_standby(server);
 	/* connect_query: before any client may use the server (as PgBouncer). */
 	const char *cq = pool->db->cfg->connect_query;
 	if (cq[0]) {
@@ -1210,16 +1222,22 @@ static int active_command_complete(struct server *server, const struct pkt *pkt,
 }
 
 /* A DataRow: auth_query's and the role check's answers are read here; every other goes on. */
+static __attribute__((noinline)) int role_check_row(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	if (server_hooks.check_row)
+		server_hooks.check_row(server, pkt);
+	return SV_RELAY;
+}
+
 static int active_data_row(struct server *server, const struct pkt *pkt)
 {
-	if (server->internal == SV_INTERNAL_ROLE_CHECK) {
-		int w = whole_message(server, pkt);
-		if (w <= 0)
-			return w == 0;
-		if (server_hooks.check_row)
-			server_hooks.check_row(server, pkt);
+	if (server->internal == SV_INTERNAL_NONE)	/* a client's rows: the common case */
 		return SV_RELAY;
-	}
+	if (server->internal == SV_INTERNAL_ROLE_CHECK)
+		return role_check_row(server, pkt);
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))

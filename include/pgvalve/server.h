@@ -158,6 +158,12 @@ struct server_hooks {
 	void (*param_reported)(struct server *server, const char *name, const char *value);
 };
 extern struct server_hooks server_hooks;
+/*
+ * Set once a server's in_hot_standby differed from its pool's welcome, or
+ * changed: from then on each link compares the client's value with its
+ * server's (client.c tells the client), before that nothing is compared.
+ */
+extern bool server_hot_standby_mixed;
 
 /* Entries of a database's host list ("a,b,c"): how many, and entry idx without blanks (malloced). */
 int host_list_count(const char *list);
