@@ -41,6 +41,8 @@
 #include <openssl/crypto.h>
 
 static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
+static void server_forget_cancels(struct server *server);
+static void close_linked_client(struct server *server, const char *reason);
 
 struct server_hooks server_hooks;
 bool server_hot_standby_mixed;
@@ -54,8 +56,6 @@ static void note_hot_standby(const struct server *server)
 	if (varcache_get(server->vars, idx) != varcache_get(server->pool->welcome_vars, idx))
 		server_hot_standby_mixed = true;
 }
-static void server_forget_cancels(struct server *server);
-static void close_linked_client(struct server *server, const char *reason);
 
 /* ---------------------------------------------------------------- naming */
 

@@ -15,6 +15,9 @@
  *                            v  |                          |
  *                          ACTIVE --released, needs reset--> USED
  *
+ *   LOGIN --ReadyForQuery, role check or connect_query to run--> TESTED --done--> IDLE
+ *         (a server whose role does not match target_session_attrs goes to CLOSED instead)
+ *
  *   any state --error, EOF, lifetime--> CLOSED
  */
 #ifndef PGVALVE_SERVER_H
