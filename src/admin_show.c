@@ -10,6 +10,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/admin_internal.h"
+#include "pgvalve/roles.h"
 #include "pgvalve/users.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
@@ -871,6 +872,40 @@ static void show_dns_zones(struct admin_result *r)
 	dns_walk_zones(dns_zone_row, r);
 }
 
+/* pgvalve's own: one row per database and entry of its host list (role routing, roles.h). */
+static void show_hosts(struct admin_result *r)
+{
+	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "last_check",
+					     "sv_count" };
+	admin_result_begin(r, "ssissqTi", names);
+	list_for_each(pos, &pgv.databases) {
+		const struct db *db = container_of(pos, struct db, node);
+		struct roles_host_info hosts[32];
+		if (db->is_admin)
+			continue;
+		size_t n = MIN(roles_db_hosts(db, hosts, ARRAY_SIZE(hosts)), ARRAY_SIZE(hosts));
+		for (size_t i = 0; i < n; i++) {
+			struct cells c;
+			cells_reset(&c);
+			cell_str(&c, db->name);
+			cell_str(&c, hosts[i].host);
+			cell_int(&c, hosts[i].port);
+			cell_str(&c, roles_role_name(hosts[i].role));
+			cell_str(&c, hosts[i].state);
+			if (hosts[i].lag >= 0)
+				cell_int(&c, hosts[i].lag);
+			else
+				cell_null(&c);
+			if (hosts[i].last_check)
+				cell_time(&c, hosts[i].last_check);
+			else
+				cell_null(&c);
+			cell_int(&c, hosts[i].servers);
+			admin_result_row(r, c.v);
+		}
+	}
+}
+
 static const char help_text[] =
 	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
 	"\n\tSHOW PEERS|PEER_POOLS"
@@ -941,6 +976,7 @@ static const struct show_entry shows[] = {
 	{ "LISTS", show_lists },
 	{ "MEM", show_mem },
 	{ "DNS_HOSTS", show_dns_hosts },
+	{ "HOSTS", show_hosts },
 	{ "DNS_ZONES", show_dns_zones },
 	{ "VERSION", show_version },
 	{ "STATE", show_state },

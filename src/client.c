@@ -852,8 +852,34 @@ enum client_state client_waiting_state(const struct client *client)
 	return in_login(client->state) ? CL_PARAMS_WAITING : CL_WAITING;
 }
 
+/*
+ * A client is told its current server's in_hot_standby, not what its
+ * login's server said: after a failover, or a prefer-standby database
+ * falling back on the primary, the two differ. One pointer comparison
+ * per link (values are interned).
+ */
+static __attribute__((noinline)) void tell_server_role(struct client *client, const struct server *server)
+{
+	static int idx = -2;
+	if (idx == -2)
+		idx = varcache_index("in_hot_standby");
+	const char *value = varcache_get(server->vars, idx);
+	if (!value || value == varcache_get(client->vars, idx) || !client->logged_in)
+		return;
+	uint8_t mem[64];
+	struct pktbuf b;
+	pktbuf_init_fixed(&b, mem, sizeof(mem));
+	proto_put_parameter_status(&b, "in_hot_standby", value);
+	if (b.failed)
+		return;
+	netbuf_send(&client->nb, b.buf, b.len);
+	varcache_set(&client->vars, idx, value);
+}
+
 void client_linked(struct client *client)
 {
+	if (server_hot_standby_mixed && client->link)	/* one load per link while every server agrees */
+		tell_server_role(client, client->link);
 	client->wait_notified = false;
 	client->request_time = now_usec();
 	if (!in_login(client->state))

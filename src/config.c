@@ -35,7 +35,18 @@ static const char *const sslmode_names[] = {
 	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
 };
 
-static const char *const load_balance_hosts_names[] = { "round-robin", "disable", NULL };
+static const char *const load_balance_hosts_names[] = { "round-robin", "disable", "least-connections", NULL };
+
+/* Index = enum target_session_attrs. */
+static const char *const target_session_attrs_names[] = {
+	"any", "read-write", "read-only", "primary", "standby", "prefer-standby", NULL
+};
+
+const char *config_target_session_attrs_name(int value)
+{
+	return value >= 0 && value < (int)ARRAY_SIZE(target_session_attrs_names) - 1 ?
+	       target_session_attrs_names[value] : "any";
+}
 
 /* The field named like the parameter, checked to have the C type the parameter type needs. */
 #define FIELD(n, ctype) \
@@ -165,6 +176,7 @@ static const struct param_def params[] = {
 	P_TIME(server_login_retry, "15", RELOAD, IMPL),
 	P_STR(server_reset_query, "DISCARD ALL", RELOAD, IMPL),
 	P_BOOL(server_reset_query_always, "0", RELOAD, IMPL),
+	P_TIME(server_role_check_period, "0", RELOAD, IMPL),
 	P_BOOL(server_round_robin, "0", RELOAD, IMPL),
 	P_STR(server_tls13_ciphers, "", RELOAD, IMPL),
 	P_STR(server_tls_ca_file, "", RELOAD, IMPL),
@@ -807,6 +819,7 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		{ "reserve_pool_size", offsetof(struct db_config, reserve_pool_size) },
 		{ "max_db_connections", offsetof(struct db_config, max_db_connections) },
 		{ "max_db_client_connections", offsetof(struct db_config, max_db_client_connections) },
+		{ "max_replica_lag", offsetof(struct db_config, max_replica_lag) },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++) {
@@ -828,6 +841,8 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_enum(key, val, pool_mode_names, &db->pool_mode, errbuf, errsize);
 	if (strcmp(key, "load_balance_hosts") == 0)
 		return cstr_enum(key, val, load_balance_hosts_names, &db->load_balance_hosts, errbuf, errsize);
+	if (strcmp(key, "target_session_attrs") == 0)
+		return cstr_enum(key, val, target_session_attrs_names, &db->target_session_attrs, errbuf, errsize);
 	unknown_key("database", key, errbuf, errsize);
 	return -1;
 }

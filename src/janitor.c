@@ -25,6 +25,7 @@
 #include "pgvalve/metrics.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/peer.h"
+#include "pgvalve/roles.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
@@ -310,6 +311,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 	if (pgv.cfg->cancel_wait_timeout > 0)
 		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
 	peer_expire_requests(now);
+	roles_check_idle_servers(now);
 	bool users_override_idle = users_override_idle_timeout();
 	bool wait_overridden = wait_timeout_overridden();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {

@@ -14,6 +14,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/roles.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/users.h"
 #include "pgvalve/workers.h"
@@ -110,6 +111,9 @@ static const struct family families[] = {
 	C("pgvalve_server_connect_failures_total", "Server connections that could not be opened or logged in"),
 	C("pgvalve_cancel_requests_forwarded_total", "Cancel requests sent on to a PostgreSQL server"),
 	G("pgvalve_clients_waiting", SUM, "Clients waiting for a server, all pools (pool saturation)"),
+	G("pgvalve_host_up", MAX, "1 if the host of the database's list logged in at the last try, 0 if it failed"),
+	G("pgvalve_host_primary", MAX, "1 if the host was last seen as a primary, 0 as a standby"),
+	G("pgvalve_host_lag_bytes", MAX, "WAL a standby has received but not replayed, at its last check (max_replica_lag)"),
 	G("pgvalve_worker_up", MAX, "1 if the worker process is running and listening, else 0"),
 	C("pgvalve_worker_restarts_total", "Times the supervisor restarted the worker"),
 	G("pgvalve_worker_client_active_connections", MAX, "Active clients of the worker"),
@@ -359,6 +363,29 @@ static void collect_stats(struct metrics_set *set, const struct db *db)
 		metrics_add(set, c[i].name, METRICS_PART_VALUE, lb, c[i].v);
 }
 
+/* Role routing (roles.h): each host of the database's list whose state is known. */
+static void collect_hosts(struct metrics_set *set, const struct db *db)
+{
+	struct roles_host_info hosts[32];
+	size_t n = MIN(roles_db_hosts(db, hosts, ARRAY_SIZE(hosts)), ARRAY_SIZE(hosts));
+	for (size_t i = 0; i < n; i++) {
+		bool down = strcmp(hosts[i].state, "down") == 0;
+		if (!down && !hosts[i].last_check)
+			continue;	/* never reached: nothing known */
+		char lb[600] = "", port[16];
+		snprintf(port, sizeof(port), "%d", hosts[i].port);
+		metrics_label(lb, sizeof(lb), "database", db->name);
+		metrics_label(lb, sizeof(lb), "host", hosts[i].host);
+		metrics_label(lb, sizeof(lb), "port", port);
+		metrics_add(set, "pgvalve_host_up", METRICS_PART_VALUE, lb, down ? 0 : 1);
+		if (hosts[i].role != SERVER_ROLE_UNKNOWN)
+			metrics_add(set, "pgvalve_host_primary", METRICS_PART_VALUE, lb,
+				    hosts[i].role == SERVER_ROLE_PRIMARY ? 1 : 0);
+		if (hosts[i].lag >= 0)
+			metrics_add(set, "pgvalve_host_lag_bytes", METRICS_PART_VALUE, lb, (double)hosts[i].lag);
+	}
+}
+
 static int cmp_db_name(const void *a, const void *b)
 {
 	return strcmp((*(struct db *const *)a)->name, (*(struct db *const *)b)->name);
@@ -417,6 +444,9 @@ void metrics_collect_local(struct metrics_set *set)
 		add_histogram(set, "pgvalve_transaction_duration_seconds", lb, &dbs[i]->xact_hist);
 		add_histogram(set, "pgvalve_client_wait_seconds", lb, &dbs[i]->wait_hist);
 	}
+	for (i = 0; i < ndb; i++)
+		if (!dbs[i]->is_admin)
+			collect_hosts(set, dbs[i]);
 	for (size_t r = 0; r < METRICS_LOGIN_FAILURE_KINDS; r++) {
 		lb[0] = '\0';
 		metrics_label(lb, sizeof(lb), "reason", login_failure_names[r]);

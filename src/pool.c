@@ -88,7 +88,7 @@ static bool db_connection_changed(const struct db_config *a, const struct db_con
 	for (size_t i = 0; i < ARRAY_SIZE(sa); i++)
 		if (strcmp(sa[i], sb[i]) != 0)
 			return true;
-	return a->port != b->port;
+	return a->port != b->port || a->target_session_attrs != b->target_session_attrs;
 }
 
 static void close_servers(struct list *l, const char *reason)

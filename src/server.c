@@ -44,6 +44,19 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 static void server_forget_cancels(struct server *server);
 static void close_linked_client(struct server *server, const char *reason);
 
+struct server_hooks server_hooks;
+bool server_hot_standby_mixed;
+
+/* Whether this logged-in server's in_hot_standby is other than its pool's welcome says. */
+static void note_hot_standby(const struct server *server)
+{
+	static int idx = -2;
+	if (idx == -2)
+		idx = varcache_index("in_hot_standby");
+	if (varcache_get(server->vars, idx) != varcache_get(server->pool->welcome_vars, idx))
+		server_hot_standby_mixed = true;
+}
+
 /* ---------------------------------------------------------------- naming */
 
 const char *server_prefix(const struct server *server, char *buf, size_t size)
@@ -114,7 +127,7 @@ void server_set_state(struct server *server, enum server_state state)
  * the next try (server_login_retry).
  */
 
-static int host_list_count(const char *list)
+int host_list_count(const char *list)
 {
 	int n = 1;
 	for (const char *p = list; *p; p++)
@@ -123,8 +136,7 @@ static int host_list_count(const char *list)
 	return n;
 }
 
-/* Entry idx of the list, without surrounding blanks. */
-static char *host_list_entry(const char *list, int idx)
+char *host_list_entry(const char *list, int idx)
 {
 	const char *p = list;
 	for (int i = 0; i < idx && p; i++) {
@@ -145,18 +157,77 @@ static char *host_list_entry(const char *list, int idx)
 	return e;
 }
 
-static int db_first_host(struct db *db, int n)
+static bool host_eligible(const struct pool *pool, int idx)
 {
-	if (n <= 1)
-		return 0;
-	if (db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE)
-		return (int)(db->host_next % (unsigned)n);
-	return (int)(db->host_next++ % (unsigned)n);
+	return !server_hooks.host_eligible || server_hooks.host_eligible(pool, idx);
+}
+
+/* A replication client's own server goes wherever the list says: role routing is for pooled servers. */
+static bool server_host_eligible(const struct server *server, int idx)
+{
+	return server->replication != REPLICATION_NONE || host_eligible(server->pool, idx);
+}
+
+/* Servers of pool on entry idx of its host list, logging in or logged in. */
+static int pool_host_servers(const struct pool *pool, int idx)
+{
+	const struct list *lists[] = { &pool->login_servers, &pool->idle_servers, &pool->active_servers,
+				       &pool->used_servers, &pool->tested_servers };
+	int count = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+		list_for_each(pos, lists[i]) {
+			if (container_of(pos, struct server, node)->host_idx == idx)
+				count++;
+		}
+	}
+	return count;
+}
+
+/* least-connections: the eligible entry with the fewest servers of the pool, ties taken in turn. */
+static int least_connections_host(struct pool *pool, int n, bool any)
+{
+	unsigned start = pool->db->host_next++;
+	int best = -1, best_count = 0;
+	for (int i = 0; i < n; i++) {
+		int idx = (int)((start + (unsigned)i) % (unsigned)n);
+		if (!any && !host_eligible(pool, idx))
+			continue;
+		int count = pool_host_servers(pool, idx);
+		if (best < 0 || count < best_count) {
+			best = idx;
+			best_count = count;
+		}
+	}
+	return best;
+}
+
+/*
+ * The entry a new connection starts at, per load_balance_hosts, skipping
+ * entries role routing rules out now (server_hooks.host_eligible) unless
+ * any; -1 when none is eligible: the pool's clients wait (the janitor
+ * asks again).
+ */
+static int pool_first_host(struct pool *pool, int n, bool any)
+{
+	struct db *db = pool->db;
+	if (n > 1 && db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_LEAST_CONNECTIONS)
+		return least_connections_host(pool, n, any);
+	unsigned start = 0;
+	if (n > 1)
+		start = db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ? db->host_next : db->host_next++;
+	for (int i = 0; i < n; i++) {
+		int idx = (int)((start + (unsigned)i) % (unsigned)n);
+		if (any || host_eligible(pool, idx))
+			return idx;
+	}
+	return -1;
 }
 
 /* load_balance_hosts=disable: a failed connection to the current entry makes the next one current. */
 static void db_host_failed(struct db *db, int idx)
 {
+	if (server_hooks.host_failed)
+		server_hooks.host_failed(db, idx);
 	int n = host_list_count(db->cfg->host);
 	if (n > 1 && db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE &&
 	    (int)(db->host_next % (unsigned)n) == idx)
@@ -225,10 +296,13 @@ static bool server_connect_failed(struct server *server, const char *error)
 		return true;
 	}
 	db_host_failed(pool->db, server->host_idx);	/* the entry as a whole failed */
-	if (--server->hosts_left > 0) {
-		int n = host_list_count(pool->db->cfg->host);
+	int n = host_list_count(pool->db->cfg->host);
+	for (int idx = server->host_idx; --server->hosts_left > 0;) {
+		idx = (idx + 1) % n;
+		if (!server_host_eligible(server, idx))
+			continue;
 		server_log(LOG_LEVEL_WARNING, server, "%s; trying the next host", error);
-		server_select_host(server, (server->host_idx + 1) % n);
+		server_select_host(server, idx);
 		return true;
 	}
 	/* Connect level: only this server goes; its clients stay queued for the next try. */
@@ -310,6 +384,13 @@ static bool server_try_connect(struct server *server)
 
 static struct server *connect_for(struct pool *pool, struct client *repl_client)
 {
+	int n = host_list_count(pool->db->cfg->host);
+	int first = pool_first_host(pool, n, repl_client != NULL);
+	if (first < 0) {
+		log_debug("%s/%s: no host of the list is eligible now (target_session_attrs)", pool->db->name,
+			  pool->user);
+		return NULL;
+	}
 	struct server *server = xcalloc(1, sizeof(*server));
 	if (repl_client) {	/* known before any failure path can run */
 		server->replication = (uint8_t)repl_client->repl->type;
@@ -325,9 +406,8 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client)
 	list_node_init(&server->node);
 	netbuf_init(&server->nb, server_handler, INT32_MAX);
 
-	int n = host_list_count(db->cfg->host);
 	server->hosts_left = n;
-	server_select_host(server, db_first_host(db, n));
+	server_select_host(server, first);
 	/* Counted from the start: a lookup in flight is a connection on its way (pool sizing). */
 	server_set_state(server, SV_LOOKUP);
 	pgv.server_count++;
@@ -609,8 +689,11 @@ static void remember_param(struct server *server, const char *name, const char *
 		varcache_set(&server->vars, idx, value);
 		server->reported_mask |= UINT64_C(1) << idx;
 	}
-	if (server->state != SV_LOGIN)
+	if (server->state != SV_LOGIN) {
+		if (server_hooks.param_reported && !server->replication)
+			server_hooks.param_reported(server, name, value);
 		return;
+	}
 	for (int i = 0; i < server->param_count; i++) {
 		if (strcmp(server->params[i].name, name) == 0) {
 			free(server->params[i].value);
@@ -637,6 +720,20 @@ static bool parse_parameter_status(const struct pkt *pkt, const char **name, con
 /* ---------------------------------------------------------------- login */
 
 /*
+ * A role-routed database (target_session_attrs) with a host list: a host
+ * that refuses logins for its own state (57P: shutting down, starting up,
+ * in recovery without hot standby) is a host that is not there; another
+ * entry may serve the waiting clients. Other errors (a wrong password)
+ * would be the same everywhere: they still go to the clients.
+ */
+static bool host_is_unavailable(const struct server *server, const char *sqlstate)
+{
+	const struct db_config *dc = server->pool->db->cfg;
+	return dc->target_session_attrs != TSA_ANY && strncmp(sqlstate, "57P", 3) == 0 &&
+	       host_list_count(dc->host) > 1;
+}
+
+/*
  * The login itself failed (the server refused it, or pgvalve could not
  * complete it): the pool's waiting clients get the error (pool.c), and the
  * server closes with it as the reason. severity: the server's, for the
@@ -655,6 +752,9 @@ static void login_failed_severity(struct server *server, const char *severity, c
 		 */
 		if (own->own_server_failed)
 			own->own_server_failed(server, sqlstate, message);
+	} else if (host_is_unavailable(server, sqlstate)) {
+		db_host_failed(server->pool->db, server->host_idx);
+		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait for another host */
 	} else {
 		db_host_failed(server->pool->db, server->host_idx);
 		pool_server_login_failed(server->pool, sqlstate, message);
@@ -824,6 +924,55 @@ static void handle_auth_request(struct server *server, const struct pkt *pkt)
 	}
 }
 
+/*
+ * The login's own steps after the role check: the pool's welcome from its
+ * first server, connect_query, then the server serves.
+ */
+void server_login_continue(struct server *server)
+{
+	struct pool *pool = server->pool;
+	server->logged_in = true;
+	pool->last_login_failure = 0;
+	if (!pool->welcome_ready)
+		pool_learn_welcome(pool, server);
+	note_hot_standby(server);
+	/* connect_query: before any client may use the server (as PgBouncer). */
+	const char *cq = pool->db->cfg->connect_query;
+	if (cq[0]) {
+		server_set_state(server, SV_TESTED);
+		server_run_internal(server, SV_INTERNAL_CONNECT_QUERY, cq, (uint32_t)strlen(cq));
+		return;
+	}
+	pool_server_ready(server);
+}
+
+void server_role_rejected(struct server *server)
+{
+	server_set_state(server, SV_TESTED);	/* logged in: it gets a Terminate */
+	server_close(server, "its role does not match target_session_attrs");
+}
+
+/*
+ * Role routing first (server_hooks.logged_in): a server whose host does
+ * not match the database's target_session_attrs never serves, and the
+ * pool's welcome comes from one that does.
+ */
+static void login_check_role(struct server *server)
+{
+	const char *sql = NULL;
+	enum server_verdict v = server_hooks.logged_in ? server_hooks.logged_in(server, &sql) : SERVER_ACCEPT;
+	if (v == SERVER_REJECT) {
+		server_role_rejected(server);
+		return;
+	}
+	if (v == SERVER_ASK && sql) {
+		server_set_state(server, SV_TESTED);
+		server_run_internal(server, SV_INTERNAL_ROLE_CHECK, sql, (uint32_t)strlen(sql));
+		return;
+	}
+	server_login_continue(server);
+}
+
 static void login_complete(struct server *server)
 {
 	struct pool *pool = server->pool;
@@ -847,17 +996,7 @@ static void login_complete(struct server *server)
 			own->own_server_ready(server);
 		return;
 	}
-	pool->last_login_failure = 0;
-	if (!pool->welcome_ready)
-		pool_learn_welcome(pool, server);
-	/* connect_query: before any client may use the server (as PgBouncer). */
-	const char *cq = pool->db->cfg->connect_query;
-	if (cq[0]) {
-		server_set_state(server, SV_TESTED);
-		server_run_internal(server, SV_INTERNAL_CONNECT_QUERY, cq, (uint32_t)strlen(cq));
-		return;
-	}
-	pool_server_ready(server);
+	login_check_role(server);
 }
 
 /* The answer to SSLRequest: 'S' starts TLS, 'N' continues in plain text if the mode allows. */
@@ -1082,9 +1221,23 @@ static int active_command_complete(struct server *server, const struct pkt *pkt,
 	return SV_RELAY;
 }
 
-/* A DataRow: auth_query's answer is read here; every other goes on. */
+/* A DataRow: auth_query's and the role check's answers are read here; every other goes on. */
+static __attribute__((noinline)) int role_check_row(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	if (server_hooks.check_row)
+		server_hooks.check_row(server, pkt);
+	return SV_RELAY;
+}
+
 static int active_data_row(struct server *server, const struct pkt *pkt)
 {
+	if (server->internal == SV_INTERNAL_NONE)	/* a client's rows: the common case */
+		return SV_RELAY;
+	if (server->internal == SV_INTERNAL_ROLE_CHECK)
+		return role_check_row(server, pkt);
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))
@@ -1195,6 +1348,10 @@ static bool server_idle_packet(struct server *server, const struct pkt *pkt)
 		if (parse_parameter_status(pkt, &name, &value))
 			remember_param(server, name, value);
 		netbuf_skip(&server->nb, pkt->len);
+		if (server->close_needed && server->state == SV_IDLE) {	/* its role changed (server_hooks) */
+			server_close(server, "obsolete connection");
+			return false;
+		}
 		return true;
 	}
 	case 'N':

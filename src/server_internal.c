@@ -298,6 +298,29 @@ static void set_params_done(struct server *server)
 	retry_on_another_server(client);
 }
 
+/* Its role check was answered, at login or while idle (server_hooks.check_done). */
+static void role_check_done(struct server *server)
+{
+	enum server_verdict v = server_hooks.check_done ? server_hooks.check_done(server, server->internal_failed) :
+			        SERVER_ACCEPT;
+	if (server->state == SV_CLOSED)
+		return;
+	if (server->txn_status != 'I') {
+		server_close(server, "role check left a transaction open");
+		return;
+	}
+	if (v == SERVER_REJECT) {
+		server_role_rejected(server);
+		return;
+	}
+	if (!server->logged_in) {
+		server_login_continue(server);
+		return;
+	}
+	server->last_used = now_usec();
+	pool_server_ready(server);
+}
+
 /* The server answered pgvalve's own query with ReadyForQuery. */
 void internal_query_done(struct server *server)
 {
@@ -328,6 +351,9 @@ void internal_query_done(struct server *server)
 			return;
 		}
 		pool_server_ready(server);
+		break;
+	case SV_INTERNAL_ROLE_CHECK:
+		role_check_done(server);
 		break;
 	case SV_INTERNAL_AUTH_QUERY: {
 		struct client *client = server->auth_client;

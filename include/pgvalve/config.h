@@ -62,7 +62,20 @@ enum auth_type {
 enum load_balance_hosts {
 	LOAD_BALANCE_HOSTS_ROUND_ROBIN = 0,
 	LOAD_BALANCE_HOSTS_DISABLE,
+	LOAD_BALANCE_HOSTS_LEAST_CONNECTIONS,	/* the eligible entry with the fewest servers of the pool */
 };
+
+/* target_session_attrs, libpq's values and order; ANY (the default) checks nothing. */
+enum target_session_attrs {
+	TSA_ANY = 0,
+	TSA_READ_WRITE,
+	TSA_READ_ONLY,
+	TSA_PRIMARY,
+	TSA_STANDBY,
+	TSA_PREFER_STANDBY,
+};
+/* Its name as written in the config ("read-write", ...). */
+const char *config_target_session_attrs_name(int value);
 
 /* client_tls_sslmode / server_tls_sslmode, in PgBouncer's (and libpq's) order. */
 enum tls_sslmode {
@@ -98,6 +111,8 @@ struct db_config {
 	usec_t server_lifetime;	/* -1 = global */
 	usec_t query_wait_timeout;	/* -1 = the global one ([users] comes first) */
 	int load_balance_hosts;	/* enum load_balance_hosts, or -1 (PgBouncer: round-robin) */
+	int target_session_attrs;	/* enum target_session_attrs (roles.c); TSA_ANY if not given */
+	int max_replica_lag;		/* bytes of WAL a standby may have received but not replayed; 0: no limit */
 	char *connect_query;
 	char *client_encoding;
 	char *datestyle;
@@ -228,6 +243,7 @@ struct config {
 	char *server_reset_query;
 	bool server_reset_query_always;
 	usec_t server_check_delay;
+	usec_t server_role_check_period;	/* 0: idle servers' roles are not checked (roles.c) */
 	char *server_check_query;	/* "" = no check; "<empty>" (default) = send an empty query */
 	bool server_fast_close;
 	usec_t server_lifetime;

@@ -15,6 +15,9 @@
  *                            v  |                          |
  *                          ACTIVE --released, needs reset--> USED
  *
+ *   LOGIN --ReadyForQuery, role check or connect_query to run--> TESTED --done--> IDLE
+ *         (a server whose role does not match target_session_attrs goes to CLOSED instead)
+ *
  *   any state --error, EOF, lifetime--> CLOSED
  */
 #ifndef PGVALVE_SERVER_H
@@ -29,6 +32,10 @@
 #include "pgvalve/session_set.h"
 
 #include <sys/un.h>
+
+struct pool;
+struct db;
+struct pkt;
 
 enum server_state {
 	SV_LOOKUP,		/* waiting for the DNS answer for its host name (no socket yet) */
@@ -48,6 +55,21 @@ enum server_internal {
 	SV_INTERNAL_CHECK,		/* server_check_query */
 	SV_INTERNAL_AUTH_QUERY,		/* auth_query for a login of another pool */
 	SV_INTERNAL_CONNECT_QUERY,	/* the database's connect_query, once after login */
+	SV_INTERNAL_ROLE_CHECK,		/* its role (server_hooks.logged_in's query), at login or while idle */
+};
+
+/* What a server is, as far as target_session_attrs cares (roles.c sets it). */
+enum server_role {
+	SERVER_ROLE_UNKNOWN,
+	SERVER_ROLE_PRIMARY,
+	SERVER_ROLE_STANDBY,
+};
+
+/* Role routing's answer about a server that logged in or was checked (server_hooks). */
+enum server_verdict {
+	SERVER_ACCEPT,		/* it may serve its pool */
+	SERVER_REJECT,		/* it does not match: the caller closes it, the pool opens another */
+	SERVER_ASK,		/* run the query it gave first (SV_INTERNAL_ROLE_CHECK) */
 };
 
 struct server {
@@ -79,6 +101,10 @@ struct server {
 	bool copy_in;			/* COPY FROM STDIN in progress: until the client's CopyDone or CopyFail */
 	int syncs_after_execute;	/* Syncs since the client's last Execute (or Query): swallowed if it starts a COPY */
 	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */
+	uint8_t role;			/* enum server_role */
+	bool read_only;			/* default_transaction_read_only (or in recovery) */
+	bool logged_in;			/* past its login's own steps (role check, connect_query) */
+	usec_t role_checked;		/* when its role was last learned */
 	bool close_needed;		/* close instead of reuse when released */
 	bool dirty;			/* released in an unknown protocol state: never reused */
 	bool internal_failed;
@@ -113,6 +139,38 @@ struct server {
 	uint8_t replication;		/* enum replication_type; REPLICATION_NONE for pooled servers */
 	struct client *repl_client;	/* that client while this server logs in; then it is link */
 };
+
+/*
+ * What the core asks role routing (roles.c) about servers and host list
+ * entries; filled once at start-up, an empty slot means "any host, no
+ * check". The hot path never reaches them: only connects, logins and
+ * ParameterStatus messages do.
+ */
+struct server_hooks {
+	/* May a new connection of pool try entry idx of its database's host list now? */
+	bool (*host_eligible)(const struct pool *pool, int idx);
+	/* Entry idx could not be reached, or refused the login. */
+	void (*host_failed)(const struct db *db, int idx);
+	/* Logged in (before connect_query): accept, reject, or run *sql (SERVER_ASK). */
+	enum server_verdict (*logged_in)(struct server *server, const char **sql);
+	/* A DataRow of that query. */
+	void (*check_row)(struct server *server, const struct pkt *pkt);
+	/* That query was answered (failed: its error): accept or reject. */
+	enum server_verdict (*check_done)(struct server *server, bool failed);
+	/* A logged-in server reported a parameter (ParameterStatus); may close the server. */
+	void (*param_reported)(struct server *server, const char *name, const char *value);
+};
+extern struct server_hooks server_hooks;
+/*
+ * Set once a server's in_hot_standby differed from its pool's welcome, or
+ * changed: from then on each link compares the client's value with its
+ * server's (client.c tells the client), before that nothing is compared.
+ */
+extern bool server_hot_standby_mixed;
+
+/* Entries of a database's host list ("a,b,c"): how many, and entry idx without blanks (malloced). */
+int host_list_count(const char *list);
+char *host_list_entry(const char *list, int idx);
 
 /*
  * Opens a new server connection for pool (state LOOKUP or LOGIN). NULL if

@@ -753,6 +753,7 @@ static const struct config_key spec_config[] = {
 	{ "server_login_retry", "15", true },
 	{ "server_reset_query", "DISCARD ALL", true },
 	{ "server_reset_query_always", "0", true },
+	{ "server_role_check_period", "0", true },	/* pgvalve extension (roles), in alphabetical place */
 	{ "server_round_robin", "0", true },
 	{ "server_tls13_ciphers", NULL, true },
 	{ "server_tls_ca_file", "", true },

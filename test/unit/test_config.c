@@ -287,6 +287,7 @@ static const char *const pgbouncer_125_params[] = {
 	"drain_timeout", "shutdown_drain",	/* pgvalve: ending at transaction boundaries (drain.h) */
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",	/* pgvalve: long cancel keys */
 	"peers_dns", "peers_dns_port",	/* pgvalve: 3.0 cancels to every instance a name resolves to */
+	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -310,7 +311,7 @@ static const char *const implemented_params[] = {
 	"auth_ldap_options", "conffile", "disable_pqexec", "job_name", "service_name", "unix_socket_group",
 	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"login_notify_message",
-	"drain_timeout", "shutdown_drain",
+	"drain_timeout", "shutdown_drain", "server_role_check_period",
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",
 	"peers_dns", "peers_dns_port",
 };
@@ -322,6 +323,36 @@ static bool in_list(const char *const *list, size_t n, const char *name)
 			return true;
 	return false;
 }
+
+/* target_session_attrs: libpq's six values, any case; least-connections beside it. */
+START_TEST(test_target_session_attrs)
+{
+	static const struct { const char *v; int want; } cases[] = {
+		{ "any", TSA_ANY }, { "read-write", TSA_READ_WRITE }, { "read-only", TSA_READ_ONLY },
+		{ "primary", TSA_PRIMARY }, { "standby", TSA_STANDBY }, { "Prefer-Standby", TSA_PREFER_STANDBY },
+	};
+	char err[256];
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct db_config *db = config_db_new("x");
+		char str[128];
+		snprintf(str, sizeof(str), "host=a,b target_session_attrs=%s load_balance_hosts=least-connections",
+			 cases[i].v);
+		ck_assert_msg(config_parse_db_string(str, db, err, sizeof(err)) == 0, "%s: %s", cases[i].v, err);
+		ck_assert_int_eq(db->target_session_attrs, cases[i].want);
+		ck_assert_int_eq(db->load_balance_hosts, LOAD_BALANCE_HOSTS_LEAST_CONNECTIONS);
+		ck_assert_int_eq(db->max_replica_lag, 0);
+		ck_assert_str_eq(config_target_session_attrs_name(cases[i].want), i == 5 ? "prefer-standby" : cases[i].v);
+		config_db_free(db);
+	}
+	struct db_config *db = config_db_new("x");
+	ck_assert_int_eq(config_parse_db_string("target_session_attrs=master", db, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "\"master\"") && strstr(err, "target_session_attrs"), "%s", err);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=16777216", db, err, sizeof(err)), 0);
+	ck_assert_int_eq(db->max_replica_lag, 16777216);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=-1", db, err, sizeof(err)), -1);
+	config_db_free(db);
+}
+END_TEST
 
 START_TEST(test_param_table)
 {
@@ -360,7 +391,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 114);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 115);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -631,6 +662,8 @@ START_TEST(test_invalid_values)
 		{ "[pgbouncer]\n[databases]\nfoo = port=5432x\n", "t.ini:3:", "port" },
 		{ "[pgbouncer]\n[databases]\nfoo = pool_mode=sometimes\n", "t.ini:3:", "pool_mode" },
 		{ "[pgbouncer]\n[databases]\nfoo = load_balance_hosts=random\n", "t.ini:3:", "load_balance_hosts" },
+		{ "[pgbouncer]\n[databases]\nfoo = target_session_attrs=read_write\n", "t.ini:3:",
+		  "expected one of: any, read-write, read-only, primary, standby, prefer-standby" },
 		{ "[pgbouncer]\n[databases]\nfoo = server_lifetime=-3\n", "t.ini:3:", "server_lifetime" },
 		{ "[pgbouncer]\n[databases]\nfoo = host=\n", "t.ini:3:", "empty value for \"host\"" },
 		{ "[pgbouncer]\n[databases]\nfoo = host=a justaword\n", "t.ini:3:", "item 2" },
@@ -755,6 +788,7 @@ START_TEST(test_databases)
 	ck_assert_int_eq(db->max_db_client_connections, -1);
 	ck_assert(db->server_lifetime == -1);
 	ck_assert_int_eq(db->load_balance_hosts, -1);
+	ck_assert_int_eq(db->target_session_attrs, TSA_ANY);
 	ck_assert_str_eq(db->origin, "t.ini:10");
 	/* the replaced entry kept its place (first in file order) */
 	ck_assert_str_eq(cfg->databases->name, "plain");
@@ -1118,6 +1152,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_list_contains);
 	tcase_add_test(tc, test_enum_names);
 	tcase_add_test(tc, test_workers_param);
+	tcase_add_test(tc, test_target_session_attrs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,472 @@
+/*
+ * roles.c - role routing (target_session_attrs): what each host of a
+ * database's list is, where a pool's new servers may go, and which
+ * servers go when a host changes role. See roles.h for the contract.
+ *
+ * When what is checked:
+ *   - choosing a host for a new server: hosts that failed or whose role
+ *     did not match within server_login_retry are skipped;
+ *   - at login, before the server serves anyone: in_hot_standby and
+ *     default_transaction_read_only as reported (PostgreSQL 14+), else
+ *     ROLE_QUERY; a server that does not match is closed;
+ *   - whenever a server reports in_hot_standby changed (a promotion):
+ *     every server on that host whose pool it no longer matches is closed
+ *     when idle (close_needed), never in the middle of a transaction;
+ *   - with server_role_check_period, idle servers run ROLE_QUERY again.
+ *
+ * Owns: the host table. Touches servers only through close_needed, the
+ * core's internal query and server_close() of idle ones.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/roles.h"
+#include "pgvalve/server.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/config.h"
+#include "pgvalve/log.h"
+#include "pgvalve/proto.h"
+#include "pgvalve/varcache.h"
+
+/*
+ * For servers that do not report their role, and standbys of databases
+ * with max_replica_lag: one round trip, at login (or while idle,
+ * periodic). The third column is the WAL a standby has received but not
+ * replayed yet, in bytes (NULL on a primary).
+ */
+#define ROLE_QUERY "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only'), " \
+	"pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_last_wal_receive_lsn(), pg_catalog.pg_last_wal_replay_lsn())"
+
+/* max_replica_lag without server_role_check_period: how often idle servers measure it. */
+#define LAG_CHECK_PERIOD (5 * USEC_PER_SEC)
+
+/* What is known of one host (a host list entry and the database's port), for every database. */
+struct host_role {
+	struct host_role *next;
+	char *name;
+	int port;
+	enum server_role role;
+	bool read_only;		/* default_transaction_read_only */
+	usec_t role_seen;	/* role last learned; 0 never */
+	usec_t failed_at;	/* last connect or login failure; 0 since a good login */
+	long long lag;		/* a standby's WAL received but not replayed, bytes; -1 unknown */
+	usec_t lag_seen;
+};
+
+static struct host_role *host_table;
+
+const char *roles_role_name(enum server_role role)
+{
+	switch (role) {
+	case SERVER_ROLE_PRIMARY:
+		return "primary";
+	case SERVER_ROLE_STANDBY:
+		return "standby";
+	case SERVER_ROLE_UNKNOWN:
+		break;
+	}
+	return "unknown";
+}
+
+static int db_port(const struct db *db)
+{
+	return db->cfg->port > 0 ? db->cfg->port : 5432;
+}
+
+static struct host_role *host_find(const char *name, int port)
+{
+	for (struct host_role *h = host_table; h; h = h->next)
+		if (h->port == port && strcmp(h->name, name) == 0)
+			return h;
+	struct host_role *h = xcalloc(1, sizeof(*h));
+	h->name = xstrdup(name);
+	h->port = port;
+	h->lag = -1;
+	h->next = host_table;
+	host_table = h;
+	return h;
+}
+
+static struct host_role *db_host(const struct db *db, int idx)
+{
+	char *name = host_list_entry(db->cfg->host, idx);
+	struct host_role *h = host_find(name, db_port(db));
+	free(name);
+	return h;
+}
+
+static struct host_role *server_host(const struct server *server)
+{
+	return host_find(server->host ? server->host : "", db_port(server->pool->db));
+}
+
+/* How long a role that did not match rules a host out: server_login_retry (1 s at least). */
+static usec_t hold_time(void)
+{
+	return MAX(pgv.cfg->server_login_retry, USEC_PER_SEC);
+}
+
+/*
+ * How long a host that failed (connect, timeout, refused login) is passed
+ * over while another entry may serve: 30 s, or server_login_retry if
+ * longer. When no other entry may, it is tried again at once (paced by
+ * server_login_retry), so a list whose hosts all failed recovers as soon
+ * as one is back.
+ */
+#define DOWN_HOLD_MIN (30 * USEC_PER_SEC)
+
+static usec_t down_hold_time(void)
+{
+	return MAX(pgv.cfg->server_login_retry, DOWN_HOLD_MIN);
+}
+
+static bool host_down(const struct host_role *h, usec_t now)
+{
+	return h->failed_at && now - h->failed_at < down_hold_time();
+}
+
+static bool role_matches(int tsa, enum server_role role, bool read_only)
+{
+	switch (tsa) {
+	case TSA_READ_WRITE:
+		return role != SERVER_ROLE_STANDBY && !read_only;
+	case TSA_READ_ONLY:
+		return role == SERVER_ROLE_STANDBY || read_only;
+	case TSA_PRIMARY:
+		return role == SERVER_ROLE_PRIMARY;
+	case TSA_STANDBY:
+	case TSA_PREFER_STANDBY:
+		return role == SERVER_ROLE_STANDBY;
+	default:
+		return true;
+	}
+}
+
+/* Whether h may be tried for tsa now: its role matching, unknown or old news, and (if !down_ok) not down. */
+static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool down_ok)
+{
+	usec_t hold = hold_time();
+	if (!down_ok && host_down(h, now))
+		return false;
+	if (!h->role_seen || now - h->role_seen >= hold)
+		return true;
+	return role_matches(tsa, h->role, h->read_only);
+}
+
+/* A standby of db's list that lagged more than its max_replica_lag when last measured. */
+static bool host_lagged(const struct db *db, const struct host_role *h)
+{
+	int max = db->cfg->max_replica_lag;
+	return max > 0 && h->role == SERVER_ROLE_STANDBY && h->lag > max;
+}
+
+/* The same, measured within server_login_retry: after that one new server may measure again. */
+static bool host_lags(const struct db *db, const struct host_role *h, usec_t now)
+{
+	return host_lagged(db, h) && now - h->lag_seen < hold_time();
+}
+
+/* prefer-standby: whether an entry of db's list other than skip may be a standby now. */
+static bool db_standby_possible(const struct db *db, const struct host_role *skip, usec_t now)
+{
+	int n = host_list_count(db->cfg->host);
+	for (int i = 0; i < n; i++) {
+		const struct host_role *h = db_host(db, i);
+		if (h != skip && host_may_match(h, TSA_STANDBY, now, false) && !host_lags(db, h, now))
+			return true;
+	}
+	return false;
+}
+
+/* Entry idx may serve db's target_session_attrs now; down_ok: even if it failed lately. */
+static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok)
+{
+	int tsa = db->cfg->target_session_attrs;
+	const struct host_role *h = db_host(db, idx);
+	if (host_lags(db, h, now))
+		return false;
+	if (host_may_match(h, tsa, now, down_ok))
+		return true;
+	/* prefer-standby falls back on any host when no standby may be */
+	return tsa == TSA_PREFER_STANDBY && host_may_match(h, TSA_ANY, now, down_ok) &&
+	       !db_standby_possible(db, NULL, now);
+}
+
+/* Whether role routing applies to db: target_session_attrs, or max_replica_lag. */
+static bool db_routed(const struct db *db)
+{
+	return db->cfg->target_session_attrs != TSA_ANY || db->cfg->max_replica_lag > 0;
+}
+
+static bool db_host_eligible(const struct db *db, int idx, usec_t now)
+{
+	if (!db_routed(db))
+		return true;
+	if (db_host_fits(db, idx, now, false))
+		return true;
+	if (!host_down(db_host(db, idx), now) || !db_host_fits(db, idx, now, true))
+		return false;
+	/* down, but the only kind of host left: tried again rather than nothing */
+	int n = host_list_count(db->cfg->host);
+	for (int i = 0; i < n; i++)
+		if (db_host_fits(db, i, now, false))
+			return false;
+	return true;
+}
+
+static bool hook_host_eligible(const struct pool *pool, int idx)
+{
+	return db_host_eligible(pool->db, idx, now_usec());
+}
+
+static void hook_host_failed(const struct db *db, int idx)
+{
+	db_host(db, idx)->failed_at = now_usec();
+}
+
+/* What a server said of its host: remembered, and a change of role logged. True if it changed. */
+static bool host_learn(struct host_role *h, enum server_role role, bool read_only, usec_t now)
+{
+	bool changed = role != SERVER_ROLE_UNKNOWN && role != h->role;
+	if (changed)
+		log_info("host %s:%d is now %s", h->name[0] ? h->name : "unix", h->port, roles_role_name(role));
+	h->role = role;
+	h->read_only = read_only;
+	h->role_seen = now;
+	h->failed_at = 0;
+	return changed;
+}
+
+static void host_retire_mismatched(const struct host_role *h, enum server_role role, const struct server *from);
+
+/* Whether a server of pool with this role may serve it (prefer-standby: a primary only when no standby may be). */
+static bool server_fits(const struct server *server, const struct host_role *h, usec_t now)
+{
+	const struct db *db = server->pool->db;
+	int tsa = db->cfg->target_session_attrs;
+	if (role_matches(tsa, (enum server_role)server->role, server->read_only))
+		return true;
+	return tsa == TSA_PREFER_STANDBY && !db_standby_possible(db, h, now);
+}
+
+/* The server's role is known (server->role, server->read_only): may it serve its pool? */
+static enum server_verdict judge(struct server *server)
+{
+	usec_t now = now_usec();
+	struct host_role *h = server_host(server);
+	enum server_role was = h->role;
+	if (host_learn(h, (enum server_role)server->role, server->read_only, now) && was != SERVER_ROLE_UNKNOWN)
+		host_retire_mismatched(h, (enum server_role)server->role, server);	/* a failover seen at a login */
+	server->role_checked = now;
+	if (host_lags(server->pool->db, h, now)) {
+		server_log(LOG_LEVEL_INFO, server, "host %s:%d lags %lld kB, not used (max_replica_lag)",
+			   h->name, h->port, h->lag / 1024);
+		return SERVER_REJECT;
+	}
+	if (server_fits(server, h, now))
+		return SERVER_ACCEPT;
+	server_log(LOG_LEVEL_INFO, server, "server is %s%s, database wants target_session_attrs=%s",
+		   roles_role_name((enum server_role)server->role), server->read_only ? " (read-only)" : "",
+		   config_target_session_attrs_name(server->pool->db->cfg->target_session_attrs));
+	return SERVER_REJECT;
+}
+
+static bool value_on(const char *v)
+{
+	return v && (strcmp(v, "on") == 0 || strcmp(v, "t") == 0 || strcmp(v, "true") == 0);
+}
+
+static bool reported(const struct server *server, int idx)
+{
+	return idx >= 0 && idx < 64 && (server->reported_mask & (UINT64_C(1) << idx));
+}
+
+static enum server_verdict hook_logged_in(struct server *server, const char **sql)
+{
+	int hot = varcache_index("in_hot_standby");
+	if (reported(server, hot)) {
+		int ro = varcache_index("default_transaction_read_only");
+		server->role = value_on(varcache_get(server->vars, hot)) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
+		server->read_only = reported(server, ro) && value_on(varcache_get(server->vars, ro));
+		if (server->role != SERVER_ROLE_STANDBY || server->pool->db->cfg->max_replica_lag <= 0)
+			return judge(server);
+	} else if (!db_routed(server->pool->db)) {
+		server_host(server)->failed_at = 0;
+		return SERVER_ACCEPT;	/* nothing to check: no round trip */
+	}
+	*sql = ROLE_QUERY;
+	return SERVER_ASK;
+}
+
+/* ROLE_QUERY's row: pg_is_in_recovery() ('t'/'f'), transaction_read_only ('on'/'off'), the lag in bytes. */
+static void hook_check_row(struct server *server, const struct pkt *pkt)
+{
+	struct pkt_reader r;
+	char vals[3][24] = { "", "", "" };
+	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
+	uint16_t ncols = pkt_get_uint16(&r);
+	for (int i = 0; i < 3 && i < ncols && !r.failed; i++) {
+		uint32_t len = pkt_get_uint32(&r);
+		if (len == 0xFFFFFFFFu)
+			continue;
+		const uint8_t *v = pkt_get_bytes(&r, len);
+		if (v && len < sizeof(vals[i])) {
+			memcpy(vals[i], v, len);
+			vals[i][len] = '\0';
+		}
+	}
+	server->role = value_on(vals[0]) ? SERVER_ROLE_STANDBY : vals[0][0] ? SERVER_ROLE_PRIMARY : SERVER_ROLE_UNKNOWN;
+	/* in recovery every transaction is read-only: that alone says nothing of default_transaction_read_only */
+	server->read_only = server->role == SERVER_ROLE_PRIMARY && value_on(vals[1]);
+	struct host_role *h = server_host(server);
+	h->lag = vals[2][0] ? atoll(vals[2]) : server->role == SERVER_ROLE_PRIMARY ? 0 : -1;
+	h->lag_seen = now_usec();
+}
+
+static enum server_verdict hook_check_done(struct server *server, bool failed)
+{
+	if (failed || server->role == SERVER_ROLE_UNKNOWN) {
+		server_log(LOG_LEVEL_WARNING, server, "could not learn the server's role");
+		server_host(server)->failed_at = now_usec();
+		return SERVER_REJECT;
+	}
+	return judge(server);
+}
+
+/* Every server on host h learns its new role; those whose pool it no longer fits go (idle ones now). */
+static void host_retire_mismatched(const struct host_role *h, enum server_role role, const struct server *from)
+{
+	usec_t now = now_usec();
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		if (db_port(db) != h->port)
+			continue;
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			struct list *lists[] = { &pool->idle_servers, &pool->active_servers, &pool->used_servers,
+						 &pool->tested_servers };
+			for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+				list_for_each_safe(pos, tmp, lists[i]) {
+					struct server *s = container_of(pos, struct server, node);
+					if (s->replication || !s->host || strcmp(s->host, h->name) != 0)
+						continue;
+					s->role = (uint8_t)role;
+					if (server_fits(s, h, now))
+						continue;
+					s->close_needed = true;
+					if (s->state == SV_IDLE && s != from)
+						server_close(s, "its host changed role");
+				}
+			}
+		}
+	}
+}
+
+/* in_hot_standby changed on a live server: its host was promoted (or demoted). */
+static void hook_param_reported(struct server *server, const char *name, const char *value)
+{
+	if (strcmp(name, "in_hot_standby") != 0)
+		return;
+	enum server_role role = value_on(value) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
+	if (role == server->role)
+		return;
+	server_hot_standby_mixed = true;	/* clients of this host hear it from their next server */
+	server->role_checked = now_usec();
+	struct host_role *h = server_host(server);
+	host_learn(h, role, h->read_only, server->role_checked);
+	host_retire_mismatched(h, role, server);	/* this one included (closed when idle) */
+}
+
+void roles_check_idle_servers(usec_t now)
+{
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		usec_t period = pgv.cfg->server_role_check_period;
+		if (period <= 0 && db->cfg->max_replica_lag > 0)
+			period = LAG_CHECK_PERIOD;
+		if (period <= 0 || !db_routed(db) || db_paused(db))
+			continue;
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			list_for_each_safe(pos, tmp, &pool->idle_servers) {
+				struct server *s = container_of(pos, struct server, node);
+				if (now - s->role_checked < period)
+					continue;
+				s->role_checked = now;
+				server_set_state(s, SV_TESTED);
+				server_run_internal(s, SV_INTERNAL_ROLE_CHECK, ROLE_QUERY, (uint32_t)strlen(ROLE_QUERY));
+			}
+		}
+	}
+}
+
+/* This database's servers (all pools) on entry idx. */
+static int db_host_servers(const struct db *db, int idx)
+{
+	int count = 0;
+	list_for_each(ppos, &db->pools) {
+		const struct pool *pool = container_of(ppos, struct pool, node);
+		const struct list *lists[] = { &pool->login_servers, &pool->idle_servers, &pool->active_servers,
+					       &pool->used_servers, &pool->tested_servers };
+		for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+			list_for_each(pos, lists[i]) {
+				const struct server *s = container_of(pos, struct server, node);
+				if (s->host_idx == idx && !s->replication)
+					count++;
+			}
+		}
+	}
+	return count;
+}
+
+/* SHOW HOSTS' state: what was last learned, however old (a new server may check it again). */
+static const char *host_state(const struct db *db, const struct host_role *h, usec_t now)
+{
+	if (host_down(h, now))
+		return "down";
+	if (!h->role_seen)
+		return "unknown";
+	if (host_lagged(db, h))
+		return "ineligible";
+	int tsa = db->cfg->target_session_attrs;
+	if (role_matches(tsa, h->role, h->read_only))
+		return "up";
+	return tsa == TSA_PREFER_STANDBY && !db_standby_possible(db, h, now) ? "up" : "ineligible";
+}
+
+size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t max)
+{
+	int n = host_list_count(db->cfg->host);
+	usec_t now = now_usec();
+	for (int i = 0; i < n && (size_t)i < max; i++) {
+		const struct host_role *h = db_host(db, i);
+		struct roles_host_info *o = &out[i];
+		strlcpy_s(o->host, h->name[0] ? h->name : "unix", sizeof(o->host));
+		o->port = h->port;
+		o->role = h->role;
+		o->read_only = h->read_only;
+		o->last_check = h->role_seen;
+		o->lag = h->role == SERVER_ROLE_STANDBY && h->lag_seen ? h->lag : -1;
+		o->servers = db_host_servers(db, i);
+		o->state = host_state(db, h, now);
+	}
+	return (size_t)n;
+}
+
+void roles_free_all(void)
+{
+	while (host_table) {
+		struct host_role *h = host_table;
+		host_table = h->next;
+		free(h->name);
+		free(h);
+	}
+}
+
+void roles_register(void)
+{
+	server_hooks.host_eligible = hook_host_eligible;
+	server_hooks.host_failed = hook_host_failed;
+	server_hooks.logged_in = hook_logged_in;
+	server_hooks.check_row = hook_check_row;
+	server_hooks.check_done = hook_check_done;
+	server_hooks.param_reported = hook_param_reported;
+}
