@@ -386,7 +386,11 @@ usec_t pool_server_lifetime(const struct pool *pool)
 
 bool pool_login_retry_pending(const struct pool *pool, usec_t now)
 {
-	return pool->last_login_failure && now - pool->last_login_failure < pgv.cfg->server_login_retry;
+	if (!pool->last_login_failure)
+		return false;
+	/* a role-routed host list paces each host itself (server.h): the pool only briefly */
+	usec_t wait = server_hooks.login_retry ? server_hooks.login_retry(pool) : 0;
+	return now - pool->last_login_failure < (wait ? wait : pgv.cfg->server_login_retry);
 }
 
 void pool_keep_min_size(struct pool *pool)

@@ -140,10 +140,20 @@ static bool role_matches(int tsa, enum server_role role, bool read_only)
 	}
 }
 
-/* Whether h may be tried for tsa now: its role matching, unknown or old news, and (if !down_ok) not down. */
-static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool down_ok)
+/*
+ * While no entry of a list fits (a failover under way: the primary gone,
+ * its successor not seen as one yet), a role that did not match rules its
+ * host out for this long only, so that the promoted host is found about a
+ * second after its promotion rather than server_login_retry later.
+ */
+#define FAILOVER_HOLD USEC_PER_SEC
+
+/*
+ * Whether h may be tried for tsa now: its role matching, unknown or older
+ * than hold, and (if !down_ok) not down.
+ */
+static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool down_ok, usec_t hold)
 {
-	usec_t hold = hold_time();
 	if (!down_ok && host_down(h, now))
 		return false;
 	if (!h->role_seen || now - h->role_seen >= hold)
@@ -170,24 +180,37 @@ static bool db_standby_possible(const struct db *db, const struct host_role *ski
 	int n = host_list_count(db->cfg->host);
 	for (int i = 0; i < n; i++) {
 		const struct host_role *h = db_host(db, i);
-		if (h != skip && host_may_match(h, TSA_STANDBY, now, false) && !host_lags(db, h, now))
+		if (h != skip && host_may_match(h, TSA_STANDBY, now, false, hold_time()) && !host_lags(db, h, now))
 			return true;
 	}
 	return false;
 }
 
-/* Entry idx may serve db's target_session_attrs now; down_ok: even if it failed lately. */
-static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok)
+/*
+ * Entry idx may serve db's target_session_attrs now; down_ok: even if it
+ * failed lately; hold: how long a role that did not match rules it out.
+ */
+static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok, usec_t hold)
 {
 	int tsa = db->cfg->target_session_attrs;
 	const struct host_role *h = db_host(db, idx);
 	if (host_lags(db, h, now))
 		return false;
-	if (host_may_match(h, tsa, now, down_ok))
+	if (host_may_match(h, tsa, now, down_ok, hold))
 		return true;
 	/* prefer-standby falls back on any host when no standby may be */
-	return tsa == TSA_PREFER_STANDBY && host_may_match(h, TSA_ANY, now, down_ok) &&
+	return tsa == TSA_PREFER_STANDBY && host_may_match(h, TSA_ANY, now, down_ok, hold) &&
 	       !db_standby_possible(db, NULL, now);
+}
+
+/* Whether some entry of db's list fits now, as db_host_fits judges with the usual holds. */
+static bool db_any_fits(const struct db *db, usec_t now)
+{
+	int n = host_list_count(db->cfg->host);
+	for (int i = 0; i < n; i++)
+		if (db_host_fits(db, i, now, false, hold_time()))
+			return true;
+	return false;
 }
 
 /* Whether role routing applies to db: target_session_attrs, or max_replica_lag. */
@@ -200,16 +223,15 @@ static bool db_host_eligible(const struct db *db, int idx, usec_t now)
 {
 	if (!db_routed(db))
 		return true;
-	if (db_host_fits(db, idx, now, false))
+	if (db_host_fits(db, idx, now, false, hold_time()))
 		return true;
-	if (!host_down(db_host(db, idx), now) || !db_host_fits(db, idx, now, true))
+	if (db_any_fits(db, now))
 		return false;
+	/* nothing fits: a failover may be under way; roles learned over FAILOVER_HOLD ago are asked again */
+	if (db_host_fits(db, idx, now, false, FAILOVER_HOLD))
+		return true;
 	/* down, but the only kind of host left: tried again rather than nothing */
-	int n = host_list_count(db->cfg->host);
-	for (int i = 0; i < n; i++)
-		if (db_host_fits(db, i, now, false))
-			return false;
-	return true;
+	return host_down(db_host(db, idx), now) && db_host_fits(db, idx, now, true, hold_time());
 }
 
 static bool hook_host_eligible(const struct pool *pool, int idx)
@@ -461,8 +483,22 @@ void roles_free_all(void)
 	}
 }
 
+/*
+ * A routed list of several hosts paces each host itself (the holds above),
+ * so a failed login on one host must not keep the pool from the others
+ * for server_login_retry: during a failover that was the whole outage.
+ */
+static usec_t hook_login_retry(const struct pool *pool)
+{
+	const struct db *db = pool->db;
+	if (!db_routed(db) || host_list_count(db->cfg->host) < 2)
+		return 0;
+	return MIN(FAILOVER_HOLD, pgv.cfg->server_login_retry > 0 ? pgv.cfg->server_login_retry : FAILOVER_HOLD);
+}
+
 void roles_register(void)
 {
+	server_hooks.login_retry = hook_login_retry;
 	server_hooks.host_eligible = hook_host_eligible;
 	server_hooks.host_failed = hook_host_failed;
 	server_hooks.logged_in = hook_logged_in;

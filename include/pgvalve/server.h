@@ -159,6 +159,8 @@ struct server_hooks {
 	enum server_verdict (*check_done)(struct server *server, bool failed);
 	/* A logged-in server reported a parameter (ParameterStatus); may close the server. */
 	void (*param_reported)(struct server *server, const char *name, const char *value);
+	/* How long pool waits after a failed connect or login before the next (0: server_login_retry). */
+	usec_t (*login_retry)(const struct pool *pool);
 };
 extern struct server_hooks server_hooks;
 /*
