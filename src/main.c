@@ -32,6 +32,7 @@
 #include "pgvalve/supervisor.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
+#include "pgvalve/notify.h"
 #include "pgvalve/workers.h"
 
 #include <event2/event.h>
@@ -172,6 +173,7 @@ static int run_pooler(bool single, unsigned restarts)
 	replication_register();
 	prepare_register();
 	session_set_register();
+	notify_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

@@ -180,6 +180,7 @@ struct client {
 	struct user_count *ucount;	/* its login user's counters, and its name once logged in */
 	struct varcache *vars;		/* shared with other clients until it changes one */
 	struct session_sets *sets;	/* its own session-level SETs (session_set.h) */
+	struct notify_client *notify;	/* its channels and queued notifications (notify.h); NULL if it never listened */
 	/*
 	 * By kind, one pointer: a replication connection never has tracked
 	 * prepared statements, and sharing the slot keeps struct client within

@@ -22,6 +22,7 @@ struct server;
 struct pool;
 struct pktbuf;
 struct session_sets;
+struct notify_client;
 
 /* How the core treats a server message, as prepared statements judge it. */
 enum prepare_verdict {
@@ -63,6 +64,20 @@ struct relay_hooks {
 	void (*sets_cleared)(struct server *server);
 	void (*sets_client_free)(struct client *client);
 	void (*sets_server_free)(struct server *server);
+
+	/* LISTEN/UNLISTEN in transaction and statement mode (notify.h) */
+	bool (*notify_enabled)(const struct pool *pool);
+	/* A client's whole Query or Parse, before it goes to server (which may be NULL: not linked yet) */
+	void (*notify_note_client)(struct client *client, struct server *server, const struct pkt *pkt);
+	/*
+	 * A whole CommandComplete, ErrorResponse or ReadyForQuery for a client
+	 * with client->notify set; true: hold it (the core pauses the server, and
+	 * the feature resumes it: the message is offered again)
+	 */
+	bool (*notify_note_server)(struct server *server, const struct pkt *pkt);
+	/* Such a client is between transactions again (its server went back to the pool) */
+	void (*notify_client_idle)(struct client *client);
+	void (*notify_client_free)(struct client *client);
 };
 
 /* Filled at start-up (prepare_register, session_set_register), read-only after. */
@@ -77,6 +92,14 @@ static inline bool relay_sets_enabled(const struct pool *pool)
 {
 	return relay_hooks.sets_enabled && relay_hooks.sets_enabled(pool);
 }
+
+static inline bool relay_notify_enabled(const struct pool *pool)
+{
+	return relay_hooks.notify_enabled && relay_hooks.notify_enabled(pool);
+}
+
+/* Longest Query or Parse read whole to look for LISTEN/UNLISTEN (longer ones are not parsed). */
+#define NOTIFY_QUERY_MAX 65536
 
 /* A slot that an enabled feature always fills: called without a check. */
 #define relay_call(slot, ...) relay_hooks.slot(__VA_ARGS__)

@@ -48,6 +48,24 @@ enum server_internal {
 	SV_INTERNAL_CHECK,		/* server_check_query */
 	SV_INTERNAL_AUTH_QUERY,		/* auth_query for a login of another pool */
 	SV_INTERNAL_CONNECT_QUERY,	/* the database's connect_query, once after login */
+	SV_INTERNAL_UNDO,		/* release_sql: what a feature left on the server, undone before reuse */
+};
+
+struct server;
+struct pkt;
+
+/*
+ * A server a feature holds for itself (notify.c's listener): opened with
+ * server_connect_owned(), never pooled nor linked to a client. Once logged
+ * in it stays ACTIVE (counted in its pool and shown as any other), every
+ * message it sends goes to packet() (which must consume it: netbuf_skip),
+ * and lost() is told when it closes for any reason, login failures
+ * included. The owner closes it with server_close().
+ */
+struct server_owner {
+	void (*ready)(struct server *server);
+	bool (*packet)(struct server *server, const struct pkt *pkt);	/* false: the server was closed */
+	void (*lost)(struct server *server, const char *reason);
 };
 
 struct server {
@@ -112,6 +130,13 @@ struct server {
 	/* A replication client's own server (replication.h): never pooled, closes with its client. */
 	uint8_t replication;		/* enum replication_type; REPLICATION_NONE for pooled servers */
 	struct client *repl_client;	/* that client while this server logs in; then it is link */
+	const struct server_owner *owner;	/* a feature's own server (see struct server_owner); NULL if pooled */
+	/*
+	 * Set by a feature whose statements left state on the server that the
+	 * next client must not see (notify.c: LISTENs): a static string run as
+	 * an internal query when the server is released, before anyone reuses it.
+	 */
+	const char *release_sql;
 };
 
 /*
@@ -122,6 +147,8 @@ struct server {
 struct server *server_connect(struct pool *pool);
 /* The same for a replication client: a server of its own, opened with its startup parameters. */
 struct server *server_connect_replication(struct pool *pool, struct client *client);
+/* A feature's own server (struct server_owner). */
+struct server *server_connect_owned(struct pool *pool, const struct server_owner *owner);
 /* server_connect_timeout ran out (janitor): fail the login and close. */
 void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);
