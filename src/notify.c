@@ -14,6 +14,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/instance.h"
 #include "pgvalve/log.h"
+#include "pgvalve/metrics.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/relay.h"
@@ -78,7 +79,6 @@ struct notify_client {
 
 static struct list doomed_clients;
 static struct event *doom_event;
-static uint64_t delivered_total, dropped_total;
 
 static struct notify_client *notify_client_new(struct client *client);
 
@@ -512,7 +512,7 @@ static bool over_limit(struct notify_client *nc)
 	int limit = pgv.cfg->notify_buffer_limit;
 	if (limit <= 0 || held <= (uint64_t)limit)
 		return false;
-	dropped_total++;
+	metrics_count_notify_client_dropped();
 	client_log(LOG_LEVEL_WARNING, nc->client, "closing: %llu bytes of notifications not read (notify_buffer_limit %d)",
 		   (unsigned long long)held, limit);
 	doom(nc, "53400", "notify_buffer_limit exceeded: the client did not read its notifications");
@@ -527,7 +527,7 @@ static void deliver_one(struct notify_client *nc, const uint8_t *msg, uint32_t l
 		netbuf_send(&client->nb, msg, len);
 	else
 		pktbuf_put_bytes(&nc->queue, msg, len);
-	delivered_total++;
+	metrics_count_notification_delivered();
 	over_limit(nc);
 }
 
@@ -700,13 +700,40 @@ static void notify_note_client(struct client *client, struct server *server, con
 		sender_note(client->notify->np, server->be_pid, client->id);
 }
 
-/* True: hold this ReadyForQuery (the core pauses the server) until the listener has the new channels. */
-static bool notify_note_server(struct server *server, const struct pkt *pkt)
+/*
+ * A notification on the client's own server: its backend listens only on
+ * what this client LISTENed since it got the server (the server is
+ * cleaned before anyone else's turn). One for a channel the client is not
+ * yet listening on through the listener is its own transaction's LISTEN
+ * seeing a notification committed with it or after it, before the
+ * listener could have it (a LISTEN and a NOTIFY in one transaction): it
+ * goes to the client, with its login PID if its own backend sent it. The
+ * rest the listener delivers.
+ */
+static enum notify_verdict own_server_notification(struct notify_client *nc, struct server *server,
+						   const struct pkt *pkt, uint32_t *pid)
+{
+	const uint8_t *body = pkt_body(pkt);
+	uint32_t len = pkt_body_len(pkt);
+	if (len < 6 || !memchr(body + 4, '\0', len - 4) || client_channel_index(nc, (const char *)body + 4) >= 0)
+		return NOTIFY_DROP;
+	uint32_t sender = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
+	metrics_count_notification_delivered();
+	if (sender != server->be_pid)
+		return NOTIFY_PASS;
+	*pid = nc->client->cancel_pid;
+	return NOTIFY_SET_PID;
+}
+
+/* The client's transaction as its server answers it; NOTIFY_HOLD a ReadyForQuery until the listener has the new channels. */
+static enum notify_verdict notify_note_server(struct server *server, const struct pkt *pkt, uint32_t *pid)
 {
 	struct notify_client *nc = server->link->notify;
 	const char *body = (const char *)pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
-	if (pkt->type == 'E') {
+	if (pkt->type == 'A') {
+		return own_server_notification(nc, server, pkt, pid);
+	} else if (pkt->type == 'E') {
 		nc->failed = true;
 	} else if (pkt->type == 'C') {
 		if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
@@ -716,23 +743,23 @@ static bool notify_note_server(struct server *server, const struct pkt *pkt)
 			if (nc->doomed || !nc->np || nc->wait_seq <= nc->np->done_seq) {
 				nc->held = NULL;
 				nc->wait_seq = 0;
-				return false;
+				return NOTIFY_PASS;
 			}
-			return true;
+			return NOTIFY_HOLD;
 		}
 		if (len < 1 || body[0] != 'I')
-			return false;
+			return NOTIFY_PASS;
 		if (nc->npending > 0 && !nc->failed && !nc->doomed)
 			apply_pending(nc);
 		nc->npending = 0;
 		nc->failed = false;
 		if (nc->np && !nc->doomed && nc->wait_seq > nc->np->done_seq) {
 			nc->held = server;
-			return true;
+			return NOTIFY_HOLD;
 		}
 		nc->wait_seq = 0;
 	}
-	return false;
+	return NOTIFY_PASS;
 }
 
 static void notify_client_idle(struct client *client)
@@ -779,14 +806,4 @@ void notify_each_channel(const struct pool *pool, notify_channel_fn fn, void *ar
 		return;
 	for (const struct notify_channel *ch = pool->notify->channels; ch; ch = ch->next)
 		fn(arg, pool, ch->name, ch->count);
-}
-
-uint64_t notify_delivered_count(void)
-{
-	return delivered_total;
-}
-
-uint64_t notify_dropped_clients_count(void)
-{
-	return dropped_total;
 }

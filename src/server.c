@@ -1146,20 +1146,32 @@ static void server_copy_in_started(struct server *server)
  */
 static int active_notify_message(struct server *server, const struct pkt *pkt)
 {
-	bool seen = pkt->type == 'C' || pkt->type == 'E' || pkt->type == 'Z';
-	bool drop = pkt->type == 'A' && relay_notify_enabled(server->pool);
-	if (!seen && !drop)
+	bool seen = pkt->type == 'C' || pkt->type == 'E' || pkt->type == 'Z' || pkt->type == 'A';
+	if (!seen || (pkt->type == 'A' && !relay_notify_enabled(server->pool)))
 		return SV_RELAY;
 	int w = whole_message(server, pkt);
 	if (w <= 0)
 		return w == 0;
-	if (drop) {
-		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
-		return true;
-	}
-	if (relay_call(notify_note_server, server, pkt)) {
+	uint32_t pid = 0;
+	enum notify_verdict v = server->link->notify ? relay_call(notify_note_server, server, pkt, &pid) : NOTIFY_DROP;
+	switch (v) {
+	case NOTIFY_PASS:
+		return SV_RELAY;
+	case NOTIFY_HOLD:
 		netbuf_pause(&server->nb);	/* offered again once the listener caught up */
 		return true;
+	case NOTIFY_DROP:
+		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
+		return true;
+	case NOTIFY_SET_PID: {
+		uint8_t head[9];
+		memcpy(head, pkt->data, 5);
+		head[5] = (uint8_t)(pid >> 24), head[6] = (uint8_t)(pid >> 16);
+		head[7] = (uint8_t)(pid >> 8), head[8] = (uint8_t)pid;
+		server->pool->db->stats.total.bytes_sent += pkt->len;
+		netbuf_replace(&server->nb, pkt->len, sizeof(head), head, sizeof(head));
+		return true;
+	}
 	}
 	return SV_RELAY;
 }

@@ -60,8 +60,6 @@ void notify_register(void);
 typedef void (*notify_channel_fn)(void *arg, const struct pool *pool, const char *channel, int clients);
 void notify_each_channel(const struct pool *pool, notify_channel_fn fn, void *arg);
 
-/* Counters for /metrics and SHOW: notifications delivered, clients closed for not reading. */
-uint64_t notify_delivered_count(void);
-uint64_t notify_dropped_clients_count(void);
+/* /metrics counts notifications delivered and clients closed for not reading (metrics_record.c). */
 
 #endif

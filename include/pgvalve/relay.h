@@ -37,6 +37,14 @@ static inline bool relay_prep_needs_whole(uint8_t type)
 	return type == 'P' || type == 'B' || type == 'D' || type == 'C' || type == 'Q';
 }
 
+/* How the core treats a server message, as notifications judge it. */
+enum notify_verdict {
+	NOTIFY_PASS,		/* on as usual */
+	NOTIFY_HOLD,		/* pause the server: the feature resumes it, and the message is offered again */
+	NOTIFY_DROP,		/* a NotificationResponse the pool's listener delivers instead */
+	NOTIFY_SET_PID,		/* a NotificationResponse forwarded with another sender PID */
+};
+
 /* Longest simple Query read whole to see whether it is a SET (longer ones are not parsed). */
 #define SESSION_SET_QUERY_MAX 8192
 
@@ -70,11 +78,11 @@ struct relay_hooks {
 	/* A client's whole Query or Parse, before it goes to server (which may be NULL: not linked yet) */
 	void (*notify_note_client)(struct client *client, struct server *server, const struct pkt *pkt);
 	/*
-	 * A whole CommandComplete, ErrorResponse or ReadyForQuery for a client
-	 * with client->notify set; true: hold it (the core pauses the server, and
-	 * the feature resumes it: the message is offered again)
+	 * A whole CommandComplete, ErrorResponse, ReadyForQuery or
+	 * NotificationResponse for a client with client->notify set: what the
+	 * core does with it (enum notify_verdict; pid: NOTIFY_SET_PID's value)
 	 */
-	bool (*notify_note_server)(struct server *server, const struct pkt *pkt);
+	enum notify_verdict (*notify_note_server)(struct server *server, const struct pkt *pkt, uint32_t *pid);
 	/* Such a client is between transactions again (its server went back to the pool) */
 	void (*notify_client_idle)(struct client *client);
 	void (*notify_client_free)(struct client *client);

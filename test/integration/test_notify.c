@@ -357,6 +357,72 @@ START_TEST(slow_client_cut_off)
 }
 END_TEST
 
+/* A LISTEN and a NOTIFY in one transaction: delivered with its COMMIT, with the client's login PID. */
+START_TEST(listen_and_notify_in_one_transaction)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "BEGIN; LISTEN one; NOTIFY one, 'same'; COMMIT");
+	PGnotify *n = wait_notify(a, 5000);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_str_eq(n->extra, "same");
+	ck_assert_int_eq(n->be_pid, PQbackendPID(a));
+	PQfreemem(n);
+	expect_none(a, 300);	/* once, not again through the listener */
+	exec_ok(&p, b, "NOTIFY one, 'later'");
+	expect_notify(&p, a, "one", "later");
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHOW LISTENERS; the listener is a server of the pool (SHOW POOLS, SHOW SERVERS). */
+START_TEST(show_listeners)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN s1; LISTEN s2");
+	exec_ok(&p, b, "LISTEN s1");
+	PGconn *adm = pgv_connect(&p, "pgbouncer", USER, PASS);
+	ck_assert_int_eq(PQstatus(adm), CONNECTION_OK);
+	PGresult *r = PQexec(adm, "SHOW LISTENERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_int_eq(PQntuples(r), 2);
+	int found = 0;
+	for (int i = 0; i < PQntuples(r); i++) {
+		ck_assert_str_eq(PQgetvalue(r, i, 0), DB);
+		ck_assert_str_eq(PQgetvalue(r, i, 1), USER);
+		if (strcmp(PQgetvalue(r, i, 2), "s1") == 0 && strcmp(PQgetvalue(r, i, 3), "2") == 0)
+			found++;
+		if (strcmp(PQgetvalue(r, i, 2), "s2") == 0 && strcmp(PQgetvalue(r, i, 3), "1") == 0)
+			found++;
+	}
+	ck_assert_int_eq(found, 2);
+	PQclear(r);
+	r = PQexec(adm, "SHOW POOLS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int col = PQfnumber(r, "sv_active");
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), DB) == 0)
+			ck_assert_str_eq(PQgetvalue(r, i, col), "1");	/* the listener */
+	PQclear(r);
+	PQfinish(a);
+	PQfinish(b);
+	/* The last listener gone: the listener server closes. */
+	for (int tries = 0; tries < 50 && !pgv_log_contains(&p, "no client listens any more"); tries++)
+		usleep(100000);
+	ck_assert(pgv_log_contains(&p, "no client listens any more"));
+	r = PQexec(adm, "SHOW LISTENERS");
+	ck_assert_int_eq(PQntuples(r), 0);
+	PQclear(r);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *notify_suite(void)
 {
 	Suite *s = suite_create("notify");
@@ -371,6 +437,8 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, statement_mode);
 	tcase_add_test(tc, listener_killed);
 	tcase_add_test(tc, slow_client_cut_off);
+	tcase_add_test(tc, listen_and_notify_in_one_transaction);
+	tcase_add_test(tc, show_listeners);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -285,6 +285,7 @@ static const char *const pgbouncer_125_params[] = {
 	"verbose", "workers",
 	"track_client_set",	/* pgvalve: a client's own SETs in transaction mode (session_set.h) */
 	"drain_timeout", "shutdown_drain",	/* pgvalve: ending at transaction boundaries (drain.h) */
+	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -309,6 +310,7 @@ static const char *const implemented_params[] = {
 	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"login_notify_message",
 	"drain_timeout", "shutdown_drain",
+	"notify_support", "notify_buffer_limit",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -356,7 +358,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 109);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 111);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -365,6 +367,7 @@ START_TEST(test_param_table)
 		"resolv_conf", "track_extra_parameters", "job_name", "service_name",
 		"workers",	/* pgvalve: the process layout is fixed at start */
 		"track_client_set",	/* pgvalve: servers may carry SETs it never saw */
+		"notify_support",	/* pgvalve: servers may carry LISTENs it never saw */
 	};
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(ps[i].reloadable == !in_list(restart, ARRAY_SIZE(restart), ps[i].name),
