@@ -423,6 +423,72 @@ START_TEST(show_listeners)
 }
 END_TEST
 
+/* A client in a transaction gets a notification when its transaction ends, as from PostgreSQL. */
+START_TEST(delivered_after_transaction)
+{
+	struct pgv p;
+	/* a holds a server through its transaction, the listener another: b needs a third */
+	pgv_start(&p, TXN_INI "default_pool_size = 3\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN mid");
+	exec_ok(&p, a, "BEGIN");
+	exec_ok(&p, a, "SELECT 1");
+	exec_ok(&p, b, "NOTIFY mid, 'x'");
+	usleep(300000);
+	exec_ok(&p, a, "SELECT 2");
+	PQconsumeInput(a);
+	PGnotify *n = PQnotifies(a);
+	ck_assert_msg(n == NULL, "delivered inside the transaction");
+	exec_ok(&p, a, "COMMIT");
+	expect_notify(&p, a, "mid", "x");
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* notify_support = 0: today's behaviour, no listener (a LISTEN stays on its server). */
+START_TEST(notify_support_off)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "notify_support = 0\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p);
+	exec_ok(&p, a, "LISTEN off");
+	exec_ok(&p, a, "NOTIFY off, 'y'");	/* the same server (the only one in use): PostgreSQL delivers */
+	expect_notify(&p, a, "off", "y");
+	ck_assert(!pgv_log_contains(&p, "notification listener"));
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* RECONNECT retires the listener: its clients are told, a new LISTEN gets a new one. */
+START_TEST(reconnect_closes_listener)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN rc");
+	PGconn *adm = pgv_connect(&p, "pgbouncer", USER, PASS);
+	PGresult *r = PQexec(adm, "RECONNECT");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	for (int tries = 0; tries < 50 && !pgv_log_contains(&p, "notification listener of"); tries++)
+		usleep(100000);
+	ck_assert_msg(pgv_log_contains(&p, "notification listener of"), "%s", pgv_log_tail(&p, 1500));
+	ck_assert_ptr_null(wait_notify(a, 2000));
+	exec_ok(&p, b, "LISTEN rc");
+	PGconn *c = conn(&p);
+	exec_ok(&p, c, "NOTIFY rc, 'z'");
+	expect_notify(&p, b, "rc", "z");
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *notify_suite(void)
 {
 	Suite *s = suite_create("notify");
@@ -439,6 +505,9 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, slow_client_cut_off);
 	tcase_add_test(tc, listen_and_notify_in_one_transaction);
 	tcase_add_test(tc, show_listeners);
+	tcase_add_test(tc, delivered_after_transaction);
+	tcase_add_test(tc, notify_support_off);
+	tcase_add_test(tc, reconnect_closes_listener);
 	suite_add_tcase(s, tc);
 	return s;
 }
