@@ -765,6 +765,11 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 static void notify_client_idle(struct client *client)
 {
 	struct notify_client *nc = client->notify;
+	if (nc->held) {	/* its server left it while its ReadyForQuery waited (closed under it): no longer ours to hold */
+		netbuf_resume(&nc->held->nb);
+		nc->held = NULL;
+		nc->wait_seq = 0;
+	}
 	if (nc->doomed || nc->queue.len == 0)
 		return;
 	if (!over_limit(nc)) {
