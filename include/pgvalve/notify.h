@@ -21,10 +21,18 @@
  *    UNLISTEN when the last one leaves. It closes when no client listens.
  *    A client's ReadyForQuery that ends a transaction which added a channel
  *    is held until the listener has that channel LISTENed, so a notification
- *    committed after the client's LISTEN returned is never missed.
+ *    committed after the client's LISTEN returned is never missed. One
+ *    committed by another session between the client's commit and the
+ *    listener's LISTEN is not delivered (it is visible to the client's next
+ *    query, which runs only after its LISTEN returned).
  *  - Servers the client's LISTEN ran on get "UNLISTEN *" (release_sql)
  *    before any other client uses them, and a NotificationResponse arriving
- *    on a pooled server is dropped: only the listener delivers.
+ *    on a pooled server is dropped: only the listener delivers, except one
+ *    on the client's own server for a channel it is not yet listening on
+ *    through the listener (a LISTEN and a NOTIFY in one transaction): that
+ *    one is passed on, as PostgreSQL sends it before the ReadyForQuery.
+ *  - The listener goes, its clients told as below, when the pool's
+ *    servers must (RECONNECT, PAUSE, SHUTDOWN WAIT_FOR_SERVERS: janitor.c).
  *  - NOTIFY and pg_notify() run on the client's server: PostgreSQL sends
  *    them at commit, atomic with the data, once.
  *  - Delivery: to an idle client at once; to a client with a server (in a
