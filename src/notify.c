@@ -700,11 +700,20 @@ static void notify_note_client(struct client *client, struct server *server, con
 		sender_note(client->notify->np, server->be_pid, client->id);
 }
 
+/* Whether the client's open transaction LISTENs channel. */
+static bool pending_listen(const struct notify_client *nc, const char *channel)
+{
+	for (int i = 0; i < nc->npending; i++)
+		if (nc->pending[i].kind == OP_LISTEN && strcmp(nc->pending[i].name, channel) == 0)
+			return true;
+	return false;
+}
+
 /*
  * A notification on the client's own server: its backend listens only on
  * what this client LISTENed since it got the server (the server is
- * cleaned before anyone else's turn). One for a channel the client is not
- * yet listening on through the listener is its own transaction's LISTEN
+ * cleaned before anyone else's turn). One for a channel the client's open
+ * transaction LISTENs, not yet listened on through the listener, is that LISTEN
  * seeing a notification committed with it or after it, before the
  * listener could have it (a LISTEN and a NOTIFY in one transaction): it
  * goes to the client, with its login PID if its own backend sent it. The
@@ -715,7 +724,8 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 {
 	const uint8_t *body = pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
-	if (len < 6 || !memchr(body + 4, '\0', len - 4) || client_channel_index(nc, (const char *)body + 4) >= 0)
+	if (len < 6 || !memchr(body + 4, '\0', len - 4) || client_channel_index(nc, (const char *)body + 4) >= 0 ||
+	    !pending_listen(nc, (const char *)body + 4))
 		return NOTIFY_DROP;
 	uint32_t sender = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
 	metrics_count_notification_delivered();

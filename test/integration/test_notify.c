@@ -489,6 +489,29 @@ START_TEST(reconnect_closes_listener)
 }
 END_TEST
 
+/* A LISTEN pgvalve cannot see (in a DO block) stays on its server, but its notifications reach nobody else. */
+START_TEST(unseen_listen_does_not_leak)
+{
+	struct pgv p;
+	/* the listener, the server that carries the hidden LISTEN, one for the notifying client */
+	pgv_start(&p, TXN_INI "default_pool_size = 3\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p), *c = conn(&p);
+	exec_ok(&p, b, "LISTEN other");	/* opens the listener */
+	exec_ok(&p, a, "DO $$ BEGIN EXECUTE 'LISTEN hidden'; END $$");
+	exec_ok(&p, b, "BEGIN; LISTEN other2");	/* b now holds a server, maybe the one with the hidden LISTEN */
+	exec_ok(&p, c, "NOTIFY hidden, 'leak'");
+	exec_ok(&p, b, "SELECT pg_sleep(0.2)");
+	exec_ok(&p, b, "COMMIT");
+	exec_ok(&p, a, "SELECT 1");
+	expect_none(b, 300);
+	expect_none(a, 100);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *notify_suite(void)
 {
 	Suite *s = suite_create("notify");
@@ -508,6 +531,7 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, delivered_after_transaction);
 	tcase_add_test(tc, notify_support_off);
 	tcase_add_test(tc, reconnect_closes_listener);
+	tcase_add_test(tc, unseen_listen_does_not_leak);
 	suite_add_tcase(s, tc);
 	return s;
 }
