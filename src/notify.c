@@ -3,8 +3,9 @@
  * listener server per pool, clients' channel sets applied at commit, the
  * fan-out of notifications (see notify.h for the contract).
  *
- * Owns: struct notify_pool (pool->notify), struct notify_client
- * (client->notify), the channels. Reads a client's statements and its
+ * Owns: struct notify_pool (pool->notify), struct notify_client (found
+ * by client in a hash table here, client->notify says whether it has one:
+ * struct client stays in its 320-byte chunk), the channels. Reads a client's statements and its
  * server's answers through relay_hooks; writes only to a listening
  * client's socket and to the listener; sets server->release_sql.
  */
@@ -61,6 +62,7 @@ struct notify_op {
 
 struct notify_client {
 	struct client *client;
+	struct notify_client *hash_next;	/* its bucket's chain (clients[]) */
 	struct notify_pool *np;		/* NULL until it listens */
 	struct list_node node;		/* np->clients */
 	struct notify_channel **channels;	/* channels it listens on (committed) */
@@ -78,6 +80,68 @@ struct notify_client {
 };
 
 static struct list doomed_clients;
+
+/* The clients with state here, by address: a table of chains, doubled when as full as it is long. */
+static struct notify_client **clients;
+static size_t clients_size, clients_count;
+
+static size_t client_bucket(const struct client *client, size_t size)
+{
+	uint64_t h = (uint64_t)(uintptr_t)client * UINT64_C(0x9E3779B97F4A7C15);
+	return (size_t)(h >> 32) & (size - 1);
+}
+
+static struct notify_client *nc_of(const struct client *client)
+{
+	if (!client->notify)
+		return NULL;
+	for (struct notify_client *nc = clients[client_bucket(client, clients_size)]; nc; nc = nc->hash_next)
+		if (nc->client == client)
+			return nc;
+	return NULL;
+}
+
+static void clients_grow(void)
+{
+	size_t size = clients_size ? clients_size * 2 : 64;
+	struct notify_client **table = xcalloc(size, sizeof(*table));
+	for (size_t i = 0; i < clients_size; i++) {
+		struct notify_client *nc = clients[i];
+		while (nc) {
+			struct notify_client *next = nc->hash_next;
+			size_t b = client_bucket(nc->client, size);
+			nc->hash_next = table[b];
+			table[b] = nc;
+			nc = next;
+		}
+	}
+	free(clients);
+	clients = table;
+	clients_size = size;
+}
+
+static void clients_add(struct notify_client *nc)
+{
+	if (clients_count + 1 > clients_size)
+		clients_grow();
+	size_t b = client_bucket(nc->client, clients_size);
+	nc->hash_next = clients[b];
+	clients[b] = nc;
+	clients_count++;
+	nc->client->notify = true;
+}
+
+static void clients_remove(struct notify_client *nc)
+{
+	for (struct notify_client **pp = &clients[client_bucket(nc->client, clients_size)]; *pp; pp = &(*pp)->hash_next) {
+		if (*pp == nc) {
+			*pp = nc->hash_next;
+			clients_count--;
+			break;
+		}
+	}
+	nc->client->notify = false;
+}
 static struct event *doom_event;
 
 static struct notify_client *notify_client_new(struct client *client);
@@ -298,9 +362,10 @@ static int parse_statements(struct client *client, const char *sql, size_t len)
 		bool listen = scan_keyword(&s, "listen");
 		struct notify_op op;
 		if ((listen || scan_keyword(&s, "unlisten")) && parse_op(&s, listen, &op)) {
-			if (!client->notify)
-				client->notify = notify_client_new(client);
-			pending_add(client->notify, &op);
+			struct notify_client *nc = nc_of(client);
+			if (!nc)
+				nc = notify_client_new(client);
+			pending_add(nc, &op);
 			n++;
 		}
 		scan_to_next_statement(&s);
@@ -608,6 +673,7 @@ static struct notify_client *notify_client_new(struct client *client)
 	list_node_init(&nc->node);
 	list_node_init(&nc->doom_node);
 	pktbuf_init(&nc->queue, 0);
+	clients_add(nc);
 	return nc;
 }
 
@@ -696,8 +762,9 @@ static void notify_note_client(struct client *client, struct server *server, con
 	}
 	if (parse_statements(client, sql, len) > 0 && server)
 		server->release_sql = "UNLISTEN *";	/* what ran here must not listen for the next client */
-	if (client->notify && client->notify->np && server)
-		sender_note(client->notify->np, server->be_pid, client->id);
+	struct notify_client *nc = nc_of(client);
+	if (nc && nc->np && server)
+		sender_note(nc->np, server->be_pid, client->id);
 }
 
 /* Whether the client's open transaction LISTENs channel. */
@@ -738,7 +805,9 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 /* The client's transaction as its server answers it; NOTIFY_HOLD a ReadyForQuery until the listener has the new channels. */
 static enum notify_verdict notify_note_server(struct server *server, const struct pkt *pkt, uint32_t *pid)
 {
-	struct notify_client *nc = server->link->notify;
+	struct notify_client *nc = nc_of(server->link);
+	if (!nc)
+		return pkt->type == 'A' ? NOTIFY_DROP : NOTIFY_PASS;
 	const char *body = (const char *)pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
 	if (pkt->type == 'A') {
@@ -774,7 +843,9 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 
 static void notify_client_idle(struct client *client)
 {
-	struct notify_client *nc = client->notify;
+	struct notify_client *nc = nc_of(client);
+	if (!nc)
+		return;
 	if (nc->held) {	/* its server left it while its ReadyForQuery waited (closed under it): no longer ours to hold */
 		netbuf_resume(&nc->held->nb);
 		nc->held = NULL;
@@ -790,10 +861,10 @@ static void notify_client_idle(struct client *client)
 
 static void notify_client_free(struct client *client)
 {
-	struct notify_client *nc = client->notify;
+	struct notify_client *nc = nc_of(client);
 	if (!nc)
 		return;
-	client->notify = NULL;
+	clients_remove(nc);
 	if (list_node_linked(&nc->doom_node))
 		list_remove(&doomed_clients, &nc->doom_node);
 	if (nc->held)

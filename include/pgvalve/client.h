@@ -180,7 +180,6 @@ struct client {
 	struct user_count *ucount;	/* its login user's counters, and its name once logged in */
 	struct varcache *vars;		/* shared with other clients until it changes one */
 	struct session_sets *sets;	/* its own session-level SETs (session_set.h) */
-	struct notify_client *notify;	/* its channels and queued notifications (notify.h); NULL if it never listened */
 	/*
 	 * By kind, one pointer: a replication connection never has tracked
 	 * prepared statements, and sharing the slot keeps struct client within
@@ -214,6 +213,7 @@ struct client {
 	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */
 	bool wait_notified : 1;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown : 1;	/* came on the Unix socket after a shutdown began */
+	bool notify : 1;		/* notify.c holds state for it: channels, LISTENs pending, notifications queued */
 };
 
 static inline bool client_is_console(const struct client *client)

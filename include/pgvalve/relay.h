@@ -22,7 +22,6 @@ struct server;
 struct pool;
 struct pktbuf;
 struct session_sets;
-struct notify_client;
 
 /* How the core treats a server message, as prepared statements judge it. */
 enum prepare_verdict {
