@@ -17,6 +17,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/netbuf.h"
+#include "pgvalve/notify.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
@@ -906,13 +907,36 @@ static void show_hosts(struct admin_result *r)
 	}
 }
 
+/* SHOW LISTENERS (pgvalve): per pool, each channel its listener LISTENs and how many clients listen on it. */
+static void listener_row(void *arg, const struct pool *pool, const char *channel, int clients)
+{
+	struct cells c;
+	cells_reset(&c);
+	cell_str(&c, pool->db->name);
+	cell_str(&c, pool->user);
+	cell_str(&c, channel);
+	cell_int(&c, clients);
+	admin_result_row(arg, c.v);
+}
+
+static void show_listeners(struct admin_result *r)
+{
+	static const char *const names[] = { "database", "user", "channel", "listeners" };
+	struct pools_view pv;
+	admin_result_begin(r, "sssi", names);
+	pools_sorted(&pv);
+	for (size_t i = 0; i < pv.n; i++)
+		notify_each_channel(pv.v[i], listener_row, r);
+	free(pv.v);
+}
+
 static const char help_text[] =
 	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
 	"\n\tSHOW PEERS|PEER_POOLS"
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
-	"\n\tSHOW WORKERS"
+	"\n\tSHOW WORKERS|LISTENERS"
 	"\n\tSET key = arg"
 	"\n\tRELOAD"
 	"\n\tPAUSE [<db>]"
@@ -981,6 +1005,7 @@ static const struct show_entry shows[] = {
 	{ "VERSION", show_version },
 	{ "STATE", show_state },
 	{ "WORKERS", show_workers },
+	{ "LISTENERS", show_listeners },
 };
 
 bool admin_show_run(struct client *client, const char *what)

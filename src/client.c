@@ -221,6 +221,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		client_send_error(client, "FATAL", sqlstate, reason);
 	}
 
+	if (client->notify)	/* its channels go before its server does, so nothing is sent to it any more */
+		relay_call_if(notify_client_free, client);
 	if (client->link) {
 		struct server *server = client->link;
 		pool_release_server(server);
@@ -804,6 +806,9 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	bool track_set = pkt->type == 'Q' && relay_sets_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
 		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
+	bool track_notify = (pkt->type == 'Q' || pkt->type == 'P') && relay_notify_enabled(client->pool);
+	if (track_notify && !pkt_complete(pkt) && pkt->len <= NOTIFY_QUERY_MAX)
+		return true;	/* it may be a LISTEN: read all of it (longer ones are not parsed) */
 	bool copy_msg = pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f';
 	if (!client->link && (pkt->type == 'H' || copy_msg)) {
 		/*
@@ -832,6 +837,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	struct server *server = client->link;
 	if (track_set && pkt_complete(pkt))
 		relay_call(sets_note_query, server, pkt);
+	if (track_notify && pkt_complete(pkt))
+		relay_call(notify_note_client, client, server, pkt);
 	server_note_client_message(server, pkt->type);
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;
@@ -901,6 +908,8 @@ void client_unlinked(struct client *client)
 		return;
 	client->request_time = now_usec();
 	client_set_state(client, CL_IDLE);	/* to the tail: the idle list stays in idle-since order */
+	if (client->notify)	/* notifications held during its transaction go out now */
+		relay_call_if(notify_client_idle, client);
 	instance_client_at_boundary();
 }
 

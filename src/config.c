@@ -150,6 +150,13 @@ static const struct param_def params[] = {
 	P_INT(metrics_port, "0", RELOAD, IMPL, 0, 65535),
 	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),
+	/* pgvalve extension (notify.h): the bytes of notifications a client may leave unread; 0 = no limit */
+	P_INT(notify_buffer_limit, "1048576", RELOAD, IMPL, 0, INT_MAX),
+	/*
+	 * pgvalve extension: LISTEN/NOTIFY in transaction/statement mode through a
+	 * listener per pool (notify.h). Restart only: servers would carry LISTENs it never saw.
+	 */
+	P_BOOL(notify_support, "1", RESTART, IMPL),
 	P_INT(peer_id, "0", RELOAD, IMPL, 0, 16383),
 	/* pgvalve extension: protocol 3.0 cancels go to every instance this name resolves to (peer.h). */
 	P_STR(peers_dns, "", RELOAD, IMPL),

@@ -198,6 +198,16 @@ static void check_active_servers(struct pool *pool, usec_t now)
 		next = n->next;
 		struct server *server = container_of(n, struct server, node);
 		struct client *client = server->link;
+		/*
+		 * A feature's own server (the notification listener) is never
+		 * released: it goes when the pool's servers must (RECONNECT, new
+		 * settings, PAUSE, SHUTDOWN WAIT_FOR_SERVERS), its owner told.
+		 */
+		if (server->owner && (server->close_needed || db_paused(pool->db) ||
+				      pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS)) {
+			server_close(server, server->close_needed ? "obsolete connection" : "pause mode");
+			continue;
+		}
 		if (!client || server->internal != SV_INTERNAL_NONE)
 			continue;
 		const char *reason = NULL;

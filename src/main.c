@@ -33,6 +33,7 @@
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
 #include "pgvalve/roles.h"
+#include "pgvalve/notify.h"
 #include "pgvalve/workers.h"
 
 #include <event2/event.h>
@@ -174,6 +175,7 @@ static int run_pooler(bool single, unsigned restarts)
 	prepare_register();
 	session_set_register();
 	roles_register();
+	notify_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

@@ -110,6 +110,8 @@ static const struct family families[] = {
 	C("pgvalve_login_failures_total", "Client logins that failed, by reason"),
 	C("pgvalve_server_connect_failures_total", "Server connections that could not be opened or logged in"),
 	C("pgvalve_cancel_requests_forwarded_total", "Cancel requests sent on to a PostgreSQL server"),
+	C("pgvalve_notifications_delivered_total", "Notifications (LISTEN/NOTIFY) given to clients in transaction and statement pooling"),
+	C("pgvalve_notify_clients_dropped_total", "Clients closed for leaving more than notify_buffer_limit of notifications unread"),
 	G("pgvalve_clients_waiting", SUM, "Clients waiting for a server, all pools (pool saturation)"),
 	G("pgvalve_host_up", MAX, "1 if the host of the database's list logged in at the last try, 0 if it failed"),
 	G("pgvalve_host_primary", MAX, "1 if the host was last seen as a primary, 0 as a standby"),
@@ -457,6 +459,10 @@ void metrics_collect_local(struct metrics_set *set)
 		    (double)metrics_events.server_connect_failures);
 	metrics_add(set, "pgvalve_cancel_requests_forwarded_total", METRICS_PART_VALUE, NULL,
 		    (double)metrics_events.cancels_forwarded);
+	metrics_add(set, "pgvalve_notifications_delivered_total", METRICS_PART_VALUE, NULL,
+		    (double)metrics_events.notifications_delivered);
+	metrics_add(set, "pgvalve_notify_clients_dropped_total", METRICS_PART_VALUE, NULL,
+		    (double)metrics_events.notify_clients_dropped);
 	metrics_add(set, "pgvalve_clients_waiting", METRICS_PART_VALUE, NULL, (double)waiting);
 	free(pools);
 	free(dbs);

@@ -60,3 +60,13 @@ void metrics_count_cancel_forwarded(void)
 	metrics_events.cancels_forwarded++;
 }
 
+void metrics_count_notification_delivered(void)
+{
+	metrics_events.notifications_delivered++;
+}
+
+void metrics_count_notify_client_dropped(void)
+{
+	metrics_events.notify_clients_dropped++;
+}
+

@@ -911,6 +911,13 @@ void pool_release_server(struct server *server)
 		server_close(server, "server lifetime over");
 		return;
 	}
+	if (server->release_sql) {	/* a feature's state on it (LISTENs) goes before anyone else's turn */
+		const char *sql = server->release_sql;
+		server->release_sql = NULL;
+		server_set_state(server, SV_TESTED);
+		server_run_internal(server, SV_INTERNAL_UNDO, sql, (uint32_t)strlen(sql));
+		return;
+	}
 	int mode = pool_effective_mode(pool);
 	const char *reset = pgv.cfg->server_reset_query;
 	if ((mode == POOL_MODE_SESSION || pgv.cfg->server_reset_query_always) && reset[0]) {

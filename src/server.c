@@ -382,7 +382,7 @@ static bool server_try_connect(struct server *server)
 	}
 }
 
-static struct server *connect_for(struct pool *pool, struct client *repl_client)
+static struct server *connect_for(struct pool *pool, struct client *repl_client, const struct server_owner *owner)
 {
 	int n = host_list_count(pool->db->cfg->host);
 	int first = pool_first_host(pool, n, repl_client != NULL);
@@ -392,6 +392,7 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client)
 		return NULL;
 	}
 	struct server *server = xcalloc(1, sizeof(*server));
+	server->owner = owner;
 	if (repl_client) {	/* known before any failure path can run */
 		server->replication = (uint8_t)repl_client->repl->type;
 		server->repl_client = repl_client;
@@ -421,12 +422,17 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client)
 
 struct server *server_connect(struct pool *pool)
 {
-	return connect_for(pool, NULL);
+	return connect_for(pool, NULL, NULL);
+}
+
+struct server *server_connect_owned(struct pool *pool, const struct server_owner *owner)
+{
+	return connect_for(pool, NULL, owner);
 }
 
 struct server *server_connect_replication(struct pool *pool, struct client *client)
 {
-	return connect_for(pool, client);
+	return connect_for(pool, client, NULL);
 }
 
 void server_connect_timed_out(struct server *server)
@@ -506,6 +512,8 @@ void server_close(struct server *server, const char *reason)
 	const struct client_kind_ops *own = own_kind(server);
 	if (server->repl_client && own && own->own_server_lost)
 		own->own_server_lost(server, reason);	/* not reached, timed out, obsolete: its client waits for another */
+	if (server->owner && server->owner->lost)
+		server->owner->lost(server, reason);
 	struct client *repl_peer = server->replication ? server->link : NULL;
 	/*
 	 * A login whose parameters it was taking cannot go on without it, and
@@ -936,6 +944,11 @@ void server_login_continue(struct server *server)
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
 	note_hot_standby(server);
+	if (server->owner) {	/* a feature's own: never pooled, no connect_query */
+		server_set_state(server, SV_ACTIVE);
+		server->owner->ready(server);
+		return;
+	}
 	/* connect_query: before any client may use the server (as PgBouncer). */
 	const char *cq = pool->db->cfg->connect_query;
 	if (cq[0]) {
@@ -1278,18 +1291,63 @@ static void server_copy_in_started(struct server *server)
 	}
 }
 
+/*
+ * LISTEN/UNLISTEN in transaction and statement mode (relay.h): the
+ * outcome of a listening client's statements is shown to notify.c; a
+ * NotificationResponse on a pooled server (a LISTEN a client ran there)
+ * is dropped, since the pool's listener delivers it.
+ */
+static int active_notify_message(struct server *server, const struct pkt *pkt)
+{
+	bool seen = pkt->type == 'C' || pkt->type == 'E' || pkt->type == 'Z' || pkt->type == 'A';
+	if (!seen || (pkt->type == 'A' && !relay_notify_enabled(server->pool)))
+		return SV_RELAY;
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	uint32_t pid = 0;
+	enum notify_verdict v = server->link->notify ? relay_call(notify_note_server, server, pkt, &pid) : NOTIFY_DROP;
+	switch (v) {
+	case NOTIFY_PASS:
+		return SV_RELAY;
+	case NOTIFY_HOLD:
+		netbuf_pause(&server->nb);	/* offered again once the listener caught up */
+		return true;
+	case NOTIFY_DROP:
+		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
+		return true;
+	case NOTIFY_SET_PID: {
+		uint8_t head[9];
+		memcpy(head, pkt->data, 5);
+		head[5] = (uint8_t)(pid >> 24), head[6] = (uint8_t)(pid >> 16);
+		head[7] = (uint8_t)(pid >> 8), head[8] = (uint8_t)pid;
+		server->pool->db->stats.total.bytes_sent += pkt->len;
+		netbuf_replace(&server->nb, pkt->len, sizeof(head), head, sizeof(head));
+		return true;
+	}
+	}
+	return SV_RELAY;
+}
+
 /* Messages from a server in use: by a client, or by pgvalve's own queries (internal). */
 static bool server_active_packet(struct server *server, const struct pkt *pkt)
 {
 	bool internal = server->internal != SV_INTERNAL_NONE;
 	enum prepare_verdict pv = PREPARE_FORWARD;
 
+	if (server->owner && !internal)
+		return server->owner->packet(server, pkt);
 	if (server->replication) {	/* relayed untouched: CopyBoth streams included (replication.h) */
 		server->pool->db->stats.total.bytes_sent += pkt->len;
 		netbuf_forward(&server->nb, pkt->len);
 		return true;
 	}
 
+	if (!internal && server->link && (server->link->notify || pkt->type == 'A')) {
+		int n = active_notify_message(server, pkt);
+		if (n != SV_RELAY)
+			return n;
+	}
 	if (server->prep && (internal || server->link || server->finishing_owed)) {
 		/* Judged once per message: these are the ones decided only when whole. */
 		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))

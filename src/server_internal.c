@@ -344,6 +344,13 @@ void internal_query_done(struct server *server)
 		server->last_used = now_usec();
 		pool_server_ready(server);
 		break;
+	case SV_INTERNAL_UNDO:
+		if (server->internal_failed || server->txn_status != 'I') {
+			server_close(server, "undoing a client's session state failed");
+			return;
+		}
+		pool_release_server(server);	/* released again, clean: the reset or the pool next */
+		break;
 	case SV_INTERNAL_CONNECT_QUERY:
 		/* Its errors are logged (above) and otherwise ignored, as PgBouncer; an open transaction is not. */
 		if (server->txn_status != 'I') {

@@ -212,6 +212,8 @@ struct config {
 	char *job_name;			/* service_name is an alias */
 	usec_t stats_period;
 	int max_prepared_statements;
+	bool notify_support;		/* pgvalve extension, see notify.h */
+	int notify_buffer_limit;	/* bytes; 0: no limit */
 	int scram_iterations;
 
 	/* authentication */

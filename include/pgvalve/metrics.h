@@ -84,12 +84,17 @@ void metrics_count_login_failure(enum metrics_login_failure why);
 void metrics_count_login_error(const char *sqlstate, const char *message);
 void metrics_count_server_connect_failure(void);
 void metrics_count_cancel_forwarded(void);
+/* LISTEN/NOTIFY (notify.c): a notification given to a client; a client closed for not reading them. */
+void metrics_count_notification_delivered(void);
+void metrics_count_notify_client_dropped(void);
 
 /* The counts behind those calls (metrics_record.c), read by the collection. */
 struct metrics_events {
 	uint64_t login_failures[METRICS_LOGIN_FAILURE_KINDS];
 	uint64_t server_connect_failures;
 	uint64_t cancels_forwarded;
+	uint64_t notifications_delivered;
+	uint64_t notify_clients_dropped;
 };
 extern struct metrics_events metrics_events;
 

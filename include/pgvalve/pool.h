@@ -27,6 +27,7 @@ struct client;
 struct server;
 struct auth_store;
 struct auth_secret;
+struct notify_pool;
 
 /* One ParameterStatus pair the pool learned from its first server. */
 struct welcome_param {
@@ -109,6 +110,7 @@ struct pool {
 	usec_t last_used;		/* a client last came or went (pool_idle_timeout) */
 	char last_error[256];		/* the last server login error, sent to waiting clients */
 	char last_error_sqlstate[6];
+	struct notify_pool *notify;	/* the pool's listener and its channels (notify.h); NULL if none */
 };
 
 

@@ -36,6 +36,14 @@ static inline bool relay_prep_needs_whole(uint8_t type)
 	return type == 'P' || type == 'B' || type == 'D' || type == 'C' || type == 'Q';
 }
 
+/* How the core treats a server message, as notifications judge it. */
+enum notify_verdict {
+	NOTIFY_PASS,		/* on as usual */
+	NOTIFY_HOLD,		/* pause the server: the feature resumes it, and the message is offered again */
+	NOTIFY_DROP,		/* a NotificationResponse the pool's listener delivers instead */
+	NOTIFY_SET_PID,		/* a NotificationResponse forwarded with another sender PID */
+};
+
 /* Longest simple Query read whole to see whether it is a SET (longer ones are not parsed). */
 #define SESSION_SET_QUERY_MAX 8192
 
@@ -63,6 +71,20 @@ struct relay_hooks {
 	void (*sets_cleared)(struct server *server);
 	void (*sets_client_free)(struct client *client);
 	void (*sets_server_free)(struct server *server);
+
+	/* LISTEN/UNLISTEN in transaction and statement mode (notify.h) */
+	bool (*notify_enabled)(const struct pool *pool);
+	/* A client's whole Query or Parse, before it goes to server (which may be NULL: not linked yet) */
+	void (*notify_note_client)(struct client *client, struct server *server, const struct pkt *pkt);
+	/*
+	 * A whole CommandComplete, ErrorResponse, ReadyForQuery or
+	 * NotificationResponse for a client with client->notify set: what the
+	 * core does with it (enum notify_verdict; pid: NOTIFY_SET_PID's value)
+	 */
+	enum notify_verdict (*notify_note_server)(struct server *server, const struct pkt *pkt, uint32_t *pid);
+	/* Such a client is between transactions again (its server went back to the pool) */
+	void (*notify_client_idle)(struct client *client);
+	void (*notify_client_free)(struct client *client);
 };
 
 /* Filled at start-up (prepare_register, session_set_register), read-only after. */
@@ -77,6 +99,14 @@ static inline bool relay_sets_enabled(const struct pool *pool)
 {
 	return relay_hooks.sets_enabled && relay_hooks.sets_enabled(pool);
 }
+
+static inline bool relay_notify_enabled(const struct pool *pool)
+{
+	return relay_hooks.notify_enabled && relay_hooks.notify_enabled(pool);
+}
+
+/* Longest Query or Parse read whole to look for LISTEN/UNLISTEN (longer ones are not parsed). */
+#define NOTIFY_QUERY_MAX 65536
 
 /* A slot that an enabled feature always fills: called without a check. */
 #define relay_call(slot, ...) relay_hooks.slot(__VA_ARGS__)

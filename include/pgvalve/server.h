@@ -56,6 +56,7 @@ enum server_internal {
 	SV_INTERNAL_AUTH_QUERY,		/* auth_query for a login of another pool */
 	SV_INTERNAL_CONNECT_QUERY,	/* the database's connect_query, once after login */
 	SV_INTERNAL_ROLE_CHECK,		/* its role (server_hooks.logged_in's query), at login or while idle */
+	SV_INTERNAL_UNDO,		/* release_sql: what a feature left on the server, undone before reuse */
 };
 
 /* What a server is, as far as target_session_attrs cares (roles.c sets it). */
@@ -70,6 +71,23 @@ enum server_verdict {
 	SERVER_ACCEPT,		/* it may serve its pool */
 	SERVER_REJECT,		/* it does not match: the caller closes it, the pool opens another */
 	SERVER_ASK,		/* run the query it gave first (SV_INTERNAL_ROLE_CHECK) */
+};
+
+struct server;
+struct pkt;
+
+/*
+ * A server a feature holds for itself (notify.c's listener): opened with
+ * server_connect_owned(), never pooled nor linked to a client. Once logged
+ * in it stays ACTIVE (counted in its pool and shown as any other), every
+ * message it sends goes to packet() (which must consume it: netbuf_skip),
+ * and lost() is told when it closes for any reason, login failures
+ * included. The owner closes it with server_close().
+ */
+struct server_owner {
+	void (*ready)(struct server *server);
+	bool (*packet)(struct server *server, const struct pkt *pkt);	/* false: the server was closed */
+	void (*lost)(struct server *server, const char *reason);
 };
 
 struct server {
@@ -138,6 +156,13 @@ struct server {
 	/* A replication client's own server (replication.h): never pooled, closes with its client. */
 	uint8_t replication;		/* enum replication_type; REPLICATION_NONE for pooled servers */
 	struct client *repl_client;	/* that client while this server logs in; then it is link */
+	const struct server_owner *owner;	/* a feature's own server (see struct server_owner); NULL if pooled */
+	/*
+	 * Set by a feature whose statements left state on the server that the
+	 * next client must not see (notify.c: LISTENs): a static string run as
+	 * an internal query when the server is released, before anyone reuses it.
+	 */
+	const char *release_sql;
 };
 
 /*
@@ -182,6 +207,8 @@ char *host_list_entry(const char *list, int idx);
 struct server *server_connect(struct pool *pool);
 /* The same for a replication client: a server of its own, opened with its startup parameters. */
 struct server *server_connect_replication(struct pool *pool, struct client *client);
+/* A feature's own server (struct server_owner). */
+struct server *server_connect_owned(struct pool *pool, const struct server_owner *owner);
 /* server_connect_timeout ran out (janitor): fail the login and close. */
 void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);

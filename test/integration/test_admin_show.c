@@ -610,7 +610,7 @@ static const char spec_help[] =
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
-	"\n\tSHOW WORKERS"
+	"\n\tSHOW WORKERS|LISTENERS"
 	"\n\tSET key = arg"
 	"\n\tRELOAD"
 	"\n\tPAUSE [<db>]"
@@ -646,7 +646,7 @@ START_TEST(show_help_notice)
 	static const char *const lines[] = {
 		"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS", "\n\tPAUSE [<db>]", "\n\tKILL [<db>]",
 		"\n\tKILL_CLIENT <client_id>", "\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS", "\n\tWAIT_CLOSE [<db>]",
-		"\n\tSHOW WORKERS", "\n\tDRAIN",
+		"\n\tSHOW WORKERS|LISTENERS", "\n\tDRAIN",
 	};
 	for (size_t i = 0; i < ARRAY_LEN(lines); i++)
 		ck_assert_msg(strstr(log.detail, lines[i]), "help lacks '%s':%s", lines[i] + 2, log.detail);
@@ -729,6 +729,8 @@ static const struct config_key spec_config[] = {
 	{ "metrics_port", "0", true },
 	{ "metrics_tls", "0", true },
 	{ "min_pool_size", "0", true },
+	{ "notify_buffer_limit", "1048576", true },	/* pgvalve extension (notify), in alphabetical place */
+	{ "notify_support", "1", false },	/* pgvalve extension (notify), in alphabetical place */
 	{ "peer_id", "0", true },
 	{ "peers_dns", "", true },	/* pgvalve extension (3.0 cancels to a DNS name's instances) */
 	{ "peers_dns_port", "0", true },

@@ -158,6 +158,26 @@ START_TEST(pipelines_give_the_server_back)
 }
 END_TEST
 
+/* Drivers' own notification APIs (issue 25): LISTEN in transaction pooling, self-notifications by login PID. */
+static const struct driver notifying[] = {
+	{ "python", "psycopg3_notify.py" },	/* conn.notifies() */
+	{ "python", "asyncpg_notify.py" },	/* add_listener */
+	{ "node", "node_pg_notify.js" },	/* client.on('notification') */
+};
+
+START_TEST(drivers_get_notifications)
+{
+	const struct driver *d = &notifying[_i];
+	struct pgv p;
+	pgv_start(&p, POOL, std_databases(), std_userlist());
+	const char *text;
+	int rc = run_driver(&p, d->interp, d->script, &text);
+	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "%s exited %d:\n%s\n%s", d->script, rc, text,
+		      pgv_log_tail(&p, 2000));
+	pgv_stop(&p);
+}
+END_TEST
+
 /*
  * libpq 18's max_protocol_version=latest asks for protocol 3.2: pgvalve's
  * answer is 3.2 itself, and libpq's cancel with the long key lands (issue 27).
@@ -247,6 +267,7 @@ static Suite *drivers_suite(bool installed)
 		tcase_add_test(tc, libpq_newest_protocol);
 		tcase_add_loop_test(tc, pipelines_give_the_server_back, 0,
 				    (int)(sizeof(pipelined) / sizeof(pipelined[0])));
+		tcase_add_loop_test(tc, drivers_get_notifications, 0, (int)(sizeof(notifying) / sizeof(notifying[0])));
 	} else {
 		tcase_add_test(tc, drivers_installed);
 	}

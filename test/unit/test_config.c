@@ -288,6 +288,7 @@ static const char *const pgbouncer_125_params[] = {
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",	/* pgvalve: long cancel keys */
 	"peers_dns", "peers_dns_port",	/* pgvalve: 3.0 cancels to every instance a name resolves to */
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
+	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -314,6 +315,7 @@ static const char *const implemented_params[] = {
 	"drain_timeout", "shutdown_drain", "server_role_check_period",
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",
 	"peers_dns", "peers_dns_port",
+	"notify_support", "notify_buffer_limit",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -391,7 +393,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 115);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 117);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -400,6 +402,7 @@ START_TEST(test_param_table)
 		"resolv_conf", "track_extra_parameters", "job_name", "service_name",
 		"workers",	/* pgvalve: the process layout is fixed at start */
 		"track_client_set",	/* pgvalve: servers may carry SETs it never saw */
+		"notify_support",	/* pgvalve: servers may carry LISTENs it never saw */
 	};
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(ps[i].reloadable == !in_list(restart, ARRAY_SIZE(restart), ps[i].name),

@@ -1,0 +1,73 @@
+/*
+ * notify.h - LISTEN/UNLISTEN/NOTIFY for clients in transaction and
+ * statement pooling (notify_support, a pgvalve extension).
+ *
+ * Contract:
+ *  - A client's LISTEN and UNLISTEN run on whichever server it has, as any
+ *    statement: PostgreSQL answers them (errors included). notify.c reads
+ *    them from the client's Query and Parse messages (multi-statement
+ *    queries included; quoted names kept, unquoted ones lower-cased, both
+ *    cut to 63 bytes as PostgreSQL does) and applies them to the client's
+ *    channel set only when the server reports ReadyForQuery 'I' after a
+ *    transaction that saw no error and no ROLLBACK: as PostgreSQL, they take
+ *    effect at COMMIT and not at all on ROLLBACK or error. A ROLLBACK TO
+ *    SAVEPOINT drops every LISTEN/UNLISTEN of the transaction, not only the
+ *    savepoint's (a documented approximation). A Parse of LISTEN counts
+ *    when its batch's Sync ends without error, whether or not it is executed.
+ *  - Each pool (database + user) with listening clients has one listener:
+ *    a server of its own (server_connect_owned), counted in the pool and
+ *    shown as active, that LISTENs the union of its clients' channels,
+ *    reference-counted: LISTEN when the first client needs a channel,
+ *    UNLISTEN when the last one leaves. It closes when no client listens.
+ *    A client's ReadyForQuery that ends a transaction which added a channel
+ *    is held until the listener has that channel LISTENed, so a notification
+ *    committed after the client's LISTEN returned is never missed. One
+ *    committed by another session between the client's commit and the
+ *    listener's LISTEN is not delivered (it is visible to the client's next
+ *    query, which runs only after its LISTEN returned).
+ *  - Servers the client's LISTEN ran on get "UNLISTEN *" (release_sql)
+ *    before any other client uses them, and a NotificationResponse arriving
+ *    on a pooled server is dropped: only the listener delivers, except one
+ *    on the client's own server for a channel it is not yet listening on
+ *    through the listener (a LISTEN and a NOTIFY in one transaction): that
+ *    one is passed on, as PostgreSQL sends it before the ReadyForQuery.
+ *  - The listener goes, its clients told as below, when the pool's
+ *    servers must (RECONNECT, PAUSE, SHUTDOWN WAIT_FOR_SERVERS: janitor.c).
+ *  - NOTIFY and pg_notify() run on the client's server: PostgreSQL sends
+ *    them at commit, atomic with the data, once.
+ *  - Delivery: to an idle client at once; to a client with a server (in a
+ *    transaction, or waiting for one) when it is back between transactions.
+ *    The PID in a notification is the sending backend's, except that a
+ *    client gets its own login PID (BackendKeyData) for notifications sent
+ *    by the backend its own last Query or Parse went to (self-notification).
+ *    If that backend served another client in between before the listener
+ *    heard the notification, the mapping can be wrong (a narrow race).
+ *  - A client whose unsent notifications (its socket's queue plus those held
+ *    for its transaction) exceed notify_buffer_limit bytes is closed (53400,
+ *    log line); the listener and other clients never wait for it.
+ *  - The listener lost (server restart, pg_terminate_backend, failover):
+ *    every client listening through it is closed with 08006 and a message
+ *    saying notifications may have been lost, as a lost session would be.
+ *  - Session pooling: untouched, a client's server is its own.
+ *
+ * Must not touch sockets except the client's (netbuf_send) and the
+ * listener's; never closes a client from inside a core callback (closes
+ * are deferred to the event loop).
+ */
+#ifndef PGVALVE_NOTIFY_H
+#define PGVALVE_NOTIFY_H
+
+#include "pgvalve/common.h"
+
+struct pool;
+
+/* Start-up: fills relay_hooks' notify slots. */
+void notify_register(void);
+
+/* One pool's channels for SHOW LISTENERS: calls fn for each. */
+typedef void (*notify_channel_fn)(void *arg, const struct pool *pool, const char *channel, int clients);
+void notify_each_channel(const struct pool *pool, notify_channel_fn fn, void *arg);
+
+/* /metrics counts notifications delivered and clients closed for not reading (metrics_record.c). */
+
+#endif
