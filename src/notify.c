@@ -24,6 +24,10 @@
 #include <ctype.h>
 #include <event2/event.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>	/* mentions_listen */
+#endif
+
 #define CHANNEL_MAX 63		/* PostgreSQL's NAMEDATALEN - 1 */
 #define SENDERS_MAX 256		/* backends remembered for self-notifications, per pool */
 
@@ -325,11 +329,45 @@ static bool parse_op(struct scan *s, bool listen, struct notify_op *op)
 }
 
 /* Whether the text mentions listen at all (cheap: most queries do not). */
+/* "isten" in any case after an l found by memchr. */
+static bool isten_at(const char *p)
+{
+	return (p[0] | 0x20) == 'i' && (p[1] | 0x20) == 's' && (p[2] | 0x20) == 't' && (p[3] | 0x20) == 'e' &&
+	       (p[4] | 0x20) == 'n';
+}
+
+/*
+ * Whether "listen" appears anywhere in sql, in any case: every Query and
+ * Parse of a pool with notify_support passes here, so the common answer
+ * (no) must be cheap. With SSE2 (every x86-64) sixteen places are looked
+ * at together for an l followed by an i (either case; rare in SQL), and
+ * only those are checked for the rest of the word; other machines, and
+ * the last few bytes, go byte by byte.
+ */
 static bool mentions_listen(const char *sql, size_t len)
 {
-	for (size_t i = 0; i + 6 <= len; i++)
-		if ((sql[i] | 0x20) == 'l' && (sql[i + 1] | 0x20) == 'i' && (sql[i + 2] | 0x20) == 's' &&
-		    (sql[i + 3] | 0x20) == 't' && (sql[i + 4] | 0x20) == 'e' && (sql[i + 5] | 0x20) == 'n')
+	if (len < 6)
+		return false;
+	size_t last = len - 6, i = 0;	/* the last place an l can start the word */
+#ifdef __SSE2__
+	if (last + 1 >= 16) {
+		const __m128i case_bit = _mm_set1_epi8(0x20), ell = _mm_set1_epi8('l'), eye = _mm_set1_epi8('i');
+		/* blocks of 16 places (reading sql[i .. i + 16]); the last block ends at last, overlapping */
+		for (size_t next = 0; next <= last; next += 16) {
+			i = MIN(next, last + 1 - 16);
+			__m128i a = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(sql + i)), case_bit);
+			__m128i b = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(sql + i + 1)), case_bit);
+			unsigned m = (unsigned)_mm_movemask_epi8(
+				_mm_and_si128(_mm_cmpeq_epi8(a, ell), _mm_cmpeq_epi8(b, eye)));
+			for (; m; m &= m - 1)
+				if (isten_at(sql + i + (size_t)__builtin_ctz(m) + 1))
+					return true;
+		}
+		return false;
+	}
+#endif
+	for (; i <= last; i++)
+		if ((sql[i] | 0x20) == 'l' && isten_at(sql + i + 1))
 			return true;
 	return false;
 }
@@ -351,10 +389,10 @@ static void pending_add(struct notify_client *nc, const struct notify_op *op)
  */
 static int parse_statements(struct client *client, const char *sql, size_t len)
 {
+	if (!mentions_listen(sql, len))
+		return 0;
 	struct scan s = { sql, sql, sql + strnlen(sql, len) };
 	int n = 0;
-	if (!mentions_listen(sql, (size_t)(s.end - s.p)))
-		return 0;
 	while (s.p < s.end) {
 		scan_space(&s);
 		if (s.p >= s.end)
