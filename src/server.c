@@ -308,9 +308,10 @@ static bool server_try_connect(struct server *server)
 	}
 }
 
-static struct server *connect_for(struct pool *pool, struct client *repl_client)
+static struct server *connect_for(struct pool *pool, struct client *repl_client, uint64_t budget_token)
 {
 	struct server *server = xcalloc(1, sizeof(*server));
+	server->budget_token = budget_token;	/* known before any failure path can run */
 	if (repl_client) {	/* known before any failure path can run */
 		server->replication = (uint8_t)repl_client->repl->type;
 		server->repl_client = repl_client;
@@ -341,12 +342,17 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client)
 
 struct server *server_connect(struct pool *pool)
 {
-	return connect_for(pool, NULL);
+	return connect_for(pool, NULL, 0);
+}
+
+struct server *server_connect_counted(struct pool *pool, uint64_t budget_token)
+{
+	return connect_for(pool, NULL, budget_token);
 }
 
 struct server *server_connect_replication(struct pool *pool, struct client *client)
 {
-	return connect_for(pool, client);
+	return connect_for(pool, client, 0);
 }
 
 void server_connect_timed_out(struct server *server)
@@ -457,6 +463,9 @@ void server_close(struct server *server, const char *reason)
 	pgv.server_count--;
 	pool->db->server_count--;
 	pool->ucount->servers--;
+	if (server->budget_token && pgv.budget)
+		pgv.budget->server_return(server->budget_token);
+	server->budget_token = 0;
 	if (repl_peer)		/* a replication pair closes together */
 		client_close(repl_peer, "08P01", reason);
 	if (!server->connecting_sync)

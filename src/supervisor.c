@@ -12,6 +12,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/supervisor.h"
+#include "pgvalve/shared_pool.h"
 #include "pgvalve/log.h"
 #include "pgvalve/workers.h"
 
@@ -106,6 +107,7 @@ static void start_worker(int k)
 {
 	struct child *c = &sup.w[k - 1];
 	workers_clear_slot(k);
+	shared_pool_reclaim(k);	/* a restarted worker counts from zero */
 	bool dir_ok = socket_dir_make(k);
 	pid_t pid = dir_ok ? fork() : -1;
 	if (pid < 0) {
@@ -176,6 +178,7 @@ static void worker_exited(int k, int status)
 
 	describe_exit(status, how, sizeof(how));
 	c->pid = 0;
+	shared_pool_reclaim(k);	/* its servers' and clients' budget: free for the others now */
 	if (sup.stopping) {
 		child_set_state(k, WORKER_STATE_EXITED);
 		log_info("worker %d (pid %d) %s", k, (int)pid, how);
@@ -288,6 +291,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 	signal(SIGPIPE, SIG_IGN);
 
 	workers_table_create(sup.count, sup.self);
+	shared_pool_create(sup.count);
 	log_info("supervisor up: %s, %d workers", PGVALVE_VERSION_STRING, sup.count);
 	for (int k = 1; k <= sup.count; k++) {
 		sup.w[k - 1].backoff = BACKOFF_FIRST_USEC;
@@ -307,6 +311,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 	}
 
 	socket_dirs_remove();
+	shared_pool_destroy();
 	workers_table_destroy();
 	log_info("all workers have exited, supervisor exiting");
 	return sup.exit_code;

@@ -202,6 +202,7 @@ struct client {
 	unsigned vars_apply_failures : 2;	/* servers that failed to take its parameters in a row */
 	bool is_ipv6 : 1;		/* addr is IPv6 (else IPv4) */
 	bool is_unix : 1;
+	uint64_t budget_token;		/* counted in the instance's shared budget (instance.h), 0 = not */
 	enum client_kind kind : 2;	/* set once, when the startup packet is read */
 	bool logged_in : 1;
 	bool in_cancel_index : 1;

@@ -1,0 +1,57 @@
+/*
+ * shared_pool.h - one instance's connection limits across worker
+ * processes (workers = N > 1): server connections per pool, database and
+ * user, clients per instance, database and user, counted in a shared
+ * memory table the supervisor maps before it forks, so that
+ * default_pool_size, reserve_pool_size, min_pool_size,
+ * max_db_connections, max_user_connections, max_client_conn,
+ * max_db_client_connections and max_user_client_connections mean what they
+ * mean with one process.
+ *
+ * The table: one slot per key (the instance, a database, a user, a pool =
+ * database + user), found by hashing its name; in each slot one column of
+ * server and one of client counts per worker, written only by that worker
+ * (and zeroed by the supervisor when it reaps the worker). A count is the
+ * sum of the columns. One process-shared robust mutex guards the whole
+ * table: a check of the sum and the increment of one's own column happen
+ * under it, so no limit is ever exceeded, not even by one; a worker that
+ * dies holding it leaves it to the next locker (EOWNERDEAD), and its
+ * columns go when the supervisor reaps it, so a restarted worker starts
+ * from zero and nothing is counted twice. Server and client connections
+ * are opened and closed rarely next to transactions: the hot path never
+ * touches the table.
+ *
+ * Idle capacity elsewhere: a worker whose clients wait while the pool's
+ * budget (or its database's, or its user's) is used up marks that slot
+ * "wanted" (a time stamp); every SHARED_POOL_TICK_USEC each worker closes
+ * one idle server of a pool whose slot (or whose database's or user's
+ * slot) is freshly wanted, and retries its own waiting pools. A waiting
+ * client so gets the budget back within two ticks plus a server login.
+ *
+ * Keys come from the configuration and from authenticated logins; client
+ * counts of a database or user are kept only where that limit is set (a
+ * login's names are not trusted before authentication). A slot whose
+ * counts are all zero is reused for another key; a full table leaves a
+ * new key uncounted (logged once).
+ *
+ * With workers = 1 nothing here runs: the pools' own counts decide, as
+ * before (pgv.budget is NULL).
+ */
+#ifndef PGVALVE_SHARED_POOL_H
+#define PGVALVE_SHARED_POOL_H
+
+#include "pgvalve/common.h"
+
+/* How often a worker looks for wanted budget and retries its waiting pools. */
+#define SHARED_POOL_TICK_USEC (50 * 1000)
+
+/* Supervisor, before any fork: the table for count workers. */
+void shared_pool_create(int count);
+void shared_pool_destroy(void);
+/* Supervisor: worker k (1-based) has no process; what it held is free again. */
+void shared_pool_reclaim(int worker);
+/* Worker of a supervisor: fills pgv.budget and starts the tick (after the loop exists). */
+void shared_pool_register(void);
+void shared_pool_stop(void);
+
+#endif
