@@ -247,7 +247,9 @@ static bool server_take(const struct pool *pool, int pool_limit, int db_limit, i
 		servers_of(ps)[sp.self]++;
 		servers_of(ds)[sp.self]++;
 		servers_of(us)[sp.self]++;
-		wants_of(ps)[sp.self] = 0;	/* asked again if still short */
+		/* Asked again if still short; anything held back for an ask gone stale is over. */
+		wants_of(ps)[sp.self] = 0;
+		reserved_of(ps)[sp.self] = 0;
 		*token = token_pack(p, d, u);
 	}
 	table_unlock();
@@ -287,6 +289,9 @@ static void server_wanted(const struct pool *pool)
 	uint32_t p = pool_slot(pool, true);
 	if (p) {
 		struct slot *s = slot_at(p);
+		/* A server held back for an earlier ask that went stale no longer counts: a new ask starts afresh. */
+		if (!want_fresh(wants_of(s)[sp.self], now))
+			reserved_of(s)[sp.self] = 0;
 		wants_of(s)[sp.self] = now;
 		__atomic_store_n(&s->want_any, now, __ATOMIC_RELAXED);
 	}
