@@ -238,6 +238,7 @@ static int run_pooler(bool single, unsigned restarts)
 	readiness_stop();
 	drain_stop();
 	janitor_stop();
+	shared_pool_stop();
 	listener_close();
 	loop_cleanup();
 	pool_free_all();

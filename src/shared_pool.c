@@ -18,6 +18,8 @@
 #include <event2/event.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* Slots in the table; an index fits the 20 bits a token gives it. Slot 0 is the instance's. */
 #define SLOTS 4096
@@ -27,6 +29,8 @@
 #define KEY_MAX (64 + 1 + 128)
 /* A want older than this is over: its worker stopped asking (its clients were served or left). */
 #define WANT_FRESH_USEC (4 * SHARED_POOL_TICK_USEC)
+/* How long a given-back server's budget waits for PostgreSQL to close the connection. */
+#define DEPART_TIMEOUT_SEC 2
 
 enum key_kind { KEY_FREE = 0, KEY_INSTANCE, KEY_DB, KEY_USER, KEY_POOL };
 
@@ -50,6 +54,19 @@ struct table_head {
 	uint32_t full_logged;
 };
 
+/*
+ * A server given back: its socket, kept open by a second descriptor after
+ * the server closed, until PostgreSQL closes it too (its backend has left
+ * pg_stat_activity by then); only then is its budget returned, so that
+ * the asking worker's new connection never overlaps the old one.
+ */
+struct departing {
+	struct list_node node;
+	int fd;
+	uint64_t token;
+	struct event *ev;
+};
+
 static struct {
 	struct table_head *head;
 	char *slots;
@@ -59,7 +76,10 @@ static struct {
 	int self;		/* 0-based column of this worker */
 	struct event *tick;
 	struct budget_ops ops;
+	struct list departing;		/* struct departing */
 } sp;
+
+static void depart(struct server *server);
 
 /* ---------------------------------------------------------------- the table */
 
@@ -324,7 +344,7 @@ static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 	return false;
 }
 
-static bool server_give_back(const struct server *server, bool local_waiters)
+static bool server_give_back(struct server *server, bool local_waiters)
 {
 	uint32_t idx[3];
 	token_unpack(server->budget_token, idx);
@@ -338,9 +358,14 @@ static bool server_give_back(const struct server *server, bool local_waiters)
 	usec_t now = monotonic_usec();
 	if (!want_fresh(any, now))
 		return false;
+	/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
+	if (local_waiters && now_usec() - server->connect_time < SHARED_POOL_HOLD_USEC)
+		return false;
 	table_lock();
 	bool give = give_back_locked(s, local_waiters, now);
 	table_unlock();
+	if (give)
+		depart(server);
 	return give;
 }
 
@@ -381,6 +406,47 @@ static void client_return(uint64_t token)
 	table_unlock();
 }
 
+/* ---------------------------------------------------------------- given-back servers */
+
+static void departed(struct departing *d)
+{
+	list_remove(&sp.departing, &d->node);
+	event_free(d->ev);
+	close(d->fd);
+	if (sp.head)
+		server_return(d->token);
+	free(d);
+}
+
+static void departing_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct departing *d = arg;
+	if (what & EV_READ) {
+		char buf[256];
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+			return;	/* the end of what it sent (a TLS close_notify): EOF follows */
+	}
+	departed(d);
+}
+
+/* The server is about to close: its budget goes with PostgreSQL's end of the connection, not ours. */
+static void depart(struct server *server)
+{
+	int fd = server->nb.fd >= 0 ? dup(server->nb.fd) : -1;
+	if (fd < 0)
+		return;	/* returned when the server closes, as any other */
+	struct departing *d = xcalloc(1, sizeof(*d));
+	d->fd = fd;
+	d->token = server->budget_token;
+	server->budget_token = 0;
+	struct timeval tv = { DEPART_TIMEOUT_SEC, 0 };
+	d->ev = event_new(pgv.base, fd, EV_READ | EV_PERSIST, departing_cb, d);
+	event_add(d->ev, &tv);
+	list_node_init(&d->node);
+	list_append(&sp.departing, &d->node);
+}
+
 /* ---------------------------------------------------------------- the tick */
 
 /* An idle server of pool, the one idle longest, given back if another worker asks. */
@@ -400,8 +466,10 @@ static void give_back_idle(struct pool *pool, usec_t now)
 	table_lock();
 	bool give = give_back_locked(s, false, now);
 	table_unlock();
-	if (give)
+	if (give) {
+		depart(server);
 		server_close(server, "given back for another worker's waiting clients");
+	}
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -497,6 +565,7 @@ void shared_pool_register(void)
 		.client_return = client_return,
 	};
 	pgv.budget = &sp.ops;
+	list_init(&sp.departing);
 	struct timeval tv = { 0, SHARED_POOL_TICK_USEC };
 	sp.tick = event_new(pgv.base, -1, EV_PERSIST, tick_cb, NULL);
 	event_add(sp.tick, &tv);
@@ -507,5 +576,8 @@ void shared_pool_stop(void)
 	if (sp.tick)
 		event_free(sp.tick);
 	sp.tick = NULL;
+	if (pgv.budget)
+		list_for_each_safe(pos, tmp, &sp.departing)
+			departed(container_of(pos, struct departing, node));
 	pgv.budget = NULL;
 }

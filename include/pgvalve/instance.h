@@ -74,10 +74,11 @@ struct budget_ops {
 	/*
 	 * A counted server is ready again (local_waiters: clients of its pool
 	 * here want it): true if it is to close now, its budget held for
-	 * another process whose clients wait. Called on every release: cheap
-	 * when nobody waits.
+	 * another process whose clients wait (the budget may take its token,
+	 * to return it once PostgreSQL has closed the connection). Called on
+	 * every release: cheap when nobody waits.
 	 */
-	bool (*server_give_back)(const struct server *server, bool local_waiters);
+	bool (*server_give_back)(struct server *server, bool local_waiters);
 	/*
 	 * One more client of database db_name and user (limits as above;
 	 * max_client for the instance): NULL if counted, else PgBouncer's

@@ -21,12 +21,19 @@
  * are opened and closed rarely next to transactions: the hot path never
  * touches the table.
  *
- * Idle capacity elsewhere: a worker whose clients wait while the pool's
- * budget (or its database's, or its user's) is used up marks that slot
- * "wanted" (a time stamp); every SHARED_POOL_TICK_USEC each worker closes
- * one idle server of a pool whose slot (or whose database's or user's
- * slot) is freshly wanted, and retries its own waiting pools. A waiting
- * client so gets the budget back within two ticks plus a server login.
+ * Capacity elsewhere: a worker whose clients wait while the pool's budget
+ * is used up marks the pool's slot "wanted" by it (a time stamp, per
+ * worker). Every SHARED_POOL_TICK_USEC each worker closes one idle server
+ * of a pool another worker freshly wants, and retries its own waiting
+ * pools; a worker whose own clients wait too closes a server as it is
+ * released if it holds more of the pool than the asking worker and the
+ * server has served SHARED_POOL_HOLD_USEC (so a saturated pool takes
+ * turns across workers without only logging in and out). The closed
+ * server's budget is held for the asking worker (its "reserved" column)
+ * while it keeps asking. A waiting client so gets a server another worker
+ * held idle within two ticks plus a server login; one held busy, within
+ * SHARED_POOL_HOLD_USEC more. Only pool_size is handed on this way:
+ * servers at max_db_connections or max_user_connections are not.
  *
  * Keys come from the configuration and from authenticated logins; client
  * counts of a database or user are kept only where that limit is set (a
@@ -44,6 +51,8 @@
 
 /* How often a worker looks for wanted budget and retries its waiting pools. */
 #define SHARED_POOL_TICK_USEC (50 * 1000)
+/* A server whose own worker's clients wait for it too serves them this long before it is given back. */
+#define SHARED_POOL_HOLD_USEC (200 * 1000)
 
 /* Supervisor, before any fork: the table for count workers. */
 void shared_pool_create(int count);
