@@ -882,7 +882,8 @@ void pool_server_ready(struct server *server)
 		return;
 	}
 	if (server->budget_token && pgv.budget &&
-	    pgv.budget->server_give_back(server, !list_empty(&pool->waiting_clients))) {
+	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool->auth_waiters.count ||
+							 pool->welcome_clients.count)) {
 		server_close(server, "given back for another worker's waiting clients");
 		return;
 	}
