@@ -282,15 +282,21 @@ static void column_return(int32_t *col)
 		col[sp.self]--;
 }
 
-static void server_return(uint64_t token)
+/* One less in this worker's column (servers or clients) of each of the token's slots. */
+static void token_return(uint64_t token, int32_t *(*column)(struct slot *))
 {
 	uint32_t idx[3];
 	token_unpack(token, idx);
 	table_lock();
 	for (int i = 0; i < 3; i++)
 		if (idx[i])
-			column_return(servers_of(slot_at(idx[i] - 1)));
+			column_return(column(slot_at(idx[i] - 1)));
 	table_unlock();
+}
+
+static void server_return(uint64_t token)
+{
+	token_return(token, servers_of);
 }
 
 static int server_count(const struct pool *pool)
@@ -397,13 +403,7 @@ static const char *client_take(const char *db_name, const char *user, int max_cl
 
 static void client_return(uint64_t token)
 {
-	uint32_t idx[3];
-	token_unpack(token, idx);
-	table_lock();
-	for (int i = 0; i < 3; i++)
-		if (idx[i])
-			column_return(clients_of(slot_at(idx[i] - 1)));
-	table_unlock();
+	token_return(token, clients_of);
 }
 
 /* ---------------------------------------------------------------- given-back servers */
