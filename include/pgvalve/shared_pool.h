@@ -16,8 +16,10 @@
  * table: a check of the sum and the increment of one's own column happen
  * under it, so no limit is ever exceeded, not even by one; a worker that
  * dies holding it leaves it to the next locker (EOWNERDEAD), and its
- * columns go when the supervisor reaps it, so a restarted worker starts
- * from zero and nothing is counted twice. Server and client connections
+ * columns are zeroed half a second after the supervisor reaps it (its
+ * connections' backends have left PostgreSQL by then) and again before
+ * it starts anew, so a restarted worker starts from zero and nothing is
+ * counted twice. Server and client connections
  * are opened and closed rarely next to transactions: the hot path never
  * touches the table.
  *

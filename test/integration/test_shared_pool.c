@@ -314,6 +314,62 @@ START_TEST(killed_worker_gives_its_budget_back)
 }
 END_TEST
 
+/*
+ * Under load: pgbench on worker 1's socket while worker 2 holds a server
+ * in a transaction, pool_size = 3. SIGKILL of worker 2: its client
+ * fails, pgbench does not, PostgreSQL never sees more than 3 connections,
+ * and pgbench's worker gets the dead worker's share within seconds.
+ */
+START_TEST(killed_worker_under_load)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	char out[700], port[16], dir[700];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 3\n", std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *b = worker_login(&p, 2, DB);
+	PQclear(PQexec(b, "BEGIN"));
+	ck_assert_str_eq(query_value(b, "SELECT 'b in tx'"), "b in tx");
+	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
+	snprintf(port, sizeof(port), "%d", p.port);
+	worker_dir(&p, 1, dir, sizeof(dir));
+	char *env[] = { "PGPASSWORD=" PASS, "PGSSLMODE=disable", NULL };
+	char *argv[] = { "pgbench", "-n", "-S", "-c", "8", "-j", "2", "-T", "8", "-h", dir, "-p", port, "-U", USER,
+			 DB, NULL };
+	pid_t bench = fork();
+	ck_assert_int_ge(bench, 0);
+	if (bench == 0)
+		_exit(run_program(argv, env, out, 60));
+	double t0 = now_s();
+	bool killed = false;
+	int most = 0, most_after = 0, status;
+	while (waitpid(bench, &status, WNOHANG) == 0) {
+		int n = pg_count_backends(USER);
+		most = n > most ? n : most;
+		if (killed && now_s() - t0 > 5.5)
+			most_after = n > most_after ? n : most_after;
+		if (!killed && now_s() - t0 > 2.5) {
+			ck_assert_int_eq(kill(pids[1], SIGKILL), 0);
+			killed = true;
+		}
+		sleep_ms(20);
+	}
+	const char *text = read_file_tail(out, 8000);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench exit status %d:\n%s\n%s",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, text, pgv_log_tail(&p, 2000));
+	ck_assert_msg(pgbench_number(text, "number of failed transactions: ") == 0, "failed transactions:\n%s", text);
+	ck_assert_msg(most <= 3, "PostgreSQL saw %d connections of a pool of 3\n%s", most, pgv_log_tail(&p, 2000));
+	/* After the kill, worker 1 uses the whole pool: 3 servers for its 8 clients. */
+	ck_assert_msg(most_after == 3, "worker 1 had %d servers after worker 2 died\n%s", most_after,
+		      pgv_log_tail(&p, 2000));
+	PGresult *r = PQexec(b, "SELECT 'b after the kill'");
+	ck_assert_msg(PQresultStatus(r) != PGRES_TUPLES_OK, "worker 2's client outlived its worker");
+	PQclear(r);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* workers = 1: nothing shared, the limits as in one process (and no budget log lines). */
 START_TEST(single_process_unchanged)
 {
@@ -340,6 +396,7 @@ int main(void)
 	tcase_add_test(tc, max_client_conn_holds_for_the_instance);
 	tcase_add_test(tc, min_pool_size_once_for_the_instance);
 	tcase_add_test(tc, killed_worker_gives_its_budget_back);
+	tcase_add_test(tc, killed_worker_under_load);
 	tcase_add_test(tc, single_process_unchanged);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
