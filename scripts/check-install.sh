@@ -41,7 +41,19 @@ expect 'grep -q "sysconfdir)/pgvalve/" "$src/README.md"' "the README says \$(sys
 echo "listen_port = 7777 ; edited" >>"$etc/pgvalve.ini"
 quiet_make install
 expect 'grep -q "edited" "$etc/pgvalve.ini"' "a second make install keeps an edited pgvalve.ini"
+quiet_make install-pgbouncer-name
+expect '[ "$(readlink "$dest$pgv_bindir/pgbouncer")" = pgvalve ]' "make install-pgbouncer-name links pgbouncer to pgvalve"
+quiet_make install-pgbouncer-name
+expect '[ "$(readlink "$dest$pgv_bindir/pgbouncer")" = pgvalve ]' "a second make install-pgbouncer-name is harmless"
 quiet_make uninstall
+expect '[ ! -e "$dest$pgv_bindir/pgbouncer" ] && [ ! -L "$dest$pgv_bindir/pgbouncer" ]' "make uninstall removes the pgbouncer link"
+quiet_make install
+echo "a real PgBouncer" >"$dest$pgv_bindir/pgbouncer"
+expect '! make -s -C "$build" install-pgbouncer-name DESTDIR="$dest" >/dev/null 2>&1' "make install-pgbouncer-name refuses to replace another pgbouncer"
+expect '[ "$(cat "$dest$pgv_bindir/pgbouncer")" = "a real PgBouncer" ]' "... and leaves it as it was"
+quiet_make uninstall
+expect '[ "$(cat "$dest$pgv_bindir/pgbouncer")" = "a real PgBouncer" ]' "make uninstall leaves another pgbouncer alone"
+rm -f "$dest$pgv_bindir/pgbouncer"
 expect '[ -f "$etc/pgvalve.ini" ] && [ ! -e "$etc/userlist.txt" ]' "make uninstall keeps the edited pgvalve.ini, removes the untouched sample"
 expect '[ ! -e "$dest$pgv_bindir/pgvalve" ]' "make uninstall removes the binary"
 

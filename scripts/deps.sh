@@ -9,7 +9,9 @@
 #                            test, package (test/package/run.sh), bench (test's,
 #                            plus PgBouncer as a reference and gnuplot for
 #                            test/bench/sweep.sh), fuzz (clang, libFuzzer), valgrind,
-#                            cost (test/bench/cost_guard.sh: PostgreSQL, valgrind, strace)
+#                            cost (test/bench/cost_guard.sh: PostgreSQL, valgrind, strace),
+#                            container (test/container/run.sh: buildah, podman, runc, debootstrap),
+#                            fleet (test/fleet/run.sh: haproxy, iproute2)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -41,7 +43,7 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test | package | bench | cost)
+	quickstart | test | package | bench | cost | container | fleet)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
@@ -93,6 +95,21 @@ EOF
 	valgrind)
 		cat <<'EOF'
 valgrind|command -v valgrind
+EOF
+		;;
+	fleet)
+		cat <<'EOF'
+haproxy|command -v haproxy
+iproute2|command -v ip
+EOF
+		;;
+	container)
+		cat <<'EOF'
+buildah|command -v buildah
+podman|command -v podman
+runc|command -v runc
+debootstrap|command -v debootstrap
+procps|command -v pkill
 EOF
 		;;
 	cost)

@@ -566,6 +566,9 @@ static void show_config(struct admin_result *r)
 		for (size_t k = 0; k < ARRAY_SIZE(null_when_empty); k++)
 			if (strcmp(p->name, null_when_empty[k]) == 0 && !value[0])
 				val = NULL;
+		/* stats_users read this too: a forged long cancel key must not be one SHOW away */
+		if (strcmp(p->name, "cancel_key_secret") == 0 && value[0])
+			val = "(set, not shown)";
 		const char *row[4] = { p->name, val, def, p->reloadable ? "yes" : "no" };
 		admin_result_row(r, row);
 	}

@@ -325,24 +325,32 @@ static bool is_protocol_option(const char *name)
 }
 
 /*
- * As PostgreSQL: a client asking for protocol 3.x with x > 0, or offering
- * _pq_ options, is told with NegotiateProtocolVersion that 3.0 is spoken
- * and which options were not recognized, and the login goes on in 3.0
- * (libpq's max_protocol_version relies on it). Returns false if the client
- * was closed.
+ * As PostgreSQL 18: protocol 3.0 and 3.2 are spoken as asked. A client
+ * asking for a newer minor (PostgreSQL 19's 3.9999 among them) or 3.1
+ * (never used: it collided with old PgBouncers), or offering _pq_
+ * options, is told with NegotiateProtocolVersion the newest version below
+ * its own that is spoken (3.2, 3.0 for 3.1) and which options were not
+ * recognized, and the login goes on in that version (libpq's
+ * max_protocol_version relies on it). What pgvalve speaks with its servers
+ * does not change: 3.2 differs only in BackendKeyData and CancelRequest,
+ * which pgvalve makes and reads itself. Returns false if the client was
+ * closed.
  */
 static bool negotiate_protocol(struct client *client, const struct startup_params *sp)
 {
 	const char *unknown[STARTUP_MAX_PARAMS];
 	int count = 0;
+	unsigned minor = sp->version & 0xffff;
 	for (int i = 0; i < sp->count; i++)
 		if (is_protocol_option(sp->names[i]))
 			unknown[count++] = sp->names[i];
-	if ((sp->version & 0xffff) == 0 && count == 0)
+	unsigned agreed = minor >= 2 ? 2 : 0;
+	client->login->proto_minor = (uint8_t)agreed;
+	if ((minor == 0 || minor == 2) && count == 0)
 		return true;
 	struct pktbuf b;
 	pktbuf_init(&b, 64);
-	proto_put_negotiate_version(&b, PROTO_VERSION_3, unknown, count);
+	proto_put_negotiate_version(&b, PROTO_VERSION_3 + agreed, unknown, count);
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
 	return client->state != CL_CLOSED;
@@ -526,6 +534,32 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	auth_begin(client);
 }
 
+/*
+ * A CancelRequest: 16 bytes (protocol 3.0's 4-byte key) or, from a 3.2
+ * client, 12 plus a key of up to 256 bytes. Anything else is logged and
+ * closed. False if the client was closed.
+ */
+static bool client_cancel_packet(struct client *client, const struct pkt *pkt)
+{
+	struct cancel_request req;
+	uint32_t key_len = pkt->len - 12;
+	if (pkt->len < 12 + CANCEL_KEY_SHORT_LEN || key_len > CANCEL_KEY_MAX) {
+		client_log(LOG_LEVEL_WARNING, client, "cancel request of %u bytes: not a valid CancelRequest, ignored",
+			   pkt->len);
+		client_close(client, NULL, "bad cancel request");
+		return false;
+	}
+	const uint8_t *body = pkt_body(pkt);
+	req.pid = ((uint32_t)body[4] << 24) | ((uint32_t)body[5] << 16) | ((uint32_t)body[6] << 8) | body[7];
+	req.key_len = (uint16_t)key_len;
+	memcpy(req.key, body + 8, key_len);
+	client->quiet = true;
+	netbuf_pause(&client->nb);	/* nothing more is read from a cancel connection */
+	if (!client_handle_cancel(client, &req))
+		client_close(client, NULL, "cancel request");
+	return client->state != CL_CLOSED;
+}
+
 static bool client_login_packet(struct client *client, const struct pkt *pkt)
 {
 	struct client_login *login = client->login;
@@ -546,26 +580,15 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			handle_ssl_request(client, code == PROTO_GSSENC_REQUEST);
 			return client->state != CL_CLOSED;
 		}
-		if (code == PROTO_CANCEL_REQUEST) {
-			if (pkt->len != 16) {
-				client_close(client, NULL, "bad cancel request");
-				return false;
-			}
-			uint32_t pid = pkt_get_uint32(&r);
-			uint32_t key = pkt_get_uint32(&r);
-			client->quiet = true;
-			netbuf_pause(&client->nb);	/* nothing more is read from a cancel connection */
-			if (!client_handle_cancel(client, pid, key))
-				client_close(client, NULL, "cancel request");
-			return client->state != CL_CLOSED;
-		}
+		if (code == PROTO_CANCEL_REQUEST)
+			return client_cancel_packet(client, pkt);
 		if (!netbuf_ssl(&client->nb) && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
 			client_close(client, "28000", "SSL required");
 			return false;
 		}
 		if ((code >> 16) != 3) {
 			char msg[96];
-			snprintf(msg, sizeof(msg), "unsupported frontend protocol %u.%u: server supports 3.0 to 3.0",
+			snprintf(msg, sizeof(msg), "unsupported frontend protocol %u.%u: server supports 3.0 to 3.2",
 				 code >> 16, code & 0xffff);
 			client_close(client, "0A000", msg);
 			return false;
@@ -638,7 +661,14 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 		cancel_key_make(pgv.cfg->peer_id, &client->cancel_pid, &client->cancel_key);
 	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
-	proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
+	if (client->login->proto_minor >= 2) {
+		uint8_t key[CANCEL_KEY_LONG_LEN];
+		cancel_key_make_long(client->cancel_pid, client->cancel_key, client->nb.fd, client->is_unix, key);
+		client->cancel_long = true;
+		proto_put_backend_key_bytes(&b, client->cancel_pid, key, sizeof(key));
+	} else {
+		proto_put_backend_key(&b, client->cancel_pid, client->cancel_key);
+	}
 	/* login_notify_message (PgBouncer 1.26): where PostgreSQL allows a NOTICE, before ReadyForQuery */
 	if (pgv.cfg->login_notify_message[0])
 		proto_put_notice(&b, "00000", pgv.cfg->login_notify_message);
@@ -829,6 +859,8 @@ void client_linked(struct client *client)
 {
 	client->wait_notified = false;
 	client->request_time = now_usec();
+	if (!in_login(client->state))
+		client->served = true;
 	client_set_state(client, in_login(client->state) ? CL_PARAMS_CHECK : CL_ACTIVE);
 }
 
@@ -895,11 +927,18 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 
 /* ---------------------------------------------------------------- cancel */
 
-bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key)
+bool client_handle_cancel(struct client *requester, const struct cancel_request *req)
 {
-	struct client *target = cancel_index_find(pid, key);
+	uint32_t key;
+	struct client *target = NULL;
+	/* A 3.2 client's key must match in full, a 3.0 client's is 4 bytes. */
+	if (cancel_key_local(req, &key)) {
+		target = cancel_index_find(req->pid, key);
+		if (target && target->cancel_long != (req->key_len != CANCEL_KEY_SHORT_LEN))
+			target = NULL;
+	}
 	if (!target)	/* maybe another process's client */
-		return pgv.hooks.forward_cancel && pgv.hooks.forward_cancel(requester, pid, key);
+		return pgv.hooks.forward_cancel && pgv.hooks.forward_cancel(requester, req);
 	const struct client_kind_ops *ops = client_kinds[target->kind];
 	if (ops && ops->cancel) {
 		ops->cancel(target);

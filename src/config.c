@@ -90,6 +90,10 @@ static const struct param_def params[] = {
 	P_ENUM(auth_type, "md5", RELOAD, IMPL, auth_type_names, AUTH_TYPE_HBA_ONLY),
 	P_STR(auth_user, "", RELOAD, IMPL),
 	P_TIME(autodb_idle_timeout, "3600", RELOAD, IMPL),
+	/* pgvalve extensions: what long cancel keys (protocol 3.2) say and how they are signed (cancel_key.h). */
+	P_STR(cancel_advertise_addr, "", RELOAD, IMPL),
+	P_INT(cancel_advertise_port, "0", RELOAD, IMPL, 0, 65535),
+	P_STR(cancel_key_secret, "", RELOAD, IMPL),
 	P_TIME(cancel_wait_timeout, "10", RELOAD, IMPL),
 	P_TIME(client_idle_timeout, "0", RELOAD, IMPL),
 	P_TIME(client_login_timeout, "60", RELOAD, IMPL),
@@ -136,6 +140,9 @@ static const struct param_def params[] = {
 	P_BOOL(metrics_tls, "0", RELOAD, IMPL),
 	P_INT(min_pool_size, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(peer_id, "0", RELOAD, IMPL, 0, 16383),
+	/* pgvalve extension: protocol 3.0 cancels go to every instance this name resolves to (peer.h). */
+	P_STR(peers_dns, "", RELOAD, IMPL),
+	P_INT(peers_dns_port, "0", RELOAD, IMPL, 0, 65535),
 	P_STR(pidfile, "", RESTART, IMPL),
 	P_INT(pkt_buf, "4096", RESTART, IMPL, 256, INT_MAX),
 	/* Not in PgBouncer 1.25's table but in its current documentation: unused pools are freed. */

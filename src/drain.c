@@ -35,8 +35,17 @@
 /* The backstop sweep: the hooks make it run at once, this catches anything they could not. */
 #define SWEEP_INTERVAL_SEC 5
 
+/*
+ * How long after its connect a client not yet served may take to send its
+ * first request during a drain (drain.h). Two seconds: a login and a first
+ * query take milliseconds; a load balancer's health check (a few hundred
+ * ms) has stopped sending new connections by then.
+ */
+#define FIRST_REQUEST_GRACE_USEC (2 * USEC_PER_SEC)
+
 static struct {
-	struct event *sweep_ev;		/* persistent 1 s timer, also made active by the hooks */
+	struct event *sweep_ev;		/* persistent 5 s timer, also made active by the hooks */
+	struct event *grace_ev;		/* one sweep when the first-request grace has passed */
 	struct event *deadline_ev;	/* drain_timeout; NULL when there is no limit */
 	usec_t started;
 } dr;
@@ -55,10 +64,21 @@ bool drain_active(void)
 /* ---------------------------------------------------------------- boundaries */
 
 /*
- * Whether closing c now cuts nothing: no transaction of its own is open
- * and no request of it has been read. Console clients are never chosen.
+ * A client that connected just before the drain and has not been served
+ * yet (its login under way, or its first request still to come): its
+ * application opened the connection to run something, so it gets to.
  */
-static bool at_boundary(const struct client *c)
+static bool awaiting_first_request(const struct client *c, usec_t now)
+{
+	return !c->served && now - c->connect_time < FIRST_REQUEST_GRACE_USEC;
+}
+
+/*
+ * Whether closing c now cuts nothing: no transaction of its own is open
+ * and no request of it has been read, and it is not a new client about
+ * to send its first. Console clients are never chosen.
+ */
+static bool at_boundary(const struct client *c, usec_t now)
 {
 	if (client_is_console(c) || !c->pool)
 		return false;	/* the console stays; no pool: not admitted, refused on its startup packet */
@@ -69,9 +89,9 @@ static bool at_boundary(const struct client *c)
 	case CL_WELCOME:
 	case CL_PARAMS_WAITING:
 	case CL_PARAMS_CHECK:
-		return true;	/* a login: nothing of it runs yet */
+		return !awaiting_first_request(c, now);	/* a login: nothing of it runs yet */
 	case CL_IDLE:
-		return !netbuf_buffered(&c->nb);
+		return !netbuf_buffered(&c->nb) && !awaiting_first_request(c, now);
 	case CL_ACTIVE:
 		/* Session mode keeps the server between transactions: idle when it owes nothing. */
 		return c->link && pool_effective_mode(c->pool) == POOL_MODE_SESSION && server_is_clean(c->link) &&
@@ -93,11 +113,11 @@ static void victims_add(struct victims *vs, struct client *c)
 }
 
 /* force: every pooled client, at a boundary or not (drain_timeout). */
-static void collect(struct victims *vs, const struct list *l, bool force)
+static void collect(struct victims *vs, const struct list *l, bool force, usec_t now)
 {
 	list_for_each(pos, l) {
 		struct client *c = container_of(pos, struct client, node);
-		if (c->pool && !client_is_console(c) && (force || at_boundary(c)))
+		if (c->pool && !client_is_console(c) && (force || at_boundary(c, now)))
 			victims_add(vs, c);
 	}
 }
@@ -110,17 +130,18 @@ static void collect(struct victims *vs, const struct list *l, bool force)
 static void sweep(bool force)
 {
 	struct victims vs = { 0 };
-	collect(&vs, &pgv.login_clients, force);
+	usec_t now = now_usec();
+	collect(&vs, &pgv.login_clients, force, now);
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		if (db->is_admin)
 			continue;
 		list_for_each(ppos, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
-			collect(&vs, &pool->idle_clients, force);
-			collect(&vs, &pool->active_clients, force);
-			collect(&vs, &pool->welcome_clients, force);
-			collect(&vs, &pool->waiting_clients, force);
+			collect(&vs, &pool->idle_clients, force, now);
+			collect(&vs, &pool->active_clients, force, now);
+			collect(&vs, &pool->welcome_clients, force, now);
+			collect(&vs, &pool->waiting_clients, force, now);
 		}
 	}
 	for (size_t i = 0; i < vs.n; i++)
@@ -192,6 +213,12 @@ static void start_watching(void)
 	struct timeval every = { SWEEP_INTERVAL_SEC, 0 };
 	dr.sweep_ev = event_new(pgv.base, -1, EV_PERSIST, sweep_cb, NULL);
 	event_add(dr.sweep_ev, &every);
+	/* Clients accepted before the drain all reach the end of their grace by then. */
+	struct timeval grace = { 0, 0 };
+	grace.tv_sec = (time_t)(FIRST_REQUEST_GRACE_USEC / USEC_PER_SEC);
+	grace.tv_usec = 50 * 1000;
+	dr.grace_ev = evtimer_new(pgv.base, sweep_cb, NULL);
+	event_add(dr.grace_ev, &grace);
 	usec_t limit = pgv.cfg->drain_timeout;
 	if (limit > 0) {
 		struct timeval tv = { (time_t)(limit / USEC_PER_SEC), (suseconds_t)(limit % USEC_PER_SEC) };
@@ -230,7 +257,9 @@ void drain_stop(void)
 	pgv.hooks.client_at_boundary = NULL;
 	if (dr.sweep_ev)
 		event_free(dr.sweep_ev);
+	if (dr.grace_ev)
+		event_free(dr.grace_ev);
 	if (dr.deadline_ev)
 		event_free(dr.deadline_ev);
-	dr.sweep_ev = dr.deadline_ev = NULL;
+	dr.sweep_ev = dr.grace_ev = dr.deadline_ev = NULL;
 }

@@ -37,14 +37,32 @@ struct peer_pool {
 	struct list active;
 };
 
+/*
+ * One CancelRequest that came in, and the forwards made for it (one, or
+ * one per instance peers_dns names). The requester is held open until the
+ * last of them is over.
+ */
+struct peer_cancel_group {
+	struct client *client;		/* the requester, held open; NULL once it left */
+	int refs;			/* forwards not finished, and the set-up or lookup under way */
+	struct cancel_request cr;	/* as it came in */
+	struct sockaddr_storage local;	/* where it came in: peers_dns sends nothing there */
+	struct dns_waiter dns;		/* looking up peers_dns */
+	struct list_node node;		/* peer_lookups while it does */
+};
+
+/* Groups waiting for the peers_dns lookup (shutdown frees them). */
+static struct list peer_lookups = { .head = { &peer_lookups.head, &peer_lookups.head } };
+
 struct peer_cancel {
 	struct netbuf nb;
 	enum peer_cancel_state state;
 	struct list_node node;		/* the pool's list of its state */
 	struct peer_pool *pool;
-	struct client *client;		/* the requester, held open; NULL once it left */
-	uint32_t pid;			/* the key as forwarded: TTL already lowered */
-	uint32_t key;
+	struct peer_cancel_group *group;
+	struct cancel_request cr;	/* as forwarded: TTL already lowered */
+	struct sockaddr_storage addr;	/* pool by address (peer id 0): the owner the long key names */
+	socklen_t addr_len;
 	usec_t queued_at;
 	usec_t started_at;		/* connect (or the lookup before it) started */
 	int port;			/* the peer's, when the connect started */
@@ -118,26 +136,55 @@ void peer_get_pool_counts(int peer_id, struct peer_pool_counts *out)
 
 /* ---------------------------------------------------------------- requests */
 
-/*
- * Ends a forward: closes its connection and the requester it held. Does
- * not start queued ones (callers do, once they are done with their lists).
- */
-static void peer_cancel_finish(struct peer_cancel *req)
+/* Drops one reference to a group: the last one closes the requester it held. */
+static void peer_group_release(struct peer_cancel_group *g)
 {
-	struct client *client = req->client;
-	dns_cancel(&req->dns);
-	netbuf_close(&req->nb);
-	list_remove(peer_state_list(req->pool, req->state), &req->node);
-	free(req);
+	if (--g->refs > 0)
+		return;
+	struct client *client = g->client;
+	dns_cancel(&g->dns);
+	if (list_node_linked(&g->node))
+		list_remove(&peer_lookups, &g->node);
+	free(g);
 	if (client) {
 		client->login->peer_cancel = NULL;
 		client_close(client, NULL, "cancel request forwarded");
 	}
 }
 
+/*
+ * Ends a forward: closes its connection and, with the group's last, the
+ * requester it held. Does not start queued ones (callers do, once they are
+ * done with their lists).
+ */
+static void peer_cancel_finish(struct peer_cancel *req)
+{
+	struct peer_cancel_group *g = req->group;
+	dns_cancel(&req->dns);
+	netbuf_close(&req->nb);
+	list_remove(peer_state_list(req->pool, req->state), &req->node);
+	free(req);
+	peer_group_release(g);
+}
+
+/* "peer 3", or the address a long key names ("10.0.0.5:6432"). */
+static const char *peer_cancel_target(const struct peer_cancel *req, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	int port = 0;
+	if (req->pool->peer_id > 0)
+		snprintf(buf, size, "peer %d", req->pool->peer_id);
+	else if (sockaddr_host_text((const struct sockaddr *)&req->addr, host, sizeof(host), &port))
+		snprintf(buf, size, "instance %s:%d", host, port);
+	else
+		snprintf(buf, size, "an unknown instance");
+	return buf;
+}
+
 static void peer_cancel_drop(struct peer_cancel *req, const char *why)
 {
-	log_warning("dropping cancel request for peer %d: %s", req->pool->peer_id, why);
+	char target[128];
+	log_warning("dropping cancel request for %s: %s", peer_cancel_target(req, target, sizeof(target)), why);
 	peer_cancel_finish(req);
 }
 
@@ -213,6 +260,14 @@ static void peer_pool_launch(struct peer_pool *pool)
 	struct list_node *n;
 	while ((n = list_first(&pool->waiting))) {
 		struct peer_cancel *req = container_of(n, struct peer_cancel, node);
+		if (pool->peer_id == 0) {	/* by the address in a long key: default_pool_size at once */
+			if ((int)(pool->login.count + pool->active.count) >= pgv.cfg->default_pool_size)
+				break;
+			req->started_at = now_usec();
+			peer_cancel_set_state(req, PEER_CANCEL_LOGIN);
+			peer_cancel_start_socket(req, (const union pgv_sockaddr *)&req->addr, req->addr_len);
+			continue;
+		}
 		const struct peer_config *pc = peer_find_config(pool->peer_id);
 		if (!pc) {
 			peer_cancel_drop(req, "the peer is no longer configured");
@@ -232,17 +287,17 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 
 	switch (ev) {
 	case NETBUF_EV_CONNECT_OK: {
-		uint8_t mem[16];
+		uint8_t mem[12 + CANCEL_KEY_MAX];
 		struct pktbuf b;
 		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		proto_put_cancel_request(&b, req->pid, req->key);
+		proto_put_cancel_request_bytes(&b, req->cr.pid, req->cr.key, req->cr.key_len);
 		peer_cancel_set_state(req, PEER_CANCEL_ACTIVE);
 		if (!netbuf_send(&req->nb, b.buf, b.len)) {
 			peer_cancel_drop(req, "send failed");
 			peer_pool_launch(pool);
 			return false;
 		}
-		log_debug("sent cancel request to peer %d", pool->peer_id);
+		log_debug("sent cancel request to peer %d (0: by key address)", pool->peer_id);
 		netbuf_resume(&req->nb);	/* the peer answers by closing */
 		return true;
 	}
@@ -251,7 +306,7 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 		return true;
 	case NETBUF_EV_RECV_FAILED:
 		if (req->state == PEER_CANCEL_ACTIVE) {
-			log_debug("peer %d handled the cancel request", pool->peer_id);
+			log_debug("peer %d (0: by key address) handled the cancel request", pool->peer_id);
 			peer_cancel_finish(req);
 		} else {
 			peer_cancel_drop(req, "the peer closed the connection");
@@ -279,51 +334,270 @@ static bool peer_cancel_handler(struct netbuf *nb, enum netbuf_event ev, const s
 	return false;
 }
 
-bool peer_forward_cancel(struct client *requester, uint32_t pid, uint32_t key)
+/* Where requester's request came in (TCP; family 0 over a Unix socket). */
+static void peer_local_addr(const struct client *requester, struct sockaddr_storage *out)
 {
-	int peer_id = cancel_key_peer_id(pid);
-	int own_id = pgv.cfg->peer_id;
+	socklen_t len = sizeof(*out);
+	if (requester->is_unix || getsockname(requester->nb.fd, (struct sockaddr *)out, &len) < 0)
+		memset(out, 0, sizeof(*out));
+}
 
-	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers) {
-		/* peer_id 0 switches peering off, as in PgBouncer: no forwarding either. */
-		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key, ignored");
+/* The same IPv4 or IPv6 address and port. */
+static bool peer_same_endpoint(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
 		return false;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const struct sockaddr_in *)a, *y = (const struct sockaddr_in *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
 	}
-	if (peer_id == own_id) {
-		/* Ours, but the client is gone (or the key never existed): nothing to cancel. */
-		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key of this peer, ignored");
+	if (a->sa_family != AF_INET6)
 		return false;
-	}
-	if (!peer_find_config(peer_id)) {
-		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
-		return false;
-	}
-	if (cancel_key_ttl(key) == 0) {
-		client_log(LOG_LEVEL_WARNING, requester, "cancel request for peer %d: TTL exhausted, dropped", peer_id);
-		return false;
-	}
+	const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a, *y = (const struct sockaddr_in6 *)b;
+	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+}
 
+/*
+ * A group for requester's cr, holding the requester (one reference: the
+ * caller's, dropped with peer_group_release once its forwards are queued).
+ */
+static struct peer_cancel_group *peer_group_new(struct client *requester, const struct cancel_request *cr)
+{
+	struct peer_cancel_group *g = xcalloc(1, sizeof(*g));
+	g->client = requester;
+	g->refs = 1;
+	g->cr = *cr;
+	list_node_init(&g->node);
+	peer_local_addr(requester, &g->local);
+	requester->login->peer_cancel = g;	/* a cancel request never logs in: login stays */
+	return g;
+}
+
+/* Queues a forward of cr (its TTL as it is to go out) to pool peer_id (0: to addr). */
+static void peer_queue_forward(struct peer_cancel_group *g, const struct cancel_request *cr, int peer_id,
+			       const struct sockaddr_storage *addr, socklen_t addr_len)
+{
 	struct peer_cancel *req = xcalloc(1, sizeof(*req));
 	netbuf_init(&req->nb, peer_cancel_handler, 1024);
 	list_node_init(&req->node);
 	req->pool = peer_get_pool(peer_id);
-	req->client = requester;
-	req->pid = pid;
-	req->key = key - 1;	/* one hop used: the TTL bits are non-zero, so no borrow */
+	req->group = g;
+	g->refs++;
+	req->cr = *cr;
+	if (addr) {
+		req->addr = *addr;
+		req->addr_len = addr_len;
+	}
 	req->queued_at = now_usec();
-	requester->login->peer_cancel = req;	/* a cancel request never logs in: login stays */
-	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
 	peer_cancel_set_state(req, PEER_CANCEL_WAITING);
 	peer_pool_launch(req->pool);
-	/* A failed connect finished the request, and with it closed the requester. */
+	/* A failed connect finished the request (the group's reference keeps the requester). */
+}
+
+/* One forward for requester's cr, its TTL lowered by one hop. */
+static void peer_forward_one(struct client *requester, const struct cancel_request *cr, int peer_id,
+			     const struct sockaddr_storage *addr, socklen_t addr_len)
+{
+	struct peer_cancel_group *g = peer_group_new(requester, cr);
+	struct cancel_request out = *cr;
+	cancel_request_lower_ttl(&out);
+	peer_queue_forward(g, &out, peer_id, addr, addr_len);
+	peer_group_release(g);
+}
+
+/*
+ * [peers] by the peer id in the pid: 1 if forwarded, 0 if dropped, -1 if
+ * the key is not one for [peers] (peering off, no peer id, our own id, or
+ * a long key whose peer id no [peers] entry has: the random bytes of an
+ * instance without peer_id).
+ */
+static int peer_forward_by_id(struct client *requester, const struct cancel_request *cr)
+{
+	int peer_id = cancel_key_peer_id(cr->pid);
+	int own_id = pgv.cfg->peer_id;
+
+	/* peer_id 0 switches peering off, as in PgBouncer: no forwarding either. */
+	if (own_id == 0 || peer_id == 0 || !pgv.cfg->peers || peer_id == own_id)
+		return -1;
+	if (!peer_find_config(peer_id)) {
+		if (cr->key_len == CANCEL_KEY_LONG_LEN)
+			return -1;	/* a long key of an instance without peer_id: its address may say more */
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request for unknown peer %d, dropped", peer_id);
+		return 0;
+	}
+	if (cancel_request_ttl(cr) == 0) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request for peer %d: TTL exhausted, dropped", peer_id);
+		return 0;
+	}
+	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to peer %d", peer_id);
+	peer_forward_one(requester, cr, peer_id, NULL, 0);
+	return 1;
+}
+
+/*
+ * A long key (protocol 3.2) no [peers] entry takes: forwarded to the
+ * instance it names if it verifies under cancel_key_secret. True if
+ * forwarded.
+ */
+static bool peer_forward_by_address(struct client *requester, const struct cancel_request *cr)
+{
+	struct sockaddr_storage addr;
+	socklen_t len = 0;
+
+	if (!pgv.cfg->cancel_key_secret[0]) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a long key not of this process, "
+			   "and no cancel_key_secret to verify it: dropped");
+		return false;
+	}
+	if (!cancel_key_fleet_valid(cr)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a forged or damaged key "
+			   "(it does not verify under cancel_key_secret): dropped");
+		return false;
+	}
+	if (cancel_key_is_own(cr)) {
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for a client of this instance that is gone, ignored");
+		return false;
+	}
+	if (!cancel_key_owner(cr, &addr, &len)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a key that names no instance "
+			   "(its client came over a Unix socket; set cancel_advertise_addr): dropped");
+		return false;
+	}
+	struct sockaddr_storage local;
+	peer_local_addr(requester, &local);
+	if (peer_same_endpoint((const struct sockaddr *)&local, (const struct sockaddr *)&addr)) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a key naming this instance's address, "
+			   "from a process that is gone (restarted?): dropped");
+		return false;
+	}
+	if (cancel_request_ttl(cr) == 0) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request by key address: TTL exhausted, dropped");
+		return false;
+	}
+	char host[INET6_ADDRSTRLEN + 2];
+	int port = 0;
+	sockaddr_host_text((const struct sockaddr *)&addr, host, sizeof(host), &port);
+	client_log(LOG_LEVEL_DEBUG, requester, "forwarding cancel request to instance %s:%d", host, port);
+	peer_forward_one(requester, cr, 0, &addr, len);
 	return true;
 }
 
-static void peer_client_gone_of(struct peer_cancel *req)
+/* ---------------------------------------------------------------- peers_dns */
+
+static int peer_dns_port(void)
 {
-	if (req->client)
-		req->client->login->peer_cancel = NULL;
-	req->client = NULL;
+	return pgv.cfg->peers_dns_port ? pgv.cfg->peers_dns_port : pgv.cfg->listen_port;
+}
+
+/*
+ * peers_dns answered (first: one of its addresses, with the count): the
+ * request goes to every address but the one it came in on, TTL 0 so that
+ * none of them sends it on again. Returns how many forwards were queued.
+ */
+static int peer_broadcast_to(struct peer_cancel_group *g, const struct dns_addr *first)
+{
+	struct cancel_request out = g->cr;
+	int queued = 0;
+	out.key[3] &= (uint8_t)~CANCEL_KEY_TTL_MASK;
+	for (int i = 0; i < first->count; i++) {
+		struct dns_addr a = *first;
+		if (i != first->index) {
+			struct dns_waiter w = { .want = i + 1 };
+			char err[256];
+			if (dns_lookup(pgv.cfg->peers_dns, &w, NULL, &a, err, sizeof(err)) != DNS_DONE) {
+				dns_cancel(&w);
+				continue;	/* the answer changed under us: the next cancel sees the new one */
+			}
+		}
+		union pgv_sockaddr addr;
+		socklen_t len;
+		dns_answer_address(&a, peer_dns_port(), &addr, &len);
+		if (peer_same_endpoint((const struct sockaddr *)&g->local, &addr.sa))
+			continue;
+		struct sockaddr_storage ss;
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, &addr, len);
+		peer_queue_forward(g, &out, 0, &ss, len);
+		queued++;
+	}
+	return queued;
+}
+
+static void peer_broadcast_answer(struct peer_cancel_group *g, const struct dns_addr *a, const char *error)
+{
+	if (!a) {
+		log_warning("dropping cancel request: peers_dns: %s", error);
+	} else if (peer_broadcast_to(g, a) == 0) {
+		log_warning("dropping cancel request: peers_dns \"%s\" names no instance but this one",
+			    pgv.cfg->peers_dns);
+	}
+	peer_group_release(g);
+}
+
+static void peer_broadcast_dns_done(struct dns_waiter *w, const struct dns_addr *a, const char *error)
+{
+	struct peer_cancel_group *g = container_of(w, struct peer_cancel_group, dns);
+	list_remove(&peer_lookups, &g->node);
+	peer_broadcast_answer(g, a, error);
+}
+
+/*
+ * A 3.0 key no local client has, with peers_dns set: sent to every
+ * instance the name resolves to (looked up again once dns_max_ttl has
+ * passed). True: the requester is held until the last forward is over.
+ */
+static bool peer_forward_by_dns(struct client *requester, const struct cancel_request *cr)
+{
+	if (cancel_request_ttl(cr) == 0) {
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request sent on by another instance, "
+			   "for no client here: ignored");
+		return false;
+	}
+	struct peer_cancel_group *g = peer_group_new(requester, cr);
+	struct dns_addr a;
+	char err[256];
+	client_log(LOG_LEVEL_DEBUG, requester, "sending cancel request to the instances of %s", pgv.cfg->peers_dns);
+	switch (dns_lookup(pgv.cfg->peers_dns, &g->dns, peer_broadcast_dns_done, &a, err, sizeof(err))) {
+	case DNS_PENDING:
+		list_append(&peer_lookups, &g->node);
+		return true;
+	case DNS_DONE:
+		peer_broadcast_answer(g, &a, NULL);
+		return true;
+	case DNS_FAILED:
+		peer_broadcast_answer(g, NULL, err);
+		return true;
+	}
+	return true;
+}
+
+bool peer_forward_cancel(struct client *requester, const struct cancel_request *cr)
+{
+	int by_id = peer_forward_by_id(requester, cr);
+	if (by_id >= 0)
+		return by_id > 0;
+	if (cr->key_len == CANCEL_KEY_LONG_LEN)
+		return peer_forward_by_address(requester, cr);
+	if (cr->key_len != CANCEL_KEY_SHORT_LEN) {
+		client_log(LOG_LEVEL_WARNING, requester, "cancel request with a %u-byte key, not one pgvalve hands out: "
+			   "dropped", (unsigned)cr->key_len);
+		return false;
+	}
+	if (pgv.cfg->peers_dns[0])
+		return peer_forward_by_dns(requester, cr);
+	if (pgv.cfg->peer_id != 0 && cancel_key_peer_id(cr->pid) == pgv.cfg->peer_id)
+		/* Ours, but the client is gone (or the key never existed): nothing to cancel. */
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key of this peer, ignored");
+	else
+		client_log(LOG_LEVEL_DEBUG, requester, "cancel request for unknown key, ignored");
+	return false;
+}
+
+static void peer_client_gone_of(struct peer_cancel_group *g)
+{
+	if (g->client)
+		g->client->login->peer_cancel = NULL;
+	g->client = NULL;
 }
 
 void peer_client_gone(struct client *client)
@@ -366,6 +640,15 @@ void peer_expire_requests(usec_t now)
 
 void peer_free_all(void)
 {
+	struct list_node *lookup;
+	while ((lookup = list_first(&peer_lookups))) {
+		struct peer_cancel_group *g = container_of(lookup, struct peer_cancel_group, node);
+		list_remove(&peer_lookups, &g->node);
+		peer_client_gone_of(g);
+		g->refs = 1;
+		peer_group_release(g);
+	}
+
 	list_for_each_safe(pos, tmp, &pgv.peer_pools) {
 		struct peer_pool *pool = container_of(pos, struct peer_pool, node);
 		struct list *lists[] = { &pool->waiting, &pool->login, &pool->active };
@@ -373,7 +656,7 @@ void peer_free_all(void)
 			struct list_node *n;
 			while ((n = list_first(lists[i]))) {
 				struct peer_cancel *req = container_of(n, struct peer_cancel, node);
-				peer_client_gone_of(req);
+				peer_client_gone_of(req->group);
 				peer_cancel_finish(req);
 			}
 		}

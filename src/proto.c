@@ -289,6 +289,14 @@ void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key)
 	pktbuf_end(b);
 }
 
+void proto_put_backend_key_bytes(struct pktbuf *b, uint32_t pid, const uint8_t *key, uint32_t key_len)
+{
+	pktbuf_begin(b, 'K');
+	pktbuf_put_uint32(b, pid);
+	pktbuf_put_bytes(b, key, key_len);
+	pktbuf_end(b);
+}
+
 void proto_put_negotiate_version(struct pktbuf *b, uint32_t version, const char *const *options, int count)
 {
 	pktbuf_begin(b, 'v');
@@ -299,14 +307,6 @@ void proto_put_negotiate_version(struct pktbuf *b, uint32_t version, const char 
 	pktbuf_end(b);
 }
 
-void proto_put_cancel_request(struct pktbuf *b, uint32_t pid, uint32_t key)
-{
-	pktbuf_begin(b, 0);
-	pktbuf_put_uint32(b, PROTO_CANCEL_REQUEST);
-	pktbuf_put_uint32(b, pid);
-	pktbuf_put_uint32(b, key);
-	pktbuf_end(b);
-}
 
 void proto_put_ready(struct pktbuf *b, char status)
 {
@@ -369,4 +369,19 @@ bool proto_quote_literal(const char *value, char *out, size_t size)
 	out[n++] = '\'';
 	out[n] = '\0';
 	return true;
+}
+
+void proto_put_cancel_request_bytes(struct pktbuf *b, uint32_t pid, const uint8_t *key, uint32_t key_len)
+{
+	pktbuf_begin(b, 0);
+	pktbuf_put_uint32(b, PROTO_CANCEL_REQUEST);
+	pktbuf_put_uint32(b, pid);
+	pktbuf_put_bytes(b, key, key_len);
+	pktbuf_end(b);
+}
+
+void proto_put_cancel_request(struct pktbuf *b, uint32_t pid, uint32_t key)
+{
+	const uint8_t bytes[4] = { (uint8_t)(key >> 24), (uint8_t)(key >> 16), (uint8_t)(key >> 8), (uint8_t)key };
+	proto_put_cancel_request_bytes(b, pid, bytes, sizeof(bytes));
 }

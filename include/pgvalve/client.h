@@ -74,6 +74,7 @@ struct pktbuf;
 struct pkt;
 struct server;
 struct pool;
+struct cancel_request;
 
 /*
  * Client kinds. A login is pooled unless a kind registered at start-up
@@ -158,11 +159,12 @@ struct client_login {
 	struct pool *auth_pool;
 	struct server *auth_server;
 	bool secret_from_scram;		/* the exchange used a stored SCRAM secret (pass-through keys) */
-	struct peer_cancel *peer_cancel;	/* a cancel request (never logs in) held while peer.c forwards it */
+	struct peer_cancel_group *peer_cancel;	/* a cancel request (never logs in) held while peer.c forwards it */
 	/* AuthenticationSASLFinal, sent in one write with AuthenticationOk (client_finish_login) */
 	uint8_t sasl_final[SCRAM_MSG_MAX + 16];
 	uint32_t sasl_final_len;
 	bool auth_ok_sent;		/* AuthenticationOk went out before a check of its parameters */
+	uint8_t proto_minor;		/* the protocol agreed: 3.0 or 3.2 (long cancel keys) */
 };
 
 /*
@@ -214,6 +216,8 @@ struct client {
 	bool direct_tls : 1;		/* opened with TLS at once (ALPN required) */
 	bool wait_notified : 1;		/* query_wait_notify sent for this wait */
 	bool accepted_in_shutdown : 1;	/* came on the Unix socket after a shutdown began */
+	bool served : 1;		/* has been given a server for a request at least once */
+	bool cancel_long : 1;		/* protocol 3.2: its cancel key is the long one (cancel_key.h) */
 };
 
 static inline bool client_is_console(const struct client *client)
@@ -280,7 +284,7 @@ const char *client_db_name(const struct client *client);
  * requester. Returns true if requester is held open while the request is
  * forwarded to a peer (peer.c closes it); false if the caller closes it now.
  */
-bool client_handle_cancel(struct client *requester, uint32_t pid, uint32_t key);
+bool client_handle_cancel(struct client *requester, const struct cancel_request *req);
 
 #define client_log(level, c, fmt, ...) do { \
 	if (log_enabled(level)) { char _pfx[256]; \

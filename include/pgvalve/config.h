@@ -185,6 +185,12 @@ struct config {
 	bool track_client_set;		/* pgvalve extension, see session_set.h */
 	char *ignore_startup_parameters;
 	int peer_id;
+	/* pgvalve extension: long cancel keys of protocol 3.2 clients (cancel_key.h) */
+	char *cancel_key_secret;	/* "" = a random secret per process, keys name no address */
+	char *cancel_advertise_addr;	/* "" = the local address of each client's connection */
+	int cancel_advertise_port;	/* 0 = the port the client came in on (listen_port with an address) */
+	char *peers_dns;		/* pgvalve extension: a name resolving to every instance ("" = none) */
+	int peers_dns_port;		/* their port (0 = listen_port) */
 	bool disable_pqexec;
 	bool application_name_add_host;
 	char *conffile;			/* the main file unless the file sets it */

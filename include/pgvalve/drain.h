@@ -15,8 +15,16 @@
  *     transaction is over; in session mode, a client whose server has
  *     answered ReadyForQuery 'I' with nothing more owed. A client with
  *     bytes of a next request already read is not idle: its request runs
- *     first. Logins not finished and replication connections (no pooled
- *     transaction to wait for) are closed at once;
+ *     first. Replication connections (no pooled transaction to wait for)
+ *     are closed at once; so are logins not finished, except:
+ *   - a client that connected less than 2 s ago and has not been served
+ *     yet (its login under way, or logged in with no request sent) is
+ *     left until 2 s after its connect: its application opened the
+ *     connection to run something (a connection per transaction, a pool
+ *     filling up), and a load balancer may have sent it there just before
+ *     its health check saw the drain. Its first transaction runs, and it
+ *     is closed at that boundary; if it sends nothing in those 2 s, it is
+ *     closed then;
  *   - exits once no pooled or replication client is left, or when
  *     drain_timeout (0 = no limit) has passed, closing the rest with 57P01.
  * Console clients are never closed by the drain and do not hold it up.

@@ -30,6 +30,7 @@ struct client;
 struct db;
 struct pool;
 struct server;
+struct cancel_request;
 
 /* What the core reports upwards, without naming who listens. */
 struct instance_hooks {
@@ -40,7 +41,7 @@ struct instance_hooks {
 	 * peer's). True if requester is held open while it is forwarded;
 	 * false if the caller closes it now.
 	 */
-	bool (*forward_cancel)(struct client *requester, uint32_t pid, uint32_t key);
+	bool (*forward_cancel)(struct client *requester, const struct cancel_request *req);
 	/* A client is closing: drop any forwarded cancel it still holds (peer.c). */
 	void (*client_closing)(struct client *client);
 	/*

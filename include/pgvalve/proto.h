@@ -12,6 +12,7 @@
 #include "pgvalve/common.h"
 
 #define PROTO_VERSION_3		196608		/* 3.0 */
+#define PROTO_VERSION_3_2	196610		/* 3.2 (PostgreSQL 18): cancel keys up to 256 bytes */
 #define PROTO_CANCEL_REQUEST	80877102
 #define PROTO_SSL_REQUEST	80877103
 #define PROTO_GSSENC_REQUEST	80877104
@@ -154,6 +155,8 @@ void proto_put_notice(struct pktbuf *b, const char *sqlstate, const char *messag
 void proto_put_auth_request(struct pktbuf *b, uint32_t code, const void *extra, uint32_t extra_len);
 void proto_put_parameter_status(struct pktbuf *b, const char *name, const char *value);
 void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key);
+/* BackendKeyData with a key of key_len bytes (protocol 3.2). */
+void proto_put_backend_key_bytes(struct pktbuf *b, uint32_t pid, const uint8_t *key, uint32_t key_len);
 /*
  * NegotiateProtocolVersion: the newest version spoken for the client's
  * major version, as the whole number (3.0 is 196608: what PostgreSQL sends
@@ -162,6 +165,8 @@ void proto_put_backend_key(struct pktbuf *b, uint32_t pid, uint32_t key);
 void proto_put_negotiate_version(struct pktbuf *b, uint32_t version, const char *const *options, int count);
 /* The 16-byte untyped CancelRequest a new connection sends. */
 void proto_put_cancel_request(struct pktbuf *b, uint32_t pid, uint32_t key);
+/* A CancelRequest with a key of key_len bytes (12 + key_len in all; protocol 3.2's long keys). */
+void proto_put_cancel_request_bytes(struct pktbuf *b, uint32_t pid, const uint8_t *key, uint32_t key_len);
 void proto_put_ready(struct pktbuf *b, char status);
 void proto_put_query(struct pktbuf *b, const char *sql);
 void proto_put_password(struct pktbuf *b, const char *password);

@@ -955,6 +955,31 @@ PGconn *pg_direct(void)
 	return conn;
 }
 
+/*
+ * Waits until PostgreSQL runs n backends with exactly this query: a cancel
+ * sent while a client still waits for a server would find nothing to hit.
+ */
+void pg_wait_running(const char *sql, int n)
+{
+	PGconn *pg = pg_direct();
+	const char *params[1] = { sql };
+	double deadline = now_s() + 15;
+	int running = 0;
+
+	while (now_s() < deadline) {
+		PGresult *r = PQexecParams(pg, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
+					   1, NULL, params, NULL, NULL, 0);
+		ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+		running = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+		if (running >= n)
+			break;
+		sleep_ms(50);
+	}
+	PQfinish(pg);
+	ck_assert_msg(running >= n, "only %d of %d \"%s\" running", running, n, sql);
+}
+
 const char *query_value(PGconn *conn, const char *sql)
 {
 	static char buf[1024];

@@ -82,6 +82,8 @@ void pgv_conn_params(struct pgv *p, const char *dbname, const char *user, const 
 
 /* Superuser pgvadmin straight to PostgreSQL over its unix socket (database pgvtest). */
 PGconn *pg_direct(void);
+/* Until PostgreSQL runs n active backends with exactly this query (fails the test after 15 s). */
+void pg_wait_running(const char *sql, int n);
 /* Client backends of usename in pg_stat_activity (not counting the asking one). */
 int pg_count_backends(const char *usename);
 

@@ -682,6 +682,9 @@ static const struct config_key spec_config[] = {
 	{ "auth_type", "md5", true },
 	{ "auth_user", NULL, true },
 	{ "autodb_idle_timeout", "3600", true },
+	{ "cancel_advertise_addr", "", true },	/* pgvalve extensions (long cancel keys), in alphabetical place */
+	{ "cancel_advertise_port", "0", true },
+	{ "cancel_key_secret", "", true },
 	{ "cancel_wait_timeout", "10", true },
 	{ "client_idle_timeout", "0", true },
 	{ "client_login_timeout", "60", true },
@@ -727,6 +730,8 @@ static const struct config_key spec_config[] = {
 	{ "metrics_tls", "0", true },
 	{ "min_pool_size", "0", true },
 	{ "peer_id", "0", true },
+	{ "peers_dns", "", true },	/* pgvalve extension (3.0 cancels to a DNS name's instances) */
+	{ "peers_dns_port", "0", true },
 	{ "pidfile", "", false },
 	{ "pkt_buf", "4096", false },
 	{ "pool_idle_timeout", "0", true },	/* PgBouncer 1.26 */

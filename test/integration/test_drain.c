@@ -283,6 +283,7 @@ START_TEST(drain_session_mode)
 	pgv_start(&p, ADMIN_CFG "pool_mode = session\n", std_databases(), userlist());
 	PGconn *a = admin_conn(&p);
 	int fresh = raw_client(&p);
+	double fresh_connected = now_s();
 	int used = raw_client(&p);
 	q_ok(used, "SELECT 1", "1");
 	int intx = raw_client(&p);
@@ -293,13 +294,16 @@ START_TEST(drain_session_mode)
 	sleep_ms(100);
 
 	admin_ok(a, "DRAIN", "DRAIN");
-	expect_drained(fresh, AT_ONCE_MS, "client without a server", NULL);
 	expect_drained(used, AT_ONCE_MS, "client idle on its server", NULL);
 	char v[64];
 	struct raw_error err;
 	ck_assert_int_eq(raw_read_result(sleeper, v, sizeof(v), &err, 5000), 0);
 	ck_assert_str_eq(v, "slept");
 	expect_drained(sleeper, AT_ONCE_MS, "client after its query", NULL);
+	/* logged in just before the drain, never served: it had 2 s from its connect to send a request */
+	expect_drained(fresh, 3000, "client never served, at the end of its first-request grace", NULL);
+	double after = now_s() - fresh_connected;
+	ck_assert_msg(after >= 1.8, "a new client was closed %.2f s after its login, before its 2 s grace", after);
 
 	expect_open(intx, 200, "session client inside a transaction");
 	q_ok(intx, "SELECT 3", "3");
@@ -329,7 +333,7 @@ static int half_login(struct pgv *p)
  * Logins not finished and replication connections have no transaction to
  * wait for: closed at once, while a transaction elsewhere goes on.
  */
-START_TEST(drain_closes_logins_and_replication_at_once)
+START_TEST(drain_closes_replication_at_once_and_logins_after_grace)
 {
 	struct pgv p;
 	char users[1200];
@@ -348,15 +352,45 @@ START_TEST(drain_closes_logins_and_replication_at_once)
 	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
 	PQclear(r);
 	int login = half_login(&p);
+	double login_connected = now_s();
 	pgv_expect_log(&p, "login attempt: db=" DB " user=md5_user", 5);
 
 	admin_ok(a, "DRAIN", "DRAIN");
-	expect_drained(login, AT_ONCE_MS, "login waiting for its password", NULL);
 	/* read on libpq's socket: libpq has read nothing since IDENTIFY_SYSTEM */
 	expect_drained(dup(PQsocket(repl)), AT_ONCE_MS, "replication connection", NULL);
+	/* a login under way when the drain began may finish within 2 s of its connect; this one never does */
+	expect_drained(login, 3000, "login waiting for its password, after its grace", NULL);
+	double after = now_s() - login_connected;
+	ck_assert_msg(after >= 1.8, "a login under way was closed %.2f s after its connect, before its 2 s grace", after);
 	PQfinish(repl);
 	q_ok(intx, "SELECT 5", "5");
 	commit_then_exit(&p, intx, "client after its COMMIT");
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A client that logged in just before the drain (a connection per
+ * transaction, sent there by a load balancer that had not seen the drain
+ * yet) runs its first transaction and is closed after it, not before it.
+ */
+START_TEST(drain_serves_a_new_clients_first_transaction)
+{
+	struct pgv p;
+	int aid = marker();
+	pgv_start(&p, TXN, std_databases(), userlist());
+	PGconn *a = admin_conn(&p);
+	int old_idle = raw_client(&p);
+	q_ok(old_idle, "SELECT 1", "1");
+	int fresh = raw_client(&p);
+	admin_ok(a, "DRAIN", "DRAIN");
+	expect_drained(old_idle, AT_ONCE_MS, "idle client served before the drain", NULL);
+	sleep_ms(300);
+	q_ok(fresh, "BEGIN", NULL);
+	insert_marker(fresh, aid);
+	commit_then_exit(&p, fresh, "new client after its first transaction");
+	ck_assert_int_eq(committed_rows(aid), 1);
 	PQfinish(a);
 	pgv_stop(&p);
 }
@@ -798,7 +832,8 @@ static Suite *drain_suite(void)
 	tcase_add_test(tc, drain_transaction_mode);
 	tcase_add_test(tc, drain_serves_waiting_clients);
 	tcase_add_test(tc, drain_session_mode);
-	tcase_add_test(tc, drain_closes_logins_and_replication_at_once);
+	tcase_add_test(tc, drain_closes_replication_at_once_and_logins_after_grace);
+	tcase_add_test(tc, drain_serves_a_new_clients_first_transaction);
 	tcase_add_test(tc, drain_timeout_cuts_the_rest);
 	tcase_add_test(tc, drain_timeout_zero_waits);
 	tcase_add_test(tc, drain_rights);

@@ -160,7 +160,7 @@ END_TEST
 
 /*
  * libpq 18's max_protocol_version=latest asks for protocol 3.2: pgvalve's
- * NegotiateProtocolVersion brings it back to 3.0 (issue 13).
+ * answer is 3.2 itself, and libpq's cancel with the long key lands (issue 27).
  */
 START_TEST(libpq_newest_protocol)
 {

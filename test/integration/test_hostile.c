@@ -245,7 +245,7 @@ START_TEST(negotiate_protocol_version)
 	unsigned char body[512];
 	char type = 0;
 
-	/* 3.2 with an unknown protocol option: told 3.0 and the option's name, then logged in in 3.0 */
+	/* 3.2 with an unknown protocol option: told 3.2 and the option's name, then logged in in 3.2 */
 	const char *const opts[] = { "_pq_.pgv_test_option", "on", NULL };
 	int fd = start_with_version(&p, (3u << 16) | 2, opts);
 	int n = read_msg(fd, &type, body, sizeof(body), 5000);
@@ -254,7 +254,7 @@ START_TEST(negotiate_protocol_version)
 	uint32_t version, count;
 	memcpy(&version, body, 4);
 	memcpy(&count, body + 4, 4);
-	ck_assert_uint_eq(ntohl(version), 196608);	/* 3.0, as a whole version number (libpq 18 reads it so) */
+	ck_assert_uint_eq(ntohl(version), 196610);	/* 3.2, as a whole version number (libpq 18 reads it so) */
 	ck_assert_uint_eq(ntohl(count), 1);
 	ck_assert_int_eq(n, 8 + (int)strlen("_pq_.pgv_test_option") + 1);
 	ck_assert_str_eq((const char *)body + 8, "_pq_.pgv_test_option");
@@ -288,7 +288,7 @@ START_TEST(negotiate_protocol_version)
 	n = read_msg(fd, &type, body, sizeof(body), 5000);
 	ck_assert_int_eq(type, 'E');
 	ck_assert_str_eq(error_field(body, n, 'C'), "0A000");
-	ck_assert_str_eq(error_field(body, n, 'M'), "unsupported frontend protocol 4.0: server supports 3.0 to 3.0");
+	ck_assert_str_eq(error_field(body, n, 'M'), "unsupported frontend protocol 4.0: server supports 3.0 to 3.2");
 	close(fd);
 	pgv_stop(&p);
 }

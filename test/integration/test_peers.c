@@ -100,38 +100,13 @@ static int login_at(struct pgv *p, unsigned char key[8])
 	return fd;
 }
 
-/*
- * Waits until PostgreSQL runs n backends with exactly this query: a cancel
- * sent while a client still waits for a server would find nothing to hit.
- */
-static void wait_running(const char *sql, int n)
-{
-	PGconn *pg = pg_direct();
-	const char *params[1] = { sql };
-	double deadline = now_s() + 15;
-	int running = 0;
-
-	while (now_s() < deadline) {
-		PGresult *r = PQexecParams(pg, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
-					   1, NULL, params, NULL, NULL, 0);
-		ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-		running = atoi(PQgetvalue(r, 0, 0));
-		PQclear(r);
-		if (running >= n)
-			break;
-		usleep(50 * 1000);
-	}
-	PQfinish(pg);
-	ck_assert_msg(running >= n, "only %d of %d \"%s\" running", running, n, sql);
-}
-
 /* A raw client at p (over its Unix socket) running sql on a server. */
 static int query_at(struct pgv *p, const char *sql, unsigned char key[8])
 {
 	int fd = login_at(p, key);
 
 	ck_assert(raw_send_query(fd, sql));
-	wait_running(sql, 1);
+	pg_wait_running(sql, 1);
 	return fd;
 }
 
@@ -546,7 +521,7 @@ static int pqcancel_round(struct pgv *one, struct pgv *two)
 		ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "client %d: %s", i, PQerrorMessage(conns[i]));
 		ck_assert_int_eq(PQsendQuery(conns[i], "SELECT pg_sleep(30)"), 1);
 	}
-	wait_running("SELECT pg_sleep(30)", NCLIENTS);
+	pg_wait_running("SELECT pg_sleep(30)", NCLIENTS);
 	for (int i = 0; i < NCLIENTS; i++) {
 		char errbuf[256];
 		PGcancel *cancel = PQgetCancel(conns[i]);

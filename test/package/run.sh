@@ -115,6 +115,11 @@ check "no userlist.txt in /etc (the postinst creates it 0640)" \
 	bash -c "! grep -q ' ./etc/pgvalve/userlist.txt\$' '$work/contents'"
 
 # ---------------------------------------------------------------- install
+# What /usr/bin/pgbouncer is before the install: the package may add it, never replace it.
+pgbouncer_name_before=none
+if [ -e /usr/bin/pgbouncer ] || [ -L /usr/bin/pgbouncer ]; then
+	pgbouncer_name_before=$(stat -c '%i %s' /usr/bin/pgbouncer)
+fi
 step "apt-get install ./$(basename "$deb")"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" \
 	>"$work/install.log" 2>&1 || {
@@ -138,6 +143,16 @@ check "pgvalve.service is enabled" test -L /etc/systemd/system/multi-user.target
 check "pgvalve.socket is not enabled" test ! -e /etc/systemd/system/sockets.target.wants/pgvalve.socket
 check "pgvalve --version names PgBouncer 1.26" \
 	bash -c '/usr/bin/pgvalve --version | head -n 1 | grep -q "PgBouncer 1\.26"'
+# The pgbouncer name, an alternative (never over a real file: Debian's own
+# PgBouncer is /usr/sbin/pgbouncer, so /usr/bin/pgbouncer is free for it).
+if [ "$pgbouncer_name_before" = none ]; then
+	check "/usr/bin/pgbouncer is pgvalve (update-alternatives)" \
+		test "$(readlink -f /usr/bin/pgbouncer)" = /usr/bin/pgvalve
+	check "pgbouncer --version runs pgvalve" bash -c '/usr/bin/pgbouncer --version | head -n 1 | grep -q "^pgvalve"'
+else
+	check "the existing /usr/bin/pgbouncer ($pgbouncer_name_before) is untouched" \
+		test "$(stat -c '%i %s' /usr/bin/pgbouncer)" = "$pgbouncer_name_before"
+fi
 
 step "systemd-analyze verify and security of the installed units"
 check "units verify cleanly and rate <= 4.0" "$root/scripts/check-units.sh" /lib/systemd/system /usr/bin/pgvalve
@@ -447,6 +462,9 @@ for p in /etc/pgvalve /var/log/pgvalve /run/pgvalve /etc/default/pgvalve /lib/sy
 	check "removed $p" test ! -e "$p"
 done
 check "user pgvalve removed" bash -c '! getent passwd pgvalve >/dev/null'
+if [ "$pgbouncer_name_before" = none ]; then
+	check "the pgbouncer alternative is gone" bash -c '! test -e /usr/bin/pgbouncer && ! test -L /usr/bin/pgbouncer'
+fi
 
 # ---------------------------------------------------------------- rpm
 step "rpmbuild -bb pgvalve.spec (--nodeps: the build dependencies are Debian's)"

@@ -285,6 +285,8 @@ static const char *const pgbouncer_125_params[] = {
 	"verbose", "workers",
 	"track_client_set",	/* pgvalve: a client's own SETs in transaction mode (session_set.h) */
 	"drain_timeout", "shutdown_drain",	/* pgvalve: ending at transaction boundaries (drain.h) */
+	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",	/* pgvalve: long cancel keys */
+	"peers_dns", "peers_dns_port",	/* pgvalve: 3.0 cancels to every instance a name resolves to */
 };
 
 static const char *const implemented_params[] = {
@@ -309,6 +311,8 @@ static const char *const implemented_params[] = {
 	"metrics_auth_token", "metrics_listen_addr", "metrics_port", "metrics_tls",
 	"login_notify_message",
 	"drain_timeout", "shutdown_drain",
+	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",
+	"peers_dns", "peers_dns_port",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -356,7 +360,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 109);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 114);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {

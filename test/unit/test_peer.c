@@ -1,6 +1,9 @@
 /*
  * test_peer.c - the cancel key layout peers agree on (PgBouncer 1.19+):
- * positive pid, peer id in bytes 1-2, TTL 3 in byte 7's low bits.
+ * positive pid, peer id in bytes 1-2, TTL 3 in byte 7's low bits; and the
+ * long keys of protocol 3.2 clients (cancel_key.h): verified under the
+ * process's or the fleet's secret, owner address inside, any changed byte
+ * refused, the TTL free to go down.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -8,6 +11,11 @@
 #include "pgvalve/common.h"
 #include "pgvalve/cancel_key.h"
 #include "pgvalve/peer.h"
+#include "pgvalve/config.h"
+#include "pgvalve/instance.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include "check_main.h"
 
 /* The 8 bytes as they go out in BackendKeyData (network order halves). */
@@ -67,12 +75,112 @@ START_TEST(keys_stay_random)
 }
 END_TEST
 
+static struct config test_cfg;
+
+static void use_config(const char *secret, const char *addr, int port)
+{
+	memset(&test_cfg, 0, sizeof(test_cfg));
+	test_cfg.cancel_key_secret = (char *)secret;
+	test_cfg.cancel_advertise_addr = (char *)addr;
+	test_cfg.cancel_advertise_port = port;
+	test_cfg.listen_port = 6432;
+	pgv.cfg = &test_cfg;
+}
+
+static void make_request(struct cancel_request *req, const char *secret, const char *addr, int port)
+{
+	uint32_t pid, key;
+	use_config(secret, addr, port);
+	cancel_key_make(0, &pid, &key);
+	memset(req, 0, sizeof(*req));
+	req->pid = pid;
+	req->key_len = CANCEL_KEY_LONG_LEN;
+	cancel_key_make_long(pid, key, -1, true, req->key);
+	uint32_t found = 0;
+	ck_assert(cancel_key_local(req, &found));
+	ck_assert_uint_eq(found | CANCEL_KEY_TTL_MASK, key | CANCEL_KEY_TTL_MASK);
+	ck_assert_uint_eq(cancel_request_ttl(req), 3);
+	ck_assert(cancel_key_is_own(req));
+}
+
+START_TEST(long_key_without_secret_names_no_one)
+{
+	struct cancel_request req;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	make_request(&req, "", "10.1.2.3", 7000);
+	ck_assert(!cancel_key_fleet_valid(&req));
+	ck_assert(!cancel_key_owner(&req, &ss, &len));	/* no secret: no address */
+	req.key[10] ^= 1;
+	uint32_t found;
+	ck_assert(!cancel_key_local(&req, &found));
+}
+END_TEST
+
+START_TEST(long_key_with_secret_names_its_owner)
+{
+	struct cancel_request req;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	make_request(&req, "s3cret", "10.1.2.3", 7000);
+	ck_assert(cancel_key_fleet_valid(&req));
+	ck_assert(cancel_key_owner(&req, &ss, &len));
+	const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+	ck_assert_int_eq(in->sin_family, AF_INET);
+	ck_assert_uint_eq(ntohs(in->sin_port), 7000);
+	ck_assert_uint_eq(ntohl(in->sin_addr.s_addr), 0x0A010203u);
+
+	make_request(&req, "s3cret", "fd00::7", 0);
+	ck_assert(cancel_key_owner(&req, &ss, &len));
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+	ck_assert_int_eq(in6->sin6_family, AF_INET6);
+	ck_assert_uint_eq(ntohs(in6->sin6_port), 6432);	/* listen_port */
+	ck_assert_uint_eq(in6->sin6_addr.s6_addr[15], 7);
+
+	/* A forward lowers the TTL: still verifies. */
+	cancel_request_lower_ttl(&req);
+	ck_assert_uint_eq(cancel_request_ttl(&req), 2);
+	ck_assert(cancel_key_fleet_valid(&req));
+
+	/* Another secret: refused. */
+	use_config("other", "", 0);
+	ck_assert(!cancel_key_fleet_valid(&req));
+	uint32_t found;
+	ck_assert(!cancel_key_local(&req, &found));
+}
+END_TEST
+
+START_TEST(long_key_any_changed_byte_refused)
+{
+	struct cancel_request req;
+	make_request(&req, "s3cret", "10.1.2.3", 7000);
+	for (int i = 0; i < CANCEL_KEY_LONG_LEN; i++) {
+		for (int bit = 0; bit < 8; bit++) {
+			if (i == 3 && bit < 2)
+				continue;	/* the TTL bits */
+			struct cancel_request bad = req;
+			bad.key[i] ^= (uint8_t)(1u << bit);
+			ck_assert_msg(!cancel_key_fleet_valid(&bad), "byte %d bit %d changed, still valid", i, bit);
+		}
+	}
+	struct cancel_request bad = req;
+	bad.pid ^= 0x100;
+	ck_assert(!cancel_key_fleet_valid(&bad));
+	bad = req;
+	bad.key_len = 47;
+	ck_assert(!cancel_key_fleet_valid(&bad));
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("peer");
 	TCase *tc = tcase_create("keys");
 	tcase_add_test(tc, peer_id_in_bytes_1_and_2);
 	tcase_add_test(tc, keys_stay_random);
+	tcase_add_test(tc, long_key_without_secret_names_no_one);
+	tcase_add_test(tc, long_key_with_secret_names_its_owner);
+	tcase_add_test(tc, long_key_any_changed_byte_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

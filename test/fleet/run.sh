@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+#
+# test/fleet/run.sh - a fleet of pgvalve instances behind HAProxy, as pods
+# behind a Kubernetes Service (issue 27, point 6):
+#
+#   - three instances, each in a network namespace of its own with its own
+#     address (10.213.0.1N, a veth on a bridge in this namespace), reaching the one
+#     PostgreSQL through its Unix socket (a shared volume, as a sidecar
+#     would);
+#   - HAProxy in TCP mode, round-robin, health-checking each instance's
+#     /ready (option httpchk), option redispatch;
+#   - pgbench through HAProxy, a new connection per transaction (-C: the
+#     reconnecting application a drain expects), while each instance in
+#     turn is drained (SIGTERM with shutdown_drain = 1) and started again:
+#     0 failed transactions, and every restarted instance serves again;
+#   - cancels sent through HAProxy for queries running on every instance,
+#     by protocol 3.0 clients (psql's SIGINT): the instance a cancel lands
+#     on forwards it to the owner through [peers] (each instance lists the
+#     others' addresses): all land.
+#
+# Needs root (network namespaces), haproxy, iproute2, PostgreSQL 15's
+# binaries (scripts/deps.sh mode fleet). About 1.5 minutes.
+# FLEET_SECONDS (default 45) is pgbench's run. PGV_KEEP_TMP=1 keeps the
+# work directory. PGV_BINARY picks the pgvalve binary (default: build/'s,
+# else build-dev/'s).
+# Exit: 0 passed, 1 a check failed, 2 setup failed, 77 not root.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=scripts/deps.sh
+. "$root/scripts/deps.sh"
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "test/fleet: SKIP: needs root (network namespaces)"
+	exit 77
+fi
+pgv_deps_ensure fleet || exit 2
+binary=${PGV_BINARY:-}
+if [ -z "$binary" ]; then
+	for b in "$root/build/src/pgvalve" "$root/build-dev/src/pgvalve"; do
+		[ -x "$b" ] && { binary=$b; break; }
+	done
+fi
+[ -x "$binary" ] || { echo "test/fleet: no pgvalve binary (build it, or set PGV_BINARY)" >&2; exit 2; }
+
+started=$(date +%s)
+seconds=${FLEET_SECONDS:-45}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pgvfleet.XXXXXX")
+chmod 0755 "$work"
+failures=0
+tag=$$
+instances=(1 2 3)
+pg_data="$work/pg/data"
+pg_port=$(pgv_free_port 24500)
+lb_port=$(pgv_free_port $((pg_port + 1)))
+declare -A pgv_pid=()
+haproxy_pid=""
+
+ns() { echo "pgvf$tag-$1"; }
+addr() { echo "10.213.0.$((10 + $1))"; }
+
+cleanup() {
+	local p
+	for p in "${pgv_pid[@]}" $haproxy_pid; do
+		kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
+	done
+	for i in "${instances[@]}"; do
+		ip netns del "$(ns "$i")" 2>/dev/null || true
+		ip link del "pf${i}h$tag" 2>/dev/null || true
+	done
+	ip link del "pfb$tag" 2>/dev/null || true
+	pgv_pg_stop "$pg_data" pgvtest >/dev/null 2>&1 || true
+	pgv_kill_matching "$work/" || true
+	if [ "${PGV_KEEP_TMP:-0}" = 1 ]; then
+		echo "test/fleet: kept $work"
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+
+check() { # check WHAT COMMAND...
+	local what=$1
+	shift
+	if "$@"; then
+		echo "test/fleet: ok: $what"
+	else
+		echo "test/fleet: FAILED: $what" >&2
+		failures=$((failures + 1))
+	fi
+}
+setup_failed() {
+	echo "test/fleet: setup failed: $*" >&2
+	exit 2
+}
+wait_for() { # wait_for SECONDS COMMAND...: true once the command succeeds
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+pgv_ensure_user pgvtest
+mkdir -p "$work/pg" && chown pgvtest: "$work/pg"
+pgv_pg_init "$pg_data" pgvtest "$pg_port" "$work/pg" pgvadmin >/dev/null || setup_failed initdb
+cat >"$pg_data/pg_hba.conf" <<'EOF'
+local all all trust
+EOF
+echo "max_connections = 200" >>"$pg_data/postgresql.conf"
+pgv_pg_start "$pg_data" pgvtest "$work/pg/postgresql.log" || setup_failed "PostgreSQL start"
+psql_admin() { "$PGBIN/psql" -X -q -t -A -h "$work/pg" -p "$pg_port" -U pgvadmin "$@"; }
+psql_admin -d postgres -c "CREATE ROLE app LOGIN PASSWORD 'app_pass'" -c "CREATE DATABASE appdb OWNER app" \
+	>/dev/null || setup_failed "creating the role"
+"$PGBIN/pgbench" -i -q -s 1 -h "$work/pg" -p "$pg_port" -U app appdb >"$work/pgbench-init.log" 2>&1 ||
+	setup_failed "pgbench -i"
+
+# ---------------------------------------------------------------- the pods' network
+# A bridge in this namespace (10.213.0.1, where HAProxy talks from) and one
+# veth per pod on it: the pods reach each other on one link, as on a
+# cluster network, with no forwarding in this namespace.
+bridge="pfb$tag"
+ip link add "$bridge" type bridge || setup_failed "bridge"
+ip addr add 10.213.0.1/24 dev "$bridge"
+ip link set "$bridge" up
+for i in "${instances[@]}"; do
+	n=$(ns "$i")
+	ip netns add "$n" || setup_failed "ip netns add"
+	ip link add "pf${i}h$tag" type veth peer name "pf${i}n$tag" || setup_failed "veth"
+	ip link set "pf${i}n$tag" netns "$n"
+	ip link set "pf${i}h$tag" master "$bridge"
+	ip link set "pf${i}h$tag" up
+	ip -n "$n" addr add "$(addr "$i")/24" dev "pf${i}n$tag"
+	ip -n "$n" link set "pf${i}n$tag" up
+	ip -n "$n" link set lo up
+done
+
+# ---------------------------------------------------------------- the instances
+echo '"app" "app_pass"' >"$work/userlist.txt"
+chmod 0644 "$work/userlist.txt"
+write_ini() { # write_ini N
+	local i=$1 j
+	mkdir -p "$work/i$i"
+	chown pgvtest: "$work/i$i"
+	{
+		echo "[databases]"
+		echo "appdb = host=$work/pg port=$pg_port"
+		echo "[pgbouncer]"
+		echo "listen_addr = $(addr "$i")"
+		echo "listen_port = 6432"
+		echo "unix_socket_dir = $work/i$i"
+		echo "auth_type = scram-sha-256"
+		echo "auth_file = $work/userlist.txt"
+		echo "pool_mode = transaction"
+		echo "default_pool_size = 10"
+		echo "logfile = $work/i$i/pgvalve.log"
+		echo "metrics_listen_addr = $(addr "$i")"
+		echo "metrics_port = 9127"
+		echo "shutdown_drain = 1"
+		echo "drain_timeout = 20"
+		echo "peer_id = $i"
+		echo "verbose = 1"	# the cancel forwards are DEBUG lines
+		echo "[peers]"
+		for j in "${instances[@]}"; do
+			echo "$j = host=$(addr "$j") port=6432"
+		done
+	} >"$work/i$i/pgvalve.ini"
+}
+start_instance() { # start_instance N
+	local i=$1
+	ip netns exec "$(ns "$i")" "$binary" -u pgvtest "$work/i$i/pgvalve.ini" \
+		>>"$work/i$i/stderr.log" 2>&1 &
+	pgv_pid[$i]=$!
+}
+ready() { # ready N: its /ready is 200
+	[ "$(ip netns exec "$(ns "$1")" python3 - "$(addr "$1")" <<'EOF'
+import http.client, sys
+try:
+    c = http.client.HTTPConnection(sys.argv[1], 9127, timeout=2)
+    c.request("GET", "/ready")
+    print(c.getresponse().status)
+except OSError:
+    print(0)
+EOF
+)" = 200 ]
+}
+for i in "${instances[@]}"; do
+	write_ini "$i"
+	start_instance "$i"
+done
+for i in "${instances[@]}"; do
+	wait_for 10 ready "$i" || { cat "$work/i$i/stderr.log" "$work/i$i/pgvalve.log"; setup_failed "instance $i not ready"; }
+done
+
+# ---------------------------------------------------------------- HAProxy
+cat >"$work/haproxy.cfg" <<EOF
+global
+	maxconn 2000
+defaults
+	mode tcp
+	timeout connect 2s
+	timeout client 120s
+	timeout server 120s
+	timeout check 1s
+	retries 3
+	option redispatch
+listen pgvalve
+	bind 127.0.0.1:$lb_port
+	balance roundrobin
+	option httpchk GET /ready
+	default-server inter 300ms fall 1 rise 2
+EOF
+for i in "${instances[@]}"; do
+	echo "	server pgv$i $(addr "$i"):6432 check port 9127" >>"$work/haproxy.cfg"
+done
+haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
+haproxy_pid=$!
+lb_psql() { PGPASSWORD=app_pass "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$lb_port" -U app -d appdb "$@"; }
+wait_for 10 bash -c "$(declare -f lb_psql); PGBIN='$PGBIN' lb_port=$lb_port lb_psql -c 'SELECT 1' >/dev/null 2>&1" ||
+	{ cat "$work/haproxy.log"; setup_failed "no query through HAProxy"; }
+sleep 1
+
+# ---------------------------------------------------------------- cancels through HAProxy
+# Each query lands on the next instance (round-robin), each cancel on the
+# one after it: a cancel reaches its owner only by way of [peers].
+cancel_one() { # cancel_one K: a pg_sleep through HAProxy, SIGINT to psql after 1 s; true if it was cancelled
+	local out="$work/cancel-$1.out" p
+	PGPASSWORD=app_pass "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$lb_port" -U app -d appdb \
+		-c "SELECT pg_sleep(20)" >"$out" 2>&1 &
+	p=$!
+	sleep 1
+	kill -INT "$p"
+	local deadline=$((SECONDS + 5))
+	while kill -0 "$p" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+	kill -KILL "$p" 2>/dev/null || true
+	wait "$p" 2>/dev/null || true
+	grep -q "canceling statement due to user request" "$out"
+}
+landed=0
+for k in 1 2 3 4 5 6; do
+	if cancel_one "$k"; then landed=$((landed + 1)); fi
+done
+check "6 of 6 cancels through HAProxy landed (3.0 clients, [peers]; $landed landed)" [ "$landed" -eq 6 ]
+for i in "${instances[@]}"; do
+	n=$(grep -c "sent cancel request to peer" "$work/i$i/pgvalve.log" || true)
+	check "instance $i forwarded cancels it did not own to their instance ($n)" [ "$n" -ge 1 ]
+done
+
+# ---------------------------------------------------------------- rolling drain under pgbench
+PGPASSWORD=app_pass "$PGBIN/pgbench" -n -C -c 8 -j 2 -T "$seconds" -h 127.0.0.1 -p "$lb_port" -U app appdb \
+	>"$work/pgbench.log" 2>&1 &
+bench=$!
+sleep 5
+restarted_ok=0
+for i in "${instances[@]}"; do
+	echo "test/fleet: draining instance $i"
+	before=$(grep -c "login attempt" "$work/i$i/pgvalve.log" || true)
+	kill -TERM "${pgv_pid[$i]}"
+	if wait_for 25 bash -c "! kill -0 ${pgv_pid[$i]} 2>/dev/null"; then
+		wait "${pgv_pid[$i]}" 2>/dev/null || true
+	else
+		echo "test/fleet: instance $i still running 25 s after SIGTERM" >&2
+	fi
+	start_instance "$i"
+	wait_for 10 ready "$i" || echo "test/fleet: instance $i not ready after its restart" >&2
+	sleep 3
+	after=$(grep -c "login attempt" "$work/i$i/pgvalve.log" || true)
+	[ "$after" -gt "$before" ] && restarted_ok=$((restarted_ok + 1))
+done
+bench_status=0
+wait "$bench" || bench_status=$?
+sed 's/^/test\/fleet:   pgbench: /' "$work/pgbench.log" | grep -E "processed|failed|aborted|tps|error" || true
+check "pgbench exited 0 (no client aborted)" [ "$bench_status" -eq 0 ]
+check "0 failed transactions" grep -q "number of failed transactions: 0 " "$work/pgbench.log"
+processed=$(awk -F': ' '/number of transactions actually processed/ { split($2, a, "/"); print a[1] }' "$work/pgbench.log")
+check "transactions went through ($processed)" [ "${processed:-0}" -gt 100 ]
+check "every instance drained, restarted and served again ($restarted_ok of 3)" [ "$restarted_ok" -eq 3 ]
+for i in "${instances[@]}"; do
+	check "instance $i drained on SIGTERM and exited after its last client" \
+		bash -c "grep -q 'draining, each client is closed at its next transaction boundary' '$work/i$i/pgvalve.log' &&
+			grep -q 'drain: the last client has left' '$work/i$i/pgvalve.log'"
+done
+
+echo "test/fleet: $failures failed, $(($(date +%s) - started)) s"
+[ "$failures" -eq 0 ]
