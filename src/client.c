@@ -240,6 +240,9 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 		client->ucount->clients--;	/* the reference, and so its name, stays until client_free */
 	if (client->counted_in_db)
 		pool->db->client_count--;
+	if (client->budget_token && pgv.budget)
+		pgv.budget->client_return(client->budget_token);
+	client->budget_token = 0;
 	if (pool)
 		pool->db->last_used = pool->last_used = now_usec();
 	if (pool && !client->logged_in && pool_login_abandoned(client))
@@ -478,7 +481,7 @@ static struct db *startup_admit(struct client *client, const char *dbname, const
 	struct db *db = console ? pgv.admin_db : pool_find_or_autodb(dbname);
 	if (!db)
 		db = pool_fake_db(dbname);	/* authentication first; "no such database" after it */
-	const char *limit = pool_client_limit_reached(db, user);
+	const char *limit = pool_client_limit_reached(db, user, &client->budget_token);
 	if (limit) {
 		client_close(client, "08P01", limit);
 		return NULL;

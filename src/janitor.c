@@ -276,7 +276,7 @@ static void check_servers(struct pool *pool, usec_t now)
 		if (lifetime > 0 && now - server->connect_time >= lifetime)
 			server_close(server, "server lifetime over");
 		else if (cfg->server_idle_timeout > 0 && now - server->last_used >= cfg->server_idle_timeout &&
-			 pool_server_count(pool) > keep)
+			 pool_instance_server_count(pool) > keep)
 			server_close(server, "server idle timeout");
 	}
 }

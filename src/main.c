@@ -30,6 +30,7 @@
 #include "pgvalve/replication.h"
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
+#include "pgvalve/shared_pool.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
 #include "pgvalve/roles.h"
@@ -223,6 +224,7 @@ static int run_pooler(bool single, unsigned restarts)
 		write_pidfile(cfg->pidfile);
 	metrics_carry_over();
 	workers_announce_running();
+	shared_pool_register();
 	janitor_start();
 	readiness_start();
 	metrics_http_start();
@@ -240,6 +242,7 @@ static int run_pooler(bool single, unsigned restarts)
 	readiness_stop();
 	drain_stop();
 	janitor_stop();
+	shared_pool_stop();
 	listener_close();
 	loop_cleanup();
 	pool_free_all();

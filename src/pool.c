@@ -306,17 +306,50 @@ int pool_server_count(const struct pool *pool)
 		     pool->tested_servers.count + pool->login_servers.count);
 }
 
+int pool_instance_server_count(const struct pool *pool)
+{
+	return pgv.budget ? pgv.budget->server_count(pool) : pool_server_count(pool);
+}
+
+/* max_db_connections of db (0 = none). */
+static int db_server_limit(const struct db *db)
+{
+	return db->cfg->max_db_connections > 0 ? db->cfg->max_db_connections : pgv.cfg->max_db_connections;
+}
+
+/* max_user_connections of the pool's user (0 = none). */
+static int user_server_limit(const struct pool *pool)
+{
+	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
+	return uc && uc->max_user_connections > 0 ? uc->max_user_connections : pgv.cfg->max_user_connections;
+}
+
 static bool db_may_open_server(const struct db *db)
 {
-	int limit = db->cfg->max_db_connections > 0 ? db->cfg->max_db_connections : pgv.cfg->max_db_connections;
+	int limit = db_server_limit(db);
 	return limit <= 0 || db->server_count < limit;
 }
 
 static bool user_may_open_server(const struct pool *pool)
 {
-	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
-	int limit = uc && uc->max_user_connections > 0 ? uc->max_user_connections : pgv.cfg->max_user_connections;
+	int limit = user_server_limit(pool);
 	return limit <= 0 || pool->ucount->servers < limit;
+}
+
+/*
+ * Opens one server of pool, within the instance's budget when it is shared
+ * (instance.h): the instance's servers of the pool stay within pool_limit.
+ * 1 if opened, 0 if it could not start, -1 if the budget refused it.
+ */
+static int open_server(struct pool *pool, int pool_limit)
+{
+	const struct budget_ops *budget = pgv.budget;
+	if (!budget)
+		return server_connect(pool) ? 1 : 0;
+	uint64_t token = 0;
+	if (!budget->server_take(pool, pool_limit, db_server_limit(pool->db), user_server_limit(pool), &token))
+		return -1;
+	return server_connect_counted(pool, token) ? 1 : 0;
 }
 
 /*
@@ -401,8 +434,9 @@ void pool_keep_min_size(struct pool *pool)
 		return;
 	if (pool_login_retry_pending(pool, now_usec()))
 		return;
-	while (pool_server_count(pool) < min && db_may_open_server(db) && user_may_open_server(pool)) {
-		if (!server_connect(pool))
+	/* Once for the instance: with a shared budget, its count decides (and the take is exact). */
+	while (pool_instance_server_count(pool) < min && db_may_open_server(db) && user_may_open_server(pool)) {
+		if (open_server(pool, min) <= 0)
 			break;
 	}
 }
@@ -489,7 +523,7 @@ void pool_launch_servers(struct pool *pool)
 		return;	/* the janitor tries again once server_login_retry has passed */
 
 	int size = pool_effective_size(pool);
-	int total = pool_server_count(pool);
+	int total = pool_instance_server_count(pool);
 	if (!pool->welcome_ready && size < 1)
 		size = 1;	/* one connection is needed to learn the server's parameters */
 	/* reserve_pool_size more, once the first client has waited reserve_pool_timeout */
@@ -500,10 +534,13 @@ void pool_launch_servers(struct pool *pool)
 	if (first_waiter && reserve > 0 && total >= size &&
 	    now_usec() - first_waiter->request_time >= pgv.cfg->reserve_pool_timeout)
 		size += reserve;
+	bool short_of_budget = total >= size;
 	while (coming < demand && total < size) {
 		if (!pool_may_open_server(pool))
 			break;
-		if (!server_connect(pool))
+		int opened = open_server(pool, size);
+		short_of_budget = opened < 0;
+		if (opened <= 0)
 			break;
 		/* As PgBouncer: each reserve connection is logged, for the client that waited. */
 		if (total >= base_size)
@@ -511,6 +548,9 @@ void pool_launch_servers(struct pool *pool)
 		coming++;
 		total++;
 	}
+	/* Other workers hold the budget: one of them gives a server back (shared_pool.h). */
+	if (short_of_budget && coming < demand && pgv.budget)
+		pgv.budget->server_wanted(pool);
 }
 
 void pool_after_change(struct pool *pool)
@@ -567,8 +607,9 @@ void pool_user_unref(struct user_count *u)
 	free(u);
 }
 
-const char *pool_client_limit_reached(const struct db *db, const char *user)
+const char *pool_client_limit_reached(const struct db *db, const char *user, uint64_t *budget_token)
 {
+	*budget_token = 0;
 	/* As PgBouncer, admin_users are not held back by these on the admin console; elsewhere they are. */
 	if (db->is_admin && config_list_contains(pgv.cfg->admin_users, user))
 		return NULL;
@@ -582,6 +623,10 @@ const char *pool_client_limit_reached(const struct db *db, const char *user)
 	struct user_count *u = ulimit > 0 ? *user_count_slot(user) : NULL;
 	if (u && u->clients >= ulimit)
 		return "client connections exceeded (max_user_client_connections)";
+	/* The console stays reachable when the instance is full, as in one process. */
+	if (pgv.budget && !db->is_admin)
+		return pgv.budget->client_take(db->is_fake ? NULL : db->name, user, pgv.cfg->max_client_conn,
+					       dblimit, ulimit, budget_token);
 	return NULL;
 }
 
@@ -838,6 +883,12 @@ void pool_server_ready(struct server *server)
 	}
 	if (db_paused(pool->db)) {
 		server_close(server, "pause mode");
+		return;
+	}
+	if (server->budget_token && pgv.budget &&
+	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool->auth_waiters.count ||
+							 pool->welcome_clients.count)) {
+		server_close(server, "given back for another worker's waiting clients");
 		return;
 	}
 	/* Lookups first: a login is blocked on them, and they are short. */

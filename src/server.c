@@ -382,7 +382,8 @@ static bool server_try_connect(struct server *server)
 	}
 }
 
-static struct server *connect_for(struct pool *pool, struct client *repl_client, const struct server_owner *owner)
+static struct server *connect_for(struct pool *pool, struct client *repl_client, const struct server_owner *owner,
+				   uint64_t budget_token)
 {
 	int n = host_list_count(pool->db->cfg->host);
 	int first = pool_first_host(pool, n, repl_client != NULL);
@@ -393,6 +394,7 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 	}
 	struct server *server = xcalloc(1, sizeof(*server));
 	server->owner = owner;
+	server->budget_token = budget_token;	/* known before any failure path can run */
 	if (repl_client) {	/* known before any failure path can run */
 		server->replication = (uint8_t)repl_client->repl->type;
 		server->repl_client = repl_client;
@@ -422,17 +424,22 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 
 struct server *server_connect(struct pool *pool)
 {
-	return connect_for(pool, NULL, NULL);
+	return connect_for(pool, NULL, NULL, 0);
 }
 
 struct server *server_connect_owned(struct pool *pool, const struct server_owner *owner)
 {
-	return connect_for(pool, NULL, owner);
+	return connect_for(pool, NULL, owner, 0);
+}
+
+struct server *server_connect_counted(struct pool *pool, uint64_t budget_token)
+{
+	return connect_for(pool, NULL, NULL, budget_token);
 }
 
 struct server *server_connect_replication(struct pool *pool, struct client *client)
 {
-	return connect_for(pool, client, NULL);
+	return connect_for(pool, client, NULL, 0);
 }
 
 void server_connect_timed_out(struct server *server)
@@ -545,6 +552,9 @@ void server_close(struct server *server, const char *reason)
 	pgv.server_count--;
 	pool->db->server_count--;
 	pool->ucount->servers--;
+	if (server->budget_token && pgv.budget)
+		pgv.budget->server_return(server->budget_token);
+	server->budget_token = 0;
 	if (repl_peer)		/* a replication pair closes together */
 		client_close(repl_peer, "08P01", reason);
 	if (!server->connecting_sync)

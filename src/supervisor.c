@@ -12,6 +12,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/supervisor.h"
+#include "pgvalve/shared_pool.h"
 #include "pgvalve/log.h"
 #include "pgvalve/workers.h"
 
@@ -28,6 +29,13 @@
 #define BACKOFF_RESET_USEC (30 * USEC_PER_SEC)
 /* Longest sleep with nothing scheduled; any signal ends it earlier. */
 #define IDLE_WAIT_USEC (60 * USEC_PER_SEC)
+/*
+ * A dead worker's server connections end when the kernel closes its
+ * sockets, their backends a moment later: its budget (shared_pool.h) is
+ * freed after this, so that PostgreSQL never sees both them and the
+ * connections others open with it.
+ */
+#define RECLAIM_DELAY_USEC (USEC_PER_SEC / 2)
 
 struct child {
 	pid_t pid;			/* 0 while not running */
@@ -36,6 +44,7 @@ struct child {
 	usec_t started;			/* monotonic */
 	usec_t restart_at;		/* monotonic, in WORKER_STATE_BACKOFF */
 	usec_t backoff;			/* the next delay */
+	usec_t reclaim_at;		/* monotonic: its shared budget is freed then (0 = nothing to free) */
 };
 
 static struct {
@@ -106,6 +115,8 @@ static void start_worker(int k)
 {
 	struct child *c = &sup.w[k - 1];
 	workers_clear_slot(k);
+	shared_pool_reclaim(k);	/* a restarted worker counts from zero */
+	c->reclaim_at = 0;
 	bool dir_ok = socket_dir_make(k);
 	pid_t pid = dir_ok ? fork() : -1;
 	if (pid < 0) {
@@ -176,6 +187,7 @@ static void worker_exited(int k, int status)
 
 	describe_exit(status, how, sizeof(how));
 	c->pid = 0;
+	c->reclaim_at = monotonic_usec() + RECLAIM_DELAY_USEC;
 	if (sup.stopping) {
 		child_set_state(k, WORKER_STATE_EXITED);
 		log_info("worker %d (pid %d) %s", k, (int)pid, how);
@@ -216,10 +228,21 @@ static void reap(void)
 	}
 }
 
-/* Restarts whatever is due; returns the time until the next restart (or IDLE_WAIT_USEC). */
+/* Frees dead workers' budgets and restarts whatever is due; returns the time until the next (or IDLE_WAIT_USEC). */
 static usec_t restart_due(void)
 {
 	usec_t now = monotonic_usec(), wait = IDLE_WAIT_USEC;
+	for (int k = 1; k <= sup.count; k++) {
+		struct child *c = &sup.w[k - 1];
+		if (!c->reclaim_at)
+			continue;
+		if (c->reclaim_at <= now) {
+			shared_pool_reclaim(k);
+			c->reclaim_at = 0;
+		} else {
+			wait = MIN(wait, c->reclaim_at - now);
+		}
+	}
 	for (int k = 1; k <= sup.count && !sup.stopping; k++) {
 		struct child *c = &sup.w[k - 1];
 		if (c->state != WORKER_STATE_BACKOFF)
@@ -288,6 +311,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 	signal(SIGPIPE, SIG_IGN);
 
 	workers_table_create(sup.count, sup.self);
+	shared_pool_create(sup.count);
 	log_info("supervisor up: %s, %d workers", PGVALVE_VERSION_STRING, sup.count);
 	for (int k = 1; k <= sup.count; k++) {
 		sup.w[k - 1].backoff = BACKOFF_FIRST_USEC;
@@ -307,6 +331,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 	}
 
 	socket_dirs_remove();
+	shared_pool_destroy();
 	workers_table_destroy();
 	log_info("all workers have exited, supervisor exiting");
 	return sup.exit_code;

@@ -28,6 +28,8 @@ struct ident_map;
 struct user_count;
 struct client;
 struct db;
+struct pool;
+struct server;
 struct cancel_request;
 
 /* What the core reports upwards, without naming who listens. */
@@ -50,6 +52,42 @@ struct instance_hooks {
 	 * the listener may only take note, never close a connection from here.
 	 */
 	void (*client_at_boundary)(void);
+};
+
+/*
+ * Connection budgets the process shares with others of its instance
+ * (shared_pool.c, workers = N > 1). NULL in pgv.budget: this process holds
+ * the instance's connections alone and the pools' own counts decide.
+ * A token names what a take counted, for its return; 0 = nothing.
+ */
+struct budget_ops {
+	/*
+	 * One more server of pool, if the instance's servers of the pool stay
+	 * within pool_limit, of its database within db_limit, of its user
+	 * within user_limit (0 = no limit); counted if true.
+	 */
+	bool (*server_take)(const struct pool *pool, int pool_limit, int db_limit, int user_limit, uint64_t *token);
+	void (*server_return)(uint64_t token);
+	/* The instance's counted servers of pool. */
+	int (*server_count)(const struct pool *pool);
+	/* Clients of pool wait and the instance's budget is used up: ask the others for a server. */
+	void (*server_wanted)(const struct pool *pool);
+	/*
+	 * A counted server is ready again (local_waiters: clients of its pool
+	 * here want it): true if it is to close now, its budget held for
+	 * another process whose clients wait (the budget may take its token,
+	 * to return it once PostgreSQL has closed the connection). Called on
+	 * every release: cheap when nobody waits.
+	 */
+	bool (*server_give_back)(struct server *server, bool local_waiters);
+	/*
+	 * One more client of database db_name and user (limits as above;
+	 * max_client for the instance): NULL if counted, else PgBouncer's
+	 * message naming the limit.
+	 */
+	const char *(*client_take)(const char *db_name, const char *user, int max_client, int db_limit,
+				   int user_limit, uint64_t *token);
+	void (*client_return)(uint64_t token);
 };
 
 struct instance {
@@ -84,6 +122,7 @@ struct instance {
 	uint32_t cancel_table_size;
 	uint32_t cancel_count;
 	struct instance_hooks hooks;
+	const struct budget_ops *budget;	/* NULL: the process alone (see struct budget_ops) */
 };
 
 extern struct instance pgv;

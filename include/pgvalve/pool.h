@@ -176,11 +176,16 @@ void pool_user_unref(struct user_count *u);
 size_t pool_user_count_list(const struct user_count **out, size_t max);
 /*
  * May one more client of this database/user log in? NULL if yes, else
- * PgBouncer's "client connections exceeded (...)" message.
+ * PgBouncer's "client connections exceeded (...)" message. With a shared
+ * budget (instance.h) the instance's counts decide too, max_client_conn
+ * included, and *budget_token is what the client holds there (returned
+ * when it closes).
  */
-const char *pool_client_limit_reached(const struct db *db, const char *user);
+const char *pool_client_limit_reached(const struct db *db, const char *user, uint64_t *budget_token);
 int pool_effective_mode(const struct pool *pool);
 int pool_server_count(const struct pool *pool);
+/* The instance's servers of pool: every worker's with a shared budget (instance.h), else pool_server_count. */
+int pool_instance_server_count(const struct pool *pool);
 
 /*
  * The client has a message for a server. Links an idle server now, or

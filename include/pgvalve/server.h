@@ -125,6 +125,7 @@ struct server {
 	usec_t role_checked;		/* when its role was last learned */
 	bool close_needed;		/* close instead of reuse when released */
 	bool dirty;			/* released in an unknown protocol state: never reused */
+	uint64_t budget_token;		/* counted in the instance's shared budget (instance.h), 0 = not */
 	bool internal_failed;
 	char internal_sqlstate[6];	/* the first error of an internal query */
 	char internal_error[256];
@@ -205,6 +206,12 @@ char *host_list_entry(const char *list, int idx);
  * pool's clients in login have been told why then.
  */
 struct server *server_connect(struct pool *pool);
+/*
+ * server_connect for a server already counted in the instance's shared
+ * budget under token (instance.h); server_close returns it, also when the
+ * connect fails here.
+ */
+struct server *server_connect_counted(struct pool *pool, uint64_t budget_token);
 /* The same for a replication client: a server of its own, opened with its startup parameters. */
 struct server *server_connect_replication(struct pool *pool, struct client *client);
 /* A feature's own server (struct server_owner). */

@@ -4,10 +4,10 @@
 # workers = 2 (or --workers LIST), on a throwaway cluster. `make
 # bench-workers` runs it.
 #
-#   workers.sh [--duration S] [--rounds N] [--clients N] [--workers LIST]
+#   workers.sh [--duration S] [--rounds N] [--clients N] [--workers LIST] [--pool-size N]
 #
 # Each round starts pgvalve once per workers value (transaction pooling,
-# default_pool_size = 20 per worker, md5), runs pgbench -S -M simple -C
+# default_pool_size = 20 for the instance, or --pool-size, md5), runs pgbench -S -M simple -C
 # off, and stops it; the rounds interleave the values so a noisy machine
 # hurts them alike. Prints the median tps per value. Build without
 # sanitizers for meaningful figures (PGVALVE=path/to/pgvalve).
@@ -16,14 +16,15 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-duration=10 rounds=3 clients=50 workers_list="1,2"
+duration=10 rounds=3 clients=50 workers_list="1,2" pool_size=20
 while [ $# -gt 0 ]; do
 	case $1 in
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--clients) clients=$2; shift 2 ;;
 	--workers) workers_list=$2; shift 2 ;;
-	*) echo "usage: workers.sh [--duration S] [--rounds N] [--clients N] [--workers LIST]" >&2; exit 2 ;;
+	--pool-size) pool_size=$2; shift 2 ;;
+	*) echo "usage: workers.sh [--duration S] [--rounds N] [--clients N] [--workers LIST] [--pool-size N]" >&2; exit 2 ;;
 	esac
 done
 # shellcheck source=lib.sh
@@ -34,11 +35,12 @@ IFS=, read -ra wl <<<"$workers_list"
 declare -A tps
 for round in $(seq "$rounds"); do
 	for w in "${wl[@]}"; do
-		bench_start_pgvalve "workers = $w"
+		bench_start_pgvalve "workers = $w
+default_pool_size = $pool_size"
 		sleep 1	# every worker listening, not just the first
 		read -r t _ < <(run_pgbench "$port" -S -M simple -c "$clients" -j 2)
 		tps[$w]="${tps[$w]:-} $t"
-		echo "workers.sh: round $round, workers = $w: $t tps"
+		echo "workers.sh: round $round, workers = $w: $t tps, $(grep -E '^latency average' "$tmp/run.out")"
 		bench_stop_pgvalve
 	done
 done
@@ -49,4 +51,4 @@ for w in "${wl[@]}"; do
 	printf '%-8s %12.0f  %s\n' "$w" "$(printf '%s\n' ${tps[$w]} | median)" "${tps[$w]}"
 done
 echo
-echo "pgbench -S -M simple, $clients clients, -j 2, ${duration}s rounds; pool of 20 per worker; $(nproc) CPUs"
+echo "pgbench -S -M simple, $clients clients, -j 2, ${duration}s rounds; pool of $pool_size for the instance; $(nproc) CPUs"

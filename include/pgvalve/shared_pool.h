@@ -1,0 +1,68 @@
+/*
+ * shared_pool.h - one instance's connection limits across worker
+ * processes (workers = N > 1): server connections per pool, database and
+ * user, clients per instance, database and user, counted in a shared
+ * memory table the supervisor maps before it forks, so that
+ * default_pool_size, reserve_pool_size, min_pool_size,
+ * max_db_connections, max_user_connections, max_client_conn,
+ * max_db_client_connections and max_user_client_connections mean what they
+ * mean with one process.
+ *
+ * The table: one slot per key (the instance, a database, a user, a pool =
+ * database + user), found by hashing its name; in each slot one column of
+ * server and one of client counts per worker, written only by that worker
+ * (and zeroed by the supervisor when it reaps the worker). A count is the
+ * sum of the columns. One process-shared robust mutex guards the whole
+ * table: a check of the sum and the increment of one's own column happen
+ * under it, so no limit is ever exceeded, not even by one; a worker that
+ * dies holding it leaves it to the next locker (EOWNERDEAD), and its
+ * columns are zeroed half a second after the supervisor reaps it (its
+ * connections' backends have left PostgreSQL by then) and again before
+ * it starts anew, so a restarted worker starts from zero and nothing is
+ * counted twice. Server and client connections
+ * are opened and closed rarely next to transactions: the hot path never
+ * touches the table.
+ *
+ * Capacity elsewhere: a worker whose clients wait while the pool's budget
+ * is used up marks the pool's slot "wanted" by it (a time stamp, per
+ * worker). Every SHARED_POOL_TICK_USEC each worker closes one idle server
+ * of a pool another worker freshly wants, and retries its own waiting
+ * pools; a worker whose own clients wait too closes a server as it is
+ * released if it holds more of the pool than the asking worker and the
+ * server has served SHARED_POOL_HOLD_USEC (so a saturated pool takes
+ * turns across workers without only logging in and out). The closed
+ * server's budget is held for the asking worker (its "reserved" column)
+ * while it keeps asking. A waiting client so gets a server another worker
+ * held idle within two ticks plus a server login; one held busy, within
+ * SHARED_POOL_HOLD_USEC more. Only pool_size is handed on this way:
+ * servers at max_db_connections or max_user_connections are not.
+ *
+ * Keys come from the configuration and from authenticated logins; client
+ * counts of a database or user are kept only where that limit is set (a
+ * login's names are not trusted before authentication). A slot whose
+ * counts are all zero is reused for another key; a full table leaves a
+ * new key uncounted (logged once).
+ *
+ * With workers = 1 nothing here runs: the pools' own counts decide, as
+ * before (pgv.budget is NULL).
+ */
+#ifndef PGVALVE_SHARED_POOL_H
+#define PGVALVE_SHARED_POOL_H
+
+#include "pgvalve/common.h"
+
+/* How often a worker looks for wanted budget and retries its waiting pools. */
+#define SHARED_POOL_TICK_USEC (50 * 1000)
+/* A server whose own worker's clients wait for it too serves them this long before it is given back. */
+#define SHARED_POOL_HOLD_USEC (200 * 1000)
+
+/* Supervisor, before any fork: the table for count workers. */
+void shared_pool_create(int count);
+void shared_pool_destroy(void);
+/* Supervisor: worker k (1-based) has no process; what it held is free again. */
+void shared_pool_reclaim(int worker);
+/* Worker of a supervisor: fills pgv.budget and starts the tick (after the loop exists). */
+void shared_pool_register(void);
+void shared_pool_stop(void);
+
+#endif

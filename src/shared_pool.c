@@ -1,0 +1,583 @@
+/*
+ * shared_pool.c - the instance's connection budgets across worker
+ * processes (see shared_pool.h for the scheme): the shared table, the
+ * budget operations the core calls through pgv.budget, and the tick that
+ * gives idle servers back and retries waiting pools.
+ *
+ * Owns: the table mapping. Touches the core only through its interface:
+ * reads pools and servers, closes an idle server, asks a pool to launch.
+ */
+#include "pgvalve/common.h"
+#include "pgvalve/shared_pool.h"
+#include "pgvalve/instance.h"
+#include "pgvalve/log.h"
+#include "pgvalve/pool.h"
+#include "pgvalve/server.h"
+#include "pgvalve/workers.h"
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Slots in the table; an index fits the 20 bits a token gives it. Slot 0 is the instance's. */
+#define SLOTS 4096
+#define INDEX_BITS 20
+#define INDEX_MASK ((UINT64_C(1) << INDEX_BITS) - 1)
+/* A database name, NUL, a user name (PgBouncer's MAX_DBNAME and MAX_USERNAME). */
+#define KEY_MAX (64 + 1 + 128)
+/* A want older than this is over: its worker stopped asking (its clients were served or left). */
+#define WANT_FRESH_USEC (4 * SHARED_POOL_TICK_USEC)
+/* How long a given-back server's budget waits for PostgreSQL to close the connection. */
+#define DEPART_TIMEOUT_SEC 2
+
+enum key_kind { KEY_FREE = 0, KEY_INSTANCE, KEY_DB, KEY_USER, KEY_POOL };
+
+/*
+ * One key's counts. Every field is written under the table's lock, except
+ * want_any, also read without it (the release path's quick look).
+ * Followed by the per-worker columns: servers, clients, reserved (servers
+ * given back for that worker's waiting clients, not yet taken by it), and
+ * want (the monotonic time that worker last asked for a server, 0 = not).
+ */
+struct slot {
+	uint32_t kind;
+	uint32_t hash;
+	uint32_t key_len;
+	int64_t want_any;	/* the latest want of any worker, 0 = none since the last look */
+	char key[KEY_MAX];
+} __attribute__((aligned(8)));
+
+struct table_head {
+	pthread_mutex_t lock;
+	uint32_t full_logged;
+};
+
+/*
+ * A server given back: its socket, kept open by a second descriptor after
+ * the server closed, until PostgreSQL closes it too (its backend has left
+ * pg_stat_activity by then); only then is its budget returned, so that
+ * the asking worker's new connection never overlaps the old one.
+ */
+struct departing {
+	struct list_node node;
+	int fd;
+	uint64_t token;
+	struct event *ev;
+};
+
+static struct {
+	struct table_head *head;
+	char *slots;
+	size_t slot_bytes;
+	size_t map_bytes;
+	int workers;
+	int self;		/* 0-based column of this worker */
+	struct event *tick;
+	struct budget_ops ops;
+	struct list departing;		/* struct departing */
+} sp;
+
+static void depart(struct server *server);
+
+/* ---------------------------------------------------------------- the table */
+
+static struct slot *slot_at(uint32_t i)
+{
+	return (struct slot *)(sp.slots + sp.slot_bytes * i);
+}
+
+static int32_t *servers_of(struct slot *s)
+{
+	return (int32_t *)(s + 1);
+}
+
+static int32_t *clients_of(struct slot *s)
+{
+	return servers_of(s) + sp.workers;
+}
+
+static int32_t *reserved_of(struct slot *s)
+{
+	return clients_of(s) + sp.workers;
+}
+
+static int64_t *wants_of(struct slot *s)
+{
+	return (int64_t *)(reserved_of(s) + sp.workers + (sp.workers & 1));
+}
+
+static void table_lock(void)
+{
+	int rc = pthread_mutex_lock(&sp.head->lock);
+	/* Its holder died: each write under the lock is one word, the table stays consistent. */
+	if (rc == EOWNERDEAD)
+		pthread_mutex_consistent(&sp.head->lock);
+	else if (rc != 0)
+		die("shared pool table lock: %s", strerror(rc));
+}
+
+static void table_unlock(void)
+{
+	pthread_mutex_unlock(&sp.head->lock);
+}
+
+static bool want_fresh(int64_t at, usec_t now)
+{
+	return at != 0 && now - at < WANT_FRESH_USEC;
+}
+
+static int32_t column_sum(const int32_t *col)
+{
+	int32_t n = 0;
+	for (int w = 0; w < sp.workers; w++)
+		n += col[w];
+	return n;
+}
+
+/* Servers counted for the key, with those held back for workers still asking for them. */
+static int32_t server_sum(struct slot *s, usec_t now)
+{
+	int32_t n = column_sum(servers_of(s));
+	const int32_t *reserved = reserved_of(s);
+	const int64_t *wants = wants_of(s);
+	for (int w = 0; w < sp.workers; w++)
+		if (reserved[w] > 0 && want_fresh(wants[w], now))
+			n += reserved[w];
+	return n;
+}
+
+static bool slot_unused(struct slot *s)
+{
+	const int32_t *servers = servers_of(s);
+	const int32_t *clients = clients_of(s);
+	const int32_t *reserved = reserved_of(s);
+	for (int w = 0; w < sp.workers; w++)
+		if (servers[w] || clients[w] || reserved[w])
+			return false;
+	return true;
+}
+
+static void slot_claim(struct slot *s, enum key_kind kind, uint32_t hash, const char *key, size_t len)
+{
+	memset(s, 0, sp.slot_bytes);
+	memcpy(s->key, key, len);
+	s->key_len = (uint32_t)len;
+	s->hash = hash;
+	s->kind = kind;
+}
+
+/*
+ * Index of the key's slot, made if create (reusing a slot nothing is
+ * counted in); 0 if there is none (0 is the instance's, never a key's).
+ * Under the lock.
+ */
+static uint32_t slot_find(enum key_kind kind, const char *key, size_t len, bool create)
+{
+	if (len > KEY_MAX)
+		return 0;
+	uint32_t hash = 2166136261u ^ kind;
+	for (size_t i = 0; i < len; i++)
+		hash = (hash ^ (uint8_t)key[i]) * 16777619u;
+	uint32_t reuse = 0;
+	for (uint32_t probe = 0; probe < SLOTS - 1; probe++) {
+		uint32_t i = 1 + (hash + probe) % (SLOTS - 1);
+		struct slot *s = slot_at(i);
+		if (s->kind == KEY_FREE) {
+			if (!create)
+				return 0;
+			slot_claim(slot_at(reuse ? reuse : i), kind, hash, key, len);
+			return reuse ? reuse : i;
+		}
+		if (s->kind == kind && s->hash == hash && s->key_len == len && memcmp(s->key, key, len) == 0)
+			return i;
+		if (!reuse && create && slot_unused(s))
+			reuse = i;
+	}
+	if (create && reuse) {
+		slot_claim(slot_at(reuse), kind, hash, key, len);
+		return reuse;
+	}
+	if (create && !sp.head->full_logged) {
+		sp.head->full_logged = 1;
+		log_warning("the shared pool table is full (%d keys): new databases and users are limited per worker",
+			    SLOTS - 1);
+	}
+	return 0;
+}
+
+static uint32_t pool_slot(const struct pool *pool, bool create)
+{
+	char key[KEY_MAX];
+	int len = snprintf(key, sizeof(key), "%s%c%s", pool->db->name, '\0', pool->user);
+	if (len < 0 || (size_t)len >= sizeof(key))
+		return 0;
+	return slot_find(KEY_POOL, key, (size_t)len, create);
+}
+
+static uint32_t named_slot(enum key_kind kind, const char *name)
+{
+	return slot_find(kind, name, strlen(name), true);
+}
+
+static uint64_t token_pack(uint32_t a, uint32_t b, uint32_t c)
+{
+	/* Each index + 1, so that 0 is "none" and a token of anything is never 0. */
+	return (uint64_t)(a + 1) | (uint64_t)(b + 1) << INDEX_BITS | (uint64_t)(c + 1) << (2 * INDEX_BITS);
+}
+
+/* The token's slots: index + 1 each, 0 = none. */
+static void token_unpack(uint64_t token, uint32_t idx[3])
+{
+	for (int i = 0; i < 3; i++)
+		idx[i] = (uint32_t)((token >> (i * INDEX_BITS)) & INDEX_MASK);
+}
+
+/* ---------------------------------------------------------------- budget operations */
+
+/* Takes one of the servers reserved for this worker in the pool's slot, if any is left. */
+static bool take_reserved(struct slot *s, usec_t now)
+{
+	int32_t *reserved = reserved_of(s);
+	if (reserved[sp.self] <= 0 || !want_fresh(wants_of(s)[sp.self], now))
+		return false;
+	reserved[sp.self]--;
+	return true;
+}
+
+static bool server_take(const struct pool *pool, int pool_limit, int db_limit, int user_limit, uint64_t *token)
+{
+	usec_t now = monotonic_usec();
+	table_lock();
+	uint32_t p = pool_slot(pool, true);
+	uint32_t d = named_slot(KEY_DB, pool->db->name);
+	uint32_t u = named_slot(KEY_USER, pool->user);
+	if (!p || !d || !u) {
+		table_unlock();
+		*token = 0;	/* uncounted: the pool's own counts decide */
+		return true;
+	}
+	struct slot *ps = slot_at(p), *ds = slot_at(d), *us = slot_at(u);
+	bool ok = take_reserved(ps, now);
+	if (!ok)
+		ok = server_sum(ps, now) < pool_limit && (db_limit <= 0 || server_sum(ds, now) < db_limit) &&
+		     (user_limit <= 0 || server_sum(us, now) < user_limit);
+	if (ok) {
+		servers_of(ps)[sp.self]++;
+		servers_of(ds)[sp.self]++;
+		servers_of(us)[sp.self]++;
+		/* Asked again if still short; anything held back for an ask gone stale is over. */
+		wants_of(ps)[sp.self] = 0;
+		reserved_of(ps)[sp.self] = 0;
+		*token = token_pack(p, d, u);
+	}
+	table_unlock();
+	return ok;
+}
+
+static void column_return(int32_t *col)
+{
+	if (col[sp.self] > 0)
+		col[sp.self]--;
+}
+
+/* One less in this worker's column (servers or clients) of each of the token's slots. */
+static void token_return(uint64_t token, int32_t *(*column)(struct slot *))
+{
+	uint32_t idx[3];
+	token_unpack(token, idx);
+	table_lock();
+	for (int i = 0; i < 3; i++)
+		if (idx[i])
+			column_return(column(slot_at(idx[i] - 1)));
+	table_unlock();
+}
+
+static void server_return(uint64_t token)
+{
+	token_return(token, servers_of);
+}
+
+static int server_count(const struct pool *pool)
+{
+	table_lock();
+	uint32_t p = pool_slot(pool, false);
+	int n = p ? column_sum(servers_of(slot_at(p))) : pool_server_count(pool);
+	table_unlock();
+	return n;
+}
+
+static void server_wanted(const struct pool *pool)
+{
+	usec_t now = monotonic_usec();
+	table_lock();
+	uint32_t p = pool_slot(pool, true);
+	if (p) {
+		struct slot *s = slot_at(p);
+		/* A server held back for an earlier ask that went stale no longer counts: a new ask starts afresh. */
+		if (!want_fresh(wants_of(s)[sp.self], now))
+			reserved_of(s)[sp.self] = 0;
+		wants_of(s)[sp.self] = now;
+		__atomic_store_n(&s->want_any, now, __ATOMIC_RELAXED);
+	}
+	table_unlock();
+}
+
+/*
+ * Whether this worker gives one server of the slot back to a worker whose
+ * clients wait: one with nothing reserved for it yet, and (if clients
+ * here want the server too) fewer servers than this one holds. Reserves
+ * it for that worker. Under the lock.
+ */
+static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
+{
+	int32_t *servers = servers_of(s), *reserved = reserved_of(s);
+	int64_t *wants = wants_of(s);
+	bool any = false;
+	for (int w = 0; w < sp.workers; w++) {
+		if (w == sp.self || !want_fresh(wants[w], now))
+			continue;
+		any = true;
+		/* With clients here too, the one holding more gives: the budget takes turns, never stays put. */
+		if (reserved[w] > 0 || (local_waiters && servers[sp.self] <= servers[w]))
+			continue;
+		reserved[w]++;
+		return true;
+	}
+	if (!any)
+		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
+	return false;
+}
+
+static bool server_give_back(struct server *server, bool local_waiters)
+{
+	uint32_t idx[3];
+	token_unpack(server->budget_token, idx);
+	if (!idx[0])
+		return false;
+	struct slot *s = slot_at(idx[0] - 1);
+	/* The quick look, on every release: nobody asked lately. */
+	int64_t any = __atomic_load_n(&s->want_any, __ATOMIC_RELAXED);
+	if (!any)
+		return false;
+	usec_t now = monotonic_usec();
+	if (!want_fresh(any, now))
+		return false;
+	/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
+	if (local_waiters && now_usec() - server->connect_time < SHARED_POOL_HOLD_USEC)
+		return false;
+	table_lock();
+	bool give = give_back_locked(s, local_waiters, now);
+	table_unlock();
+	if (give)
+		depart(server);
+	return give;
+}
+
+static const char *client_take(const char *db_name, const char *user, int max_client, int db_limit, int user_limit,
+			       uint64_t *token)
+{
+	const char *refused = NULL;
+	table_lock();
+	/* Names come from a login not yet authenticated: only a set limit makes them keys. */
+	uint32_t d = db_name && db_limit > 0 ? named_slot(KEY_DB, db_name) : 0;
+	uint32_t u = user_limit > 0 ? named_slot(KEY_USER, user) : 0;
+	if (max_client > 0 && column_sum(clients_of(slot_at(0))) >= max_client)
+		refused = "no more connections allowed (max_client_conn)";
+	else if (d && column_sum(clients_of(slot_at(d))) >= db_limit)
+		refused = "client connections exceeded (max_db_client_connections)";
+	else if (u && column_sum(clients_of(slot_at(u))) >= user_limit)
+		refused = "client connections exceeded (max_user_client_connections)";
+	if (!refused) {
+		clients_of(slot_at(0))[sp.self]++;
+		if (d)
+			clients_of(slot_at(d))[sp.self]++;
+		if (u)
+			clients_of(slot_at(u))[sp.self]++;
+		*token = (uint64_t)1 | (uint64_t)(d ? d + 1 : 0) << INDEX_BITS | (uint64_t)(u ? u + 1 : 0) << (2 * INDEX_BITS);
+	}
+	table_unlock();
+	return refused;
+}
+
+static void client_return(uint64_t token)
+{
+	token_return(token, clients_of);
+}
+
+/* ---------------------------------------------------------------- given-back servers */
+
+static void departed(struct departing *d)
+{
+	list_remove(&sp.departing, &d->node);
+	event_free(d->ev);
+	close(d->fd);
+	if (sp.head)
+		server_return(d->token);
+	free(d);
+}
+
+static void departing_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct departing *d = arg;
+	if (what & EV_READ) {
+		char buf[256];
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+			return;	/* the end of what it sent (a TLS close_notify): EOF follows */
+	}
+	departed(d);
+}
+
+/* The server is about to close: its budget goes with PostgreSQL's end of the connection, not ours. */
+static void depart(struct server *server)
+{
+	int fd = server->nb.fd >= 0 ? dup(server->nb.fd) : -1;
+	if (fd < 0)
+		return;	/* returned when the server closes, as any other */
+	struct departing *d = xcalloc(1, sizeof(*d));
+	d->fd = fd;
+	d->token = server->budget_token;
+	server->budget_token = 0;
+	struct timeval tv = { DEPART_TIMEOUT_SEC, 0 };
+	d->ev = event_new(pgv.base, fd, EV_READ | EV_PERSIST, departing_cb, d);
+	event_add(d->ev, &tv);
+	list_node_init(&d->node);
+	list_append(&sp.departing, &d->node);
+}
+
+/* ---------------------------------------------------------------- the tick */
+
+/* An idle server of pool, the one idle longest, given back if another worker asks. */
+static void give_back_idle(struct pool *pool, usec_t now)
+{
+	struct list_node *tail = list_last(&pool->idle_servers);	/* LIFO: the tail idled longest */
+	if (!tail)
+		return;
+	struct server *server = container_of(tail, struct server, node);
+	uint32_t idx[3];
+	token_unpack(server->budget_token, idx);
+	if (!idx[0])
+		return;
+	struct slot *s = slot_at(idx[0] - 1);
+	if (!want_fresh(__atomic_load_n(&s->want_any, __ATOMIC_RELAXED), now))
+		return;
+	table_lock();
+	bool give = give_back_locked(s, false, now);
+	table_unlock();
+	if (give) {
+		depart(server);
+		server_close(server, "given back for another worker's waiting clients");
+	}
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+	usec_t now = monotonic_usec();
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		if (db->is_admin)
+			continue;
+		list_for_each_safe(ppos, ptmp, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
+				pool_after_change(pool);	/* takes what was given back, or asks again */
+			else
+				give_back_idle(pool, now);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+void shared_pool_create(int count)
+{
+	sp.workers = MAX(1, count);
+	/* servers, clients, reserved (int32 each, padded to 8 bytes), want (int64) per worker */
+	size_t columns = sizeof(int32_t) * (size_t)(3 * sp.workers + (sp.workers & 1)) +
+			 sizeof(int64_t) * (size_t)sp.workers;
+	sp.slot_bytes = (sizeof(struct slot) + columns + 63) & ~(size_t)63;
+	size_t head_bytes = (sizeof(struct table_head) + 63) & ~(size_t)63;
+	sp.map_bytes = head_bytes + sp.slot_bytes * SLOTS;
+	void *mem = mmap(NULL, sp.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		die("could not map the shared pool table: %s", strerror(errno));
+	sp.head = mem;
+	sp.slots = (char *)mem + head_bytes;
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+	if (pthread_mutex_init(&sp.head->lock, &attr) != 0)
+		die("could not make the shared pool table lock");
+	pthread_mutexattr_destroy(&attr);
+	slot_at(0)->kind = KEY_INSTANCE;
+}
+
+void shared_pool_destroy(void)
+{
+	if (sp.head)
+		munmap(sp.head, sp.map_bytes);
+	sp.head = NULL;
+	sp.slots = NULL;
+}
+
+void shared_pool_reclaim(int worker)
+{
+	if (!sp.head || worker < 1 || worker > sp.workers)
+		return;
+	int w = worker - 1;
+	int32_t servers = 0, clients = 0;
+	table_lock();
+	for (uint32_t i = 0; i < SLOTS; i++) {
+		struct slot *s = slot_at(i);
+		if (s->kind == KEY_FREE)
+			continue;
+		if (s->kind == KEY_POOL)
+			servers += servers_of(s)[w];
+		if (s->kind == KEY_INSTANCE)
+			clients += clients_of(s)[w];
+		servers_of(s)[w] = 0;
+		clients_of(s)[w] = 0;
+		reserved_of(s)[w] = 0;
+		wants_of(s)[w] = 0;
+	}
+	table_unlock();
+	if (servers || clients)
+		log_info("worker %d's %d server and %d client connections are free again", worker, (int)servers,
+			 (int)clients);
+}
+
+void shared_pool_register(void)
+{
+	if (!sp.head || !workers_supervised())
+		return;
+	sp.self = workers_self() - 1;
+	sp.ops = (struct budget_ops){
+		.server_take = server_take,
+		.server_return = server_return,
+		.server_count = server_count,
+		.server_wanted = server_wanted,
+		.server_give_back = server_give_back,
+		.client_take = client_take,
+		.client_return = client_return,
+	};
+	pgv.budget = &sp.ops;
+	list_init(&sp.departing);
+	struct timeval tv = { 0, SHARED_POOL_TICK_USEC };
+	sp.tick = event_new(pgv.base, -1, EV_PERSIST, tick_cb, NULL);
+	event_add(sp.tick, &tv);
+}
+
+void shared_pool_stop(void)
+{
+	if (sp.tick)
+		event_free(sp.tick);
+	sp.tick = NULL;
+	if (pgv.budget)
+		list_for_each_safe(pos, tmp, &sp.departing)
+			departed(container_of(pos, struct departing, node));
+	pgv.budget = NULL;
+}

@@ -1,0 +1,403 @@
+/*
+ * test_shared_pool.c - workers = N as one pooler: pool_size,
+ * min_pool_size and max_client_conn hold for the instance, PostgreSQL
+ * sees at most pool_size connections of a pool however the clients spread
+ * over the workers, a client waiting in one worker is served while
+ * another holds the idle servers, and a worker killed with SIGKILL gives
+ * its budget back.
+ */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DB "pgvtest"
+#define USER "pgbench_user"
+#define PASS "bench_pass"
+#define BASE "auth_type = md5\npool_mode = transaction\nadmin_users = " USER "\n"
+#define MAX_W 8
+
+/* Worker k's private socket directory (workers.h). */
+static void worker_dir(const struct pgv *p, int k, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/pgvalve-%d-%d-w%d", p->dir, p->port, (int)p->pid, k);
+}
+
+static PGconn *login_at(const char *host, int port, const char *dbname)
+{
+	char portbuf[16];
+	snprintf(portbuf, sizeof(portbuf), "%d", port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
+	const char *val[] = { host, portbuf, dbname, USER, PASS, "disable", "10", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "%s at %s:%d: %s", dbname, host, port,
+		      c ? PQerrorMessage(c) : "out of memory");
+	return c;
+}
+
+static PGconn *worker_login(struct pgv *p, int k, const char *dbname)
+{
+	char dir[700];
+	worker_dir(p, k, dir, sizeof(dir));
+	return login_at(dir, p->port, dbname);
+}
+
+/* Worker k's pid from SHOW WORKERS once all n run (0 while not yet). */
+static void wait_running(struct pgv *p, int n, int *pids)
+{
+	double deadline = now_s() + 10;
+	for (;;) {
+		PGconn *c = login_at("127.0.0.1", p->port, "pgbouncer");
+		PGresult *r = PQexec(c, "SHOW WORKERS");
+		ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+		int running = 0;
+		for (int i = 0; i < n && i < PQntuples(r) - 1; i++) {
+			pids[i] = atoi(PQgetvalue(r, i, PQfnumber(r, "pid")));
+			running += strcmp(PQgetvalue(r, i, PQfnumber(r, "state")), "running") == 0 && pids[i] > 0;
+		}
+		PQclear(r);
+		PQfinish(c);
+		if (running == n)
+			return;
+		ck_assert_msg(now_s() < deadline, "only %d of %d workers running\n%s", running, n, pgv_log_tail(p, 1500));
+		sleep_ms(100);
+	}
+}
+
+/* Whether c's pending query ends within timeout_s; its results are discarded, the last status kept. */
+static bool finished_within(PGconn *c, double timeout_s, ExecStatusType *status)
+{
+	double deadline = now_s() + timeout_s;
+	while (now_s() < deadline) {
+		ck_assert_int_eq(PQconsumeInput(c), 1);
+		if (!PQisBusy(c)) {
+			PGresult *r;
+			*status = PGRES_FATAL_ERROR;
+			while ((r = PQgetResult(c)) != NULL) {
+				*status = PQresultStatus(r);
+				PQclear(r);
+			}
+			return true;
+		}
+		sleep_ms(10);
+	}
+	return false;
+}
+
+/* Until PostgreSQL shows want backends of USER (timeout_s); the last count. */
+static int wait_backends(int want, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+	int n;
+	while ((n = pg_count_backends(USER)) != want && now_s() < deadline)
+		sleep_ms(50);
+	return n;
+}
+
+static long pgbench_number(const char *text, const char *label)
+{
+	const char *s = strstr(text, label);
+	return s ? strtol(s + strlen(label), NULL, 10) : -1;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/*
+ * workers = 4, default_pool_size = 3: 40 pgbench clients spread over the
+ * workers never make PostgreSQL see more than 3 connections, and none fails.
+ */
+START_TEST(pool_size_holds_for_the_instance)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	char out[700], port[16];
+	pgv_start(&p, BASE "workers = 4\ndefault_pool_size = 3\nmax_client_conn = 200\n", std_databases(),
+		  std_userlist());
+	wait_running(&p, 4, pids);
+	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
+	snprintf(port, sizeof(port), "%d", p.port);
+	char *env[] = { "PGPASSWORD=" PASS, "PGSSLMODE=disable", NULL };
+	char *argv[] = { "pgbench", "-n", "-S", "-c", "40", "-j", "2", "-T", "8", "-h", "127.0.0.1",
+			 "-p", port, "-U", USER, DB, NULL };
+	pid_t bench = fork();
+	ck_assert_int_ge(bench, 0);
+	if (bench == 0)
+		_exit(run_program(argv, env, out, 60));
+	int most = 0, samples = 0, status;
+	while (waitpid(bench, &status, WNOHANG) == 0) {
+		int n = pg_count_backends(USER);
+		most = n > most ? n : most;
+		samples++;
+		sleep_ms(20);
+	}
+	const char *text = read_file_tail(out, 8000);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench exit status %d:\n%s\n%s",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, text, pgv_log_tail(&p, 2000));
+	ck_assert_msg(pgbench_number(text, "number of failed transactions: ") == 0, "failed transactions:\n%s", text);
+	ck_assert_msg(pgbench_number(text, "number of transactions actually processed: ") > 0, "none:\n%s", text);
+	ck_assert_msg(samples > 50, "only %d samples", samples);
+	ck_assert_msg(most <= 3, "PostgreSQL saw %d connections of a pool of 3 (%d samples)\n%s", most, samples,
+		      pgv_log_tail(&p, 2000));
+	ck_assert_msg(most >= 1, "no server connection seen");
+	/* Every worker took clients, so the budget did go round. */
+	PGconn *c = login_at("127.0.0.1", p.port, "pgbouncer");
+	PGresult *r = PQexec(c, "SHOW WORKERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	for (int i = 0; i < 4; i++)
+		ck_assert_msg(atol(PQgetvalue(r, i, PQfnumber(r, "total_xact_count"))) > 0, "worker %d served nothing",
+			      i + 1);
+	PQclear(r);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * pool_size = 1, workers = 2: worker 1 holds the one server, idle; a
+ * client of worker 2 is served at once, by the budget worker 1 gives back.
+ */
+START_TEST(waiting_client_gets_an_idle_server_of_another_worker)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	ExecStatusType st;
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 1\n", std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *a = worker_login(&p, 1, DB);
+	ck_assert_str_eq(query_value(a, "SELECT 'from worker 1'"), "from worker 1");
+	ck_assert_int_eq(wait_backends(1, 5), 1);
+	PGconn *b = worker_login(&p, 2, DB);
+	for (int round = 0; round < 3; round++) {
+		double t0 = now_s();
+		ck_assert_int_eq(PQsendQuery(b, "SELECT 'from worker 2'"), 1);
+		ck_assert_msg(finished_within(b, 3.0, &st), "worker 2's client still waits\n%s", pgv_log_tail(&p, 2000));
+		ck_assert_int_eq(st, PGRES_TUPLES_OK);
+		double waited = now_s() - t0;
+		ck_assert_msg(waited < 1.0, "worker 2's client waited %.3f s", waited);
+		ck_assert_int_le(pg_count_backends(USER), 1);
+		/* and back: worker 1's client is served by the server worker 2 now holds idle */
+		t0 = now_s();
+		ck_assert_int_eq(PQsendQuery(a, "SELECT 'from worker 1'"), 1);
+		ck_assert_msg(finished_within(a, 3.0, &st), "worker 1's client still waits\n%s", pgv_log_tail(&p, 2000));
+		ck_assert_int_eq(st, PGRES_TUPLES_OK);
+		ck_assert_msg(now_s() - t0 < 1.0, "worker 1's client waited %.3f s", now_s() - t0);
+		ck_assert_int_le(pg_count_backends(USER), 1);
+	}
+	ck_assert(pgv_log_contains(&p, "given back for another worker's waiting clients"));
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* max_client_conn = 10 with 4 workers: the 11th client is refused, the console still answers. */
+START_TEST(max_client_conn_holds_for_the_instance)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	PGconn *c[12];
+	pgv_start(&p, BASE "workers = 4\nmax_client_conn = 10\n", std_databases(), std_userlist());
+	wait_running(&p, 4, pids);
+	/* Two on each worker's own socket, two more over TCP: every worker has clients. */
+	int n = 0;
+	for (int k = 1; k <= 4; k++) {
+		c[n++] = worker_login(&p, k, DB);
+		c[n++] = worker_login(&p, k, DB);
+	}
+	while (n < 10) {
+		c[n] = pgv_connect(&p, DB, USER, PASS);
+		ck_assert_msg(PQstatus(c[n]) == CONNECTION_OK, "client %d: %s", n + 1, PQerrorMessage(c[n]));
+		n++;
+	}
+	for (int k = 1; k <= 4; k++) {
+		char dir[700], portbuf[16];
+		worker_dir(&p, k, dir, sizeof(dir));
+		snprintf(portbuf, sizeof(portbuf), "%d", p.port);
+		const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", NULL };
+		const char *val[] = { dir, portbuf, DB, USER, PASS, "disable", NULL };
+		PGconn *extra = PQconnectdbParams(kw, val, 0);
+		ck_assert_msg(PQstatus(extra) != CONNECTION_OK, "an 11th client got in through worker %d", k);
+		ck_assert_msg(strstr(PQerrorMessage(extra), "max_client_conn"), "worker %d: %s", k, PQerrorMessage(extra));
+		PQfinish(extra);
+	}
+	PGconn *admin = worker_login(&p, 3, "pgbouncer");
+	PQfinish(admin);
+	/* One leaves: one more may come, through any worker. */
+	PQfinish(c[0]);
+	double deadline = now_s() + 5;
+	PGconn *again;
+	for (;;) {
+		again = pgv_connect(&p, DB, USER, PASS);
+		if (PQstatus(again) == CONNECTION_OK || now_s() > deadline)
+			break;
+		PQfinish(again);
+		sleep_ms(50);
+	}
+	ck_assert_msg(PQstatus(again) == CONNECTION_OK, "no room after a client left: %s", PQerrorMessage(again));
+	PQfinish(again);
+	for (int i = 1; i < n; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* min_pool_size = 2 with 4 workers: 2 server connections for the instance, not 8. */
+START_TEST(min_pool_size_once_for_the_instance)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	char dbs[512];
+	/* A forced user: its pool exists in every worker from the start, so each keeps min_pool_size. */
+	snprintf(dbs, sizeof(dbs), "%spgvmin = host=127.0.0.1 port=%d dbname=pgvtest user=" USER "\n", std_databases(),
+		 atoi(getenv("PGV_TEST_PGPORT")));
+	pgv_start(&p, BASE "workers = 4\nmin_pool_size = 2\ndefault_pool_size = 5\n", dbs, std_userlist());
+	wait_running(&p, 4, pids);
+	ck_assert_int_eq(wait_backends(2, 10), 2);
+	sleep_ms(1500);		/* several janitor ticks of every worker */
+	ck_assert_msg(pg_count_backends(USER) == 2, "%d server connections\n%s", pg_count_backends(USER),
+		      pgv_log_tail(&p, 2000));
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * pool_size = 2, workers = 2, each worker holds one server in a
+ * transaction. SIGKILL of worker 2: worker 1's client goes on, and the
+ * restarted worker 2 gets a server again (the dead one's budget was
+ * reclaimed) while worker 1 still holds its own.
+ */
+START_TEST(killed_worker_gives_its_budget_back)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	ExecStatusType st;
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 2\n", std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *a = worker_login(&p, 1, DB);
+	PGconn *b = worker_login(&p, 2, DB);
+	PQclear(PQexec(a, "BEGIN"));
+	ck_assert_str_eq(query_value(a, "SELECT 'a in tx'"), "a in tx");
+	PQclear(PQexec(b, "BEGIN"));
+	ck_assert_str_eq(query_value(b, "SELECT 'b in tx'"), "b in tx");
+	ck_assert_int_eq(pg_count_backends(USER), 2);
+	/* The budget is used up: a third client waits. */
+	PGconn *c = worker_login(&p, 1, DB);
+	ck_assert_int_eq(PQsendQuery(c, "SELECT 'c'"), 1);
+	ck_assert_msg(!finished_within(c, 0.5, &st), "a third server was opened for a pool of 2");
+
+	ck_assert_int_eq(kill(pids[1], SIGKILL), 0);
+	PQfinish(b);
+	/* The dead worker's server goes and its budget is free: the waiting client of worker 1 gets it. */
+	ck_assert_msg(finished_within(c, 5.0, &st), "worker 1's client still waits after worker 2 died\n%s",
+		      pgv_log_tail(&p, 2000));
+	ck_assert_int_eq(st, PGRES_TUPLES_OK);
+	ck_assert_str_eq(query_value(a, "SELECT 'a still in tx'"), "a still in tx");
+	int now[MAX_W];
+	wait_running(&p, 2, now);
+	ck_assert_int_ne(now[1], pids[1]);
+	/* The restarted worker serves within the budget: worker 1 gives it the idle server. */
+	PGconn *b2 = worker_login(&p, 2, DB);
+	ck_assert_int_eq(PQsendQuery(b2, "SELECT 'b again'"), 1);
+	ck_assert_msg(finished_within(b2, 5.0, &st), "the restarted worker 2 gets no server\n%s",
+		      pgv_log_tail(&p, 2000));
+	ck_assert_int_eq(st, PGRES_TUPLES_OK);
+	ck_assert_int_le(pg_count_backends(USER), 2);
+	PQclear(PQexec(a, "COMMIT"));
+	PQfinish(a);
+	PQfinish(b2);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Under load: pgbench on worker 1's socket while worker 2 holds a server
+ * in a transaction, pool_size = 3. SIGKILL of worker 2: its client
+ * fails, pgbench does not, PostgreSQL never sees more than 3 connections,
+ * and pgbench's worker gets the dead worker's share within seconds.
+ */
+START_TEST(killed_worker_under_load)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	char out[700], port[16], dir[700];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 3\n", std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *b = worker_login(&p, 2, DB);
+	PQclear(PQexec(b, "BEGIN"));
+	ck_assert_str_eq(query_value(b, "SELECT 'b in tx'"), "b in tx");
+	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
+	snprintf(port, sizeof(port), "%d", p.port);
+	worker_dir(&p, 1, dir, sizeof(dir));
+	char *env[] = { "PGPASSWORD=" PASS, "PGSSLMODE=disable", NULL };
+	char *argv[] = { "pgbench", "-n", "-S", "-c", "8", "-j", "2", "-T", "8", "-h", dir, "-p", port, "-U", USER,
+			 DB, NULL };
+	pid_t bench = fork();
+	ck_assert_int_ge(bench, 0);
+	if (bench == 0)
+		_exit(run_program(argv, env, out, 60));
+	double t0 = now_s();
+	bool killed = false;
+	int most = 0, most_after = 0, status;
+	while (waitpid(bench, &status, WNOHANG) == 0) {
+		int n = pg_count_backends(USER);
+		most = n > most ? n : most;
+		if (killed && now_s() - t0 > 5.5)
+			most_after = n > most_after ? n : most_after;
+		if (!killed && now_s() - t0 > 2.5) {
+			ck_assert_int_eq(kill(pids[1], SIGKILL), 0);
+			killed = true;
+		}
+		sleep_ms(20);
+	}
+	const char *text = read_file_tail(out, 8000);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench exit status %d:\n%s\n%s",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, text, pgv_log_tail(&p, 2000));
+	ck_assert_msg(pgbench_number(text, "number of failed transactions: ") == 0, "failed transactions:\n%s", text);
+	ck_assert_msg(most <= 3, "PostgreSQL saw %d connections of a pool of 3\n%s", most, pgv_log_tail(&p, 2000));
+	/* After the kill, worker 1 uses the whole pool: 3 servers for its 8 clients. */
+	ck_assert_msg(most_after == 3, "worker 1 had %d servers after worker 2 died\n%s", most_after,
+		      pgv_log_tail(&p, 2000));
+	PGresult *r = PQexec(b, "SELECT 'b after the kill'");
+	ck_assert_msg(PQresultStatus(r) != PGRES_TUPLES_OK, "worker 2's client outlived its worker");
+	PQclear(r);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* workers = 1: nothing shared, the limits as in one process (and no budget log lines). */
+START_TEST(single_process_unchanged)
+{
+	struct pgv p = { 0 };
+	pgv_start(&p, BASE "default_pool_size = 1\n", std_databases(), std_userlist());
+	PGconn *a = pgv_connect(&p, DB, USER, PASS);
+	PGconn *b = pgv_connect(&p, DB, USER, PASS);
+	ck_assert_str_eq(query_value(a, "SELECT 'a'"), "a");
+	ck_assert_str_eq(query_value(b, "SELECT 'b'"), "b");
+	ck_assert_int_eq(pg_count_backends(USER), 1);
+	ck_assert(!pgv_log_contains(&p, "given back"));
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("shared_pool");
+	TCase *tc = pgv_tcase_create("shared_pool", 90);
+	tcase_add_test(tc, pool_size_holds_for_the_instance);
+	tcase_add_test(tc, waiting_client_gets_an_idle_server_of_another_worker);
+	tcase_add_test(tc, max_client_conn_holds_for_the_instance);
+	tcase_add_test(tc, min_pool_size_once_for_the_instance);
+	tcase_add_test(tc, killed_worker_gives_its_budget_back);
+	tcase_add_test(tc, killed_worker_under_load);
+	tcase_add_test(tc, single_process_unchanged);
+	suite_add_tcase(s, tc);
+	return pgv_run_suite(s);
+}
