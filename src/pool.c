@@ -607,7 +607,7 @@ void pool_user_unref(struct user_count *u)
 	free(u);
 }
 
-const char *pool_client_limit_reached(const struct db *db, const char *user, uint64_t *budget_token)
+const char *pool_client_limit_reached(const struct db *db, const char *user, uint32_t *budget_token)
 {
 	*budget_token = 0;
 	/* As PgBouncer, admin_users are not held back by these on the admin console; elsewhere they are. */

@@ -375,8 +375,16 @@ static bool server_give_back(struct server *server, bool local_waiters)
 	return give;
 }
 
+/*
+ * A client's token: bit 0 set when counted (the instance's slot), then the
+ * database's and the user's slot index + 1 (0: not counted there), 15 bits
+ * each (SLOTS fits).
+ */
+#define CLIENT_SLOT_BITS 15
+_Static_assert(SLOTS < (1 << CLIENT_SLOT_BITS), "a slot index + 1 fits a client token's field");
+
 static const char *client_take(const char *db_name, const char *user, int max_client, int db_limit, int user_limit,
-			       uint64_t *token)
+			       uint32_t *token)
 {
 	const char *refused = NULL;
 	table_lock();
@@ -395,15 +403,18 @@ static const char *client_take(const char *db_name, const char *user, int max_cl
 			clients_of(slot_at(d))[sp.self]++;
 		if (u)
 			clients_of(slot_at(u))[sp.self]++;
-		*token = (uint64_t)1 | (uint64_t)(d ? d + 1 : 0) << INDEX_BITS | (uint64_t)(u ? u + 1 : 0) << (2 * INDEX_BITS);
+		*token = 1u | (d ? d + 1 : 0) << 1 | (u ? u + 1 : 0) << (1 + CLIENT_SLOT_BITS);
 	}
 	table_unlock();
 	return refused;
 }
 
-static void client_return(uint64_t token)
+static void client_return(uint32_t token)
 {
-	token_return(token, clients_of);
+	uint32_t mask = (1u << CLIENT_SLOT_BITS) - 1;
+	uint64_t d = (token >> 1) & mask, u = (token >> (1 + CLIENT_SLOT_BITS)) & mask;
+	if (token & 1u)	/* the same slots in a server token's form: index + 1 each, 0 = none */
+		token_return((uint64_t)1 | d << INDEX_BITS | u << (2 * INDEX_BITS), clients_of);
 }
 
 /* ---------------------------------------------------------------- given-back servers */

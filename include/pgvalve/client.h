@@ -194,10 +194,10 @@ struct client {
 	};
 	struct client *cancel_next;	/* the cancel index's hash chain */
 	uint64_t id;
-	uint64_t budget_token;		/* counted in the instance's shared budget (instance.h), 0 = not */
 	usec_t connect_time;
 	usec_t request_time;		/* when it last started waiting, was linked, or went idle */
 	uint32_t vars_gen;		/* bumped whenever vars change */
+	uint32_t budget_token;		/* counted in the instance's shared budget (instance.h), 0 = not */
 	uint32_t cancel_pid;
 	uint32_t cancel_key;
 	struct client_addr addr;	/* TCP only */

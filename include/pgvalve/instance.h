@@ -86,8 +86,8 @@ struct budget_ops {
 	 * message naming the limit.
 	 */
 	const char *(*client_take)(const char *db_name, const char *user, int max_client, int db_limit,
-				   int user_limit, uint64_t *token);
-	void (*client_return)(uint64_t token);
+				   int user_limit, uint32_t *token);
+	void (*client_return)(uint32_t token);	/* a client's token is 32 bits: struct client stays small */
 };
 
 struct instance {

@@ -181,7 +181,7 @@ size_t pool_user_count_list(const struct user_count **out, size_t max);
  * included, and *budget_token is what the client holds there (returned
  * when it closes).
  */
-const char *pool_client_limit_reached(const struct db *db, const char *user, uint64_t *budget_token);
+const char *pool_client_limit_reached(const struct db *db, const char *user, uint32_t *budget_token);
 int pool_effective_mode(const struct pool *pool);
 int pool_server_count(const struct pool *pool);
 /* The instance's servers of pool: every worker's with a shared budget (instance.h), else pool_server_count. */
