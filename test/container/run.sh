@@ -29,6 +29,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=scripts/deps.sh
 . "$root/scripts/deps.sh"
+check_prefix=test/container
+# shellcheck source=test/checks.sh
+. "$root/test/checks.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "test/container: SKIP: needs root (podman with runc and cgroupfs)"
@@ -39,7 +42,6 @@ pgv_deps_ensure container || exit 2
 started=$(date +%s)
 work=$(mktemp -d "${TMPDIR:-/tmp}/pgvctr.XXXXXX")
 chmod 0755 "$work"
-failures=0
 name="pgvalve-test-$$"
 image="localhost/pgvalve-test:$$"
 pg_data="$work/pg/data"
@@ -75,20 +77,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-check() { # check WHAT COMMAND...
-	local what=$1
-	shift
-	if "$@"; then
-		echo "test/container: ok: $what"
-	else
-		echo "test/container: FAILED: $what" >&2
-		failures=$((failures + 1))
-	fi
-}
-setup_failed() {
-	echo "test/container: setup failed: $*" >&2
-	exit 2
-}
 
 # ---------------------------------------------------------------- 1. the base image
 base_tar=${PGV_CONTAINER_BASE_TAR:-$work/base.tar}

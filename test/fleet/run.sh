@@ -32,26 +32,22 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=scripts/deps.sh
 . "$root/scripts/deps.sh"
+check_prefix=test/fleet
+# shellcheck source=test/checks.sh
+. "$root/test/checks.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "test/fleet: SKIP: needs root (network namespaces)"
 	exit 77
 fi
 pgv_deps_ensure fleet || exit 2
-binary=${PGV_BINARY:-}
-if [ -z "$binary" ]; then
-	for b in "$root/build/src/pgvalve" "$root/build-dev/src/pgvalve"; do
-		[ -x "$b" ] && { binary=$b; break; }
-	done
-fi
-[ -x "$binary" ] || { echo "test/fleet: no pgvalve binary (build it, or set PGV_BINARY)" >&2; exit 2; }
+binary=$(pick_pgvalve_binary "$root") || exit 2
 py=/usr/bin/python3
 
 started=$(date +%s)
 seconds=${FLEET_SECONDS:-45}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pgvfleet.XXXXXX")
 chmod 0755 "$work"
-failures=0
 tag=$$
 instances=(1 2 3)
 pg_data="$work/pg/data"
@@ -76,36 +72,10 @@ cleanup() {
 	ip link del "pfb$tag" 2>/dev/null || true
 	pgv_pg_stop "$pg_data" pgvtest >/dev/null 2>&1 || true
 	pgv_kill_matching "$work/" || true
-	if [ "${PGV_KEEP_TMP:-0}" = 1 ]; then
-		echo "test/fleet: kept $work"
-	else
-		rm -rf "$work"
-	fi
+	keep_or_remove "$work"
 }
 trap cleanup EXIT
 
-check() { # check WHAT COMMAND...
-	local what=$1
-	shift
-	if "$@"; then
-		echo "test/fleet: ok: $what"
-	else
-		echo "test/fleet: FAILED: $what" >&2
-		failures=$((failures + 1))
-	fi
-}
-setup_failed() {
-	echo "test/fleet: setup failed: $*" >&2
-	exit 2
-}
-wait_for() { # wait_for SECONDS COMMAND...: true once the command succeeds
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
 
 # ---------------------------------------------------------------- PostgreSQL
 pgv_ensure_user pgvtest

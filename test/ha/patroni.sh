@@ -30,19 +30,16 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=scripts/deps.sh
 . "$root/scripts/deps.sh"
+check_prefix=test/ha
+# shellcheck source=test/checks.sh
+. "$root/test/checks.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "test/ha: SKIP: needs root (PostgreSQL and Patroni run as user pgvtest)"
 	exit 77
 fi
 pgv_deps_ensure ha || exit 2
-binary=${PGV_BINARY:-}
-if [ -z "$binary" ]; then
-	for b in "$root/build/src/pgvalve" "$root/build-dev/src/pgvalve"; do
-		[ -x "$b" ] && { binary=$b; break; }
-	done
-fi
-[ -x "$binary" ] || { echo "test/ha: no pgvalve binary (build it, or set PGV_BINARY)" >&2; exit 2; }
+binary=$(pick_pgvalve_binary "$root") || exit 2
 # Debian's python with Debian's psycopg2 (patroni's own dependency), whatever python3 PATH finds first.
 py=/usr/bin/python3
 
@@ -52,7 +49,6 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pgvha.XXXXXX")
 chmod 0755 "$work"
 pgv_ensure_user pgvtest
 chown pgvtest: "$work"
-failures=0
 nodes=(1 2 3)
 pg_port=$(pgv_free_port 25500)
 etcd_port=$(pgv_free_port $((pg_port + 1)))
@@ -77,36 +73,10 @@ cleanup() {
 	[ -n "$etcd_pid" ] && kill -KILL "$etcd_pid" 2>/dev/null || true
 	pgv_kill_matching "$work/" || true
 	wait 2>/dev/null || true
-	if [ "${PGV_KEEP_TMP:-0}" = 1 ]; then
-		echo "test/ha: kept $work"
-	else
-		rm -rf "$work"
-	fi
+	keep_or_remove "$work"
 }
 trap cleanup EXIT
 
-check() { # check WHAT COMMAND...
-	local what=$1
-	shift
-	if "$@"; then
-		echo "test/ha: ok: $what"
-	else
-		echo "test/ha: FAILED: $what" >&2
-		failures=$((failures + 1))
-	fi
-}
-setup_failed() {
-	echo "test/ha: setup failed: $*" >&2
-	exit 2
-}
-wait_for() { # wait_for SECONDS COMMAND...
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
 
 # ---------------------------------------------------------------- etcd
 runuser -u pgvtest -- etcd --name e1 --data-dir "$work/etcd" \

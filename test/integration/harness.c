@@ -1711,3 +1711,28 @@ int pgv_run_suite(Suite *s)
 	srunner_free(sr);
 	return failed == 0 ? 0 : 1;
 }
+
+const char *pgv_cert(const char *name)
+{
+	static char bufs[8][600];
+	static unsigned next;
+	const char *dir = getenv("PGV_TEST_CERTDIR");
+	ck_assert_msg(dir && *dir, "PGV_TEST_CERTDIR is not set: run.sh generates the certificates");
+	char *b = bufs[next++ % 8];
+	snprintf(b, sizeof(bufs[0]), "%s/%s", dir, name);
+	return b;
+}
+
+const char *pgv_write_test_file(const char *prefix, const char *name, const char *text)
+{
+	static char bufs[4][600];
+	static unsigned next;
+	char *path = bufs[next++ % 4];
+	snprintf(path, sizeof(bufs[0]), "%s/%s-%ld-%s", env_required("PGV_TEST_DIR"), prefix, (long)getpid(), name);
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f != NULL, "create %s: %s", path, strerror(errno));
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0644);
+	return path;
+}

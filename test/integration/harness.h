@@ -253,6 +253,15 @@ double now_s(void);
 /* Reads a whole small file into a static buffer ("" if missing). */
 const char *read_file_tail(const char *path, size_t bytes);
 
+/* <PGV_TEST_CERTDIR>/<name> (run.sh's TLS files), in a rotating static buffer (8 may be in use at once). */
+const char *pgv_cert(const char *name);
+/*
+ * Writes text to <PGV_TEST_DIR>/<prefix>-<pid>-<name>, mode 0644 (pgvalve,
+ * running as PGV_TEST_RUNAS, can read it); its path, in a rotating static
+ * buffer (4 may be in use at once).
+ */
+const char *pgv_write_test_file(const char *prefix, const char *name, const char *text);
+
 /* Runs one query and returns the first column of the first row (static buffer); fails the test on error. */
 const char *query_value(PGconn *conn, const char *sql);
 

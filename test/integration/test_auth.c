@@ -63,38 +63,6 @@ static uint32_t get32(const unsigned char *p)
 
 /* ---------------------------------------------------------------- files and instances */
 
-static const char *certdir(void)
-{
-	const char *d = getenv("PGV_TEST_CERTDIR");
-	ck_assert_msg(d && *d, "PGV_TEST_CERTDIR is not set: run.sh generates the certificates");
-	return d;
-}
-
-/* <certdir>/<name> in a rotating static buffer (several may be in use at once). */
-static const char *cert(const char *name)
-{
-	static char bufs[8][600];
-	static unsigned next;
-	char *b = bufs[next++ % 8];
-	snprintf(b, sizeof(bufs[0]), "%s/%s", certdir(), name);
-	return b;
-}
-
-/* A file pgvalve (running as PGV_TEST_RUNAS) can read, in PGV_TEST_DIR. */
-static const char *write_test_file(const char *name, const char *text)
-{
-	static char bufs[4][600];
-	static unsigned next;
-	char *path = bufs[next++ % 4];
-	snprintf(path, sizeof(bufs[0]), "%s/auth-%ld-%s", getenv("PGV_TEST_DIR"), (long)getpid(), name);
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f != NULL, "create %s: %s", path, strerror(errno));
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0644);
-	return path;
-}
-
 /* pgv_start, remembering the instance for the final log check. */
 static void start_dbs(struct pgv *p, const char *extra, const char *databases, const char *userlist)
 {
@@ -232,8 +200,8 @@ static void cp_init(struct cparams *cp, const struct pgv *p, const char *user, c
 	cp_set(cp, "gssencmode", "disable");
 	cp_set(cp, "connect_timeout", "10");
 	/* never a stray ~/.postgresql/postgresql.crt */
-	cp_set(cp, "sslcert", cert("no-such.crt"));
-	cp_set(cp, "sslkey", cert("no-such.key"));
+	cp_set(cp, "sslcert", pgv_cert("no-such.crt"));
+	cp_set(cp, "sslkey", pgv_cert("no-such.key"));
 	if (password)
 		cp_set(cp, "password", password);
 }
@@ -389,7 +357,7 @@ START_TEST(auth_matrix)
 		char hba[256];
 		snprintf(hba, sizeof(hba), "# %s\nhost all all 127.0.0.1/32 %s\n", m->name, m->hba_method);
 		snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\nverbose = 2\n",
-			 write_test_file("matrix.hba", hba));
+			 pgv_write_test_file("auth", "matrix.hba", hba));
 	} else {
 		snprintf(extra, sizeof(extra), "auth_type = %s\nverbose = 2\n", m->auth_type);
 	}
@@ -456,8 +424,8 @@ static const char *client_tls_conf(const char *sslmode, bool with_ca)
 	static char buf[1024];
 	snprintf(buf, sizeof(buf),
 		 "client_tls_sslmode = %s\nclient_tls_cert_file = %s\nclient_tls_key_file = %s\n%s%s%s",
-		 sslmode, cert("server.crt"), cert("server.key"), with_ca ? "client_tls_ca_file = " : "",
-		 with_ca ? cert("ca.crt") : "", with_ca ? "\n" : "");
+		 sslmode, pgv_cert("server.crt"), pgv_cert("server.key"), with_ca ? "client_tls_ca_file = " : "",
+		 with_ca ? pgv_cert("ca.crt") : "", with_ca ? "\n" : "");
 	return buf;
 }
 
@@ -466,7 +434,7 @@ START_TEST(hba_hostssl_hostnossl)
 	struct pgv p;
 	struct cparams cp;
 	char extra[2048];
-	const char *hba = write_test_file("ssl.hba",
+	const char *hba = pgv_write_test_file("auth", "ssl.hba",
 		"hostssl   pgvtest scram_user 127.0.0.1/32 trust\n"
 		"hostnossl pgvtest scram_user 127.0.0.1/32 reject\n"
 		"hostnossl pgvtest md5_user   127.0.0.1/32 md5\n");
@@ -503,7 +471,7 @@ START_TEST(hba_address_masks)
 	struct pgv p;
 	struct cparams cp;
 	char extra[1024];
-	const char *hba = write_test_file("masks.hba",
+	const char *hba = pgv_write_test_file("auth", "masks.hba",
 		"host all all        10.0.0.0/8      trust\n"
 		"host all all        127.0.0.2/32    trust\n"
 		"host all all        127.0.0.0/32    trust\n"
@@ -522,7 +490,7 @@ START_TEST(hba_address_masks)
 	expect_login(&p, &cp, "scram_user", "127.0.0.0 255.0.0.0 md5");
 	pgv_stop(&p);
 
-	hba = write_test_file("masks2.hba",
+	hba = pgv_write_test_file("auth", "masks2.hba",
 		"host all all 10.0.0.0/8   trust\n"
 		"host all all 127.0.0.2/32 trust\n"
 		"host all all 128.0.0.1 255.255.255.255 trust\n");
@@ -541,12 +509,12 @@ START_TEST(hba_cert)
 	struct pgv p;
 	struct cparams cp;
 	char extra[2048];
-	const char *hba = write_test_file("cert.hba",
+	const char *hba = pgv_write_test_file("auth", "cert.hba",
 		"hostssl   pgvtest scram_user 127.0.0.1/32 cert\n"
 		"hostssl   pgvtest md5_user   127.0.0.1/32 cert map=cm\n"
 		"hostnossl all     all        127.0.0.1/32 reject\n");
 	/* the certificate of scram_user may log in as md5_user, nothing else is mapped */
-	const char *ident = write_test_file("cert.ident", "cm scram_user md5_user\n");
+	const char *ident = pgv_write_test_file("auth", "cert.ident", "cm scram_user md5_user\n");
 
 	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\nauth_ident_file = %s\n%s", hba, ident,
 		 client_tls_conf("prefer", true));
@@ -554,13 +522,13 @@ START_TEST(hba_cert)
 
 	/* no password anywhere: the certificate is the proof */
 	cp_init(&cp, &p, "scram_user", NULL, "require");
-	cp_set(&cp, "sslcert", cert("scram_user.crt"));
-	cp_set(&cp, "sslkey", cert("scram_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("scram_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("scram_user.key"));
 	expect_login(&p, &cp, "scram_user", "scram_user with its own certificate");
 
 	/* a good certificate with another name */
-	cp_set(&cp, "sslcert", cert("md5_user.crt"));
-	cp_set(&cp, "sslkey", cert("md5_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("md5_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("md5_user.key"));
 	expect_refused(&p, &cp, "28000", "certificate authentication failed for user \"scram_user\"",
 		       "scram_user with md5_user's certificate");
 
@@ -571,8 +539,8 @@ START_TEST(hba_cert)
 
 	/* the right name, signed by a CA pgvalve does not trust: the handshake fails */
 	cp_init(&cp, &p, "scram_user", NULL, "require");
-	cp_set(&cp, "sslcert", cert("wrong_scram_user.crt"));
-	cp_set(&cp, "sslkey", cert("wrong_scram_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("wrong_scram_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("wrong_scram_user.key"));
 	struct login l;
 	login_try(&l, &cp);
 	ck_assert_msg(!l.ok, "a certificate from an unknown CA was accepted");
@@ -581,11 +549,11 @@ START_TEST(hba_cert)
 
 	/* ident map: scram_user's certificate logs in as md5_user; md5_user's own does not */
 	cp_init(&cp, &p, "md5_user", NULL, "require");
-	cp_set(&cp, "sslcert", cert("scram_user.crt"));
-	cp_set(&cp, "sslkey", cert("scram_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("scram_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("scram_user.key"));
 	expect_login(&p, &cp, "md5_user", "md5_user with scram_user's certificate through map cm");
-	cp_set(&cp, "sslcert", cert("md5_user.crt"));
-	cp_set(&cp, "sslkey", cert("md5_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("md5_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("md5_user.key"));
 	expect_refused(&p, &cp, "28000", "certificate authentication failed for user \"md5_user\"",
 		       "md5_user with its own certificate, which map cm does not list");
 
@@ -607,12 +575,12 @@ START_TEST(hba_peer_ident_map)
 	ck_assert_ptr_nonnull(me);
 	/* pgvalve may run as another user (-u); what counts is the client's OS user */
 	snprintf(ident, sizeof(ident), "m %s scram_user\n", me->pw_name);
-	const char *hba = write_test_file("peer.hba",
+	const char *hba = pgv_write_test_file("auth", "peer.hba",
 		"local pgvtest scram_user peer map=m\n"
 		"local pgvtest md5_user   peer\n"
 		"host  all     all        127.0.0.1/32 reject\n");
 	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\nauth_ident_file = %s\n", hba,
-		 write_test_file("peer.ident", ident));
+		 pgv_write_test_file("auth", "peer.ident", ident));
 	start(&p, extra, userlist_of(SEC_PLAIN));
 
 	cp_init(&cp, &p, "scram_user", NULL, "disable");
@@ -790,10 +758,10 @@ START_TEST(client_tls_require)
 	cp_init(&cp, &p, "md5_user", "md5_pass", "verify-full");
 	cp_set(&cp, "host", "localhost");
 	cp_set(&cp, "hostaddr", "127.0.0.1");
-	cp_set(&cp, "sslrootcert", cert("ca.crt"));
+	cp_set(&cp, "sslrootcert", pgv_cert("ca.crt"));
 	expect_login(&p, &cp, "md5_user", "sslmode=verify-full");
 	/* ... and against another CA: libpq refuses pgvalve's certificate */
-	cp_set(&cp, "sslrootcert", cert("wrong_ca.crt"));
+	cp_set(&cp, "sslrootcert", pgv_cert("wrong_ca.crt"));
 	expect_refused(&p, &cp, NULL, "certificate verify failed", "verify-full with the wrong CA");
 
 	/* plain TCP is refused, before any password */
@@ -855,14 +823,14 @@ START_TEST(tls_files_reloaded)
 	char extra[2048], crt[600], key[600];
 	snprintf(crt, sizeof(crt), "%s/reload-%ld.crt", getenv("PGV_TEST_DIR"), (long)getpid());
 	snprintf(key, sizeof(key), "%s/reload-%ld.key", getenv("PGV_TEST_DIR"), (long)getpid());
-	copy_file(cert("server.crt"), crt);
-	copy_file(cert("server.key"), key);
+	copy_file(pgv_cert("server.crt"), crt);
+	copy_file(pgv_cert("server.key"), key);
 	snprintf(extra, sizeof(extra), "auth_type = md5\nclient_tls_sslmode = require\nclient_tls_cert_file = %s\n"
 		 "client_tls_key_file = %s\n", crt, key);
 	start(&p, extra, userlist_of(SEC_PLAIN));
 
 	cp_init(&cp, &p, "md5_user", "md5_pass", "verify-ca");
-	cp_set(&cp, "sslrootcert", cert("ca.crt"));
+	cp_set(&cp, "sslrootcert", pgv_cert("ca.crt"));
 	expect_login(&p, &cp, "md5_user", "verify-ca with the first certificate");
 
 	/* a server certificate from the other CA: after SIGHUP, the harness CA no longer verifies pgvalve */
@@ -878,15 +846,15 @@ START_TEST(tls_files_reloaded)
 		char *req[] = { "openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
 				"-keyout", key, "-out", csr, "-subj", "/CN=localhost", NULL };
 		ck_assert_int_eq(run_program(req, NULL, out, 30), 0);
-		char *sign[] = { "openssl", "x509", "-req", "-in", csr, "-CA", (char *)cert("wrong_ca.crt"), "-CAkey",
-				 (char *)cert("wrong_ca.key"), "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", crt, NULL };
+		char *sign[] = { "openssl", "x509", "-req", "-in", csr, "-CA", (char *)pgv_cert("wrong_ca.crt"), "-CAkey",
+				 (char *)pgv_cert("wrong_ca.key"), "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", crt, NULL };
 		ck_assert_msg(run_program(sign, NULL, out, 30) == 0, "openssl x509: %s", read_file_tail(out, 2000));
 		chmod(key, 0644);
 		chmod(crt, 0644);
 	}
 	pgv_reload(&p);
 	expect_refused(&p, &cp, NULL, "certificate verify failed", "the harness CA after the swap");
-	cp_set(&cp, "sslrootcert", cert("wrong_ca.crt"));
+	cp_set(&cp, "sslrootcert", pgv_cert("wrong_ca.crt"));
 	expect_login(&p, &cp, "md5_user", "verify-ca with the new certificate's CA");
 
 	/* a broken key: the previous context stays and the log says why */
@@ -915,8 +883,8 @@ START_TEST(client_tls_verify_client_cert)
 	start(&p, extra, userlist_of(SEC_PLAIN));
 	/* a certificate from the CA, plus the password md5 asks for */
 	cp_init(&cp, &p, "scram_user", "scram_pass", "require");
-	cp_set(&cp, "sslcert", cert("scram_user.crt"));
-	cp_set(&cp, "sslkey", cert("scram_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("scram_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("scram_user.key"));
 	expect_login(&p, &cp, "scram_user", what);
 	/* no certificate */
 	cp_init(&cp, &p, "scram_user", "scram_pass", "require");
@@ -924,8 +892,8 @@ START_TEST(client_tls_verify_client_cert)
 	ck_assert_msg(!l.ok, "%s: a client without a certificate logged in", what);
 	login_done(&l);
 	/* a certificate from another CA */
-	cp_set(&cp, "sslcert", cert("wrong_scram_user.crt"));
-	cp_set(&cp, "sslkey", cert("wrong_scram_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("wrong_scram_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("wrong_scram_user.key"));
 	login_try(&l, &cp);
 	ck_assert_msg(!l.ok, "%s: a client with a certificate from an unknown CA logged in", what);
 	login_done(&l);
@@ -966,8 +934,8 @@ START_TEST(client_tls_verify_without_ca)
 	close(fd);
 	snprintf(text, sizeof(text), "[databases]\n%s\n[%s]\nlisten_addr = 127.0.0.1\nlisten_port = %d\n"
 		 "unix_socket_dir = %s\nauth_file = %s\n%s", std_databases(), section, ntohs(sa.sin_port),
-		 getenv("PGV_TEST_DIR"), write_test_file("noca.users", userlist_of(SEC_PLAIN)), extra);
-	snprintf(ini, sizeof(ini), "%s", write_test_file("noca.ini", text));
+		 getenv("PGV_TEST_DIR"), pgv_write_test_file("auth", "noca.users", userlist_of(SEC_PLAIN)), extra);
+	snprintf(ini, sizeof(ini), "%s", pgv_write_test_file("auth", "noca.ini", text));
 	snprintf(out, sizeof(out), "%s/auth-%ld-noca.out", getenv("PGV_TEST_DIR"), (long)getpid());
 	char *argv[] = { getenv("PGV_BINARY"), "-u", (char *)runas, ini, NULL };
 	if (runas == NULL || *runas == '\0' || geteuid() != 0) {
@@ -1002,12 +970,12 @@ START_TEST(auth_type_cert)
 	snprintf(extra, sizeof(extra), "auth_type = cert\n%s", client_tls_conf("require", true));
 	start(&p, extra, userlist_of(SEC_PLAIN));
 	cp_init(&cp, &p, "md5_user", NULL, "require");
-	cp_set(&cp, "sslcert", cert("md5_user.crt"));
-	cp_set(&cp, "sslkey", cert("md5_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("md5_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("md5_user.key"));
 	expect_login(&p, &cp, "md5_user", "auth_type cert, own certificate");
 	cp_init(&cp, &p, "scram_user", "scram_pass", "require");
-	cp_set(&cp, "sslcert", cert("md5_user.crt"));
-	cp_set(&cp, "sslkey", cert("md5_user.key"));
+	cp_set(&cp, "sslcert", pgv_cert("md5_user.crt"));
+	cp_set(&cp, "sslkey", pgv_cert("md5_user.key"));
 	expect_refused(&p, &cp, "28000", "certificate authentication failed for user \"scram_user\"",
 		       "auth_type cert, another user's certificate");
 	cp_init(&cp, &p, "scram_user", "scram_pass", "require");
@@ -1124,7 +1092,7 @@ START_TEST(server_tls)
 	snprintf(what, sizeof(what), "server_tls_sslmode %s, CA %s", tc->sslmode, tc->ca ? tc->ca : "none");
 	/* A failed handshake is a connect-level failure: as PgBouncer, the login waits for query_wait_timeout. */
 	snprintf(extra, sizeof(extra), "auth_type = md5\nquery_wait_timeout = 2\nserver_tls_sslmode = %s\n%s%s%s",
-		 tc->sslmode, tc->ca ? "server_tls_ca_file = " : "", tc->ca ? cert(tc->ca) : "", tc->ca ? "\n" : "");
+		 tc->sslmode, tc->ca ? "server_tls_ca_file = " : "", tc->ca ? pgv_cert(tc->ca) : "", tc->ca ? "\n" : "");
 	start(&p, extra, userlist_of(SEC_PLAIN));
 	cp_init(&cp, &p, "scram_user", "scram_pass", "disable");
 	if (!tc->ok) {
@@ -1286,7 +1254,7 @@ static int direct_tls_login(int port, const char *alpn, const char *user, const 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, cert("ca.crt"), NULL), 1);
+	ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, pgv_cert("ca.crt"), NULL), 1);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL *ssl = SSL_new(ctx);
 	SSL_set_fd(ssl, fd);

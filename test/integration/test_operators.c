@@ -48,38 +48,6 @@
 
 /* ---------------------------------------------------------------- fixture */
 
-static const char *certdir(void)
-{
-	const char *d = getenv("PGV_TEST_CERTDIR");
-	ck_assert_msg(d && *d, "PGV_TEST_CERTDIR is not set: run.sh generates the certificates");
-	return d;
-}
-
-/* <certdir>/<name> in a rotating static buffer. */
-static const char *cert(const char *name)
-{
-	static char bufs[8][600];
-	static unsigned next;
-	char *b = bufs[next++ % 8];
-	snprintf(b, sizeof(bufs[0]), "%s/%s", certdir(), name);
-	return b;
-}
-
-/* A file under PGV_TEST_DIR (rotating static buffer for its path). */
-static const char *write_test_file(const char *name, const char *text)
-{
-	static char bufs[4][600];
-	static unsigned next;
-	char *path = bufs[next++ % 4];
-	snprintf(path, sizeof(bufs[0]), "%s/op-%ld-%s", getenv("PGV_TEST_DIR"), (long)getpid(), name);
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f != NULL, "create %s: %s", path, strerror(errno));
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0644);
-	return path;
-}
-
 static void pg_exec_ok(PGconn *c, const char *sql)
 {
 	PGresult *r = PQexec(c, sql);
@@ -108,14 +76,14 @@ static void pg_allow_cert_login(const char *dbname, const char *user)
 	fputs(copy, f);
 	fclose(f);
 	free(copy);
-	snprintf(sql, sizeof(sql), "ALTER SYSTEM SET ssl_ca_file = '%s'", cert("ca.crt"));
+	snprintf(sql, sizeof(sql), "ALTER SYSTEM SET ssl_ca_file = '%s'", pgv_cert("ca.crt"));
 	pg_exec_ok(c, sql);
 	pg_exec_ok(c, "SELECT pg_reload_conf()");
 	PQfinish(c);
 	/* the postmaster re-reads its files a moment later: new sessions show it */
 	for (int i = 0; i < 50; i++) {
 		c = pg_direct();
-		bool done = strcmp(query_value(c, "SHOW ssl_ca_file"), cert("ca.crt")) == 0;
+		bool done = strcmp(query_value(c, "SHOW ssl_ca_file"), pgv_cert("ca.crt")) == 0;
 		PQfinish(c);
 		if (done)
 			return;
@@ -377,8 +345,9 @@ static const char *cnpg_ini_params(const char *hba)
 		 "server_tls_cert_file = %s\n"
 		 "server_tls_key_file = %s\n"
 		 "server_tls_sslmode = verify-ca\n",
-		 hba, cert("ca.crt"), cert("server.crt"), cert("server.key"), cert("ca.crt"), cert("md5_user.crt"),
-		 cert("md5_user.key"));
+		 hba, pgv_cert("ca.crt"), pgv_cert("server.crt"), pgv_cert("server.key"), pgv_cert("ca.crt"),
+		 pgv_cert("md5_user.crt"),
+		 pgv_cert("md5_user.key"));
 	return buf;
 }
 
@@ -389,15 +358,15 @@ static const char *cnpg_hba(const struct passwd *console_user)
 	if (geteuid() == 0) {
 		snprintf(text, sizeof(text), "local pgbouncer pgbouncer peer\n\n"
 					     "host all all 0.0.0.0/0 md5\nhost all all ::/0 md5\n");
-		return write_test_file("cnpg.hba", text);
+		return pgv_write_test_file("op", "cnpg.hba", text);
 	}
 	char ident[256];
 	snprintf(ident, sizeof(ident), "op %s pgbouncer\n", console_user->pw_name);
 	snprintf(text, sizeof(text),
 		 "local pgbouncer pgbouncer peer map=op\n\nhost all all 0.0.0.0/0 md5\nhost all all ::/0 md5\n");
-	const char *hba = write_test_file("cnpg.hba", text);
+	const char *hba = pgv_write_test_file("op", "cnpg.hba", text);
 	static char with_ident[1400];
-	snprintf(with_ident, sizeof(with_ident), "%s\nauth_ident_file = %s", hba, write_test_file("cnpg.ident", ident));
+	snprintf(with_ident, sizeof(with_ident), "%s\nauth_ident_file = %s", hba, pgv_write_test_file("op", "cnpg.ident", ident));
 	return with_ident;
 }
 
@@ -510,8 +479,8 @@ static void write_pgo_ini(struct pgv *p, const char *user_file, const char *auth
 		 "server_tls_sslmode = verify-full\n"
 		 "unix_socket_dir =\n"
 		 "\n[databases]\n* = host=localhost port=%d\n",
-		 user_file, authfile, cert("ca.crt"), cert("server.crt"), cert("server.key"), path, p->port,
-		 cert("ca.crt"), pg_port_env());
+		 user_file, authfile, pgv_cert("ca.crt"), pgv_cert("server.crt"), pgv_cert("server.key"), path, p->port,
+		 pgv_cert("ca.crt"), pg_port_env());
 	FILE *f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs(text, f);
