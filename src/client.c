@@ -463,12 +463,14 @@ static struct db *startup_admit(struct client *client, const char *dbname, const
 {
 	bool console = client_is_console(client);
 	/*
-	 * SIGTERM waits for clients: one that connected before (its startup
-	 * packet may come an SSLRequest later) is one of them, or a rolling
-	 * restart would fail it. Other shutdowns refuse every new login.
+	 * SIGTERM and a drain wait for clients: one that connected before (its
+	 * startup packet may come an SSLRequest later; a drain also takes in
+	 * what the kernel had queued) is one of them, or a rolling restart
+	 * would fail it; the drain closes it after its first transaction
+	 * (drain.h). Other shutdowns refuse every new login.
 	 */
-	if (pgv.shutting_down && !console &&
-	    (client->accepted_in_shutdown || pgv.shutdown_mode != SHUTDOWN_WAIT_FOR_CLIENTS)) {
+	bool waits_for_clients = pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_CLIENTS || pgv.shutdown_mode == SHUTDOWN_DRAIN;
+	if (pgv.shutting_down && !console && (client->accepted_in_shutdown || !waits_for_clients)) {
 		client_close(client, "57P03", "pooler is shutting down");
 		return NULL;
 	}

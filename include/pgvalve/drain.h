@@ -7,7 +7,10 @@
  * (loop.c). From then on pgvalve
  *   - stops accepting: the TCP listeners close (connections the kernel had
  *     queued are taken in first); the Unix socket stays for the console;
- *   - refuses new logins with 57P03, as the other shutdown modes do;
+ *   - refuses new logins with 57P03 (over the Unix socket, the only one
+ *     left open); a TCP connection accepted before, or taken from the
+ *     kernel's queue as the listeners close, may log in (and is closed
+ *     after its first transaction, below);
  *   - closes each pooled client with FATAL 57P01 at its next transaction
  *     boundary: an idle client at once; a client inside a transaction
  *     right after the ReadyForQuery 'I' that ends it has gone out; a
