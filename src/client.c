@@ -90,8 +90,9 @@ static void format_addr(const struct client *client, char *buf, size_t size, int
 
 const char *client_user_name(const struct client *client)
 {
-	if (client->login)
-		return client->login->user[0] ? client->login->user : "(nouser)";
+	const struct client_login *login = client_login_state(client);
+	if (login)
+		return login->user[0] ? login->user : "(nouser)";
 	if (client->shown_as_admin_user)
 		return "pgbouncer";
 	return client->ucount ? client->ucount->name : "(nouser)";
@@ -99,8 +100,9 @@ const char *client_user_name(const struct client *client)
 
 const char *client_db_name(const struct client *client)
 {
-	if (client->login)
-		return client->login->dbname[0] ? client->login->dbname : "(nodb)";
+	const struct client_login *login = client_login_state(client);
+	if (login)
+		return login->dbname[0] ? login->dbname : "(nodb)";
 	return client->pool ? client->pool->db->name : "(nodb)";
 }
 
@@ -161,7 +163,7 @@ void client_accept(int fd, const struct sockaddr *addr, socklen_t addrlen, bool 
 {
 	struct client *client = xcalloc(1, sizeof(*client));
 
-	netbuf_init(&client->nb, client_handler, PROTO_STARTUP_MAX);
+	netbuf_init(&client->nb, client_handler, NETBUF_LIMIT_STARTUP);
 	client->nb.startup = true;
 	client->id = ++pgv.next_conn_id;
 	client->connect_time = now_usec();
@@ -260,7 +262,7 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 
 void client_free(struct client *client)
 {
-	auth_login_free(client->login);
+	auth_login_free(client_login_state(client));
 	relay_call_if(prep_client_free, client);
 	varcache_unref(client->vars);
 	relay_call_if(sets_client_free, client);
@@ -604,7 +606,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			return false;
 		}
 		client->nb.startup = false;
-		client->nb.max_packet = PROTO_AUTH_MSG_MAX;	/* passwords up to 65,530 bytes (PgBouncer 1.26) */
+		client->nb.limit = NETBUF_LIMIT_AUTH;	/* passwords up to 65,530 bytes (PgBouncer 1.26) */
 		handle_startup(client, &sp);
 		return client->state != CL_CLOSED;
 	}
@@ -661,11 +663,16 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 			value = varcache_get(client->vars, idx);
 		proto_put_parameter_status(&b, params[i].name, value);
 	}
+	bool long_key = client->login->proto_minor >= 2;
+	/* The login goes before the client enters the cancel index: they share a slot. */
+	auth_login_free(client->login);
+	client->login = NULL;
+	client->logged_in = true;
 	do
 		cancel_key_make(pgv.cfg->peer_id, &client->cancel_pid, &client->cancel_key);
 	while (cancel_index_find(client->cancel_pid, client->cancel_key));
 	cancel_index_add(client);
-	if (client->login->proto_minor >= 2) {
+	if (long_key) {
 		uint8_t key[CANCEL_KEY_LONG_LEN];
 		cancel_key_make_long(client->cancel_pid, client->cancel_key, client->nb.fd, client->is_unix, key);
 		client->cancel_long = true;
@@ -680,12 +687,8 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 	netbuf_send(&client->nb, b.buf, b.len);
 	pktbuf_free(&b);
 
-	auth_login_free(client->login);
-	client->login = NULL;
-	client->logged_in = true;
 	client->pool->db->stats.total.client_login_count++;
-	client->nb.max_packet = (uint32_t)MAX(MIN((int64_t)pgv.cfg->max_packet_size, (int64_t)INT32_MAX),
-					      (int64_t)PROTO_HEADER_LEN);
+	client->nb.limit = NETBUF_LIMIT_CLIENT;
 	client->request_time = now_usec();
 }
 

@@ -98,6 +98,7 @@ static struct {
 	uint32_t buf_size;
 	uint32_t queue_limit;
 	int loopcnt;		/* sbuf_loopcnt: buffers read per wake-up before others get a turn */
+	uint32_t limits[NETBUF_LIMITS];	/* by enum netbuf_limit */
 	struct iobuf *free_list;
 	uint32_t free_count;
 	uint32_t used_count;
@@ -148,6 +149,12 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg);
 void netbuf_global_init(struct event_base *base, uint32_t buf_size)
 {
 	nbg.base = base;
+	nbg.limits[NETBUF_LIMIT_STARTUP] = PROTO_STARTUP_MAX;
+	nbg.limits[NETBUF_LIMIT_AUTH] = PROTO_AUTH_MSG_MAX;
+	if (!nbg.limits[NETBUF_LIMIT_CLIENT])
+		nbg.limits[NETBUF_LIMIT_CLIENT] = INT32_MAX;
+	nbg.limits[NETBUF_LIMIT_PEER] = 1024;
+	nbg.limits[NETBUF_LIMIT_NONE] = INT32_MAX;
 	nbg.buf_size = buf_size < 1024 ? 1024 : buf_size;
 	/* A slow reader may hold this much forwarded data before its source stops reading. */
 	nbg.queue_limit = MAX(nbg.buf_size * 4, 64 * 1024);
@@ -158,6 +165,11 @@ void netbuf_global_init(struct event_base *base, uint32_t buf_size)
 void netbuf_set_loopcnt(int loopcnt)
 {
 	nbg.loopcnt = loopcnt;
+}
+
+void netbuf_set_client_limit(uint32_t max_packet)
+{
+	nbg.limits[NETBUF_LIMIT_CLIENT] = MAX(MIN(max_packet, (uint32_t)INT32_MAX), (uint32_t)PROTO_HEADER_LEN);
 }
 
 void netbuf_global_cleanup(void)
@@ -363,7 +375,7 @@ static void sync_events(struct netbuf *nb)
 		if (event_add(&nb->ev, NULL) < 0)
 			log_error("event_add failed on fd %d", nb->fd);
 	}
-	nb->ev_registered = want;
+	nb->ev_registered = (uint8_t)want;
 }
 
 /* ---------------------------------------------------------------- socket I/O (plain or TLS) */
@@ -427,12 +439,12 @@ static ssize_t nb_write(struct netbuf *nb, const void *buf, size_t len)
 	}
 }
 
-void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_packet)
+void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, enum netbuf_limit limit)
 {
 	memset(nb, 0, sizeof(*nb));
 	nb->fd = -1;
 	nb->handler_slot = handler_slot(handler);
-	nb->max_packet = max_packet;
+	nb->limit = limit;
 }
 
 
@@ -504,7 +516,7 @@ static bool write_may_wait(struct netbuf *dst)
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 		return true;
 	dst->send_failed = true;
-	dst->last_errno = errno;
+	dst->last_errno = (int16_t)errno;
 	runq_add(dst, RUN_SEND_FAILED);
 	return false;
 }
@@ -746,7 +758,7 @@ static bool write_queue(struct netbuf *nb)
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
 			nb->send_failed = true;
-			nb->last_errno = errno;
+			nb->last_errno = (int16_t)errno;
 			return notify(nb, NETBUF_EV_SEND_FAILED, NULL);
 		}
 		q->start += (uint32_t)n;
@@ -923,7 +935,7 @@ static bool process_input(struct netbuf *nb)
 			continue;
 		}
 		enum proto_header_result res = proto_parse_header(in->data + in->pos, avail, nb->startup,
-								  nb->max_packet, &pkt);
+								  nbg.limits[nb->limit], &pkt);
 		if (res == PROTO_HDR_NEED_MORE)
 			break;
 		if (res == PROTO_HDR_INVALID) {
@@ -993,7 +1005,7 @@ static bool read_input(struct netbuf *nb)
 			runq_add(nb, RUN_READ);
 	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 		if (n < 0)
-			nb->last_errno = errno;
+			nb->last_errno = (int16_t)errno;
 		release_input_if_empty(nb);
 		netbuf_flush_forwarded(nb);
 		nb->paused = true;
@@ -1080,7 +1092,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 		nb->paused = true;	/* the owner decides when to read */
 		sync_events(nb);
 		if (err) {
-			nb->last_errno = err;
+			nb->last_errno = (int16_t)err;
 			notify(nb, NETBUF_EV_CONNECT_FAILED, NULL);
 		} else {
 			notify(nb, NETBUF_EV_CONNECT_OK, NULL);
@@ -1125,7 +1137,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 			ssize_t n = recv(nb->fd, &probe, 1, MSG_PEEK);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 				if (n < 0)
-					nb->last_errno = errno;
+					nb->last_errno = (int16_t)errno;
 				notify(nb, NETBUF_EV_RECV_FAILED, NULL);
 				return;
 			}

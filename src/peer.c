@@ -378,7 +378,7 @@ static void peer_queue_forward(struct peer_cancel_group *g, const struct cancel_
 			       const struct sockaddr_storage *addr, socklen_t addr_len)
 {
 	struct peer_cancel *req = xcalloc(1, sizeof(*req));
-	netbuf_init(&req->nb, peer_cancel_handler, 1024);
+	netbuf_init(&req->nb, peer_cancel_handler, NETBUF_LIMIT_PEER);
 	list_node_init(&req->node);
 	req->pool = peer_get_pool(peer_id);
 	req->group = g;
@@ -602,8 +602,9 @@ static void peer_client_gone_of(struct peer_cancel_group *g)
 
 void peer_client_gone(struct client *client)
 {
-	if (client->login && client->login->peer_cancel)
-		peer_client_gone_of(client->login->peer_cancel);
+	struct client_login *login = client_login_state(client);
+	if (login && login->peer_cancel)
+		peer_client_gone_of(login->peer_cancel);
 }
 
 /* ---------------------------------------------------------------- janitor */

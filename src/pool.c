@@ -1016,7 +1016,7 @@ void pool_queue_auth_query(struct pool *pool, struct client *client)
 
 void pool_cancel_auth_query(struct client *client)
 {
-	struct client_login *login = client->login;
+	struct client_login *login = client_login_state(client);
 	if (!login)
 		return;
 	if (login->auth_pool && list_node_linked(&login->wait_node))

@@ -407,7 +407,7 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 	server->connect_time = server->last_used = now_usec();
 	server->txn_status = 'I';
 	list_node_init(&server->node);
-	netbuf_init(&server->nb, server_handler, INT32_MAX);
+	netbuf_init(&server->nb, server_handler, NETBUF_LIMIT_NONE);
 
 	server->hosts_left = n;
 	server_select_host(server, first);
@@ -1487,7 +1487,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			 addr_describe(server, where, sizeof(where)), strerror(server->nb.last_errno));
 		/* A fresh socket for the next address or host, if any is left. */
 		netbuf_close(&server->nb);
-		netbuf_init(&server->nb, server_handler, INT32_MAX);
+		netbuf_init(&server->nb, server_handler, NETBUF_LIMIT_NONE);
 		if (server_connect_failed(server, msg))
 			server_try_connect(server);
 		return false;
@@ -1589,7 +1589,7 @@ static bool cancel_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 bool server_send_cancel(struct server *server, struct client *requester)
 {
 	struct cancel_request *req = xcalloc(1, sizeof(*req));
-	netbuf_init(&req->nb, cancel_handler, 1024);
+	netbuf_init(&req->nb, cancel_handler, NETBUF_LIMIT_PEER);
 	req->server = server;
 	req->requester = requester;
 	req->be_pid = server->be_pid;

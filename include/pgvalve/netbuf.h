@@ -57,6 +57,19 @@ enum netbuf_event {
 typedef bool (*netbuf_handler_fn)(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
 
 /*
+ * The longest message a netbuf takes (its header check): one of a few
+ * limits, so that each netbuf spends 3 bits on it, not a word.
+ */
+enum netbuf_limit {
+	NETBUF_LIMIT_STARTUP,		/* PROTO_STARTUP_MAX: a client's startup packet */
+	NETBUF_LIMIT_AUTH,		/* PROTO_AUTH_MSG_MAX: a client's password messages */
+	NETBUF_LIMIT_CLIENT,		/* max_packet_size (netbuf_set_client_limit): a logged-in client */
+	NETBUF_LIMIT_PEER,		/* 1024: a cancel request's peer */
+	NETBUF_LIMIT_NONE,		/* INT32_MAX: a server */
+	NETBUF_LIMITS
+};
+
+/*
  * Tens of thousands of idle clients each carry one, so it holds only what
  * an idle socket needs: buffers, queues, the peers it is forwarding with
  * and TLS state live in a side structure (netbuf.c's struct netbuf_io),
@@ -65,12 +78,12 @@ typedef bool (*netbuf_handler_fn)(struct netbuf *nb, enum netbuf_event ev, const
 struct netbuf {
 	struct event ev;
 	int fd;
-	uint32_t max_packet;		/* header validation limit, whole message */
 	uint32_t pkt_remaining;		/* bytes of the current message still to pass */
-	int last_errno;			/* of a failed connect, read or write */
-	short ev_registered;		/* flags currently added to the loop, 0 if none */
+	int16_t last_errno;		/* of a failed connect, read or write (errno values fit) */
+	uint8_t ev_registered;		/* flags currently added to the loop (EV_READ, EV_WRITE), 0 if none */
 	uint8_t run_flags;		/* on the run queue, and why */
 	uint8_t handler_slot;		/* the owner's handler, in netbuf.c's table */
+	enum netbuf_limit limit : 3;	/* header validation limit, whole message */
 	/* One bit each. */
 	bool paused : 1;		/* the owner stopped reading */
 	bool blocked : 1;		/* stopped because dst's queue is full */
@@ -94,11 +107,13 @@ struct netbuf {
 /* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */
 void netbuf_global_init(struct event_base *base, uint32_t buf_size);
 void netbuf_set_loopcnt(int loopcnt);
+/* max_packet_size, for NETBUF_LIMIT_CLIENT (at load and reload: every logged-in client follows it). */
+void netbuf_set_client_limit(uint32_t max_packet);
 void netbuf_global_cleanup(void);
 /* Buffers held in the free list and in use, for SHOW MEM. */
 void netbuf_buffer_stats(uint32_t *free_count, uint32_t *used_count, uint32_t *size);
 
-void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, uint32_t max_packet);
+void netbuf_init(struct netbuf *nb, netbuf_handler_fn handler, enum netbuf_limit limit);
 /* Takes an accepted non-blocking socket and starts reading. */
 void netbuf_accept(struct netbuf *nb, int fd);
 /*

@@ -76,8 +76,8 @@ static void setup(void)
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, b), 0);
 	feed_fd = a[0];
 	sink_fd = b[1];
-	netbuf_init(&src, src_handler, 1 << 20);
-	netbuf_init(&dst, dst_handler, 1 << 20);
+	netbuf_init(&src, src_handler, NETBUF_LIMIT_NONE);
+	netbuf_init(&dst, dst_handler, NETBUF_LIMIT_NONE);
 	netbuf_accept(&src, a[1]);
 	netbuf_accept(&dst, b[0]);
 	netbuf_set_dst(&src, &dst);
@@ -235,7 +235,7 @@ START_TEST(partial_send_queues_the_rest_in_order)
 	ck_assert_int_eq(setsockopt(b[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), 0);
 	netbuf_close(&dst);
 	close(sink_fd);
-	netbuf_init(&dst, dst_handler, 1 << 20);
+	netbuf_init(&dst, dst_handler, NETBUF_LIMIT_NONE);
 	netbuf_accept(&dst, b[0]);
 	netbuf_set_dst(&src, &dst);
 	sink_fd = b[1];
@@ -348,8 +348,8 @@ START_TEST(tls_reader_stopped_by_flow_control_reads_what_openssl_holds)
 	netbuf_close(&dst);
 	close(feed_fd);
 	close(sink_fd);
-	netbuf_init(&src, src_handler, 1 << 20);
-	netbuf_init(&dst, dst_handler, 1 << 20);
+	netbuf_init(&src, src_handler, NETBUF_LIMIT_NONE);
+	netbuf_init(&dst, dst_handler, NETBUF_LIMIT_NONE);
 	netbuf_accept(&src, a[1]);
 	netbuf_accept(&dst, b[0]);
 	netbuf_set_dst(&src, &dst);
