@@ -15,6 +15,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/cancel_key.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/relay.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/auth_file.h"
 #include "pgvalve/client.h"
@@ -297,6 +298,7 @@ int pool_effective_mode(const struct pool *pool)
 		mode = uc->pool_mode;
 	p->mode_cached = mode;
 	p->mode_cached_gen = pgv.config_generation;
+	p->relay_cached = (uint8_t)relay_features_ask(pool);	/* the features may ask the mode: cached first */
 	return mode;
 }
 

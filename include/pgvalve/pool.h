@@ -105,6 +105,7 @@ struct pool {
 	struct varcache *login_vars;	/* the last login's values, shared by clients with the same (varcache_share_login) */
 
 	int mode_cached;		/* pool_effective_mode, valid for config_generation */
+	uint8_t relay_cached;		/* relay.h's enum relay_feature bits, valid with mode_cached */
 	uint64_t mode_cached_gen;
 	usec_t last_login_failure;	/* for server_login_retry */
 	usec_t last_used;		/* a client last came or went (pool_idle_timeout) */
@@ -183,6 +184,17 @@ size_t pool_user_count_list(const struct user_count **out, size_t max);
  */
 const char *pool_client_limit_reached(const struct db *db, const char *user, uint32_t *budget_token);
 int pool_effective_mode(const struct pool *pool);
+/*
+ * The relay features (relay.h) on for this pool, asked of each feature
+ * once per config generation with the mode: the data path tests a bit per
+ * message instead of calling every feature.
+ */
+static inline unsigned pool_relay_features(const struct pool *pool)
+{
+	if (pool->mode_cached_gen != pgv.config_generation)
+		(void)pool_effective_mode(pool);
+	return pool->relay_cached;
+}
 int pool_server_count(const struct pool *pool);
 /* The instance's servers of pool: every worker's with a shared budget (instance.h), else pool_server_count. */
 int pool_instance_server_count(const struct pool *pool);

@@ -16,6 +16,7 @@
 
 #include "pgvalve/common.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/pool.h"
 
 struct client;
 struct server;
@@ -90,19 +91,33 @@ struct relay_hooks {
 /* Filled at start-up (prepare_register, session_set_register), read-only after. */
 extern struct relay_hooks relay_hooks;
 
+enum relay_feature {
+	RELAY_PREP = 1 << 0,
+	RELAY_SETS = 1 << 1,
+	RELAY_NOTIFY = 1 << 2,
+};
+
+/* Asks each feature's *_enabled slot: the bits pool_relay_features (pool.h) caches per config generation. */
+static inline unsigned relay_features_ask(const struct pool *pool)
+{
+	return (relay_hooks.prep_enabled && relay_hooks.prep_enabled(pool) ? RELAY_PREP : 0) |
+	       (relay_hooks.sets_enabled && relay_hooks.sets_enabled(pool) ? RELAY_SETS : 0) |
+	       (relay_hooks.notify_enabled && relay_hooks.notify_enabled(pool) ? RELAY_NOTIFY : 0);
+}
+
 static inline bool relay_prep_enabled(const struct pool *pool)
 {
-	return relay_hooks.prep_enabled && relay_hooks.prep_enabled(pool);
+	return pool_relay_features(pool) & RELAY_PREP;
 }
 
 static inline bool relay_sets_enabled(const struct pool *pool)
 {
-	return relay_hooks.sets_enabled && relay_hooks.sets_enabled(pool);
+	return pool_relay_features(pool) & RELAY_SETS;
 }
 
 static inline bool relay_notify_enabled(const struct pool *pool)
 {
-	return relay_hooks.notify_enabled && relay_hooks.notify_enabled(pool);
+	return pool_relay_features(pool) & RELAY_NOTIFY;
 }
 
 /* Longest Query or Parse read whole to look for LISTEN/UNLISTEN (longer ones are not parsed). */
