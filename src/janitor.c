@@ -333,6 +333,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 			check_idle_clients(pool, now, users_override_idle);
 			check_active_servers(pool, now);
 			check_servers(pool, now);
+			pool_trim_excess(pool);
 			pool_after_change(pool);
 			pool_keep_min_size(pool);
 		}

@@ -403,6 +403,25 @@ static int pool_reserve_size(const struct pool *pool)
 	return pgv.cfg->reserve_pool_size;
 }
 
+void pool_trim_excess(struct pool *pool)
+{
+	int size = pool_effective_size(pool);
+	int closable = (int)(pool->used_servers.count + pool->idle_servers.count);
+	if (size <= 0 || !closable || pool->db->is_admin)
+		return;
+	int limit = size + pool_reserve_size(pool);
+	int many = pgv.budget ? pgv.budget->server_excess(pool, limit, closable) : pool_server_count(pool) - limit;
+	while (many-- > 0) {
+		/* used ones first (they would need a reset anyway), then the one idle longest (LIFO: the tail) */
+		struct list_node *n = list_first(&pool->used_servers);
+		if (!n)
+			n = list_last(&pool->idle_servers);
+		if (!n)
+			break;
+		server_close(container_of(n, struct server, node), "too many servers in the pool");
+	}
+}
+
 /* min_pool_size of the database, or the global one. */
 static int pool_min_size_of_db(const struct db *db)
 {

@@ -46,6 +46,8 @@ struct slot {
 	uint32_t hash;
 	uint32_t key_len;
 	int64_t want_any;	/* the latest want of any worker, 0 = none since the last look */
+	int64_t trim_at;	/* when trim_by last claimed closing servers over the limit */
+	int32_t trim_by;	/* that worker's 0-based column */
 	char key[KEY_MAX];
 } __attribute__((aligned(8)));
 
@@ -376,6 +378,33 @@ static bool server_give_back(struct server *server, bool local_waiters)
 }
 
 /*
+ * A trim's claim: long enough for the claiming worker to close its servers
+ * (each returns its budget as it closes, in the same janitor pass), so
+ * that another worker counts them gone before it claims the rest.
+ */
+#define TRIM_CLAIM_USEC (100 * 1000)
+
+static int server_excess(const struct pool *pool, int limit, int closable)
+{
+	usec_t now = monotonic_usec();
+	int many = 0;
+	table_lock();
+	uint32_t p = pool_slot(pool, false);
+	if (p) {
+		struct slot *s = slot_at(p);
+		bool others_trim = s->trim_at && s->trim_by != sp.self && now - s->trim_at < TRIM_CLAIM_USEC;
+		int excess = column_sum(servers_of(s)) - limit;
+		if (!others_trim && excess > 0) {
+			many = MIN(excess, closable);
+			s->trim_at = now;
+			s->trim_by = sp.self;
+		}
+	}
+	table_unlock();
+	return many;
+}
+
+/*
  * A client's token: bit 0 set when counted (the instance's slot), then the
  * database's and the user's slot index + 1 (0: not counted there), 15 bits
  * each (SLOTS fits).
@@ -570,6 +599,7 @@ void shared_pool_register(void)
 		.server_take = server_take,
 		.server_return = server_return,
 		.server_count = server_count,
+		.server_excess = server_excess,
 		.server_wanted = server_wanted,
 		.server_give_back = server_give_back,
 		.client_take = client_take,

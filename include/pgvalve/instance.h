@@ -70,6 +70,14 @@ struct budget_ops {
 	void (*server_return)(uint64_t token);
 	/* The instance's counted servers of pool. */
 	int (*server_count)(const struct pool *pool);
+	/*
+	 * The instance holds more servers of pool than limit (a reload lowered
+	 * pool_size): how many of this process's `closable` servers to close,
+	 * at most; 0 while another process is closing its own (each trim is
+	 * claimed for a moment, so the processes never close more than the
+	 * excess between them).
+	 */
+	int (*server_excess)(const struct pool *pool, int limit, int closable);
 	/* Clients of pool wait and the instance's budget is used up: ask the others for a server. */
 	void (*server_wanted)(const struct pool *pool);
 	/*

@@ -198,6 +198,14 @@ static inline unsigned pool_relay_features(const struct pool *pool)
 int pool_server_count(const struct pool *pool);
 /* The instance's servers of pool: every worker's with a shared budget (instance.h), else pool_server_count. */
 int pool_instance_server_count(const struct pool *pool);
+/*
+ * Janitor: the pool holds more servers than pool_size + reserve_pool_size
+ * (a reload or SET lowered them): the excess closes, used servers first,
+ * then idle ones, as PgBouncer's janitor does; linked ones at a later
+ * pass, once they are back in the pool. With workers = N, the instance's count
+ * decides and the workers close the excess between them.
+ */
+void pool_trim_excess(struct pool *pool);
 
 /*
  * The client has a message for a server. Links an idle server now, or

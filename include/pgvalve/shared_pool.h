@@ -37,6 +37,13 @@
  * SHARED_POOL_HOLD_USEC more. Only pool_size is handed on this way:
  * servers at max_db_connections or max_user_connections are not.
  *
+ * Lowered limits: when a reload leaves the instance with more servers of a
+ * pool than pool_size + reserve_pool_size, each janitor pass of a worker
+ * claims the excess under the lock (the slot's trim_at / trim_by) and
+ * closes up to that many of its own used and idle servers; the others
+ * wait out the claim (TRIM_CLAIM_USEC), then see the lower count and close
+ * the rest, so together they never close more than the excess.
+ *
  * Keys come from the configuration and from authenticated logins; client
  * counts of a database or user are kept only where that limit is set (a
  * login's names are not trusted before authentication). A slot whose

@@ -1613,6 +1613,19 @@ void pgv_reload(struct pgv *p)
 	}
 }
 
+void pgv_ini_replace(struct pgv *p, const char *from, const char *to)
+{
+	char text[8192], out[8400];
+	snprintf(text, sizeof(text), "%s", read_file_tail(p->ini, sizeof(text) - 1));
+	char *at = strstr(text, from);
+	ck_assert_msg(at, "'%s' not in %s", from, p->ini);
+	snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+	FILE *f = fopen(p->ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(out, f);
+	fclose(f);
+}
+
 void enter_netns_with_migrate_req(void)
 {
 	if (unshare(CLONE_NEWNET) != 0) {

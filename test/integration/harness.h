@@ -243,6 +243,8 @@ bool pgv_log_wait(struct pgv *p, const char *needle, double timeout_s);
 void pgv_expect_log(struct pgv *p, const char *needle, double timeout_s);
 /* SIGHUP, then waits up to 5 s for the next "configuration reloaded" (or a reported failure) in the log. */
 void pgv_reload(struct pgv *p);
+/* Replaces the first `from` in p's ini with `to` (before a pgv_reload). */
+void pgv_ini_replace(struct pgv *p, const char *from, const char *to);
 
 /* Sleeps that resume after a signal. */
 void sleep_ms(int ms);

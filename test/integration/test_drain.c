@@ -675,19 +675,6 @@ static void end_child(pid_t pid)
 }
 
 /* Replaces the first `from` in p's ini with `to`. */
-static void ini_replace(struct pgv *p, const char *from, const char *to)
-{
-	char text[8192], out[8400];
-	snprintf(text, sizeof(text), "%s", read_file_tail(p->ini, sizeof(text) - 1));
-	char *at = strstr(text, from);
-	ck_assert_msg(at, "'%s' not in %s", from, p->ini);
-	snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-	FILE *f = fopen(p->ini, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(out, f);
-	fclose(f);
-}
-
 /*
  * /ready is 503 while the only database's last server login failed and it
  * has no server; 200 before anything was tried, and again once a server
@@ -708,7 +695,7 @@ START_TEST(ready_503_when_no_database_reachable)
 	expect_http(mport, "/health", 200, "OK");
 
 	/* the database comes back (here: its address is fixed): the next login attempt makes it ready */
-	ini_replace(&p, dead, live);
+	pgv_ini_replace(&p, dead, live);
 	pgv_reload(&p);
 	wait_http(mport, "/ready", 200, "ready", 8);
 	end_child(child);

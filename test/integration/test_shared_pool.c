@@ -371,6 +371,72 @@ START_TEST(killed_worker_under_load)
 END_TEST
 
 /* workers = 1: nothing shared, the limits as in one process (and no budget log lines). */
+/*
+ * A reload lowers default_pool_size from 4 to 1 while two workers hold
+ * two idle servers each: the excess closes across the workers ("too many
+ * servers in the pool", as PgBouncer's janitor), PostgreSQL is left with
+ * one, and every client goes on.
+ */
+START_TEST(reload_lowering_pool_size_closes_the_excess)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	PGconn *c[4];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 4\n", std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	for (int i = 0; i < 4; i++) {
+		c[i] = worker_login(&p, 1 + i % 2, DB);
+		PQclear(PQexec(c[i], "BEGIN"));
+		ck_assert_str_eq(query_value(c[i], "SELECT 'held'"), "held");
+	}
+	ck_assert_int_eq(wait_backends(4, 5), 4);
+	for (int i = 0; i < 4; i++)
+		PQclear(PQexec(c[i], "COMMIT"));
+	pgv_ini_replace(&p, "default_pool_size = 4", "default_pool_size = 1");
+	pgv_reload(&p);
+	ck_assert_msg(wait_backends(1, 5) == 1, "%d server connections 5 s after the reload\n%s",
+		      pg_count_backends(USER), pgv_log_tail(&p, 2000));
+	ck_assert(pgv_log_contains(&p, "too many servers in the pool"));
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 4; i++) {
+			ck_assert_str_eq(query_value(c[i], "SELECT 'after'"), "after");
+			ck_assert_int_le(pg_count_backends(USER), 1);
+		}
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* The same in one process: PgBouncer's janitor closes servers over pool_size + reserve_pool_size. */
+START_TEST(reload_lowering_pool_size_single_process)
+{
+	struct pgv p = { 0 };
+	PGconn *c[3];
+	pgv_start(&p, BASE "default_pool_size = 3\nreserve_pool_size = 1\n", std_databases(), std_userlist());
+	for (int i = 0; i < 3; i++) {
+		c[i] = pgv_connect(&p, DB, USER, PASS);
+		PQclear(PQexec(c[i], "BEGIN"));
+		ck_assert_str_eq(query_value(c[i], "SELECT 'held'"), "held");
+	}
+	ck_assert_int_eq(wait_backends(3, 5), 3);
+	for (int i = 0; i < 3; i++)
+		PQclear(PQexec(c[i], "COMMIT"));
+	pgv_ini_replace(&p, "default_pool_size = 3", "default_pool_size = 1");
+	pgv_reload(&p);
+	/* pool_size 1 + reserve_pool_size 1 */
+	ck_assert_msg(wait_backends(2, 5) == 2, "%d server connections 5 s after the reload\n%s",
+		      pg_count_backends(USER), pgv_log_tail(&p, 2000));
+	sleep_ms(1500);
+	ck_assert_int_eq(pg_count_backends(USER), 2);
+	for (int i = 0; i < 3; i++)
+		ck_assert_str_eq(query_value(c[i], "SELECT 'after'"), "after");
+	for (int i = 0; i < 3; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
 START_TEST(single_process_unchanged)
 {
 	struct pgv p = { 0 };
@@ -397,6 +463,8 @@ int main(void)
 	tcase_add_test(tc, min_pool_size_once_for_the_instance);
 	tcase_add_test(tc, killed_worker_gives_its_budget_back);
 	tcase_add_test(tc, killed_worker_under_load);
+	tcase_add_test(tc, reload_lowering_pool_size_closes_the_excess);
+	tcase_add_test(tc, reload_lowering_pool_size_single_process);
 	tcase_add_test(tc, single_process_unchanged);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
