@@ -1078,10 +1078,19 @@ void netbuf_read_now(struct netbuf *nb)
 		read_input(nb);
 }
 
+static void netbuf_event_run(struct netbuf *nb, short what);
+
+/* A socket's event: its handlers see one clock reading (common.h: clock_cache_begin). */
 static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct netbuf *nb = arg;
 	(void)fd;
+	clock_cache_begin();
+	netbuf_event_run(arg, what);
+	clock_cache_end();
+}
+
+static void netbuf_event_run(struct netbuf *nb, short what)
+{
 
 	if (nb->connecting) {
 		int err = 0;
@@ -1150,6 +1159,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
+	clock_cache_begin();
 	/* Entries added while running are handled in this same pass. */
 	for (uint32_t i = 0; i < nbg.runq_len; i++) {
 		struct netbuf *nb = nbg.runq[i];
@@ -1175,6 +1185,7 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 			read_input(nb);
 	}
 	nbg.runq_len = 0;
+	clock_cache_end();
 }
 
 void netbuf_close(struct netbuf *nb)

@@ -43,8 +43,24 @@ char *xstrdup(const char *s)
 	return p;
 }
 
+/* The wall clock read at clock_cache_begin; 0 = none (read it). */
+static usec_t cached_now;
+
+void clock_cache_begin(void)
+{
+	cached_now = 0;
+	cached_now = now_usec();
+}
+
+void clock_cache_end(void)
+{
+	cached_now = 0;
+}
+
 usec_t now_usec(void)
 {
+	if (cached_now)
+		return cached_now;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (usec_t)ts.tv_sec * USEC_PER_SEC + ts.tv_nsec / 1000;

@@ -46,9 +46,18 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t size);
 char *xstrdup(const char *s);
 
-/* Wall clock and monotonic clock in microseconds. */
+/*
+ * Wall clock and monotonic clock in microseconds. Between
+ * clock_cache_begin and clock_cache_end (netbuf.c brackets every socket
+ * callback with them) now_usec returns the time read at the begin, as
+ * PgBouncer's cached time: a pooled transaction reads the clock once per
+ * wake-up, not at each of its steps (8 reads before). A process global
+ * (util.c), one of the documented few.
+ */
 usec_t now_usec(void);
 usec_t monotonic_usec(void);
+void clock_cache_begin(void);
+void clock_cache_end(void);
 
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy_s(char *dst, const char *src, size_t size);
