@@ -1281,7 +1281,7 @@ static void relay_to_client(struct server *server, const struct pkt *pkt, bool i
 		server->pool->db->stats.total.bytes_sent += pkt->len;
 		netbuf_forward(&server->nb, pkt->len);
 	}
-	if (server->prep && !internal)
+	if (server->prep && !internal && relay_prep_watches_server(pkt->type))
 		relay_call_if(prep_answer_owed, server);
 }
 
@@ -1358,7 +1358,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		if (n != SV_RELAY)
 			return n;
 	}
-	if (server->prep && (internal || server->link || server->finishing_owed)) {
+	bool prep_watches = server->prep && relay_prep_watches_server(pkt->type);
+	if (prep_watches && (internal || server->link || server->finishing_owed)) {
 		/* Judged once per message: these are the ones decided only when whole. */
 		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
 			return true;

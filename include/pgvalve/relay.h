@@ -37,6 +37,16 @@ static inline bool relay_prep_needs_whole(uint8_t type)
 	return type == 'P' || type == 'B' || type == 'D' || type == 'C' || type == 'Q';
 }
 
+/*
+ * Whether prepared statements look at a server message of this type: a
+ * DataRow (most messages of a result) never answers anything awaited, so
+ * it passes without prep_server_message or prep_answer_owed.
+ */
+static inline bool relay_prep_watches_server(uint8_t type)
+{
+	return type != 'D';
+}
+
 /* How the core treats a server message, as notifications judge it. */
 enum notify_verdict {
 	NOTIFY_PASS,		/* on as usual */
