@@ -32,9 +32,12 @@
  * server has served SHARED_POOL_HOLD_USEC (so a saturated pool takes
  * turns across workers without only logging in and out). The closed
  * server's budget is held for the asking worker (its "reserved" column)
- * while it keeps asking. A waiting client so gets a server another worker
- * held idle within two ticks plus a server login; one held busy, within
- * SHARED_POOL_HOLD_USEC more. Only pool_size is handed on this way:
+ * while it keeps asking. A new ask wakes the workers holding servers of
+ * the pool at once (SIGURG), and the worker a server was given back for is
+ * woken as soon as PostgreSQL has closed it, so a waiting client gets a
+ * server another worker held idle within a server logout and login (the
+ * ticks remain the fallback: two ticks plus the login); one held busy,
+ * within SHARED_POOL_HOLD_USEC more. Only pool_size is handed on this way:
  * servers at max_db_connections or max_user_connections are not.
  *
  * Lowered limits: when a reload leaves the instance with more servers of a
