@@ -177,7 +177,7 @@ static bool host_lags(const struct db *db, const struct host_role *h, usec_t now
 /* prefer-standby: whether an entry of db's list other than skip may be a standby now. */
 static bool db_standby_possible(const struct db *db, const struct host_role *skip, usec_t now)
 {
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	for (int i = 0; i < n; i++) {
 		const struct host_role *h = db_host(db, i);
 		if (h != skip && host_may_match(h, TSA_STANDBY, now, false, hold_time()) && !host_lags(db, h, now))
@@ -206,7 +206,7 @@ static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok,
 /* Whether some entry of db's list fits now, as db_host_fits judges with the usual holds. */
 static bool db_any_fits(const struct db *db, usec_t now)
 {
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	for (int i = 0; i < n; i++)
 		if (db_host_fits(db, i, now, false, hold_time()))
 			return true;
@@ -456,7 +456,7 @@ static const char *host_state(const struct db *db, const struct host_role *h, us
 
 size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t max)
 {
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	usec_t now = now_usec();
 	for (int i = 0; i < n && (size_t)i < max; i++) {
 		const struct host_role *h = db_host(db, i);
@@ -491,9 +491,10 @@ void roles_free_all(void)
 static usec_t hook_login_retry(const struct pool *pool)
 {
 	const struct db *db = pool->db;
-	if (!db_routed(db) || host_list_count(db->cfg->host) < 2)
+	/* 0: server_login_retry itself, when it is no longer than that (0 included: no wait at all) */
+	if (!db_routed(db) || db->host_count < 2 || pgv.cfg->server_login_retry <= FAILOVER_HOLD)
 		return 0;
-	return MIN(FAILOVER_HOLD, pgv.cfg->server_login_retry > 0 ? pgv.cfg->server_login_retry : FAILOVER_HOLD);
+	return FAILOVER_HOLD;
 }
 
 void roles_register(void)

@@ -567,12 +567,39 @@ START_TEST(bad_hosts_are_skipped)
 }
 END_TEST
 
+/*
+ * server_login_retry = 0 on a role-routed host list: a login that failed
+ * (here: no such database) holds the pool back not at all, so the next
+ * client's login tries the server again and gets its error, not the
+ * cached one ("server login has been failing"). The hold for role-routed
+ * lists is never longer than server_login_retry itself.
+ */
+START_TEST(login_retry_zero_is_no_hold)
+{
+	struct pgv p;
+	char dbs[512];
+	int port = atoi(getenv("PGV_TEST_PGPORT"));
+	snprintf(dbs, sizeof(dbs), "rw = host=127.0.0.1,localhost port=%d dbname=nosuchdb target_session_attrs=read-write\n",
+		 port);
+	pgv_start(&p, "auth_type = md5\nserver_login_retry = 0\npool_mode = transaction\n", dbs, std_userlist());
+	for (int i = 0; i < 3; i++) {
+		PGconn *c = pgv_connect(&p, "rw", "md5_user", "md5_pass");
+		const char *err = PQerrorMessage(c);
+		ck_assert_msg(PQstatus(c) != CONNECTION_OK, "login %d succeeded", i);
+		ck_assert_msg(strstr(err, "nosuchdb") && !strstr(err, "cached error"), "login %d: %s", i, err);
+		PQfinish(c);
+	}
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("roles");
 	TCase *tc = pgv_tcase_create("roles", 120);
 	tcase_add_test(tc, typo_is_a_load_error);
 	tcase_add_test(tc, bad_hosts_are_skipped);
+	tcase_add_test(tc, login_retry_zero_is_no_hold);
 	tcase_add_test(tc, routes_by_role);
 	tcase_add_test(tc, promoted_replica_is_left);
 	tcase_add_test(tc, failover_under_load);
