@@ -160,7 +160,7 @@ static const char *load_balance_text(const struct db *db)
 {
 	if (db->is_admin || !strchr(db->cfg->host, ','))
 		return NULL;
-	return db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ? "disable" : "round-robin";
+	return config_load_balance_hosts_name(db->cfg->load_balance_hosts);
 }
 
 static void show_pools(struct admin_result *r)

@@ -559,11 +559,12 @@ END_TEST
 START_TEST(show_multi_host_database)
 {
 	struct pgv p;
-	char dbs[512];
+	char dbs[1024];
 	int pgport = pg_port_env();
 	snprintf(dbs, sizeof(dbs), "%slb = host=127.0.0.1,localhost port=%d dbname=pgvtest\n"
-		 "lbd = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=disable\n",
-		 std_databases(), pgport, pgport);
+		 "lbd = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=disable\n"
+		 "lbc = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=least-connections\n",
+		 std_databases(), pgport, pgport, pgport);
 	pgv_start(&p, TXN, dbs, userlist());
 	PGconn *c = connect_ok(&p, "lb", "scram_user", "scram_pass");
 	ck_assert_str_eq(query_value(c, "SELECT current_database()"), DB);
@@ -574,6 +575,7 @@ START_TEST(show_multi_host_database)
 	expect_cell(r, row, "host", "127.0.0.1,localhost");
 	expect_cell(r, row, "load_balance_hosts", "round-robin");
 	expect_cell(r, find_row(r, "name", "lbd"), "load_balance_hosts", "disable");
+	expect_cell(r, find_row(r, "name", "lbc"), "load_balance_hosts", "least-connections");
 	expect_cell(r, find_row(r, "name", DB), "load_balance_hosts", NULL);
 	PQclear(r);
 	ck_assert_str_eq(show_value(a, "SHOW POOLS", "database", "lb", "load_balance_hosts"), "round-robin");
@@ -710,6 +712,7 @@ static const struct config_key spec_config[] = {
 	{ "listen_addr", "", false },
 	{ "listen_backlog", "128", false },
 	{ "listen_port", "6432", false },
+	{ "load_balance_hosts", "round-robin", true },	/* pgvalve extension (roles): [databases] default */
 	{ "log_connections", "1", true },
 	{ "log_disconnections", "1", true },
 	{ "log_pooler_errors", "1", true },
@@ -772,6 +775,7 @@ static const struct config_key spec_config[] = {
 	{ "syslog", "0", true },
 	{ "syslog_facility", "daemon", true },
 	{ "syslog_ident", "pgbouncer", true },
+	{ "target_session_attrs", "any", true },	/* pgvalve extension (roles): [databases] default */
 	{ "tcp_defer_accept", "1", true },
 	{ "tcp_keepalive", "1", true },
 	{ "tcp_keepcnt", "0", true },
