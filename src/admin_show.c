@@ -330,6 +330,7 @@ static const char *const conn_names[] = {
 	"send_pos", "send_remain", "pkt_avail", "send_avail",
 };
 #define CONN_TYPES "ssssssisiTTiiississii"
+#define CONN_COLUMNS 21		/* SHOW CLIENTS; then SHOW SERVERS' own, SHOW SOCKETS' own */
 #define SOCKET_TYPES CONN_TYPES "iiiiiii"
 
 static void addr_text(const struct sockaddr *sa, char *host, size_t size, int *port)
@@ -411,6 +412,7 @@ static void client_row(struct admin_result *r, const struct client *client, cons
 	admin_result_row(r, c.v);
 }
 
+/* After PgBouncer's columns: SHOW SOCKETS' buffer columns (debug), or SHOW SERVERS' role. */
 static void server_row(struct admin_result *r, const struct server *server, const char *state, bool debug)
 {
 	struct cells c;
@@ -455,6 +457,8 @@ static void server_row(struct admin_result *r, const struct server *server, cons
 	cell_uint(&c, server->id);
 	if (debug)
 		socket_cells(&c, &server->nb);
+	else
+		cell_str(&c, server->role == SERVER_ROLE_UNKNOWN ? "" : roles_role_name((enum server_role)server->role));
 	admin_result_row(r, c.v);
 }
 
@@ -477,10 +481,14 @@ static void show_clients(struct admin_result *r)
 	free(pv.v);
 }
 
+/* PgBouncer's columns, then pgvalve's: role (target_session_attrs, roles.h; "" while unknown). */
 static void show_servers(struct admin_result *r)
 {
 	struct pools_view pv;
-	admin_result_begin(r, CONN_TYPES, conn_names);
+	const char *names[CONN_COLUMNS + 1];
+	memcpy(names, conn_names, sizeof(names[0]) * CONN_COLUMNS);
+	names[CONN_COLUMNS] = "role";
+	admin_result_begin(r, CONN_TYPES "s", names);
 	pools_sorted(&pv);
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];

@@ -117,6 +117,17 @@ static const struct colspec conn_cols[] = {
 	{ "send_remain", OID_INT4 }, { "pkt_avail", OID_INT4 }, { "send_avail", OID_INT4 },
 };
 
+/* SHOW SERVERS: PgBouncer 1.26's 21 columns of SHOW CLIENTS, then pgvalve's own. */
+static const struct colspec servers_cols[] = {
+	{ "type", OID_TEXT }, { "user", OID_TEXT }, { "database", OID_TEXT }, { "replication", OID_TEXT },
+	{ "state", OID_TEXT }, { "addr", OID_TEXT }, { "port", OID_INT4 }, { "local_addr", OID_TEXT },
+	{ "local_port", OID_INT4 }, { "connect_time", OID_TEXT }, { "request_time", OID_TEXT },
+	{ "wait", OID_INT4 }, { "wait_us", OID_INT4 }, { "close_needed", OID_INT4 }, { "ptr", OID_TEXT },
+	{ "link", OID_TEXT }, { "remote_pid", OID_INT4 }, { "tls", OID_TEXT }, { "application_name", OID_TEXT },
+	{ "prepared_statements", OID_INT4 }, { "id", OID_INT4 },
+	{ "role", OID_TEXT },	/* pgvalve: primary, standby, "" unknown (target_session_attrs) */
+};
+
 static const struct colspec databases_cols[] = {
 	{ "name", OID_TEXT }, { "host", OID_TEXT }, { "port", OID_INT4 }, { "database", OID_TEXT },
 	{ "force_user", OID_TEXT }, { "pool_size", OID_INT4 }, { "min_pool_size", OID_INT4 },
@@ -216,7 +227,7 @@ START_TEST(show_columns_and_types)
 
 	expect_show_columns(a, "SHOW POOLS", pools_cols, ARRAY_LEN(pools_cols));
 	expect_show_columns(a, "SHOW CLIENTS", conn_cols, 21);
-	expect_show_columns(a, "SHOW SERVERS", conn_cols, 21);
+	expect_show_columns(a, "SHOW SERVERS", servers_cols, ARRAY_LEN(servers_cols));
 	expect_show_columns(a, "SHOW SOCKETS", conn_cols, ARRAY_LEN(conn_cols));
 	expect_show_columns(a, "SHOW ACTIVE_SOCKETS", conn_cols, ARRAY_LEN(conn_cols));
 	expect_show_columns(a, "SHOW DATABASES", databases_cols, ARRAY_LEN(databases_cols));
@@ -427,6 +438,7 @@ START_TEST(show_reflects_known_state)
 		expect_cell(r, s, "addr", "127.0.0.1");
 		expect_icell(r, s, "port", pgport);
 		expect_icell(r, s, "close_needed", 0);
+		expect_cell(r, s, "role", "primary");	/* in_hot_standby off, reported at login */
 	}
 	expect_cell(r, sa, "state", "active");
 	expect_cell(r, sa, "ptr", link_a);	/* linked to each other */
