@@ -65,6 +65,14 @@ static void cell_uint(struct cells *c, unsigned long long x)
 	c->n++;
 }
 
+/* Seconds, to the millisecond (a numeric column). */
+static void cell_seconds(struct cells *c, double x)
+{
+	snprintf(c->buf[c->n], sizeof(c->buf[0]), "%.3f", x);
+	c->v[c->n] = c->buf[c->n];
+	c->n++;
+}
+
 static void cell_null(struct cells *c)
 {
 	c->v[c->n++] = NULL;
@@ -884,9 +892,9 @@ static void show_dns_zones(struct admin_result *r)
 /* pgvalve's own: one row per database and entry of its host list (role routing, roles.h). */
 static void show_hosts(struct admin_result *r)
 {
-	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "last_check",
-					     "sv_count" };
-	admin_result_begin(r, "ssissqTi", names);
+	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "lag_seconds",
+					     "last_check", "sv_count" };
+	admin_result_begin(r, "ssissqNTi", names);
 	list_for_each(pos, &pgv.databases) {
 		const struct db *db = container_of(pos, struct db, node);
 		struct roles_host_info hosts[32];
@@ -903,6 +911,10 @@ static void show_hosts(struct admin_result *r)
 			cell_str(&c, hosts[i].state);
 			if (hosts[i].lag >= 0)
 				cell_int(&c, hosts[i].lag);
+			else
+				cell_null(&c);
+			if (hosts[i].lag_seconds >= 0)
+				cell_seconds(&c, hosts[i].lag_seconds);
 			else
 				cell_null(&c);
 			if (hosts[i].last_check)
