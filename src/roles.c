@@ -530,11 +530,21 @@ static bool hosts_mark_lag_wanted(void)
  * period: asked of one idle server on it, of whichever database (a
  * read-write database's, typically; a standby database has none there).
  */
+static bool primary_position_due(const struct host_role *h, usec_t now, usec_t period)
+{
+	return h->lag_wanted && h->role == SERVER_ROLE_PRIMARY && now - MAX(h->lsn_seen, h->lsn_asked) >= period;
+}
+
 static void check_primary_positions(usec_t now)
 {
 	usec_t period = lag_period();
+	bool due = false;
 	if (!hosts_mark_lag_wanted())
 		return;
+	for (const struct host_role *h = host_table; h && !due; h = h->next)
+		due = primary_position_due(h, now, period);
+	if (!due)
+		return;		/* most ticks: no walk over the idle servers */
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		if (db_paused(db))
@@ -544,8 +554,7 @@ static void check_primary_positions(usec_t now)
 			list_for_each_safe(pos, tmp, &pool->idle_servers) {
 				struct server *s = container_of(pos, struct server, node);
 				struct host_role *h = server_host(s);
-				if (!h->lag_wanted || h->role != SERVER_ROLE_PRIMARY ||
-				    now - MAX(h->lsn_seen, h->lsn_asked) < period)
+				if (!primary_position_due(h, now, period))
 					continue;
 				h->lsn_asked = now;
 				server_check_role(s, now);

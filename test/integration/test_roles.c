@@ -65,15 +65,16 @@ static PGconn *node_connect(int n)
 	return c;
 }
 
-/* [databases] lines for the cluster: name = HOSTS ... target_session_attrs=tsa extra. */
+/* [databases] lines for the cluster: name = HOSTS ... target_session_attrs=tsa (none if NULL) extra. */
 static const char *db_lines(const char *const *names, const char *const *tsas, const char *const *extras, int n)
 {
 	static char buf[4096];
 	size_t used = 0;
 	for (int i = 0; i < n; i++)
 		used += (size_t)snprintf(buf + used, sizeof(buf) - used,
-					 "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=%s %s\n",
-					 names[i], cport, tsas[i], extras && extras[i] ? extras[i] : "");
+					 "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin %s%s %s\n",
+					 names[i], cport, tsas[i] ? "target_session_attrs=" : "", tsas[i] ? tsas[i] : "",
+					 extras && extras[i] ? extras[i] : "");
 	return buf;
 }
 
@@ -619,7 +620,8 @@ END_TEST
  * pgvalve is told to ignore the reports (a test-only environment variable,
  * roles.c): writes through a read-write database still go to the primary
  * only, reads through a read-only one to the replicas, and the primary's
- * log shows the role query pgvalve ran.
+ * log shows the role query pgvalve ran. The read-write database's line
+ * does not say target_session_attrs: [pgvalve]'s applies.
  */
 START_TEST(role_query_without_reports)
 {
@@ -630,9 +632,9 @@ START_TEST(role_query_without_reports)
 	command_ok(n1, "ALTER SYSTEM SET log_statement = 'all'");
 	query_value(n1, "SELECT pg_reload_conf()");
 	const char *names[] = { "rw", "ro" };
-	const char *tsas[] = { "read-write", "read-only" };
+	const char *tsas[] = { NULL, "read-only" };
 	setenv("PGVALVE_TEST_IGNORE_ROLE_REPORTS", "1", 1);
-	pgv_start(&p, BASE, db_lines(names, tsas, NULL, 2), USERS);
+	pgv_start(&p, BASE "target_session_attrs = read-write\n", db_lines(names, tsas, NULL, 2), USERS);
 	unsetenv("PGVALVE_TEST_IGNORE_ROLE_REPORTS");
 	ck_assert(pgv_log_contains(&p, "PGVALVE_TEST_IGNORE_ROLE_REPORTS is set"));
 
