@@ -525,16 +525,17 @@ static bool hosts_mark_lag_wanted(void)
 	return any;
 }
 
-/*
- * The position of each primary a lag limit measures against, once per lag
- * period: asked of one idle server on it, of whichever database (a
- * read-write database's, typically; a standby database has none there).
- */
+/* A primary whose position a lag limit needs, not learned nor asked for within period. */
 static bool primary_position_due(const struct host_role *h, usec_t now, usec_t period)
 {
 	return h->lag_wanted && h->role == SERVER_ROLE_PRIMARY && now - MAX(h->lsn_seen, h->lsn_asked) >= period;
 }
 
+/*
+ * The position of each primary a lag limit measures against, once per lag
+ * period: asked of one idle server on it, of whichever database (a
+ * read-write database's, typically; a standby database has none there).
+ */
 static void check_primary_positions(usec_t now)
 {
 	usec_t period = lag_period();
