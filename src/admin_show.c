@@ -65,6 +65,14 @@ static void cell_uint(struct cells *c, unsigned long long x)
 	c->n++;
 }
 
+/* Seconds, to the millisecond (a numeric column). */
+static void cell_seconds(struct cells *c, double x)
+{
+	snprintf(c->buf[c->n], sizeof(c->buf[0]), "%.3f", x);
+	c->v[c->n] = c->buf[c->n];
+	c->n++;
+}
+
 static void cell_null(struct cells *c)
 {
 	c->v[c->n++] = NULL;
@@ -160,7 +168,7 @@ static const char *load_balance_text(const struct db *db)
 {
 	if (db->is_admin || !strchr(db->cfg->host, ','))
 		return NULL;
-	return db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE ? "disable" : "round-robin";
+	return config_load_balance_hosts_name(db->cfg->load_balance_hosts);
 }
 
 static void show_pools(struct admin_result *r)
@@ -330,6 +338,7 @@ static const char *const conn_names[] = {
 	"send_pos", "send_remain", "pkt_avail", "send_avail",
 };
 #define CONN_TYPES "ssssssisiTTiiississii"
+#define CONN_COLUMNS 21		/* SHOW CLIENTS; then SHOW SERVERS' own, SHOW SOCKETS' own */
 #define SOCKET_TYPES CONN_TYPES "iiiiiii"
 
 static void addr_text(const struct sockaddr *sa, char *host, size_t size, int *port)
@@ -411,6 +420,7 @@ static void client_row(struct admin_result *r, const struct client *client, cons
 	admin_result_row(r, c.v);
 }
 
+/* After PgBouncer's columns: SHOW SOCKETS' buffer columns (debug), or SHOW SERVERS' role. */
 static void server_row(struct admin_result *r, const struct server *server, const char *state, bool debug)
 {
 	struct cells c;
@@ -455,6 +465,8 @@ static void server_row(struct admin_result *r, const struct server *server, cons
 	cell_uint(&c, server->id);
 	if (debug)
 		socket_cells(&c, &server->nb);
+	else
+		cell_str(&c, server->role == SERVER_ROLE_UNKNOWN ? "" : roles_role_name((enum server_role)server->role));
 	admin_result_row(r, c.v);
 }
 
@@ -477,10 +489,14 @@ static void show_clients(struct admin_result *r)
 	free(pv.v);
 }
 
+/* PgBouncer's columns, then pgvalve's: role (target_session_attrs, roles.h; "" while unknown). */
 static void show_servers(struct admin_result *r)
 {
 	struct pools_view pv;
-	admin_result_begin(r, CONN_TYPES, conn_names);
+	const char *names[CONN_COLUMNS + 1];
+	memcpy(names, conn_names, sizeof(names[0]) * CONN_COLUMNS);
+	names[CONN_COLUMNS] = "role";
+	admin_result_begin(r, CONN_TYPES "s", names);
 	pools_sorted(&pv);
 	for (size_t k = 0; k < pv.n; k++) {
 		struct pool *pool = pv.v[k];
@@ -876,9 +892,9 @@ static void show_dns_zones(struct admin_result *r)
 /* pgvalve's own: one row per database and entry of its host list (role routing, roles.h). */
 static void show_hosts(struct admin_result *r)
 {
-	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "last_check",
-					     "sv_count" };
-	admin_result_begin(r, "ssissqTi", names);
+	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "lag_seconds",
+					     "last_check", "sv_count" };
+	admin_result_begin(r, "ssissqNTi", names);
 	list_for_each(pos, &pgv.databases) {
 		const struct db *db = container_of(pos, struct db, node);
 		struct roles_host_info hosts[32];
@@ -895,6 +911,10 @@ static void show_hosts(struct admin_result *r)
 			cell_str(&c, hosts[i].state);
 			if (hosts[i].lag >= 0)
 				cell_int(&c, hosts[i].lag);
+			else
+				cell_null(&c);
+			if (hosts[i].lag_seconds >= 0)
+				cell_seconds(&c, hosts[i].lag_seconds);
 			else
 				cell_null(&c);
 			if (hosts[i].last_check)

@@ -48,6 +48,12 @@ const char *config_target_session_attrs_name(int value)
 	       target_session_attrs_names[value] : "any";
 }
 
+const char *config_load_balance_hosts_name(int value)
+{
+	return value >= 0 && value < (int)ARRAY_SIZE(load_balance_hosts_names) - 1 ?
+	       load_balance_hosts_names[value] : "round-robin";
+}
+
 /* The field named like the parameter, checked to have the C type the parameter type needs. */
 #define FIELD(n, ctype) \
 	(offsetof(struct config, n) + \
@@ -131,6 +137,8 @@ static const struct param_def params[] = {
 	P_STR(listen_addr, "", RESTART, IMPL),
 	P_INT(listen_backlog, "128", RESTART, IMPL, 0, INT_MAX),
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),
+	/* pgvalve extension: the default of [databases] lines that do not say (role routing, roles.h) */
+	P_ENUM(load_balance_hosts, "round-robin", RELOAD, IMPL, load_balance_hosts_names, 0),
 	P_BOOL(log_connections, "1", RELOAD, IMPL),
 	P_BOOL(log_disconnections, "1", RELOAD, IMPL),
 	P_BOOL(log_pooler_errors, "1", RELOAD, IMPL),
@@ -202,6 +210,8 @@ static const struct param_def params[] = {
 	P_BOOL(syslog, "0", RELOAD, IMPL),
 	P_STR(syslog_facility, "daemon", RELOAD, IMPL),
 	P_STR(syslog_ident, "pgbouncer", RELOAD, IMPL),
+	/* pgvalve extension: the default of [databases] lines that do not say (role routing, roles.h) */
+	P_ENUM(target_session_attrs, "any", RELOAD, IMPL, target_session_attrs_names, 0),
 #ifdef __linux__
 	P_BOOL(tcp_defer_accept, "1", RELOAD, IMPL),
 #else
@@ -348,6 +358,42 @@ static int parse_time(const char *s, long min_seconds, usec_t *out, char *why, s
 		return -1;
 	}
 	*out = (usec_t)(v * (double)USEC_PER_SEC + 0.5);	/* v >= 0: rounds to nearest */
+	return 0;
+}
+
+/*
+ * A number of bytes: digits, then optionally one of PostgreSQL's units
+ * (B, kB, MB, GB, TB; 1024 apart; any case). pgvalve's max_replica_lag.
+ */
+static int parse_size(const char *s, long long *out, char *why, size_t whysize)
+{
+	static const char *const units[] = { "B", "kB", "MB", "GB", "TB" };
+	char *end;
+
+	if (!isdigit((unsigned char)*s)) {
+		errfmt(why, whysize, "not a number of bytes (a unit may follow: kB, MB, GB, TB)");
+		return -1;
+	}
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	while (*end == ' ')
+		end++;
+	long long scale = 1;
+	if (*end) {
+		size_t u = 0;
+		while (u < ARRAY_SIZE(units) && strcasecmp(end, units[u]) != 0)
+			u++;
+		if (u == ARRAY_SIZE(units)) {
+			errfmt(why, whysize, "not a number of bytes (a unit may follow: kB, MB, GB, TB)");
+			return -1;
+		}
+		scale = 1LL << (10 * u);
+	}
+	if (errno == ERANGE || v > LLONG_MAX / scale) {
+		errfmt(why, whysize, "too large");
+		return -1;
+	}
+	*out = v * scale;
 	return 0;
 }
 
@@ -826,7 +872,6 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		{ "reserve_pool_size", offsetof(struct db_config, reserve_pool_size) },
 		{ "max_db_connections", offsetof(struct db_config, max_db_connections) },
 		{ "max_db_client_connections", offsetof(struct db_config, max_db_client_connections) },
-		{ "max_replica_lag", offsetof(struct db_config, max_replica_lag) },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++) {
@@ -840,6 +885,15 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 			return cstr_int(key, val, 0, INT_MAX, (int *)((char *)db + counts[i].offset), errbuf, errsize);
 	if (strcmp(key, "port") == 0)
 		return cstr_int(key, val, 1, 65535, &db->port, errbuf, errsize);
+	if (strcmp(key, "max_replica_lag") == 0) {
+		char why[128], vbuf[64];
+		if (parse_size(val, &db->max_replica_lag, why, sizeof(why)) == 0)
+			return 0;
+		errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s", shorten(val, vbuf, sizeof(vbuf)), key, why);
+		return -1;
+	}
+	if (strcmp(key, "max_replica_lag_seconds") == 0)
+		return cstr_time(key, val, &db->max_replica_lag_seconds, errbuf, errsize);
 	if (strcmp(key, "server_lifetime") == 0)
 		return cstr_time(key, val, &db->server_lifetime, errbuf, errsize);
 	if (strcmp(key, "query_wait_timeout") == 0)
@@ -1204,6 +1258,7 @@ static int add_database(struct loader *ld, const struct position *pos, const cha
 	if (strcmp(name, "pgbouncer") == 0)
 		return load_error(ld, pos, "database name \"pgbouncer\" is reserved for the admin console");
 	db = config_db_new(name);
+	db->target_session_attrs = -1;	/* not given: the [pgbouncer] section's, once it is read (db_defaults) */
 	if (config_parse_db_string(value, db, why, sizeof(why)) < 0) {
 		config_db_free(db);
 		return load_error(ld, pos, "database \"%s\": %s", shorten(name, nbuf, sizeof(nbuf)), why);
@@ -1420,6 +1475,17 @@ static int parse_text(struct loader *ld, const char *text, size_t len, const cha
 	return 0;
 }
 
+/* [databases] lines that did not give them take the [pgbouncer] section's, wherever in the file it was. */
+static void db_defaults(struct config *cfg)
+{
+	for (struct db_config *db = cfg->databases; db; db = db->next) {
+		if (db->target_session_attrs < 0)
+			db->target_session_attrs = cfg->target_session_attrs;
+		if (db->load_balance_hosts < 0)
+			db->load_balance_hosts = cfg->load_balance_hosts;
+	}
+}
+
 static int load_text(const char *text, size_t len, const char *origin, struct config **out,
 		     struct config_error *err)
 {
@@ -1434,6 +1500,7 @@ static int load_text(const char *text, size_t len, const char *origin, struct co
 			snprintf(err->logfile, sizeof(err->logfile), "%s", ld.cfg->logfile ? ld.cfg->logfile : "");
 		goto fail;
 	}
+	db_defaults(ld.cfg);
 	if (!ld.saw_main) {
 		if (err)
 			snprintf(err->message, sizeof(err->message),

@@ -115,7 +115,8 @@ static const struct family families[] = {
 	G("pgvalve_clients_waiting", SUM, "Clients waiting for a server, all pools (pool saturation)"),
 	G("pgvalve_host_up", MAX, "1 if the host of the database's list logged in at the last try, 0 if it failed"),
 	G("pgvalve_host_primary", MAX, "1 if the host was last seen as a primary, 0 as a standby"),
-	G("pgvalve_host_lag_bytes", MAX, "WAL a standby has received but not replayed, at its last check (max_replica_lag)"),
+	G("pgvalve_host_lag_bytes", MAX, "WAL a standby is behind its list's primary, at its last check (max_replica_lag)"),
+	G("pgvalve_host_lag_seconds", MAX, "Time since a standby's last replayed transaction while it is behind, at its last check"),
 	G("pgvalve_worker_up", MAX, "1 if the worker process is running and listening, else 0"),
 	C("pgvalve_worker_restarts_total", "Times the supervisor restarted the worker"),
 	G("pgvalve_worker_client_active_connections", MAX, "Active clients of the worker"),
@@ -385,6 +386,8 @@ static void collect_hosts(struct metrics_set *set, const struct db *db)
 				    hosts[i].role == SERVER_ROLE_PRIMARY ? 1 : 0);
 		if (hosts[i].lag >= 0)
 			metrics_add(set, "pgvalve_host_lag_bytes", METRICS_PART_VALUE, lb, (double)hosts[i].lag);
+		if (hosts[i].lag_seconds >= 0)
+			metrics_add(set, "pgvalve_host_lag_seconds", METRICS_PART_VALUE, lb, hosts[i].lag_seconds);
 	}
 }
 

@@ -34,11 +34,20 @@ static bool pool_fast_fail(struct pool *pool, struct client *client);
 
 /* ---------------------------------------------------------------- databases */
 
+/* db takes (a copy of) cfg; what is derived from it is computed here, once per load or reload. */
+static void db_set_config(struct db *db, const struct db_config *cfg)
+{
+	struct db_config *old = db->cfg;
+	db->cfg = config_db_clone(cfg, db->name);
+	db->host_count = host_list_count(db->cfg->host);
+	config_db_free(old);
+}
+
 static struct db *db_create(const struct db_config *cfg, const char *name, bool is_autodb)
 {
 	struct db *db = xcalloc(1, sizeof(*db));
 	db->name = xstrdup(name);
-	db->cfg = config_db_clone(cfg, name);
+	db_set_config(db, cfg);
 	db->is_autodb = is_autodb;
 	stats_init(&db->stats, now_usec());
 	list_init(&db->pools);
@@ -185,8 +194,7 @@ static char *pool_login_password(const struct db *db, const char *user)
 static void db_take_config(struct db *db, const struct db_config *dc)
 {
 	bool changed = db_connection_changed(db->cfg, dc);
-	config_db_free(db->cfg);
-	db->cfg = config_db_clone(dc, db->name);
+	db_set_config(db, dc);
 	db->removed = false;
 	if (changed) {
 		log_info("database %s: connection settings changed, servers will be replaced", db->name);
@@ -757,6 +765,7 @@ struct db *pool_fake_db(const char *name)
 	struct db *db = xcalloc(1, sizeof(*db));
 	db->name = xstrdup(name);
 	db->cfg = config_db_new(name);
+	db->host_count = host_list_count(db->cfg->host);
 	db->is_fake = true;
 	db->provisional = true;
 	stats_init(&db->stats, now_usec());

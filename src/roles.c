@@ -12,7 +12,11 @@
  *   - whenever a server reports in_hot_standby changed (a promotion):
  *     every server on that host whose pool it no longer matches is closed
  *     when idle (close_needed), never in the middle of a transaction;
- *   - with server_role_check_period, idle servers run ROLE_QUERY again.
+ *   - with server_role_check_period, idle servers run ROLE_QUERY again;
+ *   - with a replica lag limit, idle servers of that database run it every
+ *     LAG_CHECK_PERIOD (or server_role_check_period), and so does one idle
+ *     server on each primary of its list, whatever its database: the
+ *     primary's position the standbys' lag is measured against.
  *
  * Owns: the host table. Touches servers only through close_needed, the
  * core's internal query and server_close() of idle ones.
@@ -27,16 +31,34 @@
 #include "pgvalve/varcache.h"
 
 /*
- * For servers that do not report their role, and standbys of databases
- * with max_replica_lag: one round trip, at login (or while idle,
- * periodic). The third column is the WAL a standby has received but not
- * replayed yet, in bytes (NULL on a primary).
+ * For servers that do not report their role, standbys of databases with
+ * a replica lag limit, and (while idle) primaries of their host lists:
+ * one round trip, at login or while idle, never on a client's behalf.
+ * Columns: in recovery; transaction_read_only; the WAL position, in bytes
+ * (a standby's replayed, a primary's current); a standby's WAL received
+ * but not replayed, in bytes; while a standby has not replayed all it
+ * received, the seconds since the last transaction it replayed committed,
+ * else 0 (an idle primary does not make its standbys look behind).
  */
 #define ROLE_QUERY "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only'), " \
-	"pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_last_wal_receive_lsn(), pg_catalog.pg_last_wal_replay_lsn())"
+	"pg_catalog.pg_wal_lsn_diff(CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() " \
+	"ELSE pg_catalog.pg_current_wal_lsn() END, '0/0'), " \
+	"pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_last_wal_receive_lsn(), pg_catalog.pg_last_wal_replay_lsn()), " \
+	"CASE WHEN pg_catalog.pg_last_wal_receive_lsn() > pg_catalog.pg_last_wal_replay_lsn() " \
+	"THEN pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.pg_last_xact_replay_timestamp()) ELSE 0 END"
+#define ROLE_QUERY_COLUMNS 5
 
-/* max_replica_lag without server_role_check_period: how often idle servers measure it. */
+/* A replica lag limit without server_role_check_period: how often idle servers measure the lag. */
 #define LAG_CHECK_PERIOD (5 * USEC_PER_SEC)
+
+/*
+ * Test only (test_roles): set in the environment, servers' in_hot_standby
+ * and default_transaction_read_only reports are ignored, as if they were
+ * PostgreSQL 13 or older, so that the role query at login is exercised
+ * against PostgreSQL 15. Not documented for operators; read once at start.
+ */
+#define TEST_IGNORE_REPORTS_ENV "PGVALVE_TEST_IGNORE_ROLE_REPORTS"
+static bool ignore_role_reports;
 
 /* What is known of one host (a host list entry and the database's port), for every database. */
 struct host_role {
@@ -47,7 +69,12 @@ struct host_role {
 	bool read_only;		/* default_transaction_read_only */
 	usec_t role_seen;	/* role last learned; 0 never */
 	usec_t failed_at;	/* last connect or login failure; 0 since a good login */
-	long long lag;		/* a standby's WAL received but not replayed, bytes; -1 unknown */
+	long long lsn;		/* WAL position in bytes: a primary's current one (lsn_seen), a standby's replayed */
+	usec_t lsn_seen;
+	usec_t lsn_asked;	/* a primary's position last asked of an idle server (roles_check_idle_servers) */
+	bool lag_wanted;	/* listed by a database with a replica lag limit: its position is needed */
+	long long lag;		/* a standby's WAL behind the primary (or received, not replayed), bytes; -1 unknown */
+	usec_t lag_time;	/* ... and time since its last replayed transaction while behind; -1 unknown */
 	usec_t lag_seen;
 };
 
@@ -80,6 +107,7 @@ static struct host_role *host_find(const char *name, int port)
 	h->name = xstrdup(name);
 	h->port = port;
 	h->lag = -1;
+	h->lag_time = -1;
 	h->next = host_table;
 	host_table = h;
 	return h;
@@ -161,11 +189,26 @@ static bool host_may_match(const struct host_role *h, int tsa, usec_t now, bool 
 	return role_matches(tsa, h->role, h->read_only);
 }
 
-/* A standby of db's list that lagged more than its max_replica_lag when last measured. */
+/* Whether db has a replica lag limit (max_replica_lag, max_replica_lag_seconds). */
+static bool db_lag_limited(const struct db *db)
+{
+	return db->cfg->max_replica_lag > 0 || db->cfg->max_replica_lag_seconds > 0;
+}
+
+/* How often idle servers measure the lag (and primaries their position). */
+static usec_t lag_period(void)
+{
+	return pgv.cfg->server_role_check_period > 0 ? pgv.cfg->server_role_check_period : LAG_CHECK_PERIOD;
+}
+
+/* A standby of db's list that lagged more than its limits when last measured. */
 static bool host_lagged(const struct db *db, const struct host_role *h)
 {
-	int max = db->cfg->max_replica_lag;
-	return max > 0 && h->role == SERVER_ROLE_STANDBY && h->lag > max;
+	const struct db_config *dc = db->cfg;
+	if (h->role != SERVER_ROLE_STANDBY)
+		return false;
+	return (dc->max_replica_lag > 0 && h->lag > dc->max_replica_lag) ||
+	       (dc->max_replica_lag_seconds > 0 && h->lag_time > dc->max_replica_lag_seconds);
 }
 
 /* The same, measured within server_login_retry: after that one new server may measure again. */
@@ -177,7 +220,7 @@ static bool host_lags(const struct db *db, const struct host_role *h, usec_t now
 /* prefer-standby: whether an entry of db's list other than skip may be a standby now. */
 static bool db_standby_possible(const struct db *db, const struct host_role *skip, usec_t now)
 {
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	for (int i = 0; i < n; i++) {
 		const struct host_role *h = db_host(db, i);
 		if (h != skip && host_may_match(h, TSA_STANDBY, now, false, hold_time()) && !host_lags(db, h, now))
@@ -206,17 +249,17 @@ static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok,
 /* Whether some entry of db's list fits now, as db_host_fits judges with the usual holds. */
 static bool db_any_fits(const struct db *db, usec_t now)
 {
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	for (int i = 0; i < n; i++)
 		if (db_host_fits(db, i, now, false, hold_time()))
 			return true;
 	return false;
 }
 
-/* Whether role routing applies to db: target_session_attrs, or max_replica_lag. */
+/* Whether role routing applies to db: target_session_attrs, or a replica lag limit. */
 static bool db_routed(const struct db *db)
 {
-	return db->cfg->target_session_attrs != TSA_ANY || db->cfg->max_replica_lag > 0;
+	return db->cfg->target_session_attrs != TSA_ANY || db_lag_limited(db);
 }
 
 static bool db_host_eligible(const struct db *db, int idx, usec_t now)
@@ -269,6 +312,23 @@ static bool server_fits(const struct server *server, const struct host_role *h, 
 	return tsa == TSA_PREFER_STANDBY && !db_standby_possible(db, h, now);
 }
 
+/* "24 MB" or "24 MB, 3.2 s": how far h was behind when last measured, for the log. */
+static const char *lag_text(const struct host_role *h, char *buf, size_t size)
+{
+	static const char *const units[] = { "bytes", "kB", "MB", "GB", "TB" };
+	long long v = h->lag > 0 ? h->lag : 0;
+	size_t u = 0;
+	while (v >= 10 * 1024 && u + 1 < ARRAY_SIZE(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (h->lag_time >= 0)
+		snprintf(buf, size, "%lld %s, %.1f s", v, units[u], (double)h->lag_time / USEC_PER_SEC);
+	else
+		snprintf(buf, size, "%lld %s", v, units[u]);
+	return buf;
+}
+
 /* The server's role is known (server->role, server->read_only): may it serve its pool? */
 static enum server_verdict judge(struct server *server)
 {
@@ -279,8 +339,9 @@ static enum server_verdict judge(struct server *server)
 		host_retire_mismatched(h, (enum server_role)server->role, server);	/* a failover seen at a login */
 	server->role_checked = now;
 	if (host_lags(server->pool->db, h, now)) {
-		server_log(LOG_LEVEL_INFO, server, "host %s:%d lags %lld kB, not used (max_replica_lag)",
-			   h->name, h->port, h->lag / 1024);
+		char lag[64];
+		server_log(LOG_LEVEL_INFO, server, "host %s:%d lags %s, not used (max_replica_lag)", h->name, h->port,
+			   lag_text(h, lag, sizeof(lag)));
 		return SERVER_REJECT;
 	}
 	if (server_fits(server, h, now))
@@ -304,11 +365,11 @@ static bool reported(const struct server *server, int idx)
 static enum server_verdict hook_logged_in(struct server *server, const char **sql)
 {
 	int hot = varcache_index("in_hot_standby");
-	if (reported(server, hot)) {
+	if (reported(server, hot) && !ignore_role_reports) {
 		int ro = varcache_index("default_transaction_read_only");
 		server->role = value_on(varcache_get(server->vars, hot)) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
 		server->read_only = reported(server, ro) && value_on(varcache_get(server->vars, ro));
-		if (server->role != SERVER_ROLE_STANDBY || server->pool->db->cfg->max_replica_lag <= 0)
+		if (server->role != SERVER_ROLE_STANDBY || !db_lag_limited(server->pool->db))
 			return judge(server);
 	} else if (!db_routed(server->pool->db)) {
 		server_host(server)->failed_at = 0;
@@ -318,14 +379,57 @@ static enum server_verdict hook_logged_in(struct server *server, const char **sq
 	return SERVER_ASK;
 }
 
-/* ROLE_QUERY's row: pg_is_in_recovery() ('t'/'f'), transaction_read_only ('on'/'off'), the lag in bytes. */
+/*
+ * The primary of db's list whose position is known and recent (two lag
+ * periods): the one a standby's lag is measured against. NULL if none.
+ */
+static const struct host_role *db_primary(const struct db *db, usec_t now)
+{
+	const struct host_role *best = NULL;
+	for (int i = 0; i < db->host_count; i++) {
+		const struct host_role *h = db_host(db, i);
+		if (h->role == SERVER_ROLE_PRIMARY && h->lsn_seen && now - h->lsn_seen <= 2 * lag_period() &&
+		    (!best || h->lsn_seen > best->lsn_seen))
+			best = h;
+	}
+	return best;
+}
+
+/*
+ * What ROLE_QUERY said of h's position and lag (text values, "" for NULL).
+ * A standby's lag in bytes is the primary's position minus its replayed
+ * one; with no primary position known, what it received but has not
+ * replayed (which misses WAL it never received).
+ */
+static void host_learn_lag(struct host_role *h, const struct db *db, enum server_role role,
+			   const char *pos, const char *unreplayed, const char *seconds)
+{
+	usec_t now = now_usec();
+	h->lag_seen = now;
+	if (role == SERVER_ROLE_PRIMARY) {
+		h->lsn = atoll(pos);
+		h->lsn_seen = pos[0] ? now : 0;
+		h->lag = 0;
+		h->lag_time = 0;
+		return;
+	}
+	const struct host_role *primary = db_primary(db, now);
+	h->lsn = atoll(pos);
+	if (primary && pos[0])
+		h->lag = MAX(primary->lsn - h->lsn, 0);
+	else
+		h->lag = unreplayed[0] ? atoll(unreplayed) : -1;
+	h->lag_time = seconds[0] ? (usec_t)(atof(seconds) * USEC_PER_SEC) : -1;
+}
+
+/* ROLE_QUERY's row: pg_is_in_recovery() ('t'/'f'), transaction_read_only ('on'/'off'), positions and lag. */
 static void hook_check_row(struct server *server, const struct pkt *pkt)
 {
 	struct pkt_reader r;
-	char vals[3][24] = { "", "", "" };
+	char vals[ROLE_QUERY_COLUMNS][32] = { "", "", "", "", "" };
 	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
 	uint16_t ncols = pkt_get_uint16(&r);
-	for (int i = 0; i < 3 && i < ncols && !r.failed; i++) {
+	for (int i = 0; i < ROLE_QUERY_COLUMNS && i < ncols && !r.failed; i++) {
 		uint32_t len = pkt_get_uint32(&r);
 		if (len == 0xFFFFFFFFu)
 			continue;
@@ -338,9 +442,9 @@ static void hook_check_row(struct server *server, const struct pkt *pkt)
 	server->role = value_on(vals[0]) ? SERVER_ROLE_STANDBY : vals[0][0] ? SERVER_ROLE_PRIMARY : SERVER_ROLE_UNKNOWN;
 	/* in recovery every transaction is read-only: that alone says nothing of default_transaction_read_only */
 	server->read_only = server->role == SERVER_ROLE_PRIMARY && value_on(vals[1]);
-	struct host_role *h = server_host(server);
-	h->lag = vals[2][0] ? atoll(vals[2]) : server->role == SERVER_ROLE_PRIMARY ? 0 : -1;
-	h->lag_seen = now_usec();
+	if (server->role != SERVER_ROLE_UNKNOWN)
+		host_learn_lag(server_host(server), server->pool->db, (enum server_role)server->role, vals[2], vals[3],
+			       vals[4]);
 }
 
 static enum server_verdict hook_check_done(struct server *server, bool failed)
@@ -385,7 +489,7 @@ static void host_retire_mismatched(const struct host_role *h, enum server_role r
 /* in_hot_standby changed on a live server: its host was promoted (or demoted). */
 static void hook_param_reported(struct server *server, const char *name, const char *value)
 {
-	if (strcmp(name, "in_hot_standby") != 0)
+	if (ignore_role_reports || strcmp(name, "in_hot_standby") != 0)
 		return;
 	enum server_role role = value_on(value) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
 	if (role == server->role)
@@ -397,12 +501,75 @@ static void hook_param_reported(struct server *server, const char *name, const c
 	host_retire_mismatched(h, role, server);	/* this one included (closed when idle) */
 }
 
+static void server_check_role(struct server *s, usec_t now)
+{
+	s->role_checked = now;
+	server_set_state(s, SV_TESTED);
+	server_run_internal(s, SV_INTERNAL_ROLE_CHECK, ROLE_QUERY, (uint32_t)strlen(ROLE_QUERY));
+}
+
+/* Marks the hosts whose position a replica lag limit needs: every entry of a limited database's list. */
+static bool hosts_mark_lag_wanted(void)
+{
+	bool any = false;
+	for (struct host_role *h = host_table; h; h = h->next)
+		h->lag_wanted = false;
+	list_for_each(dpos, &pgv.databases) {
+		const struct db *db = container_of(dpos, struct db, node);
+		if (!db_lag_limited(db))
+			continue;
+		any = true;
+		for (int i = 0; i < db->host_count; i++)
+			db_host(db, i)->lag_wanted = true;
+	}
+	return any;
+}
+
+/* A primary whose position a lag limit needs, not learned nor asked for within period. */
+static bool primary_position_due(const struct host_role *h, usec_t now, usec_t period)
+{
+	return h->lag_wanted && h->role == SERVER_ROLE_PRIMARY && now - MAX(h->lsn_seen, h->lsn_asked) >= period;
+}
+
+/*
+ * The position of each primary a lag limit measures against, once per lag
+ * period: asked of one idle server on it, of whichever database (a
+ * read-write database's, typically; a standby database has none there).
+ */
+static void check_primary_positions(usec_t now)
+{
+	usec_t period = lag_period();
+	bool due = false;
+	if (!hosts_mark_lag_wanted())
+		return;
+	for (const struct host_role *h = host_table; h && !due; h = h->next)
+		due = primary_position_due(h, now, period);
+	if (!due)
+		return;		/* most ticks: no walk over the idle servers */
+	list_for_each(dpos, &pgv.databases) {
+		struct db *db = container_of(dpos, struct db, node);
+		if (db_paused(db))
+			continue;
+		list_for_each(ppos, &db->pools) {
+			struct pool *pool = container_of(ppos, struct pool, node);
+			list_for_each_safe(pos, tmp, &pool->idle_servers) {
+				struct server *s = container_of(pos, struct server, node);
+				struct host_role *h = server_host(s);
+				if (!primary_position_due(h, now, period))
+					continue;
+				h->lsn_asked = now;
+				server_check_role(s, now);
+			}
+		}
+	}
+}
+
 void roles_check_idle_servers(usec_t now)
 {
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		usec_t period = pgv.cfg->server_role_check_period;
-		if (period <= 0 && db->cfg->max_replica_lag > 0)
+		if (period <= 0 && db_lag_limited(db))
 			period = LAG_CHECK_PERIOD;
 		if (period <= 0 || !db_routed(db) || db_paused(db))
 			continue;
@@ -410,14 +577,12 @@ void roles_check_idle_servers(usec_t now)
 			struct pool *pool = container_of(ppos, struct pool, node);
 			list_for_each_safe(pos, tmp, &pool->idle_servers) {
 				struct server *s = container_of(pos, struct server, node);
-				if (now - s->role_checked < period)
-					continue;
-				s->role_checked = now;
-				server_set_state(s, SV_TESTED);
-				server_run_internal(s, SV_INTERNAL_ROLE_CHECK, ROLE_QUERY, (uint32_t)strlen(ROLE_QUERY));
+				if (now - s->role_checked >= period)
+					server_check_role(s, now);
 			}
 		}
 	}
+	check_primary_positions(now);
 }
 
 /* This database's servers (all pools) on entry idx. */
@@ -456,7 +621,7 @@ static const char *host_state(const struct db *db, const struct host_role *h, us
 
 size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t max)
 {
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	usec_t now = now_usec();
 	for (int i = 0; i < n && (size_t)i < max; i++) {
 		const struct host_role *h = db_host(db, i);
@@ -467,6 +632,7 @@ size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t m
 		o->read_only = h->read_only;
 		o->last_check = h->role_seen;
 		o->lag = h->role == SERVER_ROLE_STANDBY && h->lag_seen ? h->lag : -1;
+		o->lag_seconds = o->lag >= 0 && h->lag_time >= 0 ? (double)h->lag_time / USEC_PER_SEC : -1;
 		o->servers = db_host_servers(db, i);
 		o->state = host_state(db, h, now);
 	}
@@ -491,13 +657,18 @@ void roles_free_all(void)
 static usec_t hook_login_retry(const struct pool *pool)
 {
 	const struct db *db = pool->db;
-	if (!db_routed(db) || host_list_count(db->cfg->host) < 2)
+	/* 0: server_login_retry itself, when it is no longer than that (0 included: no wait at all) */
+	if (!db_routed(db) || db->host_count < 2 || pgv.cfg->server_login_retry <= FAILOVER_HOLD)
 		return 0;
-	return MIN(FAILOVER_HOLD, pgv.cfg->server_login_retry > 0 ? pgv.cfg->server_login_retry : FAILOVER_HOLD);
+	return FAILOVER_HOLD;
 }
 
 void roles_register(void)
 {
+	ignore_role_reports = getenv(TEST_IGNORE_REPORTS_ENV) != NULL;
+	if (ignore_role_reports)
+		log_warning("%s is set: servers' in_hot_standby reports are ignored (for tests only)",
+			    TEST_IGNORE_REPORTS_ENV);
 	server_hooks.login_retry = hook_login_retry;
 	server_hooks.host_eligible = hook_host_eligible;
 	server_hooks.host_failed = hook_host_failed;

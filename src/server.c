@@ -228,7 +228,7 @@ static void db_host_failed(struct db *db, int idx)
 {
 	if (server_hooks.host_failed)
 		server_hooks.host_failed(db, idx);
-	int n = host_list_count(db->cfg->host);
+	int n = db->host_count;
 	if (n > 1 && db->cfg->load_balance_hosts == LOAD_BALANCE_HOSTS_DISABLE &&
 	    (int)(db->host_next % (unsigned)n) == idx)
 		db->host_next = (unsigned)(idx + 1) % (unsigned)n;
@@ -296,7 +296,7 @@ static bool server_connect_failed(struct server *server, const char *error)
 		return true;
 	}
 	db_host_failed(pool->db, server->host_idx);	/* the entry as a whole failed */
-	int n = host_list_count(pool->db->cfg->host);
+	int n = pool->db->host_count;
 	for (int idx = server->host_idx; --server->hosts_left > 0;) {
 		idx = (idx + 1) % n;
 		if (!server_host_eligible(server, idx))
@@ -385,7 +385,7 @@ static bool server_try_connect(struct server *server)
 static struct server *connect_for(struct pool *pool, struct client *repl_client, const struct server_owner *owner,
 				   uint64_t budget_token)
 {
-	int n = host_list_count(pool->db->cfg->host);
+	int n = pool->db->host_count;
 	int first = pool_first_host(pool, n, repl_client != NULL);
 	if (first < 0) {
 		log_debug("%s/%s: no host of the list is eligible now (target_session_attrs)", pool->db->name,
@@ -748,7 +748,7 @@ static bool host_is_unavailable(const struct server *server, const char *sqlstat
 {
 	const struct db_config *dc = server->pool->db->cfg;
 	return dc->target_session_attrs != TSA_ANY && strncmp(sqlstate, "57P", 3) == 0 &&
-	       host_list_count(dc->host) > 1;
+	       server->pool->db->host_count > 1;
 }
 
 /*

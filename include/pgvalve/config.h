@@ -76,6 +76,8 @@ enum target_session_attrs {
 };
 /* Its name as written in the config ("read-write", ...). */
 const char *config_target_session_attrs_name(int value);
+/* The same for load_balance_hosts (-1, not given: "round-robin"). */
+const char *config_load_balance_hosts_name(int value);
 
 /* client_tls_sslmode / server_tls_sslmode, in PgBouncer's (and libpq's) order. */
 enum tls_sslmode {
@@ -110,9 +112,16 @@ struct db_config {
 	int max_db_client_connections;
 	usec_t server_lifetime;	/* -1 = global */
 	usec_t query_wait_timeout;	/* -1 = the global one ([users] comes first) */
-	int load_balance_hosts;	/* enum load_balance_hosts, or -1 (PgBouncer: round-robin) */
-	int target_session_attrs;	/* enum target_session_attrs (roles.c); TSA_ANY if not given */
-	int max_replica_lag;		/* bytes of WAL a standby may have received but not replayed; 0: no limit */
+	/*
+	 * enum load_balance_hosts / target_session_attrs. In a file, a line
+	 * without them takes the [pgbouncer] section's (filled in once the
+	 * whole file is read); built otherwise: -1 (round-robin) and TSA_ANY.
+	 */
+	int load_balance_hosts;
+	int target_session_attrs;
+	/* A standby behind its list's primary by more is not used (roles.h); 0: no limit. */
+	long long max_replica_lag;	/* bytes of WAL */
+	usec_t max_replica_lag_seconds;	/* time since the last transaction it replayed, while behind */
 	char *connect_query;
 	char *client_encoding;
 	char *datestyle;
@@ -186,6 +195,8 @@ struct config {
 	char *unix_socket_group;
 	char *user;
 	int pool_mode;			/* enum pool_mode */
+	int load_balance_hosts;		/* pgvalve: the default of [databases] lines (enum load_balance_hosts) */
+	int target_session_attrs;	/* pgvalve: the default of [databases] lines (enum target_session_attrs) */
 	int max_client_conn;
 	int default_pool_size;
 	int min_pool_size;

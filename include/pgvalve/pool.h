@@ -64,6 +64,7 @@ struct db {
 	int client_count;		/* clients that chose it, counted from the startup packet on */		/* all servers of all its pools */
 	usec_t last_used;
 	unsigned host_next;		/* host list entry for the next connection (load_balance_hosts) */
+	int host_count;			/* entries of cfg->host, counted whenever cfg is set (db_set_config) */
 	int console_waits;		/* console clients waiting on it (PAUSE db, WAIT_CLOSE db): it is kept */
 };
 

@@ -12,9 +12,14 @@
  *
  * What is known of a host is kept per host and port, shared by every
  * database that lists it. A role that does not match, or a standby
- * lagging more than the database's max_replica_lag, rules a host out for
- * server_login_retry; a failed connection for 30 s while another entry
- * may serve; then one new connection may try it again.
+ * lagging more than the database's max_replica_lag (bytes of WAL behind
+ * the primary of its list) or max_replica_lag_seconds, rules a host out
+ * for server_login_retry; a failed connection for 30 s while another
+ * entry may serve; then one new connection may try it again. The lag is
+ * measured by pgvalve: a query on the standby (at its servers' login and
+ * while they are idle) and, as often, on an idle server of the list's
+ * primary (of any database); with no recent primary position, the WAL
+ * the standby received but has not replayed stands in for it.
  *
  * Owns: the host table. Must not touch a client, nor a server in use
  * (a server whose role changed is only marked close_needed; the pool
@@ -36,7 +41,8 @@ struct roles_host_info {
 	bool read_only;
 	const char *state;	/* "up", "down", "ineligible" (for this database), "unknown" */
 	usec_t last_check;	/* its role last learned, 0 never */
-	long long lag;		/* a standby's WAL received but not replayed (bytes), -1 unknown */
+	long long lag;		/* a standby's WAL behind the primary (bytes), -1 unknown */
+	double lag_seconds;	/* since its last replayed transaction while behind, -1 unknown */
 	int servers;		/* this database's server connections to it */
 };
 

@@ -117,6 +117,17 @@ static const struct colspec conn_cols[] = {
 	{ "send_remain", OID_INT4 }, { "pkt_avail", OID_INT4 }, { "send_avail", OID_INT4 },
 };
 
+/* SHOW SERVERS: PgBouncer 1.26's 21 columns of SHOW CLIENTS, then pgvalve's own. */
+static const struct colspec servers_cols[] = {
+	{ "type", OID_TEXT }, { "user", OID_TEXT }, { "database", OID_TEXT }, { "replication", OID_TEXT },
+	{ "state", OID_TEXT }, { "addr", OID_TEXT }, { "port", OID_INT4 }, { "local_addr", OID_TEXT },
+	{ "local_port", OID_INT4 }, { "connect_time", OID_TEXT }, { "request_time", OID_TEXT },
+	{ "wait", OID_INT4 }, { "wait_us", OID_INT4 }, { "close_needed", OID_INT4 }, { "ptr", OID_TEXT },
+	{ "link", OID_TEXT }, { "remote_pid", OID_INT4 }, { "tls", OID_TEXT }, { "application_name", OID_TEXT },
+	{ "prepared_statements", OID_INT4 }, { "id", OID_INT4 },
+	{ "role", OID_TEXT },	/* pgvalve: primary, standby, "" unknown (target_session_attrs) */
+};
+
 static const struct colspec databases_cols[] = {
 	{ "name", OID_TEXT }, { "host", OID_TEXT }, { "port", OID_INT4 }, { "database", OID_TEXT },
 	{ "force_user", OID_TEXT }, { "pool_size", OID_INT4 }, { "min_pool_size", OID_INT4 },
@@ -216,7 +227,7 @@ START_TEST(show_columns_and_types)
 
 	expect_show_columns(a, "SHOW POOLS", pools_cols, ARRAY_LEN(pools_cols));
 	expect_show_columns(a, "SHOW CLIENTS", conn_cols, 21);
-	expect_show_columns(a, "SHOW SERVERS", conn_cols, 21);
+	expect_show_columns(a, "SHOW SERVERS", servers_cols, ARRAY_LEN(servers_cols));
 	expect_show_columns(a, "SHOW SOCKETS", conn_cols, ARRAY_LEN(conn_cols));
 	expect_show_columns(a, "SHOW ACTIVE_SOCKETS", conn_cols, ARRAY_LEN(conn_cols));
 	expect_show_columns(a, "SHOW DATABASES", databases_cols, ARRAY_LEN(databases_cols));
@@ -427,6 +438,7 @@ START_TEST(show_reflects_known_state)
 		expect_cell(r, s, "addr", "127.0.0.1");
 		expect_icell(r, s, "port", pgport);
 		expect_icell(r, s, "close_needed", 0);
+		expect_cell(r, s, "role", "primary");	/* in_hot_standby off, reported at login */
 	}
 	expect_cell(r, sa, "state", "active");
 	expect_cell(r, sa, "ptr", link_a);	/* linked to each other */
@@ -559,11 +571,12 @@ END_TEST
 START_TEST(show_multi_host_database)
 {
 	struct pgv p;
-	char dbs[512];
+	char dbs[1024];
 	int pgport = pg_port_env();
 	snprintf(dbs, sizeof(dbs), "%slb = host=127.0.0.1,localhost port=%d dbname=pgvtest\n"
-		 "lbd = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=disable\n",
-		 std_databases(), pgport, pgport);
+		 "lbd = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=disable\n"
+		 "lbc = host=127.0.0.1,localhost port=%d dbname=pgvtest load_balance_hosts=least-connections\n",
+		 std_databases(), pgport, pgport, pgport);
 	pgv_start(&p, TXN, dbs, userlist());
 	PGconn *c = connect_ok(&p, "lb", "scram_user", "scram_pass");
 	ck_assert_str_eq(query_value(c, "SELECT current_database()"), DB);
@@ -574,6 +587,7 @@ START_TEST(show_multi_host_database)
 	expect_cell(r, row, "host", "127.0.0.1,localhost");
 	expect_cell(r, row, "load_balance_hosts", "round-robin");
 	expect_cell(r, find_row(r, "name", "lbd"), "load_balance_hosts", "disable");
+	expect_cell(r, find_row(r, "name", "lbc"), "load_balance_hosts", "least-connections");
 	expect_cell(r, find_row(r, "name", DB), "load_balance_hosts", NULL);
 	PQclear(r);
 	ck_assert_str_eq(show_value(a, "SHOW POOLS", "database", "lb", "load_balance_hosts"), "round-robin");
@@ -710,6 +724,7 @@ static const struct config_key spec_config[] = {
 	{ "listen_addr", "", false },
 	{ "listen_backlog", "128", false },
 	{ "listen_port", "6432", false },
+	{ "load_balance_hosts", "round-robin", true },	/* pgvalve extension (roles): [databases] default */
 	{ "log_connections", "1", true },
 	{ "log_disconnections", "1", true },
 	{ "log_pooler_errors", "1", true },
@@ -772,6 +787,7 @@ static const struct config_key spec_config[] = {
 	{ "syslog", "0", true },
 	{ "syslog_facility", "daemon", true },
 	{ "syslog_ident", "pgbouncer", true },
+	{ "target_session_attrs", "any", true },	/* pgvalve extension (roles): [databases] default */
 	{ "tcp_defer_accept", "1", true },
 	{ "tcp_keepalive", "1", true },
 	{ "tcp_keepcnt", "0", true },

@@ -65,15 +65,16 @@ static PGconn *node_connect(int n)
 	return c;
 }
 
-/* [databases] lines for the cluster: name = HOSTS ... target_session_attrs=tsa extra. */
+/* [databases] lines for the cluster: name = HOSTS ... target_session_attrs=tsa (none if NULL) extra. */
 static const char *db_lines(const char *const *names, const char *const *tsas, const char *const *extras, int n)
 {
 	static char buf[4096];
 	size_t used = 0;
 	for (int i = 0; i < n; i++)
 		used += (size_t)snprintf(buf + used, sizeof(buf) - used,
-					 "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=%s %s\n",
-					 names[i], cport, tsas[i], extras && extras[i] ? extras[i] : "");
+					 "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin %s%s %s\n",
+					 names[i], cport, tsas[i] ? "target_session_attrs=" : "", tsas[i] ? tsas[i] : "",
+					 extras && extras[i] ? extras[i] : "");
 	return buf;
 }
 
@@ -82,6 +83,45 @@ static PGconn *connect_ok(struct pgv *p, const char *db)
 	PGconn *c = pgv_connect(p, db, "pgvadmin", NULL);
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s: %s\n%s", db, PQerrorMessage(c), pgv_log_tail(p, 3000));
 	return c;
+}
+
+/* A statement that returns no rows (ALTER SYSTEM), asserted to succeed. */
+static void command_ok(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/* Whether the file at path has a line containing needle. */
+static bool file_contains(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	bool found = false;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* SHOW HOSTS' value of column col for database db, host host (static buffer; "(absent)" if no such row). */
+static const char *host_value(struct pgv *p, const char *db, const char *host, const char *col)
+{
+	static char out[64];
+	PGconn *adm = connect_ok(p, "pgbouncer");
+	PGresult *r = PQexec(adm, "SHOW HOSTS");
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "SHOW HOSTS: %s", PQerrorMessage(adm));
+	snprintf(out, sizeof(out), "(absent)");
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, PQfnumber(r, "database")), db) == 0 &&
+		    strcmp(PQgetvalue(r, i, PQfnumber(r, "host")), host) == 0)
+			snprintf(out, sizeof(out), "%s", PQgetisnull(r, i, PQfnumber(r, col)) ? "(null)" :
+				 PQgetvalue(r, i, PQfnumber(r, col)));
+	PQclear(r);
+	PQfinish(adm);
+	return out;
 }
 
 /* "address|in recovery" of the server the next transaction of c gets. */
@@ -107,6 +147,22 @@ static const char *scrape(int port)
 	buf[used] = '\0';
 	close(fd);
 	return buf;
+}
+
+/* SHOW SERVERS' role of the first server of database ro (static buffer; "(none)" without one). */
+static const char *show_standby_role(PGconn *adm)
+{
+	static char out[32];
+	PGresult *r = PQexec(adm, "SHOW SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	snprintf(out, sizeof(out), "(none)");
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, PQfnumber(r, "database")), "ro") == 0) {
+			snprintf(out, sizeof(out), "%s", PQgetvalue(r, i, PQfnumber(r, "role")));
+			break;
+		}
+	PQclear(r);
+	return out;
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -429,48 +485,67 @@ static void spread(struct pgv *p, const char *db, int n, int *on3, int *on4)
 /*
  * max_replica_lag: node3 applies WAL an hour late (recovery_min_apply_delay),
  * so what it receives piles up unreplayed; a standby database with
- * max_replica_lag = 8192 uses node2 only, SHOW HOSTS shows node3's lag
- * and "ineligible"; once node3 catches up it is used again.
+ * max_replica_lag = 8192 uses node2 only, and so does one with
+ * max_replica_lag_seconds = 1 (node3's last replayed commit is older);
+ * SHOW HOSTS and /metrics show node3's lag in bytes and seconds, and
+ * "ineligible"; once node3 catches up it is used again.
  */
 START_TEST(lagging_replica_is_skipped)
 {
 	struct pgv p;
 	cluster_start();
-	cluster("delay", 3);
 	PGconn *n1 = node_connect(1);
+	PGconn *n3 = node_connect(3);
+	/* a commit node3 replays at once: the last before the delay, what the seconds count from */
+	query_value(n1, "INSERT INTO t VALUES (199999) RETURNING id");
+	double t0 = now_s();
+	while (strcmp(query_value(n3, "SELECT count(*) FROM t WHERE id = 199999"), "1") != 0 && now_s() - t0 < 10)
+		sleep_ms(100);
+	cluster("delay", 3);
 	query_value(n1, "INSERT INTO t VALUES (200000) RETURNING id");	/* its commit holds node3's replay */
 	query_value(n1, "INSERT INTO t SELECT g FROM generate_series(200001, 210000) g RETURNING id");
-	PGconn *n3 = node_connect(3);
-	double t0 = now_s();
+	t0 = now_s();
 	while (atoll(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"))
 	       < 100000 && now_s() - t0 < 10)
 		sleep_ms(100);
+	sleep_ms(1200);	/* over a second since that last replayed commit */
 
-	const char *names[] = { "ro" };
-	const char *tsas[] = { "standby" };
-	const char *extras[] = { "max_replica_lag=8192" };
-	pgv_start(&p, BASE, db_lines(names, tsas, extras, 1), USERS);
+	const char *names[] = { "ro", "ros" };
+	const char *tsas[] = { "standby", "standby" };
+	const char *extras[] = { "max_replica_lag=8kB", "max_replica_lag_seconds=1" };
+	char ini[512];
+	int mport = pgv_pick_http_port(0);
+	snprintf(ini, sizeof(ini), BASE "metrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n", mport);
+	pgv_start(&p, ini, db_lines(names, tsas, extras, 2), USERS);
 	int on3, on4;
 	for (int round = 0; round < 3; round++) {
-		spread(&p, "ro", 4, &on3, &on4);
-		ck_assert_msg(on3 == 4 && on4 == 0, "round %d: %d on node2, %d on the lagging node3\n%s", round, on3, on4,
-			      pgv_log_tail(&p, 3000));
+		for (int d = 0; d < 2; d++) {
+			spread(&p, names[d], 4, &on3, &on4);
+			ck_assert_msg(on3 == 4 && on4 == 0, "%s, round %d: %d on node2, %d on the lagging node3\n%s",
+				      names[d], round, on3, on4, pgv_log_tail(&p, 3000));
+		}
 		sleep_ms(700);
 	}
+	ck_assert_msg(atof(host_value(&p, "ros", "127.0.0.4", "lag_seconds")) > 1, "ros: node3 lags %s s",
+		      host_value(&p, "ros", "127.0.0.4", "lag_seconds"));
+	ck_assert_str_eq(host_value(&p, "ros", "127.0.0.4", "state"), "ineligible");
+	ck_assert_str_eq(host_value(&p, "ros", "127.0.0.3", "lag_seconds"), "0.000");
+	char series[256];
+	const char *m = scrape(mport);
+	snprintf(series, sizeof(series), "pgvalve_host_lag_seconds{database=\"ros\",host=\"127.0.0.4\",port=\"%d\"} ", cport);
+	ck_assert_msg(strstr(m, series) && atof(strstr(m, series) + strlen(series)) > 1, "no %s > 1 in\n%.4000s", series, m);
+	snprintf(series, sizeof(series), "pgvalve_host_lag_bytes{database=\"ro\",host=\"127.0.0.4\",port=\"%d\"} ", cport);
+	ck_assert_msg(strstr(m, series) && atof(strstr(m, series) + strlen(series)) > 8192, "no %s > 8192 in\n%.4000s",
+		      series, m);
 	char line[80];
 	snprintf(line, sizeof(line), "host 127.0.0.4:%d lags", cport);
 	ck_assert_msg(pgv_log_contains(&p, line), "%s", pgv_log_tail(&p, 3000));
+	ck_assert_msg(pgv_log_contains(&p, " s, not used (max_replica_lag)"), "%s", pgv_log_tail(&p, 3000));
 
-	PGconn *adm = connect_ok(&p, "pgbouncer");
-	PGresult *r = PQexec(adm, "SHOW HOSTS");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	ck_assert_int_eq(PQntuples(r), 3);
-	ck_assert_str_eq(PQgetvalue(r, 2, PQfnumber(r, "host")), "127.0.0.4");
-	ck_assert_str_eq(PQgetvalue(r, 2, PQfnumber(r, "state")), "ineligible");
-	ck_assert_msg(atoll(PQgetvalue(r, 2, PQfnumber(r, "lag"))) > 8192, "lag %s", PQgetvalue(r, 2, PQfnumber(r, "lag")));
-	ck_assert_msg(PQgetisnull(r, 0, PQfnumber(r, "lag")), "a primary's lag is NULL");
-	PQclear(r);
-	PQfinish(adm);
+	ck_assert_str_eq(host_value(&p, "ro", "127.0.0.4", "state"), "ineligible");
+	ck_assert_msg(atoll(host_value(&p, "ro", "127.0.0.4", "lag")) > 8192, "lag %s",
+		      host_value(&p, "ro", "127.0.0.4", "lag"));
+	ck_assert_str_eq(host_value(&p, "ro", "127.0.0.2", "lag"), "(null)");	/* a primary's lag is NULL */
 
 	/* caught up: used again */
 	cluster("undelay", 3);
@@ -486,6 +561,111 @@ START_TEST(lagging_replica_is_skipped)
 	}
 	ck_assert_msg(on4 > 0, "node3 not used again %.1f s after it caught up\n%s", now_s() - t0, pgv_log_tail(&p, 3000));
 	PQfinish(n3);
+	PQfinish(n1);
+	pgv_stop(&p);
+	cluster_stop();
+}
+END_TEST
+
+/*
+ * The lag is measured against the primary: node3 stops receiving WAL
+ * (primary_conninfo emptied), so by its own account it has replayed all
+ * it received, while the primary, written to through a read-write
+ * database of the same host list, moves on. A standby database with
+ * max_replica_lag = 8kB leaves node3 out; SHOW HOSTS shows the lag.
+ */
+START_TEST(lag_is_measured_against_the_primary)
+{
+	struct pgv p;
+	cluster_start();
+	PGconn *n3 = node_connect(3);
+	command_ok(n3, "ALTER SYSTEM SET primary_conninfo = ''");
+	query_value(n3, "SELECT pg_reload_conf()");
+	double t0 = now_s();
+	while (strcmp(query_value(n3, "SELECT count(*) FROM pg_stat_wal_receiver"), "0") != 0 && now_s() - t0 < 10)
+		sleep_ms(100);
+
+	const char *names[] = { "rw", "ro" };
+	const char *tsas[] = { "read-write", "standby" };
+	const char *extras[] = { NULL, "max_replica_lag=8kB" };
+	pgv_start(&p, BASE, db_lines(names, tsas, extras, 2), USERS);
+	PGconn *rw = connect_ok(&p, "rw");
+	query_value(rw, "INSERT INTO t SELECT g FROM generate_series(300000, 310000) g RETURNING id");
+	/* node3 by itself: nothing received is left to replay */
+	ck_assert_str_eq(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"),
+			 "0");
+	sleep_ms(1000);	/* the janitor asks the primary's idle server for its position */
+	int on3, on4;
+	for (int round = 0; round < 2; round++) {
+		spread(&p, "ro", 4, &on3, &on4);
+		ck_assert_msg(on3 == 4 && on4 == 0, "round %d: %d on node2, %d on node3, which lags the primary\n%s",
+			      round, on3, on4, pgv_log_tail(&p, 3000));
+		sleep_ms(500);
+	}
+	ck_assert_msg(atoll(host_value(&p, "ro", "127.0.0.4", "lag")) > 8192, "node3's lag: %s",
+		      host_value(&p, "ro", "127.0.0.4", "lag"));
+	ck_assert_str_eq(host_value(&p, "ro", "127.0.0.4", "state"), "ineligible");
+	ck_assert_str_eq(host_value(&p, "ro", "127.0.0.4", "lag_seconds"), "0.000");	/* by the seconds it is not behind */
+	ck_assert_str_eq(host_value(&p, "ro", "127.0.0.3", "state"), "up");
+	PQfinish(rw);
+	PQfinish(n3);
+	pgv_stop(&p);
+	cluster_stop();
+}
+END_TEST
+
+/*
+ * Servers that do not report in_hot_standby (PostgreSQL 13 and older) get
+ * their role from a query at login. PostgreSQL 15 always reports it, so
+ * pgvalve is told to ignore the reports (a test-only environment variable,
+ * roles.c): writes through a read-write database still go to the primary
+ * only, reads through a read-only one to the replicas, and the primary's
+ * log shows the role query pgvalve ran. The read-write database's line
+ * does not say target_session_attrs: [pgvalve]'s applies.
+ */
+START_TEST(role_query_without_reports)
+{
+	struct pgv p;
+	char log[700];
+	cluster_start();
+	PGconn *n1 = node_connect(1);
+	command_ok(n1, "ALTER SYSTEM SET log_statement = 'all'");
+	query_value(n1, "SELECT pg_reload_conf()");
+	const char *names[] = { "rw", "ro" };
+	const char *tsas[] = { NULL, "read-only" };
+	setenv("PGVALVE_TEST_IGNORE_ROLE_REPORTS", "1", 1);
+	pgv_start(&p, BASE "target_session_attrs = read-write\n", db_lines(names, tsas, NULL, 2), USERS);
+	unsetenv("PGVALVE_TEST_IGNORE_ROLE_REPORTS");
+	ck_assert(pgv_log_contains(&p, "PGVALVE_TEST_IGNORE_ROLE_REPORTS is set"));
+
+	/* four transactions at once: four servers, all on the primary */
+	PGconn *c[4];
+	for (int i = 0; i < 4; i++) {
+		c[i] = connect_ok(&p, "rw");
+		ck_assert_str_eq(query_value(c[i], "BEGIN; SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"),
+				 "127.0.0.2|false");
+	}
+	PGconn *adm = connect_ok(&p, "pgbouncer");
+	PGresult *r = PQexec(adm, "SHOW SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_int_eq(PQntuples(r), 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_str_eq(PQgetvalue(r, i, PQfnumber(r, "role")), "primary");
+	PQclear(r);
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+	int on3, on4;
+	spread(&p, "ro", 4, &on3, &on4);
+	ck_assert_msg(on3 > 0 && on4 > 0, "read-only: %d on node2, %d on node3", on3, on4);
+	PGconn *ro = connect_ok(&p, "ro");
+	ck_assert_str_eq(query_value(ro, "SELECT pg_is_in_recovery()::text"), "true");
+	ck_assert_str_eq(show_standby_role(adm), "standby");	/* its server, idle again */
+	PQfinish(ro);
+	PQfinish(adm);
+
+	snprintf(log, sizeof(log), "%s/node1.log", cdir);
+	ck_assert_msg(file_contains(log, "pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting("),
+		      "no role query in node1's log:\n%s", read_file_tail(log, 3000));
 	PQfinish(n1);
 	pgv_stop(&p);
 	cluster_stop();
@@ -567,16 +747,45 @@ START_TEST(bad_hosts_are_skipped)
 }
 END_TEST
 
+/*
+ * server_login_retry = 0 on a role-routed host list: a login that failed
+ * (here: no such database) holds the pool back not at all, so the next
+ * client's login tries the server again and gets its error, not the
+ * cached one ("server login has been failing"). The hold for role-routed
+ * lists is never longer than server_login_retry itself.
+ */
+START_TEST(login_retry_zero_is_no_hold)
+{
+	struct pgv p;
+	char dbs[512];
+	int port = atoi(getenv("PGV_TEST_PGPORT"));
+	snprintf(dbs, sizeof(dbs), "rw = host=127.0.0.1,localhost port=%d dbname=nosuchdb target_session_attrs=read-write\n",
+		 port);
+	pgv_start(&p, "auth_type = md5\nserver_login_retry = 0\npool_mode = transaction\n", dbs, std_userlist());
+	for (int i = 0; i < 3; i++) {
+		PGconn *c = pgv_connect(&p, "rw", "md5_user", "md5_pass");
+		const char *err = PQerrorMessage(c);
+		ck_assert_msg(PQstatus(c) != CONNECTION_OK, "login %d succeeded", i);
+		ck_assert_msg(strstr(err, "nosuchdb") && !strstr(err, "cached error"), "login %d: %s", i, err);
+		PQfinish(c);
+	}
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("roles");
 	TCase *tc = pgv_tcase_create("roles", 120);
 	tcase_add_test(tc, typo_is_a_load_error);
 	tcase_add_test(tc, bad_hosts_are_skipped);
+	tcase_add_test(tc, login_retry_zero_is_no_hold);
 	tcase_add_test(tc, routes_by_role);
 	tcase_add_test(tc, promoted_replica_is_left);
 	tcase_add_test(tc, failover_under_load);
 	tcase_add_test(tc, lagging_replica_is_skipped);
+	tcase_add_test(tc, lag_is_measured_against_the_primary);
+	tcase_add_test(tc, role_query_without_reports);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }

@@ -288,6 +288,7 @@ static const char *const pgbouncer_125_params[] = {
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",	/* pgvalve: long cancel keys */
 	"peers_dns", "peers_dns_port",	/* pgvalve: 3.0 cancels to every instance a name resolves to */
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
+	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 };
 
@@ -316,6 +317,7 @@ static const char *const implemented_params[] = {
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
+	"target_session_attrs", "load_balance_hosts",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -352,7 +354,51 @@ START_TEST(test_target_session_attrs)
 	ck_assert_int_eq(config_parse_db_string("max_replica_lag=16777216", db, err, sizeof(err)), 0);
 	ck_assert_int_eq(db->max_replica_lag, 16777216);
 	ck_assert_int_eq(config_parse_db_string("max_replica_lag=-1", db, err, sizeof(err)), -1);
+	/* PostgreSQL's size units, 1024 apart */
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=16MB", db, err, sizeof(err)), 0);
+	ck_assert_int_eq(db->max_replica_lag, 16 << 20);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag='8 kB'", db, err, sizeof(err)), 0);
+	ck_assert_int_eq(db->max_replica_lag, 8192);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=3GB", db, err, sizeof(err)), 0);
+	ck_assert(db->max_replica_lag == 3LL << 30);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=10s", db, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "max_replica_lag") && strstr(err, "kB, MB, GB"), "%s", err);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag=99999999999TB", db, err, sizeof(err)), -1);
+	ck_assert(db->max_replica_lag_seconds == 0);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag_seconds=2.5", db, err, sizeof(err)), 0);
+	ck_assert(db->max_replica_lag_seconds == 2500000);
+	ck_assert_int_eq(config_parse_db_string("max_replica_lag_seconds=-1", db, err, sizeof(err)), -1);
 	config_db_free(db);
+}
+END_TEST
+
+/*
+ * [pgbouncer]'s target_session_attrs and load_balance_hosts are the
+ * default of [databases] lines that do not give them, wherever the
+ * section is in the file.
+ */
+START_TEST(test_role_routing_defaults)
+{
+	struct config *cfg = load_ok(
+		"[databases]\n"
+		"plain = host=a,b\n"
+		"own = host=a,b target_session_attrs=standby load_balance_hosts=disable\n"
+		"[pgbouncer]\n"
+		"target_session_attrs = read-write\n"
+		"load_balance_hosts = least-connections\n");
+	ck_assert_int_eq(cfg->target_session_attrs, TSA_READ_WRITE);
+	ck_assert_int_eq(config_find_db(cfg, "plain")->target_session_attrs, TSA_READ_WRITE);
+	ck_assert_int_eq(config_find_db(cfg, "plain")->load_balance_hosts, LOAD_BALANCE_HOSTS_LEAST_CONNECTIONS);
+	ck_assert_int_eq(config_find_db(cfg, "own")->target_session_attrs, TSA_STANDBY);
+	ck_assert_int_eq(config_find_db(cfg, "own")->load_balance_hosts, LOAD_BALANCE_HOSTS_DISABLE);
+	ck_assert_str_eq(config_load_balance_hosts_name(LOAD_BALANCE_HOSTS_LEAST_CONNECTIONS), "least-connections");
+	ck_assert_str_eq(config_load_balance_hosts_name(-1), "round-robin");
+	config_free(cfg);
+
+	struct config_error err;
+	ck_assert_int_eq(config_load_string("[pgbouncer]\ntarget_session_attrs = master\n", "t.ini", &cfg, &err), -1);
+	ck_assert_msg(strstr(err.message, "target_session_attrs") && strstr(err.message, "prefer-standby"), "%s",
+		      err.message);
 }
 END_TEST
 
@@ -393,7 +439,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 117);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 119);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -790,7 +836,7 @@ START_TEST(test_databases)
 	ck_assert_int_eq(db->max_db_connections, -1);
 	ck_assert_int_eq(db->max_db_client_connections, -1);
 	ck_assert(db->server_lifetime == -1);
-	ck_assert_int_eq(db->load_balance_hosts, -1);
+	ck_assert_int_eq(db->load_balance_hosts, LOAD_BALANCE_HOSTS_ROUND_ROBIN);	/* the [pgbouncer] default */
 	ck_assert_int_eq(db->target_session_attrs, TSA_ANY);
 	ck_assert_str_eq(db->origin, "t.ini:10");
 	/* the replaced entry kept its place (first in file order) */
@@ -1156,6 +1202,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_enum_names);
 	tcase_add_test(tc, test_workers_param);
 	tcase_add_test(tc, test_target_session_attrs);
+	tcase_add_test(tc, test_role_routing_defaults);
 	suite_add_tcase(s, tc);
 	return s;
 }
