@@ -79,6 +79,8 @@ static struct {
 	int self;		/* 0-based column of this worker */
 	struct event *tick;
 	struct event *nudge;		/* SIGURG: another worker wants a server or freed one (nudge_workers) */
+	const struct pool *last_want_pool;	/* server_wanted's last ask (compared, never followed) */
+	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
 } sp;
@@ -213,11 +215,15 @@ static uint32_t slot_find(enum key_kind kind, const char *key, size_t len, bool 
 
 static uint32_t pool_slot(const struct pool *pool, bool create)
 {
+	/* Built by hand: this runs once per wait at saturation, and snprintf cost ~1,000 instructions. */
 	char key[KEY_MAX];
-	int len = snprintf(key, sizeof(key), "%s%c%s", pool->db->name, '\0', pool->user);
-	if (len < 0 || (size_t)len >= sizeof(key))
+	size_t db_len = strlen(pool->db->name), user_len = strlen(pool->user);
+	if (db_len + 1 + user_len >= sizeof(key))
 		return 0;
-	return slot_find(KEY_POOL, key, (size_t)len, create);
+	memcpy(key, pool->db->name, db_len);
+	key[db_len] = '\0';
+	memcpy(key + db_len + 1, pool->user, user_len);
+	return slot_find(KEY_POOL, key, db_len + 1 + user_len, create);
 }
 
 static uint32_t named_slot(enum key_kind kind, const char *name)
@@ -313,6 +319,7 @@ static bool server_take(const struct pool *pool, int pool_limit, int db_limit, i
 		/* Asked again if still short; anything held back for an ask gone stale is over. */
 		wants_of(ps)[sp.self] = 0;
 		reserved_of(ps)[sp.self] = 0;
+		sp.last_want_pool = NULL;	/* the next wait asks again at once */
 		*token = token_pack(p, d, u);
 	}
 	table_unlock();
@@ -342,18 +349,36 @@ static void server_return(uint64_t token)
 	token_return(token, servers_of);
 }
 
+/*
+ * Without the lock: every caller only decides whether to try server_take,
+ * which checks again under it, and at saturation each wait asks this (the
+ * lock would be taken once a transaction). A slot another worker claims
+ * meanwhile is either not found (the pool's own count answers) or found
+ * with its key whole; a column is one aligned word.
+ */
 static int server_count(const struct pool *pool)
 {
-	table_lock();
 	uint32_t p = pool_slot(pool, false);
-	int n = p ? column_sum(servers_of(slot_at(p))) : pool_server_count(pool);
-	table_unlock();
+	if (!p)
+		return pool_server_count(pool);
+	const int32_t *col = servers_of(slot_at(p));
+	int32_t n = 0;
+	for (int w = 0; w < sp.workers; w++)
+		n += __atomic_load_n(&col[w], __ATOMIC_RELAXED);
 	return n;
 }
+
+/* A want is refreshed at most this often per pool: it stays fresh for WANT_FRESH_USEC. */
+#define WANT_REFRESH_USEC (SHARED_POOL_TICK_USEC / 5)
 
 static void server_wanted(const struct pool *pool)
 {
 	usec_t now = monotonic_usec();
+	/* At saturation every wait asks: the last pool's ask is refreshed, not repeated, within WANT_REFRESH_USEC. */
+	if (pool == sp.last_want_pool && now - sp.last_want_at < WANT_REFRESH_USEC)
+		return;
+	sp.last_want_pool = pool;
+	sp.last_want_at = now;
 	uint64_t nudge = 0;
 	table_lock();
 	uint32_t p = pool_slot(pool, true);
