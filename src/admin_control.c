@@ -674,29 +674,74 @@ static bool args_shutdown(const struct admin_command *cmd)
  * One control verb. PgBouncer checks a command's argument syntax before
  * the user's rights, so a malformed command is "invalid" to anyone.
  */
+/*
+ * Where a verb runs when the console speaks for an instance of several
+ * workers (admin_fanout.h): here only (the instance-wide state and the
+ * supervisor's signals already reach every worker: PAUSE / RESUME of
+ * everything, RELOAD, SHUTDOWN, DRAIN), on every worker, or on the worker
+ * that owns the client (KILL_CLIENT: the id's high bits, workers.h).
+ */
+enum verb_scope {
+	SCOPE_HERE,
+	SCOPE_ALL,		/* answered once every worker has */
+	SCOPE_ALL_WAITS,	/* the same, and it may wait there (no answer deadline) */
+	SCOPE_ALL_WITH_DB,	/* with a database argument; without one, here (instance state) */
+	SCOPE_ALL_WAITS_WITH_DB,
+	SCOPE_OWNER,
+};
+
 struct control_verb {
 	const char *name;
 	bool (*args_ok)(const struct admin_command *cmd);	/* NULL: any argument, or none */
 	bool checks_rights;	/* the handler checks admin rights itself (SET: faked parameters are for anyone) */
 	void (*run)(struct client *client, const struct admin_command *cmd);
+	enum verb_scope scope;
 };
 
 static const struct control_verb verbs[] = {
-	{ "SET", args_set, true, control_set },
-	{ "RELOAD", args_none, false, control_reload },
-	{ "PAUSE", NULL, false, control_pause },
-	{ "RESUME", NULL, false, control_resume },
-	{ "DISABLE", NULL, false, control_disable },
-	{ "ENABLE", NULL, false, control_enable },
-	{ "RECONNECT", NULL, false, control_reconnect },
-	{ "KILL", NULL, false, control_kill },
-	{ "KILL_CLIENT", NULL, false, control_kill_client },
-	{ "WAIT_CLOSE", NULL, false, control_wait_close },
-	{ "SHUTDOWN", args_shutdown, false, control_shutdown },
-	{ "DRAIN", args_none, false, control_drain },	/* pgvalve extension */
+	{ "SET", args_set, true, control_set, SCOPE_ALL },
+	{ "RELOAD", args_none, false, control_reload, SCOPE_HERE },
+	{ "PAUSE", NULL, false, control_pause, SCOPE_ALL_WAITS_WITH_DB },
+	{ "RESUME", NULL, false, control_resume, SCOPE_ALL_WITH_DB },
+	{ "DISABLE", NULL, false, control_disable, SCOPE_ALL },
+	{ "ENABLE", NULL, false, control_enable, SCOPE_ALL },
+	{ "RECONNECT", NULL, false, control_reconnect, SCOPE_ALL },
+	{ "KILL", NULL, false, control_kill, SCOPE_ALL },
+	{ "KILL_CLIENT", NULL, false, control_kill_client, SCOPE_OWNER },
+	{ "WAIT_CLOSE", NULL, false, control_wait_close, SCOPE_ALL_WAITS },
+	{ "SHUTDOWN", args_shutdown, false, control_shutdown, SCOPE_HERE },
+	{ "DRAIN", args_none, false, control_drain, SCOPE_HERE },	/* pgvalve extension */
 };
 
-bool admin_control_run(struct client *client, const struct admin_command *cmd)
+/*
+ * Hands the command to admin_fanout.c when it is for every worker (or
+ * another worker): true if it did. Rights are checked here first: the
+ * workers run it as the console superuser.
+ */
+static bool fan_out(struct client *client, const struct control_verb *v, const struct admin_command *cmd,
+		    const char *query)
+{
+	enum verb_scope scope = v->scope;
+	if (scope == SCOPE_HERE || workers_count() <= 1 || !admin_fanout_wanted(client))
+		return false;
+	if ((scope == SCOPE_ALL_WITH_DB || scope == SCOPE_ALL_WAITS_WITH_DB) && !cmd->has_arg)
+		return false;
+	if (v->checks_rights && (admin_show_is_fake_param(cmd->key) || !user_is_admin(client)))
+		return false;	/* SET of a faked parameter, or refused: the same answer here */
+	if (scope == SCOPE_OWNER) {
+		char *end;
+		unsigned long long id = cmd->has_arg ? strtoull(cmd->arg, &end, 10) : 0;
+		int owner = workers_id_owner(id);
+		if (!cmd->has_arg || end == cmd->arg || owner < 1 || owner == workers_self())
+			return false;	/* malformed, unknown, or one of this worker's: answered here */
+		admin_fanout_control(client, query, owner, false);
+		return true;
+	}
+	admin_fanout_control(client, query, 0, scope == SCOPE_ALL_WAITS || scope == SCOPE_ALL_WAITS_WITH_DB);
+	return true;
+}
+
+bool admin_control_run(struct client *client, const struct admin_command *cmd, const char *query)
 {
 	const struct control_verb *v = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(verbs) && !v; i++)
@@ -708,6 +753,8 @@ bool admin_control_run(struct client *client, const struct admin_command *cmd)
 		admin_reply_errorf(client, "admin access needed");
 		return true;
 	}
+	if (fan_out(client, v, cmd, query))
+		return true;
 	v->run(client, cmd);
 	return true;
 }

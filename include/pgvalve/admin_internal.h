@@ -8,6 +8,9 @@
  *   admin_control.c  the control verbs (RELOAD, PAUSE, ..., SET) in one
  *                    table, the waits PAUSE / WAIT_CLOSE begin,
  *                    and the console's database object
+ *   admin_fanout.c   workers = N > 1: a command run on every worker
+ *                    through its private socket, the replies merged
+ *                    into one answer for the whole instance
  *   admin_show.c     the SHOW views in one table, and the parameters
  *                    PgBouncer fakes for drivers (SHOW/SET client_encoding)
  *   admin_reply.c    what the console writes back: result sets, command
@@ -15,8 +18,9 @@
  *                    ReadyForQuery
  *
  * Calls go down that list and never back up (admin_control.c asks
- * admin_show.c about the faked parameters; both write through
- * admin_reply.c), so the console's files form no circle of their own.
+ * admin_show.c about the faked parameters and hands instance-wide verbs
+ * to admin_fanout.c; all write through admin_reply.c), so the console's
+ * files form no circle of their own.
  */
 #ifndef PGVALVE_ADMIN_INTERNAL_H
 #define PGVALVE_ADMIN_INTERNAL_H
@@ -43,7 +47,31 @@ static inline bool admin_word_is(const char *w, const char *kw)
  * the verb is unknown or its arguments are malformed: the caller answers
  * "invalid command", as PgBouncer does before looking at rights.
  */
-bool admin_control_run(struct client *client, const struct admin_command *cmd);
+bool admin_control_run(struct client *client, const struct admin_command *cmd, const char *query);
+
+/* ---------------------------------------------------------------- admin_fanout.c */
+
+/*
+ * Whether this console client speaks for the whole instance: workers =
+ * N > 1 and it did not log in on this worker's private socket (a console
+ * there sees and acts on its worker only; the fan-out's own connections
+ * come in that way, so they never fan out again).
+ */
+bool admin_fanout_wanted(const struct client *client);
+/*
+ * SHOW what on every worker, merged: true when the view is one the
+ * fan-out merges (the client then waits for the answer), false when it is
+ * answered by this worker alone (CONFIG, VERSION, WORKERS, ...).
+ */
+bool admin_fanout_show(struct client *client, const char *what, const char *query);
+/*
+ * A control command on every worker (or, worker > 0, on that one only);
+ * waits: the command may wait there (PAUSE db, WAIT_CLOSE), so no answer
+ * deadline once logged in. Always answers the client.
+ */
+void admin_fanout_control(struct client *client, const char *query, int worker, bool waits);
+/* The console client leaves, or sends a CancelRequest: true if a fan-out of its was under way (ended). */
+bool admin_fanout_abort(struct client *client);
 
 /* ---------------------------------------------------------------- admin_show.c */
 
@@ -79,6 +107,8 @@ void admin_reply_error(struct client *client, const char *sqlstate, const char *
 void admin_reply_errorf(struct client *client, const char *fmt, ...) PRINTF_LIKE(2, 3);
 /* CommandComplete with tag, then ReadyForQuery. */
 void admin_reply_complete(struct client *client, const char *tag);
+/* A NOTICE alone (detail may be NULL): more of the reply follows. */
+void admin_send_notice(struct client *client, const char *msg, const char *detail);
 /* A NOTICE (detail may be NULL), then the command tag and ReadyForQuery, in one write. */
 void admin_reply_notice(struct client *client, const char *msg, const char *detail, const char *tag);
 
