@@ -734,13 +734,25 @@ static void result_types(const struct leg_result *ref, char *types, bool worker_
 	types[i] = '\0';
 }
 
-/* Every worker's rows, each with its worker number last. */
+/* A fan-out's own connection to a worker (the console superuser over a Unix socket, named so). */
+static bool is_leg_row(const struct merge *mg, const struct member *m)
+{
+	int app = find_col(mg->ref, "application_name"), user = find_col(mg->ref, "user"),
+	    type = find_col(mg->ref, "type");
+	return app >= 0 && user >= 0 && type >= 0 && member_value(m, type) && member_value(m, app) &&
+	       member_value(m, user) && strcmp(member_value(m, type), "C") == 0 &&
+	       strcmp(member_value(m, app), FANOUT_APPNAME) == 0 && strcmp(member_value(m, user), "pgbouncer") == 0;
+}
+
+/* Every worker's rows, each with its worker number last; the fan-outs' own connections left out. */
 static void merge_per_worker(const struct merge *mg, struct admin_result *r)
 {
 	const char **v = xcalloc((size_t)mg->ref->ncols + 1, sizeof(*v));
 	char wbuf[16];
 	for (int i = 0; i < mg->nm; i++) {
 		const struct member *m = &mg->m[i];
+		if (is_leg_row(mg, m))
+			continue;
 		for (int c = 0; c < mg->ref->ncols; c++)
 			v[c] = member_value(m, c);
 		snprintf(wbuf, sizeof(wbuf), "%d", m->leg);
