@@ -367,6 +367,40 @@ START_TEST(dead_worker_is_left_out)
 }
 END_TEST
 
+
+/* A worker stopped (SIGSTOP): SHOW answers within the 2 s bound, with a NOTICE; all of it once it goes on. */
+START_TEST(stopped_worker_times_out)
+{
+	struct pgv p;
+	int pids[WORKERS];
+	pgv_start(&p, CFG, std_databases(), userlist());
+	wait_workers(&p, pids);
+	PGconn *a = admin_conn(&p);
+	struct notice_log notices = { 0 };
+	PQsetNoticeReceiver(a, capture_notice, &notices);
+	PGresult *r = show(a, "SHOW CLIENTS");
+	int mine = worker_of_port(r, local_port(a));
+	PQclear(r);
+	int victim = mine == 1 ? 2 : 1;
+	ck_assert_int_eq(kill(pids[victim - 1], SIGSTOP), 0);
+	double t0 = now_s();
+	r = show(a, "SHOW STATS_TOTALS");
+	double took = now_s() - t0;
+	PQclear(r);
+	kill(pids[victim - 1], SIGCONT);
+	ck_assert_msg(took >= 1.5 && took < 3.5, "SHOW STATS_TOTALS took %.2f s with worker %d stopped", took, victim);
+	char want[64];
+	snprintf(want, sizeof(want), "worker %d did not answer: no answer within 2000 ms", victim);
+	ck_assert_msg(notices.n >= 1 && strstr(notices.message, want), "notice: %s", notices.message);
+	/* going on, it answers again (its leg of the last command was closed, not left half-read) */
+	notices.n = 0;
+	admin_ok(a, "RECONNECT", "RECONNECT");
+	ck_assert_int_eq(notices.n, 0);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("console_instance");
@@ -376,6 +410,7 @@ int main(void)
 	tcase_add_test(tc, pause_db_holds_every_worker);
 	tcase_add_test(tc, reconnect_kill_disable_reach_every_worker);
 	tcase_add_test(tc, dead_worker_is_left_out);
+	tcase_add_test(tc, stopped_worker_times_out);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }
