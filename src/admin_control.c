@@ -442,8 +442,13 @@ static void control_reload(struct client *client, const struct admin_command *cm
 		admin_reply_error(client, "F0000", "RELOAD failed, see logs for additional details");
 		return;
 	}
-	/* The whole instance reloads, as SIGHUP would: the supervisor tells the other workers. */
-	workers_tell_supervisor(SIGHUP);
+	/*
+	 * The whole instance reloads, as SIGHUP would: the supervisor tells the
+	 * other workers. Not when the console's fan-out asked: it asks every
+	 * worker itself and answers once all have reloaded.
+	 */
+	if (!admin_fanout_is_leg(client))
+		workers_tell_supervisor(SIGHUP);
 	admin_reply_complete(client, "RELOAD");
 }
 
@@ -678,7 +683,7 @@ static bool args_shutdown(const struct admin_command *cmd)
  * Where a verb runs when the console speaks for an instance of several
  * workers (admin_fanout.h): here only (the instance-wide state and the
  * supervisor's signals already reach every worker: PAUSE / RESUME of
- * everything, RELOAD, SHUTDOWN, DRAIN), on every worker, or on the worker
+ * everything, SHUTDOWN, DRAIN), on every worker, or on the worker
  * that owns the client (KILL_CLIENT: the id's high bits, workers.h).
  */
 enum verb_scope {
@@ -700,7 +705,7 @@ struct control_verb {
 
 static const struct control_verb verbs[] = {
 	{ "SET", args_set, true, control_set, SCOPE_ALL },
-	{ "RELOAD", args_none, false, control_reload, SCOPE_HERE },
+	{ "RELOAD", args_none, false, control_reload, SCOPE_ALL },
 	{ "PAUSE", NULL, false, control_pause, SCOPE_ALL_WAITS_WITH_DB },
 	{ "RESUME", NULL, false, control_resume, SCOPE_ALL_WITH_DB },
 	{ "DISABLE", NULL, false, control_disable, SCOPE_ALL },

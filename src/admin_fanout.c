@@ -58,6 +58,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/varcache.h"
 #include "pgvalve/workers.h"
 
 #include <stddef.h>
@@ -879,6 +880,14 @@ static bool on_private_socket(const struct client *client)
 	if (mine.un.sun_path[0] == '\0')	/* abstract: the name's exact bytes */
 		return len == mine_len && memcmp(&local, &mine.un, len) == 0;
 	return strncmp(local.sun_path, mine.un.sun_path, sizeof(local.sun_path)) == 0;
+}
+
+bool admin_fanout_is_leg(const struct client *client)
+{
+	if (workers_count() <= 1 || !client->admin_superuser || !on_private_socket(client))
+		return false;
+	const char *app = varcache_get(client->vars, varcache_index("application_name"));
+	return app && strcmp(app, FANOUT_APPNAME) == 0;
 }
 
 bool admin_fanout_wanted(const struct client *client)

@@ -59,6 +59,12 @@ bool admin_control_run(struct client *client, const struct admin_command *cmd, c
  */
 bool admin_fanout_wanted(const struct client *client);
 /*
+ * Whether the client is one of those connections (the console superuser
+ * on this worker's private socket, application_name pgvalve-fanout): a
+ * RELOAD from it reloads this worker only, the fan-out reloads the others.
+ */
+bool admin_fanout_is_leg(const struct client *client);
+/*
  * SHOW what on every worker, merged: true when the view is one the
  * fan-out merges (the client then waits for the answer), false when it is
  * answered by this worker alone (CONFIG, VERSION, WORKERS, ...).

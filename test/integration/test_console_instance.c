@@ -323,6 +323,19 @@ START_TEST(reconnect_kill_disable_reach_every_worker)
 		ck_assert_str_eq(config_value(w, "default_pool_size"), "13");
 		PQfinish(w);
 	}
+	/* RELOAD: answered once every worker has reloaded, each once */
+	FILE *f = fopen(p.ini, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs("default_pool_size = 17\n", f);
+	fclose(f);
+	admin_ok(a, "RELOAD", "RELOAD");
+	for (int k = 1; k <= WORKERS; k++) {
+		PGconn *w = worker_console(&p, k);
+		ck_assert_str_eq(config_value(w, "default_pool_size"), "17");
+		PQfinish(w);
+	}
+	ck_assert_int_eq(pgv_log_count(&p, "RELOAD command issued"), WORKERS);
+	ck_assert(!pgv_log_contains(&p, "got SIGHUP"));
 	PQfinish(a);
 	pgv_stop(&p);
 }
