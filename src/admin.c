@@ -257,15 +257,11 @@ static void console_closing(struct client *client)
 	admin_client_closing(client);
 }
 
-/* ^C on a command being run on every worker ends it here; the workers' legs are closed. */
+/* ^C on a command being run on every worker is passed on to each of them (admin_fanout.c). */
 static void console_cancel(struct client *client)
 {
-	if (!admin_fanout_abort(client)) {
+	if (!admin_fanout_cancel(client))
 		admin_cancel_request(client);
-		return;
-	}
-	admin_reply_error(client, "57014", "canceling statement due to user request");
-	netbuf_resume(&client->nb);
 }
 
 static const struct client_kind_ops console_kind = {

@@ -739,10 +739,21 @@ static bool fan_out(struct client *client, const struct control_verb *v, const s
 		int owner = workers_id_owner(id);
 		if (!cmd->has_arg || end == cmd->arg || owner < 1 || owner == workers_self())
 			return false;	/* malformed, unknown, or one of this worker's: answered here */
-		admin_fanout_control(client, query, owner, false);
+		admin_fanout_control(client, query, owner, false, NULL);
 		return true;
 	}
-	admin_fanout_control(client, query, 0, scope == SCOPE_ALL_WAITS || scope == SCOPE_ALL_WAITS_WITH_DB);
+	/* ^C on PAUSE db undoes it on every worker: RESUME db, the name quoted as the grammar reads it */
+	char undo[2 * sizeof(cmd->arg) + 16];
+	size_t n = (size_t)snprintf(undo, sizeof(undo), "RESUME \"");
+	for (const char *c = cmd->arg; *c; c++) {
+		if (*c == '"')
+			undo[n++] = '"';
+		undo[n++] = *c;
+	}
+	snprintf(undo + n, sizeof(undo) - n, "\"");
+	bool pause = admin_word_is(v->name, "PAUSE");
+	admin_fanout_control(client, query, 0, scope == SCOPE_ALL_WAITS || scope == SCOPE_ALL_WAITS_WITH_DB,
+			     pause ? undo : NULL);
 	return true;
 }
 

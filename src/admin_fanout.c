@@ -211,6 +211,7 @@ struct fanout {
 	bool waits;			/* the command may wait on a worker: no answer deadline */
 	bool starting;			/* legs still being set up: do not finish yet */
 	char *query;
+	char *undo;			/* what undoes the command if the client cancels it (PAUSE db: RESUME db) */
 	struct event *timer;
 	int nlegs, pending;
 	struct leg *legs;		/* worker order; never moved (their netbufs are in the loop) */
@@ -481,6 +482,7 @@ static void fanout_free(struct fanout *fo)
 		event_free(fo->timer);
 	free(fo->legs);
 	free(fo->query);
+	free(fo->undo);
 	free(fo);
 }
 
@@ -500,6 +502,7 @@ static void fanout_timeout(evutil_socket_t fd, short what, void *arg)
 	fanout_check(fo);
 }
 
+/* client NULL: a command nobody waits for (a cancelled PAUSE's undoing), whose outcome is only logged. */
 static void fanout_begin(struct client *client, const char *query, const struct view_def *view, bool waits,
 			 int only_worker)
 {
@@ -513,7 +516,8 @@ static void fanout_begin(struct client *client, const char *query, const struct 
 	fo->starting = true;
 	list_node_init(&fo->node);
 	list_append(&fanouts, &fo->node);
-	netbuf_pause(&client->nb);
+	if (client)
+		netbuf_pause(&client->nb);
 	for (int i = 0; i < fo->nlegs; i++) {
 		struct leg *leg = &fo->legs[i];
 		leg->fo = fo;
@@ -547,6 +551,27 @@ bool admin_fanout_abort(struct client *client)
 		return false;
 	list_remove(&fanouts, &fo->node);
 	fanout_free(fo);
+	return true;
+}
+
+bool admin_fanout_cancel(struct client *client)
+{
+	struct fanout *fo = fanout_of(client);
+	if (!fo)
+		return false;
+	if (!fo->waits)
+		return true;	/* answered within FANOUT_TIMEOUT anyway */
+	char *undo = fo->undo;
+	fo->undo = NULL;
+	log_info("console: \"%s\" canceled%s%s", fo->query, undo ? ", running on every worker: " : "",
+		 undo ? undo : "");
+	list_remove(&fanouts, &fo->node);
+	fanout_free(fo);	/* each worker's wait ends with its connection */
+	admin_reply_error(client, "57014", "canceling statement due to user request");
+	netbuf_resume(&client->nb);
+	if (undo)
+		fanout_begin(NULL, undo, NULL, false, 0);	/* nobody waits for it: logged */
+	free(undo);
 	return true;
 }
 
@@ -592,18 +617,32 @@ static void reply_control(struct fanout *fo)
 
 static void reply_show(struct fanout *fo);
 
+/* A command nobody waits for: what each worker said goes to the log. */
+static void log_fanout_outcome(const struct fanout *fo)
+{
+	for (int i = 0; i < fo->nlegs; i++) {
+		const struct leg *leg = &fo->legs[i];
+		if (leg->state == LEG_DONE)
+			log_info("console: worker %d: %s: %s", leg->worker, fo->query,
+				 leg->res.has_error ? leg->res.message : leg->res.tag);
+	}
+}
+
 static void fanout_check(struct fanout *fo)
 {
 	if (fo->starting || fo->pending > 0)
 		return;
 	list_remove(&fanouts, &fo->node);
 	struct client *client = fo->client;
-	if (fo->view)
+	if (!client)
+		log_fanout_outcome(fo);
+	else if (fo->view)
 		reply_show(fo);
 	else
 		reply_control(fo);
 	fanout_free(fo);
-	netbuf_resume(&client->nb);
+	if (client)
+		netbuf_resume(&client->nb);
 }
 
 /* ---------------------------------------------------------------- merging SHOW replies */
@@ -906,7 +945,10 @@ bool admin_fanout_show(struct client *client, const char *what, const char *quer
 	return false;
 }
 
-void admin_fanout_control(struct client *client, const char *query, int worker, bool waits)
+void admin_fanout_control(struct client *client, const char *query, int worker, bool waits, const char *undo)
 {
 	fanout_begin(client, query, NULL, waits, worker);
+	struct fanout *fo = fanout_of(client);	/* NULL if it has answered already */
+	if (fo && undo)
+		fo->undo = xstrdup(undo);
 }

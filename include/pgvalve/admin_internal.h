@@ -73,11 +73,21 @@ bool admin_fanout_show(struct client *client, const char *what, const char *quer
 /*
  * A control command on every worker (or, worker > 0, on that one only);
  * waits: the command may wait there (PAUSE db, WAIT_CLOSE), so no answer
- * deadline once logged in. Always answers the client.
+ * deadline once logged in; undo (or NULL): the command that undoes it on
+ * every worker if the client cancels the wait. Always answers the client.
  */
-void admin_fanout_control(struct client *client, const char *query, int worker, bool waits);
-/* The console client leaves, or sends a CancelRequest: true if a fan-out of its was under way (ended). */
+void admin_fanout_control(struct client *client, const char *query, int worker, bool waits, const char *undo);
+/* The console client leaves: true if a fan-out of its was under way (closed, its legs too). */
 bool admin_fanout_abort(struct client *client);
+/*
+ * The console client sent a CancelRequest: true if a fan-out of its is
+ * under way. One that waits (PAUSE db, WAIT_CLOSE) ends at once with
+ * 57014, its connections closed (which ends each worker's wait), and its
+ * undo command is run on every worker with nobody waiting (PAUSE db:
+ * RESUME db, as ^C on a PAUSE resumes in one process); one that does not
+ * wait answers as usual within its time bound.
+ */
+bool admin_fanout_cancel(struct client *client);
 
 /* ---------------------------------------------------------------- admin_show.c */
 

@@ -255,6 +255,28 @@ START_TEST(pause_db_holds_every_worker)
 	admin_ok(a, "RESUME", "RESUME");
 	for (int i = 0; i < NCLIENTS; i++)
 		expect_async_value(c[i], 5000, "a query after RESUME", "8");
+
+	/* ^C on a PAUSE db that waits (a transaction holds a server): every worker resumes */
+	exec_ok(c[0], "BEGIN");
+	exec_ok(c[0], "SELECT 1");
+	send_query(a, "PAUSE " DB);
+	still_waiting(a, 500, "PAUSE " DB " while a transaction runs");
+	char err[256];
+	PGcancel *cancel = PQgetCancel(a);
+	ck_assert_int_eq(PQcancel(cancel, err, sizeof(err)), 1);
+	PQfreeCancel(cancel);
+	PGresult *pr = result_within(a, 3000, "the cancelled PAUSE");
+	check_error(pr, "the cancelled PAUSE", "57014", "canceling statement due to user request");
+	PQclear(pr);
+	while ((pr = PQgetResult(a)))
+		PQclear(pr);
+	exec_ok(c[0], "COMMIT");
+	/* the RESUME runs on every worker after the answer: within a moment */
+	for (double end = now_s() + 3; strcmp(show_value(a, "SHOW DATABASES", "name", DB, "paused"), "0") != 0;
+	     sleep_ms(50))
+		ck_assert_msg(now_s() < end, "still paused 3 s after the cancelled PAUSE");
+	for (int i = 0; i < NCLIENTS; i++)
+		ck_assert_str_eq(query_value(c[i], "SELECT 9"), "9");
 	PQfinish(a);
 	close_clients(c);
 	pgv_stop(&p);
