@@ -65,6 +65,14 @@ static void open_clients(struct pgv *p, PGconn *c[NCLIENTS])
 	}
 }
 
+/* The instance of 4 workers, all running, and NCLIENTS clients of DB over them. */
+static void start_instance(struct pgv *p, int pids[WORKERS], PGconn *c[NCLIENTS])
+{
+	pgv_start(p, CFG, std_databases(), userlist());
+	wait_workers(p, pids);
+	open_clients(p, c);
+}
+
 static void close_clients(PGconn *c[NCLIENTS])
 {
 	for (int i = 0; i < NCLIENTS; i++)
@@ -113,9 +121,7 @@ START_TEST(show_views_are_instance_wide)
 	struct pgv p;
 	int pids[WORKERS];
 	PGconn *c[NCLIENTS];
-	pgv_start(&p, CFG, std_databases(), userlist());
-	wait_workers(&p, pids);
-	open_clients(&p, c);
+	start_instance(&p, pids, c);
 
 	long long stats_xacts = -1;
 	bool console_worker_seen[WORKERS + 1] = { false };
@@ -185,9 +191,7 @@ START_TEST(kill_client_on_another_worker)
 	struct pgv p;
 	int pids[WORKERS];
 	PGconn *c[NCLIENTS];
-	pgv_start(&p, CFG, std_databases(), userlist());
-	wait_workers(&p, pids);
-	open_clients(&p, c);
+	start_instance(&p, pids, c);
 	PGconn *a = admin_conn(&p);
 	PGresult *r = show(a, "SHOW CLIENTS");
 	int mine = worker_of_port(r, local_port(a));
@@ -226,9 +230,7 @@ START_TEST(pause_db_holds_every_worker)
 	struct pgv p;
 	int pids[WORKERS];
 	PGconn *c[NCLIENTS];
-	pgv_start(&p, CFG, std_databases(), userlist());
-	wait_workers(&p, pids);
-	open_clients(&p, c);
+	start_instance(&p, pids, c);
 	PGconn *a = admin_conn(&p);
 	PGresult *r = show(a, "SHOW CLIENTS");
 	ck_assert_int_ge(workers_used(r), 2);
@@ -304,9 +306,7 @@ START_TEST(reconnect_kill_disable_reach_every_worker)
 	struct pgv p;
 	int pids[WORKERS], before[64], after[64];
 	PGconn *c[NCLIENTS];
-	pgv_start(&p, CFG, std_databases(), userlist());
-	wait_workers(&p, pids);
-	open_clients(&p, c);
+	start_instance(&p, pids, c);
 	PGconn *a = admin_conn(&p);
 	int nb = backend_pids(before, 64);
 	ck_assert_int_ge(nb, 2);
@@ -369,9 +369,7 @@ START_TEST(dead_worker_is_left_out)
 	struct pgv p;
 	int pids[WORKERS];
 	PGconn *c[NCLIENTS];
-	pgv_start(&p, CFG, std_databases(), userlist());
-	wait_workers(&p, pids);
-	open_clients(&p, c);
+	start_instance(&p, pids, c);
 	PGconn *a = admin_conn(&p);
 	struct notice_log notices = { 0 };
 	PQsetNoticeReceiver(a, capture_notice, &notices);

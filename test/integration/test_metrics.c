@@ -186,6 +186,24 @@ static double console_value(PGconn *a, const char *show, const char *key, const 
 	return 0;
 }
 
+/* A column of the console's SHOW row whose first two columns are key and key2 (SHOW POOLS: database, user). */
+static double console_value2(PGconn *a, const char *show, const char *key, const char *key2, const char *col)
+{
+	PGresult *r = PQexec(a, show);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int c = PQfnumber(r, col);
+	ck_assert_msg(c >= 0, "%s has no column %s", show, col);
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), key) == 0 && strcmp(PQgetvalue(r, i, 1), key2) == 0) {
+			double v = strtod(PQgetvalue(r, i, c), NULL);
+			PQclear(r);
+			return v;
+		}
+	PQclear(r);
+	ck_abort_msg("%s: no row %s/%s", show, key, key2);
+	return 0;
+}
+
 static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
@@ -250,6 +268,52 @@ START_TEST(off_by_default)
 }
 END_TEST
 
+/* The console's SHOW POOLS row of (DB, USER) and SHOW STATS row of DB are what body (a scrape) says. */
+static void expect_console_agrees(PGconn *a, const char *body)
+{
+	const char *pl = "{database=\"" DB "\",user=\"" USER "\"}";
+	char s[256];
+	struct { const char *metric, *col; } pools[] = {
+		{ "pgbouncer_pools_client_active_connections", "cl_active" },
+		{ "pgbouncer_pools_client_waiting_connections", "cl_waiting" },
+		{ "pgbouncer_pools_server_active_connections", "sv_active" },
+		{ "pgbouncer_pools_server_idle_connections", "sv_idle" },
+		{ "pgbouncer_pools_server_used_connections", "sv_used" },
+		{ "pgbouncer_pools_server_testing_connections", "sv_tested" },
+		{ "pgbouncer_pools_server_login_connections", "sv_login" },
+	};
+	PGresult *r = PQexec(a, "SHOW POOLS");
+	int row = -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), DB) == 0 && strcmp(PQgetvalue(r, i, 1), USER) == 0)
+			row = i;
+	ck_assert_int_ge(row, 0);
+	for (size_t i = 0; i < ARRAY_LEN(pools); i++) {
+		snprintf(s, sizeof(s), "%s%s", pools[i].metric, pl);
+		double want = strtod(PQgetvalue(r, row, PQfnumber(r, pools[i].col)), NULL);
+		ck_assert_msg(metric(body, s) == want, "%s = %g, SHOW POOLS %s = %g", s, metric(body, s), pools[i].col,
+			      want);
+	}
+	PQclear(r);
+	struct { const char *metric, *col; double scale; } stats[] = {
+		{ "pgbouncer_stats_queries_pooled_total", "total_query_count", 1 },
+		{ "pgbouncer_stats_sql_transactions_pooled_total", "total_xact_count", 1 },
+		{ "pgbouncer_stats_server_assignments_total", "total_server_assignment_count", 1 },
+		{ "pgbouncer_stats_received_bytes_total", "total_received", 1 },
+		{ "pgbouncer_stats_sent_bytes_total", "total_sent", 1 },
+		{ "pgbouncer_stats_queries_duration_seconds_total", "total_query_time", 1e-6 },
+		{ "pgbouncer_stats_server_in_transaction_seconds_total", "total_xact_time", 1e-6 },
+		{ "pgbouncer_stats_client_wait_seconds_total", "total_wait_time", 1e-6 },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(stats); i++) {
+		snprintf(s, sizeof(s), "%s{database=\"" DB "\"}", stats[i].metric);
+		double want = console_value(a, "SHOW STATS", DB, stats[i].col) * stats[i].scale;
+		double got = metric(body, s);
+		ck_assert_msg(got >= want - 1e-6 && got <= want + 1e-6, "%s = %.9g, SHOW STATS %s = %.9g", s, got,
+			      stats[i].col, want);
+	}
+}
+
 /*
  * Under pgbench load: promtool accepts the scrape, every exporter family is
  * there, and the numbers agree with the console (counters between two
@@ -285,52 +349,13 @@ START_TEST(exporter_series_match_console)
 	exec_ok(c1, "SELECT 1");
 	body = scrape(mport);
 	expect_promtool_ok(&p, body);
+	expect_console_agrees(a, body);
 	const char *pl = "{database=\"" DB "\",user=\"" USER "\"}";
 	char s[256];
-	struct { const char *metric, *col; } pools[] = {
-		{ "pgbouncer_pools_client_active_connections", "cl_active" },
-		{ "pgbouncer_pools_client_waiting_connections", "cl_waiting" },
-		{ "pgbouncer_pools_server_active_connections", "sv_active" },
-		{ "pgbouncer_pools_server_idle_connections", "sv_idle" },
-		{ "pgbouncer_pools_server_used_connections", "sv_used" },
-		{ "pgbouncer_pools_server_testing_connections", "sv_tested" },
-		{ "pgbouncer_pools_server_login_connections", "sv_login" },
-	};
-	PGresult *r = PQexec(a, "SHOW POOLS");
-	int row = -1;
-	for (int i = 0; i < PQntuples(r); i++)
-		if (strcmp(PQgetvalue(r, i, 0), DB) == 0 && strcmp(PQgetvalue(r, i, 1), USER) == 0)
-			row = i;
-	ck_assert_int_ge(row, 0);
-	for (size_t i = 0; i < ARRAY_LEN(pools); i++) {
-		snprintf(s, sizeof(s), "%s%s", pools[i].metric, pl);
-		double want = strtod(PQgetvalue(r, row, PQfnumber(r, pools[i].col)), NULL);
-		ck_assert_msg(metric(body, s) == want, "%s = %g, SHOW POOLS %s = %g", s, metric(body, s), pools[i].col,
-			      want);
-	}
-	PQclear(r);
 	snprintf(s, sizeof(s), "pgbouncer_pools_client_active_connections%s", pl);
 	ck_assert_double_eq(metric(body, s), 2);
 	snprintf(s, sizeof(s), "pgbouncer_pools_server_active_connections%s", pl);
 	ck_assert_double_eq(metric(body, s), 1);
-
-	struct { const char *metric, *col; double scale; } stats[] = {
-		{ "pgbouncer_stats_queries_pooled_total", "total_query_count", 1 },
-		{ "pgbouncer_stats_sql_transactions_pooled_total", "total_xact_count", 1 },
-		{ "pgbouncer_stats_server_assignments_total", "total_server_assignment_count", 1 },
-		{ "pgbouncer_stats_received_bytes_total", "total_received", 1 },
-		{ "pgbouncer_stats_sent_bytes_total", "total_sent", 1 },
-		{ "pgbouncer_stats_queries_duration_seconds_total", "total_query_time", 1e-6 },
-		{ "pgbouncer_stats_server_in_transaction_seconds_total", "total_xact_time", 1e-6 },
-		{ "pgbouncer_stats_client_wait_seconds_total", "total_wait_time", 1e-6 },
-	};
-	for (size_t i = 0; i < ARRAY_LEN(stats); i++) {
-		snprintf(s, sizeof(s), "%s{database=\"" DB "\"}", stats[i].metric);
-		double want = console_value(a, "SHOW STATS", DB, stats[i].col) * stats[i].scale;
-		double got = metric(body, s);
-		ck_assert_msg(got >= want - 1e-6 && got <= want + 1e-6, "%s = %.9g, SHOW STATS %s = %.9g", s, got,
-			      stats[i].col, want);
-	}
 	/* SHOW LISTS, CONFIG, DATABASES, VERSION */
 	ck_assert_double_eq(metric(body, "pgbouncer_databases"), console_value(a, "SHOW LISTS", "databases", "items"));
 	ck_assert_double_eq(metric(body, "pgbouncer_users"), console_value(a, "SHOW LISTS", "users", "items"));
@@ -880,50 +905,14 @@ START_TEST(instance_console_agrees_with_metrics)
 	expect_promtool_ok(&p, body);
 	PGconn *a = login(&p, "pgbouncer");
 	PQsetNoticeReceiver(a, quiet, NULL);
-	const char *pl = "{database=\"" DB "\",user=\"" USER "\"}";
+	expect_console_agrees(a, body);
 	char s[256];
-	struct { const char *metric, *col; } pools[] = {
-		{ "pgbouncer_pools_client_active_connections", "cl_active" },
-		{ "pgbouncer_pools_client_waiting_connections", "cl_waiting" },
-		{ "pgbouncer_pools_server_active_connections", "sv_active" },
-		{ "pgbouncer_pools_server_idle_connections", "sv_idle" },
-		{ "pgbouncer_pools_server_used_connections", "sv_used" },
-		{ "pgbouncer_pools_server_login_connections", "sv_login" },
-	};
-	PGresult *r = PQexec(a, "SHOW POOLS");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	int row = -1;
-	for (int i = 0; i < PQntuples(r); i++)
-		if (strcmp(PQgetvalue(r, i, 0), DB) == 0 && strcmp(PQgetvalue(r, i, 1), USER) == 0)
-			row = i;
-	ck_assert_int_ge(row, 0);
-	for (size_t i = 0; i < ARRAY_LEN(pools); i++) {
-		snprintf(s, sizeof(s), "%s%s", pools[i].metric, pl);
-		double want = strtod(PQgetvalue(r, row, PQfnumber(r, pools[i].col)), NULL);
-		ck_assert_msg(metric(body, s) == want, "%s = %g, SHOW POOLS %s = %g", s, metric(body, s), pools[i].col,
-			      want);
-	}
-	ck_assert_double_eq(strtod(PQgetvalue(r, row, PQfnumber(r, "cl_active")), NULL), N);
-	ck_assert_double_eq(strtod(PQgetvalue(r, row, PQfnumber(r, "sv_active")), NULL), 1);
-	PQclear(r);
-	struct { const char *metric, *show, *col; double scale; } stats[] = {
-		{ "pgbouncer_stats_queries_pooled_total", "SHOW STATS", "total_query_count", 1 },
-		{ "pgbouncer_stats_sql_transactions_pooled_total", "SHOW STATS", "total_xact_count", 1 },
-		{ "pgbouncer_stats_server_assignments_total", "SHOW STATS", "total_server_assignment_count", 1 },
-		{ "pgbouncer_stats_received_bytes_total", "SHOW STATS", "total_received", 1 },
-		{ "pgbouncer_stats_sent_bytes_total", "SHOW STATS", "total_sent", 1 },
-		{ "pgbouncer_stats_queries_duration_seconds_total", "SHOW STATS", "total_query_time", 1e-6 },
-		{ "pgbouncer_stats_client_wait_seconds_total", "SHOW STATS", "total_wait_time", 1e-6 },
-		{ "pgbouncer_stats_queries_pooled_total", "SHOW STATS_TOTALS", "query_count", 1 },
-		{ "pgbouncer_stats_sql_transactions_pooled_total", "SHOW STATS_TOTALS", "xact_count", 1 },
-	};
-	for (size_t i = 0; i < ARRAY_LEN(stats); i++) {
-		snprintf(s, sizeof(s), "%s{database=\"" DB "\"}", stats[i].metric);
-		double want = console_value(a, stats[i].show, DB, stats[i].col) * stats[i].scale;
-		double got = metric(body, s);
-		ck_assert_msg(got >= want - 1e-6 && got <= want + 1e-6, "%s = %.9g, %s %s = %.9g", s, got,
-			      stats[i].show, stats[i].col, want);
-	}
+	ck_assert_double_eq(console_value2(a, "SHOW POOLS", DB, USER, "cl_active"), N);
+	ck_assert_double_eq(console_value2(a, "SHOW POOLS", DB, USER, "sv_active"), 1);
+	ck_assert_double_eq(metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}"),
+			    console_value(a, "SHOW STATS_TOTALS", DB, "query_count"));
+	ck_assert_double_eq(metric(body, "pgbouncer_stats_sql_transactions_pooled_total{database=\"" DB "\"}"),
+			    console_value(a, "SHOW STATS_TOTALS", DB, "xact_count"));
 	ck_assert_double_ge(console_value(a, "SHOW STATS_TOTALS", DB, "query_count"), 3 * N);
 	ck_assert_double_eq(metric(body, "pgbouncer_used_servers"), console_value(a, "SHOW LISTS", "used_servers", "items"));
 	snprintf(s, sizeof(s), "pgbouncer_databases_current_connections{name=\"" DB "\",host=\"127.0.0.1\",port=\"%s\","
