@@ -92,12 +92,24 @@ enum view_shape {
 	VIEW_NAME_VALUE,	/* (name, value) rows: the rules are per name */
 };
 
+/*
+ * The fan-out's own connections, one per worker that answered, are
+ * console clients of user pgbouncer there while the command runs: the
+ * row whose first column is key (and second key2, unless NULL) counts
+ * them in column col; they are taken out, so the numbers are what they
+ * would be without the fan-out (and what /metrics says).
+ */
+struct own_legs {
+	const char *key, *key2, *col;
+};
+
 struct view_def {
 	const char *name;
 	enum view_shape shape;
 	bool sorted;		/* keyed rows in the byte order of their keys, else in order of appearance */
 	enum col_rule dflt;	/* for columns (rows, NAME_VALUE) not listed */
 	const struct col_def *cols;
+	struct own_legs legs;	/* key NULL: the view does not count them */
 };
 
 static const struct col_def pools_cols[] = {
@@ -145,22 +157,25 @@ static const struct col_def listeners_cols[] = {
 };
 static const struct col_def no_cols[] = { { NULL, 0, NULL } };
 
+#define NO_LEGS { NULL, NULL, NULL }
+
 static const struct view_def views[] = {
-	{ "POOLS", VIEW_KEYED, true, COL_SUM, pools_cols },
-	{ "STATS", VIEW_KEYED, true, COL_SUM, stats_cols },
-	{ "STATS_TOTALS", VIEW_KEYED, true, COL_SUM, stats_totals_cols },
-	{ "STATS_AVERAGES", VIEW_KEYED, true, COL_SUM, stats_averages_cols },
-	{ "TOTALS", VIEW_NAME_VALUE, false, COL_SUM, totals_rows },
-	{ "DATABASES", VIEW_KEYED, true, COL_FIRST, databases_cols },
-	{ "USERS", VIEW_KEYED, true, COL_FIRST, users_cols },
-	{ "LISTS", VIEW_NAME_VALUE, false, COL_SUM, lists_rows },
-	{ "MEM", VIEW_KEYED, false, COL_SUM, mem_cols },
-	{ "HOSTS", VIEW_KEYED, false, COL_FIRST, hosts_cols },
-	{ "LISTENERS", VIEW_KEYED, false, COL_FIRST, listeners_cols },
-	{ "CLIENTS", VIEW_PER_WORKER, false, COL_FIRST, no_cols },
-	{ "SERVERS", VIEW_PER_WORKER, false, COL_FIRST, no_cols },
-	{ "SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols },
-	{ "ACTIVE_SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols },
+	{ "POOLS", VIEW_KEYED, true, COL_SUM, pools_cols, { "pgbouncer", "pgbouncer", "cl_active" } },
+	{ "STATS", VIEW_KEYED, true, COL_SUM, stats_cols, NO_LEGS },
+	{ "STATS_TOTALS", VIEW_KEYED, true, COL_SUM, stats_totals_cols, NO_LEGS },
+	{ "STATS_AVERAGES", VIEW_KEYED, true, COL_SUM, stats_averages_cols, NO_LEGS },
+	{ "TOTALS", VIEW_NAME_VALUE, false, COL_SUM, totals_rows, NO_LEGS },
+	{ "DATABASES", VIEW_KEYED, true, COL_FIRST, databases_cols,
+	  { "pgbouncer", NULL, "current_client_connections" } },
+	{ "USERS", VIEW_KEYED, true, COL_FIRST, users_cols, { "pgbouncer", NULL, "current_client_connections" } },
+	{ "LISTS", VIEW_NAME_VALUE, false, COL_SUM, lists_rows, { "used_clients", NULL, "items" } },
+	{ "MEM", VIEW_KEYED, false, COL_SUM, mem_cols, NO_LEGS },
+	{ "HOSTS", VIEW_KEYED, false, COL_FIRST, hosts_cols, NO_LEGS },
+	{ "LISTENERS", VIEW_KEYED, false, COL_FIRST, listeners_cols, NO_LEGS },
+	{ "CLIENTS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
+	{ "SERVERS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
+	{ "SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
+	{ "ACTIVE_SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
 };
 
 static const struct col_def *rule_of(const struct view_def *v, const char *name)
@@ -659,6 +674,7 @@ struct merge {
 	const struct col_def **rules;	/* per column (KEYED) */
 	struct member *m;
 	int nm;
+	int legs;			/* the fan-out's own connections the answers count */
 };
 
 static const char *member_value(const struct member *m, int col)
@@ -802,6 +818,21 @@ static void merge_per_worker(const struct merge *mg, struct admin_result *r)
 	free(v);
 }
 
+/* Takes the fan-out's own connections out of the row that counts them (struct own_legs). */
+static void discount_legs(const struct merge *mg, const char **v, char (*bufs)[32])
+{
+	const struct own_legs *o = &mg->view->legs;
+	if (!o->key || mg->ref->ncols < 2 || !v[0] || strcmp(v[0], o->key) != 0 ||
+	    (o->key2 && (!v[1] || strcmp(v[1], o->key2) != 0)))
+		return;
+	int c = find_col(mg->ref, o->col);
+	if (c < 0 || !v[c])
+		return;
+	long long n = num(v[c]) - mg->legs;
+	snprintf(bufs[c], sizeof(bufs[c]), "%lld", n > 0 ? n : 0);
+	v[c] = bufs[c];
+}
+
 /* One row per key (KEYED) or per name (NAME_VALUE). */
 static void merge_grouped(struct merge *mg, struct admin_result *r)
 {
@@ -830,6 +861,7 @@ static void merge_grouped(struct merge *mg, struct admin_result *r)
 				def = rule_of(mg->view, member_value(g, 0));
 			v[c] = merge_cell(g, n, c, def, by_name && c == 1, bufs[c], sizeof(bufs[c]));
 		}
+		discount_legs(mg, v, bufs);
 		admin_result_row(r, v);
 	}
 	free(bufs);
@@ -878,6 +910,7 @@ static void reply_show(struct fanout *fo)
 			continue;
 		for (int row = 0; row < leg->res.nrows; row++)
 			mg.m[mg.nm++] = (struct member){ &leg->res, leg->worker, row };
+		mg.legs++;
 	}
 	char *types = xmalloc((size_t)ncols + 2);
 	const char **names = xcalloc((size_t)ncols + 1, sizeof(*names));
