@@ -13,8 +13,12 @@
  * client's query text unchanged, collects RowDescription, DataRows,
  * CommandComplete, ErrorResponse and the first NoticeResponse, and closes
  * at ReadyForQuery. The asking client is not read meanwhile (its netbuf
- * is paused, as for PAUSE); if it leaves or cancels, the fan-out is
- * closed at once and nothing points to it.
+ * is paused, as for PAUSE); if it leaves, the fan-out is closed at once
+ * and nothing points to it; a CancelRequest ends a command that waits
+ * (admin_fanout_cancel). The legs are left out of the rows and counts
+ * the answer gives (struct own_legs), so the console says what /metrics
+ * says. KILL_CLIENT goes to the one worker whose number is in the id's
+ * high bits (workers.h).
  *
  * Why connections rather than shared memory: SHOW CLIENTS / SERVERS need
  * each worker's live objects, and KILL, RECONNECT, PAUSE db, WAIT_CLOSE
