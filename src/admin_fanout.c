@@ -36,7 +36,7 @@
  * wait on each worker as long as they need (as with one process); a
  * worker dying under them closes its leg, which ends its wait.
  *
- * Merging (views[] below): CLIENTS, SERVERS, SOCKETS, ACTIVE_SOCKETS: the
+ * Merging (admin_merge.c): CLIENTS, SERVERS, SOCKETS, ACTIVE_SOCKETS: the
  * rows of every worker, in worker order, with a last column "worker".
  * POOLS, STATS*, DATABASES, USERS, MEM, HOSTS, LISTENERS: one row per key
  * (database / user / ...); counts and totals summed, averages of rates
@@ -71,145 +71,8 @@
 
 #define FANOUT_TIMEOUT (2 * USEC_PER_SEC)
 #define LEG_MAX_PACKET (1024 * 1024)
-#define FANOUT_APPNAME "pgvalve-fanout"
-
-/* ---------------------------------------------------------------- merge rules */
-
-enum col_rule {
-	COL_FIRST,		/* the lowest worker's */
-	COL_KEY,		/* rows with equal keys are merged */
-	COL_SUM,
-	COL_MAX,
-	COL_WAVG,		/* weighted by the column (row) named weight; the largest if all weights are 0 */
-	COL_MAXWAIT,		/* maxwait / maxwait_us: both from the worker with the longest wait */
-};
-
-struct col_def {
-	const char *name;
-	enum col_rule rule;
-	const char *weight;
-};
-
-enum view_shape {
-	VIEW_PER_WORKER,	/* every worker's rows, and a worker column */
-	VIEW_KEYED,		/* one row per key */
-	VIEW_NAME_VALUE,	/* (name, value) rows: the rules are per name */
-};
-
-/*
- * The fan-out's own connections, one per worker that answered, are
- * console clients of user pgbouncer there while the command runs: the
- * row whose first column is key (and second key2, unless NULL) counts
- * them in column col; they are taken out, so the numbers are what they
- * would be without the fan-out (and what /metrics says).
- */
-struct own_legs {
-	const char *key, *key2, *col;
-};
-
-struct view_def {
-	const char *name;
-	enum view_shape shape;
-	bool sorted;		/* keyed rows in the byte order of their keys, else in order of appearance */
-	enum col_rule dflt;	/* for columns (rows, NAME_VALUE) not listed */
-	const struct col_def *cols;
-	struct own_legs legs;	/* key NULL: the view does not count them */
-};
-
-static const struct col_def pools_cols[] = {
-	{ "database", COL_KEY, NULL }, { "user", COL_KEY, NULL }, { "maxwait", COL_MAXWAIT, NULL },
-	{ "maxwait_us", COL_MAXWAIT, NULL }, { "pool_mode", COL_FIRST, NULL },
-	{ "load_balance_hosts", COL_FIRST, NULL }, { NULL, 0, NULL },
-};
-static const struct col_def stats_cols[] = {
-	{ "database", COL_KEY, NULL }, { "avg_xact_time", COL_WAVG, "avg_xact_count" },
-	{ "avg_query_time", COL_WAVG, "avg_query_count" },
-	{ "avg_wait_time", COL_WAVG, "avg_server_assignment_count" }, { NULL, 0, NULL },
-};
-static const struct col_def stats_totals_cols[] = { { "database", COL_KEY, NULL }, { NULL, 0, NULL } };
-static const struct col_def stats_averages_cols[] = {
-	{ "database", COL_KEY, NULL }, { "xact_time", COL_WAVG, "xact_count" },
-	{ "query_time", COL_WAVG, "query_count" }, { "wait_time", COL_WAVG, "server_assignment_count" },
-	{ NULL, 0, NULL },
-};
-static const struct col_def totals_rows[] = {
-	{ "avg_xact_time", COL_WAVG, "avg_xact_count" }, { "avg_query_time", COL_WAVG, "avg_query_count" },
-	{ "avg_wait_time", COL_WAVG, "avg_server_assignment_count" }, { NULL, 0, NULL },
-};
-static const struct col_def databases_cols[] = {
-	{ "name", COL_KEY, NULL }, { "current_connections", COL_SUM, NULL },
-	{ "current_client_connections", COL_SUM, NULL }, { "paused", COL_MAX, NULL },
-	{ "disabled", COL_MAX, NULL }, { NULL, 0, NULL },
-};
-static const struct col_def users_cols[] = {
-	{ "name", COL_KEY, NULL }, { "current_connections", COL_SUM, NULL },
-	{ "current_client_connections", COL_SUM, NULL }, { NULL, 0, NULL },
-};
-static const struct col_def lists_rows[] = {
-	{ "databases", COL_MAX, NULL }, { "users", COL_MAX, NULL }, { "peers", COL_MAX, NULL },
-	{ "pools", COL_MAX, NULL }, { "peer_pools", COL_MAX, NULL }, { "dns_names", COL_MAX, NULL },
-	{ "dns_zones", COL_MAX, NULL }, { NULL, 0, NULL },
-};
-static const struct col_def mem_cols[] = { { "name", COL_KEY, NULL }, { "size", COL_FIRST, NULL }, { NULL, 0, NULL } };
-static const struct col_def hosts_cols[] = {
-	{ "database", COL_KEY, NULL }, { "host", COL_KEY, NULL }, { "port", COL_KEY, NULL },
-	{ "sv_count", COL_SUM, NULL }, { NULL, 0, NULL },
-};
-static const struct col_def listeners_cols[] = {
-	{ "database", COL_KEY, NULL }, { "user", COL_KEY, NULL }, { "channel", COL_KEY, NULL },
-	{ "listeners", COL_SUM, NULL }, { NULL, 0, NULL },
-};
-static const struct col_def no_cols[] = { { NULL, 0, NULL } };
-
-#define NO_LEGS { NULL, NULL, NULL }
-
-static const struct view_def views[] = {
-	{ "POOLS", VIEW_KEYED, true, COL_SUM, pools_cols, { "pgbouncer", "pgbouncer", "cl_active" } },
-	{ "STATS", VIEW_KEYED, true, COL_SUM, stats_cols, NO_LEGS },
-	{ "STATS_TOTALS", VIEW_KEYED, true, COL_SUM, stats_totals_cols, NO_LEGS },
-	{ "STATS_AVERAGES", VIEW_KEYED, true, COL_SUM, stats_averages_cols, NO_LEGS },
-	{ "TOTALS", VIEW_NAME_VALUE, false, COL_SUM, totals_rows, NO_LEGS },
-	{ "DATABASES", VIEW_KEYED, true, COL_FIRST, databases_cols,
-	  { "pgbouncer", NULL, "current_client_connections" } },
-	{ "USERS", VIEW_KEYED, true, COL_FIRST, users_cols, { "pgbouncer", NULL, "current_client_connections" } },
-	{ "LISTS", VIEW_NAME_VALUE, false, COL_SUM, lists_rows, { "used_clients", NULL, "items" } },
-	{ "MEM", VIEW_KEYED, false, COL_SUM, mem_cols, NO_LEGS },
-	{ "HOSTS", VIEW_KEYED, false, COL_FIRST, hosts_cols, NO_LEGS },
-	{ "LISTENERS", VIEW_KEYED, false, COL_FIRST, listeners_cols, NO_LEGS },
-	{ "CLIENTS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
-	{ "SERVERS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
-	{ "SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
-	{ "ACTIVE_SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
-};
-
-static const struct col_def *rule_of(const struct view_def *v, const char *name)
-{
-	static const struct col_def dflt[] = {
-		{ NULL, COL_FIRST, NULL }, { NULL, COL_KEY, NULL }, { NULL, COL_SUM, NULL }, { NULL, COL_MAX, NULL },
-	};
-	for (const struct col_def *c = v->cols; c->name; c++)
-		if (name && strcmp(c->name, name) == 0)
-			return c;
-	return &dflt[v->dflt];
-}
 
 /* ---------------------------------------------------------------- legs */
-
-/* What one worker answered. */
-struct leg_result {
-	int ncols;
-	char **names;
-	uint32_t *oids;
-	char ***rows;
-	int nrows, cap;
-	char tag[128];
-	bool has_error, has_notice;
-	char sqlstate[6];
-	char message[400];
-	char notice[400];
-	char notice_detail[1024];
-	char failure[512];	/* why it gave no answer (LEG_FAILED) */
-};
 
 enum leg_state { LEG_CONNECTING, LEG_LOGIN, LEG_QUERY, LEG_DONE, LEG_FAILED };
 
@@ -220,13 +83,14 @@ struct leg {
 	struct fanout *fo;
 	int worker;
 	enum leg_state state;
-	struct leg_result res;
+	struct admin_answer res;
+	char failure[512];		/* why it gave no answer (LEG_FAILED) */
 };
 
 struct fanout {
 	struct list_node node;		/* fanouts */
 	struct client *client;
-	const struct view_def *view;	/* NULL: a control command */
+	const struct admin_view *view;	/* NULL: a control command */
 	bool waits;			/* the command may wait on a worker: no answer deadline */
 	bool starting;			/* legs still being set up: do not finish yet */
 	char *query;
@@ -253,7 +117,7 @@ static void leg_fail(struct leg *leg, const char *why)
 {
 	if (leg->state == LEG_DONE || leg->state == LEG_FAILED)
 		return;
-	snprintf(leg->res.failure, sizeof(leg->res.failure), "%s", why);
+	snprintf(leg->failure, sizeof(leg->failure), "%s", why);
 	log_warning("console: worker %d left out of \"%s\": %s", leg->worker, leg->fo->query, why);
 	leg_close(leg, LEG_FAILED);
 }
@@ -269,7 +133,7 @@ static void leg_send_startup(struct leg *leg)
 	pktbuf_put_string(&b, "database");
 	pktbuf_put_string(&b, "pgbouncer");
 	pktbuf_put_string(&b, "application_name");
-	pktbuf_put_string(&b, FANOUT_APPNAME);
+	pktbuf_put_string(&b, ADMIN_FANOUT_APPNAME);
 	pktbuf_put_byte(&b, 0);
 	pktbuf_end(&b);
 	bool ok = netbuf_send(&leg->nb, b.buf, b.len);
@@ -315,7 +179,7 @@ static void read_fields(struct pkt_reader *r, char *state, size_t ssize, char *m
 	}
 }
 
-static bool read_rowdesc(struct leg_result *res, struct pkt_reader *r)
+static bool read_rowdesc(struct admin_answer *res, struct pkt_reader *r)
 {
 	int n = pkt_get_uint16(r);
 	if (res->ncols || n <= 0)
@@ -338,7 +202,7 @@ static bool read_rowdesc(struct leg_result *res, struct pkt_reader *r)
 	return !r->failed;
 }
 
-static bool read_datarow(struct leg_result *res, struct pkt_reader *r)
+static bool read_datarow(struct admin_answer *res, struct pkt_reader *r)
 {
 	if (pkt_get_uint16(r) != res->ncols || res->ncols == 0)
 		return false;
@@ -365,7 +229,7 @@ static bool read_datarow(struct leg_result *res, struct pkt_reader *r)
 /* One whole message from the worker; false if it makes no sense (the leg is dropped). */
 static bool leg_message(struct leg *leg, uint8_t type, struct pkt_reader *r)
 {
-	struct leg_result *res = &leg->res;
+	struct admin_answer *res = &leg->res;
 	switch (type) {
 	case 'R':
 		return pkt_get_uint32(r) == 0;	/* anything but AuthenticationOk: not the console superuser */
@@ -475,27 +339,13 @@ static void leg_start(struct leg *leg)
 	}
 }
 
-static void result_free(struct leg_result *res)
-{
-	for (int i = 0; i < res->nrows; i++) {
-		for (int j = 0; j < res->ncols; j++)
-			free(res->rows[i][j]);
-		free(res->rows[i]);
-	}
-	for (int j = 0; j < res->ncols; j++)
-		free(res->names[j]);
-	free(res->rows);
-	free(res->names);
-	free(res->oids);
-}
-
 /* ---------------------------------------------------------------- fan-outs */
 
 static void fanout_free(struct fanout *fo)
 {
 	for (int i = 0; i < fo->nlegs; i++) {
 		netbuf_close(&fo->legs[i].nb);
-		result_free(&fo->legs[i].res);
+		admin_answer_free(&fo->legs[i].res);
 	}
 	if (fo->timer)
 		event_free(fo->timer);
@@ -522,7 +372,7 @@ static void fanout_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 /* client NULL: a command nobody waits for (a cancelled PAUSE's undoing), whose outcome is only logged. */
-static void fanout_begin(struct client *client, const char *query, const struct view_def *view, bool waits,
+static void fanout_begin(struct client *client, const char *query, const struct admin_view *view, bool waits,
 			 int only_worker)
 {
 	struct fanout *fo = xcalloc(1, sizeof(*fo));
@@ -601,7 +451,7 @@ static void send_leg_notices(struct fanout *fo, bool errors_too)
 	for (int i = 0; i < fo->nlegs; i++) {
 		const struct leg *leg = &fo->legs[i];
 		if (leg->state == LEG_FAILED)
-			snprintf(msg, sizeof(msg), "worker %d did not answer: %s", leg->worker, leg->res.failure);
+			snprintf(msg, sizeof(msg), "worker %d did not answer: %s", leg->worker, leg->failure);
 		else if (errors_too && leg->res.has_error)
 			snprintf(msg, sizeof(msg), "worker %d: %s", leg->worker, leg->res.message);
 		else
@@ -631,7 +481,7 @@ static void reply_control(struct fanout *fo)
 	else if (err)
 		admin_reply_error(fo->client, err->res.sqlstate[0] ? err->res.sqlstate : "08P01", err->res.message);
 	else
-		admin_reply_errorf(fo->client, "no worker answered: %s", fo->legs[0].res.failure);
+		admin_reply_errorf(fo->client, "no worker answered: %s", fo->legs[0].failure);
 }
 
 static void reply_show(struct fanout *fo);
@@ -664,276 +514,33 @@ static void fanout_check(struct fanout *fo)
 		netbuf_resume(&client->nb);
 }
 
-/* ---------------------------------------------------------------- merging SHOW replies */
-
-/* One worker's row in a merged view. */
-struct member {
-	const struct leg_result *res;
-	int leg, row;
-};
-
-struct merge {
-	const struct view_def *view;
-	const struct leg_result *ref;	/* the columns every answer must have */
-	const struct col_def **rules;	/* per column (KEYED) */
-	struct member *m;
-	int nm;
-	int legs;			/* the fan-out's own connections the answers count */
-};
-
-static const char *member_value(const struct member *m, int col)
-{
-	return m->res->rows[m->row][col];
-}
-
-static int find_col(const struct leg_result *res, const char *name)
-{
-	for (int i = 0; name && i < res->ncols; i++)
-		if (strcmp(res->names[i], name) == 0)
-			return i;
-	return -1;
-}
-
-static int cmp_nullable(const char *a, const char *b)
-{
-	if (!a || !b)
-		return a ? 1 : b ? -1 : 0;
-	return strcmp(a, b);
-}
-
-static const struct merge *sort_merge;
-
-static int cmp_key(const struct merge *mg, const struct member *a, const struct member *b)
-{
-	for (int c = 0; c < mg->ref->ncols; c++) {
-		if (mg->rules[c]->rule != COL_KEY)
-			continue;
-		int r = cmp_nullable(member_value(a, c), member_value(b, c));
-		if (r)
-			return r;
-	}
-	return 0;
-}
-
-/* Rows by key, then worker and row order: equal keys end up together, the lowest worker first. */
-static int cmp_member(const void *pa, const void *pb)
-{
-	const struct member *a = pa, *b = pb;
-	int r = cmp_key(sort_merge, a, b);
-	if (r)
-		return r;
-	return a->leg != b->leg ? a->leg - b->leg : a->row - b->row;
-}
-
-static int cmp_first_seen(const void *pa, const void *pb)
-{
-	const struct member *a = *(const struct member *const *)pa, *b = *(const struct member *const *)pb;
-	return a->leg != b->leg ? a->leg - b->leg : a->row - b->row;
-}
-
-static long long num(const char *s)
-{
-	return s ? strtoll(s, NULL, 10) : 0;
-}
-
-/* The value of row `name`'s value column in a (name, value) answer. */
-static const char *named_value(const struct leg_result *res, const char *name)
-{
-	for (int i = 0; name && i < res->nrows; i++)
-		if (res->rows[i][0] && strcmp(res->rows[i][0], name) == 0)
-			return res->rows[i][1];
-	return NULL;
-}
-
-/* One merged cell of the group g[0..n) for column col under rule def into buf. */
-static const char *merge_cell(const struct member *g, int n, int col, const struct col_def *def, bool by_name,
-			      char *buf, size_t size)
-{
-	long long best = 0, sum = 0;
-	long double wnum = 0, wden = 0;
-	int best_i = 0, wcol = by_name ? 1 : find_col(g[0].res, def->weight);
-	bool any = false;
-	if (def->rule == COL_FIRST || def->rule == COL_KEY)
-		return member_value(&g[0], col);
-	int ws = by_name ? -1 : find_col(g[0].res, "maxwait"), wus = by_name ? -1 : find_col(g[0].res, "maxwait_us");
-	for (int i = 0; i < n; i++) {
-		const char *s = member_value(&g[i], col);
-		long long v = num(s);
-		if (def->rule == COL_MAXWAIT && ws >= 0 && wus >= 0)
-			v = num(member_value(&g[i], ws)) * USEC_PER_SEC + num(member_value(&g[i], wus));
-		if (s && (!any || v > best)) {
-			best = v;
-			best_i = i;
-		}
-		any = any || s;
-		sum += v;
-		if (def->rule == COL_WAVG && wcol >= 0) {
-			long double w = (long double)num(by_name ? named_value(g[i].res, def->weight) :
-								   member_value(&g[i], wcol));
-			wnum += w * (long double)v;
-			wden += w;
-		}
-	}
-	if (!any)
-		return NULL;
-	if (def->rule == COL_MAXWAIT)
-		return member_value(&g[best_i], col);
-	long long out = def->rule == COL_SUM ? sum : def->rule == COL_WAVG && wden > 0 ? (long long)(wnum / wden) : best;
-	snprintf(buf, size, "%lld", out);
-	return buf;
-}
-
-/* RowDescription letters (admin_result) for the workers' column types. */
-static void result_types(const struct leg_result *ref, char *types, bool worker_col)
-{
-	int i;
-	for (i = 0; i < ref->ncols; i++)
-		types[i] = ref->oids[i] == 20 ? 'q' : ref->oids[i] == 23 ? 'i' : ref->oids[i] == 1700 ? 'N' : 's';
-	if (worker_col)
-		types[i++] = 'i';
-	types[i] = '\0';
-}
-
-/* A fan-out's own connection to a worker (the console superuser over a Unix socket, named so). */
-static bool is_leg_row(const struct merge *mg, const struct member *m)
-{
-	int app = find_col(mg->ref, "application_name"), user = find_col(mg->ref, "user"),
-	    type = find_col(mg->ref, "type");
-	return app >= 0 && user >= 0 && type >= 0 && member_value(m, type) && member_value(m, app) &&
-	       member_value(m, user) && strcmp(member_value(m, type), "C") == 0 &&
-	       strcmp(member_value(m, app), FANOUT_APPNAME) == 0 && strcmp(member_value(m, user), "pgbouncer") == 0;
-}
-
-/* Every worker's rows, each with its worker number last; the fan-outs' own connections left out. */
-static void merge_per_worker(const struct merge *mg, struct admin_result *r)
-{
-	const char **v = xcalloc((size_t)mg->ref->ncols + 1, sizeof(*v));
-	char wbuf[16];
-	for (int i = 0; i < mg->nm; i++) {
-		const struct member *m = &mg->m[i];
-		if (is_leg_row(mg, m))
-			continue;
-		for (int c = 0; c < mg->ref->ncols; c++)
-			v[c] = member_value(m, c);
-		snprintf(wbuf, sizeof(wbuf), "%d", m->leg);
-		v[mg->ref->ncols] = wbuf;
-		admin_result_row(r, v);
-	}
-	free(v);
-}
-
-/* Takes the fan-out's own connections out of the row that counts them (struct own_legs). */
-static void discount_legs(const struct merge *mg, const char **v, char (*bufs)[32])
-{
-	const struct own_legs *o = &mg->view->legs;
-	if (!o->key || mg->ref->ncols < 2 || !v[0] || strcmp(v[0], o->key) != 0 ||
-	    (o->key2 && (!v[1] || strcmp(v[1], o->key2) != 0)))
-		return;
-	int c = find_col(mg->ref, o->col);
-	if (c < 0 || !v[c])
-		return;
-	long long n = num(v[c]) - mg->legs;
-	snprintf(bufs[c], sizeof(bufs[c]), "%lld", n > 0 ? n : 0);
-	v[c] = bufs[c];
-}
-
-/* One row per key (KEYED) or per name (NAME_VALUE). */
-static void merge_grouped(struct merge *mg, struct admin_result *r)
-{
-	int ncols = mg->ref->ncols;
-	bool by_name = mg->view->shape == VIEW_NAME_VALUE;
-	sort_merge = mg;
-	qsort(mg->m, (size_t)mg->nm, sizeof(*mg->m), cmp_member);
-	/* group starts, in key order or in order of first appearance */
-	const struct member **starts = xcalloc((size_t)mg->nm + 1, sizeof(*starts));
-	int ng = 0;
-	for (int i = 0; i < mg->nm; i++)
-		if (i == 0 || cmp_key(mg, &mg->m[i - 1], &mg->m[i]) != 0)
-			starts[ng++] = &mg->m[i];
-	if (!mg->view->sorted)
-		qsort(starts, (size_t)ng, sizeof(*starts), cmp_first_seen);
-	const char **v = xcalloc((size_t)ncols, sizeof(*v));
-	char (*bufs)[32] = xcalloc((size_t)ncols, sizeof(*bufs));
-	for (int k = 0; k < ng; k++) {
-		const struct member *g = starts[k];
-		int n = 1;
-		while (g + n < mg->m + mg->nm && cmp_key(mg, g, g + n) == 0)
-			n++;
-		for (int c = 0; c < ncols; c++) {
-			const struct col_def *def = mg->rules[c];
-			if (by_name && c == 1)
-				def = rule_of(mg->view, member_value(g, 0));
-			v[c] = merge_cell(g, n, c, def, by_name && c == 1, bufs[c], sizeof(bufs[c]));
-		}
-		discount_legs(mg, v, bufs);
-		admin_result_row(r, v);
-	}
-	free(bufs);
-	free(v);
-	free(starts);
-}
-
+/* A SHOW: the answers of the workers that gave one, merged (admin_merge.c). */
 static void reply_show(struct fanout *fo)
 {
-	struct merge mg = { .view = fo->view };
+	struct admin_answer **answers = xcalloc((size_t)fo->nlegs, sizeof(*answers));
+	const struct leg *err = NULL;
+	int n = 0;
 	send_leg_notices(fo, false);
-	int total = 0;
 	for (int i = 0; i < fo->nlegs; i++) {
-		const struct leg *leg = &fo->legs[i];
-		if (leg->state == LEG_DONE && !leg->res.has_error && leg->res.ncols > 0) {
-			if (!mg.ref)
-				mg.ref = &leg->res;
-			total += leg->res.nrows;
-		}
-	}
-	if (!mg.ref) {
-		const struct leg *err = NULL;
-		for (int i = 0; i < fo->nlegs && !err; i++)
-			if (fo->legs[i].res.has_error)
-				err = &fo->legs[i];
-		if (err)
-			admin_reply_errorf(fo->client, "%s", err->res.message);
-		else
-			admin_reply_errorf(fo->client, "no worker answered: %s", fo->legs[0].res.failure);
-		return;
-	}
-	int ncols = mg.ref->ncols;
-	bool worker_col = fo->view->shape == VIEW_PER_WORKER;
-	mg.m = xcalloc((size_t)total + 1, sizeof(*mg.m));
-	mg.rules = xcalloc((size_t)ncols, sizeof(*mg.rules));
-	for (int c = 0; c < ncols; c++)
-		mg.rules[c] = fo->view->shape == VIEW_NAME_VALUE ? rule_of(fo->view, c == 0 ? NULL : "")
-								 : rule_of(fo->view, mg.ref->names[c]);
-	if (fo->view->shape == VIEW_NAME_VALUE) {
-		static const struct col_def key = { NULL, COL_KEY, NULL };
-		mg.rules[0] = &key;
-	}
-	for (int i = 0; i < fo->nlegs; i++) {
-		const struct leg *leg = &fo->legs[i];
-		if (leg->state != LEG_DONE || leg->res.has_error || leg->res.ncols != ncols)
+		struct leg *leg = &fo->legs[i];
+		if (leg->state == LEG_DONE && leg->res.has_error && !err)
+			err = leg;
+		if (leg->state != LEG_DONE || leg->res.has_error || leg->res.ncols == 0)
 			continue;
-		for (int row = 0; row < leg->res.nrows; row++)
-			mg.m[mg.nm++] = (struct member){ &leg->res, leg->worker, row };
-		mg.legs++;
+		leg->res.worker = leg->worker;
+		answers[n++] = &leg->res;
 	}
-	char *types = xmalloc((size_t)ncols + 2);
-	const char **names = xcalloc((size_t)ncols + 1, sizeof(*names));
-	for (int c = 0; c < ncols; c++)
-		names[c] = mg.ref->names[c];
-	names[ncols] = "worker";
-	result_types(mg.ref, types, worker_col);
-	struct admin_result r;
-	admin_result_init(&r, 4096);
-	admin_result_begin(&r, types, names);
-	if (worker_col)
-		merge_per_worker(&mg, &r);
-	else
-		merge_grouped(&mg, &r);
-	admin_result_send(fo->client, &r);
-	free(types);
-	free(names);
-	free(mg.rules);
-	free(mg.m);
+	if (n > 0) {
+		struct admin_result r;
+		admin_result_init(&r, 4096);
+		admin_merge(fo->view, answers, n, n, &r);	/* each answering worker has one leg: ours */
+		admin_result_send(fo->client, &r);
+	} else if (err) {
+		admin_reply_errorf(fo->client, "%s", err->res.message);
+	} else {
+		admin_reply_errorf(fo->client, "no worker answered: %s", fo->legs[0].failure);
+	}
+	free(answers);
 }
 
 /* ---------------------------------------------------------------- entry points */
@@ -963,7 +570,7 @@ bool admin_fanout_is_leg(const struct client *client)
 	if (workers_count() <= 1 || !client->admin_superuser || !on_private_socket(client))
 		return false;
 	const char *app = varcache_get(client->vars, varcache_index("application_name"));
-	return app && strcmp(app, FANOUT_APPNAME) == 0;
+	return app && strcmp(app, ADMIN_FANOUT_APPNAME) == 0;
 }
 
 bool admin_fanout_wanted(const struct client *client)
@@ -973,13 +580,10 @@ bool admin_fanout_wanted(const struct client *client)
 
 bool admin_fanout_show(struct client *client, const char *what, const char *query)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		if (admin_word_is(what, views[i].name)) {
-			fanout_begin(client, query, &views[i], false, 0);
-			return true;
-		}
-	}
-	return false;
+	const struct admin_view *view = admin_merge_find(what);
+	if (view)
+		fanout_begin(client, query, view, false, 0);
+	return view != NULL;
 }
 
 void admin_fanout_control(struct client *client, const char *query, int worker, bool waits, const char *undo)

@@ -11,6 +11,7 @@
  *   admin_fanout.c   workers = N > 1: a command run on every worker
  *                    through its private socket, the replies merged
  *                    into one answer for the whole instance
+ *   admin_merge.c    the rules that merge the workers' SHOW answers
  *   admin_show.c     the SHOW views in one table, and the parameters
  *                    PgBouncer fakes for drivers (SHOW/SET client_encoding)
  *   admin_reply.c    what the console writes back: result sets, command
@@ -32,6 +33,7 @@
 #include <strings.h>
 
 struct client;
+struct admin_result;
 
 /* Console words (verbs, SHOW names, SET keys PgBouncer fakes) match without regard to case. */
 static inline bool admin_word_is(const char *w, const char *kw)
@@ -88,6 +90,42 @@ bool admin_fanout_abort(struct client *client);
  * wait answers as usual within its time bound.
  */
 bool admin_fanout_cancel(struct client *client);
+
+/* ---------------------------------------------------------------- admin_merge.c */
+
+/* The application_name of the fan-out's own connections to the workers. */
+#define ADMIN_FANOUT_APPNAME "pgvalve-fanout"
+
+/* What one worker answered a console command: a result set or an error, and its first notice. */
+struct admin_answer {
+	int worker;
+	int ncols;
+	char **names;
+	uint32_t *oids;			/* each column's type */
+	char ***rows;			/* rows[i][c]: text, NULL for SQL NULL */
+	int nrows, cap;
+	char tag[128];
+	bool has_error, has_notice;
+	char sqlstate[6];
+	char message[400];
+	char notice[400];
+	char notice_detail[1024];
+};
+
+void admin_answer_free(struct admin_answer *a);
+
+/* How a SHOW view is merged (admin_merge.c's views[]); NULL: the view is answered by one worker. */
+struct admin_view;
+const struct admin_view *admin_merge_find(const char *what);
+/*
+ * answers[0..n), each from a different worker in worker order, merged
+ * into r (begun here): per-worker views get a last column "worker"; the
+ * others one row per key. Answers whose columns differ from the first's
+ * are left out. own_legs: how many of the fan-out's own connections the
+ * answers count (taken out of the rows that count them).
+ */
+void admin_merge(const struct admin_view *view, struct admin_answer *const *answers, int n, int own_legs,
+		 struct admin_result *r);
 
 /* ---------------------------------------------------------------- admin_show.c */
 
