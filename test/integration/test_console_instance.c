@@ -56,6 +56,18 @@ static PGconn *worker_console(struct pgv *p, int k)
 	return c;
 }
 
+/* A console on unix_socket_dir/.s.PGSQL.<port>: worker 1's, and the instance's. */
+static PGconn *unix_console(struct pgv *p)
+{
+	char port[16];
+	snprintf(port, sizeof(port), "%d", p->port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", NULL };
+	const char *val[] = { p->dir, port, "pgbouncer", "admin_u", "admin_pass", "disable", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "console on the shared Unix socket: %s", PQerrorMessage(c));
+	return c;
+}
+
 /* NCLIENTS clients of DB, each has run a transaction (so every worker that got one holds a server). */
 static void open_clients(struct pgv *p, PGconn *c[NCLIENTS])
 {
@@ -178,6 +190,11 @@ START_TEST(show_views_are_instance_wide)
 	for (int k = 1; k <= WORKERS; k++)
 		consoles_on += console_worker_seen[k];
 	ck_assert_msg(consoles_on >= 2, "the %d consoles all landed on one worker", NCONSOLES);
+
+	/* the shared Unix socket (worker 1's) is the instance's too */
+	PGconn *u = unix_console(&p);
+	ck_assert_int_eq(pools_value(u, "cl_active") + pools_value(u, "cl_waiting"), NCLIENTS);
+	PQfinish(u);
 
 	/* a worker's private socket: that worker's clients only, no worker column */
 	int sum = 0;
@@ -428,12 +445,18 @@ START_TEST(stopped_worker_times_out)
 	PGresult *r = show(a, "SHOW CLIENTS");
 	int mine = worker_of_port(r, local_port(a));
 	PQclear(r);
-	int victim = mine == 1 ? 2 : 1;
+	int victim = mine == 2 ? 3 : 2;	/* not worker 1: it owns the shared Unix socket used below */
 	ck_assert_int_eq(kill(pids[victim - 1], SIGSTOP), 0);
 	double t0 = now_s();
 	r = show(a, "SHOW STATS_TOTALS");
 	double took = now_s() - t0;
 	PQclear(r);
+	/* a console that leaves while its command waits on the stopped worker leaves nothing behind */
+	PGconn *b = unix_console(&p);	/* worker 1's, so not the stopped one */
+	send_query(b, "SHOW POOLS");
+	sleep_ms(200);
+	PQfinish(b);
+	sleep_ms(100);
 	kill(pids[victim - 1], SIGCONT);
 	ck_assert_msg(took >= 1.5 && took < 3.5, "SHOW STATS_TOTALS took %.2f s with worker %d stopped", took, victim);
 	char want[64];
@@ -443,6 +466,11 @@ START_TEST(stopped_worker_times_out)
 	notices.n = 0;
 	admin_ok(a, "RECONNECT", "RECONNECT");
 	ck_assert_int_eq(notices.n, 0);
+	/* no worker died on the way */
+	r = show(a, "SHOW WORKERS");
+	for (int k = 0; k < WORKERS; k++)
+		expect_icell(r, k, "restarts", 0);
+	PQclear(r);
 	PQfinish(a);
 	pgv_stop(&p);
 }
