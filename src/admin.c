@@ -257,7 +257,7 @@ static void console_closing(struct client *client)
 	admin_client_closing(client);
 }
 
-/* ^C on a command being run on every worker is passed on to each of them (admin_fanout.c). */
+/* ^C on a command being run on every worker: admin_fanout.c ends a waiting one (and undoes a PAUSE db). */
 static void console_cancel(struct client *client)
 {
 	if (!admin_fanout_cancel(client))

@@ -9,7 +9,9 @@
  *
  * Owns: the admin db object and the list of console clients waiting.
  * Changes pool and process state through pool.c, reload.c, listener.c,
- * workers.c, shutdown.c and drain.c; answers through admin_reply.c.
+ * workers.c, shutdown.c and drain.c; answers through admin_reply.c. With
+ * workers = N, a verb typed on the port is handed to admin_fanout.c to
+ * run on every worker (verbs[]' scope), after its rights are checked here.
  */
 #include "pgvalve/common.h"
 #include "pgvalve/admin_internal.h"
@@ -676,10 +678,6 @@ static bool args_shutdown(const struct admin_command *cmd)
 }
 
 /*
- * One control verb. PgBouncer checks a command's argument syntax before
- * the user's rights, so a malformed command is "invalid" to anyone.
- */
-/*
  * Where a verb runs when the console speaks for an instance of several
  * workers (admin_fanout.h): here only (the instance-wide state and the
  * supervisor's signals already reach every worker: PAUSE / RESUME of
@@ -695,6 +693,10 @@ enum verb_scope {
 	SCOPE_OWNER,
 };
 
+/*
+ * One control verb. PgBouncer checks a command's argument syntax before
+ * the user's rights, so a malformed command is "invalid" to anyone.
+ */
 struct control_verb {
 	const char *name;
 	bool (*args_ok)(const struct admin_command *cmd);	/* NULL: any argument, or none */
@@ -717,6 +719,18 @@ static const struct control_verb verbs[] = {
 	{ "SHUTDOWN", args_shutdown, false, control_shutdown, SCOPE_HERE },
 	{ "DRAIN", args_none, false, control_drain, SCOPE_HERE },	/* pgvalve extension */
 };
+
+/* RESUME db as a query, the name quoted as the console's grammar reads it ("" for a quote). */
+static void resume_command(const char *db, char *buf, size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "RESUME \"");
+	for (; *db && n + 4 < size; db++) {
+		if (*db == '"')
+			buf[n++] = '"';
+		buf[n++] = *db;
+	}
+	snprintf(buf + n, size - n, "\"");
+}
 
 /*
  * Hands the command to admin_fanout.c when it is for every worker (or
@@ -742,16 +756,11 @@ static bool fan_out(struct client *client, const struct control_verb *v, const s
 		admin_fanout_control(client, query, owner, false, NULL);
 		return true;
 	}
-	/* ^C on PAUSE db undoes it on every worker: RESUME db, the name quoted as the grammar reads it */
+	/* ^C on PAUSE db undoes it on every worker */
 	char undo[2 * sizeof(cmd->arg) + 16];
-	size_t n = (size_t)snprintf(undo, sizeof(undo), "RESUME \"");
-	for (const char *c = cmd->arg; *c; c++) {
-		if (*c == '"')
-			undo[n++] = '"';
-		undo[n++] = *c;
-	}
-	snprintf(undo + n, sizeof(undo) - n, "\"");
 	bool pause = admin_word_is(v->name, "PAUSE");
+	if (pause)
+		resume_command(cmd->arg, undo, sizeof(undo));
 	admin_fanout_control(client, query, 0, scope == SCOPE_ALL_WAITS || scope == SCOPE_ALL_WAITS_WITH_DB,
 			     pause ? undo : NULL);
 	return true;
