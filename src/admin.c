@@ -22,6 +22,7 @@
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
+#include "pgvalve/workers.h"
 
 #include <ctype.h>
 #include <strings.h>
@@ -153,11 +154,14 @@ static void run_query(struct client *client, const char *query)
 		goto invalid;
 	client_log(LOG_LEVEL_DEBUG, client, "admin command: %s", query);
 	if (admin_word_is(cmd.verb, "SHOW") || admin_word_is(cmd.verb, "SELECT")) {
+		if (cmd.has_arg && workers_count() > 1 && admin_fanout_wanted(client) &&
+		    admin_fanout_show(client, cmd.arg, query))
+			return;	/* the whole instance's rows, merged (admin_fanout.c) */
 		if (cmd.has_arg && admin_show_run(client, cmd.arg))
 			return;
 		goto invalid;
 	}
-	if (admin_control_run(client, &cmd))
+	if (admin_control_run(client, &cmd, query))
 		return;
 invalid:
 	admin_reply_errorf(client, "invalid command '%s', use SHOW HELP;", query);
@@ -246,13 +250,27 @@ static int console_claim(struct client *client, const struct startup_params *sp,
 	return config_is_admin_dbname(dbname);
 }
 
+/* A console client leaves: a fan-out under way for it ends first, then its wait. */
+static void console_closing(struct client *client)
+{
+	admin_fanout_abort(client);
+	admin_client_closing(client);
+}
+
+/* ^C on a command being run on every worker: admin_fanout.c ends a waiting one (and undoes a PAUSE db). */
+static void console_cancel(struct client *client)
+{
+	if (!admin_fanout_cancel(client))
+		admin_cancel_request(client);
+}
+
 static const struct client_kind_ops console_kind = {
 	.claim = console_claim,
 	.check_login = admin_check_login,
 	.check_access = admin_check_access,
 	.data_packet = admin_handle_packet,
-	.cancel = admin_cancel_request,
-	.closing = admin_client_closing,
+	.cancel = console_cancel,
+	.closing = console_closing,
 };
 
 void admin_register(void)

@@ -9,7 +9,9 @@
  *
  * Owns: the admin db object and the list of console clients waiting.
  * Changes pool and process state through pool.c, reload.c, listener.c,
- * workers.c, shutdown.c and drain.c; answers through admin_reply.c.
+ * workers.c, shutdown.c and drain.c; answers through admin_reply.c. With
+ * workers = N, a verb typed on the port is handed to admin_fanout.c to
+ * run on every worker (verbs[]' scope), after its rights are checked here.
  */
 #include "pgvalve/common.h"
 #include "pgvalve/admin_internal.h"
@@ -442,8 +444,13 @@ static void control_reload(struct client *client, const struct admin_command *cm
 		admin_reply_error(client, "F0000", "RELOAD failed, see logs for additional details");
 		return;
 	}
-	/* The whole instance reloads, as SIGHUP would: the supervisor tells the other workers. */
-	workers_tell_supervisor(SIGHUP);
+	/*
+	 * The whole instance reloads, as SIGHUP would: the supervisor tells the
+	 * other workers. Not when the console's fan-out asked: it asks every
+	 * worker itself and answers once all have reloaded.
+	 */
+	if (!admin_fanout_is_leg(client))
+		workers_tell_supervisor(SIGHUP);
 	admin_reply_complete(client, "RELOAD");
 }
 
@@ -671,6 +678,22 @@ static bool args_shutdown(const struct admin_command *cmd)
 }
 
 /*
+ * Where a verb runs when the console speaks for an instance of several
+ * workers (admin_fanout.h): here only (the instance-wide state and the
+ * supervisor's signals already reach every worker: PAUSE / RESUME of
+ * everything, SHUTDOWN, DRAIN), on every worker, or on the worker
+ * that owns the client (KILL_CLIENT: the id's high bits, workers.h).
+ */
+enum verb_scope {
+	SCOPE_HERE,
+	SCOPE_ALL,		/* answered once every worker has */
+	SCOPE_ALL_WAITS,	/* the same, and it may wait there (no answer deadline) */
+	SCOPE_ALL_WITH_DB,	/* with a database argument; without one, here (instance state) */
+	SCOPE_ALL_WAITS_WITH_DB,
+	SCOPE_OWNER,
+};
+
+/*
  * One control verb. PgBouncer checks a command's argument syntax before
  * the user's rights, so a malformed command is "invalid" to anyone.
  */
@@ -679,24 +702,71 @@ struct control_verb {
 	bool (*args_ok)(const struct admin_command *cmd);	/* NULL: any argument, or none */
 	bool checks_rights;	/* the handler checks admin rights itself (SET: faked parameters are for anyone) */
 	void (*run)(struct client *client, const struct admin_command *cmd);
+	enum verb_scope scope;
 };
 
 static const struct control_verb verbs[] = {
-	{ "SET", args_set, true, control_set },
-	{ "RELOAD", args_none, false, control_reload },
-	{ "PAUSE", NULL, false, control_pause },
-	{ "RESUME", NULL, false, control_resume },
-	{ "DISABLE", NULL, false, control_disable },
-	{ "ENABLE", NULL, false, control_enable },
-	{ "RECONNECT", NULL, false, control_reconnect },
-	{ "KILL", NULL, false, control_kill },
-	{ "KILL_CLIENT", NULL, false, control_kill_client },
-	{ "WAIT_CLOSE", NULL, false, control_wait_close },
-	{ "SHUTDOWN", args_shutdown, false, control_shutdown },
-	{ "DRAIN", args_none, false, control_drain },	/* pgvalve extension */
+	{ "SET", args_set, true, control_set, SCOPE_ALL },
+	{ "RELOAD", args_none, false, control_reload, SCOPE_ALL },
+	{ "PAUSE", NULL, false, control_pause, SCOPE_ALL_WAITS_WITH_DB },
+	{ "RESUME", NULL, false, control_resume, SCOPE_ALL_WITH_DB },
+	{ "DISABLE", NULL, false, control_disable, SCOPE_ALL },
+	{ "ENABLE", NULL, false, control_enable, SCOPE_ALL },
+	{ "RECONNECT", NULL, false, control_reconnect, SCOPE_ALL },
+	{ "KILL", NULL, false, control_kill, SCOPE_ALL },
+	{ "KILL_CLIENT", NULL, false, control_kill_client, SCOPE_OWNER },
+	{ "WAIT_CLOSE", NULL, false, control_wait_close, SCOPE_ALL_WAITS },
+	{ "SHUTDOWN", args_shutdown, false, control_shutdown, SCOPE_HERE },
+	{ "DRAIN", args_none, false, control_drain, SCOPE_HERE },	/* pgvalve extension */
 };
 
-bool admin_control_run(struct client *client, const struct admin_command *cmd)
+/* RESUME db as a query, the name quoted as the console's grammar reads it ("" for a quote). */
+static void resume_command(const char *db, char *buf, size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "RESUME \"");
+	for (; *db && n + 4 < size; db++) {
+		if (*db == '"')
+			buf[n++] = '"';
+		buf[n++] = *db;
+	}
+	snprintf(buf + n, size - n, "\"");
+}
+
+/*
+ * Hands the command to admin_fanout.c when it is for every worker (or
+ * another worker): true if it did. Rights are checked here first: the
+ * workers run it as the console superuser.
+ */
+static bool fan_out(struct client *client, const struct control_verb *v, const struct admin_command *cmd,
+		    const char *query)
+{
+	enum verb_scope scope = v->scope;
+	if (!admin_fanout_wanted(client))
+		return false;
+	if ((scope == SCOPE_ALL_WITH_DB || scope == SCOPE_ALL_WAITS_WITH_DB) && !cmd->has_arg)
+		return false;
+	if (v->checks_rights && (admin_show_is_fake_param(cmd->key) || !user_is_admin(client)))
+		return false;	/* SET of a faked parameter, or refused: the same answer here */
+	if (scope == SCOPE_OWNER) {
+		char *end;
+		unsigned long long id = cmd->has_arg ? strtoull(cmd->arg, &end, 10) : 0;
+		int owner = workers_id_owner(id);
+		if (!cmd->has_arg || end == cmd->arg || owner < 1 || owner == workers_self())
+			return false;	/* malformed, unknown, or one of this worker's: answered here */
+		admin_fanout_control(client, query, owner, false, NULL);
+		return true;
+	}
+	/* ^C on PAUSE db undoes it on every worker */
+	char undo[2 * sizeof(cmd->arg) + 16];
+	bool pause = admin_word_is(v->name, "PAUSE");
+	if (pause)
+		resume_command(cmd->arg, undo, sizeof(undo));
+	admin_fanout_control(client, query, 0, scope == SCOPE_ALL_WAITS || scope == SCOPE_ALL_WAITS_WITH_DB,
+			     pause ? undo : NULL);
+	return true;
+}
+
+bool admin_control_run(struct client *client, const struct admin_command *cmd, const char *query)
 {
 	const struct control_verb *v = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(verbs) && !v; i++)
@@ -708,6 +778,8 @@ bool admin_control_run(struct client *client, const struct admin_command *cmd)
 		admin_reply_errorf(client, "admin access needed");
 		return true;
 	}
+	if (v->scope != SCOPE_HERE && workers_count() > 1 && fan_out(client, v, cmd, query))
+		return true;	/* one process never goes past the test */
 	v->run(client, cmd);
 	return true;
 }

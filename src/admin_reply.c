@@ -143,6 +143,15 @@ static void put_notice(struct pktbuf *b, const char *msg, const char *detail)
 	pktbuf_end(b);
 }
 
+void admin_send_notice(struct client *client, const char *msg, const char *detail)
+{
+	struct pktbuf b;
+	pktbuf_init(&b, 512);
+	put_notice(&b, msg, detail);
+	netbuf_send(&client->nb, b.buf, b.len);
+	pktbuf_free(&b);
+}
+
 void admin_reply_notice(struct client *client, const char *msg, const char *detail, const char *tag)
 {
 	struct pktbuf b;

@@ -273,6 +273,7 @@ static int worker_main(int worker, unsigned restarts)
 {
 	char err[256];
 	workers_become(worker);
+	pgv.next_conn_id = (uint64_t)worker << WORKERS_ID_SHIFT;	/* ids unique in the instance (workers.h) */
 	/* The supervisor has no loop to notify from: worker 1 speaks for the instance. */
 	sdnotify_set_enabled(worker == 1);
 	pidfile_written = false;	/* the supervisor's, not ours to remove */

@@ -193,6 +193,12 @@ void workers_table_destroy(void)
 	wk.blobs = NULL;
 }
 
+int workers_id_owner(uint64_t id)
+{
+	uint64_t k = id >> WORKERS_ID_SHIFT;
+	return workers_count() > 1 && k >= 1 && k <= (uint64_t)workers_count() ? (int)k : 0;
+}
+
 void workers_become(int worker)
 {
 	wk.self = worker;

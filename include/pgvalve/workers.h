@@ -114,6 +114,15 @@ void workers_socket_dir(const struct config *cfg, int worker, char *buf, size_t 
 /* peer_id of worker k under cfg's peer_id (see the scheme above). */
 int workers_peer_id(const struct config *cfg, int worker);
 
+/*
+ * Client and server ids (SHOW CLIENTS' id, KILL_CLIENT) are unique in the
+ * instance: with workers = N > 1, worker k counts from k << WORKERS_ID_SHIFT
+ * (main.c), so the id names its worker. workers_id_owner: that worker,
+ * 0 for a single process or an id no worker hands out.
+ */
+#define WORKERS_ID_SHIFT 48
+int workers_id_owner(uint64_t id);
+
 /* Supervisor side: a worker's process fields. */
 void workers_set_process(int worker, pid_t pid, enum worker_state state, unsigned restarts, usec_t started);
 void workers_set_state(int worker, enum worker_state state);

@@ -153,6 +153,13 @@ static PGconn *login(struct pgv *p, const char *dbname)
 	return c;
 }
 
+/* Notices (a worker left out of a console command) stay off the test's output. */
+static void quiet(void *arg, const PGresult *res)
+{
+	(void)arg;
+	(void)res;
+}
+
 static void exec_ok(PGconn *c, const char *sql)
 {
 	PGresult *r = PQexec(c, sql);
@@ -176,6 +183,24 @@ static double console_value(PGconn *a, const char *show, const char *key, const 
 		}
 	PQclear(r);
 	ck_abort_msg("%s: no row %s", show, key);
+	return 0;
+}
+
+/* A column of the console's SHOW row whose first two columns are key and key2 (SHOW POOLS: database, user). */
+static double console_value2(PGconn *a, const char *show, const char *key, const char *key2, const char *col)
+{
+	PGresult *r = PQexec(a, show);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int c = PQfnumber(r, col);
+	ck_assert_msg(c >= 0, "%s has no column %s", show, col);
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), key) == 0 && strcmp(PQgetvalue(r, i, 1), key2) == 0) {
+			double v = strtod(PQgetvalue(r, i, c), NULL);
+			PQclear(r);
+			return v;
+		}
+	PQclear(r);
+	ck_abort_msg("%s: no row %s/%s", show, key, key2);
 	return 0;
 }
 
@@ -243,6 +268,52 @@ START_TEST(off_by_default)
 }
 END_TEST
 
+/* The console's SHOW POOLS row of (DB, USER) and SHOW STATS row of DB are what body (a scrape) says. */
+static void expect_console_agrees(PGconn *a, const char *body)
+{
+	const char *pl = "{database=\"" DB "\",user=\"" USER "\"}";
+	char s[256];
+	struct { const char *metric, *col; } pools[] = {
+		{ "pgbouncer_pools_client_active_connections", "cl_active" },
+		{ "pgbouncer_pools_client_waiting_connections", "cl_waiting" },
+		{ "pgbouncer_pools_server_active_connections", "sv_active" },
+		{ "pgbouncer_pools_server_idle_connections", "sv_idle" },
+		{ "pgbouncer_pools_server_used_connections", "sv_used" },
+		{ "pgbouncer_pools_server_testing_connections", "sv_tested" },
+		{ "pgbouncer_pools_server_login_connections", "sv_login" },
+	};
+	PGresult *r = PQexec(a, "SHOW POOLS");
+	int row = -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), DB) == 0 && strcmp(PQgetvalue(r, i, 1), USER) == 0)
+			row = i;
+	ck_assert_int_ge(row, 0);
+	for (size_t i = 0; i < ARRAY_LEN(pools); i++) {
+		snprintf(s, sizeof(s), "%s%s", pools[i].metric, pl);
+		double want = strtod(PQgetvalue(r, row, PQfnumber(r, pools[i].col)), NULL);
+		ck_assert_msg(metric(body, s) == want, "%s = %g, SHOW POOLS %s = %g", s, metric(body, s), pools[i].col,
+			      want);
+	}
+	PQclear(r);
+	struct { const char *metric, *col; double scale; } stats[] = {
+		{ "pgbouncer_stats_queries_pooled_total", "total_query_count", 1 },
+		{ "pgbouncer_stats_sql_transactions_pooled_total", "total_xact_count", 1 },
+		{ "pgbouncer_stats_server_assignments_total", "total_server_assignment_count", 1 },
+		{ "pgbouncer_stats_received_bytes_total", "total_received", 1 },
+		{ "pgbouncer_stats_sent_bytes_total", "total_sent", 1 },
+		{ "pgbouncer_stats_queries_duration_seconds_total", "total_query_time", 1e-6 },
+		{ "pgbouncer_stats_server_in_transaction_seconds_total", "total_xact_time", 1e-6 },
+		{ "pgbouncer_stats_client_wait_seconds_total", "total_wait_time", 1e-6 },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(stats); i++) {
+		snprintf(s, sizeof(s), "%s{database=\"" DB "\"}", stats[i].metric);
+		double want = console_value(a, "SHOW STATS", DB, stats[i].col) * stats[i].scale;
+		double got = metric(body, s);
+		ck_assert_msg(got >= want - 1e-6 && got <= want + 1e-6, "%s = %.9g, SHOW STATS %s = %.9g", s, got,
+			      stats[i].col, want);
+	}
+}
+
 /*
  * Under pgbench load: promtool accepts the scrape, every exporter family is
  * there, and the numbers agree with the console (counters between two
@@ -278,52 +349,13 @@ START_TEST(exporter_series_match_console)
 	exec_ok(c1, "SELECT 1");
 	body = scrape(mport);
 	expect_promtool_ok(&p, body);
+	expect_console_agrees(a, body);
 	const char *pl = "{database=\"" DB "\",user=\"" USER "\"}";
 	char s[256];
-	struct { const char *metric, *col; } pools[] = {
-		{ "pgbouncer_pools_client_active_connections", "cl_active" },
-		{ "pgbouncer_pools_client_waiting_connections", "cl_waiting" },
-		{ "pgbouncer_pools_server_active_connections", "sv_active" },
-		{ "pgbouncer_pools_server_idle_connections", "sv_idle" },
-		{ "pgbouncer_pools_server_used_connections", "sv_used" },
-		{ "pgbouncer_pools_server_testing_connections", "sv_tested" },
-		{ "pgbouncer_pools_server_login_connections", "sv_login" },
-	};
-	PGresult *r = PQexec(a, "SHOW POOLS");
-	int row = -1;
-	for (int i = 0; i < PQntuples(r); i++)
-		if (strcmp(PQgetvalue(r, i, 0), DB) == 0 && strcmp(PQgetvalue(r, i, 1), USER) == 0)
-			row = i;
-	ck_assert_int_ge(row, 0);
-	for (size_t i = 0; i < ARRAY_LEN(pools); i++) {
-		snprintf(s, sizeof(s), "%s%s", pools[i].metric, pl);
-		double want = strtod(PQgetvalue(r, row, PQfnumber(r, pools[i].col)), NULL);
-		ck_assert_msg(metric(body, s) == want, "%s = %g, SHOW POOLS %s = %g", s, metric(body, s), pools[i].col,
-			      want);
-	}
-	PQclear(r);
 	snprintf(s, sizeof(s), "pgbouncer_pools_client_active_connections%s", pl);
 	ck_assert_double_eq(metric(body, s), 2);
 	snprintf(s, sizeof(s), "pgbouncer_pools_server_active_connections%s", pl);
 	ck_assert_double_eq(metric(body, s), 1);
-
-	struct { const char *metric, *col; double scale; } stats[] = {
-		{ "pgbouncer_stats_queries_pooled_total", "total_query_count", 1 },
-		{ "pgbouncer_stats_sql_transactions_pooled_total", "total_xact_count", 1 },
-		{ "pgbouncer_stats_server_assignments_total", "total_server_assignment_count", 1 },
-		{ "pgbouncer_stats_received_bytes_total", "total_received", 1 },
-		{ "pgbouncer_stats_sent_bytes_total", "total_sent", 1 },
-		{ "pgbouncer_stats_queries_duration_seconds_total", "total_query_time", 1e-6 },
-		{ "pgbouncer_stats_server_in_transaction_seconds_total", "total_xact_time", 1e-6 },
-		{ "pgbouncer_stats_client_wait_seconds_total", "total_wait_time", 1e-6 },
-	};
-	for (size_t i = 0; i < ARRAY_LEN(stats); i++) {
-		snprintf(s, sizeof(s), "%s{database=\"" DB "\"}", stats[i].metric);
-		double want = console_value(a, "SHOW STATS", DB, stats[i].col) * stats[i].scale;
-		double got = metric(body, s);
-		ck_assert_msg(got >= want - 1e-6 && got <= want + 1e-6, "%s = %.9g, SHOW STATS %s = %.9g", s, got,
-			      stats[i].col, want);
-	}
 	/* SHOW LISTS, CONFIG, DATABASES, VERSION */
 	ck_assert_double_eq(metric(body, "pgbouncer_databases"), console_value(a, "SHOW LISTS", "databases", "items"));
 	ck_assert_double_eq(metric(body, "pgbouncer_users"), console_value(a, "SHOW LISTS", "users", "items"));
@@ -848,6 +880,52 @@ START_TEST(workers_totals_are_the_sum)
 }
 END_TEST
 
+/*
+ * workers = 4: what pgbouncer_exporter reads from the console on the port
+ * (now the instance's: admin_fanout.c) is what /metrics says, clients and
+ * servers of every worker counted once.
+ */
+START_TEST(instance_console_agrees_with_metrics)
+{
+	struct pgv p;
+	int mport;
+	start_with_metrics(&p, &mport, "workers = 4\n");
+	wait_workers_up(mport, 4);
+	enum { N = 24 };
+	PGconn *c[N];
+	for (int i = 0; i < N; i++) {
+		c[i] = login(&p, DB);
+		for (int q = 0; q < 3; q++)
+			exec_ok(c[i], "SELECT 1");
+	}
+	exec_ok(c[0], "BEGIN");	/* one server active, one client in a transaction */
+	exec_ok(c[0], "SELECT 1");
+	sleep_s(1.6);	/* every worker publishes at least once a second */
+	char *body = scrape(mport);
+	expect_promtool_ok(&p, body);
+	PGconn *a = login(&p, "pgbouncer");
+	PQsetNoticeReceiver(a, quiet, NULL);
+	expect_console_agrees(a, body);
+	char s[256];
+	ck_assert_double_eq(console_value2(a, "SHOW POOLS", DB, USER, "cl_active"), N);
+	ck_assert_double_eq(console_value2(a, "SHOW POOLS", DB, USER, "sv_active"), 1);
+	ck_assert_double_eq(metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}"),
+			    console_value(a, "SHOW STATS_TOTALS", DB, "query_count"));
+	ck_assert_double_eq(metric(body, "pgbouncer_stats_sql_transactions_pooled_total{database=\"" DB "\"}"),
+			    console_value(a, "SHOW STATS_TOTALS", DB, "xact_count"));
+	ck_assert_double_ge(console_value(a, "SHOW STATS_TOTALS", DB, "query_count"), 3 * N);
+	ck_assert_double_eq(metric(body, "pgbouncer_used_servers"), console_value(a, "SHOW LISTS", "used_servers", "items"));
+	snprintf(s, sizeof(s), "pgbouncer_databases_current_connections{name=\"" DB "\",host=\"127.0.0.1\",port=\"%s\","
+			       "database=\"" DB "\",force_user=\"\",pool_mode=\"\"}", getenv("PGV_TEST_PGPORT"));
+	ck_assert_double_eq(metric(body, s), console_value(a, "SHOW DATABASES", DB, "current_connections"));
+	free(body);
+	PQfinish(a);
+	for (int i = 0; i < N; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* GET path over TLS, verifying the server against ca.crt for host; the status, or 0 if the handshake failed. */
 static int https_get(int port, const char *host, const char *path, const char *headers, char *body, size_t size)
 {
@@ -927,6 +1005,7 @@ int main(void)
 	tcase_add_test(tc, latency_histograms_and_failure_counters);
 	tcase_add_test(tc, saturation_cancel_and_connect_failures);
 	tcase_add_test(tc, workers_totals_are_the_sum);
+	tcase_add_test(tc, instance_console_agrees_with_metrics);
 	tcase_add_test(tc, tls_endpoint);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
