@@ -20,6 +20,7 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/relay.h"
 #include "pgvalve/server.h"
+#include "pgvalve/workers.h"
 
 #include <ctype.h>
 #include <event2/event.h>
@@ -715,24 +716,37 @@ static struct notify_client *notify_client_new(struct client *client)
 	return nc;
 }
 
-/* The pool's listener state, with a listener on its way; NULL if none could be started. */
-static struct notify_pool *pool_state(struct pool *pool)
+/*
+ * The pool's listener state, with a listener on its way: the server the
+ * client's LISTEN just committed on (server), claimed, so that it becomes
+ * the listener as soon as the client lets it go. So the listener is one
+ * of the pool's servers, counted in pool_size, max_db_connections,
+ * max_user_connections and the instance's budget, and never waits for
+ * room (no other client's transaction, nor a LISTEN held for it, can
+ * stand in its way); and that server has listened on the client's
+ * channels since its commit, so the first client misses nothing. NULL
+ * (why in *refused) if the pool cannot spare a server for it.
+ */
+static struct notify_pool *pool_state(struct pool *pool, struct server *server, const char **refused)
 {
 	if (pool->notify)
 		return pool->notify;
+	/* Each worker has its own listener (workers = N): one server each, and one left for queries. */
+	int listeners = pgv.budget ? workers_count() : 1;
+	if (pool_server_capacity(pool) < listeners + 1) {
+		*refused = "LISTEN needs a server for the notification listener of each worker and one for queries: "
+			   "raise pool_size (and max_db_connections, max_user_connections) to at least workers + 1";
+		return NULL;
+	}
 	struct notify_pool *np = xcalloc(1, sizeof(*np));
 	np->pool = pool;
 	list_init(&np->clients);
 	pktbuf_init(&np->out, 256);
 	pool->notify = np;
-	struct server *server = server_connect_owned(pool, &listener_owner);
-	if (!server) {
-		log_warning("could not open a notification listener for %s/%s", pool->db->name, pool->user);
-		pool->notify = NULL;
-		pool_state_free(np);
-		return NULL;
-	}
 	np->listener = server;
+	server_claim(server, &listener_owner);
+	server_log(LOG_LEVEL_INFO, server, "to be the notification listener of %s/%s once its client lets it go",
+		   pool->db->name, pool->user);
 	return np;
 }
 
@@ -747,20 +761,36 @@ static void client_detach(struct notify_client *nc)
 	nc->np = NULL;
 	if (!list_empty(&np->clients))
 		return;
-	if (np->listener)
-		server_close(np->listener, "no client listens any more");	/* listener_lost frees np */
-	else
+	if (np->listener && np->listener->claim) {	/* not the listener yet: back to the pool as any other */
+		server_unclaim(np->listener);
 		pool_state_free(np);
+	} else if (np->listener) {
+		server_close(np->listener, "no client listens any more");	/* listener_lost frees np */
+	} else {
+		pool_state_free(np);
+	}
 }
 
-/* The committed transaction's LISTEN/UNLISTEN, in order, as PostgreSQL applies them. */
-static void apply_pending(struct notify_client *nc)
+static bool pending_listens(const struct notify_client *nc)
+{
+	for (int i = 0; i < nc->npending; i++)
+		if (nc->pending[i].kind == OP_LISTEN)
+			return true;
+	return false;
+}
+
+/* The committed transaction's LISTEN/UNLISTEN on server, in order, as PostgreSQL applies them. */
+static void apply_pending(struct notify_client *nc, struct server *server)
 {
 	struct client *client = nc->client;
 	if (!nc->np) {
-		nc->np = pool_state(client->pool);
+		if (!pending_listens(nc))
+			return;	/* UNLISTEN of what it does not listen on: nothing */
+		const char *refused = NULL;
+		nc->np = pool_state(client->pool, server, &refused);
 		if (!nc->np) {
-			doom(nc, "08006", "could not open a notification listener: LISTEN is not available");
+			client_log(LOG_LEVEL_WARNING, client, "closing: %s", refused);
+			doom(nc, "0A000", refused);
 			return;
 		}
 		list_append(&nc->np->clients, &nc->node);
@@ -800,9 +830,13 @@ static void notify_note_client(struct client *client, struct server *server, con
 	}
 	if (parse_statements(client, sql, len) > 0 && server)
 		server->release_sql = "UNLISTEN *";	/* what ran here must not listen for the next client */
-	struct notify_client *nc = nc_of(client);
-	if (nc && nc->np && server)
-		sender_note(nc->np, server->be_pid, client->id);
+	/*
+	 * Every client's, listening or not: a backend's notifications are its
+	 * last client's, and one that only notifies must not leave them to
+	 * the listening client that used the backend before it.
+	 */
+	if (client->pool->notify && server)
+		sender_note(client->pool->notify, server->be_pid, client->id);
 }
 
 /* Whether the client's open transaction LISTENs channel. */
@@ -829,6 +863,10 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 {
 	const uint8_t *body = pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
+	if (nc->np && nc->np->listener == server) {	/* the listener to be (pool_state): it hears for all */
+		listener_notification(nc->np, pkt);
+		return NOTIFY_DROP;
+	}
 	if (len < 6 || !memchr(body + 4, '\0', len - 4) || client_channel_index(nc, (const char *)body + 4) >= 0 ||
 	    !pending_listen(nc, (const char *)body + 4))
 		return NOTIFY_DROP;
@@ -867,9 +905,11 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 		if (len < 1 || body[0] != 'I')
 			return NOTIFY_PASS;
 		if (nc->npending > 0 && !nc->failed && !nc->doomed)
-			apply_pending(nc);
+			apply_pending(nc, server);
 		nc->npending = 0;
 		nc->failed = false;
+		if (nc->np && nc->np->listener == server)
+			nc->wait_seq = 0;	/* its own server becomes the listener: it has listened since the commit */
 		if (nc->np && !nc->doomed && nc->wait_seq > nc->np->done_seq) {
 			nc->held = server;
 			return NOTIFY_HOLD;
