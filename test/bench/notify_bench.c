@@ -2,7 +2,9 @@
  * notify_bench.c - LISTEN/NOTIFY fan-out load for test/bench/notify.sh
  * (`make bench-notify`): N clients listen on C channels (client i on
  * channel i % C), one producer sends R notifications a second, each
- * payload the CLOCK_MONOTONIC time it was sent; every delivery's latency
+ * payload the CLOCK_MONOTONIC time it was sent (and its number in the
+ * statement: PostgreSQL folds equal notifications of one transaction
+ * into one); every delivery's latency
  * (receipt minus that time) goes into a histogram.
  *
  *   notify_bench CONNINFO [--clients N] [--channels C] [--rate R]
@@ -179,7 +181,7 @@ int main(int argc, char **argv)
 		if (t < end && t >= next_tick && outstanding < MAX_OUTSTANDING) {
 			int first = (int)(sent % (uint64_t)channels);
 			snprintf(sql, sizeof(sql),
-				 "SELECT count(*) FROM (SELECT pg_notify('ch' || ((g + %d) %% %d), '%" PRId64 "') "
+				 "SELECT count(*) FROM (SELECT pg_notify('ch' || ((g + %d) %% %d), '%" PRId64 " ' || g) "
 				 "FROM generate_series(1, %d) g) n",
 				 first, channels, t, per_tick);
 			if (!PQsendQueryParams(prod, sql, 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(prod)) {
