@@ -60,6 +60,9 @@ struct notify_pool {
 
 enum notify_op_kind { OP_LISTEN, OP_UNLISTEN, OP_UNLISTEN_ALL };
 
+/* How the client's transaction ended, by its last COMMIT or ROLLBACK command tag (notify_note_server). */
+enum txn_end { END_NONE, END_COMMIT, END_ROLLBACK };
+
 struct notify_op {
 	uint8_t kind;
 	char name[CHANNEL_MAX + 1];
@@ -74,7 +77,8 @@ struct notify_client {
 	int nchannels, channels_size;
 	struct notify_op *pending;	/* LISTEN/UNLISTEN of the open transaction */
 	int npending, pending_size;
-	bool failed;			/* an error or ROLLBACK since the last ReadyForQuery 'I' */
+	bool failed;			/* an error since the last ReadyForQuery 'I' */
+	uint8_t ended;			/* the last COMMIT or ROLLBACK since then (enum txn_end) */
 	struct server *held;		/* its ReadyForQuery waits for the listener */
 	uint64_t wait_seq;
 	struct pktbuf queue;		/* notifications held while it has a server */
@@ -878,6 +882,18 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 	return NOTIFY_SET_PID;
 }
 
+/*
+ * Whether the transaction that just ended (ReadyForQuery 'I') committed:
+ * a transaction block by its last COMMIT or ROLLBACK, so that one that
+ * recovered from an error or a ROLLBACK TO SAVEPOINT and committed keeps
+ * its LISTENs (all of them: those after the savepoint too, see notify.h);
+ * a statement outside a block if no error came.
+ */
+static bool committed(const struct notify_client *nc)
+{
+	return nc->ended == END_COMMIT || (nc->ended == END_NONE && !nc->failed);
+}
+
 /* The client's transaction as its server answers it; NOTIFY_HOLD a ReadyForQuery until the listener has the new channels. */
 static enum notify_verdict notify_note_server(struct server *server, const struct pkt *pkt, uint32_t *pid)
 {
@@ -891,8 +907,15 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 	} else if (pkt->type == 'E') {
 		nc->failed = true;
 	} else if (pkt->type == 'C') {
-		if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
-			nc->failed = true;
+		/*
+		 * "COMMIT" only when a transaction block committed (a failed one's
+		 * COMMIT answers "ROLLBACK"); "ROLLBACK" also ends ROLLBACK TO
+		 * SAVEPOINT, after which a COMMIT may still come.
+		 */
+		if (len >= 7 && memcmp(body, "COMMIT", 7) == 0)
+			nc->ended = END_COMMIT;
+		else if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
+			nc->ended = END_ROLLBACK;
 	} else if (pkt->type == 'Z') {
 		if (nc->held == server) {
 			if (nc->doomed || !nc->np || nc->wait_seq <= nc->np->done_seq) {
@@ -904,10 +927,11 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 		}
 		if (len < 1 || body[0] != 'I')
 			return NOTIFY_PASS;
-		if (nc->npending > 0 && !nc->failed && !nc->doomed)
+		if (nc->npending > 0 && committed(nc) && !nc->doomed)
 			apply_pending(nc, server);
 		nc->npending = 0;
 		nc->failed = false;
+		nc->ended = END_NONE;
 		if (nc->np && nc->np->listener == server)
 			nc->wait_seq = 0;	/* its own server becomes the listener: it has listened since the commit */
 		if (nc->np && !nc->doomed && nc->wait_seq > nc->np->done_seq) {

@@ -10,10 +10,15 @@
  *    cut to 63 bytes as PostgreSQL does) and applies them to the client's
  *    channel set only when the server reports ReadyForQuery 'I' after a
  *    transaction that saw no error and no ROLLBACK: as PostgreSQL, they take
- *    effect at COMMIT and not at all on ROLLBACK or error. A ROLLBACK TO
- *    SAVEPOINT drops every LISTEN/UNLISTEN of the transaction, not only the
- *    savepoint's (a documented approximation). A Parse of LISTEN counts
- *    when its batch's Sync ends without error, whether or not it is executed.
+ *    effect at COMMIT and not at all on ROLLBACK or error: a transaction
+ *    block counts as committed when its last COMMIT/ROLLBACK command tag
+ *    was COMMIT (a failed block's COMMIT answers ROLLBACK), a statement
+ *    outside a block when no error came. A block that committed after a
+ *    ROLLBACK TO SAVEPOINT (or an error it recovered from that way) keeps
+ *    all its LISTEN/UNLISTEN, those after the savepoint too (a documented
+ *    approximation: PostgreSQL keeps only those before; the LISTENs before
+ *    it, the usual case, are exact). A Parse of LISTEN counts when its
+ *    batch's Sync ends without error, whether or not it is executed.
  *  - Each pool (database + user) with listening clients has one listener:
  *    one of the pool's own servers, so it counts where any does (pool_size,
  *    max_db_connections, max_user_connections, the instance's shared budget

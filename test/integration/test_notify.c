@@ -178,6 +178,42 @@ START_TEST(rolled_back_listen_and_notify)
 }
 END_TEST
 
+/*
+ * A LISTEN before a savepoint stays when the transaction rolls back to it
+ * (after an error or not) and commits, as in PostgreSQL; a failed block's
+ * COMMIT (answered ROLLBACK) keeps nothing.
+ */
+START_TEST(savepoint_rollback_keeps_earlier_listen)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p), *c = conn(&p);
+	exec_ok(&p, a, "BEGIN; LISTEN sv1; SAVEPOINT s");
+	PGresult *r = PQexec(a, "SELECT 1/0");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	exec_ok(&p, a, "ROLLBACK TO SAVEPOINT s");
+	exec_ok(&p, a, "COMMIT");
+	exec_ok(&p, c, "BEGIN; LISTEN sv2; SAVEPOINT t; ROLLBACK TO t; COMMIT");
+	exec_ok(&p, b, "BEGIN; LISTEN sv3; SAVEPOINT u");
+	r = PQexec(b, "SELECT 1/0");
+	PQclear(r);
+	r = PQexec(b, "COMMIT");	/* answered ROLLBACK: nothing of it holds */
+	ck_assert_str_eq(PQcmdStatus(r), "ROLLBACK");
+	PQclear(r);
+	PGconn *n = conn(&p);
+	exec_ok(&p, n, "NOTIFY sv1, 'one'; NOTIFY sv2, 'two'; NOTIFY sv3, 'three'");
+	expect_notify(&p, a, "sv1", "one");
+	expect_notify(&p, c, "sv2", "two");
+	expect_none(b, 300);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	PQfinish(n);
+	pgv_stop(&p);
+}
+END_TEST
+
 START_TEST(thousand_in_order)
 {
 	struct pgv p;
@@ -953,6 +989,7 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, self_notify_shows_login_pid);
 	tcase_add_test(tc, self_pid_not_left_to_previous_client);
 	tcase_add_test(tc, rolled_back_listen_and_notify);
+	tcase_add_test(tc, savepoint_rollback_keeps_earlier_listen);
 	tcase_add_test(tc, thousand_in_order);
 	tcase_add_test(tc, unlisten_stops_delivery);
 	tcase_add_test(tc, channel_names);
