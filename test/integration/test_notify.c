@@ -844,6 +844,8 @@ START_TEST(listener_terminated_then_listen_again)
 	ck_assert_str_eq(PQgetvalue(r, 0, 0), "t");
 	PQclear(r);
 	PQfinish(d);
+	/* pgvalve hears of it a moment later: until then a query is served as usual */
+	ck_assert_msg(pgv_log_wait(&p, "notification listener of " DB "/" USER " lost", 10), "%s", pgv_log_tail(&p, 1500));
 	expect_told(&p, a, "notification listener was lost");
 	expect_told(&p, b, "notification listener was lost");
 	listen_again(&p, "t2");
@@ -885,6 +887,7 @@ START_TEST(pause_resume_with_listeners)
 	PGconn *adm = admin(&p);
 	admin_within(&p, adm, "PAUSE");
 	ck_assert_int_eq(pg_count_backends(USER), 0);
+	ck_assert(pgv_log_wait(&p, "notification listener of " DB "/" USER " lost", 10));
 	expect_told(&p, a, "notification listener was lost");
 	admin_within(&p, adm, "RESUME");
 	exec_ok(&p, other, "SELECT 1");	/* a client that did not listen goes on */
