@@ -54,6 +54,7 @@ struct notify_pool {
 	struct list clients;		/* struct notify_client.node */
 	struct pktbuf out;		/* queries for the listener before it is ready */
 	uint64_t sent_seq, done_seq;	/* Queries sent to the listener, ReadyForQuery seen */
+	struct list waiters;		/* struct notify_client.wait_node: statements held for early_listen */
 	struct notify_sender senders[SENDERS_MAX];
 	int sender_count, sender_next;
 };
@@ -82,6 +83,10 @@ struct notify_client {
 	struct server *held;		/* its ReadyForQuery waits for the listener */
 	uint64_t wait_seq;
 	struct pktbuf queue;		/* notifications held while it has a server */
+	char (*early)[CHANNEL_MAX + 1];	/* channels LISTENed on the listener for its open transaction */
+	int nearly, early_size;
+	struct list_node wait_node;	/* its np's waiters: its statement waits for the listener */
+	uint64_t early_seq;		/* ... until this query of the listener is answered */
 	bool doomed;			/* to be closed from the loop */
 	const char *doom_sqlstate;
 	const char *doom_reason;
@@ -481,16 +486,22 @@ static uint64_t listener_query(struct notify_pool *np, const char *verb, const c
 	return ++np->sent_seq;
 }
 
+/* A channel the listener LISTENs from now on, with no client yet. */
+static struct notify_channel *channel_new(struct notify_pool *np, const char *name)
+{
+	struct notify_channel *ch = xcalloc(1, sizeof(*ch));
+	strlcpy_s(ch->name, name, sizeof(ch->name));
+	ch->next = np->channels;
+	np->channels = ch;
+	ch->listen_seq = listener_query(np, "LISTEN", name);
+	return ch;
+}
+
 static void channel_add_client(struct notify_pool *np, const char *name, struct notify_client *nc)
 {
 	struct notify_channel *ch = channel_find(np, name);
-	if (!ch) {
-		ch = xcalloc(1, sizeof(*ch));
-		strlcpy_s(ch->name, name, sizeof(ch->name));
-		ch->next = np->channels;
-		np->channels = ch;
-		ch->listen_seq = listener_query(np, "LISTEN", name);
-	}
+	if (!ch)
+		ch = channel_new(np, name);
 	if (ch->count == ch->size) {
 		ch->size = ch->size ? ch->size * 2 : 4;
 		ch->clients = xrealloc(ch->clients, (size_t)ch->size * sizeof(*ch->clients));
@@ -542,10 +553,86 @@ static int client_channel_index(const struct notify_client *nc, const char *name
 	return -1;
 }
 
+/* ---------------------------------------------------------------- LISTEN ahead of the client */
+
+/*
+ * A channel a later client's statement LISTENs and the listener lacks:
+ * the listener LISTENs it first and the statement waits for that (one
+ * round trip), so the listener hears the channel before the client's
+ * LISTEN commits, and nothing committed after that commit is missed. The
+ * channel has no client until the transaction commits (apply_pending);
+ * early_release drops it if none came. Returns the listener's query to
+ * wait for.
+ */
+static uint64_t early_listen(struct notify_pool *np, struct notify_client *nc, const char *name)
+{
+	struct notify_channel *ch = channel_find(np, name);
+	if (ch)
+		return ch->listen_seq;
+	ch = channel_new(np, name);
+	if (nc->nearly == nc->early_size) {
+		nc->early_size = nc->early_size ? nc->early_size * 2 : 4;
+		nc->early = xrealloc(nc->early, (size_t)nc->early_size * sizeof(*nc->early));
+	}
+	strlcpy_s(nc->early[nc->nearly++], name, sizeof(*nc->early));
+	return ch->listen_seq;
+}
+
+/* The client's transaction ended: channels LISTENed ahead for it that no client took go. */
+static void early_release(struct notify_client *nc)
+{
+	struct notify_pool *np = nc->client->pool ? nc->client->pool->notify : NULL;
+	for (int i = 0; np && i < nc->nearly; i++) {
+		struct notify_channel *ch = channel_find(np, nc->early[i]);
+		if (!ch || ch->count > 0)
+			continue;
+		if (np->listener && !np->dead)
+			listener_query(np, "UNLISTEN", ch->name);
+		channel_free(np, ch);
+	}
+	nc->nearly = 0;
+}
+
+/*
+ * The LISTENs the client's statement added (pending from index first):
+ * true if it must wait for the listener (the client is paused and the
+ * statement's ops dropped: it is parsed again when offered again). Not
+ * for a pool's first LISTEN (no listener yet: its server becomes it) nor
+ * on the server that is to become the listener.
+ */
+static bool early_listens(struct notify_client *nc, struct server *server, int first)
+{
+	struct notify_pool *np = nc->client->pool->notify;
+	if (!np || !server || np->listener == server || nc->doomed)
+		return false;
+	uint64_t seq = 0;
+	for (int i = first; i < nc->npending; i++)
+		if (nc->pending[i].kind == OP_LISTEN)
+			seq = MAX(seq, early_listen(np, nc, nc->pending[i].name));
+	if (seq <= np->done_seq)
+		return false;
+	nc->npending = first;
+	nc->early_seq = seq;
+	list_append(&np->waiters, &nc->wait_node);
+	netbuf_pause(&nc->client->nb);
+	return true;
+}
+
 /* ---------------------------------------------------------------- the listener */
+
+/* A client whose statement waited for the listener goes on (offered again). */
+static void waiter_resume(struct notify_pool *np, struct notify_client *nc)
+{
+	list_remove(&np->waiters, &nc->wait_node);
+	list_node_init(&nc->wait_node);
+	netbuf_resume(&nc->client->nb);
+}
 
 static void pool_state_free(struct notify_pool *np)
 {
+	struct list_node *n;
+	while ((n = list_first(&np->waiters)))
+		waiter_resume(np, container_of(n, struct notify_client, wait_node));
 	while (np->channels)
 		channel_free(np, np->channels);
 	pktbuf_free(&np->out);
@@ -579,6 +666,9 @@ static void listener_lost(struct server *server, const char *reason)
 	np->dead = true;
 	server->pool->notify = NULL;	/* the next LISTEN gets a new listener */
 	np->pool = NULL;
+	struct list_node *w;
+	while ((w = list_first(&np->waiters)))	/* their LISTENs go on: the next commit opens a new listener */
+		waiter_resume(np, container_of(w, struct notify_client, wait_node));
 	if (list_empty(&np->clients)) {
 		pool_state_free(np);
 		return;
@@ -669,6 +759,11 @@ static void listener_notification(struct notify_pool *np, const struct pkt *pkt)
 static void listener_caught_up(struct notify_pool *np)
 {
 	np->done_seq++;
+	list_for_each_safe(pos, tmp, &np->waiters) {
+		struct notify_client *nc = container_of(pos, struct notify_client, wait_node);
+		if (nc->early_seq <= np->done_seq)
+			waiter_resume(np, nc);
+	}
 	list_for_each(pos, &np->clients) {
 		struct notify_client *nc = container_of(pos, struct notify_client, node);
 		if (nc->held && nc->wait_seq <= np->done_seq)
@@ -715,6 +810,7 @@ static struct notify_client *notify_client_new(struct client *client)
 	nc->client = client;
 	list_node_init(&nc->node);
 	list_node_init(&nc->doom_node);
+	list_node_init(&nc->wait_node);
 	pktbuf_init(&nc->queue, 0);
 	clients_add(nc);
 	return nc;
@@ -745,6 +841,7 @@ static struct notify_pool *pool_state(struct pool *pool, struct server *server, 
 	struct notify_pool *np = xcalloc(1, sizeof(*np));
 	np->pool = pool;
 	list_init(&np->clients);
+	list_init(&np->waiters);
 	pktbuf_init(&np->out, 256);
 	pool->notify = np;
 	np->listener = server;
@@ -821,19 +918,25 @@ static bool notify_enabled(const struct pool *pool)
 	return pgv.cfg->notify_support && pool_effective_mode(pool) != POOL_MODE_SESSION;
 }
 
-static void notify_note_client(struct client *client, struct server *server, const struct pkt *pkt)
+static bool notify_note_client(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	const char *sql = (const char *)pkt_body(pkt);
 	size_t len = pkt_body_len(pkt);
 	if (pkt->type == 'P') {	/* the statement name first */
 		size_t name_len = strnlen(sql, len);
 		if (name_len >= len)
-			return;
+			return false;
 		sql += name_len + 1;
 		len -= name_len + 1;
 	}
-	if (parse_statements(client, sql, len) > 0 && server)
-		server->release_sql = "UNLISTEN *";	/* what ran here must not listen for the next client */
+	struct notify_client *nc = nc_of(client);
+	int first = nc ? nc->npending : 0;
+	if (parse_statements(client, sql, len) > 0) {
+		if (early_listens(nc_of(client), server, first))
+			return true;
+		if (server)
+			server->release_sql = "UNLISTEN *";	/* what ran here must not listen for the next client */
+	}
 	/*
 	 * Every client's, listening or not: a backend's notifications are its
 	 * last client's, and one that only notifies must not leave them to
@@ -841,6 +944,7 @@ static void notify_note_client(struct client *client, struct server *server, con
 	 */
 	if (client->pool->notify && server)
 		sender_note(client->pool->notify, server->be_pid, client->id);
+	return false;
 }
 
 /* Whether the client's open transaction LISTENs channel. */
@@ -932,6 +1036,7 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 		nc->npending = 0;
 		nc->failed = false;
 		nc->ended = END_NONE;
+		early_release(nc);
 		if (nc->np && nc->np->listener == server)
 			nc->wait_seq = 0;	/* its own server becomes the listener: it has listened since the commit */
 		if (nc->np && !nc->doomed && nc->wait_seq > nc->np->done_seq) {
@@ -971,7 +1076,11 @@ static void notify_client_free(struct client *client)
 		list_remove(&doomed_clients, &nc->doom_node);
 	if (nc->held)
 		netbuf_resume(&nc->held->nb);
+	if (list_node_linked(&nc->wait_node))	/* then its pool's listener state is the one it waits on */
+		list_remove(&client->pool->notify->waiters, &nc->wait_node);
+	early_release(nc);
 	client_detach(nc);	/* a lost listener's state goes with its last client */
+	free(nc->early);
 	free(nc->channels);
 	free(nc->pending);
 	pktbuf_free(&nc->queue);

@@ -34,13 +34,15 @@
  *    clients' channels, reference-counted: LISTEN when the first client
  *    needs a channel, UNLISTEN when the last one leaves. It closes (its
  *    server leaves the pool) when no client listens.
- *    A later client's ReadyForQuery that ends a transaction which added a
- *    channel is held until the listener has that channel LISTENed, so a
- *    notification committed after the client's LISTEN returned is never
- *    missed. One committed by another session between the client's commit
- *    and the listener's LISTEN (one round trip to the listener) is not
- *    delivered (its data is visible to the client's next query, which runs
- *    only after its LISTEN returned).
+ *    A later client's statement that LISTENs a channel the listener lacks
+ *    waits (the client paused before it goes to its server) until the
+ *    listener has LISTENed it: the listener hears the channel before the
+ *    client's LISTEN commits, so nothing committed after that commit is
+ *    missed (one committed just before it may reach the client). Until the
+ *    commit the channel has no client; it is UNLISTENed if none comes.
+ *    As a fallback (the channel dropped meanwhile), a ReadyForQuery that
+ *    ends a transaction which added a channel is held until the listener
+ *    has it.
  *  - Servers the client's LISTEN ran on get "UNLISTEN *" (release_sql)
  *    before any other client uses them, and a NotificationResponse arriving
  *    on a pooled server is dropped: only the listener delivers, except one

@@ -927,6 +927,60 @@ START_TEST(kill_db_with_listeners)
 }
 END_TEST
 
+/* SHOW LISTENERS' count for channel in pool DB/USER, -1 if not listed. */
+static int listeners_of(PGconn *adm, const char *channel)
+{
+	PGresult *r = PQexec(adm, "SHOW LISTENERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int n = -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 2), channel) == 0)
+			n = atoi(PQgetvalue(r, i, 3));
+	PQclear(r);
+	return n;
+}
+
+/*
+ * A later client's LISTEN of a channel the listener lacks: the listener
+ * LISTENs it before the client's statement runs, so before the client's
+ * commit (no moment where a notification committed after that commit could
+ * be missed). Until the commit no client is counted on it, a notification
+ * committed meanwhile is not the client's (as in PostgreSQL), and a
+ * rollback takes the channel away again.
+ */
+START_TEST(listener_listens_before_the_client_commits)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "default_pool_size = 4\nadmin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *first = conn(&p), *a = conn(&p), *b = conn(&p), *x = conn(&p), *adm = admin(&p);
+	exec_ok(&p, first, "LISTEN opened");	/* its server becomes the listener */
+	exec_ok(&p, a, "BEGIN; LISTEN early");
+	ck_assert_int_eq(listeners_of(adm, "early"), 0);	/* already LISTENed by the listener, nobody's yet */
+	exec_ok(&p, x, "NOTIFY early, 'before'");	/* committed before a's LISTEN: not a's */
+	exec_ok(&p, a, "COMMIT");
+	ck_assert_int_eq(listeners_of(adm, "early"), 1);
+	exec_ok(&p, x, "NOTIFY early, 'after'");
+	expect_notify(&p, a, "early", "after");
+	expect_none(a, 300);
+	exec_ok(&p, b, "BEGIN; LISTEN gone");
+	ck_assert_int_eq(listeners_of(adm, "gone"), 0);
+	exec_ok(&p, b, "ROLLBACK");
+	ck_assert_int_eq(listeners_of(adm, "gone"), -1);
+	exec_ok(&p, x, "NOTIFY gone, 'no'");
+	expect_none(b, 300);
+	/* an autocommit LISTEN waits for the listener the same way */
+	exec_ok(&p, b, "LISTEN auto");
+	exec_ok(&p, x, "NOTIFY auto, 'yes'");
+	expect_notify(&p, b, "auto", "yes");
+	PQfinish(first);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(x);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* Until pgvalve has exited (seconds at most). */
 static bool exited_within(struct pgv *p, double seconds)
 {
@@ -1016,6 +1070,7 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, kill_db_with_listeners);
 	tcase_add_test(tc, shutdown_wait_for_servers_with_listener);
 	tcase_add_test(tc, shutdown_with_listener);
+	tcase_add_test(tc, listener_listens_before_the_client_commits);
 	suite_add_tcase(s, tc);
 	return s;
 }
