@@ -79,6 +79,8 @@ systemd|command -v systemd-analyze
 python3-venv|python3 -c "import ensurepip, venv"
 nodejs|command -v node
 npm|command -v npm
+default-jdk-headless|command -v javac
+maven|command -v mvn
 prometheus|command -v promtool && command -v prometheus
 iproute2|command -v ss
 procps|test -x /bin/kill

@@ -840,13 +840,13 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		return true;	/* statement names are rewritten: the whole message first */
 	if (track && relay_prep_needs_whole(pkt->type) && relay_call(prep_client_waits, client, client->link, pkt))
 		return true;	/* paused: offered again once the server answered what the name hangs on */
+	struct server *server = client->link;
+	if (track_notify && pkt_complete(pkt) && relay_call(notify_note_client, client, server, pkt))
+		return true;	/* paused: offered again once the pool's listener has its new channels */
 	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
 	client->pool->db->stats.total.bytes_received += pkt->len;
-	struct server *server = client->link;
 	if (track_set && pkt_complete(pkt))
 		relay_call(sets_note_query, server, pkt);
-	if (track_notify && pkt_complete(pkt))
-		relay_call(notify_note_client, client, server, pkt);
 	server_note_client_message(server, pkt->type);
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;

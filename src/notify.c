@@ -20,6 +20,7 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/relay.h"
 #include "pgvalve/server.h"
+#include "pgvalve/workers.h"
 
 #include <ctype.h>
 #include <event2/event.h>
@@ -53,11 +54,15 @@ struct notify_pool {
 	struct list clients;		/* struct notify_client.node */
 	struct pktbuf out;		/* queries for the listener before it is ready */
 	uint64_t sent_seq, done_seq;	/* Queries sent to the listener, ReadyForQuery seen */
+	struct list waiters;		/* struct notify_client.wait_node: statements held for early_listen */
 	struct notify_sender senders[SENDERS_MAX];
 	int sender_count, sender_next;
 };
 
 enum notify_op_kind { OP_LISTEN, OP_UNLISTEN, OP_UNLISTEN_ALL };
+
+/* How the client's transaction ended, by its last COMMIT or ROLLBACK command tag (notify_note_server). */
+enum txn_end { END_NONE, END_COMMIT, END_ROLLBACK };
 
 struct notify_op {
 	uint8_t kind;
@@ -73,10 +78,15 @@ struct notify_client {
 	int nchannels, channels_size;
 	struct notify_op *pending;	/* LISTEN/UNLISTEN of the open transaction */
 	int npending, pending_size;
-	bool failed;			/* an error or ROLLBACK since the last ReadyForQuery 'I' */
+	bool failed;			/* an error since the last ReadyForQuery 'I' */
+	uint8_t ended;			/* the last COMMIT or ROLLBACK since then (enum txn_end) */
 	struct server *held;		/* its ReadyForQuery waits for the listener */
 	uint64_t wait_seq;
 	struct pktbuf queue;		/* notifications held while it has a server */
+	char (*early)[CHANNEL_MAX + 1];	/* channels LISTENed on the listener for its open transaction */
+	int nearly, early_size;
+	struct list_node wait_node;	/* its np's waiters: its statement waits for the listener */
+	uint64_t early_seq;		/* ... until this query of the listener is answered */
 	bool doomed;			/* to be closed from the loop */
 	const char *doom_sqlstate;
 	const char *doom_reason;
@@ -476,16 +486,22 @@ static uint64_t listener_query(struct notify_pool *np, const char *verb, const c
 	return ++np->sent_seq;
 }
 
+/* A channel the listener LISTENs from now on, with no client yet. */
+static struct notify_channel *channel_new(struct notify_pool *np, const char *name)
+{
+	struct notify_channel *ch = xcalloc(1, sizeof(*ch));
+	strlcpy_s(ch->name, name, sizeof(ch->name));
+	ch->next = np->channels;
+	np->channels = ch;
+	ch->listen_seq = listener_query(np, "LISTEN", name);
+	return ch;
+}
+
 static void channel_add_client(struct notify_pool *np, const char *name, struct notify_client *nc)
 {
 	struct notify_channel *ch = channel_find(np, name);
-	if (!ch) {
-		ch = xcalloc(1, sizeof(*ch));
-		strlcpy_s(ch->name, name, sizeof(ch->name));
-		ch->next = np->channels;
-		np->channels = ch;
-		ch->listen_seq = listener_query(np, "LISTEN", name);
-	}
+	if (!ch)
+		ch = channel_new(np, name);
 	if (ch->count == ch->size) {
 		ch->size = ch->size ? ch->size * 2 : 4;
 		ch->clients = xrealloc(ch->clients, (size_t)ch->size * sizeof(*ch->clients));
@@ -537,10 +553,86 @@ static int client_channel_index(const struct notify_client *nc, const char *name
 	return -1;
 }
 
+/* ---------------------------------------------------------------- LISTEN ahead of the client */
+
+/*
+ * A channel a later client's statement LISTENs and the listener lacks:
+ * the listener LISTENs it first and the statement waits for that (one
+ * round trip), so the listener hears the channel before the client's
+ * LISTEN commits, and nothing committed after that commit is missed. The
+ * channel has no client until the transaction commits (apply_pending);
+ * early_release drops it if none came. Returns the listener's query to
+ * wait for.
+ */
+static uint64_t early_listen(struct notify_pool *np, struct notify_client *nc, const char *name)
+{
+	struct notify_channel *ch = channel_find(np, name);
+	if (ch)
+		return ch->listen_seq;
+	ch = channel_new(np, name);
+	if (nc->nearly == nc->early_size) {
+		nc->early_size = nc->early_size ? nc->early_size * 2 : 4;
+		nc->early = xrealloc(nc->early, (size_t)nc->early_size * sizeof(*nc->early));
+	}
+	strlcpy_s(nc->early[nc->nearly++], name, sizeof(*nc->early));
+	return ch->listen_seq;
+}
+
+/* The client's transaction ended: channels LISTENed ahead for it that no client took go. */
+static void early_release(struct notify_client *nc)
+{
+	struct notify_pool *np = nc->client->pool ? nc->client->pool->notify : NULL;
+	for (int i = 0; np && i < nc->nearly; i++) {
+		struct notify_channel *ch = channel_find(np, nc->early[i]);
+		if (!ch || ch->count > 0)
+			continue;
+		if (np->listener && !np->dead)
+			listener_query(np, "UNLISTEN", ch->name);
+		channel_free(np, ch);
+	}
+	nc->nearly = 0;
+}
+
+/*
+ * The LISTENs the client's statement added (pending from index first):
+ * true if it must wait for the listener (the client is paused and the
+ * statement's ops dropped: it is parsed again when offered again). Not
+ * for a pool's first LISTEN (no listener yet: its server becomes it) nor
+ * on the server that is to become the listener.
+ */
+static bool early_listens(struct notify_client *nc, struct server *server, int first)
+{
+	struct notify_pool *np = nc->client->pool->notify;
+	if (!np || !server || np->listener == server || nc->doomed)
+		return false;
+	uint64_t seq = 0;
+	for (int i = first; i < nc->npending; i++)
+		if (nc->pending[i].kind == OP_LISTEN)
+			seq = MAX(seq, early_listen(np, nc, nc->pending[i].name));
+	if (seq <= np->done_seq)
+		return false;
+	nc->npending = first;
+	nc->early_seq = seq;
+	list_append(&np->waiters, &nc->wait_node);
+	netbuf_pause(&nc->client->nb);
+	return true;
+}
+
 /* ---------------------------------------------------------------- the listener */
+
+/* A client whose statement waited for the listener goes on (offered again). */
+static void waiter_resume(struct notify_pool *np, struct notify_client *nc)
+{
+	list_remove(&np->waiters, &nc->wait_node);
+	list_node_init(&nc->wait_node);
+	netbuf_resume(&nc->client->nb);
+}
 
 static void pool_state_free(struct notify_pool *np)
 {
+	struct list_node *n;
+	while ((n = list_first(&np->waiters)))
+		waiter_resume(np, container_of(n, struct notify_client, wait_node));
 	while (np->channels)
 		channel_free(np, np->channels);
 	pktbuf_free(&np->out);
@@ -574,6 +666,9 @@ static void listener_lost(struct server *server, const char *reason)
 	np->dead = true;
 	server->pool->notify = NULL;	/* the next LISTEN gets a new listener */
 	np->pool = NULL;
+	struct list_node *w;
+	while ((w = list_first(&np->waiters)))	/* their LISTENs go on: the next commit opens a new listener */
+		waiter_resume(np, container_of(w, struct notify_client, wait_node));
 	if (list_empty(&np->clients)) {
 		pool_state_free(np);
 		return;
@@ -664,6 +759,11 @@ static void listener_notification(struct notify_pool *np, const struct pkt *pkt)
 static void listener_caught_up(struct notify_pool *np)
 {
 	np->done_seq++;
+	list_for_each_safe(pos, tmp, &np->waiters) {
+		struct notify_client *nc = container_of(pos, struct notify_client, wait_node);
+		if (nc->early_seq <= np->done_seq)
+			waiter_resume(np, nc);
+	}
 	list_for_each(pos, &np->clients) {
 		struct notify_client *nc = container_of(pos, struct notify_client, node);
 		if (nc->held && nc->wait_seq <= np->done_seq)
@@ -710,29 +810,44 @@ static struct notify_client *notify_client_new(struct client *client)
 	nc->client = client;
 	list_node_init(&nc->node);
 	list_node_init(&nc->doom_node);
+	list_node_init(&nc->wait_node);
 	pktbuf_init(&nc->queue, 0);
 	clients_add(nc);
 	return nc;
 }
 
-/* The pool's listener state, with a listener on its way; NULL if none could be started. */
-static struct notify_pool *pool_state(struct pool *pool)
+/*
+ * The pool's listener state, with a listener on its way: the server the
+ * client's LISTEN just committed on (server), claimed, so that it becomes
+ * the listener as soon as the client lets it go. So the listener is one
+ * of the pool's servers, counted in pool_size, max_db_connections,
+ * max_user_connections and the instance's budget, and never waits for
+ * room (no other client's transaction, nor a LISTEN held for it, can
+ * stand in its way); and that server has listened on the client's
+ * channels since its commit, so the first client misses nothing. NULL
+ * (why in *refused) if the pool cannot spare a server for it.
+ */
+static struct notify_pool *pool_state(struct pool *pool, struct server *server, const char **refused)
 {
 	if (pool->notify)
 		return pool->notify;
+	/* Each worker has its own listener (workers = N): one server each, and one left for queries. */
+	int listeners = pgv.budget ? workers_count() : 1;
+	if (pool_server_capacity(pool) < listeners + 1) {
+		*refused = "LISTEN needs a server for the notification listener of each worker and one for queries: "
+			   "raise pool_size (and max_db_connections, max_user_connections) to at least workers + 1";
+		return NULL;
+	}
 	struct notify_pool *np = xcalloc(1, sizeof(*np));
 	np->pool = pool;
 	list_init(&np->clients);
+	list_init(&np->waiters);
 	pktbuf_init(&np->out, 256);
 	pool->notify = np;
-	struct server *server = server_connect_owned(pool, &listener_owner);
-	if (!server) {
-		log_warning("could not open a notification listener for %s/%s", pool->db->name, pool->user);
-		pool->notify = NULL;
-		pool_state_free(np);
-		return NULL;
-	}
 	np->listener = server;
+	server_claim(server, &listener_owner);
+	server_log(LOG_LEVEL_INFO, server, "to be the notification listener of %s/%s once its client lets it go",
+		   pool->db->name, pool->user);
 	return np;
 }
 
@@ -747,20 +862,36 @@ static void client_detach(struct notify_client *nc)
 	nc->np = NULL;
 	if (!list_empty(&np->clients))
 		return;
-	if (np->listener)
-		server_close(np->listener, "no client listens any more");	/* listener_lost frees np */
-	else
+	if (np->listener && np->listener->claim) {	/* not the listener yet: back to the pool as any other */
+		server_unclaim(np->listener);
 		pool_state_free(np);
+	} else if (np->listener) {
+		server_close(np->listener, "no client listens any more");	/* listener_lost frees np */
+	} else {
+		pool_state_free(np);
+	}
 }
 
-/* The committed transaction's LISTEN/UNLISTEN, in order, as PostgreSQL applies them. */
-static void apply_pending(struct notify_client *nc)
+static bool pending_listens(const struct notify_client *nc)
+{
+	for (int i = 0; i < nc->npending; i++)
+		if (nc->pending[i].kind == OP_LISTEN)
+			return true;
+	return false;
+}
+
+/* The committed transaction's LISTEN/UNLISTEN on server, in order, as PostgreSQL applies them. */
+static void apply_pending(struct notify_client *nc, struct server *server)
 {
 	struct client *client = nc->client;
 	if (!nc->np) {
-		nc->np = pool_state(client->pool);
+		if (!pending_listens(nc))
+			return;	/* UNLISTEN of what it does not listen on: nothing */
+		const char *refused = NULL;
+		nc->np = pool_state(client->pool, server, &refused);
 		if (!nc->np) {
-			doom(nc, "08006", "could not open a notification listener: LISTEN is not available");
+			client_log(LOG_LEVEL_WARNING, client, "closing: %s", refused);
+			doom(nc, "0A000", refused);
 			return;
 		}
 		list_append(&nc->np->clients, &nc->node);
@@ -787,22 +918,33 @@ static bool notify_enabled(const struct pool *pool)
 	return pgv.cfg->notify_support && pool_effective_mode(pool) != POOL_MODE_SESSION;
 }
 
-static void notify_note_client(struct client *client, struct server *server, const struct pkt *pkt)
+static bool notify_note_client(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	const char *sql = (const char *)pkt_body(pkt);
 	size_t len = pkt_body_len(pkt);
 	if (pkt->type == 'P') {	/* the statement name first */
 		size_t name_len = strnlen(sql, len);
 		if (name_len >= len)
-			return;
+			return false;
 		sql += name_len + 1;
 		len -= name_len + 1;
 	}
-	if (parse_statements(client, sql, len) > 0 && server)
-		server->release_sql = "UNLISTEN *";	/* what ran here must not listen for the next client */
 	struct notify_client *nc = nc_of(client);
-	if (nc && nc->np && server)
-		sender_note(nc->np, server->be_pid, client->id);
+	int first = nc ? nc->npending : 0;
+	if (parse_statements(client, sql, len) > 0) {
+		if (early_listens(nc_of(client), server, first))
+			return true;
+		if (server)
+			server->release_sql = "UNLISTEN *";	/* what ran here must not listen for the next client */
+	}
+	/*
+	 * Every client's, listening or not: a backend's notifications are its
+	 * last client's, and one that only notifies must not leave them to
+	 * the listening client that used the backend before it.
+	 */
+	if (client->pool->notify && server)
+		sender_note(client->pool->notify, server->be_pid, client->id);
+	return false;
 }
 
 /* Whether the client's open transaction LISTENs channel. */
@@ -829,6 +971,10 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 {
 	const uint8_t *body = pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
+	if (nc->np && nc->np->listener == server) {	/* the listener to be (pool_state): it hears for all */
+		listener_notification(nc->np, pkt);
+		return NOTIFY_DROP;
+	}
 	if (len < 6 || !memchr(body + 4, '\0', len - 4) || client_channel_index(nc, (const char *)body + 4) >= 0 ||
 	    !pending_listen(nc, (const char *)body + 4))
 		return NOTIFY_DROP;
@@ -838,6 +984,18 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 		return NOTIFY_PASS;
 	*pid = nc->client->cancel_pid;
 	return NOTIFY_SET_PID;
+}
+
+/*
+ * Whether the transaction that just ended (ReadyForQuery 'I') committed:
+ * a transaction block by its last COMMIT or ROLLBACK, so that one that
+ * recovered from an error or a ROLLBACK TO SAVEPOINT and committed keeps
+ * its LISTENs (all of them: those after the savepoint too, see notify.h);
+ * a statement outside a block if no error came.
+ */
+static bool committed(const struct notify_client *nc)
+{
+	return nc->ended == END_COMMIT || (nc->ended == END_NONE && !nc->failed);
 }
 
 /* The client's transaction as its server answers it; NOTIFY_HOLD a ReadyForQuery until the listener has the new channels. */
@@ -853,8 +1011,15 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 	} else if (pkt->type == 'E') {
 		nc->failed = true;
 	} else if (pkt->type == 'C') {
-		if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
-			nc->failed = true;
+		/*
+		 * "COMMIT" only when a transaction block committed (a failed one's
+		 * COMMIT answers "ROLLBACK"); "ROLLBACK" also ends ROLLBACK TO
+		 * SAVEPOINT, after which a COMMIT may still come.
+		 */
+		if (len >= 7 && memcmp(body, "COMMIT", 7) == 0)
+			nc->ended = END_COMMIT;
+		else if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
+			nc->ended = END_ROLLBACK;
 	} else if (pkt->type == 'Z') {
 		if (nc->held == server) {
 			if (nc->doomed || !nc->np || nc->wait_seq <= nc->np->done_seq) {
@@ -866,10 +1031,14 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 		}
 		if (len < 1 || body[0] != 'I')
 			return NOTIFY_PASS;
-		if (nc->npending > 0 && !nc->failed && !nc->doomed)
-			apply_pending(nc);
+		if (nc->npending > 0 && committed(nc) && !nc->doomed)
+			apply_pending(nc, server);
 		nc->npending = 0;
 		nc->failed = false;
+		nc->ended = END_NONE;
+		early_release(nc);
+		if (nc->np && nc->np->listener == server)
+			nc->wait_seq = 0;	/* its own server becomes the listener: it has listened since the commit */
 		if (nc->np && !nc->doomed && nc->wait_seq > nc->np->done_seq) {
 			nc->held = server;
 			return NOTIFY_HOLD;
@@ -907,7 +1076,11 @@ static void notify_client_free(struct client *client)
 		list_remove(&doomed_clients, &nc->doom_node);
 	if (nc->held)
 		netbuf_resume(&nc->held->nb);
+	if (list_node_linked(&nc->wait_node))	/* then its pool's listener state is the one it waits on */
+		list_remove(&client->pool->notify->waiters, &nc->wait_node);
+	early_release(nc);
 	client_detach(nc);	/* a lost listener's state goes with its last client */
+	free(nc->early);
 	free(nc->channels);
 	free(nc->pending);
 	pktbuf_free(&nc->queue);

@@ -334,6 +334,16 @@ static int user_server_limit(const struct pool *pool)
 	return uc && uc->max_user_connections > 0 ? uc->max_user_connections : pgv.cfg->max_user_connections;
 }
 
+int pool_server_capacity(const struct pool *pool)
+{
+	int n = pool_effective_size(pool), db_limit = db_server_limit(pool->db), user_limit = user_server_limit(pool);
+	if (db_limit > 0)
+		n = MIN(n, db_limit);
+	if (user_limit > 0)
+		n = MIN(n, user_limit);
+	return n;
+}
+
 static bool db_may_open_server(const struct db *db)
 {
 	int limit = db_server_limit(db);
@@ -984,6 +994,11 @@ void pool_release_server(struct server *server)
 	}
 	if (server->dirty || !server_is_clean(server)) {
 		server_close(server, "client disconnected while the server was not idle");
+		return;
+	}
+	if (server->claim) {	/* a feature's own from now on (server.h), still counted here */
+		server_adopt(server);
+		pool_after_change(pool);	/* its waiters may need another server, if there is room */
 		return;
 	}
 	/* server_lifetime = 0: each server serves once (as PgBouncer). */

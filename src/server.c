@@ -382,8 +382,7 @@ static bool server_try_connect(struct server *server)
 	}
 }
 
-static struct server *connect_for(struct pool *pool, struct client *repl_client, const struct server_owner *owner,
-				   uint64_t budget_token)
+static struct server *connect_for(struct pool *pool, struct client *repl_client, uint64_t budget_token)
 {
 	int n = pool->db->host_count;
 	int first = pool_first_host(pool, n, repl_client != NULL);
@@ -393,7 +392,6 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 		return NULL;
 	}
 	struct server *server = xcalloc(1, sizeof(*server));
-	server->owner = owner;
 	server->budget_token = budget_token;	/* known before any failure path can run */
 	if (repl_client) {	/* known before any failure path can run */
 		server->replication = (uint8_t)repl_client->repl->type;
@@ -424,22 +422,36 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 
 struct server *server_connect(struct pool *pool)
 {
-	return connect_for(pool, NULL, NULL, 0);
+	return connect_for(pool, NULL, 0);
 }
 
-struct server *server_connect_owned(struct pool *pool, const struct server_owner *owner)
+void server_claim(struct server *server, const struct server_owner *owner)
 {
-	return connect_for(pool, NULL, owner, 0);
+	server->claim = owner;
+}
+
+void server_unclaim(struct server *server)
+{
+	server->claim = NULL;
+}
+
+void server_adopt(struct server *server)
+{
+	server->owner = server->claim;
+	server->claim = NULL;
+	server->release_sql = NULL;	/* what a feature left on it is its owner's business now */
+	server_set_state(server, SV_ACTIVE);
+	server->owner->ready(server);
 }
 
 struct server *server_connect_counted(struct pool *pool, uint64_t budget_token)
 {
-	return connect_for(pool, NULL, NULL, budget_token);
+	return connect_for(pool, NULL, budget_token);
 }
 
 struct server *server_connect_replication(struct pool *pool, struct client *client)
 {
-	return connect_for(pool, client, NULL, 0);
+	return connect_for(pool, client, 0);
 }
 
 void server_connect_timed_out(struct server *server)
@@ -519,8 +531,9 @@ void server_close(struct server *server, const char *reason)
 	const struct client_kind_ops *own = own_kind(server);
 	if (server->repl_client && own && own->own_server_lost)
 		own->own_server_lost(server, reason);	/* not reached, timed out, obsolete: its client waits for another */
-	if (server->owner && server->owner->lost)
-		server->owner->lost(server, reason);
+	const struct server_owner *owner = server->owner ? server->owner : server->claim;
+	if (owner && owner->lost)
+		owner->lost(server, reason);
 	struct client *repl_peer = server->replication ? server->link : NULL;
 	/*
 	 * A login whose parameters it was taking cannot go on without it, and
@@ -954,11 +967,6 @@ void server_login_continue(struct server *server)
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
 	note_hot_standby(server);
-	if (server->owner) {	/* a feature's own: never pooled, no connect_query */
-		server_set_state(server, SV_ACTIVE);
-		server->owner->ready(server);
-		return;
-	}
 	/* connect_query: before any client may use the server (as PgBouncer). */
 	const char *cq = pool->db->cfg->connect_query;
 	if (cq[0]) {

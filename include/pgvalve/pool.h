@@ -144,6 +144,8 @@ struct db *pool_fake_db(const char *name);
 bool pool_login_abandoned(struct client *client);
 
 int pool_effective_size(const struct pool *pool);
+/* The most servers pool can ever have: pool_size, max_db_connections, max_user_connections (no reserve). */
+int pool_server_capacity(const struct pool *pool);
 /* min_pool_size for this pool (database or global), capped at its size. */
 int pool_min_size(const struct pool *pool);
 /* server_lifetime for this pool's servers (database or global); 0 = none. */

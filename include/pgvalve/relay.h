@@ -85,8 +85,12 @@ struct relay_hooks {
 
 	/* LISTEN/UNLISTEN in transaction and statement mode (notify.h) */
 	bool (*notify_enabled)(const struct pool *pool);
-	/* A client's whole Query or Parse, before it goes to server (which may be NULL: not linked yet) */
-	void (*notify_note_client)(struct client *client, struct server *server, const struct pkt *pkt);
+	/*
+	 * A client's whole Query or Parse, before it goes to server: true if
+	 * it must wait (the client was paused; the message is offered again
+	 * when the feature resumes it, and nothing of it was noted).
+	 */
+	bool (*notify_note_client)(struct client *client, struct server *server, const struct pkt *pkt);
 	/*
 	 * A whole CommandComplete, ErrorResponse, ReadyForQuery or
 	 * NotificationResponse for a client with client->notify set: what the

@@ -77,12 +77,17 @@ struct server;
 struct pkt;
 
 /*
- * A server a feature holds for itself (notify.c's listener): opened with
- * server_connect_owned(), never pooled nor linked to a client. Once logged
- * in it stays ACTIVE (counted in its pool and shown as any other), every
- * message it sends goes to packet() (which must consume it: netbuf_skip),
- * and lost() is told when it closes for any reason, login failures
- * included. The owner closes it with server_close().
+ * A server a feature holds for itself (notify.c's listener): one of the
+ * pool's servers in use, claimed with server_claim(), that becomes the
+ * feature's when its client releases it clean, instead of going back to
+ * the pool; never pooled nor linked to a client again. It stays counted
+ * where it was (its pool, database and user, the instance's shared
+ * budget) and ACTIVE (shown as any other), so a feature's server never
+ * takes the pool past its limits, and never waits for room. Every message
+ * it sends then goes to packet() (which must consume it: netbuf_skip), and
+ * lost() is told when it closes for any reason, from the claim on
+ * (closed before its client let it go included). The owner closes it with
+ * server_close().
  */
 struct server_owner {
 	void (*ready)(struct server *server);
@@ -158,6 +163,7 @@ struct server {
 	uint8_t replication;		/* enum replication_type; REPLICATION_NONE for pooled servers */
 	struct client *repl_client;	/* that client while this server logs in; then it is link */
 	const struct server_owner *owner;	/* a feature's own server (see struct server_owner); NULL if pooled */
+	const struct server_owner *claim;	/* to become owner's once its client releases it (server_claim) */
 	/*
 	 * Set by a feature whose statements left state on the server that the
 	 * next client must not see (notify.c: LISTENs): a static string run as
@@ -214,8 +220,12 @@ struct server *server_connect(struct pool *pool);
 struct server *server_connect_counted(struct pool *pool, uint64_t budget_token);
 /* The same for a replication client: a server of its own, opened with its startup parameters. */
 struct server *server_connect_replication(struct pool *pool, struct client *client);
-/* A feature's own server (struct server_owner). */
-struct server *server_connect_owned(struct pool *pool, const struct server_owner *owner);
+/* A feature's own server (struct server_owner): this one, once its client releases it. */
+void server_claim(struct server *server, const struct server_owner *owner);
+/* Drops the claim: the server goes back to the pool as any other. */
+void server_unclaim(struct server *server);
+/* pool_release_server: the claimed server, released clean, becomes its owner's (owner->ready). */
+void server_adopt(struct server *server);
 /* server_connect_timeout ran out (janitor): fail the login and close. */
 void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);

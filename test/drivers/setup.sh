@@ -2,8 +2,9 @@
 #
 # test/drivers/setup.sh BUILD_DIR - installs the pinned client drivers the
 # driver matrix (test/integration/test_drivers) runs: a Python venv with
-# psycopg 3 and asyncpg (requirements.txt), and node-postgres
-# (package.json + package-lock.json), under BUILD_DIR/drivers. Does nothing
+# psycopg 3 and asyncpg (requirements.txt), node-postgres
+# (package.json + package-lock.json), and pgJDBC (pom.xml, copied from Maven
+# Central into BUILD_DIR/drivers/java), under BUILD_DIR/drivers. Does nothing
 # when the installed pins already match. Exits non-zero if it cannot, with
 # a last line that says why ("TLS certificate verification failed", "no
 # network", ...) rather than pip's "No matching distribution".
@@ -40,4 +41,11 @@ if ! cmp -s "$here/package-lock.json" "$dest/node/package-lock.json" 2>/dev/null
 	mkdir -p "$dest/node"
 	cp "$here/package.json" "$here/package-lock.json" "$dest/node/"
 	run npm "$dest/npm.log" bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm "$dest/node"
+fi
+
+if ! cmp -s "$here/pom.xml" "$dest/java/.pom.xml" 2>/dev/null; then
+	rm -rf "$dest/java"
+	run mvn "$dest/mvn.log" mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies \
+		-DoutputDirectory="$dest/java" -DincludeScope=runtime
+	cp "$here/pom.xml" "$dest/java/.pom.xml"
 fi

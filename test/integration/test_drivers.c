@@ -3,7 +3,8 @@
  * defaults use named prepared statements, each with more clients than the
  * pool has servers, through pgvalve in transaction mode with
  * max_prepared_statements at its default; and their pipelined paths
- * (issue 29), each followed by a second client on a pool of one. The drivers and their scripts
+ * (issue 29), each followed by a second client on a pool of one; and their
+ * notification APIs, pgJDBC's included (issue 25). The drivers and their scripts
  * live in test/drivers/; setup.sh installs the pinned versions under
  * build/drivers (a no-op once done).
  */
@@ -75,10 +76,12 @@ END_TEST
 static int run_driver(struct pgv *p, const char *interp, const char *script, const char **text)
 {
 	char prog[PATH_MAX], path[PATH_MAX], out[PATH_MAX], port[32], nodepath[PATH_MAX + 32];
+	char classpath[PATH_MAX];
+	snprintf(classpath, sizeof(classpath), "%s/drivers/java/*", PGV_TEST_BUILDDIR);
 	if (strcmp(interp, "python") == 0)
 		snprintf(prog, sizeof(prog), "%s/drivers/venv/bin/python", PGV_TEST_BUILDDIR);
 	else
-		snprintf(prog, sizeof(prog), "node");
+		snprintf(prog, sizeof(prog), "%s", interp);	/* node, java */
 	snprintf(path, sizeof(path), "%s/test/drivers/%s", PGV_TEST_SRCDIR, script);
 	snprintf(out, sizeof(out), "%s/%s.out", p->dir, script);
 	snprintf(port, sizeof(port), "PGV_DRV_PORT=%d", p->port);
@@ -86,7 +89,8 @@ static int run_driver(struct pgv *p, const char *interp, const char *script, con
 	char *env[] = { "PGV_DRV_HOST=127.0.0.1", port, "PGV_DRV_DB=" DB, "PGV_DRV_DB_ONE=one", "PGV_DRV_USER=scram_user",
 			"PGV_DRV_PASSWORD=scram_pass", "PGV_DRV_CLIENTS=10", nodepath, NULL };
 	char *argv[] = { prog, path, NULL };
-	int rc = run_program(argv, env, out, 120);
+	char *java_argv[] = { prog, "-cp", classpath, path, NULL };	/* a single-file program (JEP 330) */
+	int rc = run_program(strcmp(interp, "java") == 0 ? java_argv : argv, env, out, 120);
 	*text = read_file_tail(out, 3000);
 	return rc;
 }
@@ -163,13 +167,15 @@ static const struct driver notifying[] = {
 	{ "python", "psycopg3_notify.py" },	/* conn.notifies() */
 	{ "python", "asyncpg_notify.py" },	/* add_listener */
 	{ "node", "node_pg_notify.js" },	/* client.on('notification') */
+	{ "java", "JdbcNotify.java" },	/* PGConnection.getNotifications() */
 };
 
 START_TEST(drivers_get_notifications)
 {
 	const struct driver *d = &notifying[_i];
 	struct pgv p;
-	pgv_start(&p, POOL, std_databases(), std_userlist());
+	/* pgJDBC sends extra_float_digits at login: ignored, as PgBouncer's users configure it */
+	pgv_start(&p, POOL "ignore_startup_parameters = extra_float_digits\n", std_databases(), std_userlist());
 	const char *text;
 	int rc = run_driver(&p, d->interp, d->script, &text);
 	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "%s exited %d:\n%s\n%s", d->script, rc, text,

@@ -118,6 +118,36 @@ START_TEST(self_notify_shows_login_pid)
 }
 END_TEST
 
+/*
+ * A listening client's statement ran on a backend, then a client that does
+ * not listen NOTIFYs from that backend: the listening one must not take it
+ * for its own (its login PID). default_pool_size = 2: the listener takes
+ * one server, so both run on the other.
+ */
+START_TEST(self_pid_not_left_to_previous_client)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *a = conn(&p), *c = conn(&p);
+	exec_ok(&p, a, "LISTEN sp");
+	exec_ok(&p, a, "SELECT 1");
+	exec_ok(&p, c, "NOTIFY sp, 'from c'");
+	PGnotify *n = wait_notify(a, 5000);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_str_eq(n->extra, "from c");
+	ck_assert_int_ne(n->be_pid, PQbackendPID(a));
+	PQfreemem(n);
+	exec_ok(&p, a, "NOTIFY sp, 'from a'");	/* its own still shows its login PID */
+	n = wait_notify(a, 5000);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_int_eq(n->be_pid, PQbackendPID(a));
+	PQfreemem(n);
+	PQfinish(a);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 START_TEST(rolled_back_listen_and_notify)
 {
 	struct pgv p;
@@ -144,6 +174,42 @@ START_TEST(rolled_back_listen_and_notify)
 	expect_notify(&p, a, "rb4", "yes");
 	PQfinish(a);
 	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A LISTEN before a savepoint stays when the transaction rolls back to it
+ * (after an error or not) and commits, as in PostgreSQL; a failed block's
+ * COMMIT (answered ROLLBACK) keeps nothing.
+ */
+START_TEST(savepoint_rollback_keeps_earlier_listen)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p), *c = conn(&p);
+	exec_ok(&p, a, "BEGIN; LISTEN sv1; SAVEPOINT s");
+	PGresult *r = PQexec(a, "SELECT 1/0");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	exec_ok(&p, a, "ROLLBACK TO SAVEPOINT s");
+	exec_ok(&p, a, "COMMIT");
+	exec_ok(&p, c, "BEGIN; LISTEN sv2; SAVEPOINT t; ROLLBACK TO t; COMMIT");
+	exec_ok(&p, b, "BEGIN; LISTEN sv3; SAVEPOINT u");
+	r = PQexec(b, "SELECT 1/0");
+	PQclear(r);
+	r = PQexec(b, "COMMIT");	/* answered ROLLBACK: nothing of it holds */
+	ck_assert_str_eq(PQcmdStatus(r), "ROLLBACK");
+	PQclear(r);
+	PGconn *n = conn(&p);
+	exec_ok(&p, n, "NOTIFY sv1, 'one'; NOTIFY sv2, 'two'; NOTIFY sv3, 'three'");
+	expect_notify(&p, a, "sv1", "one");
+	expect_notify(&p, c, "sv2", "two");
+	expect_none(b, 300);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	PQfinish(n);
 	pgv_stop(&p);
 }
 END_TEST
@@ -512,13 +578,475 @@ START_TEST(unseen_listen_does_not_leak)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the listener within the pool's limits */
+
+/* Whether c's query (sent with PQsendQuery) has its result within timeout_ms: the last status in *st. */
+static bool result_within(PGconn *c, int timeout_ms, ExecStatusType *st)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+	while (now_s() < deadline) {
+		if (!PQconsumeInput(c)) {
+			*st = PGRES_FATAL_ERROR;
+			return true;
+		}
+		if (!PQisBusy(c)) {
+			PGresult *r;
+			*st = PGRES_FATAL_ERROR;
+			while ((r = PQgetResult(c)) != NULL) {
+				*st = PQresultStatus(r);
+				PQclear(r);
+			}
+			return true;
+		}
+		struct pollfd pfd = { .fd = PQsocket(c), .events = POLLIN };
+		poll(&pfd, 1, 20);
+	}
+	return false;
+}
+
+/* PostgreSQL's backends of USER, the most seen over ms milliseconds (sampled). */
+static int max_backends_over(int ms)
+{
+	int most = 0;
+	for (double end = now_s() + ms / 1000.0; now_s() < end; sleep_ms(20))
+		most = pg_count_backends(USER) > most ? pg_count_backends(USER) : most;
+	return most;
+}
+
+/*
+ * default_pool_size = 2 and every server busy when a client LISTENs: the
+ * listener is that client's own server once its LISTEN is answered (no
+ * wait, no third connection); a query that needs a server waits for one
+ * to be released, as any.
+ */
+START_TEST(listener_counts_in_pool_size)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *x = conn(&p), *l = conn(&p), *n = conn(&p);
+	exec_ok(&p, x, "BEGIN");
+	exec_ok(&p, x, "SELECT 1");	/* x holds one server */
+	ck_assert_int_eq(PQsendQuery(l, "LISTEN fullpool"), 1);	/* the other, which becomes the listener */
+	ExecStatusType st;
+	ck_assert_msg(result_within(l, 3000, &st), "LISTEN hangs with a full pool\n%s", pgv_log_tail(&p, 1500));
+	ck_assert_msg(st == PGRES_COMMAND_OK, "%s\n%s", PQerrorMessage(l), pgv_log_tail(&p, 3000));
+	ck_assert_int_eq(PQsendQuery(n, "NOTIFY fullpool, 'after'"), 1);
+	ck_assert_msg(!result_within(n, 500, &st), "a third server was opened: the listener counts in pool_size");
+	ck_assert_int_le(max_backends_over(200), 2);
+	exec_ok(&p, x, "COMMIT");	/* its server goes to n */
+	ck_assert(result_within(n, 3000, &st));
+	ck_assert_int_eq(st, PGRES_COMMAND_OK);
+	expect_notify(&p, l, "fullpool", "after");
+	ck_assert_int_le(max_backends_over(200), 2);
+	ck_assert(pgv_log_contains(&p, "to be the notification listener"));
+	PQfinish(x);
+	PQfinish(l);
+	PQfinish(n);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Two clients LISTEN in open transactions, one server each: the pool is
+ * full and the second's commit waits for the listener to take its channel.
+ * Neither hangs: the first one's server becomes the listener.
+ */
+START_TEST(concurrent_listens_fill_the_pool)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p), *c = conn(&p);
+	exec_ok(&p, a, "BEGIN; LISTEN ca");
+	exec_ok(&p, b, "BEGIN; LISTEN cb");
+	ExecStatusType st;
+	ck_assert_int_eq(PQsendQuery(b, "COMMIT"), 1);
+	ck_assert_int_eq(PQsendQuery(a, "COMMIT"), 1);
+	ck_assert_msg(result_within(a, 3000, &st) && st == PGRES_COMMAND_OK, "%s", pgv_log_tail(&p, 1500));
+	ck_assert_msg(result_within(b, 3000, &st) && st == PGRES_COMMAND_OK, "%s", pgv_log_tail(&p, 1500));
+	exec_ok(&p, c, "NOTIFY ca, '1'; NOTIFY cb, '2'");
+	expect_notify(&p, a, "ca", "1");
+	expect_notify(&p, b, "cb", "2");
+	expect_none(a, 200);
+	ck_assert_int_le(max_backends_over(200), 2);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A pool that cannot spare a server for the listener: LISTEN is refused with a reason; queries go on. */
+START_TEST(pool_of_one_refuses_listen)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "default_pool_size = 1\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	notices[0] = '\0';
+	PQsetNoticeProcessor(a, keep_notice, NULL);
+	PGresult *r = PQexec(a, "LISTEN one");
+	PQclear(r);
+	r = PQexec(a, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	ck_assert_msg(strstr(notices, "notification listener of each worker") ||
+		      strstr(PQerrorMessage(a), "notification listener of each worker"), "%s / %s", notices,
+		      PQerrorMessage(a));
+	ck_assert(pgv_log_contains(&p, "raise pool_size"));
+	exec_ok(&p, b, "SELECT 1");
+	exec_ok(&p, b, "NOTIFY one, 'x'");
+	ck_assert_int_le(max_backends_over(200), 1);
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Worker k's private socket directory (workers.h). */
+static PGconn *worker_conn(struct pgv *p, int k)
+{
+	char dir[700], port[16];
+	snprintf(dir, sizeof(dir), "%s/pgvalve-%d-%d-w%d", p->dir, p->port, (int)p->pid, k);
+	snprintf(port, sizeof(port), "%d", p->port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
+	const char *val[] = { dir, port, DB, USER, PASS, "disable", "10", NULL };
+	for (int tries = 0;; tries++) {
+		PGconn *c = PQconnectdbParams(kw, val, 0);
+		if (PQstatus(c) == CONNECTION_OK)
+			return c;
+		ck_assert_msg(tries < 100, "worker %d: %s", k, PQerrorMessage(c));
+		PQfinish(c);
+		sleep_ms(100);
+	}
+}
+
+/*
+ * workers = 2, default_pool_size = 3: each worker's listener is one of the
+ * instance's three servers (the shared budget): PostgreSQL never sees a
+ * fourth, and a query in either worker still gets the third.
+ */
+START_TEST(workers_listeners_in_the_budget)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "workers = 2\ndefault_pool_size = 3\n", std_databases(), std_userlist());
+	PGconn *l1 = worker_conn(&p, 1), *l2 = worker_conn(&p, 2);
+	exec_ok(&p, l1, "LISTEN w");
+	exec_ok(&p, l2, "LISTEN w");
+	PGconn *n1 = worker_conn(&p, 1), *n2 = worker_conn(&p, 2);
+	exec_ok(&p, n1, "NOTIFY w, 'one'");
+	expect_notify(&p, l1, "w", "one");
+	expect_notify(&p, l2, "w", "one");
+	ck_assert_int_le(max_backends_over(200), 3);
+	/* worker 1 holds the third server idle: worker 2 gets it through the budget */
+	exec_ok(&p, n2, "NOTIFY w, 'two'");
+	expect_notify(&p, l1, "w", "two");
+	expect_notify(&p, l2, "w", "two");
+	ck_assert_int_le(max_backends_over(300), 3);
+	PQfinish(l1);
+	PQfinish(l2);
+	PQfinish(n1);
+	PQfinish(n2);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- failures */
+
+/* The client's next query fails, and the reason it was given contains text. */
+static void expect_told(struct pgv *p, PGconn *c, const char *text)
+{
+	notices[0] = '\0';
+	PQsetNoticeProcessor(c, keep_notice, NULL);
+	PQconsumeInput(c);
+	PGresult *r = PQexec(c, "SELECT 1");
+	ck_assert_msg(PQresultStatus(r) != PGRES_TUPLES_OK, "still served\n%s", pgv_log_tail(p, 1500));
+	PQclear(r);
+	ck_assert_msg(strstr(notices, text) || strstr(PQerrorMessage(c), text), "want \"%s\": %s / %s", text, notices,
+		      PQerrorMessage(c));
+}
+
+/* Listening again from a new connection works, the notification arrives. */
+static void listen_again(struct pgv *p, const char *channel)
+{
+	PGconn *a = conn(p), *b = conn(p);
+	char sql[128];
+	snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+	exec_ok(p, a, sql);
+	snprintf(sql, sizeof(sql), "NOTIFY %s, 'again'", channel);
+	exec_ok(p, b, sql);
+	expect_notify(p, a, channel, "again");
+	PQfinish(a);
+	PQfinish(b);
+}
+
+/* pg_ctl restart -m fast: every listening client is told; after it, LISTEN works again. */
+START_TEST(postgres_restart)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN r1");
+	exec_ok(&p, b, "LISTEN r2");
+	const char *dir = getenv("PGV_TEST_DIR"), *bin = getenv("PGV_TEST_PGBIN"), *runas = getenv("PGV_TEST_RUNAS");
+	char data[600], cmd[2400], pidfile[700];
+	snprintf(data, sizeof(data), "%s/pgdata", dir);
+	/* as run.sh starts it (scripts/deps.sh pgv_pg_start): from a directory its user may read */
+	snprintf(cmd, sizeof(cmd), "cd '%s' && %s%s%s '%s/pg_ctl' -D '%s' -l '%s/postgresql.log' -m fast -w -t 60 restart",
+		 dir, runas && runas[0] ? "runuser -u " : "", runas && runas[0] ? runas : "",
+		 runas && runas[0] ? " --" : "", bin, data, dir);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	ck_assert_int_eq(run_program(argv, NULL, "/dev/null", 90), 0);
+	/* run.sh stops PostgreSQL by the pid it recorded at start: the new postmaster's */
+	char line[32] = "";
+	snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid", data);
+	FILE *f = fopen(pidfile, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+	fclose(f);
+	snprintf(pidfile, sizeof(pidfile), "%s.pid", data);
+	f = fopen(pidfile, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(line, f);
+	fclose(f);
+	ck_assert_msg(pgv_log_wait(&p, "notification listener of " DB "/" USER " lost", 10), "%s", pgv_log_tail(&p, 1500));
+	expect_told(&p, a, "notification listener was lost");
+	expect_told(&p, b, "notification listener was lost");
+	listen_again(&p, "r1");
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* pg_terminate_backend of the listener's backend: its clients told; after reconnecting, LISTEN works. */
+START_TEST(listener_terminated_then_listen_again)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN t1");
+	exec_ok(&p, b, "LISTEN t1; LISTEN t2");
+	/* the listener's backend: the one SHOW SERVERS lists with no client, as PostgreSQL knows it */
+	PGconn *adm = pgv_connect(&p, "pgbouncer", USER, PASS);
+	PGresult *r = PQexec(adm, "SHOW SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int col_state = PQfnumber(r, "state"), col_pid = PQfnumber(r, "remote_pid");
+	ck_assert_int_ge(col_pid, 0);
+	char pid[16] = "";
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, col_state), "active") == 0)
+			snprintf(pid, sizeof(pid), "%s", PQgetvalue(r, i, col_pid));
+	PQclear(r);
+	ck_assert_msg(pid[0], "no active server (the listener) in SHOW SERVERS");
+	PGconn *d = pg_direct();
+	const char *params[1] = { pid };
+	r = PQexecParams(d, "SELECT pg_terminate_backend($1::int)", 1, NULL, params, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	ck_assert_str_eq(PQgetvalue(r, 0, 0), "t");
+	PQclear(r);
+	PQfinish(d);
+	/* pgvalve hears of it a moment later: until then a query is served as usual */
+	ck_assert_msg(pgv_log_wait(&p, "notification listener of " DB "/" USER " lost", 10), "%s", pgv_log_tail(&p, 1500));
+	expect_told(&p, a, "notification listener was lost");
+	expect_told(&p, b, "notification listener was lost");
+	listen_again(&p, "t2");
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
+static PGconn *admin(struct pgv *p)
+{
+	PGconn *adm = pgv_connect(p, "pgbouncer", USER, PASS);
+	ck_assert_int_eq(PQstatus(adm), CONNECTION_OK);
+	return adm;
+}
+
+/* A console command that must complete within 5 s. */
+static void admin_within(struct pgv *p, PGconn *adm, const char *cmd)
+{
+	ExecStatusType st;
+	ck_assert_int_eq(PQsendQuery(adm, cmd), 1);
+	ck_assert_msg(result_within(adm, 5000, &st), "%s hangs\n%s", cmd, pgv_log_tail(p, 1500));
+	ck_assert_msg(st == PGRES_COMMAND_OK, "%s: %s", cmd, PQerrorMessage(adm));
+}
+
+/*
+ * PAUSE with listening clients completes (the listener is one of the
+ * servers PAUSE closes): they are told, as at a lost listener; after
+ * RESUME, LISTEN works again.
+ */
+START_TEST(pause_resume_with_listeners)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *other = conn(&p);
+	exec_ok(&p, a, "LISTEN pr");
+	exec_ok(&p, other, "SELECT 1");
+	PGconn *adm = admin(&p);
+	admin_within(&p, adm, "PAUSE");
+	ck_assert_int_eq(pg_count_backends(USER), 0);
+	ck_assert(pgv_log_wait(&p, "notification listener of " DB "/" USER " lost", 10));
+	expect_told(&p, a, "notification listener was lost");
+	admin_within(&p, adm, "RESUME");
+	exec_ok(&p, other, "SELECT 1");	/* a client that did not listen goes on */
+	listen_again(&p, "pr");
+	PQfinish(a);
+	PQfinish(other);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* KILL db with listening clients: they go at once with the others; after RESUME db, LISTEN works. */
+START_TEST(kill_db_with_listeners)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN kd");
+	exec_ok(&p, b, "LISTEN kd");
+	PGconn *adm = admin(&p);
+	admin_within(&p, adm, "KILL " DB);
+	PGresult *r = PQexec(a, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	r = PQexec(b, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	for (int i = 0; i < 50 && pg_count_backends(USER) > 0; i++)
+		sleep_ms(100);
+	ck_assert_int_eq(pg_count_backends(USER), 0);
+	admin_within(&p, adm, "RESUME " DB);
+	listen_again(&p, "kd");
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHOW LISTENERS' count for channel in pool DB/USER, -1 if not listed. */
+static int listeners_of(PGconn *adm, const char *channel)
+{
+	PGresult *r = PQexec(adm, "SHOW LISTENERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int n = -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 2), channel) == 0)
+			n = atoi(PQgetvalue(r, i, 3));
+	PQclear(r);
+	return n;
+}
+
+/*
+ * A later client's LISTEN of a channel the listener lacks: the listener
+ * LISTENs it before the client's statement runs, so before the client's
+ * commit (no moment where a notification committed after that commit could
+ * be missed). Until the commit no client is counted on it, a notification
+ * committed meanwhile is not the client's (as in PostgreSQL), and a
+ * rollback takes the channel away again.
+ */
+START_TEST(listener_listens_before_the_client_commits)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "default_pool_size = 4\nadmin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *first = conn(&p), *a = conn(&p), *b = conn(&p), *x = conn(&p), *adm = admin(&p);
+	exec_ok(&p, first, "LISTEN opened");	/* its server becomes the listener */
+	exec_ok(&p, a, "BEGIN; LISTEN early");
+	ck_assert_int_eq(listeners_of(adm, "early"), 0);	/* already LISTENed by the listener, nobody's yet */
+	exec_ok(&p, x, "NOTIFY early, 'before'");	/* committed before a's LISTEN: not a's */
+	exec_ok(&p, a, "COMMIT");
+	ck_assert_int_eq(listeners_of(adm, "early"), 1);
+	exec_ok(&p, x, "NOTIFY early, 'after'");
+	expect_notify(&p, a, "early", "after");
+	expect_none(a, 300);
+	exec_ok(&p, b, "BEGIN; LISTEN gone");
+	ck_assert_int_eq(listeners_of(adm, "gone"), 0);
+	exec_ok(&p, b, "ROLLBACK");
+	ck_assert_int_eq(listeners_of(adm, "gone"), -1);
+	exec_ok(&p, x, "NOTIFY gone, 'no'");
+	expect_none(b, 300);
+	/* an autocommit LISTEN waits for the listener the same way */
+	exec_ok(&p, b, "LISTEN auto");
+	exec_ok(&p, x, "NOTIFY auto, 'yes'");
+	expect_notify(&p, b, "auto", "yes");
+	PQfinish(first);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(x);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Until pgvalve has exited (seconds at most). */
+static bool exited_within(struct pgv *p, double seconds)
+{
+	for (double end = now_s() + seconds; pgv_running(p) && now_s() < end;)
+		sleep_ms(50);
+	return !pgv_running(p);
+}
+
+/*
+ * SHUTDOWN WAIT_FOR_SERVERS with an idle listening client: the listener is
+ * closed as the other servers are, its client told, and pgvalve exits.
+ */
+START_TEST(shutdown_wait_for_servers_with_listener)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p);
+	exec_ok(&p, a, "LISTEN sd");
+	PGconn *adm = admin(&p);
+	PGresult *r = PQexec(adm, "SHUTDOWN WAIT_FOR_SERVERS");
+	PQclear(r);
+	ck_assert_msg(exited_within(&p, 10), "still running with a listener\n%s", pgv_log_tail(&p, 1500));
+	ck_assert(pgv_log_contains(&p, "notification listener of " DB "/" USER " lost"));
+	r = PQexec(a, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	PQfinish(a);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* SHUTDOWN (immediate) with listening clients: pgvalve exits at once. */
+START_TEST(shutdown_with_listener)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI "admin_users = " USER "\n", std_databases(), std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN sd");
+	exec_ok(&p, b, "BEGIN; LISTEN sd2");
+	PGconn *adm = admin(&p);
+	PGresult *r = PQexec(adm, "SHUTDOWN");
+	PQclear(r);
+	ck_assert_msg(exited_within(&p, 5), "still running\n%s", pgv_log_tail(&p, 1500));
+	r = PQexec(a, "SELECT 1");
+	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	for (int i = 0; i < 50 && pg_count_backends(USER) > 0; i++)
+		sleep_ms(100);
+	ck_assert_int_eq(pg_count_backends(USER), 0);
+	PQfinish(a);
+	PQfinish(b);
+	PQfinish(adm);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *notify_suite(void)
 {
 	Suite *s = suite_create("notify");
 	TCase *tc = pgv_tcase_create("notify", 60);
 	tcase_add_test(tc, listen_notify_many_clients);
 	tcase_add_test(tc, self_notify_shows_login_pid);
+	tcase_add_test(tc, self_pid_not_left_to_previous_client);
 	tcase_add_test(tc, rolled_back_listen_and_notify);
+	tcase_add_test(tc, savepoint_rollback_keeps_earlier_listen);
 	tcase_add_test(tc, thousand_in_order);
 	tcase_add_test(tc, unlisten_stops_delivery);
 	tcase_add_test(tc, channel_names);
@@ -532,6 +1060,17 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, notify_support_off);
 	tcase_add_test(tc, reconnect_closes_listener);
 	tcase_add_test(tc, unseen_listen_does_not_leak);
+	tcase_add_test(tc, listener_counts_in_pool_size);
+	tcase_add_test(tc, concurrent_listens_fill_the_pool);
+	tcase_add_test(tc, pool_of_one_refuses_listen);
+	tcase_add_test(tc, workers_listeners_in_the_budget);
+	tcase_add_test(tc, postgres_restart);
+	tcase_add_test(tc, listener_terminated_then_listen_again);
+	tcase_add_test(tc, pause_resume_with_listeners);
+	tcase_add_test(tc, kill_db_with_listeners);
+	tcase_add_test(tc, shutdown_wait_for_servers_with_listener);
+	tcase_add_test(tc, shutdown_with_listener);
+	tcase_add_test(tc, listener_listens_before_the_client_commits);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -257,7 +257,8 @@ static void count_notice(void *arg, const PGresult *res)
 START_TEST(notice_notify_empty_function_call)
 {
 	struct pgv p;
-	pgv_start(&p, TXN "default_pool_size = 1\n", std_databases(), std_userlist());
+	/* two servers: LISTEN's notification listener takes one of the pool's (notify.h) */
+	pgv_start(&p, TXN "default_pool_size = 2\n", std_databases(), std_userlist());
 	PGconn *c = connect_ok(&p, "scram_user", "scram_pass");
 
 	PQsetNoticeReceiver(c, count_notice, NULL);
