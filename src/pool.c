@@ -372,6 +372,18 @@ static int open_server(struct pool *pool, int pool_limit)
 	return server_connect_counted(pool, token) ? 1 : 0;
 }
 
+int pool_open_replication_server(struct pool *pool, struct client *client)
+{
+	const struct budget_ops *budget = pgv.budget;
+	uint64_t token = 0;
+	if (budget && !budget->server_take(pool, pool_effective_size(pool), db_server_limit(pool->db),
+					   user_server_limit(pool), &token)) {
+		budget->server_wanted(pool);
+		return -1;
+	}
+	return server_connect_replication(pool, client, token) ? 1 : 0;
+}
+
 /*
  * Closes the longest-idle server of another pool of the same database
  * (same_db) or the same user, as PgBouncer does when a limit is full.

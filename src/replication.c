@@ -171,7 +171,10 @@ void replication_launch_servers(struct pool *pool)
 	while ((client = next_without_server(pool))) {
 		if (!make_room(pool))
 			return;		/* a server leaving the pool calls again (pool_after_change) */
-		if (!server_connect_replication(pool, client))
+		int opened = pool_open_replication_server(pool, client);
+		if (opened < 0)
+			return;		/* the instance's budget is used up: tried again when it frees */
+		if (opened == 0)
 			continue;	/* it could not even start: the client went on waiting or was closed */
 	}
 }

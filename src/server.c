@@ -389,6 +389,8 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 	if (first < 0) {
 		log_debug("%s/%s: no host of the list is eligible now (target_session_attrs)", pool->db->name,
 			  pool->user);
+		if (budget_token && pgv.budget)
+			pgv.budget->server_return(budget_token);	/* taken for a server that never came to be */
 		return NULL;
 	}
 	struct server *server = xcalloc(1, sizeof(*server));
@@ -449,9 +451,9 @@ struct server *server_connect_counted(struct pool *pool, uint64_t budget_token)
 	return connect_for(pool, NULL, budget_token);
 }
 
-struct server *server_connect_replication(struct pool *pool, struct client *client)
+struct server *server_connect_replication(struct pool *pool, struct client *client, uint64_t budget_token)
 {
-	return connect_for(pool, client, 0);
+	return connect_for(pool, client, budget_token);
 }
 
 void server_connect_timed_out(struct server *server)

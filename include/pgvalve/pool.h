@@ -202,6 +202,14 @@ int pool_server_count(const struct pool *pool);
 /* The instance's servers of pool: every worker's with a shared budget (instance.h), else pool_server_count. */
 int pool_instance_server_count(const struct pool *pool);
 /*
+ * A replication client's own server (replication.c), counted in the
+ * instance's shared budget like any server of the pool when there is one
+ * (workers = N): 1 opened, 0 it could not start, -1 the instance's budget
+ * is used up (other workers are asked for a server; the pool's next
+ * change or the budget's tick tries again).
+ */
+int pool_open_replication_server(struct pool *pool, struct client *client);
+/*
  * Janitor: the pool holds more servers than pool_size + reserve_pool_size
  * (a reload or SET lowered them): the excess closes, used servers first,
  * then idle ones, as PgBouncer's janitor does; linked ones at a later

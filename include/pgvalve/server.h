@@ -218,8 +218,11 @@ struct server *server_connect(struct pool *pool);
  * connect fails here.
  */
 struct server *server_connect_counted(struct pool *pool, uint64_t budget_token);
-/* The same for a replication client: a server of its own, opened with its startup parameters. */
-struct server *server_connect_replication(struct pool *pool, struct client *client);
+/*
+ * The same for a replication client: a server of its own, opened with its
+ * startup parameters; budget_token as server_connect_counted's (0: none).
+ */
+struct server *server_connect_replication(struct pool *pool, struct client *client, uint64_t budget_token);
 /* A feature's own server (struct server_owner): this one, once its client releases it. */
 void server_claim(struct server *server, const struct server_owner *owner);
 /* Drops the claim: the server goes back to the pool as any other. */

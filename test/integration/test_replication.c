@@ -351,6 +351,59 @@ START_TEST(pool_size_counts)
 END_TEST
 
 /*
+ * workers = 2: a replication client's own server counts in the instance's
+ * pool_size like any other. With pool_size 1 held by a replication client
+ * of worker 1, one of worker 2 waits (PostgreSQL never sees two) and gets
+ * in once the first leaves.
+ */
+START_TEST(pool_size_counts_across_workers)
+{
+	struct pgv p;
+	pgv_start(&p, SETTINGS "workers = 2\n", databases(), userlist());
+	char conninfo[2][900];
+	for (int k = 0; k < 2; k++)
+		snprintf(conninfo[k], sizeof(conninfo[k]),
+			 "host=%s/pgvalve-%d-%d-w%d port=%d dbname=small user=repl_user password=repl_pass"
+			 " replication=database connect_timeout=10", p.dir, p.port, (int)p.pid, k + 1, p.port);
+	PGconn *first = NULL;
+	for (double until = now_s() + 10; !first || PQstatus(first) != CONNECTION_OK; sleep_ms(100)) {
+		ck_assert_msg(now_s() < until, "worker 1 never took a replication client: %s\n%s",
+			      first ? PQerrorMessage(first) : "", pgv_log_tail(&p, 1500));
+		if (first)
+			PQfinish(first);
+		first = PQconnectdb(conninfo[0]);	/* its private socket appears once it runs */
+	}
+	ck_assert_int_eq(walsenders(), 1);
+
+	PGconn *second = PQconnectStart(conninfo[1]);
+	ck_assert_ptr_nonnull(second);
+	double until = now_s() + 1.5;
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	while (now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+		st = PQconnectPoll(second);
+		sleep_ms(20);
+	}
+	ck_assert_msg(st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED,
+		      "worker 2's replication client got in past the instance's pool_size 1 (%s)",
+		      PQerrorMessage(second));
+	ck_assert_int_eq(walsenders(), 1);
+
+	PQfinish(first);
+	until = now_s() + 10;
+	while (now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+		st = PQconnectPoll(second);
+		sleep_ms(20);
+	}
+	ck_assert_msg(st == PGRES_POLLING_OK, "%s\n%s", PQerrorMessage(second), pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(query_value(second, "SELECT 6"), "6");
+	ck_assert_int_eq(walsenders(), 1);
+	PQfinish(second);
+	wait_walsenders(0);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
  * Ordinary clients keeping the one server of a pool busy do not starve a
  * replication client: it is served in arrival order, the free server
  * closed to make its room.
@@ -620,6 +673,7 @@ int main(void)
 		{ "physical_connection", physical_connection, 30, 0 },
 		{ "failed_replication_login_alone", failed_replication_login_alone, 30, 0 },
 		{ "pool_size_counts", pool_size_counts, 30, 0 },
+		{ "pool_size_counts_across_workers", pool_size_counts_across_workers, 30, 0 },
 		{ "served_in_turn", served_in_turn_with_a_busy_pool, 30, 0 },
 		{ "unreachable_server", unreachable_server_keeps_waiting, 30, 0 },
 		{ "pg_basebackup", pg_basebackup_through_pgvalve, 150, 2 },
