@@ -12,6 +12,7 @@
 # and measures, interleaving the values so that a noisy machine hurts
 # them alike:
 #   - saturation: pgbench -S -M simple with --clients clients: tps, the
+#     median and 99th percentile latency (pgbench -l), the
 #     instance's CPU per transaction (supervisor and workers, user +
 #     system) and the most server connections PostgreSQL showed (sampled
 #     every 0.2 s; never above the pool size if the limit is the instance's);
@@ -72,7 +73,7 @@ sample_servers() {
 }
 
 # measure LABEL PORT PIDS...: one saturation run (and one at --rate) against PORT; appends to the tables.
-declare -A tps cpu_sat cpu_rate servers handover
+declare -A tps cpu_sat cpu_rate servers handover lat50 lat99
 measure() {
 	local label=$1 p=$2
 	shift 2
@@ -81,14 +82,21 @@ measure() {
 	local sampler=$!
 	local t0 t1 t txns
 	t0=$(instance_ticks "$@")
-	read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2)
+	rm -f "$tmp"/lat.*
+	read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -l --log-prefix="$tmp/lat")
 	t1=$(instance_ticks "$@")
 	kill "$sampler" 2>/dev/null
 	wait "$sampler" 2>/dev/null
+	# per-transaction latencies (pgbench -l: the third field, in microseconds): p50 and p99 in ms
+	read -r p50 p99 < <(cat "$tmp"/lat.* | awk '{ print $3 }' | sort -n |
+		awk '{ a[NR] = $1 } END { if (NR) printf "%.3f %.3f\n", a[int(NR * 0.5) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000; else print "0 0" }')
+	rm -f "$tmp"/lat.*
+	lat50[$label]="${lat50[$label]:-} $p50"
+	lat99[$label]="${lat99[$label]:-} $p99"
 	tps[$label]="${tps[$label]:-} $t"
 	cpu_sat[$label]="${cpu_sat[$label]:-} $(awk -v d=$((t1 - t0)) -v n="$txns" 'BEGIN { printf "%.2f", n ? d * 10000 / n : 0 }')"
 	servers[$label]="${servers[$label]:-} $(cat "$tmp/most")"
-	echo "workers.sh: round $round, $label: $t tps, $(grep -E '^latency average' "$tmp/run.out"), at most $(cat "$tmp/most") server connections"
+	echo "workers.sh: round $round, $label: $t tps, latency p50 $p50 ms, p99 $p99 ms, at most $(cat "$tmp/most") server connections"
 	if [ "$rate" -gt 0 ]; then
 		t0=$(instance_ticks "$@")
 		read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -R "$rate")
@@ -165,11 +173,11 @@ for w in "${wl[@]}"; do
 	[ "$with_pgbouncer" = 1 ] && labels+=("pgbouncer-$w")
 done
 med() { printf '%s\n' "$@" | median; }
-printf '\n%-13s %9s %12s %13s %12s %13s\n' what tps "us/txn(sat)" "us/txn(rate)" max_servers "handover_ms"
+printf '\n%-13s %9s %8s %8s %12s %13s %12s %13s\n' what tps p50_ms p99_ms "us/txn(sat)" "us/txn(rate)" max_servers "handover_ms"
 for l in "${labels[@]}"; do
 	w=${l#*-}
 	# shellcheck disable=SC2086 # lists of numbers are meant to split
-	printf '%-13s %9.0f %12.2f %13s %12s %13s\n' "$l" "$(med ${tps[$l]})" "$(med ${cpu_sat[$l]})" \
+	printf '%-13s %9.0f %8.3f %8.3f %12.2f %13s %12s %13s\n' "$l" "$(med ${tps[$l]})" "$(med ${lat50[$l]})" "$(med ${lat99[$l]})" "$(med ${cpu_sat[$l]})" \
 		"$([ "$rate" -gt 0 ] && printf '%.2f' "$(med ${cpu_rate[$l]})" || echo -)" "$(printf '%s\n' ${servers[$l]} | sort -n | tail -1)" \
 		"$([ "${l%%-*}" = pgvalve ] && [ "$w" -ge 2 ] && printf '%.2f' "$(med ${handover[$w]})" || echo -)"
 done
