@@ -302,6 +302,15 @@ START_TEST(failed_replication_login_alone)
 }
 END_TEST
 
+/* Drives c's PQconnectStart for up to seconds, or until it is in or failed; its last state. */
+static PostgresPollingStatusType poll_connect(PGconn *c, double seconds, PostgresPollingStatusType st)
+{
+	for (double until = now_s() + seconds; now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED;
+	     sleep_ms(20))
+		st = PQconnectPoll(c);
+	return st;
+}
+
 /*
  * Replication servers count against pool_size: one evicts the pool's idle
  * server ("evicted for pool_size"), a second waits until the first client
@@ -325,22 +334,13 @@ START_TEST(pool_size_counts)
 
 	PGconn *second = PQconnectStart(conninfo);
 	ck_assert_ptr_nonnull(second);
-	double until = now_s() + 1.0;
-	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-	while (now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
-		st = PQconnectPoll(second);
-		sleep_ms(20);
-	}
+	PostgresPollingStatusType st = poll_connect(second, 1.0, PGRES_POLLING_WRITING);
 	ck_assert_msg(st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED,
 		      "the second replication client got in past pool_size 1 (%s)", PQerrorMessage(second));
 	ck_assert_int_eq(walsenders(), 1);
 
 	PQfinish(first);
-	until = now_s() + 10;
-	while (now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
-		st = PQconnectPoll(second);
-		sleep_ms(20);
-	}
+	st = poll_connect(second, 10, st);
 	ck_assert_msg(st == PGRES_POLLING_OK, "%s", PQerrorMessage(second));
 	ck_assert_str_eq(query_value(second, "SELECT 5"), "5");
 	wait_walsenders(1);
@@ -377,23 +377,14 @@ START_TEST(pool_size_counts_across_workers)
 
 	PGconn *second = PQconnectStart(conninfo[1]);
 	ck_assert_ptr_nonnull(second);
-	double until = now_s() + 1.5;
-	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-	while (now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
-		st = PQconnectPoll(second);
-		sleep_ms(20);
-	}
+	PostgresPollingStatusType st = poll_connect(second, 1.5, PGRES_POLLING_WRITING);
 	ck_assert_msg(st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED,
 		      "worker 2's replication client got in past the instance's pool_size 1 (%s)",
 		      PQerrorMessage(second));
 	ck_assert_int_eq(walsenders(), 1);
 
 	PQfinish(first);
-	until = now_s() + 10;
-	while (now_s() < until && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
-		st = PQconnectPoll(second);
-		sleep_ms(20);
-	}
+	st = poll_connect(second, 10, st);
 	ck_assert_msg(st == PGRES_POLLING_OK, "%s\n%s", PQerrorMessage(second), pgv_log_tail(&p, 1500));
 	ck_assert_str_eq(query_value(second, "SELECT 6"), "6");
 	ck_assert_int_eq(walsenders(), 1);
