@@ -134,11 +134,12 @@ static bool want_fresh(int64_t at, usec_t now)
 	return at != 0 && now - at < WANT_FRESH_USEC;
 }
 
+/* Relaxed loads: also read without the lock (server_count); a column is one aligned word. */
 static int32_t column_sum(const int32_t *col)
 {
 	int32_t n = 0;
 	for (int w = 0; w < sp.workers; w++)
-		n += col[w];
+		n += __atomic_load_n(&col[w], __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -245,9 +246,10 @@ static void token_unpack(uint64_t token, uint32_t idx[3])
 }
 
 /*
- * Wakes the workers of mask (bit w = column w; workers past the 64th wait
- * for their tick) at once rather than at their next tick: SIGURG, which nothing else in pgvalve sends and whose
- * default action is to be ignored. Sent only when a want begins and when a
+ * Wakes the workers of mask (bit w = column w) at once rather than at
+ * their next tick (workers past the 64th still wait for it): SIGURG,
+ * which nothing else in pgvalve sends and whose default action is to be
+ * ignored. Sent only when a want begins and when a
  * given-back server's budget is free, a few times a second at most.
  */
 static void nudge_workers(uint64_t mask)
@@ -359,13 +361,7 @@ static void server_return(uint64_t token)
 static int server_count(const struct pool *pool)
 {
 	uint32_t p = pool_slot(pool, false);
-	if (!p)
-		return pool_server_count(pool);
-	const int32_t *col = servers_of(slot_at(p));
-	int32_t n = 0;
-	for (int w = 0; w < sp.workers; w++)
-		n += __atomic_load_n(&col[w], __ATOMIC_RELAXED);
-	return n;
+	return p ? column_sum(servers_of(slot_at(p))) : pool_server_count(pool);
 }
 
 /* A want is refreshed at most this often per pool: it stays fresh for WANT_FRESH_USEC. */
