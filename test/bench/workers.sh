@@ -72,21 +72,32 @@ sample_servers() {
 	done
 }
 
+# bench_sessions: sessions PostgreSQL has started for database bench so far (pg_stat_database; a backend
+# reports its start at its first flush, so call it a second after the load stops).
+bench_sessions() {
+	"$PGBIN/psql" -X -At -h "$tmp" -p "$pgport" -U postgres -d postgres \
+		-c "SELECT pg_stat_force_next_flush(); SELECT sessions FROM pg_stat_database WHERE datname = 'bench'" 2>/dev/null | tail -1
+}
+
 # measure LABEL PORT PIDS...: one saturation run (and one at --rate) against PORT; appends to the tables.
-declare -A tps cpu_sat cpu_rate servers handover lat50 lat99
+declare -A tps cpu_sat cpu_rate servers handover lat50 lat99 logins
 measure() {
 	local label=$1 p=$2
 	shift 2
 	echo 0 >"$tmp/most"
 	sample_servers "$tmp/most" &
 	local sampler=$!
-	local t0 t1 t txns
+	local t0 t1 t txns s0 s1
+	s0=$(bench_sessions)
 	t0=$(instance_ticks "$@")
 	rm -f "$tmp"/lat.*
 	read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -l --log-prefix="$tmp/lat")
 	t1=$(instance_ticks "$@")
 	kill "$sampler" 2>/dev/null
 	wait "$sampler" 2>/dev/null
+	sleep 1
+	s1=$(bench_sessions)
+	logins[$label]="${logins[$label]:-} $(( ${s1:-0} - ${s0:-0} ))"
 	# per-transaction latencies (pgbench -l: the third field, in microseconds): p50 and p99 in ms
 	read -r p50 p99 < <(cat "$tmp"/lat.* | awk '{ print $3 }' | sort -n |
 		awk '{ a[NR] = $1 } END { if (NR) printf "%.3f %.3f\n", a[int(NR * 0.5) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000; else print "0 0" }')
@@ -96,7 +107,7 @@ measure() {
 	tps[$label]="${tps[$label]:-} $t"
 	cpu_sat[$label]="${cpu_sat[$label]:-} $(awk -v d=$((t1 - t0)) -v n="$txns" 'BEGIN { printf "%.2f", n ? d * 10000 / n : 0 }')"
 	servers[$label]="${servers[$label]:-} $(cat "$tmp/most")"
-	echo "workers.sh: round $round, $label: $t tps, latency p50 $p50 ms, p99 $p99 ms, at most $(cat "$tmp/most") server connections"
+	echo "workers.sh: round $round, $label: $t tps, latency p50 $p50 ms, p99 $p99 ms, at most $(cat "$tmp/most") server connections, $(( ${s1:-0} - ${s0:-0} )) server logins"
 	if [ "$rate" -gt 0 ]; then
 		t0=$(instance_ticks "$@")
 		read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -R "$rate")
@@ -173,16 +184,17 @@ for w in "${wl[@]}"; do
 	[ "$with_pgbouncer" = 1 ] && labels+=("pgbouncer-$w")
 done
 med() { printf '%s\n' "$@" | median; }
-printf '\n%-13s %9s %8s %8s %12s %13s %12s %13s\n' what tps p50_ms p99_ms "us/txn(sat)" "us/txn(rate)" max_servers "handover_ms"
+printf '\n%-13s %9s %8s %8s %12s %13s %12s %7s %13s\n' what tps p50_ms p99_ms "us/txn(sat)" "us/txn(rate)" max_servers logins "handover_ms"
 for l in "${labels[@]}"; do
 	w=${l#*-}
 	# shellcheck disable=SC2086 # lists of numbers are meant to split
-	printf '%-13s %9.0f %8.3f %8.3f %12.2f %13s %12s %13s\n' "$l" "$(med ${tps[$l]})" "$(med ${lat50[$l]})" "$(med ${lat99[$l]})" "$(med ${cpu_sat[$l]})" \
-		"$([ "$rate" -gt 0 ] && printf '%.2f' "$(med ${cpu_rate[$l]})" || echo -)" "$(printf '%s\n' ${servers[$l]} | sort -n | tail -1)" \
+	printf '%-13s %9.0f %8.3f %8.3f %12.2f %13s %12s %7s %13s\n' "$l" "$(med ${tps[$l]})" "$(med ${lat50[$l]})" "$(med ${lat99[$l]})" "$(med ${cpu_sat[$l]})" \
+		"$([ "$rate" -gt 0 ] && printf '%.2f' "$(med ${cpu_rate[$l]})" || echo -)" "$(printf '%s\n' ${servers[$l]} | sort -n | tail -1)" "$(med ${logins[$l]})" \
 		"$([ "${l%%-*}" = pgvalve ] && [ "$w" -ge 2 ] && printf '%.2f' "$(med ${handover[$w]})" || echo -)"
 done
 echo
 echo "pgbench -S -M simple, $clients clients, -j 2, ${duration}s rounds x $rounds (medians; max_servers: the most over all rounds)"
+echo "logins: server logins PostgreSQL saw during the saturation run (servers handed between workers log in anew)"
 echo "pool of $pool_size for the pgvalve instance (per process for PgBouncer); $(nproc) CPUs; us/txn = pooler CPU (user + system) per transaction"
 [ "$rate" -gt 0 ] && echo "us/txn(rate): at pgbench -R $rate"
 [ "$with_pgbouncer" = 1 ] && bench_pgbouncer_line
