@@ -39,8 +39,10 @@ enum key_kind { KEY_FREE = 0, KEY_INSTANCE, KEY_DB, KEY_USER, KEY_POOL };
  * One key's counts. Every field is written under the table's lock, except
  * want_any, also read without it (the release path's quick look).
  * Followed by the per-worker columns: servers, clients, reserved (servers
- * given back for that worker's waiting clients, not yet taken by it), and
- * want (the monotonic time that worker last asked for a server, 0 = not).
+ * given back for that worker's waiting clients, not yet taken by it),
+ * want (the monotonic time that worker last asked for a server, 0 = not,
+ * cleared when it takes one) and waited (the last time its clients waited
+ * for the pool's servers, kept: the worker's recent demand).
  */
 struct slot {
 	uint32_t kind;
@@ -112,6 +114,11 @@ static int32_t *reserved_of(struct slot *s)
 static int64_t *wants_of(struct slot *s)
 {
 	return (int64_t *)(reserved_of(s) + sp.workers + (sp.workers & 1));
+}
+
+static int64_t *waited_of(struct slot *s)
+{
+	return wants_of(s) + sp.workers;
 }
 
 static void table_lock(void)
@@ -310,10 +317,18 @@ static bool server_take(const struct pool *pool, int pool_limit, int db_limit, i
 		return true;
 	}
 	struct slot *ps = slot_at(p), *ds = slot_at(d), *us = slot_at(u);
-	bool ok = take_reserved(ps, now);
+	/*
+	 * A server reserved here is already in the pool's sum, but the one
+	 * given back for it stays in its giver's column until PostgreSQL has
+	 * closed it: taken before that, the two would overlap, and the giver,
+	 * seeing itself still ahead, would give again (the budget would churn).
+	 */
+	bool others_fit = (db_limit <= 0 || server_sum(ds, now) < db_limit) &&
+			  (user_limit <= 0 || server_sum(us, now) < user_limit);
+	int32_t pool_sum = server_sum(ps, now);
+	bool ok = others_fit && pool_sum <= pool_limit && take_reserved(ps, now);
 	if (!ok)
-		ok = server_sum(ps, now) < pool_limit && (db_limit <= 0 || server_sum(ds, now) < db_limit) &&
-		     (user_limit <= 0 || server_sum(us, now) < user_limit);
+		ok = others_fit && pool_sum < pool_limit;
 	if (ok) {
 		servers_of(ps)[sp.self]++;
 		servers_of(ds)[sp.self]++;
@@ -386,6 +401,7 @@ static void server_wanted(const struct pool *pool)
 			nudge = holders_of(s);	/* a new ask: the holders look now, not at their next tick */
 		}
 		wants_of(s)[sp.self] = now;
+		waited_of(s)[sp.self] = now;
 		__atomic_store_n(&s->want_any, now, __ATOMIC_RELAXED);
 	}
 	table_unlock();
@@ -395,20 +411,31 @@ static void server_wanted(const struct pool *pool)
 /*
  * Whether this worker gives one server of the slot back to a worker whose
  * clients wait: one with nothing reserved for it yet, and (if clients
- * here want the server too) fewer servers than this one holds. Reserves
- * it for that worker. Under the lock.
+ * here want the servers too, now or within WANT_FRESH_USEC) none or at
+ * least two fewer than this one holds. Reserves it for that worker. Under
+ * the lock.
  */
 static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 {
 	int32_t *servers = servers_of(s), *reserved = reserved_of(s);
 	int64_t *wants = wants_of(s);
+	/*
+	 * Recent demand counts as waiting: at saturation a worker's queue is
+	 * empty now and then between its clients' transactions, and giving a
+	 * server away at such a moment only makes it ask for one back.
+	 */
+	bool local_demand = local_waiters || want_fresh(waited_of(s)[sp.self], now);
 	bool any = false;
 	for (int w = 0; w < sp.workers; w++) {
 		if (w == sp.self || !want_fresh(wants[w], now))
 			continue;
 		any = true;
-		/* With clients here too, the one holding more gives: the budget takes turns, never stays put. */
-		if (reserved[w] > 0 || (local_waiters && servers[sp.self] <= servers[w]))
+		/*
+		 * With demand here too, the one holding more gives until they
+		 * hold as many, give or take one (one more would only swing the
+		 * difference back); one holding none is given one in turn.
+		 */
+		if (reserved[w] > 0 || (local_demand && servers[w] > 0 && servers[sp.self] <= servers[w] + 1))
 			continue;
 		reserved[w]++;
 		return true;
@@ -611,9 +638,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 void shared_pool_create(int count)
 {
 	sp.workers = MAX(1, count);
-	/* servers, clients, reserved (int32 each, padded to 8 bytes), want (int64) per worker */
+	/* servers, clients, reserved (int32 each, padded to 8 bytes), want and waited (int64) per worker */
 	size_t columns = sizeof(int32_t) * (size_t)(3 * sp.workers + (sp.workers & 1)) +
-			 sizeof(int64_t) * (size_t)sp.workers;
+			 sizeof(int64_t) * (size_t)(2 * sp.workers);
 	sp.slot_bytes = (sizeof(struct slot) + columns + 63) & ~(size_t)63;
 	size_t head_bytes = (sizeof(struct table_head) + 63) & ~(size_t)63;
 	sp.map_bytes = head_bytes + sp.slot_bytes * SLOTS;
@@ -659,6 +686,7 @@ void shared_pool_reclaim(int worker)
 		clients_of(s)[w] = 0;
 		reserved_of(s)[w] = 0;
 		wants_of(s)[w] = 0;
+		waited_of(s)[w] = 0;
 	}
 	table_unlock();
 	if (servers || clients)

@@ -27,10 +27,12 @@
  * is used up marks the pool's slot "wanted" by it (a time stamp, per
  * worker). Every SHARED_POOL_TICK_USEC each worker closes one idle server
  * of a pool another worker freshly wants, and retries its own waiting
- * pools; a worker whose own clients wait too closes a server as it is
- * released if it holds more of the pool than the asking worker and the
- * server has served SHARED_POOL_HOLD_USEC (so a saturated pool takes
- * turns across workers without only logging in and out). The closed
+ * pools; a worker whose own clients wait too (or waited within the last
+ * 200 ms) closes a server as it is released only if it holds at least two
+ * more of the pool than the asking worker, or the asker holds none, and
+ * the server has served SHARED_POOL_HOLD_USEC: a saturated pool splits
+ * evenly across workers and stays put (a pool smaller than the worker
+ * count takes turns), instead of logging in and out. The closed
  * server's budget is held for the asking worker (its "reserved" column)
  * while it keeps asking. A new ask wakes the workers holding servers of
  * the pool at once (SIGURG), and the worker a server was given back for is

@@ -110,48 +110,96 @@ static long pgbench_number(const char *text, const char *label)
  * workers = 4, default_pool_size = 3: 40 pgbench clients spread over the
  * workers never make PostgreSQL see more than 3 connections, and none fails.
  */
-START_TEST(pool_size_holds_for_the_instance)
+/*
+ * pgbench -S with `clients` clients for `secs` seconds through p's port,
+ * sampling pg_stat_activity every 20 ms meanwhile: fails the test unless
+ * pgbench ran transactions, none failed, and enough samples were taken;
+ * the most connections PostgreSQL showed at once go to *most.
+ */
+static void pgbench_sampled(struct pgv *p, const char *clients, const char *secs, int *most)
 {
-	struct pgv p = { 0 };
-	int pids[MAX_W];
 	char out[700], port[16];
-	pgv_start(&p, BASE "workers = 4\ndefault_pool_size = 3\nmax_client_conn = 200\n", std_databases(),
-		  std_userlist());
-	wait_running(&p, 4, pids);
-	snprintf(out, sizeof(out), "%s/pgbench.out", p.dir);
-	snprintf(port, sizeof(port), "%d", p.port);
+	snprintf(out, sizeof(out), "%s/pgbench.out", p->dir);
+	snprintf(port, sizeof(port), "%d", p->port);
 	char *env[] = { "PGPASSWORD=" PASS, "PGSSLMODE=disable", NULL };
-	char *argv[] = { "pgbench", "-n", "-S", "-c", "40", "-j", "2", "-T", "8", "-h", "127.0.0.1",
+	char *argv[] = { "pgbench", "-n", "-S", "-c", (char *)clients, "-j", "2", "-T", (char *)secs, "-h", "127.0.0.1",
 			 "-p", port, "-U", USER, DB, NULL };
 	pid_t bench = fork();
 	ck_assert_int_ge(bench, 0);
 	if (bench == 0)
 		_exit(run_program(argv, env, out, 60));
-	int most = 0, samples = 0, status;
+	int samples = 0, status;
+	*most = 0;
 	while (waitpid(bench, &status, WNOHANG) == 0) {
 		int n = pg_count_backends(USER);
-		most = n > most ? n : most;
+		*most = n > *most ? n : *most;
 		samples++;
 		sleep_ms(20);
 	}
 	const char *text = read_file_tail(out, 8000);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pgbench exit status %d:\n%s\n%s",
-		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, text, pgv_log_tail(&p, 2000));
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, text, pgv_log_tail(p, 2000));
 	ck_assert_msg(pgbench_number(text, "number of failed transactions: ") == 0, "failed transactions:\n%s", text);
 	ck_assert_msg(pgbench_number(text, "number of transactions actually processed: ") > 0, "none:\n%s", text);
 	ck_assert_msg(samples > 50, "only %d samples", samples);
-	ck_assert_msg(most <= 3, "PostgreSQL saw %d connections of a pool of 3 (%d samples)\n%s", most, samples,
-		      pgv_log_tail(&p, 2000));
-	ck_assert_msg(most >= 1, "no server connection seen");
-	/* Every worker took clients, so the budget did go round. */
-	PGconn *c = login_at("127.0.0.1", p.port, "pgbouncer");
+}
+
+/* Every one of n workers served transactions (SHOW WORKERS through the shared port). */
+static void assert_every_worker_served(struct pgv *p, int n)
+{
+	PGconn *c = login_at("127.0.0.1", p->port, "pgbouncer");
 	PGresult *r = PQexec(c, "SHOW WORKERS");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < n; i++)
 		ck_assert_msg(atol(PQgetvalue(r, i, PQfnumber(r, "total_xact_count"))) > 0, "worker %d served nothing",
 			      i + 1);
 	PQclear(r);
 	PQfinish(c);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/*
+ * workers = 4, default_pool_size = 3: 40 pgbench clients spread over the
+ * workers never make PostgreSQL see more than 3 connections, and none fails.
+ */
+START_TEST(pool_size_holds_for_the_instance)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W], most;
+	pgv_start(&p, BASE "workers = 4\ndefault_pool_size = 3\nmax_client_conn = 200\n", std_databases(),
+		  std_userlist());
+	wait_running(&p, 4, pids);
+	pgbench_sampled(&p, "40", "8", &most);
+	ck_assert_msg(most <= 3, "PostgreSQL saw %d connections of a pool of 3\n%s", most, pgv_log_tail(&p, 2000));
+	ck_assert_msg(most >= 1, "no server connection seen");
+	/* Every worker took clients, so the budget did go round. */
+	assert_every_worker_served(&p, 4);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * workers = 2, default_pool_size = 6, 24 clients keeping both workers
+ * busy: once the budget has split between them, it stays put. It used to
+ * change hands 10 to 30 times a second, a server logout and login each
+ * time (a worker whose queue was empty for a moment gave one away and
+ * asked for one back; one holding one more than the other gave, and the
+ * difference swung back).
+ */
+START_TEST(saturated_pool_does_not_churn)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W], most;
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 6\nmax_client_conn = 200\n", std_databases(),
+		  std_userlist());
+	wait_running(&p, 2, pids);
+	pgbench_sampled(&p, "24", "6", &most);
+	ck_assert_msg(most <= 6, "PostgreSQL saw %d connections of a pool of 6\n%s", most, pgv_log_tail(&p, 2000));
+	int given = pgv_log_count(&p, "given back for another worker's waiting clients");
+	/* The first split may move a few servers (one worker may have logged in all six first). */
+	ck_assert_msg(given <= 6, "%d servers changed workers in 6 s of saturation\n%s", given, pgv_log_tail(&p, 3000));
+	assert_every_worker_served(&p, 2);
 	pgv_stop(&p);
 }
 END_TEST
@@ -458,6 +506,7 @@ int main(void)
 	Suite *s = suite_create("shared_pool");
 	TCase *tc = pgv_tcase_create("shared_pool", 90);
 	tcase_add_test(tc, pool_size_holds_for_the_instance);
+	tcase_add_test(tc, saturated_pool_does_not_churn);
 	tcase_add_test(tc, waiting_client_gets_an_idle_server_of_another_worker);
 	tcase_add_test(tc, max_client_conn_holds_for_the_instance);
 	tcase_add_test(tc, min_pool_size_once_for_the_instance);
