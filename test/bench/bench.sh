@@ -14,7 +14,9 @@
 # tpcb (built-in read/write), many (1000 clients on the pool of 20; no
 # direct row since PostgreSQL allows 200 connections here), tls (select
 # with client-side TLS to the pooler, sslmode=require; no direct row: the
-# cluster serves plain text). Each round runs direct, pgvalve and PgBouncer
+# cluster serves plain text), lone (select by one client, -c 1: its tps is
+# the inverse of a round trip's latency through the pooler, so a ratio
+# above 1 is a shorter latency). Each round runs direct, pgvalve and PgBouncer
 # one after the other; prints, per scenario, the median tps over the rounds,
 # each pooler's CPU per transaction, and pgvalve's ratios to direct (tps)
 # and to PgBouncer (tps and CPU). Connect-per-transaction logins are
@@ -26,7 +28,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-duration=10 rounds=3 clients=50 scenarios="select,prepared,tpcb,many,tls"
+duration=10 rounds=3 clients=50 scenarios="select,prepared,tpcb,many,tls,lone"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--duration) duration=$2; shift 2 ;;
@@ -70,6 +72,7 @@ for scen in "${scen_list[@]}"; do
 	tpcb) args=(-c "$clients" -j 2) ;;
 	many) args=(-S -c 1000 -j 2) ;;
 	tls) args=(-S -M simple -c "$clients" -j 2) bench_sslmode=require ;;
+	lone) args=(-S -M simple -c 1 -j 1) ;;
 	*) echo "bench.sh: unknown scenario $scen" >&2; continue ;;
 	esac
 	d_tps=() v_tps=() v_cpu=() b_tps=() b_cpu=()
@@ -97,4 +100,4 @@ for scen in "${scen_list[@]}"; do
 		"$(ratio "$vm" "$bm")" "$cm" "$bc" "$(ratio "$cm" "$bc")"
 done
 echo
-echo "median of $rounds rounds of ${duration}s; transaction pooling, pool of 20, $clients clients"
+echo "median of $rounds rounds of ${duration}s; transaction pooling, pool of 20, $clients clients (lone: 1)"
