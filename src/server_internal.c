@@ -169,8 +169,10 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 		else if (!sreset.len && !sreplay.len)
 			relay_call(sets_share, client, server);
 	}
-	int n_enc = varcache_diff_encoding_sql(client->vars, server->vars, &enc);
-	int n_rest = varcache_diff_sql(client->vars, server->vars, &rest);
+	/* Usually the last client and this one left every parameter alike: nothing to compare one by one. */
+	bool same = !reset_all && varcache_same(client->vars, server->vars);
+	int n_enc = same ? 0 : varcache_diff_encoding_sql(client->vars, server->vars, &enc);
+	int n_rest = same ? 0 : varcache_diff_sql(client->vars, server->vars, &rest);
 	if (rest.failed) {	/* many long values: build it on the heap */
 		pktbuf_init(&rest, 8192);
 		n_rest = varcache_diff_sql(client->vars, server->vars, &rest);

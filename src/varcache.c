@@ -462,6 +462,13 @@ static bool needs_set(const struct varcache *client, const struct varcache *serv
 	       want != varcache_get(server, idx);	/* interned: equal is same pointer */
 }
 
+bool varcache_same(const struct varcache *a, const struct varcache *b)
+{
+	if (a == b)
+		return true;
+	return a && b && a->count == b->count && memcmp(a->values, b->values, sizeof(a->values[0]) * a->count) == 0;
+}
+
 int varcache_diff_encoding_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)
 {
 	if (!needs_set(client, server, VARCACHE_CLIENT_ENCODING))

@@ -132,5 +132,12 @@ int varcache_diff_encoding_sql(const struct varcache *client, const struct varca
  * client's login. Returns the number of statements and parameters.
  */
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql);
+/*
+ * Whether a and b hold the same value (or none) for every parameter, the
+ * read-only ones too: then neither diff above adds anything. One compare
+ * of the value pointers (interned), for the common case of a server
+ * passing between clients that set nothing.
+ */
+bool varcache_same(const struct varcache *a, const struct varcache *b);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "pgvalve/common.h"
+#include "pgvalve/proto.h"
 #include "pgvalve/varcache.h"
 #include "check_main.h"
 
@@ -106,6 +107,41 @@ START_TEST(bounded_the_oldest_goes)
 }
 END_TEST
 
+/*
+ * varcache_same: two caches built apart with the same values are the same
+ * (values are interned), and then neither diff has anything to add; one
+ * value apart, or one value more, and they differ.
+ */
+START_TEST(same_values_need_no_diff)
+{
+	varcache_configure(NULL);
+	struct varcache *a = one("DateStyle", "ISO, MDY");
+	varcache_set(&a, idx_of("client_encoding"), "UTF8");
+	struct varcache *b = one("client_encoding", "UTF8");
+	varcache_set(&b, idx_of("datestyle"), "ISO, MDY");
+	ck_assert(varcache_same(a, b));
+	ck_assert(varcache_same(a, a));
+	ck_assert(varcache_same(NULL, NULL));
+	ck_assert(!varcache_same(a, NULL));
+	uint8_t mem[512];
+	struct pktbuf sql;
+	pktbuf_init_fixed(&sql, mem, sizeof(mem));
+	ck_assert_int_eq(varcache_diff_sql(a, b, &sql), 0);
+	ck_assert_int_eq(varcache_diff_encoding_sql(a, b, &sql), 0);
+	ck_assert_uint_eq(sql.len, 0);
+
+	struct varcache *c = one("DateStyle", "German");
+	varcache_set(&c, idx_of("client_encoding"), "UTF8");
+	ck_assert(!varcache_same(a, c));
+	ck_assert_int_gt(varcache_diff_sql(c, a, &sql), 0);	/* the diff the fast path must not skip */
+	varcache_set(&b, idx_of("TimeZone"), "UTC");
+	ck_assert(!varcache_same(a, b));
+	varcache_unref(a);
+	varcache_unref(b);
+	varcache_unref(c);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("varcache");
@@ -113,6 +149,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, welcome_values_and_taken_values_are_known);
 	tcase_add_test(tc, never_refused_or_never_applied_values_need_no_server);
 	tcase_add_test(tc, bounded_the_oldest_goes);
+	tcase_add_test(tc, same_values_need_no_diff);
 	suite_add_tcase(s, tc);
 	return s;
 }
