@@ -12,7 +12,9 @@
 #                            cost (test/bench/cost_guard.sh: PostgreSQL, valgrind, strace),
 #                            container (test/container/run.sh: buildah, podman, runc, debootstrap),
 #                            fleet (test/fleet/run.sh: haproxy, iproute2, dnsmasq),
-#                            ha (test/ha/patroni.sh: patroni, etcd-server)
+#                            ha (test/ha/patroni.sh: patroni, etcd-server),
+#                            exporter (test/exporter/run.sh: Python 3 with psycopg2,
+#                            prometheus_client and yaml for PyPI's pgbouncer exporter)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
 #   pgv_free_port START      first TCP port >= START free on 127.0.0.1
 #   pgv_ensure_user NAME     create system user NAME (root only)
@@ -44,7 +46,7 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 EOF
 	case $mode in
-	quickstart | test | package | bench | cost | container | fleet | ha)
+	quickstart | test | package | bench | cost | container | fleet | ha | exporter)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
@@ -105,6 +107,15 @@ EOF
 patroni|command -v patroni && command -v patronictl
 etcd-server|command -v etcd
 python3-psycopg2|/usr/bin/python3 -c 'import psycopg2'
+EOF
+		;;
+	exporter)
+		cat <<'EOF'
+python3-venv|/usr/bin/python3 -c "import ensurepip, venv"
+python3-psycopg2|/usr/bin/python3 -c 'import psycopg2'
+python3-prometheus-client|/usr/bin/python3 -c 'import prometheus_client'
+python3-yaml|/usr/bin/python3 -c 'import yaml'
+curl|command -v curl
 EOF
 		;;
 	fleet)
