@@ -170,7 +170,7 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 			relay_call(sets_share, client, server);
 	}
 	/* Usually the last client and this one left every parameter alike: nothing to compare one by one. */
-	bool same = !reset_all && varcache_same(client->vars, server->vars);
+	bool same = varcache_same(client->vars, server->vars);	/* after predict_reset_all, if any */
 	int n_enc = same ? 0 : varcache_diff_encoding_sql(client->vars, server->vars, &enc);
 	int n_rest = same ? 0 : varcache_diff_sql(client->vars, server->vars, &rest);
 	if (rest.failed) {	/* many long values: build it on the heap */

@@ -72,9 +72,9 @@ sample_servers() {
 	done
 }
 
-# bench_sessions: sessions PostgreSQL has started for database bench so far (pg_stat_database; a backend
+# pg_sessions: sessions PostgreSQL has started for database bench so far (pg_stat_database; a backend
 # reports its start at its first flush, so call it a second after the load stops).
-bench_sessions() {
+pg_sessions() {
 	"$PGBIN/psql" -X -At -h "$tmp" -p "$pgport" -U postgres -d postgres \
 		-c "SELECT pg_stat_force_next_flush(); SELECT sessions FROM pg_stat_database WHERE datname = 'bench'" 2>/dev/null | tail -1
 }
@@ -88,7 +88,7 @@ measure() {
 	sample_servers "$tmp/most" &
 	local sampler=$!
 	local t0 t1 t txns s0 s1
-	s0=$(bench_sessions)
+	s0=$(pg_sessions)
 	t0=$(instance_ticks "$@")
 	rm -f "$tmp"/lat.*
 	read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -l --log-prefix="$tmp/lat")
@@ -96,7 +96,7 @@ measure() {
 	kill "$sampler" 2>/dev/null
 	wait "$sampler" 2>/dev/null
 	sleep 1
-	s1=$(bench_sessions)
+	s1=$(pg_sessions)
 	logins[$label]="${logins[$label]:-} $(( ${s1:-0} - ${s0:-0} ))"
 	# per-transaction latencies (pgbench -l: the third field, in microseconds): p50 and p99 in ms
 	read -r p50 p99 < <(cat "$tmp"/lat.* | awk '{ print $3 }' | sort -n |

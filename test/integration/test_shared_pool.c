@@ -104,12 +104,6 @@ static long pgbench_number(const char *text, const char *label)
 	return s ? strtol(s + strlen(label), NULL, 10) : -1;
 }
 
-/* ---------------------------------------------------------------- tests */
-
-/*
- * workers = 4, default_pool_size = 3: 40 pgbench clients spread over the
- * workers never make PostgreSQL see more than 3 connections, and none fails.
- */
 /*
  * pgbench -S with `clients` clients for `secs` seconds through p's port,
  * sampling pg_stat_activity every 20 ms meanwhile: fails the test unless
