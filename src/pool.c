@@ -359,15 +359,18 @@ static bool user_may_open_server(const struct pool *pool)
 /*
  * Opens one server of pool, within the instance's budget when it is shared
  * (instance.h): the instance's servers of the pool stay within pool_limit.
- * 1 if opened, 0 if it could not start, -1 if the budget refused it.
+ * 1 if opened, 0 if it could not start, -1 if the budget refused it
+ * (*short_of: the limit that did, else BUDGET_TAKEN).
  */
-static int open_server(struct pool *pool, int pool_limit)
+static int open_server(struct pool *pool, int pool_limit, enum budget_answer *short_of)
 {
 	const struct budget_ops *budget = pgv.budget;
+	*short_of = BUDGET_TAKEN;
 	if (!budget)
 		return server_connect(pool) ? 1 : 0;
 	uint64_t token = 0;
-	if (!budget->server_take(pool, pool_limit, db_server_limit(pool->db), user_server_limit(pool), &token))
+	*short_of = budget->server_take(pool, pool_limit, db_server_limit(pool->db), user_server_limit(pool), &token);
+	if (*short_of != BUDGET_TAKEN)
 		return -1;
 	return server_connect_counted(pool, token) ? 1 : 0;
 }
@@ -376,10 +379,13 @@ int pool_open_replication_server(struct pool *pool, struct client *client)
 {
 	const struct budget_ops *budget = pgv.budget;
 	uint64_t token = 0;
-	if (budget && !budget->server_take(pool, pool_effective_size(pool), db_server_limit(pool->db),
-					   user_server_limit(pool), &token)) {
-		budget->server_wanted(pool);
-		return -1;
+	if (budget) {
+		enum budget_answer short_of = budget->server_take(pool, pool_effective_size(pool),
+								  db_server_limit(pool->db), user_server_limit(pool), &token);
+		if (short_of != BUDGET_TAKEN) {
+			budget->server_wanted(pool, short_of);
+			return -1;
+		}
 	}
 	return server_connect_replication(pool, client, token) ? 1 : 0;
 }
@@ -411,6 +417,21 @@ static bool evict_idle_server(struct pool *pool, bool same_db)
 		return false;
 	server_close(victim, "evicted");
 	return true;
+}
+
+/*
+ * The instance's budget refused a server of pool at max_db_connections or
+ * max_user_connections (workers = N, where this process's own counts are
+ * under the limit): this process's longest-idle server of another pool of
+ * the database or user makes room, as evict_idle_server does alone.
+ */
+static bool evict_for_budget(struct pool *pool, enum budget_answer short_of)
+{
+	if (short_of == BUDGET_DB_FULL)
+		return evict_idle_server(pool, true);
+	if (short_of == BUDGET_USER_FULL)
+		return evict_idle_server(pool, false);
+	return false;
 }
 
 bool pool_may_open_server(struct pool *pool)
@@ -486,8 +507,9 @@ void pool_keep_min_size(struct pool *pool)
 	if (pool_login_retry_pending(pool, now_usec()))
 		return;
 	/* Once for the instance: with a shared budget, its count decides (and the take is exact). */
+	enum budget_answer short_of;
 	while (pool_instance_server_count(pool) < min && db_may_open_server(db) && user_may_open_server(pool)) {
-		if (open_server(pool, min) <= 0)
+		if (open_server(pool, min, &short_of) <= 0)
 			break;
 	}
 }
@@ -585,12 +607,13 @@ void pool_launch_servers(struct pool *pool)
 	if (first_waiter && reserve > 0 && total >= size &&
 	    now_usec() - first_waiter->request_time >= pgv.cfg->reserve_pool_timeout)
 		size += reserve;
-	bool short_of_budget = total >= size;
+	enum budget_answer short_of = total >= size ? BUDGET_POOL_FULL : BUDGET_TAKEN;
 	while (coming < demand && total < size) {
 		if (!pool_may_open_server(pool))
 			break;
-		int opened = open_server(pool, size);
-		short_of_budget = opened < 0;
+		int opened = open_server(pool, size, &short_of);
+		if (opened < 0 && evict_for_budget(pool, short_of))
+			opened = open_server(pool, size, &short_of);
 		if (opened <= 0)
 			break;
 		/* As PgBouncer: each reserve connection is logged, for the client that waited. */
@@ -600,8 +623,8 @@ void pool_launch_servers(struct pool *pool)
 		total++;
 	}
 	/* Other workers hold the budget: one of them gives a server back (shared_pool.h). */
-	if (short_of_budget && coming < demand && pgv.budget)
-		pgv.budget->server_wanted(pool);
+	if (short_of != BUDGET_TAKEN && coming < demand && pgv.budget)
+		pgv.budget->server_wanted(pool, short_of);
 }
 
 void pool_after_change(struct pool *pool)

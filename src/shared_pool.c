@@ -82,6 +82,7 @@ static struct {
 	struct event *tick;
 	struct event *nudge;		/* SIGURG: another worker wants a server or freed one (nudge_workers) */
 	const struct pool *last_want_pool;	/* server_wanted's last ask (compared, never followed) */
+	enum budget_answer last_want_kind;	/* and the limit it was short of */
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
@@ -294,17 +295,35 @@ static uint64_t reserved_for(struct slot *s, usec_t now)
 
 /* ---------------------------------------------------------------- budget operations */
 
-/* Takes one of the servers reserved for this worker in the pool's slot, if any is left. */
-static bool take_reserved(struct slot *s, usec_t now)
+/*
+ * Whether one more server of the slot's key stays within limit (0 = no
+ * limit): the sum is under it, or at it with a server reserved for this
+ * worker (given back for it: already in the sum). Under the lock.
+ *
+ * The server given back stays in its giver's column until PostgreSQL has
+ * closed it, so the sum is then one over: taken before that, the two
+ * would overlap, and the giver, seeing itself still ahead, would give
+ * again (the budget would churn).
+ */
+static bool slot_fits(struct slot *s, int limit, usec_t now)
 {
-	int32_t *reserved = reserved_of(s);
-	if (reserved[sp.self] <= 0 || !want_fresh(wants_of(s)[sp.self], now))
-		return false;
-	reserved[sp.self]--;
-	return true;
+	if (limit <= 0)
+		return true;
+	int32_t sum = server_sum(s, now);
+	return sum < limit ||
+	       (sum == limit && reserved_of(s)[sp.self] > 0 && want_fresh(wants_of(s)[sp.self], now));
 }
 
-static bool server_take(const struct pool *pool, int pool_limit, int db_limit, int user_limit, uint64_t *token)
+/* One more server counted in this worker's column; what was asked or held back for it is over. */
+static void slot_count_taken(struct slot *s)
+{
+	servers_of(s)[sp.self]++;
+	wants_of(s)[sp.self] = 0;	/* asked again if still short */
+	reserved_of(s)[sp.self] = 0;
+}
+
+static enum budget_answer server_take(const struct pool *pool, int pool_limit, int db_limit, int user_limit,
+				      uint64_t *token)
 {
 	usec_t now = monotonic_usec();
 	table_lock();
@@ -314,33 +333,22 @@ static bool server_take(const struct pool *pool, int pool_limit, int db_limit, i
 	if (!p || !d || !u) {
 		table_unlock();
 		*token = 0;	/* uncounted: the pool's own counts decide */
-		return true;
+		return BUDGET_TAKEN;
 	}
 	struct slot *ps = slot_at(p), *ds = slot_at(d), *us = slot_at(u);
-	/*
-	 * A server reserved here is already in the pool's sum, but the one
-	 * given back for it stays in its giver's column until PostgreSQL has
-	 * closed it: taken before that, the two would overlap, and the giver,
-	 * seeing itself still ahead, would give again (the budget would churn).
-	 */
-	bool others_fit = (db_limit <= 0 || server_sum(ds, now) < db_limit) &&
-			  (user_limit <= 0 || server_sum(us, now) < user_limit);
-	int32_t pool_sum = server_sum(ps, now);
-	bool ok = others_fit && pool_sum <= pool_limit && take_reserved(ps, now);
-	if (!ok)
-		ok = others_fit && pool_sum < pool_limit;
-	if (ok) {
-		servers_of(ps)[sp.self]++;
-		servers_of(ds)[sp.self]++;
-		servers_of(us)[sp.self]++;
-		/* Asked again if still short; anything held back for an ask gone stale is over. */
-		wants_of(ps)[sp.self] = 0;
-		reserved_of(ps)[sp.self] = 0;
+	enum budget_answer answer = !slot_fits(ps, pool_limit, now) ? BUDGET_POOL_FULL
+				  : !slot_fits(ds, db_limit, now)   ? BUDGET_DB_FULL
+				  : !slot_fits(us, user_limit, now) ? BUDGET_USER_FULL
+								    : BUDGET_TAKEN;
+	if (answer == BUDGET_TAKEN) {
+		slot_count_taken(ps);
+		slot_count_taken(ds);
+		slot_count_taken(us);
 		sp.last_want_pool = NULL;	/* the next wait asks again at once */
 		*token = token_pack(p, d, u);
 	}
 	table_unlock();
-	return ok;
+	return answer;
 }
 
 static void column_return(int32_t *col)
@@ -382,19 +390,30 @@ static int server_count(const struct pool *pool)
 /* A want is refreshed at most this often per pool: it stays fresh for WANT_FRESH_USEC. */
 #define WANT_REFRESH_USEC (SHARED_POOL_TICK_USEC / 5)
 
-static void server_wanted(const struct pool *pool)
+/* The slot a refusal asks in: the pool's, or its database's or user's (any pool of it can give). */
+static uint32_t wanted_slot(const struct pool *pool, enum budget_answer short_of)
+{
+	if (short_of == BUDGET_DB_FULL)
+		return named_slot(KEY_DB, pool->db->name);
+	if (short_of == BUDGET_USER_FULL)
+		return named_slot(KEY_USER, pool->user);
+	return pool_slot(pool, true);
+}
+
+static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 {
 	usec_t now = monotonic_usec();
 	/* At saturation every wait asks: the last pool's ask is refreshed, not repeated, within WANT_REFRESH_USEC. */
-	if (pool == sp.last_want_pool && now - sp.last_want_at < WANT_REFRESH_USEC)
+	if (pool == sp.last_want_pool && short_of == sp.last_want_kind && now - sp.last_want_at < WANT_REFRESH_USEC)
 		return;
 	sp.last_want_pool = pool;
+	sp.last_want_kind = short_of;
 	sp.last_want_at = now;
 	uint64_t nudge = 0;
 	table_lock();
-	uint32_t p = pool_slot(pool, true);
-	if (p) {
-		struct slot *s = slot_at(p);
+	uint32_t i = wanted_slot(pool, short_of);
+	if (i) {
+		struct slot *s = slot_at(i);
 		/* A server held back for an earlier ask that went stale no longer counts: a new ask starts afresh. */
 		if (!want_fresh(wants_of(s)[sp.self], now)) {
 			reserved_of(s)[sp.self] = 0;
@@ -551,12 +570,14 @@ static void departed(struct departing *d)
 		/* Its budget is free: the worker it was given back for takes it now, not at its next tick. */
 		uint32_t idx[3];
 		token_unpack(d->token, idx);
-		if (idx[0]) {
-			table_lock();
-			uint64_t mask = reserved_for(slot_at(idx[0] - 1), monotonic_usec());
-			table_unlock();
-			nudge_workers(mask);
-		}
+		usec_t now = monotonic_usec();
+		uint64_t mask = 0;
+		table_lock();
+		for (int i = 0; i < 3; i++)
+			if (idx[i])
+				mask |= reserved_for(slot_at(idx[i] - 1), now);
+		table_unlock();
+		nudge_workers(mask);
 	}
 	free(d);
 }
@@ -592,7 +613,11 @@ static void depart(struct server *server)
 
 /* ---------------------------------------------------------------- the tick */
 
-/* An idle server of pool, the one idle longest, given back if another worker asks. */
+/*
+ * An idle server of pool, the one idle longest, given back if another
+ * worker asks for a server of the pool, or of any pool of its database or
+ * user (short of max_db_connections / max_user_connections there).
+ */
 static void give_back_idle(struct pool *pool, usec_t now)
 {
 	struct list_node *tail = list_last(&pool->idle_servers);	/* LIFO: the tail idled longest */
@@ -601,14 +626,17 @@ static void give_back_idle(struct pool *pool, usec_t now)
 	struct server *server = container_of(tail, struct server, node);
 	uint32_t idx[3];
 	token_unpack(server->budget_token, idx);
-	if (!idx[0])
-		return;
-	struct slot *s = slot_at(idx[0] - 1);
-	if (!want_fresh(__atomic_load_n(&s->want_any, __ATOMIC_RELAXED), now))
-		return;
-	table_lock();
-	bool give = give_back_locked(s, false, now);
-	table_unlock();
+	bool give = false;
+	for (int i = 0; i < 3 && !give; i++) {
+		if (!idx[i])
+			continue;
+		struct slot *s = slot_at(idx[i] - 1);
+		if (!want_fresh(__atomic_load_n(&s->want_any, __ATOMIC_RELAXED), now))
+			continue;
+		table_lock();
+		give = give_back_locked(s, false, now);
+		table_unlock();
+	}
 	if (give) {
 		depart(server);
 		server_close(server, "given back for another worker's waiting clients");

@@ -60,13 +60,17 @@ struct instance_hooks {
  * the instance's connections alone and the pools' own counts decide.
  * A token names what a take counted, for its return; 0 = nothing.
  */
+/* A server_take's answer: counted, or the limit that refused it. */
+enum budget_answer { BUDGET_TAKEN = 0, BUDGET_POOL_FULL, BUDGET_DB_FULL, BUDGET_USER_FULL };
+
 struct budget_ops {
 	/*
 	 * One more server of pool, if the instance's servers of the pool stay
 	 * within pool_limit, of its database within db_limit, of its user
-	 * within user_limit (0 = no limit); counted if true.
+	 * within user_limit (0 = no limit); counted if BUDGET_TAKEN.
 	 */
-	bool (*server_take)(const struct pool *pool, int pool_limit, int db_limit, int user_limit, uint64_t *token);
+	enum budget_answer (*server_take)(const struct pool *pool, int pool_limit, int db_limit, int user_limit,
+					  uint64_t *token);
 	void (*server_return)(uint64_t token);
 	/* The instance's counted servers of pool. */
 	int (*server_count)(const struct pool *pool);
@@ -78,8 +82,12 @@ struct budget_ops {
 	 * excess between them).
 	 */
 	int (*server_excess)(const struct pool *pool, int limit, int closable);
-	/* Clients of pool wait and the instance's budget is used up: ask the others for a server. */
-	void (*server_wanted)(const struct pool *pool);
+	/*
+	 * Clients of pool wait and the instance's budget is used up (short_of:
+	 * the limit server_take refused with): ask the others for a server of
+	 * the pool, or for one of any pool of its database or user.
+	 */
+	void (*server_wanted)(const struct pool *pool, enum budget_answer short_of);
 	/*
 	 * A counted server is ready again (local_waiters: clients of its pool
 	 * here want it): true if it is to close now, its budget held for

@@ -39,8 +39,16 @@
  * woken as soon as PostgreSQL has closed it, so a waiting client gets a
  * server another worker held idle within a server logout and login (the
  * ticks remain the fallback: two ticks plus the login); one held busy,
- * within SHARED_POOL_HOLD_USEC more. Only pool_size is handed on this way:
- * servers at max_db_connections or max_user_connections are not.
+ * within SHARED_POOL_HOLD_USEC more.
+ *
+ * max_db_connections and max_user_connections are handed on the same way,
+ * as PgBouncer evicts within one process: a worker refused at one of them
+ * first closes its own longest-idle server of another pool of the
+ * database (or user) and takes its place; if it has none, it marks the
+ * database's (or user's) slot wanted, and a worker holding an idle server
+ * of any pool of it gives that one back, its budget reserved in that
+ * slot. Servers busy elsewhere are given only as they turn idle (the next
+ * tick), never at release while clients of their own pool wait.
  *
  * Lowered limits: when a reload leaves the instance with more servers of a
  * pool than pool_size + reserve_pool_size, each janitor pass of a worker

@@ -3,8 +3,9 @@
  * min_pool_size and max_client_conn hold for the instance, PostgreSQL
  * sees at most pool_size connections of a pool however the clients spread
  * over the workers, a client waiting in one worker is served while
- * another holds the idle servers, and a worker killed with SIGKILL gives
- * its budget back.
+ * another holds the idle servers (of its pool, or of its database or user
+ * at max_db_connections / max_user_connections), and a worker killed with
+ * SIGKILL gives its budget back.
  */
 #include "harness.h"
 
@@ -27,23 +28,33 @@ static void worker_dir(const struct pgv *p, int k, char *buf, size_t size)
 	snprintf(buf, size, "%s/pgvalve-%d-%d-w%d", p->dir, p->port, (int)p->pid, k);
 }
 
-static PGconn *login_at(const char *host, int port, const char *dbname)
+static PGconn *login_as(const char *host, int port, const char *dbname, const char *user, const char *password)
 {
 	char portbuf[16];
 	snprintf(portbuf, sizeof(portbuf), "%d", port);
 	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "connect_timeout", NULL };
-	const char *val[] = { host, portbuf, dbname, USER, PASS, "disable", "10", NULL };
+	const char *val[] = { host, portbuf, dbname, user, password, "disable", "10", NULL };
 	PGconn *c = PQconnectdbParams(kw, val, 0);
 	ck_assert_msg(c && PQstatus(c) == CONNECTION_OK, "%s at %s:%d: %s", dbname, host, port,
 		      c ? PQerrorMessage(c) : "out of memory");
 	return c;
 }
 
-static PGconn *worker_login(struct pgv *p, int k, const char *dbname)
+static PGconn *login_at(const char *host, int port, const char *dbname)
+{
+	return login_as(host, port, dbname, USER, PASS);
+}
+
+static PGconn *worker_login_as(struct pgv *p, int k, const char *dbname, const char *user, const char *password)
 {
 	char dir[700];
 	worker_dir(p, k, dir, sizeof(dir));
-	return login_at(dir, p->port, dbname);
+	return login_as(dir, p->port, dbname, user, password);
+}
+
+static PGconn *worker_login(struct pgv *p, int k, const char *dbname)
+{
+	return worker_login_as(p, k, dbname, USER, PASS);
 }
 
 /* Worker k's pid from SHOW WORKERS once all n run (0 while not yet). */
@@ -198,6 +209,20 @@ START_TEST(saturated_pool_does_not_churn)
 }
 END_TEST
 
+/* c's query (SELECT of its text) is answered within 1 s, worker k's client waiting for a server another holds. */
+static void served_at_once(struct pgv *p, PGconn *c, int k, const char *text)
+{
+	char sql[128];
+	ExecStatusType st;
+	snprintf(sql, sizeof(sql), "SELECT '%s'", text);
+	double t0 = now_s();
+	ck_assert_int_eq(PQsendQuery(c, sql), 1);
+	ck_assert_msg(finished_within(c, 3.0, &st), "worker %d's client still waits\n%s", k, pgv_log_tail(p, 2000));
+	ck_assert_int_eq(st, PGRES_TUPLES_OK);
+	double waited = now_s() - t0;
+	ck_assert_msg(waited < 1.0, "worker %d's client waited %.3f s", k, waited);
+}
+
 /*
  * pool_size = 1, workers = 2: worker 1 holds the one server, idle; a
  * client of worker 2 is served at once, by the budget worker 1 gives back.
@@ -206,7 +231,6 @@ START_TEST(waiting_client_gets_an_idle_server_of_another_worker)
 {
 	struct pgv p = { 0 };
 	int pids[MAX_W];
-	ExecStatusType st;
 	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 1\n", std_databases(), std_userlist());
 	wait_running(&p, 2, pids);
 	PGconn *a = worker_login(&p, 1, DB);
@@ -214,25 +238,62 @@ START_TEST(waiting_client_gets_an_idle_server_of_another_worker)
 	ck_assert_int_eq(wait_backends(1, 5), 1);
 	PGconn *b = worker_login(&p, 2, DB);
 	for (int round = 0; round < 3; round++) {
-		double t0 = now_s();
-		ck_assert_int_eq(PQsendQuery(b, "SELECT 'from worker 2'"), 1);
-		ck_assert_msg(finished_within(b, 3.0, &st), "worker 2's client still waits\n%s", pgv_log_tail(&p, 2000));
-		ck_assert_int_eq(st, PGRES_TUPLES_OK);
-		double waited = now_s() - t0;
-		ck_assert_msg(waited < 1.0, "worker 2's client waited %.3f s", waited);
+		served_at_once(&p, b, 2, "from worker 2");
 		ck_assert_int_le(pg_count_backends(USER), 1);
 		/* and back: worker 1's client is served by the server worker 2 now holds idle */
-		t0 = now_s();
-		ck_assert_int_eq(PQsendQuery(a, "SELECT 'from worker 1'"), 1);
-		ck_assert_msg(finished_within(a, 3.0, &st), "worker 1's client still waits\n%s", pgv_log_tail(&p, 2000));
-		ck_assert_int_eq(st, PGRES_TUPLES_OK);
-		ck_assert_msg(now_s() - t0 < 1.0, "worker 1's client waited %.3f s", now_s() - t0);
+		served_at_once(&p, a, 1, "from worker 1");
 		ck_assert_int_le(pg_count_backends(USER), 1);
 	}
 	ck_assert(pgv_log_contains(&p, "given back for another worker's waiting clients"));
 	PQfinish(a);
 	PQfinish(b);
 	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * The one server max_db_connections (or max_user_connections) allows
+ * sits idle in worker 1, in another pool of the database (of the user):
+ * worker 2's client is served at once by the server worker 1 gives back,
+ * and back again; PostgreSQL never sees two. a_db / a_user: worker 1's
+ * pool; worker 2's is b_db and USER.
+ */
+static void limit_handed_across_workers(const char *extra, const char *databases, const char *a_db,
+					const char *a_user, const char *a_pass, const char *b_db)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	char ini[512];
+	snprintf(ini, sizeof(ini), BASE "workers = 2\ndefault_pool_size = 2\nquery_wait_timeout = 20\n%s", extra);
+	pgv_start(&p, ini, databases, std_userlist());
+	wait_running(&p, 2, pids);
+	bool two_users = strcmp(a_user, USER) != 0;
+	PGconn *a = worker_login_as(&p, 1, a_db, a_user, a_pass);
+	PGconn *b = worker_login_as(&p, 2, b_db, USER, PASS);
+	for (int round = 0; round < 3; round++) {
+		served_at_once(&p, a, 1, "from worker 1");
+		served_at_once(&p, b, 2, "from worker 2");
+		int backends = pg_count_backends(USER) + (two_users ? pg_count_backends(a_user) : 0);
+		ck_assert_msg(backends <= 1, "round %d: %d backends over a limit of 1", round, backends);
+	}
+	ck_assert(pgv_log_contains(&p, "given back for another worker's waiting clients"));
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+
+START_TEST(max_db_connections_handed_across_workers)
+{
+	limit_handed_across_workers("max_db_connections = 1\n", std_databases(), DB, "md5_user", "md5_pass", DB);
+}
+END_TEST
+
+START_TEST(max_user_connections_handed_across_workers)
+{
+	char dbs[512];
+	/* the same database under a second name: "pgvtest = host=... dbname=pgvtest" */
+	snprintf(dbs, sizeof(dbs), "%spgv2%s", std_databases(), std_databases() + strlen(DB));
+	limit_handed_across_workers("[users]\n" USER " = max_user_connections=1\n", dbs, DB, USER, PASS, "pgv2");
 }
 END_TEST
 
@@ -502,6 +563,8 @@ int main(void)
 	tcase_add_test(tc, pool_size_holds_for_the_instance);
 	tcase_add_test(tc, saturated_pool_does_not_churn);
 	tcase_add_test(tc, waiting_client_gets_an_idle_server_of_another_worker);
+	tcase_add_test(tc, max_db_connections_handed_across_workers);
+	tcase_add_test(tc, max_user_connections_handed_across_workers);
 	tcase_add_test(tc, max_client_conn_holds_for_the_instance);
 	tcase_add_test(tc, min_pool_size_once_for_the_instance);
 	tcase_add_test(tc, killed_worker_gives_its_budget_back);
