@@ -15,6 +15,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/admin_internal.h"
+#include "pgvalve/admin_state.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/drain.h"
@@ -252,6 +253,8 @@ void admin_cancel_request(struct client *client)
 			container_of(pos, struct db, node)->paused = false;
 		list_for_each(pos, &pgv.databases)
 			pool_db_resume(container_of(pos, struct db, node));
+		if (admin_fanout_is_leg(client))
+			admin_state_db_flag(NULL, ADMIN_DB_PAUSED, false);
 	}
 	struct pktbuf b;
 	pktbuf_init(&b, 128);
@@ -336,6 +339,13 @@ void admin_shutdown_wait_for_clients(void)
 	shutdown_begin_graceful();
 }
 
+/* A database's flag changed by an instance-wide command (a fan-out leg): a restarted worker sets it too. */
+static void record_db_flag(const struct client *client, const struct db *db, enum admin_db_flag flag, bool on)
+{
+	if (admin_fanout_is_leg(client))
+		admin_state_db_flag(db->name, flag, on);
+}
+
 static void kill_db(struct db *db)
 {
 	pause_db(db);
@@ -389,10 +399,36 @@ static void log_issued(const struct admin_command *cmd)
 
 /* ---------------------------------------------------------------- the verbs */
 
-/* SET key = value: a reloadable setting changes at once, as a RELOAD would change it. */
+enum set_outcome { SET_APPLIED, SET_FAILED, SET_TLS_KEPT };
+
+/*
+ * Sets a reloadable setting in the running configuration, as a RELOAD
+ * would change it. SET_TLS_KEPT: set, but the TLS contexts could not be
+ * made from it and the running ones are kept, as PgBouncer does.
+ */
+static enum set_outcome set_param(const struct param_def *p, const char *value)
+{
+	char err[300];
+	if (config_set_param(pgv.cfg, p, value, err, sizeof(err)) < 0) {
+		log_error("SET %s: %s", p->name, err);
+		return SET_FAILED;
+	}
+	pgv.config_generation++;
+	log_info("SET %s = %s", p->name, value);
+	/* TLS settings take effect at once. */
+	if (strstr(p->name, "_tls_") || strstr(p->name, "_tls13_")) {
+		if (tls_configure(pgv.cfg, err, sizeof(err)) < 0)
+			return SET_TLS_KEPT;
+		if (strncmp(p->name, "server_tls", 10) == 0)
+			pool_retire_all_servers("obsolete connection");
+	}
+	return SET_APPLIED;
+}
+
+/* SET key = value: a reloadable setting changes at once. */
 static void control_set(struct client *client, const struct admin_command *cmd)
 {
-	char tag[400], err[300];
+	char tag[400];
 	if (admin_show_is_fake_param(cmd->key)) {
 		admin_reply_notice(client, "SET ignored", NULL, "SET");
 		return;
@@ -415,24 +451,18 @@ static void control_set(struct client *client, const struct admin_command *cmd)
 		admin_reply_notice(client, msg, NULL, tag);
 		return;
 	}
-	if (config_set_param(pgv.cfg, p, cmd->value, err, sizeof(err)) < 0) {
-		log_error("SET %s: %s", p->name, err);
+	enum set_outcome outcome = set_param(p, cmd->value);
+	if (outcome == SET_FAILED) {
 		admin_reply_errorf(client, "SET failed");
 		return;
 	}
-	pgv.config_generation++;
-	log_info("SET %s = %s", p->name, cmd->value);
-	/* TLS settings take effect at once; a broken set keeps the running contexts, as PgBouncer. */
-	if (strstr(p->name, "_tls_") || strstr(p->name, "_tls13_")) {
-		if (tls_configure(pgv.cfg, err, sizeof(err)) < 0) {
-			admin_reply_notice(client, "TLS settings could not be applied, still using old configuration",
-					   NULL, tag);
-			return;
-		}
-		if (strncmp(p->name, "server_tls", 10) == 0)
-			pool_retire_all_servers("obsolete connection");
-	}
-	admin_reply_complete(client, tag);
+	if (admin_fanout_is_leg(client))
+		admin_state_param(p->name, cmd->value);	/* the instance's: a restarted worker sets it too */
+	if (outcome == SET_TLS_KEPT)
+		admin_reply_notice(client, "TLS settings could not be applied, still using old configuration", NULL,
+				   tag);
+	else
+		admin_reply_complete(client, tag);
 }
 
 static void control_reload(struct client *client, const struct admin_command *cmd)
@@ -444,6 +474,7 @@ static void control_reload(struct client *client, const struct admin_command *cm
 		admin_reply_error(client, "F0000", "RELOAD failed, see logs for additional details");
 		return;
 	}
+	admin_state_forget_params();	/* the file's values again, SETs gone */
 	/*
 	 * The whole instance reloads, as SIGHUP would: the supervisor tells the
 	 * other workers. Not when the console's fan-out asked: it asks every
@@ -467,6 +498,7 @@ static void control_pause(struct client *client, const struct admin_command *cmd
 		if (!(db = command_db(client, cmd, "pause")))
 			return;
 		pause_db(db);
+		record_db_flag(client, db, ADMIN_DB_PAUSED, true);
 	} else {
 		/* With workers the whole instance pauses, as with SIGUSR1; PAUSE returns when all have. */
 		admin_pause_all();
@@ -493,6 +525,7 @@ static void resume_one_db(struct client *client, const struct admin_command *cmd
 	}
 	db->paused = false;
 	pool_db_resume(db);
+	record_db_flag(client, db, ADMIN_DB_PAUSED, false);
 	admin_reply_complete(client, "RESUME");
 }
 
@@ -532,6 +565,7 @@ static void set_db_disabled(struct client *client, const struct admin_command *c
 	if (!db)
 		return;
 	db->disabled = disable;
+	record_db_flag(client, db, ADMIN_DB_DISABLED, disable);
 	admin_reply_complete(client, disable ? "DISABLE" : "ENABLE");
 }
 
@@ -572,11 +606,14 @@ static void control_kill(struct client *client, const struct admin_command *cmd)
 		if (!db)
 			return;
 		kill_db(db);
+		record_db_flag(client, db, ADMIN_DB_PAUSED, true);
 	} else {
 		list_for_each(pos, &pgv.databases) {
 			struct db *d = container_of(pos, struct db, node);
-			if (!d->is_admin)
+			if (!d->is_admin) {
 				kill_db(d);
+				record_db_flag(client, d, ADMIN_DB_PAUSED, true);
+			}
 		}
 	}
 	admin_reply_complete(client, "KILL");
@@ -782,4 +819,34 @@ bool admin_control_run(struct client *client, const struct admin_command *cmd, c
 		return true;	/* one process never goes past the test */
 	v->run(client, cmd);
 	return true;
+}
+
+/* ---------------------------------------------------------------- a restarted worker */
+
+static void restore_db(const char *name, unsigned flags, void *arg)
+{
+	(void)arg;
+	struct db *db = pool_find_db(name);
+	if (!db || db->is_admin)
+		return;	/* gone since (a reload), or an auto-database not made yet: nothing to hold */
+	if (flags & ADMIN_DB_PAUSED)
+		pause_db(db);
+	if (flags & ADMIN_DB_DISABLED)
+		db->disabled = true;
+	log_info("database %s stays%s%s, as the console left the instance", name,
+		 flags & ADMIN_DB_PAUSED ? " paused" : "", flags & ADMIN_DB_DISABLED ? " disabled" : "");
+}
+
+static void restore_param(const char *key, const char *value, void *arg)
+{
+	(void)arg;
+	const struct param_def *p = config_find_param(key);
+	if (p && p->reloadable && set_param(p, value) == SET_TLS_KEPT)
+		log_warning("SET %s: TLS settings could not be applied, still using old configuration", key);
+}
+
+void admin_control_restore(void)
+{
+	admin_state_each_db(restore_db, NULL);
+	admin_state_each_param(restore_param, NULL);
 }

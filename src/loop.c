@@ -10,6 +10,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/loop.h"
 #include "pgvalve/admin.h"
+#include "pgvalve/admin_state.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/drain.h"
@@ -145,7 +146,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		char err[512];
 		log_info("got SIGHUP, re-reading config");
 		sdnotify_send_reloading();
-		reload_config(err, sizeof(err));
+		if (reload_config(err, sizeof(err)) == 0)
+			admin_state_forget_params();	/* the file's values again, SETs gone (admin_state.h) */
 		/* Ready again either way: a config that does not load leaves the old one serving. */
 		sdnotify_send_ready();
 		break;

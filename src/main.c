@@ -216,6 +216,7 @@ static int run_pooler(bool single, unsigned restarts)
 		char err[512];
 		if (reload_config(err, sizeof(err)) < 0)
 			die("worker restart: the current configuration does not load (%s)", err);
+		admin_control_restore();	/* what the console changed since (admin_state.h) */
 	}
 	if (listener_start() < 0) {
 		listener_close();

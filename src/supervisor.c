@@ -12,6 +12,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/supervisor.h"
+#include "pgvalve/admin_state.h"
 #include "pgvalve/shared_pool.h"
 #include "pgvalve/log.h"
 #include "pgvalve/workers.h"
@@ -312,6 +313,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 
 	workers_table_create(sup.count, sup.self);
 	shared_pool_create(sup.count);
+	admin_state_create();
 	log_info("supervisor up: %s, %d workers", PGVALVE_VERSION_STRING, sup.count);
 	for (int k = 1; k <= sup.count; k++) {
 		sup.w[k - 1].backoff = BACKOFF_FIRST_USEC;
@@ -331,6 +333,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 	}
 
 	socket_dirs_remove();
+	admin_state_destroy();
 	shared_pool_destroy();
 	workers_table_destroy();
 	log_info("all workers have exited, supervisor exiting");

@@ -46,6 +46,12 @@ void admin_resume_all(void);
  * Nothing for a single process.
  */
 void admin_sync_instance_pause(void);
+/*
+ * A restarted worker (workers = N), after its catch-up reload: pauses,
+ * disables and SETs what the console changed for the instance
+ * (admin_state.h), before it takes clients.
+ */
+void admin_control_restore(void);
 /* SHUTDOWN WAIT_FOR_SERVERS / WAIT_FOR_CLIENTS (SIGINT / SIGTERM). */
 void admin_shutdown_wait_for_servers(void);
 void admin_shutdown_wait_for_clients(void);

@@ -5,7 +5,9 @@
  * LISTS / TOTALS count every worker's clients and servers; KILL_CLIENT
  * reaches a client of another worker; PAUSE db, RESUME db, RECONNECT,
  * KILL, DISABLE / ENABLE and SET act on every worker; a worker killed
- * with SIGKILL is left out with a NOTICE within the fan-out's 2 s bound.
+ * with SIGKILL is left out with a NOTICE within the fan-out's 2 s bound,
+ * and its replacement starts paused, disabled and SET as the console left
+ * the instance.
  * A console on a worker's private socket still sees that worker alone.
  */
 #include "admin_console.h"
@@ -476,6 +478,75 @@ START_TEST(stopped_worker_times_out)
 }
 END_TEST
 
+/* SIGKILL to worker k, then until its replacement runs; its pid. */
+static int restart_worker(struct pgv *p, int pids[WORKERS], int k)
+{
+	int old = pids[k - 1];
+	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	double deadline = now_s() + 15;
+	do {
+		ck_assert_msg(now_s() < deadline, "worker %d not restarted\n%s", k, pgv_log_tail(p, 1500));
+		sleep_ms(100);
+		wait_workers(p, pids);
+	} while (pids[k - 1] == old);
+	return pids[k - 1];
+}
+
+/* Worker k's own view: DB's paused, pgv2's disabled and paused, default_pool_size. */
+static void expect_worker_state(struct pgv *p, int k, const char *db_paused, const char *pgv2_flags,
+				const char *pool_size)
+{
+	PGconn *w = worker_console(p, k);
+	ck_assert_str_eq(show_value(w, "SHOW DATABASES", "name", DB, "paused"), db_paused);
+	char flags[8];
+	snprintf(flags, sizeof(flags), "%s%s", show_value(w, "SHOW DATABASES", "name", "pgv2", "disabled"),
+		 show_value(w, "SHOW DATABASES", "name", "pgv2", "paused"));
+	ck_assert_msg(strcmp(flags, pgv2_flags) == 0, "worker %d: pgv2 disabled, paused = %s, not %s", k, flags,
+		      pgv2_flags);
+	ck_assert_str_eq(config_value(w, "default_pool_size"), pool_size);
+	PQfinish(w);
+}
+
+/*
+ * What the console changed for the instance holds in a worker restarted
+ * after SIGKILL: PAUSE db, KILL db, DISABLE db and SET through the shared
+ * port, and the replacement's own console shows them; after RESUME,
+ * ENABLE and a RELOAD, the next replacement starts from the file again.
+ */
+START_TEST(console_changes_outlive_a_worker_restart)
+{
+	struct pgv p;
+	int pids[WORKERS];
+	char dbs[512];
+	/* the same database under a second name: "pgvtest = host=... dbname=pgvtest" */
+	snprintf(dbs, sizeof(dbs), "%spgv2%s", std_databases(), std_databases() + strlen(DB));
+	pgv_start(&p, CFG, dbs, userlist());
+	wait_workers(&p, pids);
+	PGconn *a = admin_conn(&p);
+	admin_ok(a, "PAUSE " DB, "PAUSE");
+	admin_ok(a, "KILL pgv2", "KILL");
+	admin_ok(a, "DISABLE pgv2", "DISABLE");
+	admin_ok(a, "SET default_pool_size = 13", "SET default_pool_size=13");
+	restart_worker(&p, pids, 2);
+	expect_worker_state(&p, 2, "1", "11", "13");
+	expect_worker_state(&p, 3, "1", "11", "13");	/* and as its siblings */
+	ck_assert(pgv_log_contains(&p, "database pgv2 stays paused disabled, as the console left the instance"));
+
+	admin_ok(a, "RESUME " DB, "RESUME");
+	admin_ok(a, "RESUME pgv2", "RESUME");
+	admin_ok(a, "ENABLE pgv2", "ENABLE");
+	admin_ok(a, "RELOAD", "RELOAD");	/* the file's pool size again */
+	restart_worker(&p, pids, 2);
+	expect_worker_state(&p, 2, "0", "00", "20");
+	expect_worker_state(&p, 3, "0", "00", "20");
+	PGconn *c = client_conn(&p);
+	ck_assert_str_eq(query_value(c, "SELECT 'served'"), "served");
+	PQfinish(c);
+	PQfinish(a);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("console_instance");
@@ -486,6 +557,7 @@ int main(void)
 	tcase_add_test(tc, reconnect_kill_disable_reach_every_worker);
 	tcase_add_test(tc, dead_worker_is_left_out);
 	tcase_add_test(tc, stopped_worker_times_out);
+	tcase_add_test(tc, console_changes_outlive_a_worker_restart);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }
