@@ -464,29 +464,39 @@ static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 	return false;
 }
 
+/*
+ * On every release: cheap while nobody asks (one relaxed load per slot of
+ * the server's token). An ask for a server of its pool, or of any pool of
+ * its database or user, is weighed by give_back_locked.
+ */
 static bool server_give_back(struct server *server, bool local_waiters)
 {
 	uint32_t idx[3];
 	token_unpack(server->budget_token, idx);
-	if (!idx[0])
-		return false;
-	struct slot *s = slot_at(idx[0] - 1);
-	/* The quick look, on every release: nobody asked lately. */
-	int64_t any = __atomic_load_n(&s->want_any, __ATOMIC_RELAXED);
-	if (!any)
-		return false;
-	usec_t now = monotonic_usec();
-	if (!want_fresh(any, now))
-		return false;
-	/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
-	if (local_waiters && now_usec() - server->connect_time < SHARED_POOL_HOLD_USEC)
-		return false;
-	table_lock();
-	bool give = give_back_locked(s, local_waiters, now);
-	table_unlock();
-	if (give)
-		depart(server);
-	return give;
+	usec_t now = 0;
+	for (int i = 0; i < 3; i++) {
+		if (!idx[i])
+			continue;
+		struct slot *s = slot_at(idx[i] - 1);
+		int64_t any = __atomic_load_n(&s->want_any, __ATOMIC_RELAXED);
+		if (!any)
+			continue;	/* nobody asked lately */
+		if (!now)
+			now = monotonic_usec();
+		if (!want_fresh(any, now))
+			continue;
+		/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
+		if (local_waiters && now_usec() - server->connect_time < SHARED_POOL_HOLD_USEC)
+			return false;
+		table_lock();
+		bool give = give_back_locked(s, local_waiters, now);
+		table_unlock();
+		if (give) {
+			depart(server);
+			return true;
+		}
+	}
+	return false;
 }
 
 /*

@@ -47,8 +47,8 @@
  * database (or user) and takes its place; if it has none, it marks the
  * database's (or user's) slot wanted, and a worker holding an idle server
  * of any pool of it gives that one back, its budget reserved in that
- * slot. Servers busy elsewhere are given only as they turn idle (the next
- * tick), never at release while clients of their own pool wait.
+ * slot; a busy one is given as it is released, by the rule above (so a
+ * pool larger than max_db_connections splits across its workers too).
  *
  * Lowered limits: when a reload leaves the instance with more servers of a
  * pool than pool_size + reserve_pool_size, each janitor pass of a worker

@@ -115,24 +115,32 @@ static long pgbench_number(const char *text, const char *label)
 	return s ? strtol(s + strlen(label), NULL, 10) : -1;
 }
 
-/*
- * pgbench -S with `clients` clients for `secs` seconds through p's port,
- * sampling pg_stat_activity every 20 ms meanwhile: fails the test unless
- * pgbench ran transactions, none failed, and enough samples were taken;
- * the most connections PostgreSQL showed at once go to *most.
- */
-static void pgbench_sampled(struct pgv *p, const char *clients, const char *secs, int *most)
+/* pgbench -S with `clients` clients for `secs` seconds through host (an address, or a worker's socket directory). */
+static pid_t pgbench_start(struct pgv *p, const char *host, const char *clients, const char *secs)
 {
 	char out[700], port[16];
 	snprintf(out, sizeof(out), "%s/pgbench.out", p->dir);
 	snprintf(port, sizeof(port), "%d", p->port);
 	char *env[] = { "PGPASSWORD=" PASS, "PGSSLMODE=disable", NULL };
-	char *argv[] = { "pgbench", "-n", "-S", "-c", (char *)clients, "-j", "2", "-T", (char *)secs, "-h", "127.0.0.1",
+	char *argv[] = { "pgbench", "-n", "-S", "-c", (char *)clients, "-j", "2", "-T", (char *)secs, "-h", (char *)host,
 			 "-p", port, "-U", USER, DB, NULL };
 	pid_t bench = fork();
 	ck_assert_int_ge(bench, 0);
 	if (bench == 0)
 		_exit(run_program(argv, env, out, 60));
+	return bench;
+}
+
+/*
+ * Until pgbench_start's pgbench ends, sampling pg_stat_activity every
+ * 20 ms: fails the test unless pgbench ran transactions, none failed, and
+ * enough samples were taken; the most connections PostgreSQL showed at
+ * once go to *most.
+ */
+static void pgbench_finish(struct pgv *p, pid_t bench, int *most)
+{
+	char out[700];
+	snprintf(out, sizeof(out), "%s/pgbench.out", p->dir);
 	int samples = 0, status;
 	*most = 0;
 	while (waitpid(bench, &status, WNOHANG) == 0) {
@@ -147,6 +155,11 @@ static void pgbench_sampled(struct pgv *p, const char *clients, const char *secs
 	ck_assert_msg(pgbench_number(text, "number of failed transactions: ") == 0, "failed transactions:\n%s", text);
 	ck_assert_msg(pgbench_number(text, "number of transactions actually processed: ") > 0, "none:\n%s", text);
 	ck_assert_msg(samples > 50, "only %d samples", samples);
+}
+
+static void pgbench_sampled(struct pgv *p, const char *clients, const char *secs, int *most)
+{
+	pgbench_finish(p, pgbench_start(p, "127.0.0.1", clients, secs), most);
 }
 
 /* Every one of n workers served transactions (SHOW WORKERS through the shared port). */
@@ -285,6 +298,39 @@ static void limit_handed_across_workers(const char *extra, const char *databases
 START_TEST(max_db_connections_handed_across_workers)
 {
 	limit_handed_across_workers("max_db_connections = 1\n", std_databases(), DB, "md5_user", "md5_pass", DB);
+}
+END_TEST
+
+/*
+ * default_pool_size = 10 but max_db_connections = 2, workers = 2: pgbench
+ * keeps both servers busy through worker 1's socket; a client of worker 2
+ * is still served within a second (a server is given back as it is
+ * released, as for pool_size), and PostgreSQL never sees more than 2.
+ */
+START_TEST(busy_database_limit_is_shared)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W], most;
+	char dir[700];
+	pgv_start(&p, BASE "workers = 2\ndefault_pool_size = 10\nmax_db_connections = 2\nquery_wait_timeout = 20\n",
+		  std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	worker_dir(&p, 1, dir, sizeof(dir));
+	pid_t bench = pgbench_start(&p, dir, "8", "5");
+	sleep_ms(1500);
+	double t0 = now_s();
+	PGconn *b = worker_login(&p, 2, DB);
+	/* its login needs a server too (the pool's first learns the server's parameters) */
+	ck_assert_msg(now_s() - t0 < 1.0, "worker 2's client took %.3f s to log in", now_s() - t0);
+	for (int round = 0; round < 3; round++) {
+		served_at_once(&p, b, 2, "from worker 2");
+		ck_assert_int_le(pg_count_backends(USER), 2);
+		sleep_ms(300);
+	}
+	pgbench_finish(&p, bench, &most);
+	ck_assert_msg(most <= 2, "PostgreSQL saw %d connections at max_db_connections = 2", most);
+	PQfinish(b);
+	pgv_stop(&p);
 }
 END_TEST
 
@@ -565,6 +611,7 @@ int main(void)
 	tcase_add_test(tc, waiting_client_gets_an_idle_server_of_another_worker);
 	tcase_add_test(tc, max_db_connections_handed_across_workers);
 	tcase_add_test(tc, max_user_connections_handed_across_workers);
+	tcase_add_test(tc, busy_database_limit_is_shared);
 	tcase_add_test(tc, max_client_conn_holds_for_the_instance);
 	tcase_add_test(tc, min_pool_size_once_for_the_instance);
 	tcase_add_test(tc, killed_worker_gives_its_budget_back);
