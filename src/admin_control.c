@@ -38,13 +38,17 @@
  * here rather than on every client: consoles are few. (SUSPEND went with
  * PgBouncer 1.26's online restart.)
  */
-enum admin_wait_kind { ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE };
+enum admin_wait_kind { ADMIN_WAIT_PAUSE, ADMIN_WAIT_CLOSE, ADMIN_WAIT_SHUTDOWN };
 struct admin_wait {
 	struct list_node node;		/* adm.waits */
 	struct client *client;
 	enum admin_wait_kind what;
 	struct db *db;			/* NULL: all databases */
+	usec_t since;			/* when it began */
 };
+
+/* A SHUTDOWN answers once every worker has been told, or after this if the supervisor does not say so. */
+#define SHUTDOWN_TOLD_TIMEOUT (2 * USEC_PER_SEC)
 
 static struct {
 	struct db *db;
@@ -109,6 +113,7 @@ static void wait_for(struct client *client, enum admin_wait_kind what, struct db
 		list_append(&adm.waits, &w->node);
 	}
 	w->what = what;
+	w->since = now_usec();
 	if (w->db)
 		w->db->console_waits--;
 	w->db = db;
@@ -155,6 +160,8 @@ static bool every_db(bool (*done)(const struct db *))
 
 static bool wait_done(const struct admin_wait *w)
 {
+	if (w->what == ADMIN_WAIT_SHUTDOWN)
+		return workers_others_stopping() || now_usec() - w->since >= SHUTDOWN_TOLD_TIMEOUT;
 	bool (*done)(const struct db *) = w->what == ADMIN_WAIT_PAUSE ? db_paused_done : db_close_done;
 	if (w->db)
 		return done(w->db);
@@ -265,6 +272,14 @@ void admin_cancel_request(struct client *client)
 	netbuf_resume(&client->nb);
 }
 
+static bool shutdown_unanswered(void)
+{
+	list_for_each(pos, &adm.waits)
+		if (container_of(pos, struct admin_wait, node)->what == ADMIN_WAIT_SHUTDOWN)
+			return true;
+	return false;
+}
+
 void admin_check_waits(void)
 {
 	/* Follow the instance's pause state, then say what the other workers' PAUSE waits see. */
@@ -276,7 +291,8 @@ void admin_check_waits(void)
 		struct admin_wait *w = container_of(pos, struct admin_wait, node);
 		if (!wait_done(w))
 			continue;
-		const char *tag = w->what == ADMIN_WAIT_PAUSE ? "PAUSE" : "WAIT_CLOSE";
+		static const char *const tags[] = { "PAUSE", "WAIT_CLOSE", "SHUTDOWN" };
+		const char *tag = tags[w->what];
 		if (w->what == ADMIN_WAIT_PAUSE && !w->db)
 			adm.pause_gen = 0;
 		struct client *client = w->client;
@@ -284,7 +300,8 @@ void admin_check_waits(void)
 		admin_reply_complete(client, tag);
 		netbuf_resume(&client->nb);
 	}
-	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0) {
+	/* Not before a SHUTDOWN waiting here has answered. */
+	if (pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS && pgv.server_count == 0 && !shutdown_unanswered()) {
 		log_info("server connections dropped, exiting");
 		shutdown_exit_now();
 	}
@@ -660,17 +677,18 @@ static void control_shutdown(struct client *client, const struct admin_command *
 		shutdown_exit_now();	/* no reply: the connection just closes */
 		return;
 	}
-	if (admin_word_is(cmd->arg, "WAIT_FOR_SERVERS")) {
-		log_info("SHUTDOWN WAIT_FOR_SERVERS command issued");
-		workers_tell_supervisor(SIGINT);
+	bool servers = admin_word_is(cmd->arg, "WAIT_FOR_SERVERS");
+	log_info("SHUTDOWN %s command issued", servers ? "WAIT_FOR_SERVERS" : "WAIT_FOR_CLIENTS");
+	workers_tell_supervisor(servers ? SIGINT : SIGTERM);
+	/* With workers: answered once the supervisor has told every worker (admin_check_waits). */
+	if (workers_supervised())
+		wait_for(client, ADMIN_WAIT_SHUTDOWN, NULL);
+	else
 		admin_reply_complete(client, "SHUTDOWN");
+	if (servers)
 		admin_shutdown_wait_for_servers();
-		return;
-	}
-	log_info("SHUTDOWN WAIT_FOR_CLIENTS command issued");
-	workers_tell_supervisor(SIGTERM);
-	admin_reply_complete(client, "SHUTDOWN");
-	admin_shutdown_wait_for_clients();
+	else
+		admin_shutdown_wait_for_clients();
 }
 
 /*

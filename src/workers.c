@@ -445,6 +445,19 @@ bool workers_others_paused(uint32_t gen)
 	return true;
 }
 
+bool workers_others_stopping(void)
+{
+	for (int k = 1; k <= wk.count; k++) {
+		if (k == wk.self)
+			continue;
+		struct worker_status w;
+		workers_read(k, &w);
+		if (w.state != WORKER_STATE_STOPPING && w.state != WORKER_STATE_EXITED)
+			return false;
+	}
+	return true;
+}
+
 void workers_set_drain(void)
 {
 	if (wk.head)

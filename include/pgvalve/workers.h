@@ -168,6 +168,12 @@ bool workers_want_paused(uint32_t *gen);
 void workers_publish_paused(uint32_t gen_done);
 bool workers_others_paused(uint32_t gen);
 /*
+ * Every other worker has been told to stop (the supervisor marks each
+ * STOPPING as it sends the signal) or is gone: a console SHUTDOWN is
+ * answered then.
+ */
+bool workers_others_stopping(void);
+/*
  * The instance's drain (drain.h). DRAIN on one worker's console sets it
  * before it sends SIGTERM to the supervisor, which passes the signal to
  * the other workers: a worker that gets SIGTERM while it is set drains,

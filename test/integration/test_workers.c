@@ -773,6 +773,45 @@ START_TEST(cancel_reaches_the_right_worker)
 }
 END_TEST
 
+/*
+ * SHUTDOWN WAIT_FOR_CLIENTS on one worker's console answers once every
+ * worker has been told: with the supervisor stopped (SIGSTOP) no answer
+ * comes; once it goes on, the answer does, and SHOW WORKERS right after,
+ * on the same console (its worker waits for its clients), shows every
+ * worker stopping.
+ */
+START_TEST(shutdown_answers_once_every_worker_is_told)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	ExecStatusType st;
+	pgv_start(&p, BASE "workers = 3\n", std_databases(), std_userlist());
+	wait_running(&p, 3, w);
+	PGconn *c2 = worker_console(&p, 2);
+	ck_assert_int_eq(kill(p.pid, SIGSTOP), 0);
+	ck_assert_int_eq(PQsendQuery(c2, "SHUTDOWN WAIT_FOR_CLIENTS"), 1);
+	bool early = finished_within(c2, 1.0, &st);
+	ck_assert_int_eq(kill(p.pid, SIGCONT), 0);
+	ck_assert_msg(!early, "SHUTDOWN answered before the supervisor told the other workers");
+	ck_assert_msg(finished_within(c2, 3.0, &st), "no answer to SHUTDOWN\n%s", pgv_log_tail(&p, 1500));
+	ck_assert_int_eq(st, PGRES_COMMAND_OK);
+	PGresult *r = PQexec(c2, "SHOW WORKERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	for (int k = 0; k < 3; k++) {
+		const char *state = PQgetvalue(r, k, PQfnumber(r, "state"));
+		ck_assert_msg(strcmp(state, "stopping") == 0 || strcmp(state, "exited") == 0,
+			      "worker %d is %s when SHUTDOWN answered", k + 1, state);
+	}
+	PQclear(r);
+	PQfinish(c2);
+	double deadline = now_s() + 5;
+	while (pgv_running(&p)) {
+		ck_assert_msg(now_s() < deadline, "instance still up 5 s after SHUTDOWN\n%s", pgv_log_tail(&p, 1500));
+		sleep_ms(50);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("workers");
@@ -783,6 +822,7 @@ int main(void)
 	tcase_add_test(tc, sighup_reloads_every_worker);
 	tcase_add_test(tc, sigint_stops_all);
 	tcase_add_test(tc, console_reload_and_shutdown_reach_all);
+	tcase_add_test(tc, shutdown_answers_once_every_worker_is_told);
 	tcase_add_test(tc, workers_follow_a_killed_supervisor);
 	tcase_add_test(tc, command_line_overrides_workers);
 	tcase_add_test(tc, cancel_reaches_the_right_worker);
