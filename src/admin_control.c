@@ -418,6 +418,9 @@ static void log_issued(const struct admin_command *cmd)
 
 enum set_outcome { SET_APPLIED, SET_FAILED, SET_TLS_KEPT };
 
+/* SET_TLS_KEPT's words, to the console and in a restarted worker's log (PgBouncer's). */
+static const char tls_kept[] = "TLS settings could not be applied, still using old configuration";
+
 /*
  * Sets a reloadable setting in the running configuration, as a RELOAD
  * would change it. SET_TLS_KEPT: set, but the TLS contexts could not be
@@ -476,8 +479,7 @@ static void control_set(struct client *client, const struct admin_command *cmd)
 	if (admin_fanout_is_leg(client))
 		admin_state_param(p->name, cmd->value);	/* the instance's: a restarted worker sets it too */
 	if (outcome == SET_TLS_KEPT)
-		admin_reply_notice(client, "TLS settings could not be applied, still using old configuration", NULL,
-				   tag);
+		admin_reply_notice(client, tls_kept, NULL, tag);
 	else
 		admin_reply_complete(client, tag);
 }
@@ -860,7 +862,7 @@ static void restore_param(const char *key, const char *value, void *arg)
 	(void)arg;
 	const struct param_def *p = config_find_param(key);
 	if (p && p->reloadable && set_param(p, value) == SET_TLS_KEPT)
-		log_warning("SET %s: TLS settings could not be applied, still using old configuration", key);
+		log_warning("SET %s: %s", key, tls_kept);
 }
 
 void admin_control_restore(void)

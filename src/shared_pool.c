@@ -626,37 +626,22 @@ static void depart(struct server *server)
 /*
  * An idle server of pool, the one idle longest, given back if another
  * worker asks for a server of the pool, or of any pool of its database or
- * user (short of max_db_connections / max_user_connections there).
+ * user (short of max_db_connections / max_user_connections there): the
+ * release's weighing, with no clients of its own waiting for it.
  */
-static void give_back_idle(struct pool *pool, usec_t now)
+static void give_back_idle(struct pool *pool)
 {
 	struct list_node *tail = list_last(&pool->idle_servers);	/* LIFO: the tail idled longest */
 	if (!tail)
 		return;
 	struct server *server = container_of(tail, struct server, node);
-	uint32_t idx[3];
-	token_unpack(server->budget_token, idx);
-	bool give = false;
-	for (int i = 0; i < 3 && !give; i++) {
-		if (!idx[i])
-			continue;
-		struct slot *s = slot_at(idx[i] - 1);
-		if (!want_fresh(__atomic_load_n(&s->want_any, __ATOMIC_RELAXED), now))
-			continue;
-		table_lock();
-		give = give_back_locked(s, false, now);
-		table_unlock();
-	}
-	if (give) {
-		depart(server);
+	if (server_give_back(server, false))
 		server_close(server, "given back for another worker's waiting clients");
-	}
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
-	usec_t now = monotonic_usec();
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		if (db->is_admin)
@@ -666,7 +651,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
 				pool_after_change(pool);	/* takes what was given back, or asks again */
 			else
-				give_back_idle(pool, now);
+				give_back_idle(pool);
 		}
 	}
 }

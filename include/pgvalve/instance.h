@@ -54,15 +54,15 @@ struct instance_hooks {
 	void (*client_at_boundary)(void);
 };
 
+/* A server_take's answer: counted, or the limit that refused it. */
+enum budget_answer { BUDGET_TAKEN = 0, BUDGET_POOL_FULL, BUDGET_DB_FULL, BUDGET_USER_FULL };
+
 /*
  * Connection budgets the process shares with others of its instance
  * (shared_pool.c, workers = N > 1). NULL in pgv.budget: this process holds
  * the instance's connections alone and the pools' own counts decide.
  * A token names what a take counted, for its return; 0 = nothing.
  */
-/* A server_take's answer: counted, or the limit that refused it. */
-enum budget_answer { BUDGET_TAKEN = 0, BUDGET_POOL_FULL, BUDGET_DB_FULL, BUDGET_USER_FULL };
-
 struct budget_ops {
 	/*
 	 * One more server of pool, if the instance's servers of the pool stay
