@@ -38,7 +38,23 @@ struct prep_stmt {
 	uint32_t refs;
 	uint32_t body_len;
 	bool sql;		/* from SQL PREPARE: body is "[(types)] AS query" */
+	uint8_t shape;		/* enum stmt_shape: learned once, by the Describe after its first Parse */
+	uint8_t *param_desc;	/* its ParameterDescription, whole, once learned (SHAPE_NO_ROWS only) */
+	uint32_t param_desc_len;
 	uint8_t body[];		/* protocol: query NUL, int16 nparams, int32 oids */
+};
+
+/*
+ * What a Describe of a statement answers besides its parameters. Needed
+ * when the statement must be described on a server that lacks it while
+ * that server's transaction is aborted: PostgreSQL would describe one
+ * that returns no rows there (only RowDescription needs the catalogue),
+ * but refuses the Parse pgvalve would have to send first.
+ */
+enum stmt_shape {
+	SHAPE_UNKNOWN,
+	SHAPE_NO_ROWS,		/* NoData: param_desc holds the ParameterDescription */
+	SHAPE_ROWS,		/* RowDescription: refused in an aborted transaction anyway */
 };
 
 struct prep_client_entry {
@@ -70,6 +86,8 @@ enum prep_pending_kind {
 	PEND_CLOSE_EVICT,	/* pgvalve closed an LRU victim: swallow CloseComplete */
 	PEND_CLOSE_SCRATCH,	/* pgvalve closed SCRATCH after a check: swallow CloseComplete */
 	PEND_DESCRIBE,		/* ends with RowDescription or NoData */
+	PEND_DESCRIBE_LEARN,	/* pgvalve's Describe after a statement's first Parse: swallowed, shape learned */
+	PEND_DESCRIBE_OWED,	/* a Describe pgvalve answers from the learned shape (describe_in_aborted) */
 	PEND_OTHER,		/* Bind, Execute, Close of a portal: ends with its own *Complete */
 	PEND_SYNC,		/* ends with ReadyForQuery */
 	PEND_QUERY,		/* simple Query or FunctionCall: ends with ReadyForQuery */
@@ -246,6 +264,9 @@ static struct prep_stmt *stmt_get(const uint8_t *body, uint32_t len, bool sql)
 	s->refs = 1;
 	s->body_len = len;
 	s->sql = sql;
+	s->shape = SHAPE_UNKNOWN;
+	s->param_desc = NULL;
+	s->param_desc_len = 0;
 	memcpy(s->body, body, len);
 	s->hnext = prep.buckets[h & (prep.nbuckets - 1)];
 	prep.buckets[h & (prep.nbuckets - 1)] = s;
@@ -268,7 +289,8 @@ static void stmt_unref(struct prep_stmt *s)
 		pp = &(*pp)->hnext;
 	*pp = s->hnext;
 	prep.count--;
-	prep.bytes -= sizeof(*s) + s->body_len;
+	prep.bytes -= sizeof(*s) + s->body_len + s->param_desc_len;
+	free(s->param_desc);
 	free(s);
 }
 
@@ -662,9 +684,15 @@ void prepare_server_answer_owed(struct server *server)
 		free(ps->owed_error);
 		ps->owed_error = NULL;
 	}
-	while (ps && (p = pending_head(ps)) && p->kind == PEND_CLOSE_OWED) {
+	while (ps && (p = pending_head(ps)) && (p->kind == PEND_CLOSE_OWED || p->kind == PEND_DESCRIBE_OWED)) {
 		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
-		netbuf_insert(&server->nb, close_complete, 5);
+		static const uint8_t no_data[5] = { 'n', 0, 0, 0, 4 };
+		if (p->kind == PEND_CLOSE_OWED) {
+			netbuf_insert(&server->nb, close_complete, 5);
+		} else {
+			netbuf_insert(&server->nb, p->stmt->param_desc, p->stmt->param_desc_len);
+			netbuf_insert(&server->nb, no_data, 5);
+		}
 		pending_pop(server);
 	}
 }
@@ -823,6 +851,30 @@ static void query_failed(struct server *server, struct prep_pending *p)
 	p->stmt = NULL;
 }
 
+/* The ParameterDescription of pgvalve's Describe after stmt's first Parse. */
+static void learn_parameters(struct prep_stmt *stmt, const struct pkt *pkt)
+{
+	if (stmt->param_desc)
+		return;		/* learned on another server meanwhile */
+	stmt->param_desc = xmalloc(pkt->len);
+	memcpy(stmt->param_desc, pkt->data, pkt->len);
+	stmt->param_desc_len = pkt->len;
+	prep.bytes += pkt->len;
+}
+
+/* Its NoData or RowDescription: only a statement returning no rows keeps its parameters. */
+static void learn_shape(struct prep_stmt *stmt, enum stmt_shape shape)
+{
+	if (stmt->shape == SHAPE_UNKNOWN && (shape == SHAPE_ROWS || stmt->param_desc))
+		stmt->shape = (uint8_t)shape;
+	if (stmt->shape != SHAPE_NO_ROWS && stmt->param_desc) {
+		prep.bytes -= stmt->param_desc_len;
+		free(stmt->param_desc);
+		stmt->param_desc = NULL;
+		stmt->param_desc_len = 0;
+	}
+}
+
 /* ParseComplete or CloseComplete: whose it is. */
 static enum prepare_verdict parse_or_close_complete(struct server *server, struct prep_pending *head, uint8_t type)
 {
@@ -860,15 +912,29 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 	case '1':
 	case '3':
 		return parse_or_close_complete(server, head, pkt->type);
-	case '2':	/* BindComplete */
+	case 't':	/* ParameterDescription: whole (server.c waits for it) */
+		if (head->kind != PEND_DESCRIBE_LEARN)
+			return PREPARE_FORWARD;
+		learn_parameters(head->stmt, pkt);
+		return PREPARE_SKIP;
 	case 'n':	/* NoData */
+	case 'T':
+		if (head->kind == PEND_DESCRIBE_LEARN) {
+			learn_shape(head->stmt, pkt->type == 'n' ? SHAPE_NO_ROWS : SHAPE_ROWS);
+			pending_pop(server);
+			return PREPARE_SKIP;
+		}
+		if (pkt->type == 'T') {
+			if (head->kind == PEND_DESCRIBE)
+				pending_pop(server);
+			return PREPARE_FORWARD;
+		}
+		/* NoData ends a Describe as these end their messages */
+		/* fall through */
+	case '2':	/* BindComplete */
 	case 's':	/* PortalSuspended */
 	case 'I':	/* EmptyQueryResponse */
 		if (!pending_is_query(head))
-			pending_pop(server);
-		return PREPARE_FORWARD;
-	case 'T':
-		if (head->kind == PEND_DESCRIBE)
 			pending_pop(server);
 		return PREPARE_FORWARD;
 	case 'C':
@@ -1110,6 +1176,16 @@ static bool ensure_on_server(struct server *server, struct pktbuf *b, struct pre
 	server_cache_add(ps, stmt);
 	pending_push(ps, parse_kind, stmt, client_name);
 	server->pool->db->stats.total.server_parse_count++;
+	if (stmt->shape == SHAPE_UNKNOWN && !stmt->sql) {
+		/* Once per statement, in the same batch: its shape, for describe_in_aborted() */
+		char name[PREP_SERVER_NAME_MAX];
+		server_name_of(stmt, name);
+		pktbuf_begin(b, 'D');
+		pktbuf_put_byte(b, 'S');
+		pktbuf_put_string(b, name);
+		pktbuf_end(b);
+		pending_push(ps, PEND_DESCRIBE_LEARN, stmt, NULL);
+	}
 	return true;
 }
 
@@ -1198,6 +1274,19 @@ static bool handle_parse(struct client *client, struct server *server, const str
 }
 
 /*
+ * A Describe of stmt, which the server lacks, in a transaction known to be
+ * aborted here: its last ReadyForQuery said so, and no Execute or Query
+ * was sent since (a ROLLBACK could end it before the Sync). The Parse
+ * pgvalve would send first is refused there, the Describe itself is not
+ * when the statement returns no rows: answered from its learned shape.
+ */
+static bool describe_in_aborted(const struct server *server, const struct prep_stmt *stmt)
+{
+	return stmt->shape == SHAPE_NO_ROWS && server->txn_status == 'E' && server->expect_ready == 0 &&
+	       server->syncs_after_execute > 0 && !server_lookup(server->prep, stmt);
+}
+
+/*
  * Bind: portal, statement, rest. Describe: 'S'/'P', name. A client
  * statement's name becomes its server name; a name the client does not
  * have becomes the scratch name, which no server holds, so that the
@@ -1224,6 +1313,12 @@ static bool handle_use(struct client *client, struct server *server, const struc
 	struct prep_stmt *stmt = client_lookup(client, name);
 	if (stmt && !stmt_parseable(stmt) && !server_lookup(ps, stmt))
 		stmt = NULL;	/* a SQL one with types, not on this server: see the man page */
+	if (stmt && pkt->type == 'D' && describe_in_aborted(server, stmt)) {
+		pending_push(ps, PEND_DESCRIBE_OWED, stmt, NULL);
+		netbuf_replace(&client->nb, pkt->len, pkt->len, NULL, 0);	/* dropped, in the batch */
+		prepare_server_answer_owed(server);
+		return true;
+	}
 	struct pktbuf *b = scratch();
 	if (stmt) {
 		ensure_on_server(server, b, stmt, PEND_PARSE_INJECTED, NULL);

@@ -1371,7 +1371,7 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	bool prep_watches = server->prep && relay_prep_watches_server(pkt->type);
 	if (prep_watches && (internal || server->link || server->finishing_owed)) {
 		/* Judged once per message: these are the ones decided only when whole. */
-		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E'))
+		if (!pkt_complete(pkt) && (pkt->type == 'Z' || pkt->type == 'C' || pkt->type == 'E' || pkt->type == 't'))
 			return true;
 		pv = relay_call(prep_server_message, server, pkt);
 		if (internal)
