@@ -111,9 +111,7 @@ const char *client_prefix(const struct client *client, char *buf, size_t size)
 	char host[INET6_ADDRSTRLEN + 2];
 	int port = 0;
 	format_addr(client, host, sizeof(host), &port);
-	snprintf(buf, size, "C-%p: %s/%s@%s:%d", (const void *)client,
-		 client_db_name(client), client_user_name(client), host, port);
-	return buf;
+	return log_prefix_text(buf, size, 'C', client, client_db_name(client), client_user_name(client), host, port);
 }
 
 /* ---------------------------------------------------------------- state */

@@ -24,7 +24,10 @@ static struct {
 	int pid;			/* cached: getpid() is a system call */
 	char tag[16];			/* "[w2] " in a worker process, else "" */
 	time_t stamp_sec;		/* the second the cached stamp text is for */
-	char stamp[32];			/* "YYYY-MM-DD HH:MM:SS" */
+	char stamp[32];			/* "YYYY-MM-DD HH:MM:SS." */
+	uint32_t stamp_len;
+	char pid_text[24];		/* " UTC [<pid>] ", for log_state.pid */
+	uint32_t pid_text_len;
 } log_state = { .fd = -1, .to_stderr = true };
 
 static const char *level_names[] = { "FATAL", "ERROR", "WARNING", "LOG", "DEBUG", "NOISE" };
@@ -49,6 +52,14 @@ static int open_logfile(const char *path, bool existing_only)
 	return open(path, O_WRONLY | O_APPEND | O_CLOEXEC | (existing_only ? 0 : O_CREAT), 0640);
 }
 
+/* The process id and the text around it in every line. */
+static void set_pid(void)
+{
+	log_state.pid = (int)getpid();
+	log_state.pid_text_len = (uint32_t)snprintf(log_state.pid_text, sizeof(log_state.pid_text), " UTC [%d] ",
+						    log_state.pid);
+}
+
 int log_setup(const struct log_settings *s)
 {
 	int fd = -1;
@@ -67,7 +78,7 @@ int log_setup(const struct log_settings *s)
 		die("out of memory duplicating a string");
 	log_state.to_stderr = s->to_stderr;
 	log_state.verbose = s->verbose;
-	log_state.pid = (int)getpid();
+	set_pid();
 	if (log_state.use_syslog)
 		closelog();
 	log_state.use_syslog = s->use_syslog;
@@ -81,7 +92,7 @@ int log_setup(const struct log_settings *s)
 
 void log_set_process(const char *tag)
 {
-	log_state.pid = (int)getpid();
+	set_pid();
 	if (tag && tag[0])
 		snprintf(log_state.tag, sizeof(log_state.tag), "[%s] ", tag);
 	else
@@ -166,6 +177,54 @@ size_t log_escape(char *dst, size_t size, const char *src)
 	return n;
 }
 
+/* Whether log_escape() would change the text (the common case: no). */
+static bool needs_escape(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (c < 0x20 || c == 0x7f || c == 0xc2)
+			return true;
+	}
+	return false;
+}
+
+static size_t put_text(char *at, const char *text, size_t len)
+{
+	memcpy(at, text, len);
+	return len;
+}
+
+/*
+ * "YYYY-MM-DD HH:MM:SS.mmm UTC [pid] LEVEL [tag] " into line; `*lvl` gets
+ * where LEVEL starts (syslog stamps lines itself). Pieces are cached, as
+ * each connection logs two lines: no printf here.
+ */
+static size_t put_header(char *line, enum log_level level, size_t *lvl)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	if (tv.tv_sec != log_state.stamp_sec || !log_state.stamp_len) {
+		struct tm tm;
+		gmtime_r(&tv.tv_sec, &tm);
+		log_state.stamp_len = (uint32_t)strftime(log_state.stamp, sizeof(log_state.stamp), "%Y-%m-%d %H:%M:%S.",
+							 &tm);
+		log_state.stamp_sec = tv.tv_sec;
+	}
+	if (!log_state.pid)
+		set_pid();
+	size_t n = put_text(line, log_state.stamp, log_state.stamp_len);
+	int ms = (int)(tv.tv_usec / 1000);
+	line[n++] = (char)('0' + ms / 100);
+	line[n++] = (char)('0' + ms / 10 % 10);
+	line[n++] = (char)('0' + ms % 10);
+	n += put_text(line + n, log_state.pid_text, log_state.pid_text_len);
+	*lvl = n;
+	n += put_text(line + n, level_names[level], strlen(level_names[level]));
+	line[n++] = ' ';
+	n += put_text(line + n, log_state.tag, strlen(log_state.tag));
+	return n;
+}
+
 /*
  * One line, formatted once, written whole to each destination. Control
  * characters are escaped here, at the one sink every message passes, so
@@ -174,25 +233,20 @@ size_t log_escape(char *dst, size_t size, const char *src)
 static PRINTF_LIKE(2, 0) void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
 	char line[2400];
-	struct timeval tv;
 	int save_errno = errno;
-
-	gettimeofday(&tv, NULL);
-	if (tv.tv_sec != log_state.stamp_sec || !log_state.stamp[0]) {
-		struct tm tm;
-		gmtime_r(&tv.tv_sec, &tm);
-		strftime(log_state.stamp, sizeof(log_state.stamp), "%Y-%m-%d %H:%M:%S", &tm);
-		log_state.stamp_sec = tv.tv_sec;
+	size_t lvl;
+	size_t head = put_header(line, level, &lvl);
+	size_t room = sizeof(line) - head - 1;	/* the newline's byte kept */
+	int m = vsnprintf(line + head, room, fmt, ap);
+	size_t len = m < 0 ? 0 : MIN((size_t)m, room - 1);
+	if (needs_escape(line + head, len)) {
+		char msg[2048];
+		size_t keep = MIN(len, sizeof(msg) - 1);
+		memcpy(msg, line + head, keep);
+		msg[keep] = '\0';
+		len = log_escape(line + head, room, msg);
 	}
-	if (!log_state.pid)
-		log_state.pid = (int)getpid();
-	int lvl = snprintf(line, sizeof(line), "%s.%03d UTC [%d] ", log_state.stamp, (int)(tv.tv_usec / 1000),
-			   log_state.pid);
-	int head = lvl + snprintf(line + lvl, sizeof(line) - (size_t)lvl, "%s %s", level_names[level], log_state.tag);
-	char msg[2048];
-	if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
-		msg[0] = '\0';
-	size_t len = (size_t)head + log_escape(line + head, sizeof(line) - (size_t)head - 1, msg);
+	len += head;
 	line[len++] = '\n';
 
 	if (log_state.to_stderr)

@@ -66,9 +66,7 @@ const char *server_prefix(const struct server *server, char *buf, size_t size)
 	sockaddr_host_text(&server->addr.sa, host, sizeof(host), NULL);
 	/* not resolved yet: the name it waits for */
 	const char *shown = server->addr.sa.sa_family == AF_UNSPEC && server->host ? server->host : host;
-	snprintf(buf, size, "S-%p: %s/%s@%s:%d", (const void *)server, server->pool->db->name,
-		 server->pool->user, shown, port);
-	return buf;
+	return log_prefix_text(buf, size, 'S', server, server->pool->db->name, server->pool->user, shown, port);
 }
 
 /* ---------------------------------------------------------------- state */

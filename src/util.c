@@ -133,12 +133,32 @@ bool sockaddr_host_text(const struct sockaddr *sa, char *buf, size_t size, int *
 	return true;
 }
 
+/* Dotted quad into buf (size >= INET_ADDRSTRLEN): inet_ntop formats each octet with sprintf, twice per log line. */
+static void ipv4_text(const struct in_addr *addr, char *buf)
+{
+	const uint8_t *o = (const uint8_t *)&addr->s_addr;
+	char *p = buf;
+	for (int i = 0; i < 4; i++) {
+		if (i)
+			*p++ = '.';
+		if (o[i] >= 100)
+			*p++ = (char)('0' + o[i] / 100);
+		if (o[i] >= 10)
+			*p++ = (char)('0' + o[i] / 10 % 10);
+		*p++ = (char)('0' + o[i] % 10);
+	}
+	*p = '\0';
+}
+
 bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *port)
 {
 	int p;
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
+		if (size >= INET_ADDRSTRLEN)
+			ipv4_text(&in->sin_addr, buf);
+		else
+			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
 		p = ntohs(in->sin_port);
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
@@ -150,4 +170,51 @@ bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *po
 	if (port)
 		*port = p;
 	return true;
+}
+
+/* Appends what fits of text to buf (used bytes *len, NUL kept): snprintf's truncation. */
+static void put_bounded(char *buf, size_t size, size_t *len, const char *text, size_t n)
+{
+	size_t room = size - 1 - *len;
+	n = MIN(n, room);
+	memcpy(buf + *len, text, n);
+	*len += n;
+	buf[*len] = '\0';
+}
+
+const char *log_prefix_text(char *buf, size_t size, char kind, const void *obj, const char *db, const char *user,
+			    const char *host, int port)
+{
+	static const char hex[] = "0123456789abcdef";
+	char num[4 + 2 * sizeof(uintptr_t) + 2], *p = num + sizeof(num);	/* "C-0x", the digits, ": " */
+	size_t len = 0;
+	if (size == 0)
+		return buf;
+	buf[0] = '\0';
+	/* "C-%p: " as glibc prints a pointer: 0x and lower-case hex without leading zeros */
+	*--p = ' ', *--p = ':';
+	uintptr_t v = (uintptr_t)obj;
+	do {
+		*--p = hex[v & 15];
+		v >>= 4;
+	} while (v);
+	*--p = 'x', *--p = '0', *--p = '-', *--p = kind;
+	put_bounded(buf, size, &len, p, (size_t)(num + sizeof(num) - p));
+	put_bounded(buf, size, &len, db, strlen(db));
+	put_bounded(buf, size, &len, "/", 1);
+	put_bounded(buf, size, &len, user, strlen(user));
+	put_bounded(buf, size, &len, "@", 1);
+	put_bounded(buf, size, &len, host, strlen(host));
+	char digits[12];
+	p = digits + sizeof(digits);
+	unsigned u = port < 0 ? 0u - (unsigned)port : (unsigned)port;
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (port < 0)
+		*--p = '-';
+	*--p = ':';
+	put_bounded(buf, size, &len, p, (size_t)(digits + sizeof(digits) - p));
+	return buf;
 }

@@ -70,6 +70,13 @@ struct sockaddr;
 bool sockaddr_ip_text(const struct sockaddr *sa, char *buf, size_t size, int *port);
 /* The same as log lines show a peer, as PgBouncer: an IPv6 address in brackets ("[::1]"). */
 bool sockaddr_host_text(const struct sockaddr *sa, char *buf, size_t size, int *port);
+/*
+ * A log line's prefix, "C-0x55d1c0a8: db/user@host:port" (kind 'C' or
+ * 'S', obj printed as %p would), into buf; returns buf. Formatted by hand:
+ * two of these per connection were a fifth of a login's instructions.
+ */
+const char *log_prefix_text(char *buf, size_t size, char kind, const void *obj, const char *db, const char *user,
+			    const char *host, int port);
 
 /* FNV-1a hash of a NUL-terminated string (hash tables of names). */
 uint32_t hash_string(const char *s);
