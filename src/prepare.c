@@ -148,6 +148,7 @@ struct prep_server {
 	uint32_t risky_closed;
 	uint32_t risky_open;
 	bool holding;
+	bool executed_unsynced;		/* an Execute sent since the last Sync or Query (describe_in_aborted) */
 	uint8_t *owed_error;		/* an ErrorResponse naming the client's statement, in place of the server's */
 	uint32_t owed_error_len;
 };
@@ -1275,15 +1276,16 @@ static bool handle_parse(struct client *client, struct server *server, const str
 
 /*
  * A Describe of stmt, which the server lacks, in a transaction known to be
- * aborted here: its last ReadyForQuery said so, and no Execute or Query
- * was sent since (a ROLLBACK could end it before the Sync). The Parse
- * pgvalve would send first is refused there, the Describe itself is not
- * when the statement returns no rows: answered from its learned shape.
+ * aborted here: its last ReadyForQuery said so, every Sync and Query was
+ * answered, and no Execute was sent since the last (a ROLLBACK could end
+ * it before the Sync). The Parse pgvalve would send first is refused
+ * there, the Describe itself is not when the statement returns no rows:
+ * answered from its learned shape.
  */
 static bool describe_in_aborted(const struct server *server, const struct prep_stmt *stmt)
 {
 	return stmt->shape == SHAPE_NO_ROWS && server->txn_status == 'E' && server->expect_ready == 0 &&
-	       server->syncs_after_execute > 0 && !server_lookup(server->prep, stmt);
+	       !server->prep->executed_unsynced && !server_lookup(server->prep, stmt);
 }
 
 /*
@@ -1602,14 +1604,18 @@ bool prepare_client_message(struct client *client, struct server *server, const 
 		return handle_close(client, server, pkt);
 	case 'E':
 		pending_push(server_state(server), PEND_OTHER, NULL, NULL);
+		server->prep->executed_unsynced = true;
 		return false;
 	case 'S':
 		pending_push(server_state(server), PEND_SYNC, NULL, NULL);
+		server->prep->executed_unsynced = false;
 		return false;
 	case 'Q':
+		server_state(server)->executed_unsynced = false;	/* its ReadyForQuery tells the state after it */
 		return handle_query(client, server, pkt);
 	case 'F':
 		pending_push(server_state(server), PEND_QUERY, NULL, NULL);
+		server->prep->executed_unsynced = false;
 		return false;
 	default:	/* Flush, COPY data: no answer of their own */
 		return false;
