@@ -163,6 +163,7 @@ static struct {
 	struct pktbuf scratch;
 	bool scratch_ready;
 	struct prep_stmt *probe;	/* "SELECT": a statement any server can be made to hold (probe_stmt) */
+	struct prep_stmt *probe_exit;	/* "ROLLBACK": the same, in an aborted transaction too */
 } prep;
 
 /* ---------------------------------------------------------------- helpers */
@@ -1215,18 +1216,34 @@ static struct prep_stmt *probe_stmt(void)
 }
 
 /*
+ * A statement whose Parse PostgreSQL takes even in an aborted transaction
+ * (one that ends a transaction passes there), for a server that holds none.
+ */
+static struct prep_stmt *probe_exit_stmt(void)
+{
+	static const uint8_t body[] = "ROLLBACK\0\0";
+	if (!prep.probe_exit)
+		prep.probe_exit = stmt_get(body, sizeof(body), false);
+	return prep.probe_exit;
+}
+
+/*
  * Parse of a name the client has: PostgreSQL checks the new text, then
  * fails with 42P05. The server is made to do the same, with a Parse of
  * the new text under the name of a statement it holds (the client's old
- * one, or pgvalve's probe when that cannot be made here), so that the
- * transaction and the rest of the batch fare as in PostgreSQL; the
- * error's message gets the client's name back.
+ * one, another one it has, or else pgvalve's exit probe made first), so
+ * that the transaction and the rest of the batch fare as in PostgreSQL,
+ * an aborted transaction included; the error's message gets the
+ * client's name back.
  */
 static bool parse_duplicate(struct client *client, struct server *server, const struct pkt *pkt,
 			    struct pkt_reader *r, const char *name, struct prep_stmt *old)
 {
 	struct prep_server *ps = server_state(server);
-	struct prep_stmt *target = stmt_parseable(old) || server_lookup(ps, old) ? old : probe_stmt();
+	struct prep_stmt *target = old;
+	if (!server_lookup(ps, old))
+		target = ps->count ? container_of(list_first(&ps->lru), struct prep_server_entry, lru)->stmt
+				   : probe_exit_stmt();
 	struct pktbuf *b = scratch();
 	ensure_on_server(server, b, target, PEND_PARSE_INJECTED, NULL);
 	char sname[PREP_SERVER_NAME_MAX];
@@ -1634,6 +1651,8 @@ void prepare_global_cleanup(void)
 {
 	stmt_unref(prep.probe);
 	prep.probe = NULL;
+	stmt_unref(prep.probe_exit);
+	prep.probe_exit = NULL;
 	if (prep.scratch_ready)
 		pktbuf_free(&prep.scratch);
 	prep.scratch_ready = false;
