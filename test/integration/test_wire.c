@@ -9,6 +9,14 @@
  * the harness fails them on any memcheck error in pgvalve. They also check,
  * under any build, that such packets get a protocol answer and that a
  * login carrying a long parameter still works.
+ *
+ * The last two cases make a reader stop with bytes still in its socket
+ * and check that it comes back for them: a batch several times
+ * sbuf_loopcnt buffers long, sent in one write with nothing after it; and
+ * half a message arriving together with the client's end of stream, where
+ * the read that takes the bytes is short and the end must still be seen
+ * (and the client closed) although no further byte will ever come. Both
+ * are what an edge-triggered event loop gets wrong.
  */
 #include "harness.h"
 
@@ -102,6 +110,93 @@ START_TEST(login_with_long_parameter)
 }
 END_TEST
 
+/* sbuf_loopcnt = 1: every full buffer ends a wake-up's reading; the rest waits in the socket. */
+#define LOOPCNT_EXTRA "auth_type = md5\npool_mode = transaction\npkt_buf = 4096\nsbuf_loopcnt = 1\n"
+#define BATCH_QUERIES 2000	/* 14 bytes each: 28 KB, seven buffers */
+
+START_TEST(batch_longer_than_loopcnt_buffers)
+{
+	static struct raw_msgs m;
+	struct raw_answers a;
+	struct raw_error err;
+	struct pgv p;
+	int fd = -1;
+
+	pgv_start(&p, LOOPCNT_EXTRA, std_databases(), std_userlist());
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &fd), 0);
+	m.len = 0;
+	for (int i = 0; i < BATCH_QUERIES; i++)
+		raw_put_query(&m, "SELECT 1");
+	ck_assert_uint_gt(m.len, 6 * 4096);
+	raw_send_msgs(fd, &m);
+	/* Nothing more is sent: the only way on for the pooler is to read what it left. */
+	ck_assert_msg(raw_read_answers(fd, BATCH_QUERIES, 10000, &a),
+		      "not all %d answers came within 10 s (the socket's rest was never read)\n%s",
+		      BATCH_QUERIES, pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(a.value, "1");
+	ck_assert_int_eq(a.status, 'I');
+	close(fd);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Half a Query, then the end of the stream, back to back on one socket. */
+static void send_half_query_and_close(int fd)
+{
+	static const unsigned char half[] = { 'Q', 0, 0, 0, 40, 'S', 'E', 'L' };
+	ck_assert(raw_send(fd, half, sizeof(half)));
+	close(fd);
+}
+
+/* How many lines of pgvalve's log hold needle. */
+static int log_count(const struct pgv *p, const char *needle)
+{
+	FILE *f = fopen(p->log, "r");
+	char line[4096];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Waits up to timeout_ms for the log to hold `count` lines with needle. */
+static bool wait_log_count(const struct pgv *p, const char *needle, int count, int timeout_ms)
+{
+	for (int waited = 0; waited < timeout_ms; waited += 50) {
+		if (log_count(p, needle) >= count)
+			return true;
+		usleep(50 * 1000);
+	}
+	return false;
+}
+
+START_TEST(half_message_then_close_is_seen)
+{
+	unsigned char key[8];
+	struct raw_error err;
+	struct pgv p;
+	int fd = -1;
+
+	pgv_start(&p, LOOPCNT_EXTRA, std_databases(), std_userlist());
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &fd), 0);
+	send_half_query_and_close(fd);
+	ck_assert_msg(wait_log_count(&p, "client unexpected eof", 1, 5000),
+		      "the TCP client's end of stream went unnoticed\n%s", pgv_log_tail(&p, 1500));
+
+	/* The same over the Unix socket. */
+	fd = raw_connect_unix(p.dir, p.port);
+	ck_assert_int_eq(raw_login_fd(fd, DB, "md5_user", "md5_pass", key, &err), 0);
+	send_half_query_and_close(fd);
+	ck_assert_msg(wait_log_count(&p, "client unexpected eof", 2, 5000),
+		      "the Unix-socket client's end of stream went unnoticed\n%s", pgv_log_tail(&p, 1500));
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *wire_suite(void)
 {
 	Suite *s = suite_create("wire");
@@ -109,6 +204,8 @@ static Suite *wire_suite(void)
 
 	tcase_add_test(tc, big_startup_packet_twice);
 	tcase_add_test(tc, login_with_long_parameter);
+	tcase_add_test(tc, batch_longer_than_loopcnt_buffers);
+	tcase_add_test(tc, half_message_then_close_is_seen);
 	suite_add_tcase(s, tc);
 	return s;
 }
