@@ -148,28 +148,13 @@ static void send_half_query_and_close(int fd)
 	close(fd);
 }
 
-/* How many lines of pgvalve's log hold needle. */
-static int log_count(const struct pgv *p, const char *needle)
-{
-	FILE *f = fopen(p->log, "r");
-	char line[4096];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
-/* Waits up to timeout_ms for the log to hold `count` lines with needle. */
-static bool wait_log_count(const struct pgv *p, const char *needle, int count, int timeout_ms)
+/* Waits up to timeout_ms for pgvalve's log to hold `count` lines with needle. */
+static bool wait_log_count(struct pgv *p, const char *needle, int count, int timeout_ms)
 {
 	for (int waited = 0; waited < timeout_ms; waited += 50) {
-		if (log_count(p, needle) >= count)
+		if (pgv_log_count(p, needle) >= count)
 			return true;
-		usleep(50 * 1000);
+		sleep_ms(50);
 	}
 	return false;
 }
@@ -184,8 +169,7 @@ START_TEST(half_message_then_close_is_seen)
 	pgv_start(&p, LOOPCNT_EXTRA, std_databases(), std_userlist());
 	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &fd), 0);
 	send_half_query_and_close(fd);
-	ck_assert_msg(wait_log_count(&p, "client unexpected eof", 1, 5000),
-		      "the TCP client's end of stream went unnoticed\n%s", pgv_log_tail(&p, 1500));
+	pgv_expect_log(&p, "client unexpected eof", 5.0);	/* the TCP client's end of stream */
 
 	/* The same over the Unix socket. */
 	fd = raw_connect_unix(p.dir, p.port);
