@@ -58,6 +58,14 @@ bench_start_pgbouncer "$tls_ini" && have_pgb=1
 
 cpu_us_per_tx() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$hz" 'BEGIN { printf "%.1f", n ? (b - a) * 1e6 / hz / n : 0 }'; }
 hz=$(getconf CLK_TCK)
+# One pgbench run of the current scenario through the pooler (pid, port): "tps cpu_us_per_tx".
+measure() {
+	local c0 c1 t n
+	c0=$(bench_cpu_ticks "$1")
+	read -r t n < <(bench_sslmode=$bench_sslmode run_pgbench "$2" "${args[@]}")
+	c1=$(bench_cpu_ticks "$1")
+	echo "$t $(cpu_us_per_tx "$c0" "$c1" "$n")"
+}
 med() { if [ $# -gt 0 ]; then printf '%s\n' "$@" | median; else echo "-"; fi; }
 r0() { awk -v x="$1" 'BEGIN { if (x == "-") print "-"; else printf "%.0f", x }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
@@ -89,17 +97,11 @@ for scen in "${scen_list[@]}"; do
 		((round % 2 == 0)) && order=(pgbouncer pgvalve)
 		for who in "${order[@]}"; do
 			if [ "$who" = pgvalve ]; then
-				c0=$(bench_cpu_ticks "$pgv_pid")
-				read -r t n < <(bench_sslmode=$bench_sslmode run_pgbench "$port" "${args[@]}")
-				c1=$(bench_cpu_ticks "$pgv_pid")
-				v_tps+=("$t")
-				v_cpu+=("$(cpu_us_per_tx "$c0" "$c1" "$n")")
+				read -r t c < <(measure "$pgv_pid" "$port")
+				v_tps+=("$t") v_cpu+=("$c")
 			elif [ "$have_pgb" = 1 ]; then
-				c0=$(bench_cpu_ticks "$pgb_pid")
-				read -r t n < <(bench_sslmode=$bench_sslmode run_pgbench "$pgb_port" "${args[@]}")
-				c1=$(bench_cpu_ticks "$pgb_pid")
-				b_tps+=("$t")
-				b_cpu+=("$(cpu_us_per_tx "$c0" "$c1" "$n")")
+				read -r t c < <(measure "$pgb_pid" "$pgb_port")
+				b_tps+=("$t") b_cpu+=("$c")
 			fi
 		done
 	done
