@@ -5,6 +5,7 @@
 # SCRAM, in alternating rounds on one pgvalve. `make bench-connect` runs it.
 #
 #   [PGBOUNCER=/path/to/pgbouncer] connect.sh [--duration S] [--rounds N] [--clients N] [--logins LIST] [--rate N]
+#                                             [--client pgbench|login_bench]
 #
 # Three users, chosen by an hba file (auth_type = hba):
 #   md5         md5 secret in the userlist, md5 login
@@ -24,12 +25,19 @@
 # connection also falls as the rate rises (one wake-up serves several
 # sockets), which flatters md5: --rate N (pgbench -R) runs every login at
 # the same N connections per second, the fair comparison.
+#
+# --client login_bench logs in with test/bench/login_bench (built by `make
+# bench-connect`) instead: the same login, SELECT 1 and Terminate, but it
+# derives SCRAM's salted password once per salt instead of at every connect
+# (it still computes and checks both proofs at every login), so SCRAM logins
+# run at md5's rates and the poolers' CPU per login is measured at rates
+# where it is the login's and not their idle time's.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-duration=10 rounds=5 clients=20 logins=md5,scram-plain,scram-secret rate=
+duration=10 rounds=5 clients=20 logins=md5,scram-plain,scram-secret rate= client=pgbench
 while [ $# -gt 0 ]; do
 	case $1 in
 	--duration) duration=$2; shift 2 ;;
@@ -37,9 +45,17 @@ while [ $# -gt 0 ]; do
 	--clients) clients=$2; shift 2 ;;
 	--logins) logins=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
-	*) echo "usage: connect.sh [--duration S] [--rounds N] [--clients N] [--logins LIST] [--rate N]" >&2; exit 2 ;;
+	--client) client=$2; shift 2 ;;
+	*) echo "usage: connect.sh [--duration S] [--rounds N] [--clients N] [--logins LIST] [--rate N] [--client pgbench|login_bench]" >&2; exit 2 ;;
 	esac
 done
+case $client in
+pgbench) ;;
+login_bench)
+	login_bench=$builddir/test/bench/login_bench
+	[ -x "$login_bench" ] || { echo "${0##*/}: $login_bench is not built (make -C $builddir test/bench/login_bench)" >&2; exit 2; } ;;
+*) echo "${0##*/}: --client: pgbench or login_bench" >&2; exit 2 ;;
+esac
 bench_scale=0	# SELECT 1 needs no tables
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -71,15 +87,27 @@ cpu_of() { if [ "$1" = - ]; then echo 0; else bench_cpu_ticks "$1"; fi; }
 
 # run_connect PID PORT USER -> "connections_per_s cpu_us_per_connection" (CPU of process PID; PID - : none, "-")
 run_connect() {
-	local pid=$1 p=$2 user=$3 c0 c1 tps n
+	local pid=$1 p=$2 user=$3 c0 c1 tps n ok
 	c0=$(cpu_of "$pid")
-	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -C -T "$duration" -c "$clients" -j 2 ${rate:+-R "$rate"} \
-		-f "$tmp/select1.sql" -h 127.0.0.1 -p "$p" -U "$user" bench >"$tmp/run.out" 2>&1
+	if [ "$client" = pgbench ]; then
+		PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -C -T "$duration" -c "$clients" -j 2 ${rate:+-R "$rate"} \
+			-f "$tmp/select1.sql" -h 127.0.0.1 -p "$p" -U "$user" bench >"$tmp/run.out" 2>&1
+	else
+		"$login_bench" --port "$p" --user "$user" --password bench --dbname bench --clients "$clients" \
+			--duration "$duration" ${rate:+--rate "$rate"} >"$tmp/run.out" 2>&1
+	fi
 	c1=$(cpu_of "$pid")
-	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$tmp/run.out" | tail -1)
-	n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$tmp/run.out")
-	if ! grep -q "number of failed transactions: 0 " "$tmp/run.out" || [ -z "$n" ] || [ "$n" = 0 ]; then
-		echo "${0##*/}: $user on port $p: pgbench failed:" >&2
+	if [ "$client" = pgbench ]; then
+		tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$tmp/run.out" | tail -1)
+		n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$tmp/run.out")
+		grep -q "number of failed transactions: 0 " "$tmp/run.out" && ok=1
+	else
+		tps=$(sed -n 's/^logins_per_s //p' "$tmp/run.out")
+		n=$(sed -n 's/^logins //p' "$tmp/run.out")
+		grep -qx "failed 0" "$tmp/run.out" && ok=1
+	fi
+	if [ -z "${ok:-}" ] || [ -z "$n" ] || [ "$n" = 0 ]; then
+		echo "${0##*/}: $user on port $p: $client failed:" >&2
 		tail -5 "$tmp/run.out" >&2
 	fi
 	awk -v a="$c0" -v b="$c1" -v n="${n:-0}" -v hz="$hz" -v t="${tps:-0}" -v none="$([ "$pid" = - ] && echo 1)" \
@@ -105,8 +133,13 @@ for r in $(seq "$rounds"); do
 		order=()
 		for ((i = ${#users[@]} - 1; i >= 0; i--)); do order+=("${users[$i]}"); done
 	fi
+	# and which pooler goes first: the second of two back-to-back runs pays for the first (README: "Which pooler runs first")
+	porder=("${poolers[@]}")
+	if [ $((r % 2)) -eq 0 ] && [ -n "$pgb_pid" ]; then
+		porder=("${poolers[1]}" "${poolers[0]}" "${poolers[@]:2}")
+	fi
 	for u in "${order[@]}"; do
-		for pl in "${poolers[@]}"; do
+		for pl in "${porder[@]}"; do
 			read -r name pid p <<<"$pl"
 			read -r t c < <(run_connect "$pid" "$p" "$u")
 			rate[$name.$u]+="$t "
@@ -131,4 +164,8 @@ for pl in "${poolers[@]}"; do
 	done
 done
 echo
-echo "median of $rounds rounds of ${duration}s; pgbench -C -c $clients${rate:+ -R $rate}, SELECT 1; transaction mode, pool of 20"
+if [ "$client" = pgbench ]; then
+	echo "median of $rounds rounds of ${duration}s; pgbench -C -c $clients${rate:+ -R $rate}, SELECT 1; transaction mode, pool of 20"
+else
+	echo "median of $rounds rounds of ${duration}s; login_bench --clients $clients${rate:+ --rate $rate}, SELECT 1; transaction mode, pool of 20"
+fi
