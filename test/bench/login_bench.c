@@ -348,13 +348,16 @@ static void slot_read(struct slot *s)
 
 static void slot_start(struct slot *s, const struct sockaddr_in *addr)
 {
-	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	s->inlen = 0;
 	int one = 1;
-	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (s->fd < 0 || (connect(s->fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 && errno != EINPROGRESS)) {
-		if (s->fd >= 0)
-			close(s->fd);
+	s->inlen = 0;
+	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (s->fd < 0) {
+		failed++;
+		return;
+	}
+	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));	/* as libpq does */
+	if (connect(s->fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 && errno != EINPROGRESS) {
+		close(s->fd);
 		s->fd = -1;
 		failed++;
 		return;
