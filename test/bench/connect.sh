@@ -50,8 +50,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $client in
-pgbench) ;;
+pgbench) load="pgbench -C -c $clients${rate:+ -R $rate}" ;;
 login_bench)
+	load="login_bench --clients $clients${rate:+ --rate $rate}"
 	login_bench=$builddir/test/bench/login_bench
 	[ -x "$login_bench" ] || { echo "${0##*/}: $login_bench is not built (make -C $builddir test/bench/login_bench)" >&2; exit 2; } ;;
 *) echo "${0##*/}: --client: pgbench or login_bench" >&2; exit 2 ;;
@@ -164,8 +165,4 @@ for pl in "${poolers[@]}"; do
 	done
 done
 echo
-if [ "$client" = pgbench ]; then
-	echo "median of $rounds rounds of ${duration}s; pgbench -C -c $clients${rate:+ -R $rate}, SELECT 1; transaction mode, pool of 20"
-else
-	echo "median of $rounds rounds of ${duration}s; login_bench --clients $clients${rate:+ --rate $rate}, SELECT 1; transaction mode, pool of 20"
-fi
+echo "median of $rounds rounds of ${duration}s; $load, SELECT 1; transaction mode, pool of 20"

@@ -17,19 +17,22 @@
  * pooler that keeps the same salt for a user, as pgvalve and PgBouncer
  * do, costs one derivation in all) and checks the proof and the server's
  * signature at every login like any client, so SCRAM logins reach the
- * rates md5 ones do and the poolers can be compared at the same rate.
+ * rates md5 ones do and the poolers can be compared at the same rate. The
+ * exchange is pgvalve's own client side (scram_client_*, crypto_md5_*, as
+ * pgvalve logs in to servers), with a key source that caches the keys.
  *
  * Prints: logins, failed, seconds, logins_per_s, late (scheduled starts
  * that found no free slot on time), one per line. Exits 1 when a login
  * failed. Single-threaded: one poll loop over every slot.
  */
+#include "pgvalve/common.h"
+#include "pgvalve/crypto.h"
+#include "pgvalve/scram.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,7 +45,6 @@
 
 #define MAX_SLOTS 1024
 #define INBUF 8192
-#define KEYLEN 32
 
 enum slot_state { SLOT_FREE, SLOT_CONNECTING, SLOT_LOGIN, SLOT_QUERY };
 
@@ -51,10 +53,7 @@ struct slot {
 	int fd;
 	size_t inlen;
 	uint8_t in[INBUF];
-	char client_first_bare[64];
-	char nonce[32];
-	char auth_message[512];
-	uint8_t server_key[KEYLEN];
+	struct scram_client scram;
 };
 
 static struct {
@@ -66,11 +65,12 @@ static struct {
 static struct slot slots[MAX_SLOTS];
 static uint64_t logins, failed, late;
 
-/* The one salted password derived so far, for its salt and iteration count. */
+/* The keys derived so far, for one salt and iteration count. */
 static struct {
 	uint8_t salt[64];
-	int saltlen, iterations;
-	uint8_t salted[KEYLEN];
+	size_t saltlen;
+	int iterations;
+	struct scram_keys keys;
 } keycache;
 
 static double now_s(void)
@@ -121,135 +121,63 @@ static bool send_startup(struct slot *s)
 	return n < sizeof(body) && send_msg(s, 0, body, n);
 }
 
-static void hex(const uint8_t *in, size_t len, char *out)
-{
-	for (size_t i = 0; i < len; i++)
-		sprintf(out + 2 * i, "%02x", in[i]);
-}
-
-static void md5_of(const void *a, size_t alen, const void *b, size_t blen, char *hexout)
-{
-	uint8_t d[16];
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(ctx, EVP_md5(), NULL);
-	EVP_DigestUpdate(ctx, a, alen);
-	EVP_DigestUpdate(ctx, b, blen);
-	EVP_DigestFinal_ex(ctx, d, NULL);
-	EVP_MD_CTX_free(ctx);
-	hex(d, 16, hexout);
-}
-
 /* AuthenticationMD5Password: "md5" + md5(md5(password user) salt). */
 static bool answer_md5(struct slot *s, const uint8_t *salt)
 {
-	char inner[33], outer[36];
-	md5_of(opt.password, strlen(opt.password), opt.user, strlen(opt.user), inner);
-	memcpy(outer, "md5", 3);
-	md5_of(inner, 32, salt, 4, outer + 3);
-	return send_msg(s, 'p', outer, 36);
+	char secret[36], response[36];
+	crypto_md5_password(opt.password, opt.user, secret);
+	crypto_md5_response(secret, salt, response);
+	return send_msg(s, 'p', response, sizeof(response));
 }
 
-static void hmac(const uint8_t *key, size_t keylen, const void *msg, size_t len, uint8_t *out)
+/* scram_keys_fn: one PBKDF2 per salt and iteration count, not per login. */
+static void cached_keys(void *arg, const char *password, const uint8_t *salt, size_t saltlen,
+			int iterations, struct scram_keys *out)
 {
-	unsigned int outlen = KEYLEN;
-	HMAC(EVP_sha256(), key, (int)keylen, msg, len, out, &outlen);
+	(void)arg;
+	bool cacheable = saltlen <= sizeof(keycache.salt);
+	if (cacheable && saltlen == keycache.saltlen && iterations == keycache.iterations
+	    && memcmp(salt, keycache.salt, saltlen) == 0) {
+		*out = keycache.keys;
+		return;
+	}
+	scram_keys_derive(password, salt, saltlen, iterations, out);
+	if (cacheable) {
+		memcpy(keycache.salt, salt, saltlen);
+		keycache.saltlen = saltlen;
+		keycache.iterations = iterations;
+		keycache.keys = *out;
+	}
 }
 
 /* AuthenticationSASL: SASLInitialResponse with the client-first message. */
 static bool answer_sasl(struct slot *s)
 {
-	uint8_t raw[18], body[256];
-	if (RAND_bytes(raw, sizeof(raw)) != 1)
-		return false;
-	char nonce[32], bare[64];
-	EVP_EncodeBlock((unsigned char *)nonce, raw, sizeof(raw));
-	snprintf(bare, sizeof(bare), "n=,r=%s", nonce);
-	memcpy(s->nonce, nonce, sizeof(nonce));
-	memcpy(s->client_first_bare, bare, sizeof(bare));
+	uint8_t body[SCRAM_MSG_MAX + 32];
+	scram_client_init(&s->scram, NULL, NULL);
+	scram_client_set_key_source(&s->scram, cached_keys, NULL);
 	size_t n = (size_t)snprintf((char *)body, sizeof(body), "SCRAM-SHA-256%c", 0);
-	int first_len = snprintf((char *)body + n + 4, sizeof(body) - n - 4, "n,,%s", s->client_first_bare);
-	put32(body + n, (uint32_t)first_len);
-	return send_msg(s, 'p', body, n + 4 + (size_t)first_len);
-}
-
-/* The value of attribute "k=" in a comma-separated SCRAM message, copied into out. */
-static bool scram_attr(const char *msg, char k, char *out, size_t outsize)
-{
-	for (const char *p = msg; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
-		if (p[0] == k && p[1] == '=') {
-			size_t len = strcspn(p + 2, ",");
-			if (len >= outsize)
-				return false;
-			memcpy(out, p + 2, len);
-			out[len] = '\0';
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool derive_keys(const char *salt64, int iterations)
-{
-	uint8_t salt[96];
-	int saltlen = EVP_DecodeBlock(salt, (const unsigned char *)salt64, (int)strlen(salt64));
-	saltlen -= (int)(strlen(salt64) - strcspn(salt64, "="));	/* DecodeBlock counts the padding */
-	if (saltlen <= 0 || saltlen > (int)sizeof(keycache.salt))
+	int len = scram_client_first(&s->scram, (char *)body + n + 4, sizeof(body) - n - 4);
+	if (len < 0)
 		return false;
-	if (saltlen == keycache.saltlen && iterations == keycache.iterations
-	    && memcmp(salt, keycache.salt, (size_t)saltlen) == 0)
-		return true;
-	if (PKCS5_PBKDF2_HMAC(opt.password, (int)strlen(opt.password), salt, saltlen, iterations,
-			      EVP_sha256(), KEYLEN, keycache.salted) != 1)
-		return false;
-	memcpy(keycache.salt, salt, (size_t)saltlen);
-	keycache.saltlen = saltlen;
-	keycache.iterations = iterations;
-	return true;
+	put32(body + n, (uint32_t)len);
+	return send_msg(s, 'p', body, n + 4 + (size_t)len);
 }
 
 /* AuthenticationSASLContinue (server-first): SASLResponse with the proof. */
 static bool answer_sasl_continue(struct slot *s, const char *server_first, size_t len)
 {
-	char first[256], r[128], salt64[128], iter[16], final[512], proof64[64];
-	if (len >= sizeof(first))
-		return false;
-	memcpy(first, server_first, len);
-	first[len] = '\0';
-	if (!scram_attr(first, 'r', r, sizeof(r)) || strncmp(r, s->nonce, strlen(s->nonce)) != 0
-	    || !scram_attr(first, 's', salt64, sizeof(salt64)) || !scram_attr(first, 'i', iter, sizeof(iter))
-	    || !derive_keys(salt64, atoi(iter)))
-		return false;
-	uint8_t client_key[KEYLEN], stored_key[KEYLEN], signature[KEYLEN], proof[KEYLEN];
-	hmac(keycache.salted, KEYLEN, "Client Key", 10, client_key);
-	hmac(keycache.salted, KEYLEN, "Server Key", 10, s->server_key);
-	EVP_Digest(client_key, KEYLEN, stored_key, NULL, EVP_sha256(), NULL);
-	int flen = snprintf(final, sizeof(final), "c=biws,r=%s", r);
-	size_t blen = strlen(s->client_first_bare), slen = strlen(first);
-	if (blen + 1 + slen + 1 + (size_t)flen >= sizeof(s->auth_message))
-		return false;
-	char *m = s->auth_message;
-	memcpy(m, s->client_first_bare, blen);
-	m[blen] = ',';
-	memcpy(m + blen + 1, first, slen);
-	m[blen + 1 + slen] = ',';
-	memcpy(m + blen + 2 + slen, final, (size_t)flen + 1);
-	hmac(stored_key, KEYLEN, s->auth_message, strlen(s->auth_message), signature);
-	for (int i = 0; i < KEYLEN; i++)
-		proof[i] = client_key[i] ^ signature[i];
-	EVP_EncodeBlock((unsigned char *)proof64, proof, KEYLEN);
-	flen += snprintf(final + flen, sizeof(final) - (size_t)flen, ",p=%s", proof64);
-	return send_msg(s, 'p', final, (size_t)flen);
+	char final[SCRAM_MSG_MAX];
+	const char *err = NULL;
+	int n = scram_client_final(&s->scram, opt.password, server_first, len, final, sizeof(final), &err);
+	return n >= 0 && send_msg(s, 'p', final, (size_t)n);
 }
 
 /* AuthenticationSASLFinal: the server must prove it knows the password too. */
 static bool check_sasl_final(struct slot *s, const char *server_final, size_t len)
 {
-	uint8_t expect[KEYLEN];
-	char expect64[64];
-	hmac(s->server_key, KEYLEN, s->auth_message, strlen(s->auth_message), expect);
-	EVP_EncodeBlock((unsigned char *)expect64, expect, KEYLEN);
-	return len == 2 + strlen(expect64) && memcmp(server_final, "v=", 2) == 0
-	       && memcmp(server_final + 2, expect64, len - 2) == 0;
+	const char *err = NULL;
+	return scram_client_verify(&s->scram, server_final, len, &err);
 }
 
 static bool on_auth(struct slot *s, const uint8_t *body, size_t len)
