@@ -18,7 +18,8 @@
 #   bench_pgbouncer_line         "PgBouncer: <its --version> (<path>, <given or fallback>)",
 #                                the line every table prints with its PgBouncer figures
 #   bench_stop_pgvalve, bench_stop_pgbouncer
-#   run_pgbench PORT ARGS...     prints "tps transactions"; warns about failed transactions
+#   run_pgbench PORT ARGS...     prints "tps transactions latency_ms" (pgbench's latency
+#                                average); warns about failed transactions
 #                                (sslmode: $bench_sslmode, default disable)
 #   median                       of numbers on stdin
 # shellcheck shell=bash
@@ -211,14 +212,15 @@ run_pgbench() {
 	shift
 	PGPASSWORD=bench PGSSLMODE=${bench_sslmode:-disable} "$PGBIN/pgbench" -n -T "$duration" -h 127.0.0.1 -p "$p" -U bench "$@" bench \
 		>"$tmp/run.out" 2>&1
-	local tps txns
+	local tps txns lat
 	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$tmp/run.out" | tail -1)
 	txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$tmp/run.out")
+	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$tmp/run.out")
 	if ! grep -q "number of failed transactions: 0 " "$tmp/run.out"; then
 		echo "${0##*/}: failures in pgbench run:" >&2
 		tail -5 "$tmp/run.out" >&2
 	fi
-	echo "${tps:-0} ${txns:-0}"
+	echo "${tps:-0} ${txns:-0} ${lat:-0}"
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }

@@ -91,7 +91,7 @@ measure() {
 	s0=$(pg_sessions)
 	t0=$(instance_ticks "$@")
 	rm -f "$tmp"/lat.*
-	read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -l --log-prefix="$tmp/lat")
+	read -r t txns _ < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -l --log-prefix="$tmp/lat")
 	t1=$(instance_ticks "$@")
 	kill "$sampler" 2>/dev/null
 	wait "$sampler" 2>/dev/null
@@ -110,7 +110,7 @@ measure() {
 	echo "workers.sh: round $round, $label: $t tps, latency p50 $p50 ms, p99 $p99 ms, at most $(cat "$tmp/most") server connections, $(( ${s1:-0} - ${s0:-0} )) server logins"
 	if [ "$rate" -gt 0 ]; then
 		t0=$(instance_ticks "$@")
-		read -r t txns < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -R "$rate")
+		read -r t txns _ < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2 -R "$rate")
 		t1=$(instance_ticks "$@")
 		cpu_rate[$label]="${cpu_rate[$label]:-} $(awk -v d=$((t1 - t0)) -v n="$txns" 'BEGIN { printf "%.2f", n ? d * 10000 / n : 0 }')"
 	fi
