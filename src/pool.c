@@ -31,6 +31,7 @@ static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static void db_free(struct db *db);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
+static int recheck_idle_servers(struct pool *pool, int wanted);
 
 /* ---------------------------------------------------------------- databases */
 
@@ -590,6 +591,10 @@ void pool_launch_servers(struct pool *pool)
 	/* Servers on their way back (logging in, being reset) will take waiters too. */
 	int coming = (int)(pool->login_servers.count + pool->used_servers.count + pool->tested_servers.count) -
 		     replication_logins(pool);
+	/* Stale idle servers, checked, come back before new ones could log in. */
+	int waiters = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
+	if (coming < waiters)
+		coming += recheck_idle_servers(pool, waiters - coming);
 	if (coming >= demand)
 		return;
 	if (pool_login_retry_pending(pool, now_usec()))
@@ -873,20 +878,42 @@ static bool needs_check(const struct server *server)
 }
 
 /*
- * An idle server ready to use now. Servers unused for server_check_delay
- * are sent to run server_check_query first; they come back through
- * pool_server_ready() and serve whoever waits by then.
+ * An idle server ready to use now: the first in the idle list (the most
+ * recently used, or under server_round_robin the next in turn) that has
+ * not idled past server_check_delay. A stale one is not handed out: the
+ * client waits, and pool_launch_servers() checks stale servers for it.
  */
 static struct server *take_idle_server(struct pool *pool)
 {
-	struct list_node *n;
-	while ((n = list_first(&pool->idle_servers))) {
-		struct server *server = container_of(n, struct server, node);
+	list_for_each(pos, &pool->idle_servers) {
+		struct server *server = container_of(pos, struct server, node);
 		if (!needs_check(server))
 			return server;
-		run_check_query(server);
 	}
 	return NULL;
+}
+
+/*
+ * Sends server_check_query to up to `wanted` idle servers past
+ * server_check_delay; each comes back through pool_server_ready() and
+ * serves whoever waits by then. One check per waiter, as PgBouncer
+ * rechecks one server per waiting client: after a quiet spell a single
+ * query must not make every idle server of a large pool run the check.
+ * Returns how many it started.
+ */
+static int recheck_idle_servers(struct pool *pool, int wanted)
+{
+	int started = 0;
+	list_for_each_safe(pos, tmp, &pool->idle_servers) {
+		if (started >= wanted)
+			break;
+		struct server *server = container_of(pos, struct server, node);
+		if (!needs_check(server))
+			continue;
+		run_check_query(server);
+		started++;
+	}
+	return started;
 }
 
 static void link_pair(struct client *client, struct server *server)

@@ -1394,6 +1394,60 @@ START_TEST(server_check_query_after_delay)
 }
 END_TEST
 
+/*
+ * After a quiet spell every idle server is past server_check_delay: one
+ * query checks one of them (not the whole pool), and waiters arriving
+ * together get a check each and are all served, without a new connection
+ * while stale servers are left.
+ */
+START_TEST(server_check_query_once_per_waiter)
+{
+	clean_users();
+	direct_exec("CREATE TABLE IF NOT EXISTS pgv_check_log (at timestamptz DEFAULT clock_timestamp())");
+	direct_exec("GRANT SELECT, INSERT ON pgv_check_log TO PUBLIC");
+	direct_exec("TRUNCATE pgv_check_log");
+	struct pgv p;
+	pgv_start(&p, TXN "server_check_delay = 1\nserver_check_query = INSERT INTO pgv_check_log DEFAULT VALUES\n",
+		  std_databases(), std_userlist());
+	enum { N = 4 };
+	PGconn *c[N];
+	struct outcome o[N];
+	for (int i = 0; i < N; i++)
+		c[i] = scram(&p, DB);
+	for (int i = 0; i < N; i++)
+		send_query(&o[i], c[i], "SELECT pg_sleep(0.3), 'busy'");
+	collect(o, N, 10, NULL);
+	for (int i = 0; i < N; i++)
+		assert_ok(&o[i], "filling the pool", "busy");
+	ck_assert_int_eq(pg_count_backends("scram_user"), N);
+	ck_assert_int_eq(direct_int("SELECT count(*) FROM pgv_check_log"), 0);
+
+	sleep_s(1.5);	/* all N idle servers are now past server_check_delay */
+	ck_assert_str_eq(query_value(c[0], "SELECT 'one'"), "one");
+	ck_assert_msg(direct_int("SELECT count(*) FROM pgv_check_log") == 1,
+		      "one query after a quiet spell ran server_check_query %d times (%d idle servers)",
+		      direct_int("SELECT count(*) FROM pgv_check_log"), N);
+
+	sleep_s(1.5);
+	struct watch w;
+	watch_init(&w, "scram_user", NULL, NULL);
+	for (int i = 0; i < N; i++)
+		send_query(&o[i], c[i], "SELECT 'together'");
+	collect(o, N, 10, &w);
+	for (int i = 0; i < N; i++)
+		assert_ok(&o[i], "waiters after a quiet spell", "together");
+	int checks = direct_int("SELECT count(*) FROM pgv_check_log") - 1;
+	ck_assert_msg(checks >= 1 && checks <= N, "%d waiters after a quiet spell ran %d checks", N, checks);
+	ck_assert_msg(w.peak[0] <= N && pg_count_backends("scram_user") == N,
+		      "servers opened while stale ones were idle: peak %d, now %d (pool had %d)", w.peak[0],
+		      pg_count_backends("scram_user"), N);
+	for (int i = 0; i < N; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+	direct_exec("DROP TABLE pgv_check_log");
+}
+END_TEST
+
 /* ================================================================ pool sizing */
 
 START_TEST(pool_sizes_default_db_user)
@@ -2029,6 +2083,7 @@ int main(void)
 		{ "server_idle_timeout", server_idle_timeout_closes_unused_servers, 25 },
 		{ "autodb_idle_timeout", autodb_idle_timeout_drops_database, 25 },
 		{ "server_check_query", server_check_query_after_delay, 20 },
+		{ "server_check_query_once_per_waiter", server_check_query_once_per_waiter, 30 },
 		{ "pool_sizes", pool_sizes_default_db_user, 30 },
 		{ "min_pool_size", min_pool_size_kept_and_refilled, 40 },
 		{ "reserve_pool", reserve_pool_after_timeout, 30 },
