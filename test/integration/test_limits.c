@@ -1366,14 +1366,20 @@ START_TEST(autodb_idle_timeout_drops_database)
 }
 END_TEST
 
-START_TEST(server_check_query_after_delay)
+/* A pgvalve whose server_check_query (server_check_delay 1 s) adds a row to pgv_check_log per check. */
+static void start_with_check_log(struct pgv *p)
 {
 	direct_exec("CREATE TABLE IF NOT EXISTS pgv_check_log (at timestamptz DEFAULT clock_timestamp())");
 	direct_exec("GRANT SELECT, INSERT ON pgv_check_log TO PUBLIC");
 	direct_exec("TRUNCATE pgv_check_log");
-	struct pgv p;
-	pgv_start(&p, TXN "server_check_delay = 1\nserver_check_query = INSERT INTO pgv_check_log DEFAULT VALUES\n",
+	pgv_start(p, TXN "server_check_delay = 1\nserver_check_query = INSERT INTO pgv_check_log DEFAULT VALUES\n",
 		  std_databases(), std_userlist());
+}
+
+START_TEST(server_check_query_after_delay)
+{
+	struct pgv p;
+	start_with_check_log(&p);
 	PGconn *c = scram(&p, DB);
 	for (int i = 0; i < 3; i++) {
 		ck_assert_str_eq(query_value(c, "SELECT 'quick'"), "quick");
@@ -1403,12 +1409,8 @@ END_TEST
 START_TEST(server_check_query_once_per_waiter)
 {
 	clean_users();
-	direct_exec("CREATE TABLE IF NOT EXISTS pgv_check_log (at timestamptz DEFAULT clock_timestamp())");
-	direct_exec("GRANT SELECT, INSERT ON pgv_check_log TO PUBLIC");
-	direct_exec("TRUNCATE pgv_check_log");
 	struct pgv p;
-	pgv_start(&p, TXN "server_check_delay = 1\nserver_check_query = INSERT INTO pgv_check_log DEFAULT VALUES\n",
-		  std_databases(), std_userlist());
+	start_with_check_log(&p);
 	enum { N = 4 };
 	PGconn *c[N];
 	struct outcome o[N];
