@@ -200,8 +200,9 @@ static void show_pools(struct admin_result *r)
 		cell_int(&c, (long long)pool->active_servers.count - active_cancel);
 		cell_int(&c, active_cancel);
 		cell_int(&c, being_canceled);
-		cell_int(&c, pool->idle_servers.count);
-		cell_int(&c, (long long)pool->used_servers.count - being_canceled);
+		int stale = pool_stale_idle_count(pool);	/* PgBouncer shows them as sv_used */
+		cell_int(&c, (long long)pool->idle_servers.count - stale);
+		cell_int(&c, (long long)pool->used_servers.count - being_canceled + stale);
 		cell_int(&c, pool->tested_servers.count);
 		cell_int(&c, pool->login_servers.count);
 		cell_int(&c, maxwait / USEC_PER_SEC);
@@ -504,8 +505,16 @@ static void show_servers(struct admin_result *r)
 			const struct server *sv = container_of(pos, struct server, node);
 			server_row(r, sv, sv->cancels_in_flight ? "active_cancel" : "active", false);
 		}
-		list_for_each(pos, &pool->idle_servers)
-			server_row(r, container_of(pos, struct server, node), "idle", false);
+		list_for_each(pos, &pool->idle_servers) {
+			const struct server *sv = container_of(pos, struct server, node);
+			if (!pool_server_needs_check(sv))
+				server_row(r, sv, "idle", false);
+		}
+		list_for_each(pos, &pool->idle_servers) {	/* past server_check_delay: "used", as PgBouncer */
+			const struct server *sv = container_of(pos, struct server, node);
+			if (pool_server_needs_check(sv))
+				server_row(r, sv, "used", false);
+		}
 		list_for_each(pos, &pool->used_servers) {
 			const struct server *sv = container_of(pos, struct server, node);
 			server_row(r, sv, sv->cancels_in_flight ? "being_canceled" : "used", false);
@@ -541,8 +550,9 @@ static void show_sockets(struct admin_result *r, bool active_only)
 						client_row(r, cl, lists[i].state, true);
 				} else {
 					const struct server *sv = container_of(pos, struct server, node);
+					bool stale = lists[i].l == &pool->idle_servers && pool_server_needs_check(sv);
 					if (BUSY(&sv->nb))
-						server_row(r, sv, lists[i].state, true);
+						server_row(r, sv, stale ? "sv_used" : lists[i].state, true);
 				}
 			}
 		}

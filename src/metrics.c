@@ -324,6 +324,7 @@ static void collect_pool(struct metrics_set *set, const struct pool *pool, usec_
 	usec_t maxwait = pool_max_wait(pool, now);
 	int being_canceled, active_cancel;
 	pool_count_cancels(pool, &active_cancel, &being_canceled);
+	int stale = pool_stale_idle_count(pool);	/* sv_used, as SHOW POOLS (pool.h) */
 	const struct { const char *name; double v; } g[] = {
 		{ "pgbouncer_pools_client_active_connections", pool->active_clients.count + pool->idle_clients.count },
 		{ "pgbouncer_pools_client_active_cancel_connections", 0 },
@@ -333,8 +334,8 @@ static void collect_pool(struct metrics_set *set, const struct pool *pool, usec_
 		{ "pgbouncer_pools_server_active_connections", (double)pool->active_servers.count - active_cancel },
 		{ "pgbouncer_pools_server_active_cancel_connections", active_cancel },
 		{ "pgbouncer_pools_server_being_canceled_connections", being_canceled },
-		{ "pgbouncer_pools_server_idle_connections", pool->idle_servers.count },
-		{ "pgbouncer_pools_server_used_connections", (double)pool->used_servers.count - being_canceled },
+		{ "pgbouncer_pools_server_idle_connections", (double)pool->idle_servers.count - stale },
+		{ "pgbouncer_pools_server_used_connections", (double)pool->used_servers.count - being_canceled + stale },
 		{ "pgbouncer_pools_server_testing_connections", pool->tested_servers.count },
 		{ "pgbouncer_pools_server_login_connections", pool->login_servers.count },
 		{ "pgbouncer_pools_client_maxwait_seconds", (double)maxwait / USEC_PER_SEC },

@@ -869,12 +869,20 @@ static void run_check_query(struct server *server)
 	server_run_internal(server, SV_INTERNAL_CHECK, q, (uint32_t)strlen(q));
 }
 
-static bool needs_check(const struct server *server)
+bool pool_server_needs_check(const struct server *server)
 {
 	const struct config *cfg = pgv.cfg;
 	if (!cfg->server_check_query[0])
 		return false;
 	return cfg->server_check_delay == 0 || now_usec() - server->last_used >= cfg->server_check_delay;
+}
+
+int pool_stale_idle_count(const struct pool *pool)
+{
+	int n = 0;
+	list_for_each(pos, &pool->idle_servers)
+		n += pool_server_needs_check(container_of(pos, struct server, node));
+	return n;
 }
 
 /*
@@ -887,7 +895,7 @@ static struct server *take_idle_server(struct pool *pool)
 {
 	list_for_each(pos, &pool->idle_servers) {
 		struct server *server = container_of(pos, struct server, node);
-		if (!needs_check(server))
+		if (!pool_server_needs_check(server))
 			return server;
 	}
 	return NULL;
@@ -908,7 +916,7 @@ static int recheck_idle_servers(struct pool *pool, int wanted)
 		if (started >= wanted)
 			break;
 		struct server *server = container_of(pos, struct server, node);
-		if (!needs_check(server))
+		if (!pool_server_needs_check(server))
 			continue;
 		run_check_query(server);
 		started++;

@@ -1372,8 +1372,35 @@ static void start_with_check_log(struct pgv *p)
 	direct_exec("CREATE TABLE IF NOT EXISTS pgv_check_log (at timestamptz DEFAULT clock_timestamp())");
 	direct_exec("GRANT SELECT, INSERT ON pgv_check_log TO PUBLIC");
 	direct_exec("TRUNCATE pgv_check_log");
-	pgv_start(p, TXN "server_check_delay = 1\nserver_check_query = INSERT INTO pgv_check_log DEFAULT VALUES\n",
-		  std_databases(), std_userlist());
+	pgv_start(p, TXN "server_check_delay = 1\nserver_check_query = INSERT INTO pgv_check_log DEFAULT VALUES\n"
+		  "admin_users = md5_user\n", std_databases(), std_userlist());
+}
+
+/* SHOW POOLS' column col for DB's pool of user; -1 when there is no such pool. */
+static int pools_count(PGconn *admin, const char *user, const char *col)
+{
+	PGresult *r = PQexec(admin, "SHOW POOLS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int v = -1, f = PQfnumber(r, col);
+	ck_assert_msg(f >= 0, "SHOW POOLS has no column %s", col);
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), DB) == 0 && strcmp(PQgetvalue(r, i, 1), user) == 0)
+			v = atoi(PQgetvalue(r, i, f));
+	PQclear(r);
+	return v;
+}
+
+/* SHOW SERVERS rows of user in state. */
+static int servers_in_state(PGconn *admin, const char *user, const char *state)
+{
+	PGresult *r = PQexec(admin, "SHOW SERVERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int n = 0, fu = PQfnumber(r, "user"), fs = PQfnumber(r, "state");
+	ck_assert(fu >= 0 && fs >= 0);
+	for (int i = 0; i < PQntuples(r); i++)
+		n += strcmp(PQgetvalue(r, i, fu), user) == 0 && strcmp(PQgetvalue(r, i, fs), state) == 0;
+	PQclear(r);
+	return n;
 }
 
 START_TEST(server_check_query_after_delay)
@@ -1424,11 +1451,21 @@ START_TEST(server_check_query_once_per_waiter)
 	ck_assert_int_eq(pg_count_backends("scram_user"), N);
 	ck_assert_int_eq(direct_int("SELECT count(*) FROM pgv_check_log"), 0);
 
+	PGconn *admin = connect_ok(&p, "pgbouncer", "md5_user", "md5_pass");
+	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_idle"), N);
+	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_used"), 0);
 	sleep_s(1.5);	/* all N idle servers are now past server_check_delay */
+	/* PgBouncer's janitor moves such servers to SV_USED: SHOW POOLS counts them there */
+	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_idle"), 0);
+	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_used"), N);
+	ck_assert_int_eq(servers_in_state(admin, "scram_user", "used"), N);
+	ck_assert_int_eq(servers_in_state(admin, "scram_user", "idle"), 0);
 	ck_assert_str_eq(query_value(c[0], "SELECT 'one'"), "one");
 	ck_assert_msg(direct_int("SELECT count(*) FROM pgv_check_log") == 1,
 		      "one query after a quiet spell ran server_check_query %d times (%d idle servers)",
 		      direct_int("SELECT count(*) FROM pgv_check_log"), N);
+	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_idle"), 1);
+	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_used"), N - 1);
 
 	sleep_s(1.5);
 	struct watch w;
@@ -1445,6 +1482,7 @@ START_TEST(server_check_query_once_per_waiter)
 		      pg_count_backends("scram_user"), N);
 	for (int i = 0; i < N; i++)
 		PQfinish(c[i]);
+	PQfinish(admin);
 	pgv_stop(&p);
 	direct_exec("DROP TABLE pgv_check_log");
 }
