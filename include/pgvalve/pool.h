@@ -236,7 +236,8 @@ void pool_release_server(struct server *server);
  * set): it runs the check before its next client. PgBouncer's janitor
  * moves such servers to SV_USED, so the console and the metrics count them
  * as sv_used / "used", not sv_idle; pool_stale_idle_count() is how many of
- * a pool's idle servers that is.
+ * a pool's idle servers that is. (SHOW WORKERS, pgvalve's own, counts the
+ * lists as they are: workers.c sits below the core.)
  */
 bool pool_server_needs_check(const struct server *server);
 int pool_stale_idle_count(const struct pool *pool);
