@@ -583,16 +583,15 @@ void pool_launch_servers(struct pool *pool)
 	if (db_paused(pool->db) || pool->db->is_admin)
 		return;
 	launch_kind_servers(pool);	/* first: they cannot use anyone else's server */
-	int demand = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
-	if (demand == 0 && welcome_awaited(pool))
-		demand = 1;
+	int waiters = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
+	/* No waiter but a login held for the first server's parameters: one server is wanted. */
+	int demand = waiters > 0 ? waiters : welcome_awaited(pool) ? 1 : 0;
 	if (demand == 0)
 		return;
 	/* Servers on their way back (logging in, being reset) will take waiters too. */
 	int coming = (int)(pool->login_servers.count + pool->used_servers.count + pool->tested_servers.count) -
 		     replication_logins(pool);
 	/* Stale idle servers, checked, come back before new ones could log in. */
-	int waiters = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
 	if (coming < waiters)
 		coming += recheck_idle_servers(pool, waiters - coming);
 	if (coming >= demand)
