@@ -20,6 +20,7 @@
 #include "pgvalve/notify.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/pool_check.h"
 #include "pgvalve/prepare.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/server.h"

@@ -14,6 +14,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/pool_check.h"
 #include "pgvalve/roles.h"
 #include "pgvalve/stats.h"
 #include "pgvalve/users.h"

@@ -15,6 +15,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/cancel_key.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/pool_check.h"
 #include "pgvalve/relay.h"
 #include "pgvalve/auth.h"
 #include "pgvalve/auth_file.h"
@@ -866,22 +867,6 @@ static void run_check_query(struct server *server)
 		q = "";
 	server_set_state(server, SV_TESTED);
 	server_run_internal(server, SV_INTERNAL_CHECK, q, (uint32_t)strlen(q));
-}
-
-bool pool_server_needs_check(const struct server *server)
-{
-	const struct config *cfg = pgv.cfg;
-	if (!cfg->server_check_query[0])
-		return false;
-	return cfg->server_check_delay == 0 || now_usec() - server->last_used >= cfg->server_check_delay;
-}
-
-int pool_stale_idle_count(const struct pool *pool)
-{
-	int n = 0;
-	list_for_each(pos, &pool->idle_servers)
-		n += pool_server_needs_check(container_of(pos, struct server, node));
-	return n;
 }
 
 /*

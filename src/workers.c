@@ -10,6 +10,7 @@
 #include "pgvalve/workers.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/pool_check.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -269,8 +270,9 @@ static void count_self(struct worker_counters *c)
 			c->cl_idle += p->idle_clients.count;
 			c->cl_login += p->welcome_clients.count;
 			c->sv_active += p->active_servers.count;
-			c->sv_idle += p->idle_servers.count;
-			c->sv_used += p->used_servers.count + p->tested_servers.count;
+			int stale = pool_stale_idle_count(p);	/* sv_used, as in SHOW POOLS (pool.h) */
+			c->sv_idle += p->idle_servers.count - stale;
+			c->sv_used += p->used_servers.count + p->tested_servers.count + stale;
 			c->sv_login += p->login_servers.count;
 		}
 	}

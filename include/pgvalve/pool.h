@@ -231,16 +231,7 @@ void pool_client_logged_in(struct client *client);
 void pool_server_ready(struct server *server);
 /* Client is done with its server (end of transaction, statement, or session). */
 void pool_release_server(struct server *server);
-/*
- * An idle server unused for server_check_delay (and server_check_query
- * set): it runs the check before its next client. PgBouncer's janitor
- * moves such servers to SV_USED, so the console and the metrics count them
- * as sv_used / "used", not sv_idle; pool_stale_idle_count() is how many of
- * a pool's idle servers that is. (SHOW WORKERS, pgvalve's own, counts the
- * lists as they are: workers.c sits below the core.)
- */
-bool pool_server_needs_check(const struct server *server);
-int pool_stale_idle_count(const struct pool *pool);
+/* Idle servers past server_check_delay: pgvalve/pool_check.h. */
 /*
  * A server login failed with an error: the pool's waiting clients get it,
  * and new ones while server_login_retry runs (PgBouncer's "cached error").

@@ -1403,6 +1403,20 @@ static int servers_in_state(PGconn *admin, const char *user, const char *state)
 	return n;
 }
 
+/* Column col of SHOW WORKERS's "total" row (pgvalve's own view of the same counts). */
+static int workers_total(PGconn *admin, const char *col)
+{
+	PGresult *r = PQexec(admin, "SHOW WORKERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int v = -1, f = PQfnumber(r, col);
+	ck_assert_msg(f >= 0, "SHOW WORKERS has no column %s", col);
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 0), "total") == 0)
+			v = atoi(PQgetvalue(r, i, f));
+	PQclear(r);
+	return v;
+}
+
 START_TEST(server_check_query_after_delay)
 {
 	struct pgv p;
@@ -1460,12 +1474,17 @@ START_TEST(server_check_query_once_per_waiter)
 	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_used"), N);
 	ck_assert_int_eq(servers_in_state(admin, "scram_user", "used"), N);
 	ck_assert_int_eq(servers_in_state(admin, "scram_user", "idle"), 0);
+	/* and so does SHOW WORKERS (this pgvalve has no other server) */
+	ck_assert_int_eq(workers_total(admin, "sv_idle"), 0);
+	ck_assert_int_eq(workers_total(admin, "sv_used"), N);
 	ck_assert_str_eq(query_value(c[0], "SELECT 'one'"), "one");
 	ck_assert_msg(direct_int("SELECT count(*) FROM pgv_check_log") == 1,
 		      "one query after a quiet spell ran server_check_query %d times (%d idle servers)",
 		      direct_int("SELECT count(*) FROM pgv_check_log"), N);
 	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_idle"), 1);
 	ck_assert_int_eq(pools_count(admin, "scram_user", "sv_used"), N - 1);
+	ck_assert_int_eq(workers_total(admin, "sv_idle"), 1);
+	ck_assert_int_eq(workers_total(admin, "sv_used"), N - 1);
 
 	sleep_s(1.5);
 	struct watch w;
