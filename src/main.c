@@ -159,6 +159,39 @@ static void remove_pidfile(const char *path)
 	pidfile_written = false;
 }
 
+/* After the loop: stop every feature and free what run_pooler() set up, in reverse. */
+static void pooler_teardown(void)
+{
+	sdnotify_stop_status_timer();
+	sdnotify_send_stopping("shutting down");
+	metrics_http_stop();
+	readiness_stop();
+	drain_stop();
+	janitor_stop();
+	shared_pool_stop();
+	listener_close();
+	loop_cleanup();
+	pool_free_all();
+	roles_free_all();
+	dns_shutdown();
+	netbuf_global_cleanup();
+	prepare_global_cleanup();
+	varcache_configure(NULL);
+	if (pgv.auth)
+		auth_store_free(pgv.auth);
+	event_base_free(pgv.base);
+	scram_cache_clear();
+	crypto_cleanup();
+	tls_cleanup();
+	hba_free(pgv.hba);
+	ident_free(pgv.ident);
+	remove_pidfile(pgv.cfg->pidfile);
+	config_free(pgv.cfg);
+	pgv.cfg = NULL;
+	workers_table_destroy();
+	log_close();
+}
+
 /*
  * The pooler proper, in a single process or in a worker: everything from
  * the auth file to the event loop and back. Frees pgv.cfg on the way out.
@@ -238,34 +271,7 @@ static int run_pooler(bool single, unsigned restarts)
 	int rc = loop_run();
 
 	log_info("shutting down");
-	sdnotify_stop_status_timer();
-	sdnotify_send_stopping("shutting down");
-	metrics_http_stop();
-	readiness_stop();
-	drain_stop();
-	janitor_stop();
-	shared_pool_stop();
-	listener_close();
-	loop_cleanup();
-	pool_free_all();
-	roles_free_all();
-	dns_shutdown();
-	netbuf_global_cleanup();
-	prepare_global_cleanup();
-	varcache_configure(NULL);
-	if (pgv.auth)
-		auth_store_free(pgv.auth);
-	event_base_free(pgv.base);
-	scram_cache_clear();
-	crypto_cleanup();
-	tls_cleanup();
-	hba_free(pgv.hba);
-	ident_free(pgv.ident);
-	remove_pidfile(pgv.cfg->pidfile);
-	config_free(pgv.cfg);
-	pgv.cfg = NULL;
-	workers_table_destroy();
-	log_close();
+	pooler_teardown();
 	return rc;
 }
 
