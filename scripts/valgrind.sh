@@ -17,6 +17,7 @@
 #   ./scripts/valgrind.sh
 #   VALGRIND_INTEGRATION='test_wire test_auth:matrix' ./scripts/valgrind.sh
 #   VALGRIND_INTEGRATION= ./scripts/valgrind.sh          unit tests only
+#   VALGRIND_JOBS=1 ./scripts/valgrind.sh                one binary at a time (default 2)
 #
 # An integration entry is a test binary, or binary:case for one Check test
 # case (CK_RUN_CASE). Logs stay in build-valgrind/valgrind-logs/.
@@ -46,28 +47,51 @@ supp="$root/test/valgrind/libs.supp"
 # Check's per-test timeouts and the harness's start/stop waits, scaled
 export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10}
 
+# Each binary runs in the background, VALGRIND_JOBS at a time (default 2):
+# memcheck keeps one core busy per pgvalve, and each integration binary
+# brings up its own throwaway cluster on its own ports (run.sh), so two
+# side by side do not meet. Its exit status goes to <out>.rc.
+jobs_max=${VALGRIND_JOBS:-2}
+run_bg() {
+	local out=$1
+	shift
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+	(
+		rc=0
+		"$@" >"$out" 2>&1 || rc=$?
+		echo "$rc" >"$out.rc"
+	) &
+}
+
 status=0
 results=()
 started=$(date +%s)
+outs=() names=()
 for t in "$build"/test/unit/test_*; do
 	case $t in *.o | *.log | *.trs) continue ;; esac
 	name=$(basename "$t")
-	rc=0
-	valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-		--track-origins=yes --suppressions="$supp" --log-file="$logs/unit-$name.%p.log" \
-		"$t" >"$logs/unit-$name.out" 2>&1 || rc=$?
-	[ "$rc" -eq 0 ] || { status=1; tail -n 20 "$logs/unit-$name.out"; }
-	results+=("$name: exit $rc")
+	names+=("$name") outs+=("$logs/unit-$name.out")
+	run_bg "$logs/unit-$name.out" valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+		--errors-for-leak-kinds=definite --track-origins=yes --suppressions="$supp" \
+		--log-file="$logs/unit-$name.%p.log" "$t"
 done
 for entry in $integration; do
 	bin=${entry%%:*} case_=
 	[ "$bin" = "$entry" ] || case_=${entry#*:}
-	rc=0
-	env PGV_BINARY="$root/test/valgrind/pgvalve-valgrind.sh" PGV_VALGRIND_BINARY="$build/src/pgvalve" \
-		PGV_VALGRIND_LOGDIR="$logs" ${case_:+CK_RUN_CASE="$case_"} \
-		"$build/test/integration/$bin" >"$logs/$bin${case_:+-$case_}.out" 2>&1 || rc=$?
-	[ "$rc" -eq 0 ] || { status=1; grep -v '^==' "$logs/$bin${case_:+-$case_}.out" | tail -n 40; }
-	results+=("$entry: exit $rc")
+	out="$logs/$bin${case_:+-$case_}.out"
+	names+=("$entry") outs+=("$out")
+	run_bg "$out" env PGV_BINARY="$root/test/valgrind/pgvalve-valgrind.sh" PGV_VALGRIND_BINARY="$build/src/pgvalve" \
+		PGV_VALGRIND_LOGDIR="$logs" ${case_:+CK_RUN_CASE="$case_"} "$build/test/integration/$bin"
+done
+wait
+for i in "${!names[@]}"; do
+	rc=$(cat "${outs[$i]}.rc" 2>/dev/null || echo "no status")
+	if [ "$rc" != 0 ]; then
+		status=1
+		echo "======== ${names[$i]}: exit $rc"
+		grep -v '^==' "${outs[$i]}" | tail -n 40
+	fi
+	results+=("${names[$i]}: exit $rc")
 done
 
 # Every log: a summary with errors, or (killed before its summary) a report.
