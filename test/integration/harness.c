@@ -1111,8 +1111,7 @@ bool raw_wait_closed(int fd, int timeout_ms)
 	}
 }
 
-/* Reads exactly len bytes before the deadline. */
-static bool read_exact(int fd, void *buf, size_t len, double deadline)
+bool raw_read_exact(int fd, void *buf, size_t len, double deadline)
 {
 	char *b = buf;
 
@@ -1158,7 +1157,7 @@ void md5_secret(const char *user, const char *password, char out[36])
 	free(buf);
 }
 
-static void put_u32(unsigned char *p, uint32_t v)
+void raw_put_u32(unsigned char *p, uint32_t v)
 {
 	p[0] = (unsigned char)(v >> 24);
 	p[1] = (unsigned char)(v >> 16);
@@ -1166,9 +1165,34 @@ static void put_u32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
-static uint32_t get_u32(const unsigned char *p)
+uint32_t raw_get_u32(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+bool raw_read_message(int fd, char *type, unsigned char *body, size_t size, size_t *len, int timeout_ms)
+{
+	unsigned char hdr[5];
+	double deadline = now_s() + timeout_ms / 1000.0;
+	if (!raw_read_exact(fd, hdr, 5, deadline))
+		return false;
+	uint32_t mlen = raw_get_u32(hdr + 1);
+	if (mlen < 4 || mlen - 4 >= size || !raw_read_exact(fd, body, mlen - 4, deadline))
+		return false;
+	body[mlen - 4] = '\0';
+	*type = (char)hdr[0];
+	*len = mlen - 4;
+	return true;
+}
+
+void raw_send_password_message(int fd, const void *data, size_t len)
+{
+	unsigned char pkt[1024];
+	ck_assert_uint_lt(len + 5, sizeof(pkt));
+	pkt[0] = 'p';
+	raw_put_u32(pkt + 1, (uint32_t)(len + 4));
+	memcpy(pkt + 5, data, len);
+	ck_assert(raw_send(fd, pkt, len + 5));
 }
 
 static bool send_password(int fd, const char *text)
@@ -1177,7 +1201,7 @@ static bool send_password(int fd, const char *text)
 	unsigned char hdr[5];
 
 	hdr[0] = 'p';
-	put_u32(hdr + 1, (uint32_t)(len + 4));
+	raw_put_u32(hdr + 1, (uint32_t)(len + 4));
 	return raw_send(fd, hdr, 5) && raw_send(fd, text, len);
 }
 
@@ -1224,28 +1248,28 @@ static int login_on_fd(int fd, const char *dbname, const char *user, const char 
 	}
 	ck_assert_msg(off < sizeof(startup) - 1, "startup packet too long");
 	startup[off++] = 0;
-	put_u32(startup, (uint32_t)off);
-	put_u32(startup + 4, 196608);	/* protocol 3.0 */
+	raw_put_u32(startup, (uint32_t)off);
+	raw_put_u32(startup + 4, 196608);	/* protocol 3.0 */
 
 	if (!raw_send(fd, startup, off))
 		goto out;
 	for (;;) {
 		uint32_t len;
 
-		if (!read_exact(fd, hdr, 5, deadline))
+		if (!raw_read_exact(fd, hdr, 5, deadline))
 			goto out;
-		len = get_u32(hdr + 1);
+		len = raw_get_u32(hdr + 1);
 		if (len < 4 || len > 1024 * 1024)
 			goto out;
 		free(body);
 		body = malloc(len - 4 + 1);
 		ck_assert_ptr_nonnull(body);
-		if (!read_exact(fd, body, len - 4, deadline))
+		if (!raw_read_exact(fd, body, len - 4, deadline))
 			goto out;
 		body[len - 4] = 0;
 		switch (hdr[0]) {
 		case 'R': {
-			uint32_t code = len >= 8 ? get_u32(body) : 99;
+			uint32_t code = len >= 8 ? raw_get_u32(body) : 99;
 
 			if (code == 0)
 				break;
@@ -1319,8 +1343,8 @@ bool raw_send_cancel(int fd, const unsigned char key[8])
 {
 	unsigned char pkt[16];
 
-	put_u32(pkt, 16);
-	put_u32(pkt + 4, 80877102);	/* CancelRequest code */
+	raw_put_u32(pkt, 16);
+	raw_put_u32(pkt + 4, 80877102);	/* CancelRequest code */
 	memcpy(pkt + 8, key, 8);
 	return raw_send(fd, pkt, sizeof(pkt));
 }
@@ -1338,7 +1362,7 @@ bool raw_send_query(int fd, const char *sql)
 
 	ck_assert_ptr_nonnull(msg);
 	msg[0] = 'Q';
-	put_u32(msg + 1, (uint32_t)(n + 4));
+	raw_put_u32(msg + 1, (uint32_t)(n + 4));
 	memcpy(msg + 5, sql, n);
 	sent = raw_send(fd, msg, n + 5);
 	free(msg);
@@ -1355,19 +1379,19 @@ int raw_read_result(int fd, char *value, size_t size, struct raw_error *err, int
 	if (value && size)
 		value[0] = '\0';
 	for (;;) {
-		if (!read_exact(fd, hdr, 5, deadline))
+		if (!raw_read_exact(fd, hdr, 5, deadline))
 			break;
-		uint32_t len = get_u32(hdr + 1);
+		uint32_t len = raw_get_u32(hdr + 1);
 		if (len < 4 || len > 16 * 1024 * 1024)
 			break;
 		free(body);
 		body = malloc(len - 4 + 1);
 		ck_assert_ptr_nonnull(body);
-		if (!read_exact(fd, body, len - 4, deadline))
+		if (!raw_read_exact(fd, body, len - 4, deadline))
 			break;
 		body[len - 4] = 0;
 		if (hdr[0] == 'D' && value && size && value[0] == '\0' && len >= 4 + 6) {
-			uint32_t vlen = get_u32(body + 2);
+			uint32_t vlen = raw_get_u32(body + 2);
 			if (vlen != 0xFFFFFFFFu && 6 + vlen <= len - 4) {
 				size_t c = vlen < size - 1 ? vlen : size - 1;
 				memcpy(value, body + 6, c);
@@ -1402,7 +1426,7 @@ void raw_put(struct raw_msgs *m, char type, const void *body, size_t n)
 {
 	ck_assert_msg(m->len + 5 + n <= sizeof(m->data), "raw_msgs full");
 	m->data[m->len] = (unsigned char)type;
-	put_u32(m->data + m->len + 1, (uint32_t)(n + 4));
+	raw_put_u32(m->data + m->len + 1, (uint32_t)(n + 4));
 	if (n)
 		memcpy(m->data + m->len + 5, body, n);
 	m->len += 5 + n;
@@ -1440,7 +1464,7 @@ void raw_put_bind(struct raw_msgs *m, const char *portal, const char *stmt, cons
 	body[n++] = 0;
 	body[n++] = param ? 1 : 0;
 	if (param) {
-		put_u32(body + n, (uint32_t)strlen(param));
+		raw_put_u32(body + n, (uint32_t)strlen(param));
 		memcpy(body + n + 4, param, strlen(param));
 		n += 4 + strlen(param);
 	}
@@ -1463,7 +1487,7 @@ void raw_put_execute(struct raw_msgs *m, const char *portal, uint32_t max_rows)
 	unsigned char body[1024];
 	size_t n = 0;
 	put_cstr(body, sizeof(body) - 4, &n, portal);
-	put_u32(body + n, max_rows);
+	raw_put_u32(body + n, max_rows);
 	raw_put(m, 'E', body, n + 4);
 }
 
@@ -1495,7 +1519,7 @@ static void note_answer(struct raw_answers *a, char type, const unsigned char *b
 		a->types[nt + 1] = '\0';
 	}
 	if (type == 'D' && !a->value[0] && len >= 6) {
-		uint32_t vlen = get_u32(body + 2);
+		uint32_t vlen = raw_get_u32(body + 2);
 		if (vlen != 0xFFFFFFFFu && 6 + vlen <= len)
 			snprintf(a->value, sizeof(a->value), "%.*s", (int)vlen, (const char *)body + 6);
 	} else if (type == 'E' && !a->error.sqlstate[0]) {
@@ -1518,16 +1542,16 @@ bool raw_read_until(int fd, const char *stops, int count, int timeout_ms, struct
 
 	memset(a, 0, sizeof(*a));
 	while (count > 0) {
-		if (!read_exact(fd, hdr, 5, deadline)) {
+		if (!raw_read_exact(fd, hdr, 5, deadline)) {
 			ok = false;
 			break;
 		}
-		uint32_t len = get_u32(hdr + 1);
+		uint32_t len = raw_get_u32(hdr + 1);
 		ck_assert_msg(len >= 4 && len <= 16 * 1024 * 1024, "bad message length %u", len);
 		free(body);
 		body = malloc(len - 4 + 1);
 		ck_assert_ptr_nonnull(body);
-		if (!read_exact(fd, body, len - 4, deadline)) {
+		if (!raw_read_exact(fd, body, len - 4, deadline)) {
 			ok = false;
 			break;
 		}

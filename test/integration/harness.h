@@ -101,6 +101,18 @@ int pgv_refusing_port(int *fd);
 bool raw_send(int fd, const void *buf, size_t len);
 /* Reads and discards until the peer closes (EOF or reset); false after timeout_ms. */
 bool raw_wait_closed(int fd, int timeout_ms);
+/* The protocol's big-endian 32-bit integers. */
+void raw_put_u32(unsigned char *p, uint32_t v);
+uint32_t raw_get_u32(const unsigned char *p);
+/* Reads exactly len bytes before deadline (now_s()); false on EOF, an error or the deadline. */
+bool raw_read_exact(int fd, void *buf, size_t len, double deadline);
+/*
+ * One backend message within timeout_ms: its type, its body (NUL-terminated)
+ * and the body's length. False on EOF, timeout or a body of size bytes or more.
+ */
+bool raw_read_message(int fd, char *type, unsigned char *body, size_t size, size_t *len, int timeout_ms);
+/* A PasswordMessage ('p') carrying len bytes of data (a password, a SCRAM message). */
+void raw_send_password_message(int fd, const void *data, size_t len);
 
 /* An ErrorResponse's fields, as a raw client saw them. */
 struct raw_error {

@@ -44,11 +44,6 @@ static void expect_columns(const PGresult *r, const char *what, const struct col
 
 /* ---------------------------------------------------------------- raw protocol */
 
-static uint32_t be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static bool recv_exact(int fd, unsigned char *buf, size_t len, double deadline)
 {
 	while (len > 0) {
@@ -72,7 +67,7 @@ static int raw_next(int fd, char *type, unsigned char *body, size_t size, int ti
 	unsigned char hdr[5];
 	if (!recv_exact(fd, hdr, 5, deadline))
 		return -1;
-	uint32_t len = be32(hdr + 1);
+	uint32_t len = raw_get_u32(hdr + 1);
 	if (len < 4 || len - 4 >= size)
 		return -1;
 	if (!recv_exact(fd, body, len - 4, deadline))

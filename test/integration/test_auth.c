@@ -46,21 +46,6 @@
 #define QUOTE_PW "quote_pass_3318"
 #define INSTANCE_LIST "test_auth.instances"
 
-/* ---------------------------------------------------------------- wire format */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* ---------------------------------------------------------------- files and instances */
 
 /* pgv_start, remembering the instance for the final log check. */
@@ -1039,8 +1024,8 @@ START_TEST(ssl_request_with_trailing_data)
 	off += 8;
 	off += (size_t)snprintf((char *)pkt + off, sizeof(pkt) - off, "user%cscram_user%cdatabase%c%s%c", 0, 0, 0, DB, 0);
 	pkt[off++] = 0;
-	put32(pkt + start_at, (uint32_t)(off - start_at));
-	put32(pkt + start_at + 4, 196608);
+	raw_put_u32(pkt + start_at, (uint32_t)(off - start_at));
+	raw_put_u32(pkt + start_at + 4, 196608);
 	int fd = raw_connect(p.port);
 	ck_assert(raw_send(fd, pkt, off));
 	double deadline = now_s() + 5;
@@ -1222,7 +1207,7 @@ static bool tls_write(SSL *ssl, const void *buf, size_t len)
 static bool tls_password(SSL *ssl, const char *text)
 {
 	unsigned char hdr[5] = { 'p' };
-	put32(hdr + 1, (uint32_t)strlen(text) + 5);
+	raw_put_u32(hdr + 1, (uint32_t)strlen(text) + 5);
 	return tls_write(ssl, hdr, 5) && tls_write(ssl, text, strlen(text) + 1);
 }
 
@@ -1268,21 +1253,21 @@ static int direct_tls_login(int port, const char *alpn, const char *user, const 
 	}
 	off += (size_t)snprintf((char *)msg + off, sizeof(msg) - off, "user%c%s%cdatabase%c%s%c", 0, user, 0, 0, DB, 0);
 	msg[off++] = 0;
-	put32(msg, (uint32_t)off);
-	put32(msg + 4, 196608);
+	raw_put_u32(msg, (uint32_t)off);
+	raw_put_u32(msg + 4, 196608);
 	if (!tls_write(ssl, msg, off))
 		goto out;
 	bool queried = false;
 	for (;;) {
 		if (!tls_read_exact(ssl, hdr, 5))
 			goto out;
-		uint32_t len = get32(hdr + 1);
+		uint32_t len = raw_get_u32(hdr + 1);
 		if (len < 4 || len - 4 >= sizeof(body) || !tls_read_exact(ssl, body, len - 4))
 			goto out;
 		body[len - 4] = 0;
 		switch (hdr[0]) {
 		case 'R': {
-			uint32_t code = get32(body);
+			uint32_t code = raw_get_u32(body);
 			if (code == 3) {
 				if (!tls_password(ssl, password))
 					goto out;
@@ -1315,9 +1300,9 @@ static int direct_tls_login(int port, const char *alpn, const char *user, const 
 			rc = -1;
 			goto out;
 		case 'D':
-			if (len - 4 >= 6 && get32(body + 2) < vsize) {
-				memcpy(value, body + 6, get32(body + 2));
-				value[get32(body + 2)] = '\0';
+			if (len - 4 >= 6 && raw_get_u32(body + 2) < vsize) {
+				memcpy(value, body + 6, raw_get_u32(body + 2));
+				value[raw_get_u32(body + 2)] = '\0';
 			}
 			break;
 		case 'Z':
@@ -1328,7 +1313,7 @@ static int direct_tls_login(int port, const char *alpn, const char *user, const 
 			} else {
 				static const char q[] = "SELECT current_user";
 				unsigned char qh[5] = { 'Q' };
-				put32(qh + 1, (uint32_t)sizeof(q) + 4);
+				raw_put_u32(qh + 1, (uint32_t)sizeof(q) + 4);
 				if (!tls_write(ssl, qh, 5) || !tls_write(ssl, q, sizeof(q)))
 					goto out;
 				queried = true;
@@ -1446,51 +1431,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- SCRAM: no user enumeration */
 
-/* Reads exactly len bytes within the deadline; false on EOF or timeout. */
-static bool read_exact_until(int fd, void *buf, size_t len, double deadline)
-{
-	size_t got = 0;
-	while (got < len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int left = (int)((deadline - now_s()) * 1000);
-		if (left <= 0)
-			return false;
-		if (poll(&pfd, 1, left) <= 0)
-			continue;
-		ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
-		if (n <= 0)
-			return false;
-		got += (size_t)n;
-	}
-	return true;
-}
-
-/* One backend message; body NUL-terminated. False on EOF, timeout or a body longer than size - 1. */
-static bool read_message(int fd, char *type, unsigned char *body, size_t size, size_t *len)
-{
-	unsigned char hdr[5];
-	double deadline = now_s() + 10;
-	if (!read_exact_until(fd, hdr, 5, deadline))
-		return false;
-	uint32_t mlen = get32(hdr + 1);
-	if (mlen < 4 || mlen - 4 >= size || !read_exact_until(fd, body, mlen - 4, deadline))
-		return false;
-	body[mlen - 4] = '\0';
-	*type = (char)hdr[0];
-	*len = mlen - 4;
-	return true;
-}
-
-static void send_password_message(int fd, const void *data, size_t len)
-{
-	unsigned char pkt[1024];
-	ck_assert_uint_lt(len + 5, sizeof(pkt));
-	pkt[0] = 'p';
-	put32(pkt + 1, (uint32_t)(len + 4));
-	memcpy(pkt + 5, data, len);
-	ck_assert(raw_send(fd, pkt, len + 5));
-}
-
 /* What a client sees of a SCRAM exchange before it proves anything. */
 struct scram_probe {
 	char salt[128];		/* base64, as sent */
@@ -1514,24 +1454,24 @@ static void scram_probe(struct pgv *p, const char *user, struct scram_probe *out
 	memset(out, 0, sizeof(*out));
 	off += (size_t)snprintf((char *)pkt + off, sizeof(pkt) - off, "user%c%s%cdatabase%c%s%c", 0, user, 0, 0, DB, 0);
 	pkt[off++] = 0;
-	put32(pkt, (uint32_t)off);
-	put32(pkt + 4, 196608);
+	raw_put_u32(pkt, (uint32_t)off);
+	raw_put_u32(pkt + 4, 196608);
 	int fd = raw_connect(p->port);
 	ck_assert(raw_send(fd, pkt, off));
 
-	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && len >= 4,
+	ck_assert_msg(raw_read_message(fd, &type, body, sizeof(body), &len, 10000) && type == 'R' && len >= 4,
 		      "%s: no authentication request\n%s", user, pgv_log_tail(p, 1000));
-	ck_assert_msg(get32(body) == 10 && memmem(body + 4, len - 4, "SCRAM-SHA-256", 13),
-		      "%s: asked for auth method %u, not SCRAM", user, get32(body));
+	ck_assert_msg(raw_get_u32(body) == 10 && memmem(body + 4, len - 4, "SCRAM-SHA-256", 13),
+		      "%s: asked for auth method %u, not SCRAM", user, raw_get_u32(body));
 
 	char first[128];
 	int flen = snprintf(first, sizeof(first), "n,,n=,r=%s", cnonce);
 	off = (size_t)snprintf((char *)pkt, sizeof(pkt), "SCRAM-SHA-256") + 1;
-	put32(pkt + off, (uint32_t)flen);
+	raw_put_u32(pkt + off, (uint32_t)flen);
 	memcpy(pkt + off + 4, first, (size_t)flen);
-	send_password_message(fd, pkt, off + 4 + (size_t)flen);
+	raw_send_password_message(fd, pkt, off + 4 + (size_t)flen);
 
-	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && len > 4 && get32(body) == 11,
+	ck_assert_msg(raw_read_message(fd, &type, body, sizeof(body), &len, 10000) && type == 'R' && len > 4 && raw_get_u32(body) == 11,
 		      "%s: no SASLContinue\n%s", user, pgv_log_tail(p, 1000));
 	/* r=<nonce>,s=<salt>,i=<count> */
 	char *msg = (char *)body + 4, *r = strstr(msg, "r="), *sp = strstr(msg, ",s="), *ip = strstr(msg, ",i=");
@@ -1547,8 +1487,8 @@ static void scram_probe(struct pgv *p, const char *user, struct scram_probe *out
 	char final[256];
 	int n = snprintf(final, sizeof(final), "c=biws,r=%.*s,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
 			 (int)(sp - msg - 2), msg + 2);
-	send_password_message(fd, final, (size_t)n);
-	ck_assert_msg(read_message(fd, &type, body, sizeof(body), &len) && type == 'E',
+	raw_send_password_message(fd, final, (size_t)n);
+	ck_assert_msg(raw_read_message(fd, &type, body, sizeof(body), &len, 10000) && type == 'E',
 		      "%s: a made-up proof was not refused (message %c)", user, type);
 	raw_parse_error(body, len, &out->err);
 	close(fd);
@@ -1726,24 +1666,24 @@ static void fake_server_absurd_iterations(int listen_fd, const char *iterations)
 		_exit(2);
 	double deadline = now_s() + 20;
 	for (;;) {	/* an SSLRequest first (server_tls_sslmode prefer) gets 'N' */
-		if (!read_exact_until(fd, buf, 4, deadline) || get32(buf) < 8 || get32(buf) > sizeof(buf) ||
-		    !read_exact_until(fd, buf + 4, get32(buf) - 4, deadline))
+		if (!raw_read_exact(fd, buf, 4, deadline) || raw_get_u32(buf) < 8 || raw_get_u32(buf) > sizeof(buf) ||
+		    !raw_read_exact(fd, buf + 4, raw_get_u32(buf) - 4, deadline))
 			_exit(3);
-		if (get32(buf) != 8 || get32(buf + 4) != 80877103)
+		if (raw_get_u32(buf) != 8 || raw_get_u32(buf + 4) != 80877103)
 			break;
 		if (!raw_send(fd, "N", 1))
 			_exit(3);
 	}
 	static const char sasl[] = "SCRAM-SHA-256\0";
 	pkt[0] = 'R';
-	put32(pkt + 1, 4 + 4 + sizeof(sasl));
-	put32(pkt + 5, 10);
+	raw_put_u32(pkt + 1, 4 + 4 + sizeof(sasl));
+	raw_put_u32(pkt + 5, 10);
 	memcpy(pkt + 9, sasl, sizeof(sasl));
 	if (!raw_send(fd, pkt, 9 + sizeof(sasl)))
 		_exit(4);
 	char type;
 	size_t len;
-	if (!read_message(fd, &type, buf, sizeof(buf), &len) || type != 'p')
+	if (!raw_read_message(fd, &type, buf, sizeof(buf), &len, 10000) || type != 'p')
 		_exit(5);
 	/* "SCRAM-SHA-256\0" int32 "n,,n=,r=<nonce>" */
 	const char *first = (const char *)buf + 14 + 4, *r = strstr(first, "r=");
@@ -1752,8 +1692,8 @@ static void fake_server_absurd_iterations(int listen_fd, const char *iterations)
 	char msg[300];
 	int n = snprintf(msg, sizeof(msg), "r=%sFAKESERVERNONCE,s=QUJDREVGR0hJSktMTU5PUA==,i=%s", r + 2, iterations);
 	pkt[0] = 'R';
-	put32(pkt + 1, (uint32_t)(4 + 4 + n));
-	put32(pkt + 5, 11);
+	raw_put_u32(pkt + 1, (uint32_t)(4 + 4 + n));
+	raw_put_u32(pkt + 5, 11);
 	memcpy(pkt + 9, msg, (size_t)n);
 	if (!raw_send(fd, pkt, 9 + (size_t)n))
 		_exit(7);

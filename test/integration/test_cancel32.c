@@ -71,19 +71,6 @@ struct login32 {
 	struct raw_error err;
 };
 
-static uint32_t be32(const unsigned char *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
 static bool read_all(int fd, unsigned char *buf, size_t n, int timeout_ms)
 {
 	double deadline = now_s() + timeout_ms / 1000.0;
@@ -110,7 +97,7 @@ static bool login_message(struct login32 *l, bool *ready)
 
 	if (!read_all(l->fd, hdr, 5, 5000))
 		return false;
-	uint32_t len = be32(hdr + 1);
+	uint32_t len = raw_get_u32(hdr + 1);
 	ck_assert_msg(len >= 4 && len - 4 <= sizeof(body), "message '%c' of %u bytes", hdr[0], len);
 	if (!read_all(l->fd, body, len - 4, 5000))
 		return false;
@@ -119,12 +106,12 @@ static bool login_message(struct login32 *l, bool *ready)
 		raw_parse_error(body, len - 4, &l->err);
 		return false;
 	case 'R':
-		ck_assert_msg(be32(body) == 0, "authentication request %u (trust expected)", be32(body));
+		ck_assert_msg(raw_get_u32(body) == 0, "authentication request %u (trust expected)", raw_get_u32(body));
 		break;
 	case 'v':
 		l->got_v = true;
-		l->v_version = be32(body);
-		l->v_count = be32(body + 4);
+		l->v_version = raw_get_u32(body);
+		l->v_count = raw_get_u32(body + 4);
 		if (l->v_count > 0) {
 			size_t n = strnlen((const char *)body + 8, len - 12);
 			ck_assert_uint_lt(n, sizeof(l->v_first));
@@ -133,7 +120,7 @@ static bool login_message(struct login32 *l, bool *ready)
 		}
 		break;
 	case 'K':
-		l->pid = be32(body);
+		l->pid = raw_get_u32(body);
 		l->key_len = len - 8;
 		ck_assert_uint_le(l->key_len, sizeof(l->key));
 		memcpy(l->key, body + 4, l->key_len);
@@ -187,8 +174,8 @@ static bool login_version_at(const char *ip, int port, uint32_t version, const c
 		off += a + b;
 	}
 	pkt[off++] = 0;
-	put_be32(pkt, (uint32_t)off);
-	put_be32(pkt + 4, version);
+	raw_put_u32(pkt, (uint32_t)off);
+	raw_put_u32(pkt + 4, version);
 	l->fd = tcp_connect(ip, port);
 	ck_assert(raw_send(l->fd, pkt, off));
 	while (!ready)
@@ -220,9 +207,9 @@ static void send_cancel_at(struct pgv *p, const char *ip, int port, uint32_t pid
 	unsigned char pkt[12 + 256];
 	int fd = tcp_connect(ip, port);
 
-	put_be32(pkt, (uint32_t)(12 + key_len));
-	put_be32(pkt + 4, 80877102);
-	put_be32(pkt + 8, pid);
+	raw_put_u32(pkt, (uint32_t)(12 + key_len));
+	raw_put_u32(pkt + 4, 80877102);
+	raw_put_u32(pkt + 8, pid);
 	memcpy(pkt + 12, key, key_len);
 	ck_assert(raw_send(fd, pkt, 12 + key_len));
 	ck_assert_msg(raw_wait_closed(fd, 5000), "the cancel connection stayed open\n%s", pgv_log_tail(p, 1500));

@@ -78,35 +78,6 @@ static long long show_number(PGconn *a, const char *cmd, const char *key_col, co
 	return atoll(show_value(a, cmd, key_col, key, col));
 }
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	uint32_t n = htonl(v);
-	memcpy(p, &n, 4);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t n;
-	memcpy(&n, p, 4);
-	return ntohl(n);
-}
-
-/* One backend message into body (NUL-terminated); false on EOF, a 5 s timeout or more than size - 1 bytes. */
-static bool read_message(int fd, char *type, unsigned char *body, size_t size, size_t *len)
-{
-	unsigned char hdr[5];
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	if (poll(&pfd, 1, 5000) != 1 || recv(fd, hdr, 5, MSG_WAITALL) != 5)
-		return false;
-	uint32_t mlen = get32(hdr + 1);
-	if (mlen < 4 || mlen - 4 >= size || (mlen > 4 && recv(fd, body, mlen - 4, MSG_WAITALL) != (ssize_t)(mlen - 4)))
-		return false;
-	body[mlen - 4] = '\0';
-	*type = (char)hdr[0];
-	*len = mlen - 4;
-	return true;
-}
-
 /* A StartupMessage for user and dbname on a new connection; the socket. */
 static int raw_startup(int port, const char *user, const char *dbname)
 {
@@ -114,23 +85,12 @@ static int raw_startup(int port, const char *user, const char *dbname)
 	size_t off = 8;
 	off += (size_t)snprintf((char *)pkt + off, sizeof(pkt) - off, "user%c%s%cdatabase%c%s%c", 0, user, 0, 0, dbname, 0);
 	pkt[off++] = 0;
-	put32(pkt, (uint32_t)off);
-	put32(pkt + 4, 196608);
+	raw_put_u32(pkt, (uint32_t)off);
+	raw_put_u32(pkt + 4, 196608);
 	int fd = raw_connect(port);
 	ck_assert_int_ge(fd, 0);
 	ck_assert(raw_send(fd, pkt, off));
 	return fd;
-}
-
-/* A PasswordMessage ('p') carrying data. */
-static void send_p(int fd, const void *data, size_t len)
-{
-	unsigned char pkt[1024];
-	ck_assert_uint_lt(len + 5, sizeof(pkt));
-	pkt[0] = 'p';
-	put32(pkt + 1, (uint32_t)(len + 4));
-	memcpy(pkt + 5, data, len);
-	ck_assert(raw_send(fd, pkt, len + 5));
 }
 
 /* ================================================================ 1: version */
@@ -859,21 +819,21 @@ static bool scram_client_final_refused(int port, const char *client_final, struc
 	size_t len = 0;
 	char type = 0;
 	int fd = raw_startup(port, "scram_user", DB);
-	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && get32(body) == 10);
+	ck_assert(raw_read_message(fd, &type, body, sizeof(body), &len, 5000) && type == 'R' && raw_get_u32(body) == 10);
 	static const char first[] = "n,,n=,r=pgv126clientnonce";
 	size_t off = (size_t)snprintf((char *)pkt, sizeof(pkt), "SCRAM-SHA-256") + 1;
-	put32(pkt + off, sizeof(first) - 1);
+	raw_put_u32(pkt + off, sizeof(first) - 1);
 	memcpy(pkt + off + 4, first, sizeof(first) - 1);
-	send_p(fd, pkt, off + 4 + sizeof(first) - 1);
-	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R' && get32(body) == 11);
+	raw_send_password_message(fd, pkt, off + 4 + sizeof(first) - 1);
+	ck_assert(raw_read_message(fd, &type, body, sizeof(body), &len, 5000) && type == 'R' && raw_get_u32(body) == 11);
 	const char *sfirst = (const char *)body + 4, *sp = strstr(sfirst, ",s=");
 	ck_assert_ptr_nonnull(sp);
 	char final[600];
 	int n = client_final ? snprintf(final, sizeof(final), "%s", client_final) :
 		snprintf(final, sizeof(final), "c=biws,r=%.*s,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
 			 (int)(sp - sfirst - 2), sfirst + 2);
-	send_p(fd, final, (size_t)n);
-	bool refused = read_message(fd, &type, body, sizeof(body), &len) && type == 'E';
+	raw_send_password_message(fd, final, (size_t)n);
+	bool refused = raw_read_message(fd, &type, body, sizeof(body), &len, 5000) && type == 'E';
 	if (refused)
 		raw_parse_error(body, len, err);
 	ck_assert(raw_wait_closed(fd, 3000));
@@ -914,8 +874,8 @@ START_TEST(security_fix_classes)
 
 	/* lengths: a startup packet and a typed message above 2^31, a message above max_packet_size */
 	unsigned char huge_startup[8];
-	put32(huge_startup, 0x80000001u);
-	put32(huge_startup + 4, 196608);
+	raw_put_u32(huge_startup, 0x80000001u);
+	raw_put_u32(huge_startup + 4, 196608);
 	int fd = raw_connect(p.port);
 	ck_assert(raw_send(fd, huge_startup, sizeof(huge_startup)));
 	ck_assert(raw_wait_closed(fd, 3000));
@@ -924,21 +884,21 @@ START_TEST(security_fix_classes)
 	size_t len;
 	char type;
 	fd = raw_startup(p.port, "scram_user", DB);
-	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R');
+	ck_assert(raw_read_message(fd, &type, body, sizeof(body), &len, 5000) && type == 'R');
 	unsigned char huge_password[5] = { 'p' };
-	put32(huge_password + 1, 0xFFFFFFF0u);
+	raw_put_u32(huge_password + 1, 0xFFFFFFF0u);
 	ck_assert(raw_send(fd, huge_password, sizeof(huge_password)));
 	ck_assert(raw_wait_closed(fd, 3000));
 	close(fd);
 	fd = raw_startup(p.port, "scram_user", DB);
-	ck_assert(read_message(fd, &type, body, sizeof(body), &len) && type == 'R');
-	put32(huge_password + 1, 65536 + 4);	/* a password message longer than PostgreSQL takes */
+	ck_assert(raw_read_message(fd, &type, body, sizeof(body), &len, 5000) && type == 'R');
+	raw_put_u32(huge_password + 1, 65536 + 4);	/* a password message longer than PostgreSQL takes */
 	ck_assert(raw_send(fd, huge_password, sizeof(huge_password)));
 	ck_assert(raw_wait_closed(fd, 3000));
 	close(fd);
 	PGconn *c = client_conn(&p);
 	unsigned char big_query[5] = { 'Q' };
-	put32(big_query + 1, 100000 + 4);
+	raw_put_u32(big_query + 1, 100000 + 4);
 	ck_assert(raw_send(PQsocket(c), big_query, sizeof(big_query)));
 	PGresult *r = PQgetResult(c);
 	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
@@ -1082,7 +1042,7 @@ static void sni_recorder(int listen_fd, int out_fd)
 		unsigned char req[8];
 		if (fd < 0)
 			_exit(1);
-		if (recv(fd, req, 8, MSG_WAITALL) == 8 && get32(req + 4) == 80877103 && raw_send(fd, "S", 1)) {
+		if (recv(fd, req, 8, MSG_WAITALL) == 8 && raw_get_u32(req + 4) == 80877103 && raw_send(fd, "S", 1)) {
 			SSL *ssl = SSL_new(ctx);
 			SSL_set_fd(ssl, fd);
 			if (SSL_accept(ssl) == 1) {

@@ -55,38 +55,17 @@ static void startup_end(struct startup *s)
 	memcpy(s->buf, &l, 4);
 }
 
-/* Reads exactly n bytes before the deadline (seconds on the monotonic clock). */
-static bool read_full(int fd, void *buf, size_t n, double deadline)
-{
-	size_t got = 0;
-	while (got < n) {
-		int left = (int)((deadline - now_s()) * 1000);
-		if (left <= 0)
-			return false;
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		if (poll(&pfd, 1, left) <= 0)
-			continue;
-		ssize_t r = read(fd, (char *)buf + got, n - got);
-		if (r <= 0)
-			return false;
-		got += (size_t)r;
-	}
-	return true;
-}
-
 /* One backend message: its type, and up to cap bytes of its body. Body length, or -1. */
 static int read_msg(int fd, char *type, unsigned char *body, size_t cap, int timeout_ms)
 {
 	double deadline = now_s() + timeout_ms / 1000.0;
 	unsigned char hdr[5];
-	if (!read_full(fd, hdr, 5, deadline))
+	if (!raw_read_exact(fd, hdr, 5, deadline))
 		return -1;
-	uint32_t len;
-	memcpy(&len, hdr + 1, 4);
-	len = ntohl(len);
+	uint32_t len = raw_get_u32(hdr + 1);
 	if (len < 4 || len - 4 > cap)
 		return -1;
-	if (!read_full(fd, body, len - 4, deadline))
+	if (!raw_read_exact(fd, body, len - 4, deadline))
 		return -1;
 	*type = (char)hdr[0];
 	return (int)(len - 4);

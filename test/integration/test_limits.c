@@ -331,19 +331,6 @@ static void assert_fatal(const struct outcome *o, const char *what, const char *
 
 /* ---------------------------------------------------------------- raw protocol clients */
 
-static uint32_t get_u32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
 static void parse_err(const unsigned char *body, size_t len, struct raw_error *err)
 {
 	size_t i = 0;
@@ -427,7 +414,7 @@ static void rcli_send(struct rcli *r)
 	unsigned char msg[1024];
 	ck_assert(n + 5 <= sizeof(msg));
 	msg[0] = 'Q';
-	put_u32(msg + 1, (uint32_t)(n + 4));
+	raw_put_u32(msg + 1, (uint32_t)(n + 4));
 	memcpy(msg + 5, r->sql, n);
 	if (!raw_send(r->fd, msg, n + 5)) {
 		r->closed = true;
@@ -451,7 +438,7 @@ static void rcli_read(struct rcli *r)
 	}
 	r->len += (size_t)n;
 	while (r->len >= 5) {
-		uint32_t mlen = get_u32(r->buf + 1);
+		uint32_t mlen = raw_get_u32(r->buf + 1);
 		ck_assert_msg(mlen >= 4 && mlen < sizeof(r->buf) - 1, "message of %u bytes", mlen);
 		if (r->len < 1 + (size_t)mlen)
 			break;
@@ -562,8 +549,8 @@ static void relay(int c, int delay_ms, bool hold_cancels, int upstream_port)
 		sleep_s(delay_ms / 1000.0);
 	if (hold_cancels) {
 		unsigned char h[8];
-		if (recv(c, h, sizeof(h), MSG_PEEK | MSG_WAITALL) == 8 && get_u32(h) == 16 &&
-		    get_u32(h + 4) == 80877102u)
+		if (recv(c, h, sizeof(h), MSG_PEEK | MSG_WAITALL) == 8 && raw_get_u32(h) == 16 &&
+		    raw_get_u32(h + 4) == 80877102u)
 			for (;;)
 				pause();	/* never delivered, never answered */
 	}
@@ -773,8 +760,8 @@ static int raw_startup_until_password(int port, const char *user, const char *db
 	off += (size_t)snprintf((char *)pkt + off, sizeof(pkt) - off, "user%c%s%cdatabase%c%s%c", 0, user, 0, 0,
 				dbname, 0);
 	pkt[off++] = 0;
-	put_u32(pkt, (uint32_t)off);
-	put_u32(pkt + 4, 196608);
+	raw_put_u32(pkt, (uint32_t)off);
+	raw_put_u32(pkt + 4, 196608);
 	int fd = raw_connect(port);
 	ck_assert(raw_send(fd, pkt, off));
 	struct rcli r;
@@ -789,7 +776,7 @@ static int raw_startup_until_password(int port, const char *user, const char *db
 		else if (n == 0)
 			r.closed = true;
 	}
-	ck_assert_msg(r.len >= 9 && r.buf[0] == 'R' && get_u32(r.buf + 5) == 3,
+	ck_assert_msg(r.len >= 9 && r.buf[0] == 'R' && raw_get_u32(r.buf + 5) == 3,
 		      "expected a cleartext password request (got %zu bytes, type %c)", r.len, r.len ? r.buf[0] : '-');
 	return fd;
 }
@@ -813,7 +800,7 @@ START_TEST(client_login_timeout_fires)
 	sleep_until(t0 + 0.9);
 	unsigned char pw[32];
 	pw[0] = 'p';
-	put_u32(pw + 1, 4 + 11);
+	raw_put_u32(pw + 1, 4 + 11);
 	memcpy(pw + 5, "scram_pass", 11);
 	ck_assert(raw_send(ontime, pw, 5 + 11));
 	rcli_init(&r[1], ontime, NULL, 0);
