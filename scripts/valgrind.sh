@@ -17,7 +17,7 @@
 #   ./scripts/valgrind.sh
 #   VALGRIND_INTEGRATION='test_wire test_auth:matrix' ./scripts/valgrind.sh
 #   VALGRIND_INTEGRATION= ./scripts/valgrind.sh          unit tests only
-#   VALGRIND_JOBS=1 ./scripts/valgrind.sh                one binary at a time (default 2)
+#   VALGRIND_JOBS=1 ./scripts/valgrind.sh                one binary at a time (default 2, 1 on one core)
 #
 # An integration entry is a test binary, or binary:case for one Check test
 # case (CK_RUN_CASE). Logs stay in build-valgrind/valgrind-logs/.
@@ -47,11 +47,11 @@ supp="$root/test/valgrind/libs.supp"
 # Check's per-test timeouts and the harness's start/stop waits, scaled
 export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10}
 
-# Each binary runs in the background, VALGRIND_JOBS at a time (default 2):
+# Each binary runs in the background, VALGRIND_JOBS at a time (default 2, 1 on one core):
 # memcheck keeps one core busy per pgvalve, and each integration binary
 # brings up its own throwaway cluster on its own ports (run.sh), so two
 # side by side do not meet. Its exit status goes to <out>.rc.
-jobs_max=${VALGRIND_JOBS:-2}
+jobs_max=${VALGRIND_JOBS:-$(($(nproc) >= 2 ? 2 : 1))}
 run_bg() {
 	local out=$1
 	shift
