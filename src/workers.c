@@ -270,7 +270,7 @@ static void count_self(struct worker_counters *c)
 			c->cl_idle += p->idle_clients.count;
 			c->cl_login += p->welcome_clients.count;
 			c->sv_active += p->active_servers.count;
-			int stale = pool_stale_idle_count(p);	/* sv_used, as in SHOW POOLS (pool.h) */
+			int stale = pool_stale_idle_count(p);	/* sv_used, as in SHOW POOLS (pool_check.h) */
 			c->sv_idle += p->idle_servers.count - stale;
 			c->sv_used += p->used_servers.count + p->tested_servers.count + stale;
 			c->sv_login += p->login_servers.count;

@@ -13,7 +13,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -44,37 +43,11 @@ static void expect_columns(const PGresult *r, const char *what, const struct col
 
 /* ---------------------------------------------------------------- raw protocol */
 
-static bool recv_exact(int fd, unsigned char *buf, size_t len, double deadline)
-{
-	while (len > 0) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int left = (int)((deadline - now_s()) * 1000);
-		if (left <= 0 || poll(&pfd, 1, left) <= 0)
-			return false;
-		ssize_t n = recv(fd, buf, len, 0);
-		if (n <= 0)
-			return false;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
-/* The next backend message: its length, or -1 at EOF/timeout. */
+/* The next backend message (raw_read_message): its length, or -1 at EOF/timeout. */
 static int raw_next(int fd, char *type, unsigned char *body, size_t size, int timeout_ms)
 {
-	double deadline = now_s() + timeout_ms / 1000.0;
-	unsigned char hdr[5];
-	if (!recv_exact(fd, hdr, 5, deadline))
-		return -1;
-	uint32_t len = raw_get_u32(hdr + 1);
-	if (len < 4 || len - 4 >= size)
-		return -1;
-	if (!recv_exact(fd, body, len - 4, deadline))
-		return -1;
-	body[len - 4] = 0;
-	*type = (char)hdr[0];
-	return (int)(len - 4);
+	size_t len;
+	return raw_read_message(fd, type, body, size, &len, timeout_ms) ? (int)len : -1;
 }
 
 static const char *error_field(const unsigned char *body, int len, char code)

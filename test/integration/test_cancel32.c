@@ -18,7 +18,6 @@
 #include "harness.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,35 +70,16 @@ struct login32 {
 	struct raw_error err;
 };
 
-static bool read_all(int fd, unsigned char *buf, size_t n, int timeout_ms)
-{
-	double deadline = now_s() + timeout_ms / 1000.0;
-	size_t got = 0;
-
-	while (got < n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int left = (int)((deadline - now_s()) * 1000);
-
-		if (left <= 0 || poll(&pfd, 1, left) <= 0)
-			return false;
-		ssize_t r = read(fd, buf + got, n - got);
-		if (r <= 0)
-			return false;
-		got += (size_t)r;
-	}
-	return true;
-}
-
 /* One message of the login; false on EOF, timeout or an ErrorResponse (l->err). */
 static bool login_message(struct login32 *l, bool *ready)
 {
 	unsigned char hdr[5], body[2048];
 
-	if (!read_all(l->fd, hdr, 5, 5000))
+	if (!raw_read_exact(l->fd, hdr, 5, now_s() + 5))
 		return false;
 	uint32_t len = raw_get_u32(hdr + 1);
 	ck_assert_msg(len >= 4 && len - 4 <= sizeof(body), "message '%c' of %u bytes", hdr[0], len);
-	if (!read_all(l->fd, body, len - 4, 5000))
+	if (!raw_read_exact(l->fd, body, len - 4, now_s() + 5))
 		return false;
 	switch (hdr[0]) {
 	case 'E':

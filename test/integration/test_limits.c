@@ -331,24 +331,6 @@ static void assert_fatal(const struct outcome *o, const char *what, const char *
 
 /* ---------------------------------------------------------------- raw protocol clients */
 
-static void parse_err(const unsigned char *body, size_t len, struct raw_error *err)
-{
-	size_t i = 0;
-	memset(err, 0, sizeof(*err));
-	while (i < len && body[i] != 0) {
-		char field = (char)body[i++];
-		const char *value = (const char *)body + i;
-		size_t vlen = strnlen(value, len - i);
-		if (field == 'S' || field == 'V')
-			snprintf(err->severity, sizeof(err->severity), "%.*s", (int)vlen, value);
-		else if (field == 'C')
-			snprintf(err->sqlstate, sizeof(err->sqlstate), "%.*s", (int)vlen, value);
-		else if (field == 'M')
-			snprintf(err->message, sizeof(err->message), "%.*s", (int)vlen, value);
-		i += vlen + 1;
-	}
-}
-
 static void assert_raw_fatal(const struct raw_error *err, const char *what, const char *reason)
 {
 	ck_assert_msg(strcmp(err->message, reason) == 0, "%s: expected FATAL \"%s\", got \"%s\"", what, reason,
@@ -446,7 +428,8 @@ static void rcli_read(struct rcli *r)
 		case 'E':
 			if (r->err_at < 0) {
 				r->err_at = now_s() - r->t0;
-				parse_err(r->buf + 5, mlen - 4, &r->err);
+				memset(&r->err, 0, sizeof(r->err));
+				raw_parse_error(r->buf + 5, mlen - 4, &r->err);
 			}
 			break;
 		case 'N':
@@ -798,11 +781,7 @@ START_TEST(client_login_timeout_fires)
 	rcli_init(&r[0], slow, NULL, 0);
 	r[0].t0 = t0;
 	sleep_until(t0 + 0.9);
-	unsigned char pw[32];
-	pw[0] = 'p';
-	raw_put_u32(pw + 1, 4 + 11);
-	memcpy(pw + 5, "scram_pass", 11);
-	ck_assert(raw_send(ontime, pw, 5 + 11));
+	raw_send_password_message(ontime, "scram_pass", 11);
 	rcli_init(&r[1], ontime, NULL, 0);
 	r[1].t0 = t0;
 	rcli_run(r, 2, 3.5);
