@@ -255,14 +255,18 @@ static int run_pooler(bool single, unsigned restarts)
 		listener_close();
 		die("could not open the listening sockets");
 	}
-	if (single)
-		write_pidfile(cfg->pidfile);
 	metrics_carry_over();
 	workers_announce_running();
 	shared_pool_register();
 	janitor_start();
 	readiness_start();
 	metrics_http_start();
+	/*
+	 * Once every listener is open, the HTTP endpoint (metrics, probes)
+	 * included: whoever waits for the pidfile may then connect to any of them.
+	 */
+	if (single)
+		write_pidfile(cfg->pidfile);
 	log_info("process up: %s, libevent %s, tls: %s", PGVALVE_VERSION_STRING, event_get_version(),
 		 OpenSSL_version(OPENSSL_VERSION));
 	/* Listening: systemd may start what comes After= us (Type=notify). */
