@@ -719,6 +719,11 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 	p->pid = spawn(argv, NULL, errfile, p->dir);
 	registry_add(p);
 	bool own_pidfile = pgbouncer_extra && strstr(pgbouncer_extra, "pidfile");
+	/* The HTTP endpoint's port, when the test asked for one (0: none) */
+	int http_port = 0;
+	const char *metrics = pgbouncer_extra ? strstr(pgbouncer_extra, "metrics_port") : NULL;
+	if (metrics && sscanf(metrics, "metrics_port = %d", &http_port) != 1)
+		http_port = 0;
 
 	deadline = now_s() + START_TIMEOUT_S;
 	for (;;) {
@@ -744,11 +749,14 @@ void pgv_start_ex(struct pgv *p, const char *pgbouncer_extra, const char *databa
 		/*
 		 * On a shared port another instance listens already: wait for our
 		 * own socket too. pgvalve writes the pidfile after all its
-		 * listeners (the Unix socket included): wait for it as well,
-		 * unless the test chose its own pidfile.
+		 * listeners (the Unix socket and the HTTP endpoint included):
+		 * wait for it as well, unless the test chose its own pidfile.
+		 * And for the HTTP endpoint itself: a port taken for a moment by
+		 * a test running alongside makes pgvalve bind it on a later try.
 		 */
 		if (port_listening(p->port) && (port <= 0 || unix_socket_accepts(p->dir, p->port)) &&
-		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid)) {
+		    (own_pidfile || atoi(read_file_tail(pidfile, 64)) == p->pid) &&
+		    (http_port <= 0 || port_listening(http_port))) {
 			bind_retries = 0;
 			return;
 		}
