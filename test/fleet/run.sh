@@ -4,7 +4,7 @@
 # behind a Kubernetes Service (issue 27, point 6):
 #
 #   - three instances, each in a network namespace of its own with its own
-#     address (10.213.0.1N, a veth on a bridge in this namespace), reaching the one
+#     address (10.213.X.1N, a veth on a bridge in this namespace), reaching the one
 #     PostgreSQL through its Unix socket (a shared volume, as a sidecar
 #     would);
 #   - HAProxy in TCP mode, round-robin, health-checking each instance's
@@ -58,7 +58,37 @@ haproxy_pid="" dns_pid=""
 dns_port=$(pgv_free_port $((lb_port + 1)))
 
 ns() { echo "pgvf$tag-$1"; }
-addr() { echo "10.213.0.$((10 + $1))"; }
+
+# A run killed without its trap (SIGKILL, the end of a machine's session)
+# leaves its namespaces, veths and bridge behind, named after its PID. The
+# bridge keeps its address and its route, and a later run on the same /24
+# would have its packets routed into the dead run's pods (HAProxy's checks
+# then get "Connection refused"). Remove what belongs to PIDs that are gone.
+sweep_dead_runs() {
+	local n l t
+	for n in $(ip netns list | awk '$1 ~ /^pgvf[0-9]+-[0-9]+$/ {print $1}'); do
+		t=${n#pgvf}; t=${t%-*}
+		kill -0 "$t" 2>/dev/null || ip netns del "$n" 2>/dev/null || true
+	done
+	for l in $(ip -o link show | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | grep -E '^pf(b|[0-9]+h)[0-9]+$'); do
+		t=${l##*[bh]}
+		kill -0 "$t" 2>/dev/null || ip link del "$l" 2>/dev/null || true
+	done
+}
+# The pods' /24: a 10.213.X.0/24 with no route in this namespace, searched
+# from X = the tag to spread concurrent runs, so that neither another run
+# nor leftovers the sweep may not remove (their PID reused) share it.
+pick_subnet() {
+	local k x
+	for k in $(seq 0 254); do
+		x=$(((tag + k) % 255))
+		[ -z "$(ip -4 route show root "10.213.$x.0/24")" ] && { echo "10.213.$x"; return 0; }
+	done
+	return 1
+}
+sweep_dead_runs
+net=$(pick_subnet) || setup_failed "no free 10.213.X.0/24"
+addr() { echo "$net.$((10 + $1))"; }
 
 cleanup() {
 	local p
@@ -93,12 +123,12 @@ psql_admin -d postgres -c "CREATE ROLE app LOGIN PASSWORD 'app_pass'" -c "CREATE
 	setup_failed "pgbench -i"
 
 # ---------------------------------------------------------------- the pods' network
-# A bridge in this namespace (10.213.0.1, where HAProxy talks from) and one
+# A bridge in this namespace ($net.1, where HAProxy talks from) and one
 # veth per pod on it: the pods reach each other on one link, as on a
 # cluster network, with no forwarding in this namespace.
 bridge="pfb$tag"
 ip link add "$bridge" type bridge || setup_failed "bridge"
-ip addr add 10.213.0.1/24 dev "$bridge"
+ip addr add "$net.1/24" dev "$bridge"
 ip link set "$bridge" up
 for i in "${instances[@]}"; do
 	n=$(ns "$i")
@@ -115,11 +145,11 @@ done
 # The fleet's DNS name, as a Kubernetes headless Service: every pod's address.
 : >"$work/hosts"
 for i in "${instances[@]}"; do echo "$(addr "$i") fleet.pgv.test" >>"$work/hosts"; done
-dnsmasq --keep-in-foreground --port="$dns_port" --listen-address=10.213.0.1 --bind-interfaces --no-resolv \
-	--no-hosts --addn-hosts="$work/hosts" --local-ttl=1 --auth-server=ns.pgv.test,10.213.0.1 \
+dnsmasq --keep-in-foreground --port="$dns_port" --listen-address="$net.1" --bind-interfaces --no-resolv \
+	--no-hosts --addn-hosts="$work/hosts" --local-ttl=1 --auth-server="ns.pgv.test,$net.1" \
 	--auth-zone=pgv.test --auth-ttl=1 --pid-file="$work/dnsmasq.pid" >"$work/dnsmasq.log" 2>&1 &
 dns_pid=$!
-echo "nameserver 10.213.0.1:$dns_port" >"$work/resolv.conf"
+echo "nameserver $net.1:$dns_port" >"$work/resolv.conf"
 chmod 0644 "$work/resolv.conf" "$work/hosts"
 
 # ---------------------------------------------------------------- the instances
