@@ -1568,7 +1568,12 @@ START_TEST(scram_mock_salt_workers)
 	const char *const args[] = { "-w", "2", NULL };
 
 	pgv_start_ex(&p, "auth_type = scram-sha-256\nlog_connections = 1\n", std_databases(), std_userlist(), args, 0);
-	/* pgv_start_ex returns once the port answers, maybe before worker 2 listens (seen on a loaded machine) */
+	/*
+	 * pgv_start_ex returns once the port answers, when either worker may
+	 * still be on its way (on a loaded machine worker 2 came up first, and
+	 * all 31 tries went to it): both must listen before the tries.
+	 */
+	pgv_expect_log(&p, "LOG [w1] process up", 20);
 	pgv_expect_log(&p, "LOG [w2] process up", 20);
 	scram_probe(&p, "ghost_user", &first);
 	ck_assert_int_eq(first.iterations, 4096);
