@@ -41,14 +41,14 @@ targets=()
 for s in "${suites[@]}"; do targets+=("test/integration/$s"); done
 make -C "$build" -j2 "${targets[@]}" || exit 2
 
-# With PGV_CHECK_JOBS >= 2 (scripts/test.sh), the suites in two halves,
-# each run.sh with a cluster of its own, side by side; else all in one, as
-# test_auth's scram_mock_salt_workers failed once beside a neighbour. The
-# logs follow one another once both are done.
+# The suites in two halves, each run.sh with a cluster of its own, side by
+# side (as scripts/test.sh runs two binaries at a time; all in one with
+# PGV_CHECK_JOBS=1 or on a single core); their logs follow one another once
+# both are done.
 halves=("" "")
 k=0
 for s in "${suites[@]}"; do
-	if [ $((k % 2)) -eq 0 ] || [ "${PGV_CHECK_JOBS:-1}" -lt 2 ] || [ "$(nproc)" -lt 2 ]; then halves[0]+=" $s"; else halves[1]+=" $s"; fi
+	if [ $((k % 2)) -eq 0 ] || [ "${PGV_CHECK_JOBS:-2}" -lt 2 ] || [ "$(nproc)" -lt 2 ]; then halves[0]+=" $s"; else halves[1]+=" $s"; fi
 	k=$((k + 1))
 done
 log="$build/test-pg18.log"
