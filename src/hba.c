@@ -1046,9 +1046,10 @@ static size_t skip_bracket(const char *re, size_t len, size_t i)
 }
 
 /*
- * Reads an interval "{m}", "{m,}" or "{m,n}" at re[i]; returns the number of
- * copies regcomp makes of the preceding atom and sets *end past the '}'.
- * 0 if it is not a well-formed interval (regcomp then judges it).
+ * Reads an interval "{m}", "{m,}", "{m,n}" or "{,n}" at re[i]; returns the
+ * number of copies regcomp makes of the preceding atom and sets *end past
+ * the '}'. glibc reads "{,n}" as "{0,n}" (and "{,}" as '*'), so those count
+ * too. 0 if it is not a well-formed interval (regcomp then judges it).
  */
 static size_t interval_copies(const char *re, size_t len, size_t i, size_t *end)
 {
@@ -1062,7 +1063,7 @@ static size_t interval_copies(const char *re, size_t len, size_t i, size_t *end)
 		for (i++; i < len && isdigit((unsigned char)re[i]); i++, has_n = true)
 			n = n < 100000 ? n * 10 + (size_t)(re[i] - '0') : n;
 	}
-	if (!digits || i >= len || re[i] != '}')
+	if ((!digits && !comma) || i >= len || re[i] != '}')
 		return 0;
 	*end = i + 1;
 	if (has_n)

@@ -709,7 +709,8 @@ END_TEST
 /*
  * Stacked repetitions, and repetitions regcomp would expand past the bound,
  * are refused at load with a log line naming the reason, and only that line
- * is skipped. Unbounded, "/t" followed by 21 '+' made regcomp() take 2 GB.
+ * is skipped. Unbounded, "/t" followed by 21 '+' made regcomp() take 2 GB,
+ * and "x{,16663}" (glibc's "{0,16663}", found by fuzz_ident) over 2 GB.
  */
 static const char regex_bound_text[] =
 	"stacked  /t+++++++++++++++++++++  u\n"
@@ -718,7 +719,9 @@ static const char regex_bound_text[] =
 	"fine     \"/^([a-z0-9._-]{1,63})@(corp|example)\\.com$\"  \\1\n"
 	"fine2    /^(t+)+$  u\n"
 	"after    sys  db\n"
-	"doubled  \"/^(((((((((t)+)+)+)+)+)+)+)+)+$\"  u\n";
+	"doubled  \"/^(((((((((t)+)+)+)+)+)+)+)+)+$\"  u\n"
+	"nolower  \"/^([a-z]#)-x{,16663}$\"  u\n"
+	"short    \"/^x{,3}$\"  u\n";
 static struct ident_map *bound_map;
 
 static void parse_regex_bound(void)
@@ -736,6 +739,8 @@ START_TEST(test_ident_regex_bounds)
 	ck_assert_msg(strstr(log, "ident:3: regular expression has too many repetition operators") != NULL,
 		      "log: %s", log);
 	ck_assert_msg(strstr(log, "ident:7: regular expression too complex") != NULL, "log: %s", log);
+	ck_assert_msg(strstr(log, "ident:8: regular expression too complex") != NULL, "log: %s", log);
+	ck_assert_msg(strstr(log, "ident:9:") == NULL, "log: %s", log);
 	ck_assert_msg(strstr(log, "line skipped") != NULL, "log: %s", log);
 	ck_assert_msg(strstr(log, "ident:4:") == NULL && strstr(log, "ident:5:") == NULL, "log: %s", log);
 	ck_assert(!ident_check(m, "stacked", "t", "u"));
@@ -747,6 +752,11 @@ START_TEST(test_ident_regex_bounds)
 	ck_assert(ident_check(m, "fine2", "ttt", "u"));
 	ck_assert(ident_check(m, "after", "sys", "db"));
 	ck_assert(!ident_check(m, "doubled", "t", "u"));
+	ck_assert(!ident_check(m, "nolower", "a#-x", "u"));
+	/* "{,3}" is "{0,3}" to regcomp: a small one still applies */
+	ck_assert(ident_check(m, "short", "", "u"));
+	ck_assert(ident_check(m, "short", "xxx", "u"));
+	ck_assert(!ident_check(m, "short", "xxxx", "u"));
 	ident_free(m);
 	free(log);
 
