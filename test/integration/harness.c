@@ -436,14 +436,14 @@ void pgv_dns_start(struct pgv_dns *d, const char *hosts_text)
 
 	/* A port may be taken between the check and dnsmasq's bind: then try another. */
 	for (int attempt = 0; attempt < 5 && d->pid == 0; attempt++) {
-		int start = (int)((getpid() * 7 + attempt * 131) % 5000);
-		for (int i = 0; i < 5000 && d->port == 0; i++) {
-			int port = 20000 + (start + i) % 5000;
+		int start = (int)((getpid() * 7 + attempt * 131) % 2000);
+		for (int i = 0; i < 2000 && d->port == 0; i++) {
+			int port = 21000 + (start + i) % 2000;
 			if (dns_port_is_free(port))
 				d->port = port;
 		}
 		if (d->port == 0)
-			ck_abort_msg("no free UDP/TCP port in 20000-24999 for dnsmasq");
+			ck_abort_msg("no free UDP/TCP port in 21000-22999 for dnsmasq");
 		char a_port[32], a_hosts[700], a_pid[720], a_log[720];
 		snprintf(a_port, sizeof(a_port), "--port=%d", d->port);
 		snprintf(a_hosts, sizeof(a_hosts), "--addn-hosts=%s", d->hosts);
@@ -627,7 +627,7 @@ int pgv_pick_http_port(int avoid)
 {
 	int start = (int)(getpid() % 1000) * 2;
 	for (int i = 0; i < 2000; i++) {
-		int port = 22000 + (start + i) % 2000;
+		int port = 23000 + (start + i) % 2000;
 		if (port == avoid)
 			continue;
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -638,7 +638,7 @@ int pgv_pick_http_port(int avoid)
 		if (ok)
 			return port;
 	}
-	ck_abort_msg("no free port in 22000-23999");
+	ck_abort_msg("no free port in 23000-24999");
 	return -1;
 }
 

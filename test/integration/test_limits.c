@@ -473,9 +473,9 @@ static void rcli_run(struct rcli *v, int n, double seconds)
 
 static int listen_port_in_range(int *port_out)
 {
-	int start = (int)(getpid() % 1500) * 4;
-	for (int i = 0; i < 6000; i++) {
-		int port = 20000 + (start + i) % 6000;
+	int start = (int)(getpid() % 500) * 2;
+	for (int i = 0; i < 1000; i++) {
+		int port = 25000 + (start + i) % 1000;
 		if (port == pg_port())
 			continue;
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -489,7 +489,7 @@ static int listen_port_in_range(int *port_out)
 		}
 		close(fd);
 	}
-	ck_abort_msg("no free port in 20000-25999");
+	ck_abort_msg("no free port in 25000-25999");
 	return -1;
 }
 
