@@ -131,12 +131,10 @@ START_TEST(server_lifetime_zero_uses_once)
 }
 END_TEST
 
-/* A notice processor that appends to the char[1024] it is given. */
-static void keep_notice(void *arg, const char *message)
+/* A notice receiver: the last notice's primary message, into the char[512] it is given. */
+static void record_notice(void *arg, const PGresult *res)
 {
-	char *kept = arg;
-	size_t used = strlen(kept);
-	snprintf(kept + used, 1024 - used, "%s", message);
+	snprintf((char *)arg, 512, "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
 }
 
 /*
@@ -166,23 +164,23 @@ START_TEST(server_fast_close_session)
 	ck_assert_str_eq(query_value(t, "SELECT 2"), "2");
 	/*
 	 * Its FATAL comes at the janitor's next pass after COMMIT, while no
-	 * query runs: libpq hands such an error to the notice processor, and
+	 * query runs: libpq hands such an error to the notice receiver, and
 	 * only later reports the closed connection. So the test reads without
 	 * sending (a query sent meanwhile could cross the close, and a FATAL read
 	 * together with a query's answer waits unparsed in libpq's buffer).
 	 */
-	char notices[1024] = "";
-	PQsetNoticeProcessor(t, keep_notice, notices);
+	char notice[512] = "";
+	PQsetNoticeReceiver(t, record_notice, notice);
 	PQclear(PQexec(t, "COMMIT"));
 	double t0 = now_s();
-	while (!strstr(notices, "database configuration changed") && now_s() - t0 < 5) {
+	while (!strstr(notice, "database configuration changed") && now_s() - t0 < 5) {
 		bool open = PQconsumeInput(t);
-		(void)PQisBusy(t);	/* parses what came: the FATAL goes to keep_notice */
+		(void)PQisBusy(t);	/* parses what came: the FATAL goes to record_notice */
 		if (!open)
 			break;
 		sleep_ms(50);
 	}
-	ck_assert_msg(strstr(notices, "database configuration changed") != NULL, "notices: %s; error: %s", notices,
+	ck_assert_msg(strstr(notice, "database configuration changed") != NULL, "notice: %s; error: %s", notice,
 		      PQerrorMessage(t));
 	PQfinish(t);
 	PQfinish(c);
@@ -554,11 +552,6 @@ static void admin_set(PGconn *admin, const char *sql)
 	PGresult *r = PQexec(admin, sql);
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(admin));
 	PQclear(r);
-}
-
-static void record_notice(void *arg, const PGresult *res)
-{
-	snprintf((char *)arg, 512, "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
 }
 
 /*
