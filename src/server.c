@@ -765,6 +765,27 @@ static bool host_is_unavailable(const struct server *server, const char *sqlstat
 }
 
 /*
+ * A refusal that says the server is going down or coming up (57P01-57P03:
+ * "the database system is shutting down", "is starting up", "is not yet
+ * accepting connections", a login cut by the shutdown), not that this
+ * login is wrong. As PgBouncer, it fails no waiting client; unlike a
+ * refusal of the login itself it is not cached for new clients either
+ * (pool_fast_fail): they wait for the server that logs in once
+ * PostgreSQL accepts again, as after a refused connect.
+ */
+static bool login_refusal_is_transient(const struct server *server, const char *sqlstate)
+{
+	if (strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0)
+		return true;
+	/*
+	 * A login cut short without a word (08006) while the pool's own
+	 * servers were being cut too: PostgreSQL shutting down. A server that
+	 * hangs up on every login with no such history stays a cached failure.
+	 */
+	return strcmp(sqlstate, "08006") == 0 && server->pool->servers_lost;
+}
+
+/*
  * The login itself failed (the server refused it, or pgvalve could not
  * complete it): the pool's waiting clients get the error (pool.c), and the
  * server closes with it as the reason. severity: the server's, for the
@@ -783,9 +804,9 @@ static void login_failed_severity(struct server *server, const char *severity, c
 		 */
 		if (own->own_server_failed)
 			own->own_server_failed(server, sqlstate, message);
-	} else if (host_is_unavailable(server, sqlstate)) {
+	} else if (host_is_unavailable(server, sqlstate) || login_refusal_is_transient(server, sqlstate)) {
 		db_host_failed(server->pool->db, server->host_idx);
-		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait for another host */
+		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait (for another host) */
 	} else {
 		db_host_failed(server->pool->db, server->host_idx);
 		pool_server_login_failed(server->pool, sqlstate, message);
@@ -964,6 +985,7 @@ void server_login_continue(struct server *server)
 	struct pool *pool = server->pool;
 	server->logged_in = true;
 	pool->last_login_failure = 0;
+	pool->servers_lost = false;
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
 	note_hot_standby(server);
@@ -1019,7 +1041,7 @@ static void login_complete(struct server *server)
 	}
 	if (server->replication) {	/* its client's own: never pooled, no connect_query */
 		if (server->close_needed || db_paused(pool->db)) {	/* as pool_server_ready: the client waits for another */
-			server_close(server, server->close_needed ? "obsolete connection" : "pause mode");
+			server_close(server, server->close_needed ? "obsolete connection" : pool_pause_reason());
 			return;
 		}
 		const struct client_kind_ops *own = own_kind(server);
@@ -1315,11 +1337,45 @@ static void server_copy_in_started(struct server *server)
  * NotificationResponse on a pooled server (a LISTEN a client ran there)
  * is dropped, since the pool's listener delivers it.
  */
+/* A whole NotificationResponse relayed with `pid` as its sender's PID. */
+static void relay_notification_as(struct server *server, const struct pkt *pkt, uint32_t pid)
+{
+	uint8_t head[9];
+	memcpy(head, pkt->data, 5);
+	head[5] = (uint8_t)(pid >> 24), head[6] = (uint8_t)(pid >> 16);
+	head[7] = (uint8_t)(pid >> 8), head[8] = (uint8_t)pid;
+	server->pool->db->stats.total.bytes_sent += pkt->len;
+	netbuf_replace(&server->nb, pkt->len, sizeof(head), head, sizeof(head));
+}
+
+/*
+ * A notification on a server its client holds for itself (session mode,
+ * or notify_support off): the client knows its backend by the PID of the
+ * BackendKeyData pgvalve gave it, so one its own backend sent carries
+ * that PID, as in transaction mode (notify.c). Others pass as they are.
+ */
+static int session_notification(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	const uint8_t *body = pkt_body(pkt);
+	if (pkt_body_len(pkt) < 4)
+		return SV_RELAY;
+	uint32_t sender = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
+	if (sender != server->be_pid || server->link->cancel_pid == sender)
+		return SV_RELAY;
+	relay_notification_as(server, pkt, server->link->cancel_pid);
+	return true;
+}
+
 static int active_notify_message(struct server *server, const struct pkt *pkt)
 {
 	bool seen = pkt->type == 'C' || pkt->type == 'E' || pkt->type == 'Z' || pkt->type == 'A';
-	if (!seen || (pkt->type == 'A' && !relay_notify_enabled(server->pool)))
+	if (!seen)
 		return SV_RELAY;
+	if (pkt->type == 'A' && !relay_notify_enabled(server->pool))
+		return session_notification(server, pkt);
 	int w = whole_message(server, pkt);
 	if (w <= 0)
 		return w == 0;
@@ -1334,15 +1390,9 @@ static int active_notify_message(struct server *server, const struct pkt *pkt)
 	case NOTIFY_DROP:
 		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
 		return true;
-	case NOTIFY_SET_PID: {
-		uint8_t head[9];
-		memcpy(head, pkt->data, 5);
-		head[5] = (uint8_t)(pid >> 24), head[6] = (uint8_t)(pid >> 16);
-		head[7] = (uint8_t)(pid >> 8), head[8] = (uint8_t)pid;
-		server->pool->db->stats.total.bytes_sent += pkt->len;
-		netbuf_replace(&server->nb, pkt->len, sizeof(head), head, sizeof(head));
+	case NOTIFY_SET_PID:
+		relay_notification_as(server, pkt, pid);
 		return true;
-	}
 	}
 	return SV_RELAY;
 }
@@ -1443,6 +1493,7 @@ static bool server_idle_packet(struct server *server, const struct pkt *pkt)
 		char reason[256];
 		snprintf(reason, sizeof(reason), "server sent an error while idle: %s", msg ? msg : "?");
 		netbuf_skip(&server->nb, pkt->len);
+		server->pool->servers_lost = true;	/* terminated, or PostgreSQL going down */
 		server_close(server, reason);
 		return false;
 	}
@@ -1531,6 +1582,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			return false;
 		}
 		close_linked_client(server, "server conn crashed?");
+		server->pool->servers_lost = true;
 		server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" : "server send failed");
 		return false;
 	case NETBUF_EV_DRAINED:

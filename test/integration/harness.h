@@ -86,6 +86,11 @@ PGconn *pg_direct(void);
 void pg_wait_running(const char *sql, int n);
 /* Client backends of usename in pg_stat_activity (not counting the asking one). */
 int pg_count_backends(const char *usename);
+/*
+ * pg_ctl restart -m mode (fast, immediate) of the test's cluster, waiting
+ * until it accepts again; run.sh's pid file follows the new postmaster.
+ */
+void pg_restart(const char *mode);
 
 bool pgv_log_contains(struct pgv *p, const char *needle);
 /* The last `bytes` of pgvalve's logfile and stderr, for failure messages (static buffer). */
