@@ -170,7 +170,8 @@ static const struct param_def params[] = {
 	P_STR(peers_dns, "", RELOAD, IMPL),
 	P_INT(peers_dns_port, "0", RELOAD, IMPL, 0, 65535),
 	P_STR(pidfile, "", RESTART, IMPL),
-	P_INT(pkt_buf, "4096", RESTART, IMPL, 256, INT_MAX),
+	/* PgBouncer takes any size; below 1024 the buffers are 1024 bytes (netbuf.c) */
+	P_INT(pkt_buf, "4096", RESTART, IMPL, 1, INT_MAX),
 	/* Not in PgBouncer 1.25's table but in its current documentation: unused pools are freed. */
 	P_TIME(pool_idle_timeout, "0", RELOAD, IMPL),
 	P_ENUM(pool_mode, "session", RELOAD, IMPL, pool_mode_names, 0),
@@ -303,7 +304,11 @@ static const char *shorten(const char *value, char *buf, size_t size)
 
 /* ------------------------------------------------------------------ value parsers */
 
-static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_t whysize)
+/*
+ * base: 10, or 0 for the main section's numbers, read as PgBouncer reads
+ * them (strtol's prefixes: 0x1000 is 4096, 010 is 8).
+ */
+static int parse_int_base(const char *s, int base, long lo, long hi, int *out, char *why, size_t whysize)
 {
 	char *end;
 	long v;
@@ -313,7 +318,7 @@ static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_
 		return -1;
 	}
 	errno = 0;
-	v = strtol(s, &end, 10);
+	v = strtol(s, &end, base);
 	if (*end != '\0') {
 		errfmt(why, whysize, "not an integer");
 		return -1;
@@ -327,6 +332,11 @@ static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_
 	}
 	*out = (int)v;
 	return 0;
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_t whysize)
+{
+	return parse_int_base(s, 10, lo, hi, out, why, whysize);
 }
 
 /* Seconds, fractions allowed ("0.5"), no unit suffix (PgBouncer takes none). */
@@ -414,7 +424,7 @@ static int parse_bool(const char *s, bool *out, char *why, size_t whysize)
 			return 0;
 		}
 	}
-	if (parse_int(s, INT_MIN, INT_MAX, &n, NULL, 0) == 0) {
+	if (parse_int_base(s, 0, INT_MIN, INT_MAX, &n, NULL, 0) == 0) {
 		*out = n != 0;
 		return 0;
 	}
@@ -486,7 +496,7 @@ int config_set_param(struct config *cfg, const struct param_def *p, const char *
 			*(int *)field = 0;
 			return 0;
 		}
-		if (parse_int(value, p->min_value, p->max_value, &iv, errbuf, errsize) < 0)
+		if (parse_int_base(value, 0, p->min_value, p->max_value, &iv, errbuf, errsize) < 0)
 			return -1;
 		*(int *)field = iv;
 		return 0;
