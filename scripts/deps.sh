@@ -198,21 +198,25 @@ pgv_deps_ensure() {
 	fi
 	echo "pgvalve: installing $missing"
 	# A fresh postgresql-common would create and start a "main" cluster on
-	# port 5432; nothing here uses it, so ask it not to.
+	# port 5432; nothing here uses it, so ask it not to, for this install
+	# only: the drop-in goes again once the packages are in (the subshell's
+	# trap below), so the machine's later PostgreSQL installs are Debian's.
+	local dropin=/etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf made_dropin=
 	case " $missing " in *" postgresql-15 "*)
-		if [ ! -e /etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf ] &&
+		if [ ! -e "$dropin" ] &&
 			! dpkg-query -W -f='${Status}' postgresql-common 2>/dev/null | grep -q 'ok installed'; then
-			mkdir -p /etc/postgresql-common/createcluster.d
-			echo "create_main_cluster = false" \
-				>/etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf
+			mkdir -p "${dropin%/*}"
+			echo "create_main_cluster = false" >"$dropin"
+			made_dropin=$dropin
 		fi
 		;;
 	esac
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q || return 1
-	# In a subshell whose EXIT trap removes the policy-rc.d, even after ^C.
+	apt-get update -q || { [ -z "$made_dropin" ] || rm -f "$made_dropin"; return 1; }
+	# In a subshell whose EXIT trap removes the policy-rc.d (and the
+	# drop-in), even after ^C.
 	(
-		trap '_pgv_services_release' EXIT
+		trap '_pgv_services_release; [ -z "$made_dropin" ] || rm -f "$made_dropin"' EXIT
 		_pgv_services_hold
 		# shellcheck disable=SC2086 # word splitting wanted: one package per word
 		# --no-upgrade: never touch a package that is already there (a running

@@ -85,11 +85,11 @@ static int set_ciphers(SSL_CTX *ctx, const char *ciphers, const char *tls13, cha
 		if (strcasecmp(ciphers, aliases[i].name) == 0)
 			list = aliases[i].list;
 	if (list && list[0] && SSL_CTX_set_cipher_list(ctx, list) != 1) {
-		openssl_error(errbuf, errsize, "invalid cipher list", NULL);
+		openssl_error(errbuf, errsize, "failed to set ciphers", NULL);	/* PgBouncer's words */
 		return -1;
 	}
 	if (tls13 && tls13[0] && SSL_CTX_set_ciphersuites(ctx, tls13) != 1) {
-		openssl_error(errbuf, errsize, "invalid TLS 1.3 cipher suites", NULL);
+		openssl_error(errbuf, errsize, "failed to set the TLSv1.3 cipher suites", NULL);
 		return -1;
 	}
 	return 0;
@@ -106,7 +106,7 @@ static int load_cert_key(SSL_CTX *ctx, const char *cert, const char *key, char *
 		return -1;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		openssl_error(errbuf, errsize, "private key does not match certificate", cert);
+		openssl_error(errbuf, errsize, "private/public key mismatch", cert);
 		return -1;
 	}
 	return 0;
@@ -154,7 +154,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 		goto fail;
 	if (strcasecmp(cfg->client_tls_ecdhcurve, "auto") != 0 && cfg->client_tls_ecdhcurve[0] &&
 	    SSL_CTX_set1_groups_list(ctx, cfg->client_tls_ecdhcurve) != 1) {
-		openssl_error(errbuf, errsize, "invalid client_tls_ecdhcurve", NULL);
+		openssl_error(errbuf, errsize, "failed to set ECDHE curve", NULL);
 		goto fail;
 	}
 	if (strcasecmp(cfg->client_tls_dheparams, "none") != 0)
@@ -165,7 +165,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 	}
 	if (cfg->client_tls_ca_file[0]) {
 		if (SSL_CTX_load_verify_locations(ctx, cfg->client_tls_ca_file, NULL) != 1) {
-			openssl_error(errbuf, errsize, "failed to load CA file", cfg->client_tls_ca_file);
+			openssl_error(errbuf, errsize, "failed to load CA", cfg->client_tls_ca_file);
 			goto fail;
 		}
 		/* A certificate is asked for; verify-* modes (and auth_type cert) require one. */
@@ -207,7 +207,7 @@ static SSL_CTX *build_server_ctx(const struct config *cfg, char *errbuf, size_t 
 			goto fail;
 		}
 		if (cfg->server_tls_ca_file[0] && SSL_CTX_load_verify_locations(ctx, cfg->server_tls_ca_file, NULL) != 1) {
-			openssl_error(errbuf, errsize, "failed to load CA file", cfg->server_tls_ca_file);
+			openssl_error(errbuf, errsize, "failed to load CA", cfg->server_tls_ca_file);
 			goto fail;
 		}
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
