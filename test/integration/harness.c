@@ -74,6 +74,15 @@ double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double pgv_time_bound(double seconds, double ceiling)
+{
+	double load[1];
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	double factor = getloadavg(load, 1) == 1 && cores > 0 ? load[0] / (double)cores : 1;
+	factor = factor < 1 ? 1 : factor > 8 ? 8 : factor;
+	return seconds * factor < ceiling ? seconds * factor : ceiling;
+}
+
 void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

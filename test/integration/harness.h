@@ -269,6 +269,14 @@ void sleep_s(double s);	/* nothing for s <= 0 */
 
 /* Seconds on the monotonic clock. */
 double now_s(void);
+/*
+ * A wall-clock bound for "served at once, not starved": `seconds` on an
+ * idle machine, stretched by the load (the 1-minute load average per
+ * core, up to 8x) on a busy one, never past `ceiling`, which the caller
+ * keeps below the time the failure it looks for would take (a
+ * query_wait_timeout, a sleep that was to be cancelled).
+ */
+double pgv_time_bound(double seconds, double ceiling);
 /* Reads a whole small file into a static buffer ("" if missing). */
 const char *read_file_tail(const char *path, size_t bytes);
 
