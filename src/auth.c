@@ -8,7 +8,8 @@
  * and then refused exactly like a wrong password, so the answer reveals
  * nothing about which names exist.
  *
- * SCRAM: a plain secret is turned into a SCRAM secret for the exchange
+ * SCRAM: over TLS SCRAM-SHA-256-PLUS is offered first, bound to the hash
+ * of pgvalve's certificate (tls.h). A plain secret is turned into a SCRAM secret for the exchange
  * (scram_iterations, the user's mock salt; derived once, scram_cache.h);
  * unknown users and md5 secrets get the same salt and count (mock
  * authentication, as PostgreSQL); a SCRAM secret is used as is, and the ClientKey
@@ -60,8 +61,18 @@ static void auth_fail(struct client *client)
 	client_close(client, "08P01", sasl ? "SASL authentication failed" : "password authentication failed");
 }
 
+/* The method's name for the log: auth_type's, or the SCRAM variant that bound the channel. */
+static const char *auth_method_name(const struct client_login *login)
+{
+	if (login->auth_method == AUTH_TYPE_SCRAM_SHA_256 && login->scram && login->scram->plus_selected)
+		return "scram-sha-256-plus";
+	return auth_type_name(login->auth_method);
+}
+
 static void auth_succeed(struct client *client)
 {
+	if (pgv.cfg->log_connections)
+		client_log(LOG_LEVEL_INFO, client, "login authenticated: method=%s", auth_method_name(client->login));
 	client->login->phase = LOGIN_DONE;
 	pool_client_logged_in(client);
 }
@@ -105,10 +116,13 @@ static void start_scram(struct client *client)
 	login->scram = xcalloc(1, sizeof(*login->scram));
 	scram_server_init(login->scram, &secret, NULL);
 	OPENSSL_cleanse(&secret, sizeof(secret));
+	uint8_t end_point[TLS_END_POINT_MAX];
+	scram_server_set_channel_binding(login->scram, end_point, tls_server_end_point(netbuf_ssl(&client->nb), end_point));
 	login->secret_from_scram = s && s->type == SECRET_SCRAM;
 	login->phase = LOGIN_SASL_INITIAL;
-	static const char mechanisms[] = "SCRAM-SHA-256\0";	/* list ends with an empty name */
-	send_auth_request(client, AUTH_REQ_SASL, mechanisms, sizeof(mechanisms));
+	char mechanisms[64];
+	size_t mlen = scram_server_mechanisms(login->scram, mechanisms);
+	send_auth_request(client, AUTH_REQ_SASL, mechanisms, (uint32_t)mlen);
 }
 
 /* SASLInitialResponse and SASLResponse. */
@@ -129,7 +143,7 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 			client_close(client, "08P01", "malformed SASL initial response");
 			return;
 		}
-		if (strcmp(mech, "SCRAM-SHA-256") != 0) {
+		if (!scram_server_choose_mechanism(login->scram, mech)) {
 			client_close(client, "28000", "client selected an invalid SASL authentication mechanism");
 			return;
 		}
