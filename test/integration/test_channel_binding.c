@@ -38,23 +38,13 @@ static const char *tls_conf(const char *auth_type, const char *server_sslmode)
 static const char *login(int port, const char *user, const char *password, const char *sslmode,
 			 const char *channel_binding)
 {
-	static char msg[600];
 	char portbuf[16];
 	snprintf(portbuf, sizeof(portbuf), "%d", port);
 	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "channel_binding",
 			     "gssencmode", "connect_timeout", "sslcert", NULL };
 	const char *val[] = { "127.0.0.1", portbuf, DB, user, password, sslmode, channel_binding,
 			      "disable", "10", pgv_cert("no-such.crt"), NULL };
-	PGconn *c = PQconnectdbParams(kw, val, 0);
-	const char *res = NULL;
-	if (PQstatus(c) != CONNECTION_OK) {
-		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c));
-		res = msg;
-	} else {
-		ck_assert_str_eq(query_value(c, "SELECT current_user"), user);
-	}
-	PQfinish(c);
-	return res;
+	return pgv_login_message(kw, val, user);
 }
 
 /* pgvalve over TLS: -PLUS offered and used; plain SCRAM and plain TCP as before. */
