@@ -222,9 +222,9 @@ END_TEST
 
 /*
  * Towards PostgreSQL 15 over server TLS: pgvalve takes SCRAM-SHA-256-PLUS
- * (bound to the server's certificate, so PostgreSQL checked the hash);
- * without server TLS plain SCRAM with "n". libpq's own binding to the server
- * still works beside it.
+ * (bound to the server's certificate, so PostgreSQL checked the hash), with
+ * a password and with pass-through keys; without server TLS plain SCRAM
+ * with "n". libpq's own binding to the server still works beside it.
  */
 START_TEST(plus_to_server)
 {
@@ -239,6 +239,17 @@ START_TEST(plus_to_server)
 	pgv_start(&p, tls_conf("scram-sha-256", "disable"), std_databases(), std_userlist());
 	ck_assert_ptr_null(login(p.port, "scram_user", "scram_pass", "require", "require"));
 	pgv_expect_log(&p, "SASL mechanism SCRAM-SHA-256 (n,,)", 5);
+	pgv_stop(&p);
+
+	/* pass-through: PostgreSQL's own SCRAM secret in the userlist, the keys the client proved bound to the server */
+	char userlist[600];
+	PGconn *pg = pg_direct();
+	snprintf(userlist, sizeof(userlist), "\"scram_user\" \"%s\"\n",
+		 query_value(pg, "SELECT rolpassword FROM pg_authid WHERE rolname = 'scram_user'"));
+	PQfinish(pg);
+	pgv_start(&p, tls_conf("scram-sha-256", "require"), std_databases(), userlist);
+	ck_assert_ptr_null(login(p.port, "scram_user", "scram_pass", "require", "require"));
+	pgv_expect_log(&p, "SASL mechanism SCRAM-SHA-256-PLUS (p=tls-server-end-point,,)", 5);
 	pgv_stop(&p);
 
 	snprintf(portbuf, sizeof(portbuf), "%s", getenv("PGV_TEST_PGPORT"));
