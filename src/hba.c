@@ -843,6 +843,11 @@ static const char *parse_rule(struct hba *hba, struct hba_rule *rule, const stru
 		log_warning("%s:%d: peer authentication works only on local lines, the line acts as reject",
 			    ctx->origin, ctx->line);
 		unsupported = true;
+	} else if (rule->method == AUTH_TYPE_GSS && rule->conn == HBA_LOCAL) {
+		/* as PostgreSQL: no Kerberos over a Unix socket */
+		log_warning("%s:%d: gss authentication is not supported on local sockets, the line acts as reject",
+			    ctx->origin, ctx->line);
+		unsupported = true;
 	} else if (rule->method == AUTH_TYPE_CERT && (rule->conn == HBA_LOCAL || rule->conn == HBA_HOSTNOSSL)) {
 		log_warning("%s:%d: cert authentication needs TLS, the line acts as reject",
 			    ctx->origin, ctx->line);

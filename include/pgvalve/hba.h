@@ -22,7 +22,8 @@
  *     cert, peer, pam, ldap, gss (a build with GSSAPI, gss_auth.h). ident,
  *     sspi, radius, bsd, oauth (and gss in a build without GSSAPI) are
  *     unsupported: warned once at load and the line acts as reject, as does
- *     peer on a non-local line and cert on a local or hostnossl line.
+ *     peer on a non-local line, gss on a local line and cert on a local or
+ *     hostnossl line.
  *   - Options after the method are name=value. map= is kept; on ldap lines
  *     the others are kept as the LDAP options, on gss lines include_realm
  *     and krb_realm; elsewhere they are warned and ignored.

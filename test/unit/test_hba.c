@@ -447,10 +447,11 @@ START_TEST(test_methods)
 		{ "local all all ldap", AUTH_TYPE_LDAP },
 		{ "local all all ident", AUTH_TYPE_REJECT },
 #ifdef PGVALVE_GSSAPI
-		{ "local all all gss", AUTH_TYPE_GSS },
+		{ "host all all all gss", AUTH_TYPE_GSS },
 #else
-		{ "local all all gss", AUTH_TYPE_REJECT },	/* a build without GSSAPI */
+		{ "host all all all gss", AUTH_TYPE_REJECT },	/* a build without GSSAPI */
 #endif
+		{ "local all all gss", AUTH_TYPE_REJECT },		/* no Kerberos over a Unix socket */
 		{ "local all all sspi", AUTH_TYPE_REJECT },
 		{ "local all all radius", AUTH_TYPE_REJECT },
 		{ "host all all all peer", AUTH_TYPE_REJECT },		/* peer needs a Unix socket */
