@@ -75,6 +75,40 @@ START_TEST(plus_to_pgvalve)
 }
 END_TEST
 
+/* verify-full against the test CA: which certificate pgvalve serves (NULL: server.crt, for 127.0.0.1). */
+static const char *login_verified(int port)
+{
+	char portbuf[16];
+	snprintf(portbuf, sizeof(portbuf), "%d", port);
+	const char *kw[] = { "host", "port", "dbname", "user", "password", "sslmode", "sslrootcert", "gssencmode",
+			     "connect_timeout", "sslcert", NULL };
+	const char *val[] = { "127.0.0.1", portbuf, DB, "scram_user", "scram_pass", "verify-full", pgv_cert("ca.crt"),
+			      "disable", "10", pgv_cert("no-such.crt"), NULL };
+	return pgv_login_message(kw, val, "scram_user");
+}
+
+/* A reload with another certificate: the binding follows it (its hash is made again with the context). */
+START_TEST(plus_after_reload)
+{
+	struct pgv p;
+
+	pgv_start(&p, tls_conf("scram-sha-256", "disable"), std_databases(), std_userlist());
+	ck_assert_ptr_null(login_verified(p.port));
+	ck_assert_ptr_null(login(p.port, "scram_user", "scram_pass", "require", "require"));
+	pgv_ini_replace(&p, pgv_cert("server.crt"), pgv_cert("scram_user.crt"));
+	pgv_ini_replace(&p, pgv_cert("server.key"), pgv_cert("scram_user.key"));
+	pgv_reload(&p);
+	/* the new certificate is served (it names no 127.0.0.1, so verify-full fails) ... */
+	const char *err = login_verified(p.port);
+	ck_assert_msg(err && strstr(err, "certificate"), "verify-full after the reload: %s", err ? err : "logged in");
+	/* ... and bound to */
+	err = login(p.port, "scram_user", "scram_pass", "require", "require");
+	ck_assert_msg(!err, "channel_binding=require after the reload: %s\n%s", err, pgv_log_tail(&p, 1500));
+	ck_assert_int_eq(pgv_log_count(&p, "method=scram-sha-256-plus"), 3);	/* libpq's default binds too */
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- a TLS-terminating proxy */
 
 /*
@@ -264,6 +298,7 @@ int main(void)
 	TCase *tc = pgv_tcase_create("client", 40);
 	tcase_add_loop_test(tc, plus_to_pgvalve, 0, 2);
 	tcase_add_test(tc, plus_mismatch_refused);
+	tcase_add_test(tc, plus_after_reload);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("server_tls", 40);
 	tcase_set_tags(tc, "server_tls");
