@@ -44,6 +44,7 @@ pkg-config|command -v pkg-config
 libevent-dev|pkg-config --exists 'libevent >= 2.1'
 libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
+libkrb5-dev|pkg-config --exists krb5-gssapi
 EOF
 	case $mode in
 	quickstart | test | package | bench | cost | container | fleet | ha | exporter)
@@ -87,6 +88,9 @@ prometheus|command -v promtool && command -v prometheus
 iproute2|command -v ss
 procps|test -x /bin/kill
 man-db|command -v man
+krb5-kdc|test -x /usr/sbin/krb5kdc && test -x /usr/sbin/kdb5_util
+krb5-admin-server|test -x /usr/sbin/kadmin.local
+krb5-user|command -v kinit && command -v kdestroy
 EOF
 		;;
 	esac
@@ -228,6 +232,10 @@ pgv_deps_ensure() {
 	# Only promtool is wanted from prometheus: its package would have the
 	# machine run a Prometheus server at every boot.
 	case " $missing " in *" prometheus "*) _pgv_service_disable prometheus.service ;; esac
+	# Only the Kerberos tools are wanted (krb5kdc, kdb5_util, kadmin.local):
+	# the tests run a KDC of their own in a temporary realm.
+	case " $missing " in *" krb5-kdc "*) _pgv_service_disable krb5-kdc.service ;; esac
+	case " $missing " in *" krb5-admin-server "*) _pgv_service_disable krb5-admin-server.service ;; esac
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
 	if [ -n "${missing% }" ]; then
 		echo "pgvalve: still missing after apt-get install: $missing" >&2

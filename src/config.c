@@ -27,9 +27,9 @@ static const char *const pool_mode_names[] = { "session", "transaction", "statem
 /* Index = enum auth_type. peer and reject exist only inside an hba file. */
 static const char *const auth_type_names[] = {
 	"any", "trust", "plain", "md5", "scram-sha-256", "cert", "hba", "pam",
-	"peer", "reject", "ldap", NULL
+	"peer", "reject", "ldap", "gss", NULL
 };
-#define AUTH_TYPE_HBA_ONLY ((1u << AUTH_TYPE_PEER) | (1u << AUTH_TYPE_REJECT))
+#define AUTH_TYPE_HBA_ONLY ((1u << AUTH_TYPE_PEER) | (1u << AUTH_TYPE_REJECT) | (1u << AUTH_TYPE_GSS))
 
 static const char *const sslmode_names[] = {
 	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
@@ -101,6 +101,8 @@ static const struct param_def params[] = {
 	P_STR(auth_file, "", RELOAD, IMPL),
 	P_STR(auth_hba_file, "", RELOAD, IMPL),
 	P_STR(auth_ident_file, "", RELOAD, IMPL),
+	/* pgvalve extension (gss, gss_auth.h): PostgreSQL's krb_server_keyfile, in alphabetical place */
+	P_STR(auth_krb_server_keyfile, "", RELOAD, IMPL),
 	P_STR(auth_ldap_options, "", RELOAD, IMPL),	/* set: refused at load (no LDAP client) */
 	P_STR(auth_query, "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
 	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, IMPL),
@@ -134,6 +136,7 @@ static const struct param_def params[] = {
 	P_TIME(idle_transaction_timeout, "0", RELOAD, IMPL),
 	P_STR(ignore_startup_parameters, "", RELOAD, IMPL),
 	P_STR(job_name, "pgbouncer", RESTART, IMPL),	/* Windows service name in PgBouncer: no effect here either */
+	P_STR(krb_srvname, "postgres", RELOAD, IMPL),	/* pgvalve extension (gss), PostgreSQL's name */
 	P_STR(listen_addr, "", RESTART, IMPL),
 	P_INT(listen_backlog, "128", RESTART, IMPL, 0, INT_MAX),
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),

@@ -879,18 +879,36 @@ static void send_md5_password(struct server *server, const char *password, struc
 	OPENSSL_cleanse(secret, sizeof(secret));
 }
 
-/* AuthenticationSASL: SCRAM-SHA-256 with the plain password, or with the keys a client proved it has. */
+/*
+ * Channel binding towards PostgreSQL, as libpq's channel_binding=prefer:
+ * over TLS SCRAM-SHA-256-PLUS when offered, bound to the server's
+ * certificate; else "y" (could bind, was not offered) over TLS, "n" without.
+ */
+static const char *scram_bind(struct server *server, bool plus_offered)
+{
+	SSL *ssl = netbuf_ssl(&server->nb);
+	uint8_t end_point[TLS_END_POINT_MAX];
+	size_t len = plus_offered ? tls_server_end_point(ssl, end_point) : 0;
+	if (len && scram_client_set_channel_binding(server->scram, 'p', end_point, len))
+		return "SCRAM-SHA-256-PLUS";
+	scram_client_set_channel_binding(server->scram, ssl ? 'y' : 'n', NULL, 0);
+	return "SCRAM-SHA-256";
+}
+
+/* AuthenticationSASL: SCRAM-SHA-256(-PLUS) with the plain password, or with the keys a client proved it has. */
 static void start_scram(struct server *server, const char *password, struct pkt_reader *r)
 {
-	bool has_scram = false;
+	bool has_scram = false, has_plus = false;
 	for (;;) {
 		const char *mech = pkt_get_string(r);
 		if (!mech || !mech[0])
 			break;
 		if (strcmp(mech, "SCRAM-SHA-256") == 0)
 			has_scram = true;
+		if (strcmp(mech, "SCRAM-SHA-256-PLUS") == 0)
+			has_plus = true;
 	}
-	if (!has_scram) {
+	if (!has_scram && !has_plus) {
 		login_failed(server, "28000", "server offered no supported SASL mechanism");
 		return;
 	}
@@ -907,12 +925,14 @@ static void start_scram(struct server *server, const char *password, struct pkt_
 		scram_client_set_keys(server->scram, server->pool->scram_client_key, server->pool->scram_server_key);
 	else	/* one PBKDF2 per password and server salt, not per login */
 		scram_client_set_key_source(server->scram, scram_cache_server_keys, server->pool->user);
+	const char *mechanism = scram_bind(server, has_plus);
 	int len = scram_client_first(server->scram, msg, sizeof(msg));
 	if (len < 0) {
 		login_failed(server, "08P01", "SCRAM: could not build the first message");
 		return;
 	}
-	send_sasl(server, "SCRAM-SHA-256", msg, len);
+	server_log(LOG_LEVEL_DEBUG, server, "SASL mechanism %s (%s)", mechanism, server->scram->gs2_header);
+	send_sasl(server, mechanism, msg, len);
 }
 
 static void continue_scram(struct server *server, const char *password, const struct pkt *pkt)

@@ -1818,3 +1818,18 @@ const char *pgv_write_test_file(const char *prefix, const char *name, const char
 	chmod(path, 0644);
 	return path;
 }
+
+const char *pgv_login_message(const char *const kw[], const char *const val[], const char *user)
+{
+	static char msg[600];
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	const char *res = NULL;
+	if (PQstatus(c) != CONNECTION_OK) {
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c));
+		res = msg;
+	} else {
+		ck_assert_str_eq(query_value(c, "SELECT current_user"), user);
+	}
+	PQfinish(c);
+	return res;
+}

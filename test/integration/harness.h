@@ -291,6 +291,11 @@ const char *pgv_write_test_file(const char *prefix, const char *name, const char
 
 /* Runs one query and returns the first column of the first row (static buffer); fails the test on error. */
 const char *query_value(PGconn *conn, const char *sql);
+/*
+ * A libpq login with these parameters: NULL when it worked (current_user
+ * must be user; closed again), else libpq's message (static buffer).
+ */
+const char *pgv_login_message(const char *const kw[], const char *const val[], const char *user);
 
 /* PostgreSQL's major version (run.sh's PGV_TEST_PG_MAJOR: 15, 18). */
 int pgv_pg_major(void);

@@ -290,6 +290,7 @@ static const char *const pgbouncer_125_params[] = {
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
 	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
+	"auth_krb_server_keyfile", "krb_srvname",	/* pgvalve: hba gss (gss_auth.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -318,6 +319,7 @@ static const char *const implemented_params[] = {
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
 	"target_session_attrs", "load_balance_hosts",
+	"auth_krb_server_keyfile", "krb_srvname",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -439,7 +441,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 119);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 121);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
