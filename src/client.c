@@ -945,7 +945,7 @@ static bool client_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		client_tls_ready(client);
 		return client->state != CL_CLOSED;
 	case NETBUF_EV_TLS_FAILED:
-		client_log(LOG_LEVEL_WARNING, client, "TLS handshake failed: %s", netbuf_tls_error());
+		client_log(LOG_LEVEL_WARNING, client, "TLS handshake error: %s", netbuf_tls_error());	/* PgBouncer's words */
 		client_close(client, NULL, "TLS handshake failed");
 		return false;
 	case NETBUF_EV_DIRECT_TLS:

@@ -1551,7 +1551,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		return true;
 	case NETBUF_EV_TLS_FAILED: {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "TLS handshake with the server failed: %s", netbuf_tls_error());
+		snprintf(msg, sizeof(msg), "TLS handshake error: %s", netbuf_tls_error());	/* PgBouncer's words */
 		/* Connect level, as a refused connect: the clients wait for the next try. */
 		server_log(LOG_LEVEL_WARNING, server, "%s", msg);
 		db_host_failed(server->pool->db, server->host_idx);

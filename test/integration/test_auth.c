@@ -531,6 +531,7 @@ START_TEST(hba_cert)
 	ck_assert_msg(!l.ok, "a certificate from an unknown CA was accepted");
 	ck_assert_msg(strstr(l.msg, "SSL") || strstr(l.msg, "certificate"), "unexpected error: %s", l.msg);
 	login_done(&l);
+	pgv_expect_log(&p, "TLS handshake error: ", 5);	/* PgBouncer's words */
 
 	/* ident map: scram_user's certificate logs in as md5_user; md5_user's own does not */
 	cp_init(&cp, &p, "md5_user", NULL, "require");
@@ -1083,6 +1084,7 @@ START_TEST(server_tls)
 	if (!tc->ok) {
 		expect_refused(&p, &cp, "08P01", "query_wait_timeout", what);
 		ck_assert(pgv_log_contains(&p, "certificate verify failed"));
+		ck_assert(pgv_log_contains(&p, "TLS handshake error: "));	/* PgBouncer's words */
 		pgv_stop(&p);
 		return;
 	}
