@@ -44,6 +44,7 @@ pkg-config|command -v pkg-config
 libevent-dev|pkg-config --exists 'libevent >= 2.1'
 libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
+libldap-dev|test -f /usr/include/ldap.h
 EOF
 	case $mode in
 	quickstart | test | package | bench | cost | container | fleet | ha | exporter)
@@ -87,6 +88,8 @@ prometheus|command -v promtool && command -v prometheus
 iproute2|command -v ss
 procps|test -x /bin/kill
 man-db|command -v man
+slapd|test -x /usr/sbin/slapd && command -v slapadd
+ldap-utils|command -v ldapwhoami
 EOF
 		;;
 	esac
@@ -224,6 +227,8 @@ pgv_deps_ensure() {
 	# Only promtool is wanted from prometheus: its package would have the
 	# machine run a Prometheus server at every boot.
 	case " $missing " in *" prometheus "*) _pgv_service_disable prometheus.service ;; esac
+	# slapd likewise: the LDAP test starts its own in a temp dir.
+	case " $missing " in *" slapd "*) _pgv_service_disable slapd.service ;; esac
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
 	if [ -n "${missing% }" ]; then
 		echo "pgvalve: still missing after apt-get install: $missing" >&2

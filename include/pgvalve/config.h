@@ -236,6 +236,8 @@ struct config {
 	char *auth_query;
 	char *auth_dbname;
 	char *auth_ldap_options;
+	usec_t auth_ldap_timeout;	/* pgvalve: one LDAP check, from its start (ldap_auth.h) */
+	int auth_ldap_max_concurrent;	/* pgvalve: LDAP checks talking to directories at once */
 
 	/* log */
 	bool syslog;

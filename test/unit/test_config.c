@@ -5,6 +5,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/config.h"
+#include "pgvalve/ldap_auth.h"
 #include "check_main.h"
 
 #include <check.h>
@@ -290,6 +291,7 @@ static const char *const pgbouncer_125_params[] = {
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
 	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
+	"auth_ldap_timeout", "auth_ldap_max_concurrent",	/* pgvalve: LDAP checks (ldap_auth.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -317,6 +319,7 @@ static const char *const implemented_params[] = {
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
+	"auth_ldap_timeout", "auth_ldap_max_concurrent",
 	"target_session_attrs", "load_balance_hosts",
 };
 
@@ -439,7 +442,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 119);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 121);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -775,7 +778,35 @@ START_TEST(test_no_setting_is_ignored)
 }
 END_TEST
 
-/* LDAP cannot work without a library outside the design: refused at load, never silently ignored. */
+#ifdef HAVE_LDAP
+/* With OpenLDAP: auth_type ldap loads; options PostgreSQL would refuse are refused at load, with its words. */
+START_TEST(test_ldap_refused)
+{
+	struct config *cfg = load_ok("[pgbouncer]\nauth_type = ldap\nauth_ldap_options = ldapserver=127.0.0.1 "
+				     "ldapbasedn=\"dc=example, dc=com\" ldapbindpasswd=x\nauth_ldap_timeout = 3\n");
+	ck_assert_int_eq(cfg->auth_type, AUTH_TYPE_LDAP);
+	ck_assert_int_eq(cfg->auth_ldap_timeout, 3 * USEC_PER_SEC);
+	ck_assert_int_eq(cfg->auth_ldap_max_concurrent, 16);
+	config_free(cfg);
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = host=x\n"),
+			"t.ini:2: auth_ldap_options: invalid LDAP option \"host\"");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = ldapserver=x ldapprefix=uid= ldapbasedn=y\n"),
+			"t.ini:2: auth_ldap_options: cannot use ldapbasedn, ldapbinddn");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = ldapprefix=uid=\n"),
+			"ldapserver is required");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = ldapserver=x ldapport=0 ldapprefix=a\n"),
+			"invalid LDAP port number");
+	/* SHOW CONFIG's form: the bind secret hidden, quoted or not, the rest as written */
+	char out[256];
+	ldap_auth_mask_options("ldapserver=a ldapbindpasswd=\"s e,c\" ldapbinddn=\"cn=x, dc=y\",ldapbindpasswd=z", out,
+			       sizeof(out));
+	ck_assert_str_eq(out, "ldapserver=a ldapbindpasswd=******** ldapbinddn=\"cn=x, dc=y\" ldapbindpasswd=********");
+	ldap_auth_mask_options("ldapbindpasswd=\"unterminated", out, sizeof(out));
+	ck_assert_str_eq(out, "...");
+}
+END_TEST
+#else
+/* A build without OpenLDAP (--without-ldap): refused at load, never silently ignored. */
 START_TEST(test_ldap_refused)
 {
 	assert_contains(load_fail("[pgbouncer]\nauth_type = ldap\n"),
@@ -784,6 +815,7 @@ START_TEST(test_ldap_refused)
 			"t.ini:2: auth_ldap_options: LDAP authentication is not supported");
 }
 END_TEST
+#endif
 
 /* As PgBouncer: an unknown key stops the load (a typo must not leave its setting at the default). */
 START_TEST(test_unknown_key_refused)
