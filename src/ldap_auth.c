@@ -79,17 +79,6 @@ static bool next_pair(const char **p, char *key, size_t ksize, char *val, size_t
 	return true;
 }
 
-static const char *opts_keep(struct ldap_opts *o, const char *value)
-{
-	size_t n = strlen(value) + 1;
-	if (o->used + n > sizeof(o->buf))
-		return NULL;
-	char *dst = o->buf + o->used;
-	memcpy(dst, value, n);
-	o->used += n;
-	return dst;
-}
-
 void ldap_auth_mask_options(const char *options, char *out, size_t size)
 {
 	const char *p = options, *start;
@@ -120,6 +109,17 @@ void ldap_auth_mask_options(const char *options, char *out, size_t size)
 bool ldap_auth_built(void)
 {
 	return true;
+}
+
+static const char *opts_keep(struct ldap_opts *o, const char *value)
+{
+	size_t n = strlen(value) + 1;
+	if (o->used + n > sizeof(o->buf))
+		return NULL;
+	char *dst = o->buf + o->used;
+	memcpy(dst, value, n);
+	o->used += n;
+	return dst;
 }
 
 static bool url_into_opts(struct ldap_opts *o, const char *url, char *why, size_t size)
@@ -568,7 +568,7 @@ static void begin(struct ldap_auth_req *req)
 {
 	char uris[LDAP_OPTS_MAX * 2];
 	int version = LDAP_VERSION3;
-	usec_t left = pgv.cfg->auth_ldap_timeout;
+	usec_t left = pgv.cfg->auth_ldap_timeout > 0 ? pgv.cfg->auth_ldap_timeout : 10 * USEC_PER_SEC;
 	struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
 
 	list_remove(&queued, &req->node);
@@ -627,7 +627,7 @@ struct ldap_auth_req *ldap_auth_start(const char *options, const char *user, con
 	struct timeval tv = { (time_t)(pgv.cfg->auth_ldap_timeout / USEC_PER_SEC),
 			      (suseconds_t)(pgv.cfg->auth_ldap_timeout % USEC_PER_SEC) };
 	req->timer = evtimer_new(pgv.base, on_timeout, req);
-	if (!pump_ev || !req->timer || evtimer_add(req->timer, &tv) != 0) {
+	if (!pump_ev || !req->timer || (pgv.cfg->auth_ldap_timeout > 0 && evtimer_add(req->timer, &tv) != 0)) {
 		snprintf(why, size, "out of memory");
 		req_free(req);
 		return NULL;
