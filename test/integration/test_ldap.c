@@ -38,6 +38,8 @@
 struct slapd {
 	pid_t pid;
 	int port;
+	int tls_port;			/* ldaps, when tls is set */
+	bool tls;			/* run.sh's server certificate (IP:127.0.0.1), for ldaps and StartTLS */
 	char dir[600];
 };
 
@@ -74,7 +76,7 @@ static void write_text(const char *path, const char *text)
 /* Loads the directory with slapadd and starts slapd in the foreground; returns once it accepts. */
 static void slapd_start(struct slapd *d)
 {
-	char conf[700], data[700], out[700], db[700], text[2048], url[64];
+	char conf[700], data[700], out[700], db[700], text[3072], url[128];
 
 	ck_assert_msg(access(SLAPD, X_OK) == 0 && access(SLAPADD, X_OK) == 0,
 		      "this build has LDAP but " SLAPD " is missing: install Debian's slapd "
@@ -91,6 +93,10 @@ static void slapd_start(struct slapd *d)
 			 "rootdn \"cn=admin,dc=example,dc=com\"\ndirectory %s\n"
 			 "access to attrs=userPassword by anonymous auth by * none\naccess to * by * read\n",
 			 d->dir, db);
+		if (d->tls)
+			snprintf(text + strlen(text), sizeof(text) - strlen(text),
+				 "TLSCACertificateFile %s\nTLSCertificateFile %s\nTLSCertificateKeyFile %s\n",
+				 pgv_cert("ca.crt"), pgv_cert("server.crt"), pgv_cert("server.key"));
 		write_text(conf, text);
 		snprintf(data, sizeof(data), "%s/data.ldif", d->dir);
 		write_text(data, ldif);
@@ -98,11 +104,14 @@ static void slapd_start(struct slapd *d)
 		char *add[] = { SLAPADD, "-q", "-f", conf, "-l", data, NULL };
 		ck_assert_msg(run_program(add, NULL, out, 30) == 0, "slapadd failed: %s", read_file_tail(out, 1500));
 		d->port = pgv_pick_http_port(0);
+		d->tls_port = d->tls ? pgv_pick_http_port(d->port) : 0;
 	}
 	snprintf(conf, sizeof(conf), "%s/slapd.conf", d->dir);
 	snprintf(out, sizeof(out), "%s/slapd.out", d->dir);
 	snprintf(url, sizeof(url), "ldap://127.0.0.1:%d/", d->port);
-	char *argv[] = { SLAPD, "-f", conf, "-h", url, "-d", "0", NULL };
+	if (d->tls)
+		snprintf(url + strlen(url), sizeof(url) - strlen(url), " ldaps://127.0.0.1:%d/", d->tls_port);
+	char *argv[] = { SLAPD, "-f", conf, "-h", url, "-d", "stats", NULL };	/* stats: connections, TLS, binds */
 	d->pid = run_program_background(argv, out);
 	double deadline = now_s() + 15;
 	while (!port_accepts(d->port)) {
@@ -307,6 +316,53 @@ START_TEST(search_bind)
 }
 END_TEST
 
+/*
+ * TLS to the directory: ldapscheme=ldaps with a simple bind, and ldaptls=1
+ * (StartTLS) with search+bind, checked against the directory's certificate
+ * (LDAPTLS_CACERT, OpenLDAP's own setting, in pgvalve's environment).
+ */
+START_TEST(directory_over_tls)
+{
+	struct slapd d = { .tls = true };
+	struct pgv p = { 0 };
+	char hba_text[800], extra[800], out[700];
+
+	slapd_start(&d);
+	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
+	ck_assert_int_eq(setenv("LDAPTLS_REQCERT", "demand", 1), 0);
+	snprintf(hba_text, sizeof(hba_text),
+		 "host pgvtest all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapscheme=ldaps ldapport=%d "
+		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
+		 "host forced all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d ldaptls=1 ldapbasedn=\"" BASE "\"\n",
+		 d.tls_port, d.port);
+	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\n",
+		 pgv_write_test_file("ldap", "tls.hba", hba_text));
+	pgv_start(&p, tls_ini(extra), databases(), md5_userlist());
+	login_ok(&p, DB, "scram_user", "scram_pass", "require", "scram_user");
+	login_ok(&p, "forced", "alice", "alice_pw", "disable", "pgbench_user");
+	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
+	snprintf(out, sizeof(out), "%s/slapd.out", d.dir);
+	const char *log = read_file_tail(out, 1 << 20);
+	int tls = 0;
+	for (const char *at = log; (at = strstr(at, "TLS established")); at++)
+		tls++;
+	ck_assert_msg(tls >= 3, "slapd saw %d TLS sessions, expected 3:\n%s", tls, read_file_tail(out, 3000));
+	ck_assert_msg(strstr(log, "STARTTLS"), "no StartTLS in slapd's log:\n%s", read_file_tail(out, 3000));
+	log_keeps_secrets(&p);
+	pgv_stop(&p);
+
+	/* a directory whose certificate pgvalve cannot verify is no directory */
+	struct pgv q = { 0 };
+	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("wrong_ca.crt"), 1), 0);
+	pgv_start(&q, tls_ini(extra), databases(), md5_userlist());
+	login_fails(&q, DB, "scram_user", "scram_pass", "require", "LDAP authentication failed");
+	login_fails(&q, "forced", "alice", "alice_pw", "disable", "LDAP authentication failed");
+	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\"", 5);
+	pgv_stop(&q);
+	slapd_stop(&d);
+}
+END_TEST
+
 /* Logins started at once, then driven to their end (or the deadline). */
 struct logins {
 	int n;
@@ -462,6 +518,7 @@ static Suite *ldap_suite(void)
 	TCase *tc = pgv_tcase_create("ldap", 90);
 	tcase_add_test(tc, simple_bind_over_tls);
 	tcase_add_test(tc, search_bind);
+	tcase_add_test(tc, directory_over_tls);
 	tcase_add_test(tc, directory_stops);
 	tcase_add_test(tc, hundred_at_once);
 	suite_add_tcase(s, tc);
