@@ -150,6 +150,15 @@ static const char *md5_userlist(void)
 	return buf;
 }
 
+/* pgvalve with auth_type = hba and this hba text (and more ini lines). */
+static void start_hba(struct pgv *p, const char *name, const char *hba_text, const char *more, const char *dbs)
+{
+	char extra[1200];
+	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\n%s", pgv_write_test_file("ldap", name, hba_text),
+		 more);
+	pgv_start(p, tls_ini(extra), dbs, md5_userlist());
+}
+
 /* pgvtest, and "forced", the same database logged in to as pgbench_user whoever the client is. */
 static const char *databases(void)
 {
@@ -210,15 +219,13 @@ START_TEST(simple_bind_over_tls)
 {
 	struct slapd d = { 0 };
 	struct pgv p = { 0 };
-	char hba_text[600], extra[800];
+	char hba_text[600];
 
 	slapd_start(&d);
 	snprintf(hba_text, sizeof(hba_text),
 		 "hostssl all all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d \"ldapprefix=uid=\" "
 		 "\"ldapsuffix=," BASE "\"\nhost all md5_user 127.0.0.1/32 md5\n", d.port);
-	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\n",
-		 pgv_write_test_file("ldap", "simple.hba", hba_text));
-	pgv_start(&p, tls_ini(extra), std_databases(), md5_userlist());
+	start_hba(&p, "simple.hba", hba_text, "", std_databases());
 
 	login_ok(&p, DB, "scram_user", "scram_pass", "require", "scram_user");
 	pgv_expect_log(&p, "login authenticated: method=ldap dn=\"uid=scram_user," BASE "\"", 5);
@@ -325,7 +332,7 @@ START_TEST(directory_over_tls)
 {
 	struct slapd d = { .tls = true };
 	struct pgv p = { 0 };
-	char hba_text[800], extra[800], out[700];
+	char hba_text[800], out[700];
 
 	slapd_start(&d);
 	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
@@ -335,9 +342,7 @@ START_TEST(directory_over_tls)
 		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
 		 "host forced all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d ldaptls=1 ldapbasedn=\"" BASE "\"\n",
 		 d.tls_port, d.port);
-	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\n",
-		 pgv_write_test_file("ldap", "tls.hba", hba_text));
-	pgv_start(&p, tls_ini(extra), databases(), md5_userlist());
+	start_hba(&p, "tls.hba", hba_text, "", databases());
 	login_ok(&p, DB, "scram_user", "scram_pass", "require", "scram_user");
 	login_ok(&p, "forced", "alice", "alice_pw", "disable", "pgbench_user");
 	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
@@ -354,7 +359,7 @@ START_TEST(directory_over_tls)
 	/* a directory whose certificate pgvalve cannot verify is no directory */
 	struct pgv q = { 0 };
 	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("wrong_ca.crt"), 1), 0);
-	pgv_start(&q, tls_ini(extra), databases(), md5_userlist());
+	start_hba(&q, "tls.hba", hba_text, "", databases());
 	login_fails(&q, DB, "scram_user", "scram_pass", "require", "LDAP authentication failed");
 	login_fails(&q, "forced", "alice", "alice_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\"", 5);
@@ -435,16 +440,14 @@ START_TEST(directory_stops)
 {
 	struct slapd d = { 0 };
 	struct pgv p = { 0 };
-	char hba_text[600], extra[800];
+	char hba_text[600];
 	struct logins l = { 0 };
 
 	slapd_start(&d);
 	snprintf(hba_text, sizeof(hba_text),
 		 "host all md5_user 127.0.0.1/32 md5\n"
 		 "host all all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d ldapbasedn=\"" BASE "\"\n", d.port);
-	snprintf(extra, sizeof(extra), "auth_type = hba\nauth_hba_file = %s\nauth_ldap_max_concurrent = 4\n",
-		 pgv_write_test_file("ldap", "stops.hba", hba_text));
-	pgv_start(&p, tls_ini(extra), std_databases(), md5_userlist());
+	start_hba(&p, "stops.hba", hba_text, "auth_ldap_max_concurrent = 4\n", std_databases());
 	login_ok(&p, DB, "scram_user", "scram_pass", "disable", "scram_user");
 	PGconn *open = login(&p, DB, "md5_user", "md5_pass", "disable");
 	ck_assert_int_eq(PQstatus(open), CONNECTION_OK);
