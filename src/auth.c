@@ -26,6 +26,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
 #include "pgvalve/log.h"
+#include "pgvalve/metrics.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/proto.h"
@@ -63,6 +64,7 @@ static void auth_fail(struct client *client)
 
 static void auth_succeed(struct client *client)
 {
+	metrics_count_authentication(client->login->auth_method);
 	client->login->phase = LOGIN_DONE;
 	pool_client_logged_in(client);
 }

@@ -51,6 +51,12 @@ void metrics_count_login_error(const char *sqlstate, const char *message)
 	metrics_count_login_failure(why);
 }
 
+void metrics_count_authentication(int method)
+{
+	if (method >= 0 && method < METRICS_AUTH_METHODS)
+		metrics_events.authentications[method]++;
+}
+
 void metrics_count_server_connect_failure(void)
 {
 	metrics_events.server_connect_failures++;

@@ -487,7 +487,27 @@ START_TEST(directory_stops)
 }
 END_TEST
 
-/* 100 LDAP logins at once, 8 checks at a time: all go through. */
+/* pgvalve_client_authentications_total{method="..."} from the metrics endpoint on port (-1 if absent). */
+static double authentications(int port, const char *method)
+{
+	char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", series[128];
+	static char body[1 << 18];
+	size_t len = 0;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "metrics port %d", port);
+	ck_assert(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
+	for (ssize_t n; len < sizeof(body) - 1 && (n = read(fd, body + len, sizeof(body) - 1 - len)) > 0;)
+		len += (size_t)n;
+	close(fd);
+	body[len] = '\0';
+	snprintf(series, sizeof(series), "\npgvalve_client_authentications_total{method=\"%s\"} ", method);
+	const char *at = strstr(body, series);
+	return at ? strtod(at + strlen(series), NULL) : -1;
+}
+
+/* 100 LDAP logins at once, 8 checks at a time: all go through, and the metrics count them by method. */
 START_TEST(hundred_at_once)
 {
 	struct slapd d = { 0 };
@@ -497,7 +517,10 @@ START_TEST(hundred_at_once)
 
 	slapd_start(&d);
 	search_ini(extra, sizeof(extra), d.port, "");
-	strncat(extra, "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\n", sizeof(extra) - strlen(extra) - 1);
+	int mport = pgv_pick_http_port(d.port);
+	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+		 "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n",
+		 mport);
 	pgv_start(&p, tls_ini(extra), databases(), md5_userlist());
 	double t0 = now_s();
 	logins_start(&l, &p, 100, "forced", "alice", "alice_pw");
@@ -509,6 +532,9 @@ START_TEST(hundred_at_once)
 	ck_assert_int_eq(ok, 100);
 	ck_assert_str_eq(query_value(l.c[99], "SELECT current_user"), "pgbench_user");
 	fprintf(stderr, "test_ldap: 100 concurrent LDAP logins in %.2f s\n", took);
+	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
+	ck_assert_double_eq(authentications(mport, "ldap"), 100);
+	ck_assert_double_eq(authentications(mport, "md5"), -1);	/* a series only for a method in use */
 	logins_free(&l);
 	pgv_stop(&p);
 	slapd_stop(&d);
