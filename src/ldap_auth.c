@@ -18,7 +18,10 @@
 #include "pgvalve/log.h"
 
 #include <ctype.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/util.h>
@@ -285,6 +288,15 @@ struct ldap_auth_req {
 	struct event *timer;
 	ldap_auth_done_fn done;
 	void *arg;
+	/* A TLS handshake runs in a thread of its own (libldap waits in it): the loop does not touch the handle. */
+	bool tls_up;			/* ldaps connected, or StartTLS installed */
+	bool in_thread;
+	bool orphaned;			/* its check ended while the thread ran: freed when the thread is done */
+	enum { THREAD_SEND, THREAD_INSTALL_TLS } thread_op;
+	int thread_rc;
+	int wake[2];			/* the thread writes a byte when done */
+	pthread_t thread;
+	struct event *wake_ev;
 };
 
 static struct list queued, active;
@@ -292,6 +304,14 @@ static struct event *pump_ev;	/* also says the lists are initialized */
 
 static void req_free(struct ldap_auth_req *req)
 {
+	if (req->in_thread) {
+		req->orphaned = true;	/* the thread still uses the handle: on_thread_done frees */
+		if (req->timer)
+			event_del(req->timer);
+		return;
+	}
+	if (req->wake_ev)
+		event_free(req->wake_ev);
 	if (req->io)
 		event_free(req->io);
 	if (req->timer)
@@ -353,12 +373,9 @@ static bool watch(struct ldap_auth_req *req, bool writable)
 	req->connecting = writable;
 	if (!writable)
 		evutil_make_socket_nonblocking(fd);	/* libldap reads a partial answer later */
-	if (!req->io) {
+	if (!req->io)
 		req->io = event_new(pgv.base, fd, (writable ? EV_WRITE : EV_READ) | EV_PERSIST, on_io, req);
-		if (!req->io || event_add(req->io, NULL) != 0)
-			return false;
-	}
-	return true;
+	return req->io && event_add(req->io, NULL) == 0;	/* again after a TLS thread, which took it off */
 }
 
 /* The filter that finds the user's entry: ldapsearchfilter with $username, or (attribute=user). */
@@ -383,37 +400,102 @@ static void search_filter(const struct ldap_auth_req *req, char *out, size_t siz
 	out[n] = '\0';
 }
 
-/* Sends the request of the current step. */
-static void send_step(struct ldap_auth_req *req)
+static int issue_request(struct ldap_auth_req *req);
+static void request_sent(struct ldap_auth_req *req, int rc);
+static void first_step(struct ldap_auth_req *req);
+
+static void *tls_thread(void *arg)
+{
+	struct ldap_auth_req *req = arg;
+	req->thread_rc = req->thread_op == THREAD_SEND ? issue_request(req) : ldap_install_tls(req->ld);
+	ssize_t n = write(req->wake[1], "x", 1);	/* the last touch: the loop joins, then reads thread_rc */
+	(void)n;
+	return NULL;
+}
+
+/* The handshake's thread is done: the check goes on (or, ended meanwhile, is freed). */
+static void on_thread_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct ldap_auth_req *req = arg;
+	char c;
+	if (read(fd, &c, 1) != 1)
+		return;
+	pthread_join(req->thread, NULL);
+	req->in_thread = false;
+	close(req->wake[0]);
+	close(req->wake[1]);
+	event_free(req->wake_ev);
+	req->wake_ev = NULL;
+	if (req->orphaned) {
+		req_free(req);
+		return;
+	}
+	if (req->thread_op == THREAD_SEND) {
+		request_sent(req, req->thread_rc);
+		return;
+	}
+	if (req->thread_rc != LDAP_SUCCESS) {
+		finish(req, false, "could not start LDAP TLS session on server \"%s\": %s", req->opts.server,
+		       ld_error(req->ld, req->thread_rc));
+		return;
+	}
+	req->tls_up = true;
+	first_step(req);
+}
+
+/* Runs a call that shakes TLS hands (and so waits inside libldap) in a thread; its socket stays unwatched. */
+static bool run_in_thread(struct ldap_auth_req *req, int op)
+{
+	if (pipe2(req->wake, O_CLOEXEC | O_NONBLOCK) != 0)
+		return false;
+	req->wake_ev = event_new(pgv.base, req->wake[0], EV_READ | EV_PERSIST, on_thread_done, req);
+	if (req->io)
+		event_del(req->io);
+	req->thread_op = op;
+	if (!req->wake_ev || event_add(req->wake_ev, NULL) != 0 ||
+	    pthread_create(&req->thread, NULL, tls_thread, req) != 0) {
+		if (req->wake_ev)
+			event_free(req->wake_ev);
+		req->wake_ev = NULL;
+		close(req->wake[0]);
+		close(req->wake[1]);
+		return false;
+	}
+	req->in_thread = true;
+	return true;
+}
+
+/* The libldap call of the current step: nothing but the handle and the request (a TLS thread may run it). */
+static int issue_request(struct ldap_auth_req *req)
 {
 	const struct ldap_opts *o = &req->opts;
 	struct berval cred;
-	int rc;
 
 	switch (req->step) {
 	case STEP_STARTTLS:
-		rc = ldap_start_tls(req->ld, NULL, NULL, &req->msgid);
-		break;
+		return ldap_start_tls(req->ld, NULL, NULL, &req->msgid);
 	case STEP_SEARCH_BIND:
 		cred.bv_val = (char *)(o->bindpasswd ? o->bindpasswd : "");
 		cred.bv_len = strlen(cred.bv_val);
-		rc = ldap_sasl_bind(req->ld, o->binddn ? o->binddn : "", LDAP_SASL_SIMPLE, &cred, NULL, NULL,
-				    &req->msgid);
-		break;
+		return ldap_sasl_bind(req->ld, o->binddn ? o->binddn : "", LDAP_SASL_SIMPLE, &cred, NULL, NULL,
+				      &req->msgid);
 	case STEP_SEARCH: {
 		char filter[1024];
 		char *attrs[] = { (char *)LDAP_NO_ATTRS, NULL };
 		search_filter(req, filter, sizeof(filter));
-		rc = ldap_search_ext(req->ld, o->basedn, o->scope, filter, attrs, 0, NULL, NULL, NULL, 2,
-				     &req->msgid);
-		break;
+		return ldap_search_ext(req->ld, o->basedn, o->scope, filter, attrs, 0, NULL, NULL, NULL, 2, &req->msgid);
 	}
 	default:
 		cred.bv_val = req->password;
 		cred.bv_len = strlen(req->password);
-		rc = ldap_sasl_bind(req->ld, req->dn, LDAP_SASL_SIMPLE, &cred, NULL, NULL, &req->msgid);
-		break;
+		return ldap_sasl_bind(req->ld, req->dn, LDAP_SASL_SIMPLE, &cred, NULL, NULL, &req->msgid);
 	}
+}
+
+/* What the request's call said: wait for the connect, for the answer, or fail. */
+static void request_sent(struct ldap_auth_req *req, int rc)
+{
+	const struct ldap_opts *o = &req->opts;
 	if (rc == LDAP_X_CONNECTING) {
 		if (!watch(req, true))
 			finish(req, false, "could not watch the LDAP connection to %s", o->server);
@@ -424,8 +506,20 @@ static void send_step(struct ldap_auth_req *req)
 		       ld_error(req->ld, rc));
 		return;
 	}
+	req->tls_up = req->tls_up || strcmp(o->scheme, "ldaps") == 0;	/* ldaps: the handshake came with it */
 	if (!watch(req, false))
 		finish(req, false, "could not watch the LDAP connection to %s", o->server);
+}
+
+/* Sends the request of the current step; ldaps's first, which shakes hands inside libldap, from a thread. */
+static void send_step(struct ldap_auth_req *req)
+{
+	if (!req->tls_up && strcmp(req->opts.scheme, "ldaps") == 0) {
+		if (!run_in_thread(req, THREAD_SEND))
+			finish(req, false, "could not start a thread for the TLS handshake with %s", req->opts.server);
+		return;
+	}
+	request_sent(req, issue_request(req));
 }
 
 /* The first step once connected (again after StartTLS). */
@@ -496,14 +590,9 @@ static void step_done(struct ldap_auth_req *req, LDAPMessage *res)
 	}
 	switch (req->step) {
 	case STEP_STARTTLS:
-		/* libldap does the handshake itself, within LDAP_OPT_NETWORK_TIMEOUT */
-		rc = ldap_install_tls(req->ld);
-		if (rc != LDAP_SUCCESS) {
-			finish(req, false, "could not start LDAP TLS session on server \"%s\": %s", o->server,
-			       ld_error(req->ld, rc));
-			return;
-		}
-		first_step(req);
+		/* libldap shakes hands itself and waits for it (LDAP_OPT_NETWORK_TIMEOUT): not on the loop */
+		if (!run_in_thread(req, THREAD_INSTALL_TLS))
+			finish(req, false, "could not start a thread for the TLS handshake with %s", o->server);
 		return;
 	case STEP_SEARCH_BIND:
 		req->step = STEP_SEARCH;

@@ -20,10 +20,12 @@
  *    whatever the directory does.
  *  - The exchange uses OpenLDAP's asynchronous calls (connect included:
  *    LDAP_OPT_CONNECT_ASYNC), its socket watched by libevent and results
- *    read with a zero timeout. Two steps inside libldap still wait, both
- *    bounded by auth_ldap_timeout: the TLS handshake of ldaps or StartTLS,
- *    and the lookup of an ldapserver given as a host name (an IP address
- *    avoids it).
+ *    read with a zero timeout. libldap may wait for a TLS handshake
+ *    (ldaps, StartTLS): that call runs in a short-lived thread of its own,
+ *    which alone touches the handle meanwhile; a check that ends first is
+ *    freed when the thread is done. One wait stays inside libldap, bounded
+ *    by auth_ldap_timeout: the lookup of an ldapserver given as a host
+ *    name (an IP address avoids it).
  *  - The reason given to the callback on failure is for the log: it names
  *    the directory, the DN and libldap's error, never a password or the
  *    ldapbindpasswd.

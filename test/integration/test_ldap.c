@@ -487,6 +487,52 @@ START_TEST(directory_stops)
 }
 END_TEST
 
+/*
+ * A TLS directory that accepts connections but never answers (SIGSTOP):
+ * libldap waits for the handshake (ldaps) inside a thread, not on the
+ * loop, so an md5 login and an open session go on at once while the LDAP
+ * logins fail at auth_ldap_timeout.
+ */
+START_TEST(hung_tls_directory)
+{
+	struct slapd d = { .tls = true };
+	struct pgv p = { 0 };
+	char hba_text[600];
+	struct logins l = { 0 };
+
+	slapd_start(&d);
+	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
+	snprintf(hba_text, sizeof(hba_text),
+		 "host all md5_user 127.0.0.1/32 md5\n"
+		 "host all all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapscheme=ldaps ldapport=%d "
+		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n", d.tls_port);
+	start_hba(&p, "hung.hba", hba_text, "", std_databases());
+	login_ok(&p, DB, "scram_user", "scram_pass", "disable", "scram_user");
+	PGconn *open = login(&p, DB, "md5_user", "md5_pass", "disable");
+	ck_assert_int_eq(PQstatus(open), CONNECTION_OK);
+
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	double t0 = now_s();
+	logins_start(&l, &p, 4, DB, "scram_user", "scram_pass");
+	sleep_ms(300);
+	double t1 = now_s();
+	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");
+	ck_assert_str_eq(query_value(open, "SELECT 6 * 7"), "42");
+	double other = now_s() - t1;
+	ck_assert_msg(other < 1.5, "an md5 login and a query took %.2f s while the TLS directory hung", other);
+	int ok = logins_finish(&l, 20);
+	double waited = now_s() - t0;
+	ck_assert_msg(ok == 0, "%d LDAP logins went through a stopped directory", ok);
+	ck_assert_msg(waited >= 1.5 && waited < 10, "the LDAP logins failed after %.2f s (auth_ldap_timeout = 2)", waited);
+	logins_free(&l);
+	kill(d.pid, SIGCONT);
+	login_ok(&p, DB, "scram_user", "scram_pass", "disable", "scram_user");	/* back, and no thread left behind in the way */
+	PQfinish(open);
+	pgv_stop(&p);
+	slapd_stop(&d);
+}
+END_TEST
+
 /* pgvalve_client_authentications_total{method="..."} from the metrics endpoint on port (-1 if absent). */
 static double authentications(int port, const char *method)
 {
@@ -549,6 +595,7 @@ static Suite *ldap_suite(void)
 	tcase_add_test(tc, search_bind);
 	tcase_add_test(tc, directory_over_tls);
 	tcase_add_test(tc, directory_stops);
+	tcase_add_test(tc, hung_tls_directory);
 	tcase_add_test(tc, hundred_at_once);
 	suite_add_tcase(s, tc);
 	return s;
