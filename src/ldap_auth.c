@@ -17,6 +17,7 @@
 #include "pgvalve/list.h"
 #include "pgvalve/log.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -288,8 +289,8 @@ struct ldap_auth_req {
 	struct event *timer;
 	ldap_auth_done_fn done;
 	void *arg;
-	/* A TLS handshake runs in a thread of its own (libldap waits in it): the loop does not touch the handle. */
-	bool tls_up;			/* ldaps connected, or StartTLS installed */
+	/* A call libldap waits in (lookup, TLS handshake) runs in a thread: the loop leaves the handle alone. */
+	bool connected;			/* the first request went out: connect (and ldaps's handshake) done */
 	bool in_thread;
 	bool orphaned;			/* its check ended while the thread ran: freed when the thread is done */
 	enum { THREAD_SEND, THREAD_INSTALL_TLS } thread_op;
@@ -439,11 +440,10 @@ static void on_thread_done(evutil_socket_t fd, short what, void *arg)
 		       ld_error(req->ld, req->thread_rc));
 		return;
 	}
-	req->tls_up = true;
 	first_step(req);
 }
 
-/* Runs a call that shakes TLS hands (and so waits inside libldap) in a thread; its socket stays unwatched. */
+/* Runs a call libldap waits in (a lookup, a TLS handshake) in a thread; its socket stays unwatched. */
 static bool run_in_thread(struct ldap_auth_req *req, int op)
 {
 	if (pipe2(req->wake, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -506,17 +506,40 @@ static void request_sent(struct ldap_auth_req *req, int rc)
 		       ld_error(req->ld, rc));
 		return;
 	}
-	req->tls_up = req->tls_up || strcmp(o->scheme, "ldaps") == 0;	/* ldaps: the handshake came with it */
+	req->connected = true;
 	if (!watch(req, false))
 		finish(req, false, "could not watch the LDAP connection to %s", o->server);
 }
 
-/* Sends the request of the current step; ldaps's first, which shakes hands inside libldap, from a thread. */
+/* Whether every host of ldapserver is an IP address (libldap then looks nothing up). */
+static bool servers_numeric(const char *servers)
+{
+	char host[256];
+	uint8_t addr[16];
+	for (const char *p = servers; *p;) {
+		size_t len = strcspn(p, " ");
+		if (len >= sizeof(host))
+			return false;
+		memcpy(host, p, len);
+		host[len] = '\0';
+		if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+			return false;
+		p += len;
+		p += strspn(p, " ");
+	}
+	return true;
+}
+
+/*
+ * Sends the request of the current step. The first one connects: libldap
+ * looks up a host name and shakes ldaps's TLS hands inside that call,
+ * waiting for both, so then it runs in a thread.
+ */
 static void send_step(struct ldap_auth_req *req)
 {
-	if (!req->tls_up && strcmp(req->opts.scheme, "ldaps") == 0) {
+	if (!req->connected && (strcmp(req->opts.scheme, "ldaps") == 0 || !servers_numeric(req->opts.server))) {
 		if (!run_in_thread(req, THREAD_SEND))
-			finish(req, false, "could not start a thread for the TLS handshake with %s", req->opts.server);
+			finish(req, false, "could not start a thread to connect to %s", req->opts.server);
 		return;
 	}
 	request_sent(req, issue_request(req));

@@ -20,12 +20,13 @@
  *    whatever the directory does.
  *  - The exchange uses OpenLDAP's asynchronous calls (connect included:
  *    LDAP_OPT_CONNECT_ASYNC), its socket watched by libevent and results
- *    read with a zero timeout. libldap may wait for a TLS handshake
- *    (ldaps, StartTLS): that call runs in a short-lived thread of its own,
- *    which alone touches the handle meanwhile; a check that ends first is
- *    freed when the thread is done. One wait stays inside libldap, bounded
- *    by auth_ldap_timeout: the lookup of an ldapserver given as a host
- *    name (an IP address avoids it).
+ *    read with a zero timeout. libldap waits inside two calls: the first
+ *    request when ldapserver names a host (the system resolver) or the
+ *    scheme is ldaps (the TLS handshake), and ldap_install_tls after
+ *    StartTLS. Those run in a short-lived thread of their own, which alone
+ *    touches the handle meanwhile (within auth_ldap_timeout, libldap's
+ *    network timeout); a check that ends first is freed when the thread
+ *    is done.
  *  - The reason given to the callback on failure is for the log: it names
  *    the directory, the DN and libldap's error, never a password or the
  *    ldapbindpasswd.

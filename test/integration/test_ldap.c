@@ -243,7 +243,7 @@ END_TEST
 static void search_ini(char *buf, size_t size, int port, const char *how)
 {
 	snprintf(buf, size, "auth_type = ldap\nadmin_users = scram_user\n"
-		 "auth_ldap_options = ldapserver=127.0.0.1 ldapport=%d ldapbasedn=\"" BASE "\" "
+		 "auth_ldap_options = ldapserver=localhost ldapport=%d ldapbasedn=\"" BASE "\" "
 		 "ldapbinddn=\"cn=reader,dc=example,dc=com\" ldapbindpasswd=" BIND_SECRET " %s\n", port, how);
 }
 
@@ -271,7 +271,7 @@ START_TEST(search_bind)
 	login_ok(&p, "forced", "alice", "alice_pw", "require", "pgbench_user");
 	login_fails(&p, DB, "alice", "wrong_pw", "disable", "LDAP authentication failed");
 	login_fails(&p, DB, "nobody", "wrong_pw", "disable", "LDAP authentication failed");
-	pgv_expect_log(&p, "LDAP user \"nobody\" does not exist", 5);
+	pgv_expect_log(&p, "LDAP user \"nobody\" does not exist: search for filter \"(uid=nobody)\" on server \"localhost\"", 5);
 	login_fails(&p, DB, "a*", "wrong_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&p, "invalid character in user name", 5);
 
@@ -295,7 +295,7 @@ START_TEST(search_bind)
 
 	/* ldapurl (scheme, host, port, base, attribute, scope), then a filter of one's own */
 	char from[200], to[300];
-	snprintf(from, sizeof(from), "ldapserver=127.0.0.1 ldapport=%d ldapbasedn=\"" BASE "\"", d.port);
+	snprintf(from, sizeof(from), "ldapserver=localhost ldapport=%d ldapbasedn=\"" BASE "\"", d.port);
 	snprintf(to, sizeof(to), "ldapurl=\"ldap://127.0.0.1:%d/" BASE "?uid?sub\"", d.port);
 	pgv_ini_replace(&p, from, to);
 	pgv_ini_replace(&p, " ldapsearchattribute=uid", "");
@@ -310,7 +310,7 @@ START_TEST(search_bind)
 	pgv_ini_replace(&p, "ldapbindpasswd=" BIND_SECRET, "ldapbindpasswd=not_it");
 	pgv_reload(&p);
 	login_fails(&p, DB, "alice", "alice_pw", "disable", "LDAP authentication failed");
-	pgv_expect_log(&p, "could not perform initial LDAP bind for ldapbinddn \"cn=reader,dc=example,dc=com\"", 5);
+	pgv_expect_log(&p, "could not perform initial LDAP bind for ldapbinddn \"cn=reader,dc=example,dc=com\" on server \"127.0.0.1\"", 5);
 	ck_assert(!pgv_log_contains(&p, "not_it"));
 
 	/* options PostgreSQL refuses are refused at load, and the old ones stay */
