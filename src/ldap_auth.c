@@ -21,6 +21,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -452,8 +453,14 @@ static bool run_in_thread(struct ldap_auth_req *req, int op)
 	if (req->io)
 		event_del(req->io);
 	req->thread_op = op;
-	if (!req->wake_ev || event_add(req->wake_ev, NULL) != 0 ||
-	    pthread_create(&req->thread, NULL, tls_thread, req) != 0) {
+	/* signals stay the loop's: the thread starts with all of them blocked */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = req->wake_ev && event_add(req->wake_ev, NULL) == 0 ?
+		pthread_create(&req->thread, NULL, tls_thread, req) : -1;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
 		if (req->wake_ev)
 			event_free(req->wake_ev);
 		req->wake_ev = NULL;
@@ -465,7 +472,7 @@ static bool run_in_thread(struct ldap_auth_req *req, int op)
 	return true;
 }
 
-/* The libldap call of the current step: nothing but the handle and the request (a TLS thread may run it). */
+/* The libldap call of the current step: nothing but the handle and the request (a thread may run it). */
 static int issue_request(struct ldap_auth_req *req)
 {
 	const struct ldap_opts *o = &req->opts;
