@@ -45,6 +45,7 @@ libevent-dev|pkg-config --exists 'libevent >= 2.1'
 libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 libkrb5-dev|pkg-config --exists krb5-gssapi
+libldap-dev|test -f /usr/include/ldap.h
 EOF
 	case $mode in
 	quickstart | test | package | bench | cost | container | fleet | ha | exporter)
@@ -91,6 +92,8 @@ man-db|command -v man
 krb5-kdc|test -x /usr/sbin/krb5kdc && test -x /usr/sbin/kdb5_util
 krb5-admin-server|test -x /usr/sbin/kadmin.local
 krb5-user|command -v kinit && command -v kdestroy
+slapd|test -x /usr/sbin/slapd && command -v slapadd
+ldap-utils|command -v ldapwhoami
 EOF
 		;;
 	esac
@@ -236,6 +239,8 @@ pgv_deps_ensure() {
 	# the tests run a KDC of their own in a temporary realm.
 	case " $missing " in *" krb5-kdc "*) _pgv_service_disable krb5-kdc.service ;; esac
 	case " $missing " in *" krb5-admin-server "*) _pgv_service_disable krb5-admin-server.service ;; esac
+	# slapd likewise: the LDAP test starts its own in a temp dir.
+	case " $missing " in *" slapd "*) _pgv_service_disable slapd.service ;; esac
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
 	if [ -n "${missing% }" ]; then
 		echo "pgvalve: still missing after apt-get install: $missing" >&2

@@ -16,6 +16,7 @@
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/dns.h"
+#include "pgvalve/ldap_auth.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/notify.h"
 #include "pgvalve/peer.h"
@@ -598,6 +599,11 @@ static void show_config(struct admin_result *r)
 		/* stats_users read this too: a forged long cancel key must not be one SHOW away */
 		if (strcmp(p->name, "cancel_key_secret") == 0 && value[0])
 			val = "(set, not shown)";
+		char masked[sizeof(value)];
+		if (strcmp(p->name, "auth_ldap_options") == 0 && value[0]) {
+			ldap_auth_mask_options(value, masked, sizeof(masked));	/* ldapbindpasswd */
+			val = masked;
+		}
 		const char *row[4] = { p->name, val, def, p->reloadable ? "yes" : "no" };
 		admin_result_row(r, row);
 	}

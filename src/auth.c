@@ -1,6 +1,6 @@
 /*
  * auth.c - client-side authentication (trust, any, plain, md5,
- * scram-sha-256, and through hba cert, peer, gss).
+ * scram-sha-256, ldap, and through hba cert, peer, gss).
  *
  * Decides the method for a login from auth_type, sends the matching
  * Authentication request, and checks the PasswordMessage against the
@@ -33,6 +33,7 @@
 #include "pgvalve/crypto.h"
 #include "pgvalve/gss_auth.h"
 #include "pgvalve/log.h"
+#include "pgvalve/metrics.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/replication.h"
 #include "pgvalve/proto.h"
@@ -40,6 +41,7 @@
 #include "pgvalve/scram_cache.h"
 #include "pgvalve/tls.h"
 #include "pgvalve/hba.h"
+#include "pgvalve/ldap_auth.h"
 
 #include <arpa/inet.h>
 #include <pwd.h>
@@ -77,7 +79,9 @@ static const char *auth_method_name(const struct client_login *login)
 
 static void auth_succeed(struct client *client)
 {
-	if (pgv.cfg->log_connections)
+	metrics_count_authentication(client->login->auth_method);
+	/* an LDAP login's line, with the DN the directory took, comes from ldap_answer */
+	if (pgv.cfg->log_connections && client->login->auth_method != AUTH_TYPE_LDAP)
 		client_log(LOG_LEVEL_INFO, client, "login authenticated: method=%s", auth_method_name(client->login));
 	client->login->phase = LOGIN_DONE;
 	pool_client_logged_in(client);
@@ -192,6 +196,12 @@ void auth_login_free(struct client_login *login)
 	}
 	gss_auth_free(login->gss);
 	auth_secret_clear(&login->stored);
+	ldap_auth_cancel(login->ldap);
+	free(login->ldap_options);
+	if (login->ldap_password) {
+		OPENSSL_cleanse(login->ldap_password, strlen(login->ldap_password));
+		free(login->ldap_password);
+	}
 	OPENSSL_cleanse(login, sizeof(*login));
 	free(login);
 }
@@ -284,6 +294,8 @@ static int hba_method(struct client *client)
 		strlcpy_s(login->hba_map, m.map, sizeof(login->hba_map));
 	if (m.method == AUTH_TYPE_GSS)	/* the line's options copied: a reload may free the hba */
 		login->gss = gss_auth_new(m.options);
+	if (m.method == AUTH_TYPE_LDAP)
+		login->ldap_options = xstrdup(m.options ? m.options : "");
 	if (m.method == AUTH_TYPE_REJECT) {
 		char host[INET6_ADDRSTRLEN] = "local";
 		if (tcp)
@@ -395,7 +407,7 @@ static void auth_proceed(struct client *client)
 	int method = login->auth_method;
 
 	if (method != AUTH_TYPE_ANY && method != AUTH_TYPE_CERT && method != AUTH_TYPE_PEER &&
-	    method != AUTH_TYPE_GSS && login->stored.type == SECRET_NONE)
+	    method != AUTH_TYPE_GSS && method != AUTH_TYPE_LDAP && login->stored.type == SECRET_NONE)
 		login->fake_auth = true;
 
 	switch (method) {
@@ -416,6 +428,12 @@ static void auth_proceed(struct client *client)
 		return;
 	case AUTH_TYPE_SCRAM_SHA_256:
 		start_scram(client);
+		return;
+	case AUTH_TYPE_LDAP:
+		if (!ldap_auth_built())
+			break;
+		login->phase = LOGIN_PASSWORD;	/* the directory decides, whatever auth_file holds */
+		send_auth_request(client, AUTH_REQ_CLEARTEXT, NULL, 0);
 		return;
 	case AUTH_TYPE_PEER: {
 		/* The OS user on the other end of the Unix socket, mapped by map= if given. */
@@ -462,14 +480,13 @@ static void auth_proceed(struct client *client)
 		login->phase = LOGIN_PASSWORD;
 		send_auth_request(client, AUTH_REQ_MD5, login->md5_salt, sizeof(login->md5_salt));
 		return;
-	default: {
-		char msg[160];
-		snprintf(msg, sizeof(msg), "auth_type \"%s\" is not supported", auth_type_name(method));
-		log_warning("%s", msg);
-		client_close(client, "28000", msg);
-		return;
+	default:
+		break;
 	}
-	}
+	char msg[160];
+	snprintf(msg, sizeof(msg), "auth_type \"%s\" is not supported", auth_type_name(method));
+	log_warning("%s", msg);
+	client_close(client, "28000", msg);
 }
 
 /* The md5 form of the stored secret ("md5" + 32 hex), from a plain or md5 secret. */
@@ -557,6 +574,53 @@ static void gss_step(struct client *client, const uint8_t *body, uint32_t len)
 	auth_succeed(client);
 }
 
+/*
+ * The directory's answer. The server side then logs in as for any user:
+ * a forced user, the auth_file or auth_query secret, else (as PgBouncer)
+ * the password the directory just accepted.
+ */
+static void ldap_answer(void *arg, bool ok, const char *text)
+{
+	struct client *client = arg;
+	struct client_login *login = client->login;
+
+	login->ldap = NULL;
+	if (client->state == CL_CLOSED)
+		return;
+	if (!ok) {
+		client_log(LOG_LEVEL_WARNING, client, "LDAP authentication failed: %s", text);
+		client_close(client, "08P01", "LDAP authentication failed");	/* PgBouncer's words */
+		return;
+	}
+	if (pgv.cfg->log_connections)
+		client_log(LOG_LEVEL_INFO, client, "login authenticated: method=ldap dn=\"%s\"", text);
+	if (login->stored.type == SECRET_NONE && client->pool && !client_is_console(client)) {
+		struct auth_secret given = { .type = SECRET_PLAIN, .secret = login->ldap_password };
+		strlcpy_s(given.user, login->user, sizeof(given.user));
+		pool_use_looked_up_secret(client->pool, login->user, &given);
+	}
+	netbuf_resume(&client->nb);
+	auth_succeed(client);
+}
+
+/* auth_type ldap: the clear-text password goes to the directory, without blocking the loop. */
+static void ldap_check(struct client *client, const char *given)
+{
+	struct client_login *login = client->login;
+	const char *options = login->ldap_options ? login->ldap_options : pgv.cfg->auth_ldap_options;
+	char why[300];
+
+	login->ldap_password = xstrdup(given);
+	login->ldap = ldap_auth_start(options, login->user, given, ldap_answer, client, why, sizeof(why));
+	if (!login->ldap) {
+		client_log(LOG_LEVEL_WARNING, client, "LDAP authentication failed: %s", why);
+		client_close(client, "08P01", "LDAP authentication failed");
+		return;
+	}
+	login->phase = LOGIN_LDAP;
+	netbuf_pause(&client->nb);
+}
+
 void auth_handle_password(struct client *client, const uint8_t *body, uint32_t len)
 {
 	struct client_login *login = client->login;
@@ -574,6 +638,10 @@ void auth_handle_password(struct client *client, const uint8_t *body, uint32_t l
 	}
 	if (!given || pkt_remaining(&r) != 0) {
 		client_close(client, "08P01", "invalid password packet");
+		return;
+	}
+	if (login->auth_method == AUTH_TYPE_LDAP) {
+		ldap_check(client, given);
 		return;
 	}
 	if (login->fake_auth) {

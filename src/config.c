@@ -12,6 +12,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/config.h"
+#include "pgvalve/ldap_auth.h"
 #include "pgvalve/log.h"
 
 #include <ctype.h>
@@ -103,7 +104,9 @@ static const struct param_def params[] = {
 	P_STR(auth_ident_file, "", RELOAD, IMPL),
 	/* pgvalve extension (gss, gss_auth.h): PostgreSQL's krb_server_keyfile, in alphabetical place */
 	P_STR(auth_krb_server_keyfile, "", RELOAD, IMPL),
-	P_STR(auth_ldap_options, "", RELOAD, IMPL),	/* set: refused at load (no LDAP client) */
+	P_INT(auth_ldap_max_concurrent, "16", RELOAD, IMPL, 1, 10000),	/* pgvalve */
+	P_STR(auth_ldap_options, "", RELOAD, IMPL),	/* refused at load in a build without LDAP */
+	P_TIME(auth_ldap_timeout, "10", RELOAD, IMPL),	/* pgvalve */
 	P_STR(auth_query, "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
 	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, IMPL),
 	P_ENUM(auth_type, "md5", RELOAD, IMPL, auth_type_names, AUTH_TYPE_HBA_ONLY),
@@ -1235,10 +1238,12 @@ static int set_main_key(struct loader *ld, const struct position *pos, const cha
 	if (strcmp(p->name, "auth_dbname") == 0 && (strcmp(value, "pgbouncer") == 0 || strcmp(value, "pgvalve") == 0))
 		return load_error(ld, pos, "cannot use the reserved \"%s\" database as an auth_dbname", value);
 	/* Refused rather than ignored: a login method that cannot work must not look configured. */
-	if ((strcmp(p->name, "auth_type") == 0 && ld->cfg->auth_type == AUTH_TYPE_LDAP) ||
-	    (strcmp(p->name, "auth_ldap_options") == 0 && value[0]))
+	if (((strcmp(p->name, "auth_type") == 0 && ld->cfg->auth_type == AUTH_TYPE_LDAP) ||
+	     (strcmp(p->name, "auth_ldap_options") == 0 && value[0])) && !ldap_auth_built())
 		return load_error(ld, pos, "%s: LDAP authentication is not supported (pgvalve has no LDAP client)",
 				  p->name);
+	if (strcmp(p->name, "auth_ldap_options") == 0 && value[0] && !ldap_auth_check_options(value, why, sizeof(why)))
+		return load_error(ld, pos, "auth_ldap_options: %s", why);
 	if (!p->implemented && !ld->warned[p - params]) {
 		ld->warned[p - params] = true;
 		log_warning("%s:%d: parameter \"%s\" is not supported yet, ignored", pos->file, pos->line, p->name);

@@ -14,6 +14,7 @@
 #include "pgvalve/config.h"
 #include "pgvalve/log.h"
 #include "pgvalve/hba.h"
+#include "pgvalve/ldap_auth.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -856,6 +857,10 @@ static const char *parse_rule(struct hba *hba, struct hba_rule *rule, const stru
 	const char *why = parse_options(rule, tl, fi, unsupported, ctx);
 	if (why)
 		return why;
+	char ldap_why[300];	/* said now; its logins then fail with it (ldap_auth.h) */
+	if (rule->method == AUTH_TYPE_LDAP &&
+	    !ldap_auth_check_options(rule->options ? rule->options : "", ldap_why, sizeof(ldap_why)))
+		log_warning("%s:%d: %s: its LDAP logins will fail", ctx->origin, ctx->line, ldap_why);
 	if (unsupported) {
 		rule->method = AUTH_TYPE_REJECT;
 		free(rule->map);

@@ -109,6 +109,7 @@ static const struct family families[] = {
 	H("pgvalve_transaction_duration_seconds", "Transaction time on a server per database"),
 	H("pgvalve_client_wait_seconds", "Time a client waited for a server per database, per assignment that waited"),
 	C("pgvalve_login_failures_total", "Client logins that failed, by reason"),
+	C("pgvalve_client_authentications_total", "Clients that proved who they are, by authentication method"),
 	C("pgvalve_server_connect_failures_total", "Server connections that could not be opened or logged in"),
 	C("pgvalve_cancel_requests_forwarded_total", "Cancel requests sent on to a PostgreSQL server"),
 	C("pgvalve_notifications_delivered_total", "Notifications (LISTEN/NOTIFY) given to clients in transaction and statement pooling"),
@@ -459,6 +460,14 @@ void metrics_collect_local(struct metrics_set *set)
 		metrics_label(lb, sizeof(lb), "reason", login_failure_names[r]);
 		metrics_add(set, "pgvalve_login_failures_total", METRICS_PART_VALUE, lb,
 			    (double)metrics_events.login_failures[r]);
+	}
+	for (int m = 0; m < METRICS_AUTH_METHODS; m++) {
+		if (!metrics_events.authentications[m])
+			continue;	/* only the methods in use: a series per method that ever worked */
+		lb[0] = '\0';
+		metrics_label(lb, sizeof(lb), "method", auth_type_name(m));
+		metrics_add(set, "pgvalve_client_authentications_total", METRICS_PART_VALUE, lb,
+			    (double)metrics_events.authentications[m]);
 	}
 	metrics_add(set, "pgvalve_server_connect_failures_total", METRICS_PART_VALUE, NULL,
 		    (double)metrics_events.server_connect_failures);

@@ -38,7 +38,8 @@ void metrics_count_login_error(const char *sqlstate, const char *message)
 	enum metrics_login_failure why = METRICS_LOGIN_REJECTED;
 	/* PgBouncer's texts (08P01) and PostgreSQL's code both mean a wrong password or unknown name. */
 	if (strcmp(sqlstate, "28P01") == 0 || strstr(message, "password authentication failed") ||
-	    strstr(message, "SASL authentication failed") || strstr(message, "\"trust\" authentication failed"))
+	    strstr(message, "SASL authentication failed") || strstr(message, "\"trust\" authentication failed") ||
+	    strstr(message, "LDAP authentication failed"))
 		why = METRICS_LOGIN_BAD_PASSWORD;
 	else if (strcmp(sqlstate, "3D000") == 0 || strstr(message, "no such database") ||
 		 strstr(message, "is disabled"))
@@ -48,6 +49,12 @@ void metrics_count_login_error(const char *sqlstate, const char *message)
 	else if (strstr(message, "client_login_timeout"))
 		why = METRICS_LOGIN_TIMEOUT;
 	metrics_count_login_failure(why);
+}
+
+void metrics_count_authentication(int method)
+{
+	if (method >= 0 && method < METRICS_AUTH_METHODS)
+		metrics_events.authentications[method]++;
 }
 
 void metrics_count_server_connect_failure(void)

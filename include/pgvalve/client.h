@@ -146,6 +146,7 @@ struct client_login {
 		LOGIN_SASL_RESPONSE,	/* expecting SASLResponse */
 		LOGIN_GSS,		/* expecting GSSResponse (a Kerberos token) */
 		LOGIN_AUTH_QUERY,	/* waiting for auth_query to return the secret */
+		LOGIN_LDAP,		/* waiting for the directory to check the password (ldap_auth.h) */
 		LOGIN_DONE,
 	} phase;
 	int auth_method;		/* enum auth_type actually used */
@@ -167,6 +168,10 @@ struct client_login {
 	uint32_t sasl_final_len;
 	bool auth_ok_sent;		/* AuthenticationOk went out before a check of its parameters */
 	uint8_t proto_minor;		/* the protocol agreed: 3.0 or 3.2 (long cancel keys) */
+	/* auth_type ldap: the hba line's options, the check under way, the password it checks */
+	char *ldap_options;
+	struct ldap_auth_req *ldap;
+	char *ldap_password;
 };
 
 /*

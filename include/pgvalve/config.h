@@ -239,6 +239,8 @@ struct config {
 	char *auth_ldap_options;
 	char *auth_krb_server_keyfile;	/* gss: the keytab; "" is KRB5_KTNAME or Kerberos' default */
 	char *krb_srvname;		/* gss: the service name clients ask tickets for */
+	usec_t auth_ldap_timeout;	/* pgvalve: one LDAP check, from its start (ldap_auth.h) */
+	int auth_ldap_max_concurrent;	/* pgvalve: LDAP checks talking to directories at once */
 
 	/* log */
 	bool syslog;

@@ -82,6 +82,9 @@ enum metrics_login_failure {
 void metrics_count_login_failure(enum metrics_login_failure why);
 /* A client closed before it was logged in, with this error: counted under its reason. */
 void metrics_count_login_error(const char *sqlstate, const char *message);
+/* A client proved who it is with this auth type (enum auth_type, config.h): counted by method. */
+#define METRICS_AUTH_METHODS 16
+void metrics_count_authentication(int method);
 void metrics_count_server_connect_failure(void);
 void metrics_count_cancel_forwarded(void);
 /* LISTEN/NOTIFY (notify.c): a notification given to a client; a client closed for not reading them. */
@@ -91,6 +94,7 @@ void metrics_count_notify_client_dropped(void);
 /* The counts behind those calls (metrics_record.c), read by the collection. */
 struct metrics_events {
 	uint64_t login_failures[METRICS_LOGIN_FAILURE_KINDS];
+	uint64_t authentications[METRICS_AUTH_METHODS];
 	uint64_t server_connect_failures;
 	uint64_t cancels_forwarded;
 	uint64_t notifications_delivered;

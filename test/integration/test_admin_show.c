@@ -659,7 +659,9 @@ static const struct config_key spec_config[] = {
 	{ "auth_hba_file", "", true },
 	{ "auth_ident_file", NULL, true },
 	{ "auth_krb_server_keyfile", "", true },	/* pgvalve extension (gss), in alphabetical place */
+	{ "auth_ldap_max_concurrent", "16", true },	/* pgvalve extensions (LDAP checks) */
 	{ "auth_ldap_options", NULL, true },
+	{ "auth_ldap_timeout", "10", true },
 	{ "auth_query", "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
 			"pg_authid WHERE rolname=$1 AND rolcanlogin", true },
 	{ "auth_type", "md5", true },

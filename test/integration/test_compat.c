@@ -4,6 +4,7 @@
  * removed at RELOAD, server_lifetime = 0, shutdown, log and error texts.
  */
 #include "harness.h"
+#include "autoconf.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -781,15 +782,24 @@ START_TEST(unix_socket_group_applied)
 }
 END_TEST
 
-/* LDAP cannot work here: auth_type = ldap and auth_ldap_options are refused, not ignored. */
+/*
+ * Without OpenLDAP (--without-ldap), auth_type = ldap and auth_ldap_options
+ * are refused, not ignored; with it, options PostgreSQL would not take are
+ * (test_ldap has the rest).
+ */
 START_TEST(ldap_refused)
 {
 	struct pgv p;
 	pgv_start(&p, "auth_type = md5\n", std_databases(), userlist());
+#ifndef HAVE_LDAP
 	ini_replace_and_reload(&p, "auth_type = md5", "auth_type = ldap\n");
 	pgv_expect_log(&p, "auth_type: LDAP authentication is not supported", 5);
 	ini_replace_and_reload(&p, "auth_type = ldap", "auth_type = md5\nauth_ldap_options = host=ldap.example\n");
 	pgv_expect_log(&p, "auth_ldap_options: LDAP authentication is not supported", 5);
+#else
+	ini_replace_and_reload(&p, "auth_type = md5", "auth_type = md5\nauth_ldap_options = host=ldap.example\n");
+	pgv_expect_log(&p, "auth_ldap_options: invalid LDAP option \"host\"", 5);
+#endif
 	/* the running configuration was kept: md5 logins work */
 	struct raw_error err;
 	ck_assert_int_eq(raw_login(p.port, DB, "md5_user", "md5_pass", &err), 0);

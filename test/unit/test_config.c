@@ -5,6 +5,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/config.h"
+#include "pgvalve/ldap_auth.h"
 #include "check_main.h"
 
 #include <check.h>
@@ -291,6 +292,7 @@ static const char *const pgbouncer_125_params[] = {
 	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 	"auth_krb_server_keyfile", "krb_srvname",	/* pgvalve: hba gss (gss_auth.h) */
+	"auth_ldap_timeout", "auth_ldap_max_concurrent",	/* pgvalve: LDAP checks (ldap_auth.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -318,6 +320,7 @@ static const char *const implemented_params[] = {
 	"cancel_advertise_addr", "cancel_advertise_port", "cancel_key_secret",
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
+	"auth_ldap_timeout", "auth_ldap_max_concurrent",
 	"target_session_attrs", "load_balance_hosts",
 	"auth_krb_server_keyfile", "krb_srvname",
 };
@@ -441,7 +444,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 121);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 123);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -777,7 +780,35 @@ START_TEST(test_no_setting_is_ignored)
 }
 END_TEST
 
-/* LDAP cannot work without a library outside the design: refused at load, never silently ignored. */
+#ifdef HAVE_LDAP
+/* With OpenLDAP: auth_type ldap loads; options PostgreSQL would refuse are refused at load, with its words. */
+START_TEST(test_ldap_refused)
+{
+	struct config *cfg = load_ok("[pgbouncer]\nauth_type = ldap\nauth_ldap_options = ldapserver=127.0.0.1 "
+				     "ldapbasedn=\"dc=example, dc=com\" ldapbindpasswd=x\nauth_ldap_timeout = 3\n");
+	ck_assert_int_eq(cfg->auth_type, AUTH_TYPE_LDAP);
+	ck_assert_int_eq(cfg->auth_ldap_timeout, 3 * USEC_PER_SEC);
+	ck_assert_int_eq(cfg->auth_ldap_max_concurrent, 16);
+	config_free(cfg);
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = host=x\n"),
+			"t.ini:2: auth_ldap_options: invalid LDAP option \"host\"");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = ldapserver=x ldapprefix=uid= ldapbasedn=y\n"),
+			"t.ini:2: auth_ldap_options: cannot use ldapbasedn, ldapbinddn");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = ldapprefix=uid=\n"),
+			"ldapserver is required");
+	assert_contains(load_fail("[pgbouncer]\nauth_ldap_options = ldapserver=x ldapport=0 ldapprefix=a\n"),
+			"invalid LDAP port number");
+	/* SHOW CONFIG's form: the bind secret hidden, quoted or not, the rest as written */
+	char out[256];
+	ldap_auth_mask_options("ldapserver=a ldapbindpasswd=\"s e,c\" ldapbinddn=\"cn=x, dc=y\",ldapbindpasswd=z", out,
+			       sizeof(out));
+	ck_assert_str_eq(out, "ldapserver=a ldapbindpasswd=******** ldapbinddn=\"cn=x, dc=y\" ldapbindpasswd=********");
+	ldap_auth_mask_options("ldapbindpasswd=\"unterminated", out, sizeof(out));
+	ck_assert_str_eq(out, "...");
+}
+END_TEST
+#else
+/* A build without OpenLDAP (--without-ldap): refused at load, never silently ignored. */
 START_TEST(test_ldap_refused)
 {
 	assert_contains(load_fail("[pgbouncer]\nauth_type = ldap\n"),
@@ -786,6 +817,7 @@ START_TEST(test_ldap_refused)
 			"t.ini:2: auth_ldap_options: LDAP authentication is not supported");
 }
 END_TEST
+#endif
 
 /* As PgBouncer: an unknown key stops the load (a typo must not leave its setting at the default). */
 START_TEST(test_unknown_key_refused)
@@ -1064,7 +1096,8 @@ START_TEST(test_int_bounds)
 		/* no bound but these, and 0 or 1 at the bottom */
 		ck_assert_msg(p->min_value == 0 || p->min_value == 1, "%s: lowest %d", p->name, p->min_value);
 		ck_assert_msg(p->max_value == INT_MAX || p->max_value == 65535 || strcmp(p->name, "peer_id") == 0 ||
-			      strcmp(p->name, "workers") == 0, "%s: highest %d", p->name, p->max_value);
+			      strcmp(p->name, "workers") == 0 || strcmp(p->name, "auth_ldap_max_concurrent") == 0,
+			      "%s: highest %d", p->name, p->max_value);
 		checked++;
 	}
 	ck_assert_int_gt(checked, 20);

@@ -547,6 +547,31 @@ static void parse_malformed(void)
 	hba_free(hba);
 }
 
+static void parse_ldap_options(void)
+{
+	struct hba *hba = parse("host all all 10.0.0.0/8 ldap ldapserver=x \"ldapprefix=uid=\" ldapbasedn=y "
+				"ldapbindpasswd=TOPSECRET3\n"
+				"host all all 11.0.0.0/8 ldap ldapserver=x \"ldapprefix=uid=\"\n");
+	ck_assert_int_eq(match(hba, "10.0.0.1", "d", "u"), AUTH_TYPE_LDAP);	/* kept: its logins fail, saying why */
+	ck_assert_int_eq(match(hba, "11.0.0.1", "d", "u"), AUTH_TYPE_LDAP);
+	hba_free(hba);
+}
+
+/* LDAP options that cannot work are said at load, the bind secret never. */
+START_TEST(test_ldap_options_checked)
+{
+	char *log = capture_log(parse_ldap_options);
+#ifdef HAVE_LDAP
+	ck_assert_msg(strstr(log, "test:1: cannot use ldapbasedn") != NULL, "%s", log);
+	ck_assert_ptr_null(strstr(log, "test:2: "));
+#else
+	ck_assert_msg(strstr(log, "test:1: LDAP authentication is not supported") != NULL, "%s", log);
+#endif
+	ck_assert_ptr_null(strstr(log, "TOPSECRET"));
+	free(log);
+}
+END_TEST
+
 START_TEST(test_malformed_skipped)
 {
 	char *log = capture_log(parse_malformed);
@@ -818,6 +843,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_ident_wrong_or_missing_map);
 	tcase_add_test(tc, test_ident_load);
 	tcase_add_test(tc, test_ident_regex_bounds);
+	tcase_add_test(tc, test_ldap_options_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }
