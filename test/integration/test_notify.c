@@ -95,40 +95,15 @@ START_TEST(listen_notify_many_clients)
 }
 END_TEST
 
-START_TEST(self_notify_shows_login_pid)
-{
-	struct pgv p;
-	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
-	PGconn *a = conn(&p), *b = conn(&p);
-	exec_ok(&p, a, "LISTEN self");
-	exec_ok(&p, b, "LISTEN self");
-	exec_ok(&p, a, "NOTIFY self, 'mine'");
-	PGnotify *n = wait_notify(a, 5000);
-	ck_assert_ptr_nonnull(n);
-	ck_assert_int_eq(n->be_pid, PQbackendPID(a));
-	PQfreemem(n);
-	n = wait_notify(b, 5000);
-	ck_assert_ptr_nonnull(n);
-	ck_assert_int_ne(n->be_pid, PQbackendPID(b));
-	ck_assert_int_ne(n->be_pid, PQbackendPID(a));
-	PQfreemem(n);
-	PQfinish(a);
-	PQfinish(b);
-	pgv_stop(&p);
-}
-END_TEST
-
 /*
- * Session pooling: the client holds its backend, and PostgreSQL delivers
- * its notifications itself; one its own backend sent carries the PID of
- * the BackendKeyData pgvalve gave it (psycopg's notify tests compare
- * them), another client's does not.
+ * a NOTIFYs on a channel both a and b listen on: a sees the PID of its own
+ * BackendKeyData (psycopg's notify tests compare them), b another one;
+ * then b's pg_notify reaches a with a PID that is not a's.
  */
-START_TEST(session_mode_self_notify_shows_login_pid)
+static void check_self_notify_pids(const char *ini)
 {
 	struct pgv p;
-	pgv_start(&p, "auth_type = md5\npool_mode = session\ndefault_pool_size = 4\n", std_databases(),
-		  std_userlist());
+	pgv_start(&p, ini, std_databases(), std_userlist());
 	PGconn *a = conn(&p), *b = conn(&p);
 	exec_ok(&p, a, "LISTEN self");
 	exec_ok(&p, b, "LISTEN self");
@@ -143,7 +118,6 @@ START_TEST(session_mode_self_notify_shows_login_pid)
 	ck_assert_int_ne(n->be_pid, PQbackendPID(b));
 	ck_assert_int_ne(n->be_pid, PQbackendPID(a));
 	PQfreemem(n);
-	/* pg_notify from b: a sees b's backend, not its own login PID */
 	exec_ok(&p, b, "SELECT pg_notify('self', 'theirs')");
 	n = wait_notify(a, 5000);
 	ck_assert_ptr_nonnull(n);
@@ -153,6 +127,21 @@ START_TEST(session_mode_self_notify_shows_login_pid)
 	PQfinish(a);
 	PQfinish(b);
 	pgv_stop(&p);
+}
+
+START_TEST(self_notify_shows_login_pid)
+{
+	check_self_notify_pids(TXN_INI);
+}
+END_TEST
+
+/*
+ * Session pooling: the client holds its backend, and PostgreSQL delivers
+ * its notifications itself; the PIDs must read as in transaction mode.
+ */
+START_TEST(session_mode_self_notify_shows_login_pid)
+{
+	check_self_notify_pids("auth_type = md5\npool_mode = session\ndefault_pool_size = 4\n");
 }
 END_TEST
 
