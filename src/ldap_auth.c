@@ -545,6 +545,14 @@ static bool servers_numeric(const char *servers)
 static void send_step(struct ldap_auth_req *req)
 {
 	if (!req->connected && (strcmp(req->opts.scheme, "ldaps") == 0 || !servers_numeric(req->opts.server))) {
+		/*
+		 * In the thread the connect may wait too, and must: an
+		 * asynchronous one tries only a name's first address, and
+		 * "localhost" is ::1 before 127.0.0.1 on Debian, where a
+		 * directory may listen on IPv4 alone. Each address gets
+		 * LDAP_OPT_NETWORK_TIMEOUT.
+		 */
+		ldap_set_option(req->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_OFF);
 		if (!run_in_thread(req, THREAD_SEND))
 			finish(req, false, "could not start a thread to connect to %s", req->opts.server);
 		return;
