@@ -9,6 +9,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/shared_pool.h"
+#include "pgvalve/handover.h"
 #include "pgvalve/instance.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
@@ -428,13 +429,13 @@ static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 }
 
 /*
- * Whether this worker gives one server of the slot back to a worker whose
- * clients wait: one with nothing reserved for it yet, and (if clients
- * here want the servers too, now or within WANT_FRESH_USEC) none or at
- * least two fewer than this one holds. Reserves it for that worker. Under
- * the lock.
+ * The worker (0-based column) this worker gives one server of the slot
+ * back to, whose clients wait: one with nothing reserved for it yet, and
+ * (if clients here want the servers too, now or within WANT_FRESH_USEC)
+ * none or at least two fewer than this one holds; -1 for none. Reserves
+ * it for that worker. Under the lock.
  */
-static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
+static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 {
 	int32_t *servers = servers_of(s), *reserved = reserved_of(s);
 	int64_t *wants = wants_of(s);
@@ -457,17 +458,70 @@ static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 		if (reserved[w] > 0 || (local_demand && servers[w] > 0 && servers[sp.self] <= servers[w] + 1))
 			continue;
 		reserved[w]++;
-		return true;
+		return w;
 	}
 	if (!any)
 		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
-	return false;
+	return -1;
+}
+
+/* The server's count, in each slot of its token, from column `from` to column `to`. Under the lock. */
+static void token_move(uint64_t token, int from, int to)
+{
+	uint32_t idx[3];
+	token_unpack(token, idx);
+	for (int i = 0; i < 3; i++) {
+		if (!idx[i])
+			continue;
+		int32_t *servers = servers_of(slot_at(idx[i] - 1));
+		if (servers[from] > 0) {
+			servers[from]--;
+			servers[to]++;
+		}
+	}
+}
+
+/*
+ * Server s was given back to worker w for its pool (s: the pool's slot):
+ * its socket goes to w, which lends it at once (handover.h), rather than
+ * closing here and logging in anew there. The count moves to w's column
+ * first, inside w's inbox lock; what was reserved for w and its ask are
+ * over (it asks again if still short). False: not sent, nothing changed.
+ */
+static bool hand_over(struct server *server, struct slot *s, int w)
+{
+	if (!handover_begin(w + 1))
+		return false;
+	table_lock();
+	token_move(server->budget_token, sp.self, w);
+	if (reserved_of(s)[w] > 0)
+		reserved_of(s)[w]--;
+	int64_t asked = wants_of(s)[w];
+	wants_of(s)[w] = 0;
+	table_unlock();
+	bool sent = handover_send(server, w + 1);
+	if (!sent) {
+		table_lock();
+		token_move(server->budget_token, w, sp.self);
+		reserved_of(s)[w]++;
+		if (!wants_of(s)[w])
+			wants_of(s)[w] = asked;
+		table_unlock();
+	}
+	handover_end(w + 1);
+	if (sent) {
+		server->budget_token = 0;	/* w's now */
+		server->handed_over = true;
+	}
+	return sent;
 }
 
 /*
  * On every release: cheap while nobody asks (one relaxed load per slot of
  * the server's token). An ask for a server of its pool, or of any pool of
- * its database or user, is weighed by give_back_locked.
+ * its database or user, is weighed by give_back_locked. Given for its own
+ * pool, an eligible server is handed over; otherwise it closes and its
+ * budget waits for PostgreSQL's end (depart).
  */
 static bool server_give_back(struct server *server, bool local_waiters)
 {
@@ -486,15 +540,17 @@ static bool server_give_back(struct server *server, bool local_waiters)
 		if (!want_fresh(any, now))
 			continue;
 		/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
-		if (local_waiters && now_usec() - server->connect_time < SHARED_POOL_HOLD_USEC)
+		if (local_waiters && now_usec() - server->arrived < SHARED_POOL_HOLD_USEC)
 			return false;
 		table_lock();
-		bool give = give_back_locked(s, local_waiters, now);
+		int w = give_back_locked(s, local_waiters, now);
 		table_unlock();
-		if (give) {
-			depart(server);
+		if (w < 0)
+			continue;
+		if (i == 0 && handover_eligible(server) && hand_over(server, s, w))
 			return true;
-		}
+		depart(server);
+		return true;
 	}
 	return false;
 }
@@ -636,7 +692,8 @@ static void give_back_idle(struct pool *pool)
 		return;
 	struct server *server = container_of(tail, struct server, node);
 	if (server_give_back(server, false))
-		server_close(server, "given back for another worker's waiting clients");
+		server_close(server, server->handed_over ? "handed over to another worker"
+							 : "given back for another worker's waiting clients");
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
