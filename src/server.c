@@ -618,6 +618,8 @@ void server_close(struct server *server, const char *reason)
 	server_forget_cancels(server);
 	free_login_state(server);
 	dns_cancel(&server->dns);
+	if (server->budget_token && pgv.budget)
+		pgv.budget->server_closing(server);	/* may keep the count until PostgreSQL's end closes */
 	netbuf_close(&server->nb);
 	server_set_state(server, SV_CLOSED);
 	pgv.server_count--;
