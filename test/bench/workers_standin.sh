@@ -49,11 +49,13 @@ pgport=$standin_port	# the poolers' [databases] point at the stand-in (bench_poo
 
 procs=()
 stop_all() {
-	[ ${#procs[@]} -gt 0 ] && pgv_kill_pids "${procs[@]}"
-	wait "${procs[@]}" 2>/dev/null
+	if [ ${#procs[@]} -gt 0 ]; then
+		pgv_kill_pids "${procs[@]}"
+		wait "${procs[@]}" 2>/dev/null
+	fi
 	procs=()
 }
-trap 'stop_all; kill "$standin_pid" 2>/dev/null; bench_cleanup' EXIT
+trap 'kill "$standin_pid" 2>/dev/null; stop_all; bench_cleanup' EXIT
 trap 'exit 1' INT TERM
 
 # instance_pids ROOT...: the processes and their children (a supervisor's workers).
