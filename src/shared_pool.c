@@ -92,6 +92,8 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
+	uint64_t lock_waits;		/* lockings that found the lock taken, and the time they waited */
+	usec_t lock_wait_usec;
 } sp;
 
 static void depart(struct server *server);
@@ -130,7 +132,13 @@ static int64_t *waited_of(struct slot *s)
 
 static void mutex_lock(pthread_mutex_t *m)
 {
-	int rc = pthread_mutex_lock(m);
+	int rc = pthread_mutex_trylock(m);
+	if (rc == EBUSY) {	/* another worker holds it: how long this one waits is logged at stop */
+		usec_t t0 = monotonic_usec();
+		rc = pthread_mutex_lock(m);
+		sp.lock_waits++;
+		sp.lock_wait_usec += monotonic_usec() - t0;
+	}
 	/* Its holder died: each write under the lock is one word, the slot stays consistent. */
 	if (rc == EOWNERDEAD)
 		pthread_mutex_consistent(m);
@@ -950,6 +958,9 @@ void shared_pool_register(void)
 
 void shared_pool_stop(void)
 {
+	if (pgv.budget)
+		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all",
+			 (unsigned long long)sp.lock_waits, (unsigned long long)sp.lock_wait_usec);
 	if (sp.tick)
 		event_free(sp.tick);
 	sp.tick = NULL;

@@ -14,7 +14,9 @@
 #     tps and the instance's CPU (user + system) per transaction;
 #   - system calls per transaction, counted by strace -f -c attached to
 #     every worker while pgbench runs --txns transactions per client
-#     (deterministic where timings are not).
+#     (deterministic where timings are not);
+#   - the shared table's lock waits (lockings that found the lock taken,
+#     and how long they waited), which each worker logs as it stops.
 # (Instructions per transaction need hardware counters, which a virtual
 # machine may not have: perf stat -e instructions where it has them.)
 # --pgbouncer: the same for PgBouncer ($PGBOUNCER) as N so_reuseport processes.
@@ -107,7 +109,7 @@ serving_pids() {
 	if [ -n "$kids" ]; then echo "$kids"; else echo "${procs[@]}"; fi
 }
 
-declare -A tps cpu sys
+declare -A tps cpu sys waits
 measure() {
 	local kind=$1 w=$2 label="$1-$2" p t n t0 t1 calls pids args=()
 	p=$(pgv_free_port $((standin_port + 1)))
@@ -129,7 +131,13 @@ measure() {
 	calls=$(awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' "$tmp/strace.out")
 	sys[$label]=$(awk -v c="${calls:-0}" -v n=$((txns * clients)) 'BEGIN { printf "%.1f", c / n }')
 	stop_all
-	echo "workers_standin.sh: $label: ${tps[$label]} tps, ${cpu[$label]} us/txn, ${sys[$label]} syscalls/txn"
+	# lock waits: each worker logs its own as it stops (shared_pool.c); per transaction of both runs
+	waits[$label]=-
+	[ "$kind" = pgvalve ] && [ "$w" -gt 1 ] && waits[$label]=$(sed -n \
+		's/.*shared pool table: \([0-9]*\) lockings waited for another worker, \([0-9]*\) us in all.*/\1 \2/p' \
+		"$tmp/pgvalve-$w.log" | awk -v n=$((n + txns * clients)) \
+		'{ c += $1; u += $2 } END { printf "%d (%.3f us/txn)", c, n ? u / n : 0 }')
+	echo "workers_standin.sh: $label: ${tps[$label]} tps, ${cpu[$label]} us/txn, ${sys[$label]} syscalls/txn, lock waits ${waits[$label]}"
 }
 
 IFS=, read -ra wl <<<"$workers_list"
@@ -143,13 +151,14 @@ for w in "${wl[@]}"; do
 		labels+=("pgbouncer-$w")
 	fi
 done
-printf '\n%-13s %9s %10s %13s\n' what tps us/txn syscalls/txn
+printf '\n%-13s %9s %10s %13s  %s\n' what tps us/txn syscalls/txn "lock waits (waiting time per txn)"
 for l in "${labels[@]}"; do
-	printf '%-13s %9.0f %10s %13s\n' "$l" "${tps[$l]}" "${cpu[$l]}" "${sys[$l]}"
+	printf '%-13s %9.0f %10s %13s  %s\n' "$l" "${tps[$l]}" "${cpu[$l]}" "${sys[$l]}" "${waits[$l]}"
 done
 echo
 echo "a server stand-in answering at once (pg_standin); pgbench -S -M simple, $clients clients, -j 2, ${duration}s; $(nproc) CPUs"
 echo "us/txn: pooler CPU (user + system) per transaction at saturation; syscalls/txn: strace -f -c over $txns transactions"
-echo "per client, every serving process summed"
+echo "per client, every serving process summed; lock waits: lockings of the shared table that found another worker"
+echo "holding the lock, and their waiting time per transaction, over both runs (workers' own count, logged as they stop)"
 [ "$with_pgbouncer" = 1 ] && bench_pgbouncer_line
 exit 0
