@@ -33,7 +33,7 @@ base:    log util instance reap tcp cancel_key metrics_record config auth_file h
          proto varcache netbuf dns ldap_auth tls pgoptions stats workers sdnotify
 core:    client server server_internal pool auth
 feature: prepare session_set roles notify replication peer admin admin_control admin_fanout admin_merge admin_show admin_reply admin_state users metrics metrics_http
-         reload listener shutdown drain readiness shared_pool
+         reload listener shutdown drain readiness shared_pool handover
 process: loop janitor supervisor main
 '
 

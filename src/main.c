@@ -31,6 +31,7 @@
 #include "pgvalve/sdnotify.h"
 #include "pgvalve/supervisor.h"
 #include "pgvalve/shared_pool.h"
+#include "pgvalve/handover.h"
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
 #include "pgvalve/roles.h"
@@ -168,6 +169,7 @@ static void pooler_teardown(void)
 	readiness_stop();
 	drain_stop();
 	janitor_stop();
+	handover_stop();
 	shared_pool_stop();
 	listener_close();
 	loop_cleanup();
@@ -259,6 +261,7 @@ static int run_pooler(bool single, unsigned restarts)
 	metrics_carry_over();
 	workers_announce_running();
 	shared_pool_register();
+	handover_register();
 	janitor_start();
 	readiness_start();
 	metrics_http_start();

@@ -988,7 +988,8 @@ void pool_server_ready(struct server *server)
 	if (server->budget_token && pgv.budget &&
 	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool->auth_waiters.count ||
 							 pool->welcome_clients.count)) {
-		server_close(server, "given back for another worker's waiting clients");
+		server_close(server, server->handed_over ? "handed over to another worker"
+							 : "given back for another worker's waiting clients");
 		return;
 	}
 	/* Lookups first: a login is blocked on them, and they are short. */

@@ -402,7 +402,7 @@ static struct server *connect_for(struct pool *pool, struct client *repl_client,
 
 	server->pool = pool;
 	server->id = ++pgv.next_conn_id;
-	server->connect_time = server->last_used = now_usec();
+	server->connect_time = server->last_used = server->arrived = now_usec();
 	server->txn_status = 'I';
 	list_node_init(&server->node);
 	netbuf_init(&server->nb, server_handler, NETBUF_LIMIT_NONE);
@@ -452,6 +452,63 @@ struct server *server_connect_counted(struct pool *pool, uint64_t budget_token)
 struct server *server_connect_replication(struct pool *pool, struct client *client, uint64_t budget_token)
 {
 	return connect_for(pool, client, budget_token);
+}
+
+/* The parameters it tracks, by name: this process may number them otherwise. */
+static void take_over_vars(struct server *server, const struct server_transfer *t)
+{
+	for (int i = 0; i < t->var_count; i++) {
+		int idx = varcache_learn(t->var_names[i]);
+		if (idx < 0)
+			continue;
+		varcache_set(&server->vars, idx, t->var_values[i]);
+		if (t->var_reported[i])
+			server->reported_mask |= UINT64_C(1) << idx;
+	}
+}
+
+struct server *server_take_over(struct pool *pool, const struct server_transfer *t)
+{
+	struct server *server = xcalloc(1, sizeof(*server));
+	server->pool = pool;
+	server->id = ++pgv.next_conn_id;
+	server->connect_time = t->connect_time;
+	server->last_used = server->arrived = now_usec();
+	server->txn_status = 'I';
+	server->be_pid = t->be_pid;
+	server->be_key = t->be_key;
+	server->role = t->role;
+	server->read_only = t->read_only;
+	server->role_checked = t->role_checked;
+	server->host = xstrdup(t->host);
+	server->host_idx = t->host_idx;
+	if (t->addrlen <= sizeof(server->addr)) {
+		memcpy(&server->addr, t->addr, t->addrlen);
+		server->addrlen = t->addrlen;
+	}
+	server->budget_token = t->budget_token;
+	server->logged_in = true;
+	server->params = xcalloc((size_t)t->param_count + 1, sizeof(*server->params));
+	for (int i = 0; i < t->param_count; i++) {
+		server->params[i].name = xstrdup(t->params[i].name);
+		server->params[i].value = xstrdup(t->params[i].value);
+		server->params[i].var_idx = varcache_index(t->params[i].name);
+	}
+	server->param_count = t->param_count;
+	take_over_vars(server, t);
+	list_node_init(&server->node);
+	netbuf_init(&server->nb, server_handler, NETBUF_LIMIT_NONE);
+	server_set_state(server, SV_TESTED);
+	pgv.server_count++;
+	pool->db->server_count++;
+	pool->ucount->servers++;
+	netbuf_accept(&server->nb, t->fd);
+	pool->last_login_failure = 0;
+	if (!pool->welcome_ready)
+		pool_learn_welcome(pool, server);
+	note_hot_standby(server);
+	pool_server_ready(server);
+	return server;
 }
 
 void server_connect_timed_out(struct server *server)
@@ -550,7 +607,8 @@ void server_close(struct server *server, const char *reason)
 		if (waiting->state != CL_CLOSED)
 			auth_query_answer(waiting, NULL, "the server connection was lost");
 	}
-	if (netbuf_is_open(&server->nb) && server->state != SV_LOGIN && server_is_clean(server)) {
+	if (netbuf_is_open(&server->nb) && server->state != SV_LOGIN && server_is_clean(server) &&
+	    !server->handed_over) {
 		uint8_t term[5];
 		struct pktbuf b;
 		pktbuf_init_fixed(&b, term, sizeof(term));
@@ -560,6 +618,8 @@ void server_close(struct server *server, const char *reason)
 	server_forget_cancels(server);
 	free_login_state(server);
 	dns_cancel(&server->dns);
+	if (server->budget_token && pgv.budget)
+		pgv.budget->server_closing(server);	/* may keep the count until PostgreSQL's end closes */
 	netbuf_close(&server->nb);
 	server_set_state(server, SV_CLOSED);
 	pgv.server_count--;

@@ -9,6 +9,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/shared_pool.h"
+#include "pgvalve/handover.h"
 #include "pgvalve/instance.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
@@ -36,8 +37,10 @@
 enum key_kind { KEY_FREE = 0, KEY_INSTANCE, KEY_DB, KEY_USER, KEY_POOL };
 
 /*
- * One key's counts. Every field is written under the table's lock, except
- * want_any, also read without it (the release path's quick look).
+ * One key's counts. Every field is written under the slot's own lock,
+ * except want_any, also read without it (the release path's quick look),
+ * and the key, written under the directory lock (slot_get) while the
+ * slot's lock is held or nothing refers to it.
  * Followed by the per-worker columns: servers, clients, reserved (servers
  * given back for that worker's waiting clients, not yet taken by it),
  * want (the monotonic time that worker last asked for a server, 0 = not,
@@ -45,6 +48,7 @@ enum key_kind { KEY_FREE = 0, KEY_INSTANCE, KEY_DB, KEY_USER, KEY_POOL };
  * for the pool's servers, kept: the worker's recent demand).
  */
 struct slot {
+	pthread_mutex_t lock;	/* first: slot_claim clears what follows */
 	uint32_t kind;
 	uint32_t hash;
 	uint32_t key_len;
@@ -54,8 +58,9 @@ struct slot {
 	char key[KEY_MAX];
 } __attribute__((aligned(8)));
 
+/* The directory lock: taken only to claim a slot for a new key (once per key), never on a count. */
 struct table_head {
-	pthread_mutex_t lock;
+	pthread_mutex_t dir_lock;
 	uint32_t full_logged;
 };
 
@@ -70,6 +75,7 @@ struct departing {
 	int fd;
 	uint64_t token;
 	struct event *ev;
+	struct event *shut;	/* once the server's own close is done: our FIN, so PostgreSQL ends even without a Terminate */
 };
 
 static struct {
@@ -86,6 +92,8 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
+	uint64_t lock_waits;		/* lockings that found the lock taken, and the time they waited */
+	usec_t lock_wait_usec;
 } sp;
 
 static void depart(struct server *server);
@@ -122,19 +130,61 @@ static int64_t *waited_of(struct slot *s)
 	return wants_of(s) + sp.workers;
 }
 
-static void table_lock(void)
+static void mutex_lock(pthread_mutex_t *m)
 {
-	int rc = pthread_mutex_lock(&sp.head->lock);
-	/* Its holder died: each write under the lock is one word, the table stays consistent. */
+	int rc = pthread_mutex_trylock(m);
+	if (rc == EBUSY) {	/* another worker holds it: how long this one waits is logged at stop */
+		usec_t t0 = monotonic_usec();
+		rc = pthread_mutex_lock(m);
+		sp.lock_waits++;
+		sp.lock_wait_usec += monotonic_usec() - t0;
+	}
+	/* Its holder died: each write under the lock is one word, the slot stays consistent. */
 	if (rc == EOWNERDEAD)
-		pthread_mutex_consistent(&sp.head->lock);
+		pthread_mutex_consistent(m);
 	else if (rc != 0)
 		die("shared pool table lock: %s", strerror(rc));
 }
 
-static void table_unlock(void)
+static void slot_lock(struct slot *s)
 {
-	pthread_mutex_unlock(&sp.head->lock);
+	mutex_lock(&s->lock);
+}
+
+static void slot_unlock(struct slot *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Slots by index + 1 (0 = none, skipped), locked in index order (the one order: no deadlock); n <= 3. */
+static void slots_lock(const uint32_t *idx, int n)
+{
+	uint32_t sorted[3];
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		if (!idx[i])
+			continue;
+		int j = m++;
+		while (j > 0 && sorted[j - 1] > idx[i]) {
+			sorted[j] = sorted[j - 1];
+			j--;
+		}
+		sorted[j] = idx[i];
+	}
+	for (int i = 0; i < m; i++)
+		if (i == 0 || sorted[i] != sorted[i - 1])
+			slot_lock(slot_at(sorted[i] - 1));
+}
+
+static void slots_unlock(const uint32_t *idx, int n)
+{
+	for (int i = 0; i < n; i++) {
+		bool dup = false;
+		for (int j = 0; j < i; j++)
+			dup |= idx[j] == idx[i];
+		if (idx[i] && !dup)
+			slot_unlock(slot_at(idx[i] - 1));
+	}
 }
 
 static bool want_fresh(int64_t at, usec_t now)
@@ -174,47 +224,74 @@ static bool slot_unused(struct slot *s)
 	return true;
 }
 
+/* Under the directory lock, with the slot's lock held or nothing counted in it: it is the key's from now on. */
 static void slot_claim(struct slot *s, enum key_kind kind, uint32_t hash, const char *key, size_t len)
 {
-	memset(s, 0, sp.slot_bytes);
+	__atomic_store_n(&s->kind, KEY_FREE, __ATOMIC_RELEASE);
+	memset((char *)s + offsetof(struct slot, hash), 0, sp.slot_bytes - offsetof(struct slot, hash));
 	memcpy(s->key, key, len);
 	s->key_len = (uint32_t)len;
 	s->hash = hash;
-	s->kind = kind;
+	__atomic_store_n(&s->kind, kind, __ATOMIC_RELEASE);	/* published last: lookups without a lock see the key whole */
 }
 
-/*
- * Index of the key's slot, made if create (reusing a slot nothing is
- * counted in); 0 if there is none (0 is the instance's, never a key's).
- * Under the lock.
- */
-static uint32_t slot_find(enum key_kind kind, const char *key, size_t len, bool create)
+static uint32_t key_hash(enum key_kind kind, const char *key, size_t len)
 {
-	if (len > KEY_MAX)
-		return 0;
 	uint32_t hash = 2166136261u ^ kind;
 	for (size_t i = 0; i < len; i++)
 		hash = (hash ^ (uint8_t)key[i]) * 16777619u;
-	uint32_t reuse = 0;
+	return hash;
+}
+
+static bool slot_is(struct slot *s, enum key_kind kind, uint32_t hash, const char *key, size_t len)
+{
+	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) == kind && s->hash == hash && s->key_len == len &&
+	       memcmp(s->key, key, len) == 0;
+}
+
+/*
+ * Index of the key's slot, without a lock: a hint, 0 if not seen (a slot
+ * being claimed meanwhile may hide it). Whoever counts in it checks the
+ * key again under the slot's lock (slot_holds).
+ */
+static uint32_t slot_lookup(enum key_kind kind, uint32_t hash, const char *key, size_t len)
+{
+	for (uint32_t probe = 0; probe < SLOTS - 1; probe++) {
+		uint32_t i = 1 + (hash + probe) % (SLOTS - 1);
+		struct slot *s = slot_at(i);
+		if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) == KEY_FREE)
+			return 0;
+		if (slot_is(s, kind, hash, key, len))
+			return i;
+	}
+	return 0;
+}
+
+/* A free slot for the key, or one nothing is counted in (checked under its lock). Under the directory lock. */
+static uint32_t slot_make(enum key_kind kind, uint32_t hash, const char *key, size_t len)
+{
 	for (uint32_t probe = 0; probe < SLOTS - 1; probe++) {
 		uint32_t i = 1 + (hash + probe) % (SLOTS - 1);
 		struct slot *s = slot_at(i);
 		if (s->kind == KEY_FREE) {
-			if (!create)
-				return 0;
-			slot_claim(slot_at(reuse ? reuse : i), kind, hash, key, len);
-			return reuse ? reuse : i;
-		}
-		if (s->kind == kind && s->hash == hash && s->key_len == len && memcmp(s->key, key, len) == 0)
+			slot_claim(s, kind, hash, key, len);
 			return i;
-		if (!reuse && create && slot_unused(s))
-			reuse = i;
+		}
+		if (slot_is(s, kind, hash, key, len))
+			return i;	/* claimed by another worker meanwhile */
 	}
-	if (create && reuse) {
-		slot_claim(slot_at(reuse), kind, hash, key, len);
-		return reuse;
+	for (uint32_t probe = 0; probe < SLOTS - 1; probe++) {
+		uint32_t i = 1 + (hash + probe) % (SLOTS - 1);
+		struct slot *s = slot_at(i);
+		slot_lock(s);
+		bool unused = slot_unused(s);
+		if (unused)
+			slot_claim(s, kind, hash, key, len);
+		slot_unlock(s);
+		if (unused)
+			return i;
 	}
-	if (create && !sp.head->full_logged) {
+	if (!sp.head->full_logged) {
 		sp.head->full_logged = 1;
 		log_warning("the shared pool table is full (%d keys): new databases and users are limited per worker",
 			    SLOTS - 1);
@@ -222,17 +299,55 @@ static uint32_t slot_find(enum key_kind kind, const char *key, size_t len, bool 
 	return 0;
 }
 
-static uint32_t pool_slot(const struct pool *pool, bool create)
+/*
+ * Index of the key's slot, made if create (reusing a slot nothing is
+ * counted in); 0 if there is none (0 is the instance's, never a key's).
+ * Takes no slot lock; the directory lock only to make one.
+ */
+static uint32_t slot_find(enum key_kind kind, const char *key, size_t len, bool create)
+{
+	if (len > KEY_MAX)
+		return 0;
+	uint32_t hash = key_hash(kind, key, len);
+	uint32_t i = slot_lookup(kind, hash, key, len);
+	if (i || !create)
+		return i;
+	mutex_lock(&sp.head->dir_lock);
+	i = slot_make(kind, hash, key, len);
+	pthread_mutex_unlock(&sp.head->dir_lock);
+	return i;
+}
+
+/* Whether slot i (index + 1, 0 = none) still is the key's, its lock held: a reused slot is not. */
+static bool slot_holds(uint32_t i, enum key_kind kind, const char *key, size_t len)
+{
+	return !i || slot_is(slot_at(i - 1), kind, key_hash(kind, key, len), key, len);
+}
+
+/* The pool's key (database NUL user) into key; its length, 0 if too long. */
+static size_t pool_key(const struct pool *pool, char key[KEY_MAX])
 {
 	/* Built by hand: this runs once per wait at saturation, and snprintf cost ~1,000 instructions. */
-	char key[KEY_MAX];
 	size_t db_len = strlen(pool->db->name), user_len = strlen(pool->user);
-	if (db_len + 1 + user_len >= sizeof(key))
+	if (db_len + 1 + user_len >= KEY_MAX)
 		return 0;
 	memcpy(key, pool->db->name, db_len);
 	key[db_len] = '\0';
 	memcpy(key + db_len + 1, pool->user, user_len);
-	return slot_find(KEY_POOL, key, db_len + 1 + user_len, create);
+	return db_len + 1 + user_len;
+}
+
+static uint32_t pool_slot(const struct pool *pool, bool create)
+{
+	char key[KEY_MAX];
+	size_t len = pool_key(pool, key);
+	return len ? slot_find(KEY_POOL, key, len, create) : 0;
+}
+
+/* Whether named slot i (index + 1, 0 = none) is still the name's, its lock held. */
+static bool slot_holds_name(uint32_t i, enum key_kind kind, const char *name)
+{
+	return slot_holds(i, kind, name, strlen(name));
 }
 
 static uint32_t named_slot(enum key_kind kind, const char *name)
@@ -272,7 +387,7 @@ static void nudge_workers(uint64_t mask)
 	}
 }
 
-/* Workers holding servers of the slot (bit w = column w), this one aside. Under the lock. */
+/* Workers holding servers of the slot (bit w = column w), this one aside. Under the slot's lock. */
 static uint64_t holders_of(struct slot *s)
 {
 	uint64_t mask = 0;
@@ -283,7 +398,7 @@ static uint64_t holders_of(struct slot *s)
 	return mask;
 }
 
-/* Workers something is reserved for, still asking (bit w = column w). Under the lock. */
+/* Workers something is reserved for, still asking (bit w = column w). Under the slot's lock. */
 static uint64_t reserved_for(struct slot *s, usec_t now)
 {
 	uint64_t mask = 0;
@@ -298,7 +413,7 @@ static uint64_t reserved_for(struct slot *s, usec_t now)
 /*
  * Whether one more server of the slot's key stays within limit (0 = no
  * limit): the sum is under it, or at it with a server reserved for this
- * worker (given back for it: already in the sum). Under the lock.
+ * worker (given back for it: already in the sum). Under the slot's lock.
  *
  * The server given back stays in its giver's column until PostgreSQL has
  * closed it, so the sum is then one over: taken before that, the two
@@ -326,14 +441,24 @@ static enum budget_answer server_take(const struct pool *pool, int pool_limit, i
 				      uint64_t *token)
 {
 	usec_t now = monotonic_usec();
-	table_lock();
-	uint32_t p = pool_slot(pool, true);
-	uint32_t d = named_slot(KEY_DB, pool->db->name);
-	uint32_t u = named_slot(KEY_USER, pool->user);
-	if (!p || !d || !u) {
-		table_unlock();
-		*token = 0;	/* uncounted: the pool's own counts decide */
-		return BUDGET_TAKEN;
+	char key[KEY_MAX];
+	size_t key_len = pool_key(pool, key);
+	uint32_t p, d, u, idx[3];
+	/* The three slots' locks, in index order; again if one was reused for another key meanwhile. */
+	for (;;) {
+		p = key_len ? slot_find(KEY_POOL, key, key_len, true) : 0;
+		d = named_slot(KEY_DB, pool->db->name);
+		u = named_slot(KEY_USER, pool->user);
+		if (!p || !d || !u) {
+			*token = 0;	/* uncounted: the pool's own counts decide */
+			return BUDGET_TAKEN;
+		}
+		idx[0] = p + 1, idx[1] = d + 1, idx[2] = u + 1;
+		slots_lock(idx, 3);
+		if (slot_holds(idx[0], KEY_POOL, key, key_len) && slot_holds_name(idx[1], KEY_DB, pool->db->name) &&
+		    slot_holds_name(idx[2], KEY_USER, pool->user))
+			break;
+		slots_unlock(idx, 3);
 	}
 	struct slot *ps = slot_at(p), *ds = slot_at(d), *us = slot_at(u);
 	enum budget_answer answer = !slot_fits(ps, pool_limit, now) ? BUDGET_POOL_FULL
@@ -347,7 +472,7 @@ static enum budget_answer server_take(const struct pool *pool, int pool_limit, i
 		sp.last_want_pool = NULL;	/* the next wait asks again at once */
 		*token = token_pack(p, d, u);
 	}
-	table_unlock();
+	slots_unlock(idx, 3);
 	return answer;
 }
 
@@ -362,11 +487,14 @@ static void token_return(uint64_t token, int32_t *(*column)(struct slot *))
 {
 	uint32_t idx[3];
 	token_unpack(token, idx);
-	table_lock();
-	for (int i = 0; i < 3; i++)
-		if (idx[i])
-			column_return(column(slot_at(idx[i] - 1)));
-	table_unlock();
+	for (int i = 0; i < 3; i++) {
+		if (!idx[i])
+			continue;
+		struct slot *s = slot_at(idx[i] - 1);
+		slot_lock(s);
+		column_return(column(s));
+		slot_unlock(s);
+	}
 }
 
 static void server_return(uint64_t token)
@@ -376,8 +504,8 @@ static void server_return(uint64_t token)
 
 /*
  * Without the lock: every caller only decides whether to try server_take,
- * which checks again under it, and at saturation each wait asks this (the
- * lock would be taken once a transaction). A slot another worker claims
+ * which checks again under the slots' locks, and at saturation each wait
+ * asks this (a lock would be taken once a transaction). A slot another worker claims
  * meanwhile is either not found (the pool's own count answers) or found
  * with its key whole; a column is one aligned word.
  */
@@ -410,10 +538,10 @@ static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 	sp.last_want_kind = short_of;
 	sp.last_want_at = now;
 	uint64_t nudge = 0;
-	table_lock();
 	uint32_t i = wanted_slot(pool, short_of);
 	if (i) {
 		struct slot *s = slot_at(i);
+		slot_lock(s);
 		/* A server held back for an earlier ask that went stale no longer counts: a new ask starts afresh. */
 		if (!want_fresh(wants_of(s)[sp.self], now)) {
 			reserved_of(s)[sp.self] = 0;
@@ -422,19 +550,19 @@ static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 		wants_of(s)[sp.self] = now;
 		waited_of(s)[sp.self] = now;
 		__atomic_store_n(&s->want_any, now, __ATOMIC_RELAXED);
+		slot_unlock(s);
 	}
-	table_unlock();
 	nudge_workers(nudge);
 }
 
 /*
- * Whether this worker gives one server of the slot back to a worker whose
- * clients wait: one with nothing reserved for it yet, and (if clients
- * here want the servers too, now or within WANT_FRESH_USEC) none or at
- * least two fewer than this one holds. Reserves it for that worker. Under
- * the lock.
+ * The worker (0-based column) this worker gives one server of the slot
+ * back to, whose clients wait: one with nothing reserved for it yet, and
+ * (if clients here want the servers too, now or within WANT_FRESH_USEC)
+ * none or at least two fewer than this one holds; -1 for none. Reserves
+ * it for that worker. Under the slot's lock.
  */
-static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
+static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 {
 	int32_t *servers = servers_of(s), *reserved = reserved_of(s);
 	int64_t *wants = wants_of(s);
@@ -457,17 +585,72 @@ static bool give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 		if (reserved[w] > 0 || (local_demand && servers[w] > 0 && servers[sp.self] <= servers[w] + 1))
 			continue;
 		reserved[w]++;
-		return true;
+		return w;
 	}
 	if (!any)
 		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
-	return false;
+	return -1;
+}
+
+/* The server's count, in each slot of its token, from column `from` to column `to`. Under their locks. */
+static void token_move(uint64_t token, int from, int to)
+{
+	uint32_t idx[3];
+	token_unpack(token, idx);
+	for (int i = 0; i < 3; i++) {
+		if (!idx[i])
+			continue;
+		int32_t *servers = servers_of(slot_at(idx[i] - 1));
+		if (servers[from] > 0) {
+			servers[from]--;
+			servers[to]++;
+		}
+	}
+}
+
+/*
+ * Server s was given back to worker w for its pool (s: the pool's slot):
+ * its socket goes to w, which lends it at once (handover.h), rather than
+ * closing here and logging in anew there. The count moves to w's column
+ * first, inside w's inbox lock; what was reserved for w and its ask are
+ * over (it asks again if still short). False: not sent, nothing changed.
+ */
+static bool hand_over(struct server *server, struct slot *s, int w)
+{
+	if (!handover_begin(w + 1))
+		return false;
+	uint32_t idx[3];
+	token_unpack(server->budget_token, idx);	/* s is among them */
+	slots_lock(idx, 3);
+	token_move(server->budget_token, sp.self, w);
+	if (reserved_of(s)[w] > 0)
+		reserved_of(s)[w]--;
+	int64_t asked = wants_of(s)[w];
+	wants_of(s)[w] = 0;
+	slots_unlock(idx, 3);
+	bool sent = handover_send(server, w + 1);
+	if (!sent) {
+		slots_lock(idx, 3);
+		token_move(server->budget_token, w, sp.self);
+		reserved_of(s)[w]++;
+		if (!wants_of(s)[w])
+			wants_of(s)[w] = asked;
+		slots_unlock(idx, 3);
+	}
+	handover_end(w + 1);
+	if (sent) {
+		server->budget_token = 0;	/* w's now */
+		server->handed_over = true;
+	}
+	return sent;
 }
 
 /*
  * On every release: cheap while nobody asks (one relaxed load per slot of
  * the server's token). An ask for a server of its pool, or of any pool of
- * its database or user, is weighed by give_back_locked.
+ * its database or user, is weighed by give_back_locked. Given for its own
+ * pool, an eligible server is handed over; otherwise it closes and its
+ * budget waits for PostgreSQL's end (depart).
  */
 static bool server_give_back(struct server *server, bool local_waiters)
 {
@@ -486,15 +669,17 @@ static bool server_give_back(struct server *server, bool local_waiters)
 		if (!want_fresh(any, now))
 			continue;
 		/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
-		if (local_waiters && now_usec() - server->connect_time < SHARED_POOL_HOLD_USEC)
+		if (local_waiters && now_usec() - server->arrived < SHARED_POOL_HOLD_USEC)
 			return false;
-		table_lock();
-		bool give = give_back_locked(s, local_waiters, now);
-		table_unlock();
-		if (give) {
-			depart(server);
+		slot_lock(s);
+		int w = give_back_locked(s, local_waiters, now);
+		slot_unlock(s);
+		if (w < 0)
+			continue;
+		if (i == 0 && handover_eligible(server) && hand_over(server, s, w))
 			return true;
-		}
+		depart(server);
+		return true;
 	}
 	return false;
 }
@@ -510,10 +695,10 @@ static int server_excess(const struct pool *pool, int limit, int closable)
 {
 	usec_t now = monotonic_usec();
 	int many = 0;
-	table_lock();
 	uint32_t p = pool_slot(pool, false);
 	if (p) {
 		struct slot *s = slot_at(p);
+		slot_lock(s);
 		bool others_trim = s->trim_at && s->trim_by != sp.self && now - s->trim_at < TRIM_CLAIM_USEC;
 		int excess = column_sum(servers_of(s)) - limit;
 		if (!others_trim && excess > 0) {
@@ -521,8 +706,8 @@ static int server_excess(const struct pool *pool, int limit, int closable)
 			s->trim_at = now;
 			s->trim_by = sp.self;
 		}
+		slot_unlock(s);
 	}
-	table_unlock();
 	return many;
 }
 
@@ -538,10 +723,18 @@ static const char *client_take(const char *db_name, const char *user, int max_cl
 			       uint32_t *token)
 {
 	const char *refused = NULL;
-	table_lock();
-	/* Names come from a login not yet authenticated: only a set limit makes them keys. */
-	uint32_t d = db_name && db_limit > 0 ? named_slot(KEY_DB, db_name) : 0;
-	uint32_t u = user_limit > 0 ? named_slot(KEY_USER, user) : 0;
+	uint32_t d, u, idx[3];
+	/* The slots' locks, in index order; again if one was reused for another key meanwhile. */
+	for (;;) {
+		/* Names come from a login not yet authenticated: only a set limit makes them keys. */
+		d = db_name && db_limit > 0 ? named_slot(KEY_DB, db_name) : 0;
+		u = user_limit > 0 ? named_slot(KEY_USER, user) : 0;
+		idx[0] = 1, idx[1] = d ? d + 1 : 0, idx[2] = u ? u + 1 : 0;
+		slots_lock(idx, 3);
+		if ((!d || slot_holds_name(idx[1], KEY_DB, db_name)) && (!u || slot_holds_name(idx[2], KEY_USER, user)))
+			break;
+		slots_unlock(idx, 3);
+	}
 	if (max_client > 0 && column_sum(clients_of(slot_at(0))) >= max_client)
 		refused = "no more connections allowed (max_client_conn)";
 	else if (d && column_sum(clients_of(slot_at(d))) >= db_limit)
@@ -556,7 +749,7 @@ static const char *client_take(const char *db_name, const char *user, int max_cl
 			clients_of(slot_at(u))[sp.self]++;
 		*token = 1u | (d ? d + 1 : 0) << 1 | (u ? u + 1 : 0) << (1 + CLIENT_SLOT_BITS);
 	}
-	table_unlock();
+	slots_unlock(idx, 3);
 	return refused;
 }
 
@@ -574,6 +767,7 @@ static void departed(struct departing *d)
 {
 	list_remove(&sp.departing, &d->node);
 	event_free(d->ev);
+	event_free(d->shut);
 	close(d->fd);
 	if (sp.head) {
 		server_return(d->token);
@@ -582,11 +776,14 @@ static void departed(struct departing *d)
 		token_unpack(d->token, idx);
 		usec_t now = monotonic_usec();
 		uint64_t mask = 0;
-		table_lock();
-		for (int i = 0; i < 3; i++)
-			if (idx[i])
-				mask |= reserved_for(slot_at(idx[i] - 1), now);
-		table_unlock();
+		for (int i = 0; i < 3; i++) {
+			if (!idx[i])
+				continue;
+			struct slot *s = slot_at(idx[i] - 1);
+			slot_lock(s);
+			mask |= reserved_for(s, now);
+			slot_unlock(s);
+		}
 		nudge_workers(mask);
 	}
 	free(d);
@@ -604,7 +801,17 @@ static void departing_cb(evutil_socket_t fd, short what, void *arg)
 	departed(d);
 }
 
-/* The server is about to close: its budget goes with PostgreSQL's end of the connection, not ours. */
+static void departing_shut_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what;
+	struct departing *d = arg;
+	shutdown(d->fd, SHUT_WR);
+}
+
+/*
+ * The server is about to close (given back, or closing for any reason):
+ * its budget goes with PostgreSQL's end of the connection, not ours.
+ */
 static void depart(struct server *server)
 {
 	int fd = server->nb.fd >= 0 ? dup(server->nb.fd) : -1;
@@ -617,6 +824,9 @@ static void depart(struct server *server)
 	struct timeval tv = { DEPART_TIMEOUT_SEC, 0 };
 	d->ev = event_new(pgv.base, fd, EV_READ | EV_PERSIST, departing_cb, d);
 	event_add(d->ev, &tv);
+	struct timeval now = { 0, 0 };
+	d->shut = evtimer_new(pgv.base, departing_shut_cb, d);
+	event_add(d->shut, &now);
 	list_node_init(&d->node);
 	list_append(&sp.departing, &d->node);
 }
@@ -636,7 +846,8 @@ static void give_back_idle(struct pool *pool)
 		return;
 	struct server *server = container_of(tail, struct server, node);
 	if (server_give_back(server, false))
-		server_close(server, "given back for another worker's waiting clients");
+		server_close(server, server->handed_over ? "handed over to another worker"
+							 : "given back for another worker's waiting clients");
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -676,8 +887,11 @@ void shared_pool_create(int count)
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-	if (pthread_mutex_init(&sp.head->lock, &attr) != 0)
+	if (pthread_mutex_init(&sp.head->dir_lock, &attr) != 0)
 		die("could not make the shared pool table lock");
+	for (uint32_t i = 0; i < SLOTS; i++)
+		if (pthread_mutex_init(&slot_at(i)->lock, &attr) != 0)
+			die("could not make the shared pool table's slot locks");
 	pthread_mutexattr_destroy(&attr);
 	slot_at(0)->kind = KEY_INSTANCE;
 }
@@ -696,11 +910,11 @@ void shared_pool_reclaim(int worker)
 		return;
 	int w = worker - 1;
 	int32_t servers = 0, clients = 0;
-	table_lock();
 	for (uint32_t i = 0; i < SLOTS; i++) {
 		struct slot *s = slot_at(i);
-		if (s->kind == KEY_FREE)
-			continue;
+		if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) == KEY_FREE)
+			continue;	/* a claim clears every column: nothing of worker's */
+		slot_lock(s);
 		if (s->kind == KEY_POOL)
 			servers += servers_of(s)[w];
 		if (s->kind == KEY_INSTANCE)
@@ -710,8 +924,8 @@ void shared_pool_reclaim(int worker)
 		reserved_of(s)[w] = 0;
 		wants_of(s)[w] = 0;
 		waited_of(s)[w] = 0;
+		slot_unlock(s);
 	}
-	table_unlock();
 	if (servers || clients)
 		log_info("worker %d's %d server and %d client connections are free again", worker, (int)servers,
 			 (int)clients);
@@ -729,6 +943,7 @@ void shared_pool_register(void)
 		.server_excess = server_excess,
 		.server_wanted = server_wanted,
 		.server_give_back = server_give_back,
+		.server_closing = depart,
 		.client_take = client_take,
 		.client_return = client_return,
 	};
@@ -743,6 +958,9 @@ void shared_pool_register(void)
 
 void shared_pool_stop(void)
 {
+	if (pgv.budget)
+		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all",
+			 (unsigned long long)sp.lock_waits, (unsigned long long)sp.lock_wait_usec);
 	if (sp.tick)
 		event_free(sp.tick);
 	sp.tick = NULL;

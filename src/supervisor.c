@@ -13,6 +13,7 @@
 #include "pgvalve/common.h"
 #include "pgvalve/supervisor.h"
 #include "pgvalve/admin_state.h"
+#include "pgvalve/handover.h"
 #include "pgvalve/shared_pool.h"
 #include "pgvalve/log.h"
 #include "pgvalve/workers.h"
@@ -223,6 +224,7 @@ static void reap(void)
 		for (int k = 1; k <= sup.count; k++) {
 			if (sup.w[k - 1].pid == pid) {
 				worker_exited(k, status);
+				handover_worker_gone(k);	/* no longer running: nothing more is sent to it */
 				break;
 			}
 		}
@@ -313,6 +315,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 
 	workers_table_create(sup.count, sup.self);
 	shared_pool_create(sup.count);
+	handover_create(sup.count);
 	admin_state_create();
 	log_info("supervisor up: %s, %d workers", PGVALVE_VERSION_STRING, sup.count);
 	for (int k = 1; k <= sup.count; k++) {
@@ -334,6 +337,7 @@ int supervisor_run(const struct config *cfg, int count, int (*worker_main)(int w
 
 	socket_dirs_remove();
 	admin_state_destroy();
+	handover_destroy();
 	shared_pool_destroy();
 	workers_table_destroy();
 	log_info("all workers have exited, supervisor exiting");

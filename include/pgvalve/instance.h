@@ -97,6 +97,13 @@ struct budget_ops {
 	 */
 	bool (*server_give_back)(struct server *server, bool local_waiters);
 	/*
+	 * A counted server is closing (what it had to send is queued, its
+	 * socket about to close): the budget may take its token, to return it
+	 * once PostgreSQL has closed the connection, so that a server opened
+	 * with it never overlaps the old one in pg_stat_activity.
+	 */
+	void (*server_closing)(struct server *server);
+	/*
 	 * One more client of database db_name and user (limits as above;
 	 * max_client for the instance): NULL if counted, else PgBouncer's
 	 * message naming the limit.

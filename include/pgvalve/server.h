@@ -116,6 +116,7 @@ struct server {
 	uint32_t be_key;
 	uint64_t id;
 	usec_t connect_time;
+	usec_t arrived;			/* when this process got it: its connect, or its take-over (handover.h) */
 	usec_t last_used;
 	int expect_ready;		/* ReadyForQuery still owed (one per Query/Sync/FunctionCall) */
 	bool unsynced;			/* extended-protocol messages sent since the last Sync */
@@ -170,6 +171,34 @@ struct server {
 	 * an internal query when the server is released, before anyone reuses it.
 	 */
 	const char *release_sql;
+	/* Its socket lives on in another worker (handover.h): closed here without a Terminate. */
+	bool handed_over;
+};
+
+/*
+ * A logged-in server another worker handed over (handover.h): its socket
+ * and what went with it. Strings and arrays are the caller's (copied).
+ */
+struct server_transfer {
+	int fd;
+	uint32_t be_pid;
+	uint32_t be_key;
+	usec_t connect_time;
+	uint8_t role;			/* enum server_role */
+	bool read_only;
+	usec_t role_checked;
+	const char *host;		/* its entry of the database's host list */
+	int host_idx;
+	const union pgv_sockaddr *addr;
+	socklen_t addrlen;
+	uint64_t budget_token;		/* already counted in this process's column */
+	const struct welcome_param *params;	/* every ParameterStatus seen at its login */
+	int param_count;
+	/* its tracked parameters now: name, value, and whether it reports it */
+	const char *const *var_names;
+	const char *const *var_values;
+	const bool *var_reported;
+	int var_count;
 };
 
 /*
@@ -229,6 +258,13 @@ void server_claim(struct server *server, const struct server_owner *owner);
 void server_unclaim(struct server *server);
 /* pool_release_server: the claimed server, released clean, becomes its owner's (owner->ready). */
 void server_adopt(struct server *server);
+/*
+ * Takes over a logged-in server of pool from another worker: counted as
+ * any server of the pool, then ready at once (it serves a waiting client
+ * or idles; pool_server_ready). The pool must have a welcome, or learns it
+ * from this server.
+ */
+struct server *server_take_over(struct pool *pool, const struct server_transfer *t);
 /* server_connect_timeout ran out (janitor): fail the login and close. */
 void server_connect_timed_out(struct server *server);
 void server_set_state(struct server *server, enum server_state state);

@@ -12,10 +12,16 @@
  * database + user), found by hashing its name; in each slot one column of
  * server and one of client counts per worker, written only by that worker
  * (and zeroed by the supervisor when it reaps the worker). A count is the
- * sum of the columns. One process-shared robust mutex guards the whole
- * table: a check of the sum and the increment of one's own column happen
- * under it, so no limit is ever exceeded, not even by one; a worker that
- * dies holding it leaves it to the next locker (EOWNERDEAD), and its
+ * sum of the columns. Each slot has its own process-shared robust mutex: a
+ * check of the sums and the increment of one's own columns happen under
+ * the locks of the slots concerned (a server's pool, database and user,
+ * taken in index order; a client's instance, database and user), so no
+ * limit is ever exceeded, not even by one, and workers opening or closing
+ * servers of different pools never wait for each other. No lock spans
+ * the table: a key's slot is found without one (and its key checked
+ * again under the slot's lock), and one more lock, the directory's, is
+ * taken only to claim a slot for a key seen for the first time. A worker
+ * that dies holding a lock leaves it to the next locker (EOWNERDEAD), and its
  * columns are zeroed half a second after the supervisor reaps it (its
  * connections' backends have left PostgreSQL by then) and again before
  * it starts anew, so a restarted worker starts from zero and nothing is
@@ -52,7 +58,7 @@
  *
  * Lowered limits: when a reload leaves the instance with more servers of a
  * pool than pool_size + reserve_pool_size, each janitor pass of a worker
- * claims the excess under the lock (the slot's trim_at / trim_by) and
+ * claims the excess under the slot's lock (trim_at / trim_by) and
  * closes up to that many of its own used and idle servers; the others
  * wait out the claim (TRIM_CLAIM_USEC), then see the lower count and close
  * the rest, so together they never close more than the excess.

@@ -6,6 +6,7 @@
 #
 #   workers.sh [--duration S] [--rounds N] [--clients N] [--workers LIST] [--pool-size N]
 #              [--rate TPS] [--handovers N] [--pgbouncer]
+#   workers.sh --standin [...]    workers_standin.sh: a server stand-in, instructions and system calls per transaction
 #
 # Each round starts the instance once per workers value (transaction
 # pooling, default_pool_size = 20 for the instance, or --pool-size, md5)
@@ -45,6 +46,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=$2; shift 2 ;;
 	--handovers) handovers=$2; shift 2 ;;
 	--pgbouncer) with_pgbouncer=1; shift ;;
+	--standin) exec "$here/workers_standin.sh" "$@" ;;	# a server stand-in instead of PostgreSQL
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -194,7 +196,7 @@ for l in "${labels[@]}"; do
 done
 echo
 echo "pgbench -S -M simple, $clients clients, -j 2, ${duration}s rounds x $rounds (medians; max_servers: the most over all rounds)"
-echo "logins: server logins PostgreSQL saw during the saturation run (servers handed between workers log in anew)"
+echo "logins: server logins PostgreSQL saw during the saturation run (a plain server moves between workers without one)"
 echo "pool of $pool_size for the pgvalve instance (per process for PgBouncer); $(nproc) CPUs; us/txn = pooler CPU (user + system) per transaction"
 [ "$rate" -gt 0 ] && echo "us/txn(rate): at pgbench -R $rate"
 [ "$with_pgbouncer" = 1 ] && bench_pgbouncer_line

@@ -214,7 +214,8 @@ START_TEST(saturated_pool_does_not_churn)
 	wait_running(&p, 2, pids);
 	pgbench_sampled(&p, "24", "6", &most);
 	ck_assert_msg(most <= 6, "PostgreSQL saw %d connections of a pool of 6\n%s", most, pgv_log_tail(&p, 2000));
-	int given = pgv_log_count(&p, "given back for another worker's waiting clients");
+	int given = pgv_log_count(&p, "given back for another worker's waiting clients") +
+		    pgv_log_count(&p, "handed over to worker");
 	/* The first split may move a few servers (one worker may have logged in all six first). */
 	ck_assert_msg(given <= 6, "%d servers changed workers in 6 s of saturation\n%s", given, pgv_log_tail(&p, 3000));
 	assert_every_worker_served(&p, 2);
@@ -257,9 +258,174 @@ START_TEST(waiting_client_gets_an_idle_server_of_another_worker)
 		served_at_once(&p, a, 1, "from worker 1");
 		ck_assert_int_le(pg_count_backends(USER), 1);
 	}
-	ck_assert(pgv_log_contains(&p, "given back for another worker's waiting clients"));
+	/* closed and logged in anew (a TLS server), or handed over (a plain one) */
+	ck_assert(pgv_log_contains(&p, "given back for another worker's waiting clients") ||
+		  pgv_log_contains(&p, "handed over to worker 2"));
 	PQfinish(a);
 	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* The backend pid c's next query runs on, answered within 1 s (worker k's client). */
+static int backend_pid_at_once(struct pgv *p, PGconn *c, int k)
+{
+	double t0 = now_s();
+	int pid = atoi(query_value(c, "SELECT pg_backend_pid()"));
+	double waited = now_s() - t0;
+	ck_assert_msg(waited < 1.0, "worker %d's client waited %.3f s\n%s", k, waited, pgv_log_tail(p, 2000));
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+#define PLAIN "server_tls_sslmode = disable\n"
+
+/*
+ * pool_size = 1, workers = 2, a plain server: the one backend serves the
+ * clients of both workers, back and forth, handed over by socket: the
+ * same backend pid answers each, PostgreSQL never sees a second
+ * connection, and pgvalve logged in to it once.
+ */
+START_TEST(idle_server_handed_over_by_socket)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	pgv_start(&p, BASE PLAIN "workers = 2\ndefault_pool_size = 1\n", std_databases(), std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *a = worker_login(&p, 1, DB);
+	int backend = backend_pid_at_once(&p, a, 1);
+	PGconn *b = worker_login(&p, 2, DB);
+	for (int round = 0; round < 3; round++) {
+		ck_assert_int_eq(backend_pid_at_once(&p, b, 2), backend);
+		ck_assert_int_le(pg_count_backends(USER), 1);
+		ck_assert_int_eq(backend_pid_at_once(&p, a, 1), backend);
+		ck_assert_int_le(pg_count_backends(USER), 1);
+	}
+	ck_assert_int_eq(pg_count_backends(USER), 1);
+	ck_assert(pgv_log_contains(&p, "handed over to worker 2"));
+	ck_assert(pgv_log_contains(&p, "handed over to worker 1"));
+	ck_assert(pgv_log_contains(&p, "taken over from worker 1, no new login"));
+	ck_assert_msg(pgv_log_count(&p, "new connection to server") == 1, "%d server logins\n%s",
+		      pgv_log_count(&p, "new connection to server"), pgv_log_tail(&p, 3000));
+	ck_assert(!pgv_log_contains(&p, "given back for another worker's waiting clients"));
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A server with TLS cannot leave its process: with server_tls_sslmode =
+ * require, worker 2's client is served by a new login (another backend
+ * pid), the old one closed first, as before hand-overs.
+ */
+START_TEST(tls_server_falls_back_to_a_new_login)
+{
+	if (!pgv_pg_serves_tls()) {
+		fprintf(stderr, "tls_server_falls_back_to_a_new_login: PostgreSQL has no TLS here, skipped\n");
+		return;
+	}
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	pgv_start(&p, BASE "server_tls_sslmode = require\nworkers = 2\ndefault_pool_size = 1\n", std_databases(),
+		  std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *a = worker_login(&p, 1, DB);
+	int first = backend_pid_at_once(&p, a, 1);
+	ck_assert_str_eq(query_value(a, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "true");
+	PGconn *b = worker_login(&p, 2, DB);
+	int second = backend_pid_at_once(&p, b, 2);
+	ck_assert_int_ne(second, first);
+	ck_assert_int_le(pg_count_backends(USER), 1);
+	ck_assert(pgv_log_contains(&p, "given back for another worker's waiting clients"));
+	ck_assert(!pgv_log_contains(&p, "handed over to worker"));
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A server handed over to a worker that dies before it reads it: the
+ * supervisor closes the socket still in the dead worker's inbox, so
+ * PostgreSQL loses that backend, the instance's count of it goes with
+ * the worker's column, and the pool of 1 serves again in both workers.
+ * Worker 1 is stopped while worker 2's client asks, worker 2 is stopped
+ * before worker 1 resumes and hands the server over, then killed.
+ */
+START_TEST(handed_over_to_a_dying_worker)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W];
+	pgv_start(&p, BASE PLAIN "workers = 2\ndefault_pool_size = 1\nquery_wait_timeout = 30\n", std_databases(),
+		  std_userlist());
+	wait_running(&p, 2, pids);
+	PGconn *a = worker_login(&p, 1, DB);
+	PGconn *b = worker_login(&p, 2, DB);
+	int backend = backend_pid_at_once(&p, a, 1);	/* the server is worker 1's, idle */
+	int handed = pgv_log_count(&p, "handed over to worker 2");
+	ck_assert_int_eq(kill(pids[0], SIGSTOP), 0);
+	ck_assert_int_eq(PQsendQuery(b, "SELECT 'b'"), 1);
+	sleep_ms(150);		/* worker 2 asks, and keeps asking every tick */
+	ck_assert_int_eq(kill(pids[1], SIGSTOP), 0);
+	ck_assert_int_eq(kill(pids[0], SIGCONT), 0);
+	double deadline = now_s() + 5;
+	while (pgv_log_count(&p, "handed over to worker 2") == handed && now_s() < deadline)
+		sleep_ms(10);
+	ck_assert_msg(pgv_log_count(&p, "handed over to worker 2") > handed, "worker 1 handed nothing over\n%s",
+		      pgv_log_tail(&p, 2000));
+	ck_assert_int_eq(kill(pids[1], SIGKILL), 0);
+	pgv_expect_log(&p, "server connections handed over to worker 2 as it died", 5);
+	/* The backend that was in flight leaves PostgreSQL: closed, not kept open by anyone. */
+	ck_assert_msg(wait_backends(0, 5) == 0, "backend %d still there\n%s", backend, pgv_log_tail(&p, 2000));
+	PQfinish(b);	/* its worker died with it */
+	/* Worker 1's client is served within the pool of 1 again (its budget was not lost), and so is the new worker 2. */
+	int again = atoi(query_value(a, "SELECT pg_backend_pid()"));
+	ck_assert_int_ne(again, backend);
+	int now[MAX_W];
+	wait_running(&p, 2, now);
+	PGconn *b2 = worker_login(&p, 2, DB);
+	ck_assert_int_eq(backend_pid_at_once(&p, b2, 2), again);
+	ck_assert_int_le(pg_count_backends(USER), 1);
+	PQfinish(a);
+	PQfinish(b2);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Eight workers on a pool of 3 with max_db_connections = 3 and
+ * server_lifetime = 1: pgbench's 40 clients spread over them while
+ * servers open, close (lifetime) and move between workers all the time;
+ * PostgreSQL, sampled every 20 ms, never shows more than 3, and servers
+ * were handed over.
+ */
+START_TEST(eight_workers_open_close_and_hand_over_within_limits)
+{
+	struct pgv p = { 0 };
+	int pids[MAX_W], most;
+	pgv_start(&p, BASE PLAIN "workers = 8\ndefault_pool_size = 3\nmax_db_connections = 3\nserver_lifetime = 1\n"
+		  "max_client_conn = 200\nquery_wait_timeout = 30\n", std_databases(), std_userlist());
+	wait_running(&p, 8, pids);
+	pgbench_sampled(&p, "40", "8", &most);
+	ck_assert_msg(most <= 3, "PostgreSQL saw %d connections of a pool of 3\n%s", most, pgv_log_tail(&p, 2000));
+	ck_assert_msg(most >= 1, "no server connection seen");
+	int handed = pgv_log_count(&p, "handed over to worker");
+	int logins = pgv_log_count(&p, "new connection to server");
+	ck_assert_msg(handed > 0, "no hand-over in 8 s\n%s", pgv_log_tail(&p, 2000));
+	ck_assert_msg(logins > 3, "only %d logins: server_lifetime closed nothing", logins);
+	/* so_reuseport's hash may leave a worker without clients: most of them served */
+	PGconn *c = login_at("127.0.0.1", p.port, "pgbouncer");
+	PGresult *r = PQexec(c, "SHOW WORKERS");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int served = 0;
+	for (int i = 0; i < 8; i++)
+		served += atol(PQgetvalue(r, i, PQfnumber(r, "total_xact_count"))) > 0;
+	PQclear(r);
+	PQfinish(c);
+	fprintf(stderr, "8 workers: %d hand-overs, %d logins, at most %d connections, %d workers served\n", handed,
+		logins, most, served);
+	ck_assert_msg(served >= 4, "only %d of 8 workers served", served);
 	pgv_stop(&p);
 }
 END_TEST
@@ -610,6 +776,10 @@ int main(void)
 	tcase_add_test(tc, pool_size_holds_for_the_instance);
 	tcase_add_test(tc, saturated_pool_does_not_churn);
 	tcase_add_test(tc, waiting_client_gets_an_idle_server_of_another_worker);
+	tcase_add_test(tc, idle_server_handed_over_by_socket);
+	tcase_add_test(tc, tls_server_falls_back_to_a_new_login);
+	tcase_add_test(tc, handed_over_to_a_dying_worker);
+	tcase_add_test(tc, eight_workers_open_close_and_hand_over_within_limits);
 	tcase_add_test(tc, max_db_connections_handed_across_workers);
 	tcase_add_test(tc, max_user_connections_handed_across_workers);
 	tcase_add_test(tc, busy_database_limit_is_shared);

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+#
+# test/bench/workers_standin.sh - what one pgvalve instance costs per
+# transaction with workers = 1, 2, 4, 8 (or --workers LIST) when the
+# server answers at once: a stand-in (test/bench/pg_standin.c, compiled
+# here) replaces PostgreSQL, so that the pooler's own work is measured and
+# PostgreSQL does not take the CPUs. `make bench-workers
+# BENCH_ARGS=--standin` runs it (workers.sh passes --standin here).
+#
+#   workers_standin.sh [--workers LIST] [--clients N] [--duration S] [--txns N] [--pgbouncer]
+#
+# Per workers value, one instance (transaction pooling, pool of 20):
+#   - saturation: pgbench -S -M simple, --clients clients, --duration s:
+#     tps and the instance's CPU (user + system) per transaction;
+#   - system calls per transaction, counted by strace -f -c attached to
+#     every worker while pgbench runs --txns transactions per client
+#     (deterministic where timings are not);
+#   - the shared table's lock waits (lockings that found the lock taken,
+#     and how long they waited), which each worker logs as it stops.
+# (Instructions per transaction need hardware counters, which a virtual
+# machine may not have: perf stat -e instructions where it has them.)
+# --pgbouncer: the same for PgBouncer ($PGBOUNCER) as N so_reuseport processes.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
+builddir=${abs_top_builddir:-$srcdir/build}
+workers_list="1,2,4,8" clients=32 duration=5 txns=200 with_pgbouncer=0
+usage="usage: workers_standin.sh [--workers LIST] [--clients N] [--duration S] [--txns N] [--pgbouncer]"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--standin) shift ;;
+	--workers) workers_list=$2; shift 2 ;;
+	--clients) clients=$2; shift 2 ;;
+	--duration) duration=$2; shift 2 ;;
+	--txns) txns=$2; shift 2 ;;
+	--pgbouncer) with_pgbouncer=1; shift ;;
+	*) echo "$usage" >&2; exit 2 ;;
+	esac
+done
+bench_scale=0	# no tables: the stand-in answers every query with one row
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_setup_cluster
+
+cc -O2 -o "$tmp/pg_standin" "$here/pg_standin.c" || { echo "workers_standin.sh: cannot compile pg_standin.c" >&2; exit 2; }
+standin_port=$(pgv_free_port $((pgport + 100)))
+"$tmp/pg_standin" "$standin_port" &
+standin_pid=$!
+pgport=$standin_port	# the poolers' [databases] point at the stand-in (bench_pooler_ini)
+
+procs=()
+stop_all() {
+	if [ ${#procs[@]} -gt 0 ]; then
+		pgv_kill_pids "${procs[@]}"
+		wait "${procs[@]}" 2>/dev/null
+	fi
+	procs=()
+}
+trap 'kill "$standin_pid" 2>/dev/null; stop_all; bench_cleanup' EXIT
+trap 'exit 1' INT TERM
+
+# instance_pids ROOT...: the processes and their children (a supervisor's workers).
+instance_pids() { echo "$@" $(pgrep -P "$(echo "$@" | tr ' ' ',')" 2>/dev/null); }
+
+instance_ticks() {
+	local total=0 p
+	for p in $(instance_pids "$@"); do
+		[ -r "/proc/$p/stat" ] && total=$((total + $(bench_cpu_ticks "$p")))
+	done
+	echo "$total"
+}
+
+# fixed_pgbench PORT N: N transactions per client.
+fixed_pgbench() {
+	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -S -M simple -c "$clients" -j 2 -t "$2" -h 127.0.0.1 -p "$1" \
+		-U bench bench >"$tmp/fixed.out" 2>&1
+}
+
+# start KIND W PORT: pgvalve with W workers, or W PgBouncers on PORT (pids in procs).
+start() {
+	local kind=$1 w=$2 p=$3 k
+	procs=()
+	if [ "$kind" = pgvalve ]; then
+		bench_pooler_ini pgvalve "$p" "pgvalve-$w" "workers = $w" >"$tmp/pgvalve-$w.ini"
+		[ -n "$runas" ] && chown "$runas:" "$tmp/pgvalve-$w.ini"
+		"$PGVALVE" -q ${runas:+-u "$runas"} "$tmp/pgvalve-$w.ini" >/dev/null 2>&1 &
+		procs+=($!)
+	else
+		for k in $(seq "$w"); do
+			bench_pooler_ini pgbouncer "$p" "pgbouncer$k" "so_reuseport = $([ "$w" -gt 1 ] && echo 1 || echo 0)" \
+				>"$tmp/pgbouncer$k.ini"
+			[ -n "$runas" ] && chown "$runas:" "$tmp/pgbouncer$k.ini"
+			"$PGBOUNCER" -q ${runas:+-u "$runas"} "$tmp/pgbouncer$k.ini" >/dev/null 2>&1 &
+			procs+=($!)
+		done
+	fi
+	for _ in $(seq 300); do
+		PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$p" -U bench -c "SELECT 1" bench >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	sleep 1	# every worker listening
+}
+
+# serving_pids: the processes that serve clients (a supervisor's workers, or the PgBouncers).
+serving_pids() {
+	local kids
+	kids=$(pgrep -P "$(echo "${procs[@]}" | tr ' ' ',')" 2>/dev/null | tr '\n' ' ')
+	if [ -n "$kids" ]; then echo "$kids"; else echo "${procs[@]}"; fi
+}
+
+declare -A tps cpu sys waits
+measure() {
+	local kind=$1 w=$2 label="$1-$2" p t n t0 t1 calls pids args=()
+	p=$(pgv_free_port $((standin_port + 1)))
+	start "$kind" "$w" "$p"
+	t0=$(instance_ticks "${procs[@]}")
+	read -r t n _ < <(run_pgbench "$p" -S -M simple -c "$clients" -j 2)
+	t1=$(instance_ticks "${procs[@]}")
+	tps[$label]=$t
+	cpu[$label]=$(awk -v d=$((t1 - t0)) -v n="$n" 'BEGIN { printf "%.2f", n ? d * 10000 / n : 0 }')
+	# system calls: strace attached to the serving processes for a fixed run
+	pids=$(serving_pids)
+	for k in $pids; do args+=(-p "$k"); done
+	strace -f -c -q -o "$tmp/strace.out" "${args[@]}" &
+	local tracer=$!
+	sleep 1
+	fixed_pgbench "$p" "$txns"
+	kill -INT "$tracer"
+	wait "$tracer" 2>/dev/null
+	calls=$(awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' "$tmp/strace.out")
+	sys[$label]=$(awk -v c="${calls:-0}" -v n=$((txns * clients)) 'BEGIN { printf "%.1f", c / n }')
+	stop_all
+	# lock waits: each worker logs its own as it stops (shared_pool.c); per transaction of both runs
+	waits[$label]=-
+	[ "$kind" = pgvalve ] && [ "$w" -gt 1 ] && waits[$label]=$(sed -n \
+		's/.*shared pool table: \([0-9]*\) lockings waited for another worker, \([0-9]*\) us in all.*/\1 \2/p' \
+		"$tmp/pgvalve-$w.log" | awk -v n=$((n + txns * clients)) \
+		'{ c += $1; u += $2 } END { printf "%d (%.3f us/txn)", c, n ? u / n : 0 }')
+	echo "workers_standin.sh: $label: ${tps[$label]} tps, ${cpu[$label]} us/txn, ${sys[$label]} syscalls/txn, lock waits ${waits[$label]}"
+}
+
+IFS=, read -ra wl <<<"$workers_list"
+[ "$with_pgbouncer" = 1 ] && [ ! -x "$PGBOUNCER" ] && { echo "workers_standin.sh: no PgBouncer at $PGBOUNCER" >&2; exit 2; }
+labels=()
+for w in "${wl[@]}"; do
+	measure pgvalve "$w"
+	labels+=("pgvalve-$w")
+	if [ "$with_pgbouncer" = 1 ]; then
+		measure pgbouncer "$w"
+		labels+=("pgbouncer-$w")
+	fi
+done
+printf '\n%-13s %9s %10s %13s  %s\n' what tps us/txn syscalls/txn "lock waits (waiting time per txn)"
+for l in "${labels[@]}"; do
+	printf '%-13s %9.0f %10s %13s  %s\n' "$l" "${tps[$l]}" "${cpu[$l]}" "${sys[$l]}" "${waits[$l]}"
+done
+echo
+echo "a server stand-in answering at once (pg_standin); pgbench -S -M simple, $clients clients, -j 2, ${duration}s; $(nproc) CPUs"
+echo "us/txn: pooler CPU (user + system) per transaction at saturation; syscalls/txn: strace -f -c over $txns transactions"
+echo "per client, every serving process summed; lock waits: lockings of the shared table that found another worker"
+echo "holding the lock, and their waiting time per transaction, over both runs (workers' own count, logged as they stop)"
+[ "$with_pgbouncer" = 1 ] && bench_pgbouncer_line
+exit 0
