@@ -28,16 +28,29 @@ static const char *const grammar_words[] = {
 	"xmlparse", "xmlpi", "xmlroot", "xmlserialize",
 };
 
-/* Functions that write or take locks whatever pg_proc says of them. */
-static bool function_writes(const char *name)
-{
-	return strcmp(name, "nextval") == 0 || strcmp(name, "setval") == 0 ||
-	       strncmp(name, "pg_advisory_", 12) == 0 || strncmp(name, "pg_try_advisory_", 16) == 0;
-}
+/*
+ * Functions that must run on the primary whatever pg_proc says of them:
+ * they write (sequences), lock what writers see (advisory locks), or a
+ * standby refuses them though they are not VOLATILE (an xid, the WAL
+ * position). Sorted for bsearch; pg_advisory_* and pg_try_advisory_* by
+ * their prefix.
+ */
+static const char *const primary_functions[] = {
+	"nextval", "pg_create_restore_point", "pg_current_wal_flush_lsn", "pg_current_wal_insert_lsn",
+	"pg_current_wal_lsn", "pg_current_xact_id", "pg_switch_wal", "pg_walfile_name", "pg_walfile_name_offset",
+	"setval", "txid_current",
+};
 
 static int compare_word(const void *key, const void *elem)
 {
 	return strcmp(key, *(const char *const *)elem);
+}
+
+static bool function_writes(const char *name)
+{
+	return strncmp(name, "pg_advisory_", 12) == 0 || strncmp(name, "pg_try_advisory_", 16) == 0 ||
+	       bsearch(name, primary_functions, ARRAY_SIZE(primary_functions), sizeof(primary_functions[0]),
+		       compare_word);
 }
 
 static bool grammar_word(const char *name)
@@ -84,7 +97,7 @@ static bool reading_start(struct sql_lexer *lx, struct sql_token *tok)
 static bool statement_reads(struct sql_lexer *lx, struct sql_token *tok, sql_function_safe_fn *function_safe,
 			    void *arg, bool *more)
 {
-	struct sql_token next;
+	struct sql_token next, prev = { 0 };
 	*more = false;
 	for (;;) {
 		if (writing_word(tok))
@@ -93,13 +106,16 @@ static bool statement_reads(struct sql_lexer *lx, struct sql_token *tok, sql_fun
 		if (sql_token_is(tok, "for") &&
 		    (sql_token_is(&next, "share") || sql_token_is(&next, "no") || sql_token_is(&next, "key")))
 			return false;	/* FOR SHARE, FOR NO KEY UPDATE, FOR KEY SHARE: row locks */
+		/* name( after AS, WITH or RECURSIVE: column names of an alias or a WITH query, or a type's modifiers */
+		bool named = sql_token_is(&prev, "as") || sql_token_is(&prev, "with") || sql_token_is(&prev, "recursive");
 		if ((tok->kind == SQL_TOKEN_WORD || tok->kind == SQL_TOKEN_IDENT) && sql_token_is_char(&next, '(') &&
-		    !call_reads(tok, function_safe, arg))
+		    !named && !call_reads(tok, function_safe, arg))
 			return false;
 		if (nk == SQL_TOKEN_SEMICOLON)
 			*more = true;
 		if (nk == SQL_TOKEN_SEMICOLON || nk == SQL_TOKEN_END)
 			return !lx->unterminated;
+		prev = *tok;
 		*tok = next;
 	}
 }

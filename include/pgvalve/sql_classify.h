@@ -10,11 +10,14 @@
  *   - with no INSERT, UPDATE, DELETE, MERGE, INTO (SELECT ... INTO, a
  *     data-modifying WITH), no FOR SHARE / FOR NO KEY UPDATE / FOR KEY
  *     SHARE (FOR UPDATE is caught by its UPDATE);
- *   - whose function calls (a name followed by '(', schema or not) are
- *     grammar words (IN, EXISTS, CAST, COALESCE, a type's modifiers, ...)
+ *   - whose function calls (a name followed by '(', schema or not, but
+ *     not right after AS, WITH or RECURSIVE: column names of an alias or
+ *     a WITH query) are grammar words (IN, EXISTS, CAST, COALESCE, a
+ *     type's modifiers, ...)
  *     or names the caller's function_safe() accepts (not VOLATILE in
  *     pg_proc, in the balancer); never nextval, setval, pg_advisory_*,
- *     whatever the caller says;
+ *     nor what a standby refuses though it is not VOLATILE (txid_current,
+ *     pg_current_xact_id, pg_walfile_name, ...), whatever the caller says;
  *   - with nothing unterminated (string, identifier, dollar quote,
  *     comment).
  * Where a backslash could be read two ways (standard_conforming_strings

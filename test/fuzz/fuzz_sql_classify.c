@@ -4,7 +4,7 @@
  * token by token, both ways standard_conforming_strings reads it, and must
  * hold only statements starting with SELECT, WITH, VALUES, TABLE or SHOW,
  * no INSERT/UPDATE/DELETE/MERGE/INTO word, no call of nextval, setval or
- * an advisory lock, nothing unterminated. A read must stay a read with
+ * a VOLATILE function or pg_advisory_*, nothing unterminated. A read must stay a read with
  * blanks and comments around it, and a READ ONLY transaction start must
  * not hold COMMIT and friends after it. (test_balance puts the texts the
  * classifier lets through to PostgreSQL itself, in a read-only
@@ -40,13 +40,16 @@ static bool is_any(const struct sql_token *t, const char *const *words)
 static void check_read(const char *text, size_t size, bool standard)
 {
 	static const char *const starts[] = { "select", "with", "values", "table", "show", NULL };
-	static const char *const writes[] = { "insert", "update", "delete", "merge", "into", "nextval", "setval",
-					      "volatile_fn", NULL };
+	static const char *const writes[] = { "insert", "update", "delete", "merge", "into", NULL };
+	static const char *const writers[] = { "nextval", "setval", "volatile_fn", NULL };	/* when called */
 	struct sql_lexer lx;
-	struct sql_token t;
+	struct sql_token t, next;
 	bool at_start = true;
 	sql_lex_init(&lx, text, size, standard);
 	while (sql_lex_next(&lx, &t) != SQL_TOKEN_END) {
+		sql_lex_peek(&lx, &next);
+		bool advisory = t.kind == SQL_TOKEN_WORD && t.len >= 12 && strncasecmp(t.start, "pg_advisory_", 12) == 0;
+		FUZZ_CHECK(!((is_any(&t, writers) || advisory) && sql_token_is_char(&next, '(')));
 		FUZZ_CHECK(!t.unterminated);
 		if (t.kind == SQL_TOKEN_SEMICOLON) {
 			at_start = true;
@@ -57,7 +60,6 @@ static void check_read(const char *text, size_t size, bool standard)
 			at_start = false;
 		}
 		FUZZ_CHECK(!is_any(&t, writes));
-		FUZZ_CHECK(!(t.kind == SQL_TOKEN_WORD && t.len >= 12 && strncasecmp(t.start, "pg_advisory_", 12) == 0));
 	}
 	FUZZ_CHECK(!lx.unterminated);
 }

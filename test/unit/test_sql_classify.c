@@ -14,7 +14,8 @@
 /* A pg_proc stand-in: these functions are not VOLATILE. */
 static bool safe(void *arg, const char *name)
 {
-	static const char *const ok[] = { "count", "now", "lower", "coalesce_x", "my func", "sum", "pg_sleep_not" };
+	static const char *const ok[] = { "count", "now", "lower", "coalesce_x", "my func", "sum", "txid_current",
+					  "pg_current_xact_id", "pg_walfile_name" };
 	(void)arg;
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
 		if (strcmp(name, ok[i]) == 0)
@@ -47,6 +48,9 @@ START_TEST(reads_are_reads)
 		"SELECT a FROM t FOR READ ONLY",
 		"SELECT E'it\\'s' AS x",
 		"SELECT E'\\' ; DELETE FROM t; --'",	/* one string, as PostgreSQL reads it */
+		"SELECT x.a FROM (SELECT 1) AS x(a)",	/* column names of an alias, not a call */
+		"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT count(*) FROM r",
+		"WITH x AS MATERIALIZED (SELECT 1) SELECT * FROM x",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
 		ck_assert_msg(reads(yes[i]), "not a read: %s", yes[i]);
@@ -72,6 +76,8 @@ START_TEST(writes_are_writes)
 		"SELECT pg_catalog.setval('s', 1)",
 		"SELECT pg_advisory_lock(1)",
 		"SELECT pg_try_advisory_xact_lock(1)",
+		"SELECT txid_current(), pg_current_xact_id()",	/* not VOLATILE, but a standby refuses them */
+		"SELECT pg_walfile_name(pg_current_wal_lsn())",
 		"SELECT write_something()",	/* not known to be safe: VOLATILE, or unknown */
 		"SELECT \"Count\"(*) FROM t",	/* quoted: a different function */
 		"EXPLAIN ANALYZE SELECT 1",
@@ -91,7 +97,10 @@ START_TEST(writes_are_writes)
 		"SELECT 1 /* a /* nested */ ; INSERT INTO t VALUES (1) */ ; INSERT INTO t VALUES (2)",
 		/* standard_conforming_strings off: the second statement is real */
 		"SELECT 'a\\' , ' ; DELETE FROM t; --'",
-		"SELECT 1 FROM t AS x(a)",	/* not a call, but not known: the primary */
+		"SELECT 1 FROM t x(a)",	/* not a call, but not known: the primary */
+		"WITH x(a) AS (SELECT 1), y(b) AS (SELECT 2) SELECT * FROM x, y",	/* y( after ',': the same */
+		"SELECT * FROM f(1) AS t(a)",	/* f( is a call */
+		"WITH x AS (SELECT nextval('s')) SELECT * FROM x",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(no); i++)
 		ck_assert_msg(!reads(no[i]), "a write called a read: %s", no[i]);
