@@ -1,13 +1,15 @@
 /*
  * test_balance.c - the read balancer (load_balance_reads, issue 49) against
- * a real PostgreSQL. So far: its classifier (sql_classify.c) checked by
+ * a PostgreSQL 15 primary and two streaming replicas (harness.h's
+ * roles_cluster). So far: its classifier (sql_classify.c) checked by
  * PostgreSQL itself. Every text it calls a read, from a list of reads and
  * writes, the fuzz seed corpora and a few thousand texts glued from
- * hostile pieces, must run in a READ ONLY transaction without SQLSTATE
- * 25006 (what a standby answers to a write), with
- * standard_conforming_strings on and off; and the known writes of the
- * list must be both refused by PostgreSQL there and called writes. The
- * function table is PostgreSQL's own: the names no VOLATILE function has.
+ * hostile pieces, must run on a standby with the SQLSTATE it gets in a
+ * READ ONLY transaction on the primary, never 25006 (a write refused),
+ * with standard_conforming_strings on and off; and the known writes of
+ * the list (and what a standby refuses besides) must be refused by
+ * PostgreSQL there and called writes. The function table is PostgreSQL's
+ * own: the names no VOLATILE function has.
  */
 #include "harness.h"
 
@@ -73,19 +75,57 @@ static const char *sqlstate_read_only(PGconn *conn, const char *text)
 	return state;
 }
 
+static PGconn *primary, *standby;
 static int reads_checked;
 
-/* If the classifier calls text a read, PostgreSQL must run it read-only without 25006. Returns its verdict. */
-static bool check_text(PGconn *conn, const char *text, size_t len)
+/* text's SQLSTATE on a standby ("" if it ran). */
+static const char *sqlstate_standby(const char *text)
+{
+	static char state[8];
+	PGresult *r = PQexec(standby, text);
+	const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	snprintf(state, sizeof(state), "%s", s ? s : "");
+	PQclear(r);
+	if (PQtransactionStatus(standby) != PQTRANS_IDLE)
+		exec_ok(standby, "ROLLBACK");
+	return state;
+}
+
+/*
+ * If the classifier calls text a read, a standby must run it as the
+ * primary does read-only, and never refuse it as a write. Returns its verdict.
+ */
+static bool check_text(const char *text, size_t len)
 {
 	if (!sql_classify_read_only(text, len, function_safe, NULL))
 		return false;
 	if (memchr(text, '\0', len) && strlen(text) < len)
 		return true;	/* PostgreSQL would read it only to the NUL, as the classifier did: nothing new */
-	const char *state = sqlstate_read_only(conn, text);
-	ck_assert_msg(strcmp(state, "25006") != 0, "a write called a read: %s", text);
+	char ro[8];
+	snprintf(ro, sizeof(ro), "%s", sqlstate_read_only(primary, text));
+	const char *sb = sqlstate_standby(text);
+	ck_assert_msg(strcmp(ro, "25006") != 0 && strcmp(sb, "25006") != 0, "a write called a read: %s", text);
+	ck_assert_msg(strcmp(ro, sb) == 0, "a read the standby answers otherwise (%s, primary read-only %s): %s", sb,
+		      ro, text);
 	reads_checked++;
 	return true;
+}
+
+/* Both connections with this standard_conforming_strings. */
+static void both_set(const char *sql)
+{
+	exec_ok(primary, sql);
+	exec_ok(standby, sql);
+}
+
+/* Until the standby has replayed everything the primary wrote so far (inserted: commits may not flush). */
+static void wait_replayed(void)
+{
+	char lsn[64], sql[160];
+	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
+	for (double until = now_s() + 30; strcmp(query_value(standby, sql), "t") != 0; sleep_ms(50))
+		ck_assert_msg(now_s() < until, "the standby did not replay up to %s in 30 s", lsn);
 }
 
 static void setup_schema(PGconn *conn)
@@ -103,7 +143,7 @@ static void setup_schema(PGconn *conn)
 }
 
 /* Reads the classifier must let through, and writes PostgreSQL refuses read-only that it must not. */
-static void known_texts(PGconn *conn)
+static void known_texts(void)
 {
 	static const char *const reads[] = {
 		"SELECT 1",
@@ -116,6 +156,9 @@ static void known_texts(PGconn *conn)
 		"SELECT 'INSERT INTO bal.t VALUES (9)', $$DELETE FROM bal.t$$",
 		"SELECT 1; SELECT 2",
 		"SELECT * FROM bal.t FOR READ ONLY",
+		"SELECT x.a FROM (SELECT 1) AS x(a)",
+		"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT count(*) FROM r",
+		"SELECT * FROM generate_series(1, 3) AS g(i)",
 	};
 	static const char *const writes[] = {
 		"INSERT INTO bal.t VALUES (9)",
@@ -132,22 +175,32 @@ static void known_texts(PGconn *conn)
 		"SELECT 1; DELETE FROM bal.t",
 		"SELECT 1 /* ; */ ; INSERT INTO bal.t VALUES (1)",
 		"SELECT 1 --\r; INSERT INTO bal.t VALUES (1)",
-		"SELECT pg_advisory_xact_lock(1)",	/* PostgreSQL allows it read-only; a standby does not */
+		/* not writes, but a standby refuses them */
+		"SELECT txid_current()",
+		"SELECT pg_current_xact_id()",
+		"SELECT pg_current_wal_lsn()",
+		"SELECT pg_walfile_name('0/1000000')",
+		"SELECT pg_switch_wal()",
 	};
+	/* a standby would run them, but what they lock must be the primary's */
+	static const char *const primary_only[] = {
+		"SELECT pg_advisory_xact_lock(1)",
+		"SELECT pg_try_advisory_lock_shared(1)",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(primary_only); i++)
+		ck_assert_msg(!check_text(primary_only[i], strlen(primary_only[i])), "called a read: %s", primary_only[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(reads); i++) {
-		ck_assert_msg(check_text(conn, reads[i], strlen(reads[i])), "not called a read: %s", reads[i]);
-		ck_assert_str_eq(sqlstate_read_only(conn, reads[i]), "");
+		ck_assert_msg(check_text(reads[i], strlen(reads[i])), "not called a read: %s", reads[i]);
+		ck_assert_str_eq(sqlstate_read_only(primary, reads[i]), "");
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(writes); i++) {
-		ck_assert_msg(!check_text(conn, writes[i], strlen(writes[i])), "a write called a read: %s", writes[i]);
-		if (!strstr(writes[i], "advisory"))
-			ck_assert_msg(strcmp(sqlstate_read_only(conn, writes[i]), "25006") == 0,
-				      "not a write to PostgreSQL: %s", writes[i]);
+		ck_assert_msg(!check_text(writes[i], strlen(writes[i])), "a write called a read: %s", writes[i]);
+		ck_assert_msg(strcmp(sqlstate_standby(writes[i]), "") != 0, "the standby ran it: %s", writes[i]);
 	}
 }
 
 /* Every seed of the two SQL fuzz targets. */
-static void corpus_texts(PGconn *conn)
+static void corpus_texts(void)
 {
 	static const char *const targets[] = { "fuzz_sql_lex", "fuzz_sql_classify" };
 	for (size_t t = 0; t < ARRAY_SIZE(targets); t++) {
@@ -166,21 +219,21 @@ static void corpus_texts(PGconn *conn)
 			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 			fclose(f);
 			buf[n] = '\0';
-			check_text(conn, buf, n);
+			check_text(buf, n);
 		}
 		closedir(d);
 	}
 }
 
 /* Texts glued from pieces that open and close quotes, comments and statements, and write. */
-static void glued_texts(PGconn *conn, int count)
+static void glued_texts(int count)
 {
 	static const char *const pieces[] = {
 		"SELECT ", "WITH x AS (SELECT 1) ", "VALUES (1)", "TABLE bal.t", "SHOW all", " FROM bal.t", " a ",
 		"'", "''", "E'", "\\", "\\'", "$$", "$q$", "/*", "*/", "--", "\n", "\r", ";", "(", ")", ", ",
 		"INSERT INTO bal.t VALUES (1)", "DELETE FROM bal.t", "nextval('bal.s')", "bal.writer()",
 		"bal.reader()", "count(*)", " FOR UPDATE", " FOR SHARE", " INTO bal.x", "\"", "U&'", "E'\\'';",
-		" UPDATE bal.t SET a = 1", "SELECT 1", "setval('bal.s', 1)", " WHERE a = 1",
+		" UPDATE bal.t SET a = 1", "SELECT 1", "setval('bal.s', 1)", " WHERE a = 1", "txid_current()", " AS x(a)",
 	};
 	unsigned seed = 49;
 	int reads = 0;
@@ -190,25 +243,31 @@ static void glued_texts(PGconn *conn, int count)
 		for (int k = 0; k < n; k++)
 			strncat(text, pieces[rand_r(&seed) % ARRAY_SIZE(pieces)], sizeof(text) - strlen(text) - 1);
 		if (i == count / 2)
-			exec_ok(conn, "SET standard_conforming_strings = off");
-		reads += check_text(conn, text, strlen(text));
+			both_set("SET standard_conforming_strings = off");
+		reads += check_text(text, strlen(text));
 	}
-	exec_ok(conn, "SET standard_conforming_strings = on");
+	both_set("SET standard_conforming_strings = on");
 	ck_assert_int_gt(reads, count / 50);	/* the pieces do make reads: the oracle was asked */
 }
 
 START_TEST(classifier_never_calls_a_write_a_read)
 {
-	PGconn *conn = pg_direct();
-	setup_schema(conn);
-	load_safe_functions(conn);
-	known_texts(conn);
-	corpus_texts(conn);
-	exec_ok(conn, "SET escape_string_warning = off");
-	glued_texts(conn, 3000);
-	fprintf(stderr, "classifier: %d texts called reads, each run read-only by PostgreSQL without 25006\n",
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	setup_schema(primary);
+	wait_replayed();
+	load_safe_functions(primary);
+	exec_ok(standby, "SET statement_timeout = '5s'");
+	known_texts();
+	corpus_texts();
+	both_set("SET escape_string_warning = off");
+	glued_texts(10000);
+	fprintf(stderr, "classifier: %d texts called reads, each run on a standby as on the primary read-only\n",
 		reads_checked);
-	PQfinish(conn);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
 }
 END_TEST
 
