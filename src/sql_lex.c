@@ -88,20 +88,22 @@ void sql_lex_skip_space(struct sql_lexer *lx)
 	}
 }
 
-/*
- * Past a quoted string or identifier whose opening quote is at p: a
- * doubled quote stands for one; with backslash, a backslash takes the
- * next byte. Returns where it ends (after the closing quote), or NULL if
- * the text ends first.
- */
-static const char *skip_quoted(const char *p, const char *end, char quote, bool backslash)
+/* How a quoted token ends (scan.l's states). */
+enum quoting {
+	Q_DOUBLED,		/* '' (or "") stands for one quote: standard strings, identifiers, U&'' */
+	Q_BACKSLASH,		/* that, and a backslash takes the next byte: E'', or '' with standard_conforming_strings off */
+	Q_FIRST,		/* the first quote ends it: B'' and X'' (a quote right after starts another string) */
+};
+
+/* Past a quoted token whose opening quote is at p: where it ends (after the closing quote), or NULL if the text does first. */
+static const char *skip_quoted(const char *p, const char *end, char quote, enum quoting how)
 {
 	for (p++; p < end; p++) {
-		if (backslash && *p == '\\') {
+		if (how == Q_BACKSLASH && *p == '\\') {
 			if (++p >= end)
 				return NULL;
 		} else if (*p == quote) {
-			if (p + 1 < end && p[1] == quote)
+			if (how != Q_FIRST && p + 1 < end && p[1] == quote)
 				p++;
 			else
 				return p + 1;
@@ -123,11 +125,17 @@ static size_t dollar_tag_len(const char *p, const char *end)
 	return t < end && *t == '$' ? (size_t)(t + 1 - p) : 0;
 }
 
+/* A plain (or N'') string's quoting, by standard_conforming_strings. */
+static enum quoting string_quoting(const struct sql_lexer *lx)
+{
+	return lx->standard_strings ? Q_DOUBLED : Q_BACKSLASH;
+}
+
 /* Sets tok and moves lx past the quoted token of kind at q (the quote), which the token starts at from. */
 static enum sql_token_kind lex_quoted(struct sql_lexer *lx, struct sql_token *tok, enum sql_token_kind kind,
-				      const char *from, const char *q, bool backslash)
+				      const char *from, const char *q, enum quoting how)
 {
-	const char *after = skip_quoted(q, lx->end, *q, backslash);
+	const char *after = skip_quoted(q, lx->end, *q, how);
 	tok->unterminated = !after;
 	lx->unterminated |= !after;
 	lx->p = after ? after : lx->end;
@@ -176,14 +184,14 @@ static enum sql_token_kind lex_word(struct sql_lexer *lx, struct sql_token *tok)
 	char c = (char)(*p | 0x20);
 	if (p + 1 < end && p[1] == '\'') {
 		if (c == 'e')
-			return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p + 1, true);
+			return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p + 1, Q_BACKSLASH);
 		if (c == 'b' || c == 'x')
-			return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p + 1, false);
+			return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p + 1, Q_FIRST);
 		if (c == 'n')
-			return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p + 1, !lx->standard_strings);
+			return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p + 1, string_quoting(lx));
 	}
 	if (c == 'u' && p + 2 < end && p[1] == '&' && (p[2] == '\'' || p[2] == '"'))
-		return lex_quoted(lx, tok, p[2] == '"' ? SQL_TOKEN_IDENT : SQL_TOKEN_STRING, p, p + 2, false);
+		return lex_quoted(lx, tok, p[2] == '"' ? SQL_TOKEN_IDENT : SQL_TOKEN_STRING, p, p + 2, Q_DOUBLED);
 	for (p++; p < end && is(p, C_IDCHAR); p++)
 		;
 	tok->kind = SQL_TOKEN_WORD;
@@ -218,9 +226,9 @@ enum sql_token_kind sql_lex_next(struct sql_lexer *lx, struct sql_token *tok)
 	const char *p = lx->p;
 	switch (*p) {
 	case '\'':
-		return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p, !lx->standard_strings);
+		return lex_quoted(lx, tok, SQL_TOKEN_STRING, p, p, string_quoting(lx));
 	case '"':
-		return lex_quoted(lx, tok, SQL_TOKEN_IDENT, p, p, false);
+		return lex_quoted(lx, tok, SQL_TOKEN_IDENT, p, p, Q_DOUBLED);
 	case '$':
 		return lex_dollar(lx, tok);
 	case ';':

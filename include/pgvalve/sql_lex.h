@@ -5,9 +5,10 @@
  * quote, a comment or a dollar quote means the same to all of them.
  *
  * Knows: blanks and comments (`--` to the end of the line, `/ * ... * /`
- * nested), string constants ('...', E'...' with backslash escapes, B'',
- * X'', N'', U&''; a plain '' one takes backslash escapes too when
- * standard_conforming_strings is off), quoted identifiers ("..." and
+ * nested), string constants ('...', E'...' with backslash escapes, N'',
+ * U&'', and B'' and X'' ending at their first quote; a plain or N'' one
+ * takes backslash escapes too when standard_conforming_strings is off),
+ * quoted identifiers ("..." and
  * U&"...", "" for a quote), dollar quotes ($$...$$, $tag$...$tag$),
  * positional parameters ($1), numbers, words (keywords and unquoted
  * identifiers), ';' and single characters of operators and punctuation.

@@ -97,6 +97,7 @@ START_TEST(writes_are_writes)
 		"SELECT 1 /* a /* nested */ ; INSERT INTO t VALUES (1) */ ; INSERT INTO t VALUES (2)",
 		/* standard_conforming_strings off: the second statement is real */
 		"SELECT 'a\\' , ' ; DELETE FROM t; --'",
+		"SELECT B'1''\\''; DELETE FROM t; --'",	/* B'1', then a string that ends before DELETE */
 		"SELECT 1 FROM t x(a)",	/* not a call, but not known: the primary */
 		"WITH x(a) AS (SELECT 1), y(b) AS (SELECT 2) SELECT * FROM x, y",	/* y( after ',': the same */
 		"SELECT * FROM f(1) AS t(a)",	/* f( is a call */

@@ -74,6 +74,8 @@ START_TEST(strings)
 	ck_assert_str_eq(tokens("N'\\' ; x'", false), "s:N'\\' ; x'");
 	ck_assert_str_eq(tokens("B'101' X'1F' U&'d\\0061t' u&\"x\"", false),
 			 "s:B'101' s:X'1F' s:U&'d\\0061t' i:u&\"x\"");
+	/* B'' and X'' end at their first quote, as in scan.l: a quote right after starts another string */
+	ck_assert_str_eq(tokens("B'1''0' X'f''; x'", true), "s:B'1' s:'0' s:X'f' s:'; x'");
 	/* a word ending in e, b, x, n or u is a word: the string after it is a standard one */
 	ck_assert_str_eq(tokens("somee'\\' ; x", true), "w:somee s:'\\' ;:; w:x");
 	ck_assert_str_eq(tokens("'abc", true), "s:'abc!");
