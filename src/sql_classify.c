@@ -107,7 +107,8 @@ static bool statement_reads(struct sql_lexer *lx, struct sql_token *tok, sql_fun
 		    (sql_token_is(&next, "share") || sql_token_is(&next, "no") || sql_token_is(&next, "key")))
 			return false;	/* FOR SHARE, FOR NO KEY UPDATE, FOR KEY SHARE: row locks */
 		/* name( after AS, WITH or RECURSIVE: column names of an alias or a WITH query, or a type's modifiers */
-		bool named = sql_token_is(&prev, "as") || sql_token_is(&prev, "with") || sql_token_is(&prev, "recursive");
+		bool named = sql_token_is(&prev, "as") || sql_token_is(&prev, "with") ||
+			     sql_token_is(&prev, "recursive");
 		if ((tok->kind == SQL_TOKEN_WORD || tok->kind == SQL_TOKEN_IDENT) && sql_token_is_char(&next, '(') &&
 		    !named && !call_reads(tok, function_safe, arg))
 			return false;
@@ -174,7 +175,8 @@ static bool modes_read_only(struct sql_lexer *lx, bool *more)
 				return false;	/* READ WRITE, or not a mode */
 		} else if (!sql_token_is(&tok, "isolation") && !sql_token_is(&tok, "level") &&
 			   !sql_token_is(&tok, "repeatable") && !sql_token_is(&tok, "read") &&
-			   !sql_token_is(&tok, "not") && !sql_token_is(&tok, "deferrable") && !sql_token_is_char(&tok, ',')) {
+			   !sql_token_is(&tok, "not") && !sql_token_is(&tok, "deferrable") &&
+			   !sql_token_is_char(&tok, ',')) {
 			return false;	/* SERIALIZABLE (a standby refuses it) or a word not known here */
 		}
 		prev = tok;
@@ -184,7 +186,9 @@ static bool modes_read_only(struct sql_lexer *lx, bool *more)
 /* Whether no statement after the transaction start ends it or changes its mode. */
 static bool rest_keeps_transaction(struct sql_lexer *lx)
 {
-	static const char *const enders[] = { "commit", "end", "rollback", "abort", "prepare", "set", "begin", "start" };
+	static const char *const enders[] = {
+		"commit", "end", "rollback", "abort", "prepare", "set", "begin", "start",
+	};
 	struct sql_token tok;
 	for (;;) {
 		enum sql_token_kind k = sql_lex_next(lx, &tok);

@@ -91,11 +91,11 @@ void sql_lex_skip_space(struct sql_lexer *lx)
 /* How a quoted token ends (scan.l's states). */
 enum quoting {
 	Q_DOUBLED,		/* '' (or "") stands for one quote: standard strings, identifiers, U&'' */
-	Q_BACKSLASH,		/* that, and a backslash takes the next byte: E'', or '' with standard_conforming_strings off */
+	Q_BACKSLASH,		/* that, and \ takes the next byte: E'', '' with standard_conforming_strings off */
 	Q_FIRST,		/* the first quote ends it: B'' and X'' (a quote right after starts another string) */
 };
 
-/* Past a quoted token whose opening quote is at p: where it ends (after the closing quote), or NULL if the text does first. */
+/* Past a quoted token whose opening quote is at p: after its closing quote, or NULL if the text ends first. */
 static const char *skip_quoted(const char *p, const char *end, char quote, enum quoting how)
 {
 	for (p++; p < end; p++) {

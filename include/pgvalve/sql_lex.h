@@ -26,7 +26,7 @@
 
 enum sql_token_kind {
 	SQL_TOKEN_END = 0,	/* the end of the text */
-	SQL_TOKEN_WORD,		/* a keyword or an unquoted identifier: [A-Za-z_\x80-\xff][A-Za-z0-9_$\x80-\xff]* */
+	SQL_TOKEN_WORD,		/* a keyword or unquoted identifier: [A-Za-z_\x80-\xff][A-Za-z0-9_$\x80-\xff]* */
 	SQL_TOKEN_IDENT,	/* a quoted identifier: "..." or U&"..." */
 	SQL_TOKEN_STRING,	/* a string constant: '...', E'...', B'...', X'...', N'...', U&'...' */
 	SQL_TOKEN_DOLLAR,	/* a dollar-quoted string */
