@@ -44,6 +44,7 @@ pkg-config|command -v pkg-config
 libevent-dev|pkg-config --exists 'libevent >= 2.1'
 libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
+libkrb5-dev|pkg-config --exists krb5-gssapi
 EOF
 	case $mode in
 	quickstart | test | package | bench | cost | container | fleet | ha | exporter)
@@ -87,6 +88,9 @@ prometheus|command -v promtool && command -v prometheus
 iproute2|command -v ss
 procps|test -x /bin/kill
 man-db|command -v man
+krb5-kdc|test -x /usr/sbin/krb5kdc && test -x /usr/sbin/kdb5_util
+krb5-admin-server|test -x /usr/sbin/kadmin.local
+krb5-user|command -v kinit && command -v kdestroy
 EOF
 		;;
 	esac
@@ -198,21 +202,25 @@ pgv_deps_ensure() {
 	fi
 	echo "pgvalve: installing $missing"
 	# A fresh postgresql-common would create and start a "main" cluster on
-	# port 5432; nothing here uses it, so ask it not to.
+	# port 5432; nothing here uses it, so ask it not to, for this install
+	# only: the drop-in goes again once the packages are in (the subshell's
+	# trap below), so the machine's later PostgreSQL installs are Debian's.
+	local dropin=/etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf made_dropin=
 	case " $missing " in *" postgresql-15 "*)
-		if [ ! -e /etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf ] &&
+		if [ ! -e "$dropin" ] &&
 			! dpkg-query -W -f='${Status}' postgresql-common 2>/dev/null | grep -q 'ok installed'; then
-			mkdir -p /etc/postgresql-common/createcluster.d
-			echo "create_main_cluster = false" \
-				>/etc/postgresql-common/createcluster.d/pgvalve-no-main-cluster.conf
+			mkdir -p "${dropin%/*}"
+			echo "create_main_cluster = false" >"$dropin"
+			made_dropin=$dropin
 		fi
 		;;
 	esac
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q || return 1
-	# In a subshell whose EXIT trap removes the policy-rc.d, even after ^C.
+	apt-get update -q || { [ -z "$made_dropin" ] || rm -f "$made_dropin"; return 1; }
+	# In a subshell whose EXIT trap removes the policy-rc.d (and the
+	# drop-in), even after ^C.
 	(
-		trap '_pgv_services_release' EXIT
+		trap '_pgv_services_release; [ -z "$made_dropin" ] || rm -f "$made_dropin"' EXIT
 		_pgv_services_hold
 		# shellcheck disable=SC2086 # word splitting wanted: one package per word
 		# --no-upgrade: never touch a package that is already there (a running
@@ -224,6 +232,10 @@ pgv_deps_ensure() {
 	# Only promtool is wanted from prometheus: its package would have the
 	# machine run a Prometheus server at every boot.
 	case " $missing " in *" prometheus "*) _pgv_service_disable prometheus.service ;; esac
+	# Only the Kerberos tools are wanted (krb5kdc, kdb5_util, kadmin.local):
+	# the tests run a KDC of their own in a temporary realm.
+	case " $missing " in *" krb5-kdc "*) _pgv_service_disable krb5-kdc.service ;; esac
+	case " $missing " in *" krb5-admin-server "*) _pgv_service_disable krb5-admin-server.service ;; esac
 	missing=$(_pgv_missing_packages "$mode" | tr '\n' ' ')
 	if [ -n "${missing% }" ]; then
 		echo "pgvalve: still missing after apt-get install: $missing" >&2

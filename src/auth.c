@@ -1,6 +1,6 @@
 /*
  * auth.c - client-side authentication (trust, any, plain, md5,
- * scram-sha-256).
+ * scram-sha-256, and through hba cert, peer, gss).
  *
  * Decides the method for a login from auth_type, sends the matching
  * Authentication request, and checks the PasswordMessage against the
@@ -8,7 +8,8 @@
  * and then refused exactly like a wrong password, so the answer reveals
  * nothing about which names exist.
  *
- * SCRAM: a plain secret is turned into a SCRAM secret for the exchange
+ * SCRAM: over TLS SCRAM-SHA-256-PLUS is offered first, bound to the hash
+ * of pgvalve's certificate (tls.h). A plain secret is turned into a SCRAM secret for the exchange
  * (scram_iterations, the user's mock salt; derived once, scram_cache.h);
  * unknown users and md5 secrets get the same salt and count (mock
  * authentication, as PostgreSQL); a SCRAM secret is used as is, and the ClientKey
@@ -16,6 +17,11 @@
  * log in to a server that wants SCRAM without knowing the password
  * (pass-through, as PgBouncer). md5 with a SCRAM secret falls back to
  * SCRAM, as PostgreSQL does.
+ *
+ * gss (Kerberos): AuthenticationGSS, each GSSResponse token handed to
+ * gss_auth.h inline, its answer sent as AuthenticationGSSContinue; the
+ * principal, cut by the line's include_realm/krb_realm, must be the user
+ * or map to it (auth_ident_file), as in PostgreSQL.
  *
  * Touches only the client it is given; success is handed to pool.c.
  */
@@ -25,6 +31,7 @@
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/crypto.h"
+#include "pgvalve/gss_auth.h"
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/replication.h"
@@ -60,8 +67,18 @@ static void auth_fail(struct client *client)
 	client_close(client, "08P01", sasl ? "SASL authentication failed" : "password authentication failed");
 }
 
+/* The method's name for the log: auth_type's, or the SCRAM variant that bound the channel. */
+static const char *auth_method_name(const struct client_login *login)
+{
+	if (login->auth_method == AUTH_TYPE_SCRAM_SHA_256 && login->scram && login->scram->plus_selected)
+		return "scram-sha-256-plus";
+	return auth_type_name(login->auth_method);
+}
+
 static void auth_succeed(struct client *client)
 {
+	if (pgv.cfg->log_connections)
+		client_log(LOG_LEVEL_INFO, client, "login authenticated: method=%s", auth_method_name(client->login));
 	client->login->phase = LOGIN_DONE;
 	pool_client_logged_in(client);
 }
@@ -105,10 +122,13 @@ static void start_scram(struct client *client)
 	login->scram = xcalloc(1, sizeof(*login->scram));
 	scram_server_init(login->scram, &secret, NULL);
 	OPENSSL_cleanse(&secret, sizeof(secret));
+	uint8_t end_point[TLS_END_POINT_MAX];
+	scram_server_set_channel_binding(login->scram, end_point, tls_server_end_point(netbuf_ssl(&client->nb), end_point));
 	login->secret_from_scram = s && s->type == SECRET_SCRAM;
 	login->phase = LOGIN_SASL_INITIAL;
-	static const char mechanisms[] = "SCRAM-SHA-256\0";	/* list ends with an empty name */
-	send_auth_request(client, AUTH_REQ_SASL, mechanisms, sizeof(mechanisms));
+	char mechanisms[64];
+	size_t mlen = scram_server_mechanisms(login->scram, mechanisms);
+	send_auth_request(client, AUTH_REQ_SASL, mechanisms, (uint32_t)mlen);
 }
 
 /* SASLInitialResponse and SASLResponse. */
@@ -129,7 +149,7 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 			client_close(client, "08P01", "malformed SASL initial response");
 			return;
 		}
-		if (strcmp(mech, "SCRAM-SHA-256") != 0) {
+		if (!scram_server_choose_mechanism(login->scram, mech)) {
 			client_close(client, "28000", "client selected an invalid SASL authentication mechanism");
 			return;
 		}
@@ -170,6 +190,7 @@ void auth_login_free(struct client_login *login)
 		OPENSSL_cleanse(login->scram, sizeof(*login->scram));
 		free(login->scram);
 	}
+	gss_auth_free(login->gss);
 	auth_secret_clear(&login->stored);
 	OPENSSL_cleanse(login, sizeof(*login));
 	free(login);
@@ -261,6 +282,8 @@ static int hba_method(struct client *client)
 	hba_match(pgv.hba, &req, &m);
 	if (m.map)
 		strlcpy_s(login->hba_map, m.map, sizeof(login->hba_map));
+	if (m.method == AUTH_TYPE_GSS)	/* the line's options copied: a reload may free the hba */
+		login->gss = gss_auth_new(m.options);
 	if (m.method == AUTH_TYPE_REJECT) {
 		char host[INET6_ADDRSTRLEN] = "local";
 		if (tcp)
@@ -306,7 +329,7 @@ void auth_begin(struct client *client)
 			return;
 		}
 	}
-	if (method == AUTH_TYPE_ANY || method == AUTH_TYPE_CERT || method == AUTH_TYPE_PEER) {
+	if (method == AUTH_TYPE_ANY || method == AUTH_TYPE_CERT || method == AUTH_TYPE_PEER || method == AUTH_TYPE_GSS) {
 		auth_proceed(client);
 		return;
 	}
@@ -372,7 +395,7 @@ static void auth_proceed(struct client *client)
 	int method = login->auth_method;
 
 	if (method != AUTH_TYPE_ANY && method != AUTH_TYPE_CERT && method != AUTH_TYPE_PEER &&
-	    login->stored.type == SECRET_NONE)
+	    method != AUTH_TYPE_GSS && login->stored.type == SECRET_NONE)
 		login->fake_auth = true;
 
 	switch (method) {
@@ -420,6 +443,14 @@ static void auth_proceed(struct client *client)
 		auth_succeed(client);
 		return;
 	}
+	case AUTH_TYPE_GSS:
+		if (!login->gss) {
+			client_close(client, "28000", "GSSAPI is not supported by this pgvalve");
+			return;
+		}
+		login->phase = LOGIN_GSS;
+		send_auth_request(client, AUTH_REQ_GSS, NULL, 0);
+		return;
 	case AUTH_TYPE_MD5:
 		if (!login->fake_auth && login->stored.type == SECRET_SCRAM) {
 			/* As PostgreSQL: an md5 request cannot be met with a SCRAM secret, so ask for SCRAM. */
@@ -481,6 +512,51 @@ static bool check_plain(const struct client_login *login, const char *given)
 	return false;
 }
 
+/* PostgreSQL's words to the client; why (GSSAPI's own, or the name check) goes to the log. */
+static void gss_fail(struct client *client, const char *why)
+{
+	char msg[200];
+	client_log(LOG_LEVEL_WARNING, client, "GSSAPI authentication failed: %s", why);
+	snprintf(msg, sizeof(msg), "GSSAPI authentication failed for user \"%s\"", client->login->user);
+	client_close(client, "28000", msg);
+}
+
+/* A GSSResponse: one token into the acceptor; its answer out; once done, the name check. */
+static void gss_step(struct client *client, const uint8_t *body, uint32_t len)
+{
+	struct client_login *login = client->login;
+	char err[1024], sysuser[512];
+	const void *out;
+	size_t out_len;
+	enum gss_auth_result r = gss_auth_step(login->gss, pgv.cfg->auth_krb_server_keyfile, pgv.cfg->krb_srvname,
+					       body, len, &out, &out_len, err, sizeof(err));
+	if (r == GSS_AUTH_FAILED) {
+		gss_fail(client, err);
+		return;
+	}
+	if (out_len) {	/* AuthenticationGSSContinue; a Kerberos AP-REP is small, a token may not be */
+		struct pktbuf b;
+		pktbuf_init(&b, (uint32_t)out_len + 16);
+		proto_put_auth_request(&b, AUTH_REQ_GSS_CONTINUE, out, (uint32_t)out_len);
+		netbuf_send(&client->nb, b.buf, b.len);
+		pktbuf_free(&b);
+	}
+	if (r == GSS_AUTH_CONTINUE)
+		return;
+	if (!gss_auth_system_user(login->gss, sysuser, sizeof(sysuser), err, sizeof(err))) {
+		gss_fail(client, err);
+		return;
+	}
+	if (!identity_allowed(login->hba_map, sysuser, login->user)) {
+		snprintf(err, sizeof(err), "principal \"%.200s\" (as \"%.200s\") may not log in as user \"%s\"%s%s",
+			 gss_auth_principal(login->gss), sysuser, login->user, login->hba_map[0] ? " by map " : "",
+			 login->hba_map);
+		gss_fail(client, err);
+		return;
+	}
+	auth_succeed(client);
+}
+
 void auth_handle_password(struct client *client, const uint8_t *body, uint32_t len)
 {
 	struct client_login *login = client->login;
@@ -490,6 +566,10 @@ void auth_handle_password(struct client *client, const uint8_t *body, uint32_t l
 
 	if (login->phase == LOGIN_SASL_INITIAL || login->phase == LOGIN_SASL_RESPONSE) {
 		scram_step(client, body, len);
+		return;
+	}
+	if (login->phase == LOGIN_GSS) {
+		gss_step(client, body, len);
 		return;
 	}
 	if (!given || pkt_remaining(&r) != 0) {

@@ -610,7 +610,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 	}
 
 	if (login->phase == LOGIN_PASSWORD || login->phase == LOGIN_SASL_INITIAL ||
-	    login->phase == LOGIN_SASL_RESPONSE) {
+	    login->phase == LOGIN_SASL_RESPONSE || login->phase == LOGIN_GSS) {
 		if (pkt->type != 'p') {
 			client_close(client, "08P01", "expected a password message");
 			return false;

@@ -27,9 +27,9 @@ static const char *const pool_mode_names[] = { "session", "transaction", "statem
 /* Index = enum auth_type. peer and reject exist only inside an hba file. */
 static const char *const auth_type_names[] = {
 	"any", "trust", "plain", "md5", "scram-sha-256", "cert", "hba", "pam",
-	"peer", "reject", "ldap", NULL
+	"peer", "reject", "ldap", "gss", NULL
 };
-#define AUTH_TYPE_HBA_ONLY ((1u << AUTH_TYPE_PEER) | (1u << AUTH_TYPE_REJECT))
+#define AUTH_TYPE_HBA_ONLY ((1u << AUTH_TYPE_PEER) | (1u << AUTH_TYPE_REJECT) | (1u << AUTH_TYPE_GSS))
 
 static const char *const sslmode_names[] = {
 	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
@@ -101,6 +101,8 @@ static const struct param_def params[] = {
 	P_STR(auth_file, "", RELOAD, IMPL),
 	P_STR(auth_hba_file, "", RELOAD, IMPL),
 	P_STR(auth_ident_file, "", RELOAD, IMPL),
+	/* pgvalve extension (gss, gss_auth.h): PostgreSQL's krb_server_keyfile, in alphabetical place */
+	P_STR(auth_krb_server_keyfile, "", RELOAD, IMPL),
 	P_STR(auth_ldap_options, "", RELOAD, IMPL),	/* set: refused at load (no LDAP client) */
 	P_STR(auth_query, "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END "
 	      "FROM pg_authid WHERE rolname=$1 AND rolcanlogin", RELOAD, IMPL),
@@ -134,6 +136,7 @@ static const struct param_def params[] = {
 	P_TIME(idle_transaction_timeout, "0", RELOAD, IMPL),
 	P_STR(ignore_startup_parameters, "", RELOAD, IMPL),
 	P_STR(job_name, "pgbouncer", RESTART, IMPL),	/* Windows service name in PgBouncer: no effect here either */
+	P_STR(krb_srvname, "postgres", RELOAD, IMPL),	/* pgvalve extension (gss), PostgreSQL's name */
 	P_STR(listen_addr, "", RESTART, IMPL),
 	P_INT(listen_backlog, "128", RESTART, IMPL, 0, INT_MAX),
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),
@@ -170,7 +173,8 @@ static const struct param_def params[] = {
 	P_STR(peers_dns, "", RELOAD, IMPL),
 	P_INT(peers_dns_port, "0", RELOAD, IMPL, 0, 65535),
 	P_STR(pidfile, "", RESTART, IMPL),
-	P_INT(pkt_buf, "4096", RESTART, IMPL, 256, INT_MAX),
+	/* PgBouncer takes any size; below 1024 the buffers are 1024 bytes (netbuf.c) */
+	P_INT(pkt_buf, "4096", RESTART, IMPL, 1, INT_MAX),
 	/* Not in PgBouncer 1.25's table but in its current documentation: unused pools are freed. */
 	P_TIME(pool_idle_timeout, "0", RELOAD, IMPL),
 	P_ENUM(pool_mode, "session", RELOAD, IMPL, pool_mode_names, 0),
@@ -303,7 +307,11 @@ static const char *shorten(const char *value, char *buf, size_t size)
 
 /* ------------------------------------------------------------------ value parsers */
 
-static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_t whysize)
+/*
+ * base: 10, or 0 for the main section's numbers, read as PgBouncer reads
+ * them (strtol's prefixes: 0x1000 is 4096, 010 is 8).
+ */
+static int parse_int_base(const char *s, int base, long lo, long hi, int *out, char *why, size_t whysize)
 {
 	char *end;
 	long v;
@@ -313,7 +321,7 @@ static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_
 		return -1;
 	}
 	errno = 0;
-	v = strtol(s, &end, 10);
+	v = strtol(s, &end, base);
 	if (*end != '\0') {
 		errfmt(why, whysize, "not an integer");
 		return -1;
@@ -327,6 +335,11 @@ static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_
 	}
 	*out = (int)v;
 	return 0;
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_t whysize)
+{
+	return parse_int_base(s, 10, lo, hi, out, why, whysize);
 }
 
 /* Seconds, fractions allowed ("0.5"), no unit suffix (PgBouncer takes none). */
@@ -414,7 +427,7 @@ static int parse_bool(const char *s, bool *out, char *why, size_t whysize)
 			return 0;
 		}
 	}
-	if (parse_int(s, INT_MIN, INT_MAX, &n, NULL, 0) == 0) {
+	if (parse_int_base(s, 0, INT_MIN, INT_MAX, &n, NULL, 0) == 0) {
 		*out = n != 0;
 		return 0;
 	}
@@ -486,7 +499,7 @@ int config_set_param(struct config *cfg, const struct param_def *p, const char *
 			*(int *)field = 0;
 			return 0;
 		}
-		if (parse_int(value, p->min_value, p->max_value, &iv, errbuf, errsize) < 0)
+		if (parse_int_base(value, 0, p->min_value, p->max_value, &iv, errbuf, errsize) < 0)
 			return -1;
 		*(int *)field = iv;
 		return 0;

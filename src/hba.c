@@ -597,7 +597,11 @@ static const struct {
 	{ "pam", AUTH_TYPE_PAM },
 	{ "ldap", AUTH_TYPE_LDAP },
 	{ "ident", AUTH_TYPE_ANY },
-	{ "gss", AUTH_TYPE_ANY },
+#ifdef PGVALVE_GSSAPI
+	{ "gss", AUTH_TYPE_GSS },
+#else
+	{ "gss", AUTH_TYPE_ANY },	/* configure found no MIT Kerberos, or --without-gssapi */
+#endif
 	{ "sspi", AUTH_TYPE_ANY },
 	{ "radius", AUTH_TYPE_ANY },
 	{ "bsd", AUTH_TYPE_ANY },
@@ -726,6 +730,13 @@ static const char *parse_address(struct hba *hba, struct hba_rule *rule, const s
 	return NULL;
 }
 
+/* The options of a gss line PostgreSQL's meaning is kept for (gss_auth.h). */
+static bool gss_option(const char *opt, const char *eq)
+{
+	size_t n = (size_t)(eq - opt);
+	return (n == 13 && strncmp(opt, "include_realm", n) == 0) || (n == 9 && strncmp(opt, "krb_realm", n) == 0);
+}
+
 /* Appends name=value to the ldap option string, quoting values that need it. */
 static void options_append(struct strbuf *sb, const char *opt, const char *eq)
 {
@@ -763,7 +774,7 @@ static const char *parse_options(struct hba_rule *rule, const struct tokline *tl
 				}
 				free(rule->map);
 				rule->map = xstrdup(eq + 1);
-			} else if (rule->method == AUTH_TYPE_LDAP) {
+			} else if (rule->method == AUTH_TYPE_LDAP || (rule->method == AUTH_TYPE_GSS && gss_option(opt, eq))) {
 				options_append(&opts, opt, eq);
 			} else if (!unsupported) {
 				log_warning("%s:%d: authentication option \"%.*s\" is not supported, ignored",
@@ -824,11 +835,17 @@ static const char *parse_rule(struct hba *hba, struct hba_rule *rule, const stru
 		return "unknown authentication method";
 	rule->method = method_names[i].method;
 	if (rule->method == AUTH_TYPE_ANY) {
-		log_warning("%s:%d: authentication method \"%s\" is not supported, the line acts as reject",
-			    ctx->origin, ctx->line, method_names[i].name);
+		log_warning("%s:%d: authentication method \"%s\" is not supported%s, the line acts as reject",
+			    ctx->origin, ctx->line, method_names[i].name,
+			    strcmp(method_names[i].name, "gss") == 0 ? " (this pgvalve was built without GSSAPI)" : "");
 		unsupported = true;
 	} else if (rule->method == AUTH_TYPE_PEER && rule->conn != HBA_LOCAL) {
 		log_warning("%s:%d: peer authentication works only on local lines, the line acts as reject",
+			    ctx->origin, ctx->line);
+		unsupported = true;
+	} else if (rule->method == AUTH_TYPE_GSS && rule->conn == HBA_LOCAL) {
+		/* as PostgreSQL: no Kerberos over a Unix socket */
+		log_warning("%s:%d: gss authentication is not supported on local sockets, the line acts as reject",
 			    ctx->origin, ctx->line);
 		unsupported = true;
 	} else if (rule->method == AUTH_TYPE_CERT && (rule->conn == HBA_LOCAL || rule->conn == HBA_HOSTNOSSL)) {

@@ -205,7 +205,7 @@ static void check_active_servers(struct pool *pool, usec_t now)
 		 */
 		if (server->owner && (server->close_needed || db_paused(pool->db) ||
 				      pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS)) {
-			server_close(server, server->close_needed ? "obsolete connection" : "pause mode");
+			server_close(server, server->close_needed ? "obsolete connection" : pool_pause_reason());
 			continue;
 		}
 		if (!client || server->internal != SV_INTERNAL_NONE)

@@ -231,6 +231,7 @@ static int run_pooler(bool single, unsigned restarts)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	netbuf_global_init(pgv.base, (uint32_t)cfg->pkt_buf);
 	netbuf_set_loopcnt(cfg->sbuf_loopcnt);
+	netbuf_set_write_chunk((uint32_t)cfg->tcp_socket_buffer);
 	netbuf_set_client_limit((uint32_t)cfg->max_packet_size);
 	char dns_err[512];
 	if (dns_init(pgv.base, cfg, pool_dns_changed, dns_err, sizeof(dns_err)) < 0)

@@ -98,6 +98,7 @@ static struct {
 	uint32_t buf_size;
 	uint32_t queue_limit;
 	int loopcnt;		/* sbuf_loopcnt: buffers read per wake-up before others get a turn */
+	uint32_t write_chunk;	/* tcp_socket_buffer: most bytes one send() is handed (0: no limit) */
 	uint32_t limits[NETBUF_LIMITS];	/* by enum netbuf_limit */
 	struct iobuf *free_list;
 	uint32_t free_count;
@@ -165,6 +166,11 @@ void netbuf_global_init(struct event_base *base, uint32_t buf_size)
 void netbuf_set_loopcnt(int loopcnt)
 {
 	nbg.loopcnt = loopcnt;
+}
+
+void netbuf_set_write_chunk(uint32_t bytes)
+{
+	nbg.write_chunk = bytes;
 }
 
 void netbuf_set_client_limit(uint32_t max_packet)
@@ -412,10 +418,39 @@ static ssize_t nb_read(struct netbuf *nb, void *buf, size_t len)
 	}
 }
 
+/*
+ * send() in pieces of write_chunk bytes, while the socket takes them.
+ *
+ * Why: with a small socket buffer (tcp_socket_buffer = 4096), one send()
+ * of a large queue still goes out as one large segment (Linux lets the
+ * first write overrun the buffer), after which the socket is full until
+ * that segment is acknowledged, and a receiver acknowledges a lone
+ * segment only when its delayed-ACK timer fires (40 ms): a COPY or
+ * pg_basebackup crawled at one 64 kB segment per 40 ms. Pieces of the
+ * buffer's size keep two or more segments in flight, which receivers
+ * acknowledge at once, as PgBouncer's pkt_buf-sized writes do.
+ */
+static ssize_t send_chunked(int fd, const uint8_t *buf, size_t len)
+{
+	size_t sent = 0;
+	while (sent < len) {
+		size_t piece = MIN(len - sent, (size_t)nbg.write_chunk);
+		ssize_t n = send(fd, buf + sent, piece, MSG_NOSIGNAL);
+		if (n < 0)
+			return sent ? (ssize_t)sent : -1;
+		sent += (size_t)n;
+		if ((size_t)n < piece)
+			break;
+	}
+	return (ssize_t)sent;
+}
+
 /* send() semantics, partial writes allowed. */
 static ssize_t nb_write(struct netbuf *nb, const void *buf, size_t len)
 {
 	SSL *ssl = netbuf_ssl(nb);
+	if (!ssl && nbg.write_chunk && len > nbg.write_chunk)
+		return send_chunked(nb->fd, buf, len);
 	if (!ssl)
 		return send(nb->fd, buf, len, MSG_NOSIGNAL);
 	ERR_clear_error();
@@ -583,8 +618,8 @@ static void deliver_iov(struct netbuf *dst, struct iovec *iov, int cnt, struct n
 		deliver(dst, joined, (uint32_t)total, src);
 		return;
 	}
-	if (cnt == 1 || tls || dst->tls_handshaking || !queue_empty) {
-		/* A queue takes the pieces in order; a long TLS batch goes record by record. */
+	if (cnt == 1 || tls || dst->tls_handshaking || !queue_empty || (nbg.write_chunk && total > nbg.write_chunk)) {
+		/* A queue takes the pieces in order; a long TLS batch goes record by record; chunks, piece by piece. */
 		for (int i = 0; i < cnt; i++)
 			deliver(dst, iov[i].iov_base, (uint32_t)iov[i].iov_len, src);
 		return;

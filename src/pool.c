@@ -941,6 +941,12 @@ bool db_paused(const struct db *db)
 	return db->paused || (pgv.paused_all && !db->is_admin);
 }
 
+const char *pool_pause_reason(void)
+{
+	/* SIGINT (Ctrl-C) and SHUTDOWN WAIT_FOR_SERVERS pause everything on the way out: say so */
+	return pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS ? "shutting down" : "pause mode";
+}
+
 bool pool_request_server(struct client *client)
 {
 	struct pool *pool = client->pool;
@@ -976,7 +982,7 @@ void pool_server_ready(struct server *server)
 		return;
 	}
 	if (db_paused(pool->db)) {
-		server_close(server, "pause mode");
+		server_close(server, pool_pause_reason());
 		return;
 	}
 	if (server->budget_token && pgv.budget &&
@@ -1043,7 +1049,7 @@ void pool_release_server(struct server *server)
 		return;
 	}
 	if (db_paused(pool->db) && !server->dirty && server_is_clean(server)) {
-		server_close(server, "pause mode");
+		server_close(server, pool_pause_reason());
 		return;
 	}
 	if (server->dirty || !server_is_clean(server)) {
@@ -1368,7 +1374,7 @@ void pool_db_pause(struct db *db)
 {
 	list_for_each(ppos, &db->pools) {
 		struct pool *pool = container_of(ppos, struct pool, node);
-		close_servers(&pool->idle_servers, "pause mode");
+		close_servers(&pool->idle_servers, pool_pause_reason());
 	}
 }
 

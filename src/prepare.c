@@ -1236,6 +1236,8 @@ static bool parse_duplicate(struct client *client, struct server *server, const 
 {
 	struct prep_server *ps = server_state(server);
 	struct prep_stmt *target = old;
+	/* PgBouncer's log line, which operators alert on; the client gets PostgreSQL's 42P05 */
+	client_log(LOG_LEVEL_ERROR, client, "prepared statement '%s' was already prepared", name);
 	if (!server_lookup(ps, old))
 		target = ps->count ? container_of(list_first(&ps->lru), struct prep_server_entry, lru)->stmt
 				   : probe_exit_stmt();

@@ -116,6 +116,7 @@ int reload_config(char *errbuf, size_t errsize)
 		pool_retire_all_servers("obsolete connection");
 	}
 	netbuf_set_loopcnt(fresh->sbuf_loopcnt);
+	netbuf_set_write_chunk((uint32_t)fresh->tcp_socket_buffer);
 	netbuf_set_client_limit((uint32_t)fresh->max_packet_size);
 	dns_configure(fresh);
 	pool_apply_config();

@@ -1,7 +1,8 @@
 /*
  * scram.c - SCRAM-SHA-256 (RFC 5802 / RFC 7677) message parsing and building,
- * client and server side, as PostgreSQL speaks it: no channel binding, no
- * authzid, the user name taken from the startup packet.
+ * client and server side, as PostgreSQL speaks it: SCRAM-SHA-256 and
+ * SCRAM-SHA-256-PLUS (tls-server-end-point binding, the data given by the
+ * caller), no authzid, the user name taken from the startup packet.
  *
  * Pure functions over the caller's struct scram_client / scram_server: no
  * I/O, no logging, no global state. Error strings are static and never
@@ -18,7 +19,10 @@
 
 #define SCRAM_PREFIX "SCRAM-SHA-256$"
 #define GS2_HEADER "n,,"
-#define GS2_HEADER_B64 "biws"	/* base64("n,,") */
+#define GS2_HEADER_Y "y,,"
+#define GS2_HEADER_P "p=tls-server-end-point,,"
+#define MECH_PLAIN "SCRAM-SHA-256"
+#define MECH_PLUS "SCRAM-SHA-256-PLUS"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -136,6 +140,18 @@ static int build_auth_message(char *out, size_t outsize, const char *client_firs
 }
 
 #define AUTH_MESSAGE_MAX (3 * SCRAM_MSG_MAX + 16)
+#define CBIND_INPUT_MAX (SCRAM_GS2_MAX + SCRAM_CBIND_MAX)
+
+/* cbind-input (RFC 5802): the gs2 header, then with flag "p" the binding data. Returns its length. */
+static size_t cbind_input(const char *gs2_header, const uint8_t *data, size_t len, uint8_t out[CBIND_INPUT_MAX])
+{
+	size_t h = strlen(gs2_header);
+	memcpy(out, gs2_header, h);
+	if (gs2_header[0] != 'p')
+		return h;
+	memcpy(out + h, data, len);
+	return h + len;
+}
 
 /* ------------------------------------------------------------ client */
 
@@ -146,6 +162,7 @@ void scram_client_init(struct scram_client *sc, const char *user, const char *no
 
 	memset(sc, 0, sizeof(*sc));
 	sc->state = SCRAM_CLIENT_INIT;
+	strlcpy_s(sc->gs2_header, GS2_HEADER, sizeof(sc->gs2_header));
 	if (nonce && strlen(nonce) < sizeof(sc->client_nonce) && nonce_valid(nonce, strlen(nonce)))
 		strlcpy_s(sc->client_nonce, nonce, sizeof(sc->client_nonce));
 	else
@@ -182,11 +199,23 @@ void scram_client_set_key_source(struct scram_client *sc, scram_keys_fn fn, void
 	sc->key_source_arg = arg;
 }
 
+bool scram_client_set_channel_binding(struct scram_client *sc, char flag, const uint8_t *data, size_t len)
+{
+	if (flag == 'p' && (!data || len == 0 || len > sizeof(sc->cbind_data)))
+		return false;
+	strlcpy_s(sc->gs2_header, flag == 'p' ? GS2_HEADER_P : flag == 'y' ? GS2_HEADER_Y : GS2_HEADER,
+		  sizeof(sc->gs2_header));
+	sc->cbind_len = flag == 'p' ? len : 0;
+	if (sc->cbind_len)
+		memcpy(sc->cbind_data, data, len);
+	return true;
+}
+
 int scram_client_first(struct scram_client *sc, char *out, size_t outsize)
 {
 	if (sc->state != SCRAM_CLIENT_INIT)
 		return -1;
-	int n = snprintf(out, outsize, GS2_HEADER "%s", sc->client_first_bare);
+	int n = snprintf(out, outsize, "%s%s", sc->gs2_header, sc->client_first_bare);
 	if (n < 0 || (size_t)n >= outsize)
 		return -1;
 	sc->state = SCRAM_CLIENT_SENT_FIRST;
@@ -201,6 +230,8 @@ int scram_client_final(struct scram_client *sc, const char *password,
 	char auth_message[AUTH_MESSAGE_MAX];
 	char final_wo_proof[SCRAM_MSG_MAX + 16];
 	char proof_b64[CRYPTO_B64_ENC_LEN(SCRAM_KEY_LEN) + 1];
+	uint8_t cbind[CBIND_INPUT_MAX];
+	char cbind_b64[CRYPTO_B64_ENC_LEN(CBIND_INPUT_MAX) + 1];
 	uint8_t salt[CRYPTO_B64_DEC_MAX(SCRAM_MSG_MAX)];
 	uint8_t client_key[32], stored_key[32], client_sig[32], proof[32];
 	char *p = work, *nonce, *salt_b64, *iter_s;
@@ -253,7 +284,9 @@ int scram_client_final(struct scram_client *sc, const char *password,
 		return -1;
 	}
 
-	n = snprintf(final_wo_proof, sizeof(final_wo_proof), "c=" GS2_HEADER_B64 ",r=%s", nonce);
+	crypto_b64_encode(cbind, cbind_input(sc->gs2_header, sc->cbind_data, sc->cbind_len, cbind), cbind_b64,
+			  sizeof(cbind_b64));
+	n = snprintf(final_wo_proof, sizeof(final_wo_proof), "c=%s,r=%s", cbind_b64, nonce);
 	amlen = build_auth_message(auth_message, sizeof(auth_message), sc->client_first_bare, msg, final_wo_proof);
 	if (n < 0 || (size_t)n >= sizeof(final_wo_proof) || amlen < 0) {
 		*err = "SCRAM message too long";
@@ -418,6 +451,71 @@ void scram_server_init(struct scram_server *ss, const struct scram_secret *secre
 		random_nonce(ss->nonce, sizeof(ss->nonce));
 }
 
+void scram_server_set_channel_binding(struct scram_server *ss, const uint8_t *data, size_t len)
+{
+	ss->cbind_len = data && len <= sizeof(ss->cbind_data) ? len : 0;
+	if (ss->cbind_len)
+		memcpy(ss->cbind_data, data, len);
+}
+
+size_t scram_server_mechanisms(const struct scram_server *ss, char out[64])
+{
+	static const char plus[] = MECH_PLUS "\0" MECH_PLAIN "\0";	/* the list ends with an empty name */
+	static const char plain[] = MECH_PLAIN "\0";
+	const char *list = ss->cbind_len ? plus : plain;
+	size_t len = ss->cbind_len ? sizeof(plus) : sizeof(plain);
+	memcpy(out, list, len);
+	return len;
+}
+
+bool scram_server_choose_mechanism(struct scram_server *ss, const char *mechanism)
+{
+	ss->plus_selected = ss->cbind_len && strcmp(mechanism, MECH_PLUS) == 0;
+	return ss->plus_selected || strcmp(mechanism, MECH_PLAIN) == 0;
+}
+
+/*
+ * The gs2 header at the start of msg, checked against the mechanism as
+ * PostgreSQL checks it; its length, or -1 with *err.
+ */
+static int server_gs2_header(struct scram_server *ss, const char *msg, const char **err)
+{
+	const char *flag_end = strchr(msg, ',');
+	size_t flag_len = flag_end ? (size_t)(flag_end - msg) : 0;
+
+	*err = "malformed SCRAM client-first-message";
+	if (!flag_end || flag_len == 0)
+		return -1;
+	if (msg[0] == 'p') {
+		if (!ss->plus_selected) {
+			*err = "SCRAM channel binding data sent without SCRAM-SHA-256-PLUS";
+			return -1;
+		}
+		if (flag_len != strlen(GS2_HEADER_P) - 2 || strncmp(msg, GS2_HEADER_P, flag_len) != 0) {
+			*err = "unsupported SCRAM channel-binding type";
+			return -1;
+		}
+	} else if ((msg[0] != 'n' && msg[0] != 'y') || flag_len != 1) {
+		return -1;
+	} else if (ss->plus_selected) {
+		*err = "SCRAM-SHA-256-PLUS chosen, but the SCRAM message has no channel binding data";
+		return -1;
+	} else if (msg[0] == 'y' && ss->cbind_len) {
+		/* the client could bind and thinks this server cannot: a downgrade on the way */
+		*err = "SCRAM channel binding negotiation error";
+		return -1;
+	}
+	const char *authz = flag_end + 1;
+	if (authz[0] == 'a' && authz[1] == '=') {
+		*err = "SCRAM authorization identity is not supported";
+		return -1;
+	}
+	if (authz[0] != ',')
+		return -1;
+	*err = NULL;
+	return (int)(authz + 1 - msg);
+}
+
 int scram_server_first(struct scram_server *ss, const char *client_first, size_t len,
 		       char *out, size_t outsize, const char **err)
 {
@@ -438,25 +536,12 @@ int scram_server_first(struct scram_server *ss, const char *client_first, size_t
 		return -1;
 	}
 	/* gs2-header: gs2-cbind-flag "," [authzid] "," */
-	if (msg[0] == 'p') {
-		*err = "SCRAM channel binding is not supported";
+	int hlen = server_gs2_header(ss, msg, err);
+	if (hlen < 0)
 		return -1;
-	}
-	if ((msg[0] != 'n' && msg[0] != 'y') || msg[1] != ',') {
-		*err = "malformed SCRAM client-first-message";
-		return -1;
-	}
-	if (msg[2] == 'a' && msg[3] == '=') {
-		*err = "SCRAM authorization identity is not supported";
-		return -1;
-	}
-	if (msg[2] != ',') {
-		*err = "malformed SCRAM client-first-message";
-		return -1;
-	}
-	memcpy(ss->gs2_header, msg, 3);
-	ss->gs2_header[3] = '\0';
-	bare = msg + 3;
+	memcpy(ss->gs2_header, msg, (size_t)hlen);
+	ss->gs2_header[hlen] = '\0';
+	bare = msg + hlen;
 	strlcpy_s(ss->client_first_bare, bare, sizeof(ss->client_first_bare));
 
 	/* client-first-bare: [reserved-mext ","] username "," nonce ["," extensions] */
@@ -501,7 +586,7 @@ int scram_server_final(struct scram_server *ss, const char *client_final, size_t
 	char msg[SCRAM_MSG_MAX];
 	char auth_message[AUTH_MESSAGE_MAX];
 	char sig_b64[CRYPTO_B64_ENC_LEN(SCRAM_KEY_LEN) + 1];
-	uint8_t cbind[sizeof(ss->gs2_header)], proof[SCRAM_KEY_LEN], sig[SCRAM_KEY_LEN];
+	uint8_t cbind[CBIND_INPUT_MAX], expected[CBIND_INPUT_MAX], proof[SCRAM_KEY_LEN], sig[SCRAM_KEY_LEN];
 	char *p = msg, *c, *r, *proof_attr = NULL, *pv;
 	int amlen, n;
 
@@ -542,7 +627,8 @@ int scram_server_final(struct scram_server *ss, const char *client_final, size_t
 		return -1;
 	}
 	n = crypto_b64_decode(c, strlen(c), cbind, sizeof(cbind));
-	if (n != (int)strlen(ss->gs2_header) || memcmp(cbind, ss->gs2_header, (size_t)n) != 0) {
+	size_t elen = cbind_input(ss->gs2_header, ss->cbind_data, ss->cbind_len, expected);
+	if (n != (int)elen || memcmp(cbind, expected, elen) != 0) {
 		*err = "SCRAM channel binding check failed";
 		return -1;
 	}

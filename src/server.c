@@ -765,6 +765,27 @@ static bool host_is_unavailable(const struct server *server, const char *sqlstat
 }
 
 /*
+ * A refusal that says the server is going down or coming up (57P01-57P03:
+ * "the database system is shutting down", "is starting up", "is not yet
+ * accepting connections", a login cut by the shutdown), not that this
+ * login is wrong. As PgBouncer, it fails no waiting client; unlike a
+ * refusal of the login itself it is not cached for new clients either
+ * (pool_fast_fail): they wait for the server that logs in once
+ * PostgreSQL accepts again, as after a refused connect.
+ */
+static bool login_refusal_is_transient(const struct server *server, const char *sqlstate)
+{
+	if (strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0)
+		return true;
+	/*
+	 * A login cut short without a word (08006) while the pool's own
+	 * servers were being cut too: PostgreSQL shutting down. A server that
+	 * hangs up on every login with no such history stays a cached failure.
+	 */
+	return strcmp(sqlstate, "08006") == 0 && server->pool->servers_lost;
+}
+
+/*
  * The login itself failed (the server refused it, or pgvalve could not
  * complete it): the pool's waiting clients get the error (pool.c), and the
  * server closes with it as the reason. severity: the server's, for the
@@ -783,9 +804,9 @@ static void login_failed_severity(struct server *server, const char *severity, c
 		 */
 		if (own->own_server_failed)
 			own->own_server_failed(server, sqlstate, message);
-	} else if (host_is_unavailable(server, sqlstate)) {
+	} else if (host_is_unavailable(server, sqlstate) || login_refusal_is_transient(server, sqlstate)) {
 		db_host_failed(server->pool->db, server->host_idx);
-		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait for another host */
+		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait (for another host) */
 	} else {
 		db_host_failed(server->pool->db, server->host_idx);
 		pool_server_login_failed(server->pool, sqlstate, message);
@@ -858,18 +879,36 @@ static void send_md5_password(struct server *server, const char *password, struc
 	OPENSSL_cleanse(secret, sizeof(secret));
 }
 
-/* AuthenticationSASL: SCRAM-SHA-256 with the plain password, or with the keys a client proved it has. */
+/*
+ * Channel binding towards PostgreSQL, as libpq's channel_binding=prefer:
+ * over TLS SCRAM-SHA-256-PLUS when offered, bound to the server's
+ * certificate; else "y" (could bind, was not offered) over TLS, "n" without.
+ */
+static const char *scram_bind(struct server *server, bool plus_offered)
+{
+	SSL *ssl = netbuf_ssl(&server->nb);
+	uint8_t end_point[TLS_END_POINT_MAX];
+	size_t len = plus_offered ? tls_server_end_point(ssl, end_point) : 0;
+	if (len && scram_client_set_channel_binding(server->scram, 'p', end_point, len))
+		return "SCRAM-SHA-256-PLUS";
+	scram_client_set_channel_binding(server->scram, ssl ? 'y' : 'n', NULL, 0);
+	return "SCRAM-SHA-256";
+}
+
+/* AuthenticationSASL: SCRAM-SHA-256(-PLUS) with the plain password, or with the keys a client proved it has. */
 static void start_scram(struct server *server, const char *password, struct pkt_reader *r)
 {
-	bool has_scram = false;
+	bool has_scram = false, has_plus = false;
 	for (;;) {
 		const char *mech = pkt_get_string(r);
 		if (!mech || !mech[0])
 			break;
 		if (strcmp(mech, "SCRAM-SHA-256") == 0)
 			has_scram = true;
+		if (strcmp(mech, "SCRAM-SHA-256-PLUS") == 0)
+			has_plus = true;
 	}
-	if (!has_scram) {
+	if (!has_scram && !has_plus) {
 		login_failed(server, "28000", "server offered no supported SASL mechanism");
 		return;
 	}
@@ -886,12 +925,14 @@ static void start_scram(struct server *server, const char *password, struct pkt_
 		scram_client_set_keys(server->scram, server->pool->scram_client_key, server->pool->scram_server_key);
 	else	/* one PBKDF2 per password and server salt, not per login */
 		scram_client_set_key_source(server->scram, scram_cache_server_keys, server->pool->user);
+	const char *mechanism = scram_bind(server, has_plus);
 	int len = scram_client_first(server->scram, msg, sizeof(msg));
 	if (len < 0) {
 		login_failed(server, "08P01", "SCRAM: could not build the first message");
 		return;
 	}
-	send_sasl(server, "SCRAM-SHA-256", msg, len);
+	server_log(LOG_LEVEL_DEBUG, server, "SASL mechanism %s (%s)", mechanism, server->scram->gs2_header);
+	send_sasl(server, mechanism, msg, len);
 }
 
 static void continue_scram(struct server *server, const char *password, const struct pkt *pkt)
@@ -964,6 +1005,7 @@ void server_login_continue(struct server *server)
 	struct pool *pool = server->pool;
 	server->logged_in = true;
 	pool->last_login_failure = 0;
+	pool->servers_lost = false;
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
 	note_hot_standby(server);
@@ -1019,7 +1061,7 @@ static void login_complete(struct server *server)
 	}
 	if (server->replication) {	/* its client's own: never pooled, no connect_query */
 		if (server->close_needed || db_paused(pool->db)) {	/* as pool_server_ready: the client waits for another */
-			server_close(server, server->close_needed ? "obsolete connection" : "pause mode");
+			server_close(server, server->close_needed ? "obsolete connection" : pool_pause_reason());
 			return;
 		}
 		const struct client_kind_ops *own = own_kind(server);
@@ -1315,11 +1357,45 @@ static void server_copy_in_started(struct server *server)
  * NotificationResponse on a pooled server (a LISTEN a client ran there)
  * is dropped, since the pool's listener delivers it.
  */
+/* A whole NotificationResponse relayed with `pid` as its sender's PID. */
+static void relay_notification_as(struct server *server, const struct pkt *pkt, uint32_t pid)
+{
+	uint8_t head[9];
+	memcpy(head, pkt->data, 5);
+	head[5] = (uint8_t)(pid >> 24), head[6] = (uint8_t)(pid >> 16);
+	head[7] = (uint8_t)(pid >> 8), head[8] = (uint8_t)pid;
+	server->pool->db->stats.total.bytes_sent += pkt->len;
+	netbuf_replace(&server->nb, pkt->len, sizeof(head), head, sizeof(head));
+}
+
+/*
+ * A notification on a server its client holds for itself (session mode,
+ * or notify_support off): the client knows its backend by the PID of the
+ * BackendKeyData pgvalve gave it, so one its own backend sent carries
+ * that PID, as in transaction mode (notify.c). Others pass as they are.
+ */
+static int session_notification(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	const uint8_t *body = pkt_body(pkt);
+	if (pkt_body_len(pkt) < 4)
+		return SV_RELAY;
+	uint32_t sender = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
+	if (sender != server->be_pid || server->link->cancel_pid == sender)
+		return SV_RELAY;
+	relay_notification_as(server, pkt, server->link->cancel_pid);
+	return true;
+}
+
 static int active_notify_message(struct server *server, const struct pkt *pkt)
 {
 	bool seen = pkt->type == 'C' || pkt->type == 'E' || pkt->type == 'Z' || pkt->type == 'A';
-	if (!seen || (pkt->type == 'A' && !relay_notify_enabled(server->pool)))
+	if (!seen)
 		return SV_RELAY;
+	if (pkt->type == 'A' && !relay_notify_enabled(server->pool))
+		return session_notification(server, pkt);
 	int w = whole_message(server, pkt);
 	if (w <= 0)
 		return w == 0;
@@ -1334,15 +1410,9 @@ static int active_notify_message(struct server *server, const struct pkt *pkt)
 	case NOTIFY_DROP:
 		netbuf_replace(&server->nb, pkt->len, pkt->len, NULL, 0);
 		return true;
-	case NOTIFY_SET_PID: {
-		uint8_t head[9];
-		memcpy(head, pkt->data, 5);
-		head[5] = (uint8_t)(pid >> 24), head[6] = (uint8_t)(pid >> 16);
-		head[7] = (uint8_t)(pid >> 8), head[8] = (uint8_t)pid;
-		server->pool->db->stats.total.bytes_sent += pkt->len;
-		netbuf_replace(&server->nb, pkt->len, sizeof(head), head, sizeof(head));
+	case NOTIFY_SET_PID:
+		relay_notification_as(server, pkt, pid);
 		return true;
-	}
 	}
 	return SV_RELAY;
 }
@@ -1443,6 +1513,7 @@ static bool server_idle_packet(struct server *server, const struct pkt *pkt)
 		char reason[256];
 		snprintf(reason, sizeof(reason), "server sent an error while idle: %s", msg ? msg : "?");
 		netbuf_skip(&server->nb, pkt->len);
+		server->pool->servers_lost = true;	/* terminated, or PostgreSQL going down */
 		server_close(server, reason);
 		return false;
 	}
@@ -1531,6 +1602,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			return false;
 		}
 		close_linked_client(server, "server conn crashed?");
+		server->pool->servers_lost = true;
 		server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" : "server send failed");
 		return false;
 	case NETBUF_EV_DRAINED:

@@ -4,6 +4,11 @@
  * Owns the two SSL_CTX objects (process state, documented here): the one
  * clients handshake against and the one used towards PostgreSQL. Knows
  * nothing of sockets; netbuf.c drives the handshakes.
+ *
+ * The client context carries the tls-server-end-point hash of pgvalve's
+ * certificate (SCRAM-SHA-256-PLUS), made once when the context is built
+ * and kept with it, so a login that began before a reload binds to the
+ * certificate its handshake used.
  */
 #include "pgvalve/common.h"
 #include "pgvalve/tls.h"
@@ -85,11 +90,11 @@ static int set_ciphers(SSL_CTX *ctx, const char *ciphers, const char *tls13, cha
 		if (strcasecmp(ciphers, aliases[i].name) == 0)
 			list = aliases[i].list;
 	if (list && list[0] && SSL_CTX_set_cipher_list(ctx, list) != 1) {
-		openssl_error(errbuf, errsize, "invalid cipher list", NULL);
+		openssl_error(errbuf, errsize, "failed to set ciphers", NULL);	/* PgBouncer's words */
 		return -1;
 	}
 	if (tls13 && tls13[0] && SSL_CTX_set_ciphersuites(ctx, tls13) != 1) {
-		openssl_error(errbuf, errsize, "invalid TLS 1.3 cipher suites", NULL);
+		openssl_error(errbuf, errsize, "failed to set the TLSv1.3 cipher suites", NULL);
 		return -1;
 	}
 	return 0;
@@ -106,7 +111,7 @@ static int load_cert_key(SSL_CTX *ctx, const char *cert, const char *key, char *
 		return -1;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		openssl_error(errbuf, errsize, "private key does not match certificate", cert);
+		openssl_error(errbuf, errsize, "private/public key mismatch", cert);
 		return -1;
 	}
 	return 0;
@@ -123,6 +128,52 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 	    OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_OK;
 	return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+/* The hash of a tls-server-end-point binding, kept as the client context's ex_data. */
+struct end_point {
+	size_t len;
+	uint8_t hash[EVP_MAX_MD_SIZE];
+};
+static int end_point_index = -1;
+
+static void end_point_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	free(ptr);
+}
+
+/*
+ * RFC 5929 section 4.1: the certificate hashed with its signature's hash
+ * function, SHA-256 in place of MD5 and SHA-1. 0 when the signature names
+ * no hash (Ed25519): no binding then, as in PostgreSQL.
+ */
+static size_t end_point_hash(X509 *cert, uint8_t out[EVP_MAX_MD_SIZE])
+{
+	int mdnid = NID_undef;
+	unsigned int len = 0;
+	if (!cert || X509_get_signature_info(cert, &mdnid, NULL, NULL, NULL) != 1)
+		return 0;
+	if (mdnid == NID_md5 || mdnid == NID_sha1)
+		mdnid = NID_sha256;
+	const EVP_MD *md = mdnid == NID_undef ? NULL : EVP_get_digestbynid(mdnid);
+	if (!md || X509_digest(cert, md, out, &len) != 1)
+		return 0;
+	return len;
+}
+
+static void end_point_attach(SSL_CTX *ctx)
+{
+	if (end_point_index < 0)
+		end_point_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, end_point_free);
+	struct end_point *ep = xcalloc(1, sizeof(*ep));
+	ep->len = end_point_hash(SSL_CTX_get0_certificate(ctx), ep->hash);
+	if (end_point_index < 0 || SSL_CTX_set_ex_data(ctx, end_point_index, ep) != 1)
+		free(ep);
 }
 
 static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *errbuf, size_t errsize)
@@ -154,7 +205,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 		goto fail;
 	if (strcasecmp(cfg->client_tls_ecdhcurve, "auto") != 0 && cfg->client_tls_ecdhcurve[0] &&
 	    SSL_CTX_set1_groups_list(ctx, cfg->client_tls_ecdhcurve) != 1) {
-		openssl_error(errbuf, errsize, "invalid client_tls_ecdhcurve", NULL);
+		openssl_error(errbuf, errsize, "failed to set ECDHE curve", NULL);
 		goto fail;
 	}
 	if (strcasecmp(cfg->client_tls_dheparams, "none") != 0)
@@ -165,7 +216,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 	}
 	if (cfg->client_tls_ca_file[0]) {
 		if (SSL_CTX_load_verify_locations(ctx, cfg->client_tls_ca_file, NULL) != 1) {
-			openssl_error(errbuf, errsize, "failed to load CA file", cfg->client_tls_ca_file);
+			openssl_error(errbuf, errsize, "failed to load CA", cfg->client_tls_ca_file);
 			goto fail;
 		}
 		/* A certificate is asked for; verify-* modes (and auth_type cert) require one. */
@@ -175,6 +226,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 		SSL_CTX_set_verify(ctx, mode, NULL);
 	}
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	end_point_attach(ctx);
 	*ready = true;
 	return ctx;
 fail:
@@ -207,7 +259,7 @@ static SSL_CTX *build_server_ctx(const struct config *cfg, char *errbuf, size_t 
 			goto fail;
 		}
 		if (cfg->server_tls_ca_file[0] && SSL_CTX_load_verify_locations(ctx, cfg->server_tls_ca_file, NULL) != 1) {
-			openssl_error(errbuf, errsize, "failed to load CA file", cfg->server_tls_ca_file);
+			openssl_error(errbuf, errsize, "failed to load CA", cfg->server_tls_ca_file);
 			goto fail;
 		}
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -319,4 +371,18 @@ bool tls_peer_common_name(SSL *ssl, char *buf, size_t size)
 	int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf, (int)size);
 	X509_free(cert);
 	return n > 0 && (size_t)n < size;
+}
+
+size_t tls_server_end_point(SSL *ssl, uint8_t out[TLS_END_POINT_MAX])
+{
+	if (!ssl)
+		return 0;
+	if (!SSL_is_server(ssl))	/* towards PostgreSQL: its certificate, per server connection */
+		return end_point_hash(SSL_get0_peer_certificate(ssl), out);
+	const struct end_point *ep = end_point_index < 0 ? NULL :
+		SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), end_point_index);
+	if (!ep || !ep->len)
+		return 0;
+	memcpy(out, ep->hash, ep->len);
+	return ep->len;
 }

@@ -144,6 +144,7 @@ struct client_login {
 		LOGIN_PASSWORD,		/* expecting PasswordMessage */
 		LOGIN_SASL_INITIAL,	/* expecting SASLInitialResponse */
 		LOGIN_SASL_RESPONSE,	/* expecting SASLResponse */
+		LOGIN_GSS,		/* expecting GSSResponse (a Kerberos token) */
 		LOGIN_AUTH_QUERY,	/* waiting for auth_query to return the secret */
 		LOGIN_DONE,
 	} phase;
@@ -153,6 +154,7 @@ struct client_login {
 	struct auth_secret stored;	/* from auth_file or auth_query; type SECRET_NONE if none */
 	char hba_map[64];		/* map= of the matching auth_hba_file line */
 	struct scram_server *scram;	/* during a SCRAM exchange */
+	struct gss_auth *gss;		/* an hba gss line's exchange (gss_auth.h) */
 	/* auth_query: waiting in auth_pool's queue, then answered by a server */
 	struct list_node wait_node;
 	struct client *client;

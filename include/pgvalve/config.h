@@ -57,6 +57,7 @@ enum auth_type {
 	AUTH_TYPE_PEER,		/* only reachable through hba */
 	AUTH_TYPE_REJECT,	/* only reachable through hba */
 	AUTH_TYPE_LDAP,
+	AUTH_TYPE_GSS,		/* only reachable through hba (PgBouncer has no global form) */
 };
 
 enum load_balance_hosts {
@@ -236,6 +237,8 @@ struct config {
 	char *auth_query;
 	char *auth_dbname;
 	char *auth_ldap_options;
+	char *auth_krb_server_keyfile;	/* gss: the keytab; "" is KRB5_KTNAME or Kerberos' default */
+	char *krb_srvname;		/* gss: the service name clients ask tickets for */
 
 	/* log */
 	bool syslog;

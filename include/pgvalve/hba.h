@@ -19,12 +19,14 @@
  *     the file was parsed). Host names are warned and never match (no DNS).
  *     An IPv4 rule also matches an IPv4-mapped IPv6 client (::ffff:a.b.c.d).
  *   - Methods: trust, reject, md5, scram-sha-256, password (AUTH_TYPE_PLAIN),
- *     cert, peer, pam, ldap. ident, gss, sspi, radius, bsd, oauth are
+ *     cert, peer, pam, ldap, gss (a build with GSSAPI, gss_auth.h). ident,
+ *     sspi, radius, bsd, oauth (and gss in a build without GSSAPI) are
  *     unsupported: warned once at load and the line acts as reject, as does
- *     peer on a non-local line and cert on a local or hostnossl line.
+ *     peer on a non-local line, gss on a local line and cert on a local or
+ *     hostnossl line.
  *   - Options after the method are name=value. map= is kept; on ldap lines
- *     the others are kept as the LDAP options; elsewhere they are warned and
- *     ignored.
+ *     the others are kept as the LDAP options, on gss lines include_realm
+ *     and krb_realm; elsewhere they are warned and ignored.
  *   - A malformed line is logged ("file:line: why", never the line itself)
  *     and skipped, as PgBouncer does; the other lines still apply.
  *
@@ -71,7 +73,7 @@ struct hba_match {
 	int method;			/* enum auth_type */
 	const char *map;		/* map= option value or NULL (points into the hba object) */
 	int line;			/* line number of the matching rule, 0 if none matched */
-	const char *options;		/* ldap lines: the other name=value options, space separated,
+	const char *options;		/* ldap and gss lines: the other name=value options, space separated,
 					 * values with blanks re-quoted; else NULL (points into hba) */
 };
 

@@ -107,6 +107,8 @@ struct netbuf {
 /* Process-wide setup: the buffer size (pkt_buf), reads per wake-up (sbuf_loopcnt), the loop. */
 void netbuf_global_init(struct event_base *base, uint32_t buf_size);
 void netbuf_set_loopcnt(int loopcnt);
+/* tcp_socket_buffer: no send() is handed more than this many bytes at once (0: any; see netbuf.c). */
+void netbuf_set_write_chunk(uint32_t bytes);
 /* max_packet_size, for NETBUF_LIMIT_CLIENT (at load and reload: every logged-in client follows it). */
 void netbuf_set_client_limit(uint32_t max_packet);
 void netbuf_global_cleanup(void);

@@ -112,6 +112,12 @@ struct pool {
 	usec_t last_used;		/* a client last came or went (pool_idle_timeout) */
 	char last_error[256];		/* the last server login error, sent to waiting clients */
 	char last_error_sqlstate[6];
+	/*
+	 * A logged-in server was cut by the server side (terminated, a
+	 * restart) since the last login that worked: logins that PostgreSQL
+	 * cuts short meanwhile are its going down, not a refusal (server.c).
+	 */
+	bool servers_lost;
 	struct notify_pool *notify;	/* the pool's listener and its channels (notify.h); NULL if none */
 };
 
@@ -270,6 +276,8 @@ void pool_free_all(void);
 
 /* Whether db is paused, by PAUSE db, KILL db or a global PAUSE. */
 bool db_paused(const struct db *db);
+/* Why a paused pool's server closes, for its log line: "pause mode", or "shutting down" in a shutdown. */
+const char *pool_pause_reason(void);
 /* SHOW POOLS' maxwait: how long the first client in line has waited (0 if none). */
 usec_t pool_max_wait(const struct pool *pool, usec_t now);
 /* SHOW POOLS' cancel columns: active servers with a cancel in flight, and used ones waiting for theirs. */

@@ -6,8 +6,11 @@
  * auth_type scram-sha-256, a later issue). Each call consumes one SASL
  * message body and produces the next one; the caller frames it.
  *
- * Only the mechanism "SCRAM-SHA-256" without channel binding is spoken (gs2
- * header "n,,", c=biws), as libpq does when the server offers no -PLUS.
+ * Both mechanisms PostgreSQL speaks: "SCRAM-SHA-256" (gs2 header "n,," or
+ * "y,,") and "SCRAM-SHA-256-PLUS" with channel binding type
+ * tls-server-end-point (RFC 5929), whose data (a hash of the TLS server's
+ * certificate, tls.h) the caller hands in: the gs2 flag rules are
+ * PostgreSQL's (a "y" where -PLUS was offered is a downgrade and refused).
  *
  * Password normalisation: PostgreSQL runs SASLprep (RFC 4013) on passwords.
  * pgvalve uses ASCII passwords as-is (SASLprep leaves them unchanged) and,
@@ -37,6 +40,8 @@
  * server secret (the keys are cached, see scram_cache.h).
  */
 #define SCRAM_ITERATIONS_MAX 1000000
+#define SCRAM_CBIND_MAX 64	/* tls-server-end-point data: a hash of at most SHA-512's size */
+#define SCRAM_GS2_MAX 32	/* "p=tls-server-end-point,," and its NUL */
 
 /* What a password gives for one salt and iteration count (RFC 5802). */
 struct scram_keys {
@@ -82,6 +87,9 @@ struct scram_client {
 	char server_error[128];		/* text of an "e=" server-final, sanitised; or the iteration error */
 	scram_keys_fn key_source;	/* NULL: derive (scram_client_set_key_source) */
 	void *key_source_arg;
+	char gs2_header[SCRAM_GS2_MAX];	/* "n,,", "y,," or "p=tls-server-end-point,," */
+	uint8_t cbind_data[SCRAM_CBIND_MAX];
+	size_t cbind_len;
 };
 
 /*
@@ -97,6 +105,14 @@ void scram_client_set_keys(struct scram_client *sc, const uint8_t client_key[32]
 /* client-first-message ("n,,n=,r=<nonce>") into out (NUL-terminated); returns its length or -1. */
 /* Takes password-derived keys from fn (a cache) instead of deriving them; after scram_client_init(). */
 void scram_client_set_key_source(struct scram_client *sc, scram_keys_fn fn, void *arg);
+/*
+ * Channel binding, after scram_client_init() (which leaves "n,,"): flag 'p'
+ * binds to data (the server certificate's tls-server-end-point hash; the
+ * mechanism is then SCRAM-SHA-256-PLUS), 'y' says "I could bind but you
+ * offered no -PLUS" (over TLS, as libpq), 'n' none. False for 'p' without
+ * data or with more than SCRAM_CBIND_MAX bytes.
+ */
+bool scram_client_set_channel_binding(struct scram_client *sc, char flag, const uint8_t *data, size_t len);
 int scram_client_first(struct scram_client *sc, char *out, size_t outsize);
 /*
  * Consumes server-first-message, writes client-final-message. `password` is
@@ -149,7 +165,11 @@ enum scram_server_state {
 struct scram_server {
 	enum scram_server_state state;
 	struct scram_secret secret;
-	char gs2_header[8];		/* "n,," or "y,,", as the client sent it */
+	char gs2_header[SCRAM_GS2_MAX];	/* "n,,", "y,," or "p=tls-server-end-point,,", as the client sent it */
+	/* tls-server-end-point data of the connection: -PLUS is offered when cbind_len > 0 */
+	uint8_t cbind_data[SCRAM_CBIND_MAX];
+	size_t cbind_len;
+	bool plus_selected;		/* the client chose SCRAM-SHA-256-PLUS */
 	char nonce[SCRAM_MSG_MAX];	/* client nonce + server nonce */
 	char client_first_bare[SCRAM_MSG_MAX];
 	char server_first[SCRAM_MSG_MAX];
@@ -165,9 +185,23 @@ struct scram_server {
  */
 void scram_server_init(struct scram_server *ss, const struct scram_secret *secret, const char *server_nonce);
 /*
+ * After init, over TLS: the connection's tls-server-end-point data, so
+ * SCRAM-SHA-256-PLUS is offered (len 0 or above SCRAM_CBIND_MAX: not).
+ */
+void scram_server_set_channel_binding(struct scram_server *ss, const uint8_t *data, size_t len);
+/*
+ * The AuthenticationSASL list: "SCRAM-SHA-256-PLUS" first when binding is
+ * possible, then "SCRAM-SHA-256", each NUL-terminated, then an empty name.
+ * Returns its length (with every NUL).
+ */
+size_t scram_server_mechanisms(const struct scram_server *ss, char out[64]);
+/* The client's choice from that list; false for a name not offered. */
+bool scram_server_choose_mechanism(struct scram_server *ss, const char *mechanism);
+/*
  * Consumes client-first-message (the SASLInitialResponse data), writes
  * server-first-message. Returns its length, or -1 with *err set (malformed
- * message, channel binding requested, authzid given).
+ * message, a gs2 flag that does not fit the mechanism chosen or a "y" where
+ * -PLUS was offered, an unknown binding type, authzid given).
  */
 int scram_server_first(struct scram_server *ss, const char *client_first, size_t len,
 		       char *out, size_t outsize, const char **err);

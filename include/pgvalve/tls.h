@@ -33,4 +33,14 @@ void tls_describe(SSL *ssl, char *buf, size_t size);
 /* The common name of the peer's verified certificate, or NULL. */
 bool tls_peer_common_name(SSL *ssl, char *buf, size_t size);
 
+#define TLS_END_POINT_MAX EVP_MAX_MD_SIZE
+/*
+ * The tls-server-end-point channel binding data (RFC 5929) of a connection:
+ * the hash of pgvalve's own certificate when it is the TLS server (made once
+ * per certificate, when the context was built), of PostgreSQL's when it is
+ * the client. Its length; 0 when there is none (no TLS; a signature with no
+ * hash of its own, as Ed25519).
+ */
+size_t tls_server_end_point(SSL *ssl, uint8_t out[TLS_END_POINT_MAX]);
+
 #endif

@@ -9,6 +9,7 @@
 #   bench_start_pgvalve EXTRA    pgvalve on a free port ($port, $pgv_pid), transaction mode,
 #                                pool of 20, EXTRA lines appended to [pgvalve]
 #   bench_pooler_ini SECTION PORT NAME EXTRA   that config, for pgvalve or PgBouncer
+#                                ($bench_extra_databases: more [databases] lines)
 #   bench_start_named NAME PORT EXTRA   a pgvalve from that config in the background; prints its pid
 #   bench_cpu_ticks PID          its CPU (user + system) so far, in 1/100 s
 #   bench_cpu_ratio_line ...     CPU per transaction of two side-by-side runs and their ratio
@@ -100,6 +101,7 @@ bench_pooler_ini() {
 	cat <<INI
 [databases]
 bench = host=127.0.0.1 port=$pgport dbname=bench
+${bench_extra_databases:-}
 [$1]
 listen_addr = 127.0.0.1
 listen_port = $2

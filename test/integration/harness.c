@@ -74,6 +74,15 @@ double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double pgv_time_bound(double seconds, double ceiling)
+{
+	double load[1];
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	double factor = getloadavg(load, 1) == 1 && cores > 0 ? load[0] / (double)cores : 1;
+	factor = factor < 1 ? 1 : factor > 8 ? 8 : factor;
+	return seconds * factor < ceiling ? seconds * factor : ceiling;
+}
+
 void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -1008,6 +1017,34 @@ const char *query_value(PGconn *conn, const char *sql)
 	return buf;
 }
 
+void pg_restart(const char *mode)
+{
+	const char *dir = getenv("PGV_TEST_DIR"), *bin = getenv("PGV_TEST_PGBIN"), *runas = getenv("PGV_TEST_RUNAS");
+	char data[600], cmd[2400], pidfile[700];
+	ck_assert_msg(dir && bin, "PGV_TEST_DIR and PGV_TEST_PGBIN: run through run.sh");
+	snprintf(data, sizeof(data), "%s/pgdata", dir);
+	/* as run.sh starts it (scripts/deps.sh pgv_pg_start): from a directory its user may read */
+	snprintf(cmd, sizeof(cmd), "cd '%s' && %s%s%s '%s/pg_ctl' -D '%s' -l '%s/postgresql.log' -m %s -w -t 60 restart",
+		 dir, runas && runas[0] ? "runuser -u " : "", runas && runas[0] ? runas : "",
+		 runas && runas[0] ? " --" : "", bin, data, dir, mode);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	ck_assert_int_eq(run_program(argv, NULL, "/dev/null", 90), 0);
+	/* run.sh stops PostgreSQL by the pid it recorded at start: the new postmaster's */
+	char line[32] = "";
+	snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid", data);
+	FILE *f = fopen(pidfile, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+	fclose(f);
+	snprintf(pidfile, sizeof(pidfile), "%s.pid", data);
+	f = fopen(pidfile, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(line, f);
+	fclose(f);
+	PQfinish(direct_conn);	/* the old server's: gone */
+	direct_conn = NULL;
+}
+
 int pg_count_backends(const char *usename)
 {
 	const char *params[1] = { usename };
@@ -1822,4 +1859,19 @@ PGconn *roles_cluster_connect(int n)
 	PGconn *c = PQconnectdb(conninfo);
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "node%d: %s", n, PQerrorMessage(c));
 	return c;
+}
+
+const char *pgv_login_message(const char *const kw[], const char *const val[], const char *user)
+{
+	static char msg[600];
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	const char *res = NULL;
+	if (PQstatus(c) != CONNECTION_OK) {
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c));
+		res = msg;
+	} else {
+		ck_assert_str_eq(query_value(c, "SELECT current_user"), user);
+	}
+	PQfinish(c);
+	return res;
 }

@@ -86,6 +86,11 @@ PGconn *pg_direct(void);
 void pg_wait_running(const char *sql, int n);
 /* Client backends of usename in pg_stat_activity (not counting the asking one). */
 int pg_count_backends(const char *usename);
+/*
+ * pg_ctl restart -m mode (fast, immediate) of the test's cluster, waiting
+ * until it accepts again; run.sh's pid file follows the new postmaster.
+ */
+void pg_restart(const char *mode);
 
 bool pgv_log_contains(struct pgv *p, const char *needle);
 /* The last `bytes` of pgvalve's logfile and stderr, for failure messages (static buffer). */
@@ -264,6 +269,14 @@ void sleep_s(double s);	/* nothing for s <= 0 */
 
 /* Seconds on the monotonic clock. */
 double now_s(void);
+/*
+ * A wall-clock bound for "served at once, not starved": `seconds` on an
+ * idle machine, stretched by the load (the 1-minute load average per
+ * core, up to 8x) on a busy one, never past `ceiling`, which the caller
+ * keeps below the time the failure it looks for would take (a
+ * query_wait_timeout, a sleep that was to be cancelled).
+ */
+double pgv_time_bound(double seconds, double ceiling);
 /* Reads a whole small file into a static buffer ("" if missing). */
 const char *read_file_tail(const char *path, size_t bytes);
 
@@ -278,6 +291,11 @@ const char *pgv_write_test_file(const char *prefix, const char *name, const char
 
 /* Runs one query and returns the first column of the first row (static buffer); fails the test on error. */
 const char *query_value(PGconn *conn, const char *sql);
+/*
+ * A libpq login with these parameters: NULL when it worked (current_user
+ * must be user; closed again), else libpq's message (static buffer).
+ */
+const char *pgv_login_message(const char *const kw[], const char *const val[], const char *user);
 
 /*
  * roles_cluster.sh's PostgreSQL primary and two streaming replicas (node1

@@ -548,6 +548,9 @@ START_TEST(sigint_shutdown_ignores_sigusr2)
 	exec_ok(h, "COMMIT");
 	ck_assert_msg(wait_exit(&p, 5), "SIGUSR2 undid SIGINT's shutdown: still running after the last server was "
 		      "released\n%s", pgv_log_tail(&p, 1500));
+	/* the released server closes for the shutdown, in words that say so (not "pause mode") */
+	ck_assert_msg(pgv_log_contains(&p, "closing because: shutting down") && !pgv_log_contains(&p, "pause mode"),
+		      "%s", pgv_log_tail(&p, 1500));
 	PQfinish(h);
 	pgv_stop(&p);
 }

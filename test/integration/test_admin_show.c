@@ -658,6 +658,7 @@ static const struct config_key spec_config[] = {
 	{ "auth_file", NULL, true },
 	{ "auth_hba_file", "", true },
 	{ "auth_ident_file", NULL, true },
+	{ "auth_krb_server_keyfile", "", true },	/* pgvalve extension (gss), in alphabetical place */
 	{ "auth_ldap_options", NULL, true },
 	{ "auth_query", "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
 			"pg_authid WHERE rolname=$1 AND rolcanlogin", true },
@@ -689,6 +690,7 @@ static const struct config_key spec_config[] = {
 	{ "idle_transaction_timeout", "0", true },
 	{ "ignore_startup_parameters", "", true },
 	{ "job_name", "pgbouncer", false },
+	{ "krb_srvname", "postgres", true },	/* pgvalve extension (gss), in alphabetical place */
 	{ "listen_addr", "", false },
 	{ "listen_backlog", "128", false },
 	{ "listen_port", "6432", false },

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +389,257 @@ START_TEST(connect_failure_keeps_clients_queued)
 	ck_assert_msg(pgv_log_count(&p, "closing because: connect failed") >= 2, "no retry while the client waited");
 	pgv_stop(&p);
 	close(hold);
+}
+END_TEST
+
+/*
+ * Issue 48 point 3: PostgreSQL restarts (-m fast, then -m immediate) under
+ * clients inside pg_sleep() on two databases while new clients keep
+ * logging in. Logins refused with 57P03 meanwhile ("the database system
+ * is shutting down / starting up", or cut short without a word while
+ * the pool's own servers were being cut) are not the pools' cached failure:
+ * once PostgreSQL accepts again, every new client is served (PgBouncer
+ * serves them too), none gets "server login has been failing".
+ */
+#define HAMMER_MAX 4000
+
+/* The child: logs in and runs SELECT 1 on `db` until killed; one line per attempt (start time, ok, error). */
+static void hammer(int port, const char *db, const char *path)
+{
+	FILE *out = fopen(path, "w");
+	if (!out)
+		_exit(1);
+	setvbuf(out, NULL, _IOLBF, 0);
+	char conninfo[256];
+	snprintf(conninfo, sizeof(conninfo),
+		 "host=127.0.0.1 port=%d dbname=%s user=md5_user password=md5_pass connect_timeout=20", port, db);
+	for (int i = 0; i < HAMMER_MAX; i++) {
+		double t0 = now_s();
+		PGconn *c = PQconnectdb(conninfo);
+		PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, "SELECT 1") : NULL;
+		bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK;
+		char msg[200];
+		snprintf(msg, sizeof(msg), "%s", ok ? "" : PQerrorMessage(c));
+		for (char *q = msg; *q; q++)
+			if (*q == '\n')
+				*q = ' ';
+		fprintf(out, "%.6f %d %s\n", t0, ok, msg);
+		PQclear(r);
+		PQfinish(c);
+		sleep_ms(20);
+	}
+	fclose(out);
+	_exit(0);
+}
+
+/* Attempts that started after `ready`: how many, and the first failure's line (empty: none failed). */
+static int hammer_after(const char *path, double ready, char *failure, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[512];
+	int n = 0;
+	failure[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		double t;
+		int ok;
+		if (sscanf(line, "%lf %d", &t, &ok) != 2 || t < ready)
+			continue;
+		n++;
+		if (!ok && !failure[0])
+			snprintf(failure, size, "%s", line);
+	}
+	fclose(f);
+	return n;
+}
+
+static PGconn *sleeping_client(struct pgv *p, const char *db)
+{
+	PGconn *c = pgv_connect(p, db, "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_int_eq(PQsendQuery(c, "SELECT pg_sleep(60)"), 1);
+	return c;
+}
+
+/* A client whose query PostgreSQL's restart cut: it gets an error, not a hang. */
+static void expect_cut(PGconn *c)
+{
+	PGresult *r;
+	bool failed = false;
+	while ((r = PQgetResult(c))) {
+		failed |= PQresultStatus(r) == PGRES_FATAL_ERROR;
+		PQclear(r);
+	}
+	ck_assert_msg(failed || PQstatus(c) == CONNECTION_BAD, "pg_sleep survived a restart?");
+	PQfinish(c);
+}
+
+START_TEST(restart_refusals_not_cached)
+{
+	static const char *const modes[] = { "fast", "immediate" };
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs),
+		 "one = host=127.0.0.1 port=%s dbname=" DB "\ntwo = host=127.0.0.1 port=%s dbname=postgres\n",
+		 pg_port_text(), pg_port_text());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nserver_login_retry = 1\nquery_wait_timeout = 30\n", dbs, userlist());
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		PGconn *s1 = sleeping_client(&p, "one"), *s2 = sleeping_client(&p, "two");
+		pg_wait_running("SELECT pg_sleep(60)", 2);
+		char path[2][700];
+		pid_t kids[2];
+		for (int k = 0; k < 2; k++) {
+			snprintf(path[k], sizeof(path[k]), "%s/hammer-%s-%d.txt", p.dir, modes[m], k);
+			kids[k] = fork();
+			ck_assert_int_ge(kids[k], 0);
+			if (kids[k] == 0)
+				hammer(p.port, k ? "two" : "one", path[k]);
+		}
+		sleep_ms(300);
+		pg_restart(modes[m]);
+		double ready = now_s();
+		sleep_ms(2500);	/* past server_login_retry, twice */
+		for (int k = 0; k < 2; k++) {
+			kill(kids[k], SIGKILL);
+			waitpid(kids[k], NULL, 0);
+		}
+		expect_cut(s1);
+		expect_cut(s2);
+		for (int k = 0; k < 2; k++) {
+			char failure[512];
+			int n = hammer_after(path[k], ready, failure, sizeof(failure));
+			ck_assert_msg(n >= 3, "-m %s: only %d logins tried after PostgreSQL accepted again\n%s", modes[m],
+				      n, pgv_log_tail(&p, 2000));
+			ck_assert_msg(!failure[0], "-m %s, database %s: a client refused after PostgreSQL accepted again: %s\n%s",
+				      modes[m], k ? "two" : "one", failure, pgv_log_tail(&p, 2000));
+		}
+	}
+	ck_assert(!pgv_log_contains(&p, "cached error"));
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A role made NOLOGIN while its pool has servers, whose backends are then
+ * terminated: the next client gets PostgreSQL's refusal of the role
+ * (28000), not the old servers' termination message, and once the role
+ * may log in again clients are served.
+ */
+START_TEST(nologin_role_refused_with_postgres_words)
+{
+	direct_exec("DROP ROLE IF EXISTS pgv_nologin");
+	direct_exec("CREATE ROLE pgv_nologin LOGIN PASSWORD 'nl_pass'");
+	char dbs[512], users[1200];
+	snprintf(dbs, sizeof(dbs), "nl = host=127.0.0.1 port=%s dbname=" DB " user=pgv_nologin password=nl_pass\n",
+		 pg_port_text());
+	snprintf(users, sizeof(users), "%s\"pgv_nologin\" \"nl_pass\"\n", userlist());
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = transaction\nserver_login_retry = 0.2\n", dbs, users);
+	PGconn *a = pgv_connect(&p, "nl", "pgv_nologin", "nl_pass");
+	ck_assert_str_eq(query_value(a, "SELECT current_user"), "pgv_nologin");
+	PQfinish(a);
+	direct_exec("ALTER ROLE pgv_nologin NOLOGIN");
+	PGconn *d = pg_direct();
+	PGresult *r = PQexec(d, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'pgv_nologin'");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	PQfinish(d);
+	double t0 = now_s();
+	while (pg_count_backends("pgv_nologin") > 0 && now_s() - t0 < 5)
+		sleep_ms(50);
+	for (int i = 0; i < 2; i++) {	/* the refusal itself, then the cached one */
+		a = pgv_connect(&p, "nl", "pgv_nologin", "nl_pass");
+		PGresult *q = PQstatus(a) == CONNECTION_OK ? PQexec(a, "SELECT 1") : NULL;
+		ck_assert_msg(!q || PQresultStatus(q) == PGRES_FATAL_ERROR, "attempt %d served", i);
+		const char *msg = PQerrorMessage(a);
+		ck_assert_msg(strstr(msg, "role \"pgv_nologin\" is not permitted to log in") != NULL, "%d: %s", i, msg);
+		ck_assert_msg(strstr(msg, "terminating connection") == NULL, "%s", msg);
+		PQclear(q);
+		PQfinish(a);
+	}
+	direct_exec("ALTER ROLE pgv_nologin LOGIN");
+	sleep_ms(300);	/* past server_login_retry */
+	a = pgv_connect(&p, "nl", "pgv_nologin", "nl_pass");
+	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "%s", PQerrorMessage(a));
+	ck_assert_str_eq(query_value(a, "SELECT 1"), "1");
+	PQfinish(a);
+	pgv_stop(&p);
+	direct_exec("DROP ROLE pgv_nologin");
+}
+END_TEST
+
+/*
+ * Issue 48 point 1: streams with PgBouncer's own test configuration
+ * (pkt_buf = 75, accepted as PgBouncer does; tcp_socket_buffer = 4096).
+ * A 32 MB COPY OUT and COPY IN through pgvalve must not crawl: before the
+ * fix each 64 kB went out as one segment that waited for the receiver's
+ * 40 ms delayed ACK (about 10 s for 32 MB each way). The bound is loose
+ * (a busy machine) but far below the crawl: 3x the same COPY straight to
+ * PostgreSQL plus 4 s.
+ */
+#define STREAM_ROWS 32000	/* rows of 1,000 bytes: 32 MB */
+
+/* Seconds for a COPY OUT of STREAM_ROWS rows on c; the bytes read go to *bytes. */
+static double copy_out_time(PGconn *c, long *bytes)
+{
+	double t0 = now_s();
+	PGresult *r = PQexec(c, "COPY (SELECT repeat('x', 999) FROM generate_series(1, 32000)) TO STDOUT");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_OUT);
+	PQclear(r);
+	char *buf;
+	int n;
+	*bytes = 0;
+	while ((n = PQgetCopyData(c, &buf, 0)) > 0) {
+		*bytes += n;
+		PQfreemem(buf);
+	}
+	ck_assert_int_eq(n, -1);
+	r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	return now_s() - t0;
+}
+
+/* Seconds for a COPY IN of STREAM_ROWS rows into a temp table on c. */
+static double copy_in_time(PGconn *c)
+{
+	PGresult *r = PQexec(c, "CREATE TEMP TABLE IF NOT EXISTS stream_in (t text); TRUNCATE stream_in");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	char row[1000];
+	memset(row, 'y', sizeof(row) - 1);
+	row[sizeof(row) - 1] = '\n';
+	double t0 = now_s();
+	r = PQexec(c, "COPY stream_in FROM STDIN");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_IN);
+	PQclear(r);
+	for (int i = 0; i < STREAM_ROWS; i++)
+		ck_assert_int_eq(PQputCopyData(c, row, sizeof(row)), 1);
+	ck_assert_int_eq(PQputCopyEnd(c, NULL), 1);
+	r = PQgetResult(c);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(PQcmdTuples(r), "32000");
+	PQclear(r);
+	return now_s() - t0;
+}
+
+START_TEST(small_socket_buffers_stream)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npkt_buf = 75\ntcp_socket_buffer = 4096\n", std_databases(), userlist());
+	PGconn *d = pg_direct();
+	long direct_bytes, bytes;
+	double direct_out = copy_out_time(d, &direct_bytes), direct_in = copy_in_time(d);
+	PQfinish(d);
+	PGconn *c = pgv_connect(&p, DB, "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	double out = copy_out_time(c, &bytes), in = copy_in_time(c);
+	ck_assert_int_eq(bytes, direct_bytes);
+	ck_assert_msg(out <= 3 * direct_out + 4, "COPY OUT of %ld bytes took %.2f s (straight to PostgreSQL %.2f s)",
+		      bytes, out, direct_out);
+	ck_assert_msg(in <= 3 * direct_in + 4, "COPY IN took %.2f s (straight to PostgreSQL %.2f s)", in, direct_in);
+	PQfinish(c);
+	pgv_stop(&p);
 }
 END_TEST
 
@@ -904,6 +1156,9 @@ int main(void)
 		{ "server_login_error", server_login_error_fails_waiters, 20 },
 		{ "server_login_error_logged_in", server_login_error_fails_logged_in_waiter, 20 },
 		{ "connect_failure_queued", connect_failure_keeps_clients_queued, 20 },
+		{ "restart_refusals_not_cached", restart_refusals_not_cached, 120 },
+		{ "nologin_role", nologin_role_refused_with_postgres_words, 20 },
+		{ "small_socket_buffers_stream", small_socket_buffers_stream, 60 },
 		{ "forced_user_min_pool_size", forced_user_min_pool_size, 20 },
 		{ "clients_per_login_user", clients_per_login_user, 20 },
 		{ "disable_pqexec", disable_pqexec_refuses_simple_query, 20 },

@@ -1121,6 +1121,8 @@ START_TEST(tls13_ciphers_invalid_set)
 	exec_ok(a, "SET client_tls13_ciphers = 'NO_SUCH_SUITE'");
 	ck_assert_int_eq(log.n, 1);
 	ck_assert_str_eq(log.message, "TLS settings could not be applied, still using old configuration");
+	/* and the log line in PgBouncer's words */
+	pgv_expect_log(&p, "TLS setup failed: failed to set the TLSv1.3 cipher suites", 5);
 	PGconn *c = tls_client(&p, "ssl_min_protocol_version=TLSv1.3");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
 	ck_assert_str_eq(PQsslAttribute(c, "cipher"), "TLS_AES_256_GCM_SHA384");

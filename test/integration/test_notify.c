@@ -119,6 +119,44 @@ START_TEST(self_notify_shows_login_pid)
 END_TEST
 
 /*
+ * Session pooling: the client holds its backend, and PostgreSQL delivers
+ * its notifications itself; one its own backend sent carries the PID of
+ * the BackendKeyData pgvalve gave it (psycopg's notify tests compare
+ * them), another client's does not.
+ */
+START_TEST(session_mode_self_notify_shows_login_pid)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\npool_mode = session\ndefault_pool_size = 4\n", std_databases(),
+		  std_userlist());
+	PGconn *a = conn(&p), *b = conn(&p);
+	exec_ok(&p, a, "LISTEN self");
+	exec_ok(&p, b, "LISTEN self");
+	exec_ok(&p, a, "NOTIFY self, 'mine'");
+	PGnotify *n = wait_notify(a, 5000);
+	ck_assert_msg(n != NULL, "no notification\n%s", pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(n->extra, "mine");
+	ck_assert_int_eq(n->be_pid, PQbackendPID(a));
+	PQfreemem(n);
+	n = wait_notify(b, 5000);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_int_ne(n->be_pid, PQbackendPID(b));
+	ck_assert_int_ne(n->be_pid, PQbackendPID(a));
+	PQfreemem(n);
+	/* pg_notify from b: a sees b's backend, not its own login PID */
+	exec_ok(&p, b, "SELECT pg_notify('self', 'theirs')");
+	n = wait_notify(a, 5000);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_str_eq(n->extra, "theirs");
+	ck_assert_int_ne(n->be_pid, PQbackendPID(a));
+	PQfreemem(n);
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
  * A listening client's statement ran on a backend, then a client that does
  * not listen NOTIFYs from that backend: the listening one must not take it
  * for its own (its login PID). default_pool_size = 2: the listener takes
@@ -521,7 +559,11 @@ START_TEST(notify_support_off)
 	PGconn *a = conn(&p);
 	exec_ok(&p, a, "LISTEN off");
 	exec_ok(&p, a, "NOTIFY off, 'y'");	/* the same server (the only one in use): PostgreSQL delivers */
-	expect_notify(&p, a, "off", "y");
+	PGnotify *n = wait_notify(a, 5000);
+	ck_assert_msg(n != NULL, "no notification\n%s", pgv_log_tail(&p, 1500));
+	ck_assert_str_eq(n->extra, "y");
+	ck_assert_int_eq(n->be_pid, PQbackendPID(a));	/* its own backend's: the login PID */
+	PQfreemem(n);
 	ck_assert(!pgv_log_contains(&p, "notification listener"));
 	PQfinish(a);
 	pgv_stop(&p);
@@ -786,27 +828,7 @@ START_TEST(postgres_restart)
 	PGconn *a = conn(&p), *b = conn(&p);
 	exec_ok(&p, a, "LISTEN r1");
 	exec_ok(&p, b, "LISTEN r2");
-	const char *dir = getenv("PGV_TEST_DIR"), *bin = getenv("PGV_TEST_PGBIN"), *runas = getenv("PGV_TEST_RUNAS");
-	char data[600], cmd[2400], pidfile[700];
-	snprintf(data, sizeof(data), "%s/pgdata", dir);
-	/* as run.sh starts it (scripts/deps.sh pgv_pg_start): from a directory its user may read */
-	snprintf(cmd, sizeof(cmd), "cd '%s' && %s%s%s '%s/pg_ctl' -D '%s' -l '%s/postgresql.log' -m fast -w -t 60 restart",
-		 dir, runas && runas[0] ? "runuser -u " : "", runas && runas[0] ? runas : "",
-		 runas && runas[0] ? " --" : "", bin, data, dir);
-	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-	ck_assert_int_eq(run_program(argv, NULL, "/dev/null", 90), 0);
-	/* run.sh stops PostgreSQL by the pid it recorded at start: the new postmaster's */
-	char line[32] = "";
-	snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid", data);
-	FILE *f = fopen(pidfile, "r");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
-	fclose(f);
-	snprintf(pidfile, sizeof(pidfile), "%s.pid", data);
-	f = fopen(pidfile, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(line, f);
-	fclose(f);
+	pg_restart("fast");
 	ck_assert_msg(pgv_log_wait(&p, "notification listener of " DB "/" USER " lost", 10), "%s", pgv_log_tail(&p, 1500));
 	expect_told(&p, a, "notification listener was lost");
 	expect_told(&p, b, "notification listener was lost");
@@ -1050,6 +1072,7 @@ static Suite *notify_suite(void)
 	TCase *tc = pgv_tcase_create("notify", 60);
 	tcase_add_test(tc, listen_notify_many_clients);
 	tcase_add_test(tc, self_notify_shows_login_pid);
+	tcase_add_test(tc, session_mode_self_notify_shows_login_pid);
 	tcase_add_test(tc, self_pid_not_left_to_previous_client);
 	tcase_add_test(tc, rolled_back_listen_and_notify);
 	tcase_add_test(tc, savepoint_rollback_keeps_earlier_listen);

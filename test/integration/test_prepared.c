@@ -383,6 +383,8 @@ START_TEST(own_names_as_in_postgresql)
 	expect_batch(fd, &m, "1Z", NULL, NULL);
 	raw_put_parse(&m, "x", "SELECT 2");
 	expect_batch(fd, &m, "EZ", "42P05", "prepared statement \"x\" already exists");
+	/* the log says it in PgBouncer's words, which operators alert on */
+	pgv_expect_log(&p, "prepared statement 'x' was already prepared", 10);
 	raw_put_parse(&m, "x", "SELEC 2");
 	expect_batch(fd, &m, "EZ", "42601", NULL);
 	put_bind_execute(&m, "x");	/* the first x still stands */

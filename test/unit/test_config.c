@@ -290,6 +290,7 @@ static const char *const pgbouncer_125_params[] = {
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
 	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
+	"auth_krb_server_keyfile", "krb_srvname",	/* pgvalve: hba gss (gss_auth.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -318,6 +319,7 @@ static const char *const implemented_params[] = {
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
 	"target_session_attrs", "load_balance_hosts",
+	"auth_krb_server_keyfile", "krb_srvname",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -439,7 +441,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 119);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 121);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -695,7 +697,7 @@ START_TEST(test_invalid_values)
 		{ "[pgbouncer]\nunix_socket_mode = 017777\n", "t.ini:2:", "unix_socket_mode" },
 		{ "[pgbouncer]\nclient_tls_sslmode = sometimes\n", "t.ini:2:", "client_tls_sslmode" },
 		{ "[pgbouncer]\npeer_id = 16384\n", "t.ini:2:", "peer_id" },
-		{ "[pgbouncer]\npkt_buf = 10\n", "t.ini:2:", "pkt_buf" },
+		{ "[pgbouncer]\npkt_buf = 0\n", "t.ini:2:", "pkt_buf" },
 		{ "[pgbouncer]\nthis is not a setting\n", "t.ini:2:", "syntax error" },
 		{ "[pgbouncer]\n= 5\n", "t.ini:2:", "syntax error" },
 		{ "[pgbouncer]\n\"unterminated = 5\n", "t.ini:2:", "unterminated" },
@@ -1030,6 +1032,59 @@ START_TEST(test_value_syntax)
 }
 END_TEST
 
+/*
+ * Every number setting's bounds (issue 48): what PgBouncer 1.26 takes,
+ * pgvalve takes. PgBouncer reads an integer with strtol(s, NULL, 0) and
+ * no bound at all, so each bound pgvalve keeps is one where PgBouncer's
+ * value would have no meaning (a negative size or count, a port outside
+ * 1-65535, a peer_id over its documented 16383, 0 scram_iterations, an
+ * empty pkt_buf): the README's "For PgBouncer users" says so. Each bound
+ * is tried on both sides, and the values PgBouncer users write are taken.
+ */
+START_TEST(test_int_bounds)
+{
+	char err[256];
+	size_t n;
+	const struct param_def *params = config_params(&n);
+	struct config *cfg = config_defaults();
+	int checked = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct param_def *p = &params[i];
+		if (p->type != PARAM_INT || p->alias_of)
+			continue;
+		char v[32];
+		snprintf(v, sizeof(v), "%d", p->min_value);
+		ck_assert_msg(config_set_param(cfg, p, v, err, sizeof(err)) == 0, "%s = %s: %s", p->name, v, err);
+		snprintf(v, sizeof(v), "%d", p->max_value);
+		ck_assert_msg(config_set_param(cfg, p, v, err, sizeof(err)) == 0, "%s = %s: %s", p->name, v, err);
+		snprintf(v, sizeof(v), "%ld", (long)p->min_value - 1);
+		ck_assert_msg(config_set_param(cfg, p, v, err, sizeof(err)) == -1, "%s = %s taken", p->name, v);
+		snprintf(v, sizeof(v), "%ld", (long)p->max_value + 1);
+		ck_assert_msg(config_set_param(cfg, p, v, err, sizeof(err)) == -1, "%s = %s taken", p->name, v);
+		/* no bound but these, and 0 or 1 at the bottom */
+		ck_assert_msg(p->min_value == 0 || p->min_value == 1, "%s: lowest %d", p->name, p->min_value);
+		ck_assert_msg(p->max_value == INT_MAX || p->max_value == 65535 || strcmp(p->name, "peer_id") == 0 ||
+			      strcmp(p->name, "workers") == 0, "%s: highest %d", p->name, p->max_value);
+		checked++;
+	}
+	ck_assert_int_gt(checked, 20);
+	config_free(cfg);
+
+	/* PgBouncer's own test configuration and its number syntax */
+	struct config *c = load_ok("[pgbouncer]\npkt_buf = 75\ntcp_socket_buffer = 4096\n");
+	ck_assert_int_eq(c->pkt_buf, 75);
+	ck_assert_int_eq(c->tcp_socket_buffer, 4096);
+	config_free(c);
+	c = load_ok("[pgbouncer]\npkt_buf = 0x2000\nmax_client_conn = 010\nlog_connections = 0x0\n");
+	ck_assert_int_eq(c->pkt_buf, 8192);
+	ck_assert_int_eq(c->max_client_conn, 8);
+	ck_assert(!c->log_connections);
+	config_free(c);
+	const struct param_def *peer_id = config_find_param("peer_id");
+	ck_assert_int_eq(peer_id->max_value, 16383);	/* PgBouncer's documented highest */
+}
+END_TEST
+
 START_TEST(test_set_param_rejects_and_keeps_old)
 {
 	static const struct { const char *name; const char *good; const char *bad; } cases[] = {
@@ -1186,6 +1241,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_main_section_required);
 	tcase_add_test(tc, test_huge_line);
 	tcase_add_test(tc, test_invalid_values);
+	tcase_add_test(tc, test_int_bounds);
 	tcase_add_test(tc, test_errors_never_show_passwords);
 	tcase_add_test(tc, test_no_setting_is_ignored);
 	tcase_add_test(tc, test_ldap_refused);

@@ -446,7 +446,12 @@ START_TEST(test_methods)
 		{ "local all all pam", AUTH_TYPE_PAM },
 		{ "local all all ldap", AUTH_TYPE_LDAP },
 		{ "local all all ident", AUTH_TYPE_REJECT },
-		{ "local all all gss", AUTH_TYPE_REJECT },
+#ifdef PGVALVE_GSSAPI
+		{ "host all all all gss", AUTH_TYPE_GSS },
+#else
+		{ "host all all all gss", AUTH_TYPE_REJECT },	/* a build without GSSAPI */
+#endif
+		{ "local all all gss", AUTH_TYPE_REJECT },		/* no Kerberos over a Unix socket */
 		{ "local all all sspi", AUTH_TYPE_REJECT },
 		{ "local all all radius", AUTH_TYPE_REJECT },
 		{ "host all all all peer", AUTH_TYPE_REJECT },		/* peer needs a Unix socket */
@@ -465,6 +470,17 @@ START_TEST(test_methods)
 		ck_assert_int_eq(m.line, 1);
 		hba_free(hba);
 	}
+
+#ifdef PGVALVE_GSSAPI
+	/* gss keeps PostgreSQL's include_realm and krb_realm for gss_auth, and map= */
+	struct hba *g = parse("host all all all gss include_realm=0 krb_realm=EXAMPLE.COM map=krb ldapport=1\n");
+	struct hba_match gm;
+	match_ex(g, "10.0.0.1", false, "d", "u", &gm);
+	ck_assert_int_eq(gm.method, AUTH_TYPE_GSS);
+	ck_assert_str_eq(gm.options, "include_realm=0 krb_realm=EXAMPLE.COM");
+	ck_assert_str_eq(gm.map, "krb");
+	hba_free(g);
+#endif
 
 	/* Unknown or misspelt methods and quoted lists are malformed. */
 	struct hba *hba = parse("local all all foo\nlocal all all MD5\nlocal all all md5,trust\n");

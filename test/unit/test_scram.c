@@ -641,6 +641,92 @@ START_TEST(test_client_server_passthrough)
 }
 END_TEST
 
+/*
+ * One exchange between scram_client and scram_server with channel binding:
+ * the client's flag and data, the server's offered data and the mechanism
+ * the client names. Returns the step that failed (1 server-first, 2
+ * server-final, 3 client verify) with *err, or 0.
+ */
+static int bound_exchange(char flag, const uint8_t *client_cb, size_t client_len, const uint8_t *server_cb,
+			  size_t server_len, const char *mechanism, const char **err)
+{
+	struct scram_secret secret;
+	struct scram_server ss;
+	struct scram_client sc;
+	char c1[SCRAM_MSG_MAX], s1[SCRAM_MSG_MAX], c2[SCRAM_MSG_MAX], s2[SCRAM_MSG_MAX];
+	uint8_t salt[SCRAM_SALT_LEN] = { 1, 2, 3 };
+
+	scram_secret_from_password("pw", 1000, salt, sizeof(salt), &secret);
+	scram_server_init(&ss, &secret, NULL);
+	scram_server_set_channel_binding(&ss, server_cb, server_len);
+	ck_assert(scram_server_choose_mechanism(&ss, mechanism));
+	scram_client_init(&sc, NULL, NULL);
+	ck_assert(scram_client_set_channel_binding(&sc, flag, client_cb, client_len));
+	int n = scram_client_first(&sc, c1, sizeof(c1));
+	ck_assert_int_gt(n, 0);
+	if ((n = scram_server_first(&ss, c1, (size_t)n, s1, sizeof(s1), err)) < 0)
+		return 1;
+	n = scram_client_final(&sc, "pw", s1, (size_t)n, c2, sizeof(c2), err);
+	ck_assert_int_gt(n, 0);
+	if ((n = scram_server_final(&ss, c2, (size_t)n, s2, sizeof(s2), err)) < 0)
+		return 2;
+	if (!scram_client_verify(&sc, s2, (size_t)n, err))
+		return 3;
+	ck_assert(ss.plus_selected == (flag == 'p'));
+	return 0;
+}
+
+/* SCRAM-SHA-256-PLUS: binding data checked; the gs2 flag rules as PostgreSQL's. */
+START_TEST(test_channel_binding)
+{
+	uint8_t cb[32], other[32];
+	const char *err = NULL;
+	char list[64];
+	struct scram_server ss;
+	struct scram_secret secret = { .iterations = 1 };
+
+	memset(cb, 0xab, sizeof(cb));
+	memcpy(other, cb, sizeof(other));
+	other[31] ^= 1;
+	/* offered first over TLS, alone without */
+	scram_server_init(&ss, &secret, NULL);
+	ck_assert_uint_eq(scram_server_mechanisms(&ss, list), sizeof("SCRAM-SHA-256") + 1);	/* and the empty name */
+	ck_assert(!scram_server_choose_mechanism(&ss, "SCRAM-SHA-256-PLUS"));
+	scram_server_set_channel_binding(&ss, cb, sizeof(cb));
+	ck_assert_uint_eq(scram_server_mechanisms(&ss, list), sizeof("SCRAM-SHA-256-PLUS") + sizeof("SCRAM-SHA-256") + 1);
+	ck_assert_str_eq(list, "SCRAM-SHA-256-PLUS");
+	ck_assert_str_eq(list + sizeof("SCRAM-SHA-256-PLUS"), "SCRAM-SHA-256");
+	ck_assert(!scram_server_choose_mechanism(&ss, "SCRAM-SHA-1"));
+
+	ck_assert_int_eq(bound_exchange('p', cb, sizeof(cb), cb, sizeof(cb), "SCRAM-SHA-256-PLUS", &err), 0);
+	/* the client saw another certificate */
+	ck_assert_int_eq(bound_exchange('p', other, sizeof(other), cb, sizeof(cb), "SCRAM-SHA-256-PLUS", &err), 2);
+	ck_assert_str_eq(err, "SCRAM channel binding check failed");
+	/* plain SCRAM over TLS still works; "y" where -PLUS was offered is a downgrade */
+	ck_assert_int_eq(bound_exchange('n', NULL, 0, cb, sizeof(cb), "SCRAM-SHA-256", &err), 0);
+	ck_assert_int_eq(bound_exchange('y', NULL, 0, cb, sizeof(cb), "SCRAM-SHA-256", &err), 1);
+	ck_assert_str_eq(err, "SCRAM channel binding negotiation error");
+	ck_assert_int_eq(bound_exchange('y', NULL, 0, NULL, 0, "SCRAM-SHA-256", &err), 0);
+	/* the flag must fit the mechanism chosen */
+	ck_assert_int_eq(bound_exchange('p', cb, sizeof(cb), cb, sizeof(cb), "SCRAM-SHA-256", &err), 1);
+	ck_assert_int_eq(bound_exchange('n', NULL, 0, cb, sizeof(cb), "SCRAM-SHA-256-PLUS", &err), 1);
+	ck_assert_int_eq(bound_exchange('y', NULL, 0, cb, sizeof(cb), "SCRAM-SHA-256-PLUS", &err), 1);
+
+	/* an unknown binding type */
+	char buf[SCRAM_MSG_MAX];
+	const char *cf = "p=tls-unique,,n=,r=abc";
+	scram_server_init(&ss, &secret, NULL);
+	scram_server_set_channel_binding(&ss, cb, sizeof(cb));
+	ck_assert(scram_server_choose_mechanism(&ss, "SCRAM-SHA-256-PLUS"));
+	ck_assert_int_eq(scram_server_first(&ss, cf, strlen(cf), buf, sizeof(buf), &err), -1);
+	ck_assert_str_eq(err, "unsupported SCRAM channel-binding type");
+	/* a client cannot bind to nothing */
+	struct scram_client sc;
+	scram_client_init(&sc, NULL, NULL);
+	ck_assert(!scram_client_set_channel_binding(&sc, 'p', NULL, 0));
+}
+END_TEST
+
 /* ------------------------------------------------------------ iteration cap */
 
 /* A key source that records what it was asked and derives nothing (no PBKDF2). */
@@ -913,6 +999,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_server_rejects);
 	tcase_add_test(tc, test_server_gs2_y);
 	tcase_add_test(tc, test_client_server_passthrough);
+	tcase_add_test(tc, test_channel_binding);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 	return s;
