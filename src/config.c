@@ -1518,23 +1518,18 @@ static void db_defaults(struct config *cfg)
 /*
  * load_balance_reads applies to a database whose servers must be on the
  * primary (read-write, primary) and whose host list has more than one
- * entry; elsewhere it has no effect, and the operator is told so. The
- * routing itself is not there yet: every transaction stays where
- * target_session_attrs puts it, which is said too.
+ * entry (balance.h); elsewhere it has no effect, and the operator is told so.
  */
 static void warn_load_balance_reads(const struct config *cfg)
 {
 	for (const struct db_config *db = cfg->databases; db; db = db->next) {
 		if (db->load_balance_reads <= LOAD_BALANCE_READS_OFF)
 			continue;
-		const char *mode = config_load_balance_reads_name(db->load_balance_reads);
 		bool primary = db->target_session_attrs == TSA_READ_WRITE || db->target_session_attrs == TSA_PRIMARY;
 		if (!primary || !strchr(db->host ? db->host : "", ','))
 			log_warning("database \"%s\": load_balance_reads=%s has no effect without "
-				    "target_session_attrs=read-write or primary and a host list", db->name, mode);
-		else
-			log_warning("database \"%s\": load_balance_reads=%s is not implemented yet: "
-				    "every transaction runs on the primary", db->name, mode);
+				    "target_session_attrs=read-write or primary and a host list", db->name,
+				    config_load_balance_reads_name(db->load_balance_reads));
 	}
 }
 

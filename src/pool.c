@@ -253,16 +253,8 @@ void pool_apply_config(void)
 
 /* ---------------------------------------------------------------- pools */
 
-struct pool *pool_get(struct db *db, const char *client_user)
+static struct pool *pool_new(struct db *db, const char *user)
 {
-	const char *user = db->cfg->user[0] ? db->cfg->user : client_user;
-
-	list_for_each(pos, &db->pools) {
-		struct pool *pool = container_of(pos, struct pool, node);
-		if (strcmp(pool->user, user) == 0)
-			return pool;
-	}
-
 	struct pool *pool = xcalloc(1, sizeof(*pool));
 	pool->db = db;
 	pool->user = xstrdup(user);
@@ -284,6 +276,45 @@ struct pool *pool_get(struct db *db, const char *client_user)
 		pool_set_admin_welcome(pool);
 	return pool;
 }
+
+struct pool *pool_get(struct db *db, const char *client_user)
+{
+	const char *user = db->cfg->user[0] ? db->cfg->user : client_user;
+
+	list_for_each(pos, &db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		if (!pool->standby_reads && strcmp(pool->user, user) == 0)
+			return pool;
+	}
+	return pool_new(db, user);
+}
+
+struct pool *pool_standby_companion(struct pool *home)
+{
+	list_for_each(pos, &home->db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		if (pool->standby_reads && strcmp(pool->user, home->user) == 0)
+			return pool;
+	}
+	struct pool *pool = pool_new(home->db, home->user);
+	pool->standby_reads = true;
+	if (home->has_scram_keys)
+		pool_remember_scram_keys(pool, home->scram_client_key, home->scram_server_key);
+	return pool;
+}
+
+void pool_lend_client(struct client *client, struct pool *to)
+{
+	struct pool *from = client->pool;
+	/* idle when lent, active (its server being released) when it goes back */
+	bool idle = client->state == CL_IDLE;
+	list_remove(idle ? &from->idle_clients : &from->active_clients, &client->node);
+	list_append(idle ? &to->idle_clients : &to->active_clients, &client->node);
+	client->pool = to;
+	client->lent = to->standby_reads;
+	from->last_used = to->last_used = now_usec();
+}
+
 
 int pool_effective_size(const struct pool *pool)
 {

@@ -271,11 +271,145 @@ START_TEST(classifier_never_calls_a_write_a_read)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- routing */
+
+#define HOSTS "host=127.0.0.2,127.0.0.3,127.0.0.4"
+#define BASE "auth_type = trust\nadmin_users = pgvadmin\npool_mode = transaction\nserver_login_retry = 1\n" \
+	     "query_wait_timeout = 30\n"
+#define USERS "\"pgvadmin\" \"\"\n"
+
+static PGconn *balance_connect(struct pgv *p, const char *db, const char *options)
+{
+	const char *kw[11], *val[11];
+	char port[16];
+	pgv_conn_params(p, db, "pgvadmin", NULL, kw, val, port);
+	int n = 0;
+	while (kw[n])
+		n++;
+	kw[n] = options ? "options" : NULL;
+	val[n] = options;
+	kw[n + 1] = NULL;
+	val[n + 1] = NULL;
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s: %s\n%s", db, PQerrorMessage(c), pgv_log_tail(p, 3000));
+	return c;
+}
+
+/* Where a transaction of c ran: "127.0.0.N|true" (in recovery) or "...|false", begun with begin, committed. */
+static const char *ran_on(PGconn *c, const char *begin)
+{
+	static char where[64];
+	if (begin)
+		exec_ok(c, begin);
+	snprintf(where, sizeof(where), "%s",
+		 query_value(c, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"));
+	if (begin)
+		exec_ok(c, "COMMIT");
+	return where;
+}
+
+/* Until c's transactions begun with begin run on a replica (the balancer learns the hosts' roles first). */
+static void wait_on_replica(struct pgv *p, PGconn *c, const char *begin)
+{
+	for (double until = now_s() + 30; !strstr(ran_on(c, begin), "|true"); sleep_ms(100))
+		ck_assert_msg(now_s() < until, "reads stay on %s\n%s", ran_on(c, begin), pgv_log_tail(p, 3000));
+}
+
+static bool on_replica(const char *where)
+{
+	return strcmp(where, "127.0.0.3|true") == 0 || strcmp(where, "127.0.0.4|true") == 0;
+}
+
+/*
+ * load_balance_reads = explicit: BEGIN READ ONLY runs on a replica, a
+ * write transaction on the primary (and succeeds); reads of several
+ * clients at once use both replicas; a client whose session is read-only
+ * (options -c default_transaction_read_only=on) reads on a replica; auto
+ * also sends a lone SELECT there and keeps nextval() on the primary; off
+ * changes nothing.
+ */
+START_TEST(routes_reads_to_replicas)
+{
+	struct pgv p;
+	char dbs[1024];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	setup_schema(primary);
+	wait_replayed();
+#define LINE(name, extra) name " = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write " \
+	extra "\n"
+	snprintf(dbs, sizeof(dbs), LINE("ex", "load_balance_reads=explicit") LINE("au", "load_balance_reads=auto")
+		 LINE("nb", ""), roles_cluster_port, roles_cluster_port, roles_cluster_port);
+#undef LINE
+	pgv_start(&p, BASE, dbs, USERS);
+
+	PGconn *ex = balance_connect(&p, "ex", NULL);
+	wait_on_replica(&p, ex, "BEGIN READ ONLY");
+	for (int i = 0; i < 5; i++) {
+		ck_assert(on_replica(ran_on(ex, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")));
+		ck_assert_str_eq(ran_on(ex, "BEGIN"), "127.0.0.2|false");
+		ck_assert_str_eq(ran_on(ex, NULL), "127.0.0.2|false");
+	}
+	exec_ok(ex, "BEGIN");
+	ck_assert_str_eq(query_value(ex, "SELECT nextval('bal.s')::text"), "1");
+	exec_ok(ex, "INSERT INTO bal.t VALUES (3, 'z')");
+	exec_ok(ex, "COMMIT");
+	ck_assert_str_eq(query_value(ex, "SELECT count(*)::text FROM bal.t WHERE a = 3"), "1");
+
+	/* four read transactions at once need four servers: both replicas get some */
+	PGconn *c[4];
+	int on3 = 0, on4 = 0;
+	for (int i = 0; i < 4; i++) {
+		c[i] = balance_connect(&p, "ex", NULL);
+		exec_ok(c[i], "BEGIN READ ONLY");
+		const char *w = ran_on(c[i], NULL);
+		on3 += strcmp(w, "127.0.0.3|true") == 0;
+		on4 += strcmp(w, "127.0.0.4|true") == 0;
+		ck_assert_msg(on_replica(w), "a read transaction ran on %s", w);
+	}
+	ck_assert_msg(on3 > 0 && on4 > 0, "%d on node2, %d on node3", on3, on4);
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+
+	/* a read-only session: every transaction on a replica, unless it says READ WRITE */
+	PGconn *ro = balance_connect(&p, "ex", "-c default_transaction_read_only=on");
+	wait_on_replica(&p, ro, NULL);
+	ck_assert(on_replica(ran_on(ro, "BEGIN")));
+	ck_assert_str_eq(ran_on(ro, "BEGIN READ WRITE"), "127.0.0.2|false");
+	PQfinish(ro);
+
+	/* auto: a lone read on a replica, nextval() and a transaction on the primary */
+	PGconn *au = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, au, NULL);
+	ck_assert_str_eq(query_value(au, "SELECT nextval('bal.s')::text"), "2");
+	ck_assert_str_eq(ran_on(au, "BEGIN"), "127.0.0.2|false");
+	ck_assert(on_replica(ran_on(au, "BEGIN READ ONLY")));
+	PQfinish(au);
+
+	/* off: nothing moves */
+	PGconn *nb = balance_connect(&p, "nb", NULL);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_str_eq(ran_on(nb, "BEGIN READ ONLY"), "127.0.0.2|false");
+		ck_assert_str_eq(ran_on(nb, NULL), "127.0.0.2|false");
+	}
+	PQfinish(nb);
+	PQfinish(ex);
+	pgv_stop(&p);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
 static Suite *balance_suite(void)
 {
 	Suite *s = suite_create("balance");
 	TCase *tc = pgv_tcase_create("classifier", 120);
 	tcase_add_test(tc, classifier_never_calls_a_write_a_read);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("routing", 180);
+	tcase_add_test(tc, routes_reads_to_replicas);
 	suite_add_tcase(s, tc);
 	return s;
 }
