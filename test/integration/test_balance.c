@@ -351,6 +351,16 @@ START_TEST(routes_reads_to_replicas)
 		ck_assert_str_eq(ran_on(ex, "BEGIN"), "127.0.0.2|false");
 		ck_assert_str_eq(ran_on(ex, NULL), "127.0.0.2|false");
 	}
+	/* the extended protocol: a Parse of BEGIN READ ONLY decides as a Query does */
+	PGresult *r = PQexecParams(ex, "BEGIN READ ONLY", 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(ex));
+	PQclear(r);
+	r = PQexecParams(ex, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()", 0, NULL, NULL, NULL,
+			 NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(ex));
+	ck_assert_msg(on_replica(PQgetvalue(r, 0, 0)), "extended BEGIN READ ONLY ran on %s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	exec_ok(ex, "COMMIT");
 	exec_ok(ex, "BEGIN");
 	ck_assert_str_eq(query_value(ex, "SELECT nextval('bal.s')::text"), "1");
 	exec_ok(ex, "INSERT INTO bal.t VALUES (3, 'z')");
