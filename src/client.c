@@ -848,7 +848,8 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	    !balance_route(client, pkt))
 		return true;	/* the rest of a short Query or Parse first */
 	if (!client->link) {
-		if (!pool_request_server(client))
+		/* (a read lent to the standby pool may be linked at once on the primary: pool.c standby_waiters_home) */
+		if (!pool_request_server(client) && !client->link)
 			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */

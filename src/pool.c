@@ -32,6 +32,7 @@ static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static void db_free(struct db *db);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
+static void standby_waiters_home(struct pool *pool);
 static int recheck_idle_servers(struct pool *pool, int wanted);
 
 /* ---------------------------------------------------------------- databases */
@@ -650,6 +651,8 @@ void pool_launch_servers(struct pool *pool)
 		int opened = open_server(pool, size, &short_of);
 		if (opened < 0 && evict_for_budget(pool, short_of))
 			opened = open_server(pool, size, &short_of);
+		if (opened == 0 && coming == 0)
+			standby_waiters_home(pool);	/* no standby may serve: the primary does */
 		if (opened <= 0)
 			break;
 		/* As PgBouncer: each reserve connection is logged, for the client that waited. */
@@ -966,6 +969,36 @@ static void link_pair(struct client *client, struct server *server)
 	}
 }
 
+/*
+ * The read balancer's standby pool could not get a server (no standby may
+ * serve now, a connect or a login failed): the clients lent to it that
+ * wait go back to their own pool, in their order, and run on the primary
+ * rather than wait or fail for a read the primary can answer.
+ */
+static void standby_waiters_home(struct pool *pool)
+{
+	if (!pool->standby_reads || list_empty(&pool->waiting_clients))
+		return;
+	struct pool *home = pool_get(pool->db, pool->user);
+	list_for_each_safe(pos, tmp, &pool->waiting_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		if (!client->lent)
+			continue;
+		list_remove(&pool->waiting_clients, &client->node);
+		list_append(&home->waiting_clients, &client->node);
+		client->pool = home;
+		client->lent = false;
+	}
+	struct list_node *n;
+	while (!db_paused(home->db) && (n = list_first(&home->waiting_clients))) {
+		struct server *server = take_idle_server(home);
+		if (!server)
+			break;
+		link_pair(container_of(n, struct client, node), server);
+	}
+	pool_after_change(home);
+}
+
 bool db_paused(const struct db *db)
 {
 	/* A global PAUSE covers every database without touching their own flags. */
@@ -1246,6 +1279,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	metrics_count_server_connect_failure();
 	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
 	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
+	standby_waiters_home(pool);
 	/*
 	 * The server's own error, to everyone who cannot go on without a new
 	 * server: logins waiting for server parameters, logins of other pools
@@ -1272,6 +1306,7 @@ void pool_server_connect_failed(struct pool *pool)
 	metrics_count_server_connect_failure();
 	pool->last_login_failure = now_usec();	/* paces the next try (server_login_retry) */
 	pool->last_error[0] = '\0';		/* nothing to fail clients with: they wait */
+	standby_waiters_home(pool);
 }
 
 /*

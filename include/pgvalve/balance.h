@@ -23,7 +23,10 @@
  * It goes to a standby only while role routing knows one that may serve
  * (up, not lagging over max_replica_lag: roles_standby_may_serve), else
  * to the primary; while an entry's role is still unknown, one server of
- * the companion is opened to learn it.
+ * the companion is opened to learn it. A lent client waiting for a
+ * standby server that cannot be had (a connect or login failed, no
+ * standby left) is sent back to its own pool by the core (pool.c) and
+ * runs on the primary.
  *
  * Not here yet (issue 49): a client's own writes seen by its later reads,
  * the 25006 retry, session and statement pooling, counters.

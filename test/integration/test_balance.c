@@ -404,9 +404,29 @@ START_TEST(routes_reads_to_replicas)
 		ck_assert_str_eq(ran_on(nb, NULL), "127.0.0.2|false");
 	}
 	PQfinish(nb);
+
+	/* both replicas gone: read transactions run on the primary, none fails */
+	PQfinish(standby);
+	standby = NULL;
+	roles_cluster("stop", 2);
+	roles_cluster("stop", 3);
+	for (int i = 0; i < 20; i++) {
+		exec_ok(ex, "BEGIN READ ONLY");
+		PGresult *q = PQexec(ex, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()");
+		if (PQresultStatus(q) != PGRES_TUPLES_OK) {
+			/* an idle server of a replica that went down may still be handed out once: as on any pool */
+			ck_assert_msg(i < 3, "read %d failed: %s\n%s", i, PQerrorMessage(ex), pgv_log_tail(&p, 3000));
+			PQclear(q);
+			PQfinish(ex);
+			ex = balance_connect(&p, "ex", NULL);
+			continue;
+		}
+		ck_assert_msg(strcmp(PQgetvalue(q, 0, 0), "127.0.0.2|false") == 0, "ran on %s", PQgetvalue(q, 0, 0));
+		PQclear(q);
+		exec_ok(ex, "COMMIT");
+	}
 	PQfinish(ex);
 	pgv_stop(&p);
-	PQfinish(standby);
 	PQfinish(primary);
 	roles_cluster_stop();
 }
