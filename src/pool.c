@@ -304,18 +304,29 @@ struct pool *pool_standby_companion(struct pool *home)
 	return pool;
 }
 
+/* The list of pool a logged-in client in state sits in (as client.c's client_state_list). */
+static struct list *logged_in_list(struct pool *pool, enum client_state state)
+{
+	switch (state) {
+	case CL_IDLE:
+		return &pool->idle_clients;
+	case CL_WAITING:
+		return &pool->waiting_clients;
+	default:
+		return &pool->active_clients;
+	}
+}
+
+/* Lent when idle; back when active (its server being released) or waiting (standby_waiters_home). */
 void pool_lend_client(struct client *client, struct pool *to)
 {
 	struct pool *from = client->pool;
-	/* idle when lent, active (its server being released) when it goes back */
-	bool idle = client->state == CL_IDLE;
-	list_remove(idle ? &from->idle_clients : &from->active_clients, &client->node);
-	list_append(idle ? &to->idle_clients : &to->active_clients, &client->node);
+	list_remove(logged_in_list(from, client->state), &client->node);
+	list_append(logged_in_list(to, client->state), &client->node);
 	client->pool = to;
 	client->lent = to->standby_reads;
 	from->last_used = to->last_used = now_usec();
 }
-
 
 int pool_effective_size(const struct pool *pool)
 {
@@ -982,12 +993,8 @@ static void standby_waiters_home(struct pool *pool)
 	struct pool *home = pool_get(pool->db, pool->user);
 	list_for_each_safe(pos, tmp, &pool->waiting_clients) {
 		struct client *client = container_of(pos, struct client, node);
-		if (!client->lent)
-			continue;
-		list_remove(&pool->waiting_clients, &client->node);
-		list_append(&home->waiting_clients, &client->node);
-		client->pool = home;
-		client->lent = false;
+		if (client->lent && client->state == CL_WAITING)
+			pool_lend_client(client, home);
 	}
 	struct list_node *n;
 	while (!db_paused(home->db) && (n = list_first(&home->waiting_clients))) {

@@ -133,9 +133,10 @@ struct pool {
 /* The standby pool (standby_reads) beside home, made if need be (the read balancer). */
 struct pool *pool_standby_companion(struct pool *home);
 /*
- * Moves a client without a server (idle) to pool `to`, a pool of the same
- * database and user, for one transaction (client->lent) and back: it
- * keeps its state in its new pool's lists.
+ * Moves a logged-in client to pool `to`, a pool of the same database and
+ * user: lent (client->lent) to the standby pool for one transaction while
+ * idle, and back when its server is released or none can be had. It keeps
+ * its state, in its new pool's lists.
  */
 void pool_lend_client(struct client *client, struct pool *to);
 
