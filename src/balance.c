@@ -20,8 +20,12 @@ static bool balance_enabled(const struct pool *pool)
 {
 	const struct db_config *dc = pool->db->cfg;
 	int tsa = dc->target_session_attrs;
-	return dc->load_balance_reads > LOAD_BALANCE_READS_OFF && (tsa == TSA_READ_WRITE || tsa == TSA_PRIMARY) &&
-	       pool->db->host_count > 1 && !pool->db->is_admin && pool_effective_mode(pool) == POOL_MODE_TRANSACTION;
+	if (dc->load_balance_reads <= LOAD_BALANCE_READS_OFF || (tsa != TSA_READ_WRITE && tsa != TSA_PRIMARY) ||
+	    pool->db->host_count < 2 || pool->db->is_admin)
+		return false;
+	/* per transaction, or per statement: whenever a client has no server (session pooling: not yet) */
+	int mode = pool_effective_mode(pool);
+	return mode == POOL_MODE_TRANSACTION || mode == POOL_MODE_STATEMENT;
 }
 
 /* The SQL text of a whole Query or Parse, and its length; NULL if it has none. */

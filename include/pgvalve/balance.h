@@ -4,8 +4,8 @@
  *
  * For a database with load_balance_reads = explicit or auto,
  * target_session_attrs = read-write or primary and a host list, in
- * transaction pooling: when a client with no server starts a transaction,
- * this decides where it runs. A read runs in the pool's standby companion
+ * transaction or statement pooling: when a client with no server starts a
+ * transaction (a statement), this decides where it runs. A read runs in the pool's standby companion
  * (pool_standby_companion: its servers are on the list's standbys, as
  * role routing places them), the client lent to it for that transaction
  * only (pool_lend_client; the core takes it back when its server is
@@ -29,7 +29,7 @@
  * runs on the primary.
  *
  * Not here yet (issue 49): a client's own writes seen by its later reads,
- * the 25006 retry, session and statement pooling, counters.
+ * the 25006 retry, session pooling, counters.
  *
  * Owns nothing: the companion pools are the core's; reached only through
  * relay_hooks (balance_register).

@@ -340,7 +340,8 @@ START_TEST(routes_reads_to_replicas)
 #define LINE(name, extra) name " = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write " \
 	extra "\n"
 	snprintf(dbs, sizeof(dbs), LINE("ex", "load_balance_reads=explicit") LINE("au", "load_balance_reads=auto")
-		 LINE("nb", ""), roles_cluster_port, roles_cluster_port, roles_cluster_port);
+		 LINE("nb", "") LINE("st", "load_balance_reads=auto pool_mode=statement"), roles_cluster_port,
+		 roles_cluster_port, roles_cluster_port, roles_cluster_port);
 #undef LINE
 	pgv_start(&p, BASE, dbs, USERS);
 
@@ -396,6 +397,15 @@ START_TEST(routes_reads_to_replicas)
 	ck_assert_str_eq(ran_on(au, "BEGIN"), "127.0.0.2|false");
 	ck_assert(on_replica(ran_on(au, "BEGIN READ ONLY")));
 	PQfinish(au);
+
+	/* statement pooling, auto: each lone read on a replica, nextval() on the primary */
+	PGconn *st = balance_connect(&p, "st", NULL);
+	wait_on_replica(&p, st, NULL);
+	for (int i = 0; i < 5; i++) {
+		ck_assert(on_replica(ran_on(st, NULL)));
+		ck_assert_str_eq(query_value(st, "SELECT (nextval('bal.s') > 2)::text"), "true");
+	}
+	PQfinish(st);
 
 	/* off: nothing moves */
 	PGconn *nb = balance_connect(&p, "nb", NULL);
