@@ -15,7 +15,7 @@
  *   - explicit: a transaction the client opens READ ONLY
  *     (sql_classify_begin), or any transaction of a client whose session
  *     is read-only (default_transaction_read_only on in its startup
- *     packet or options), unless the text mentions WRITE or read_only
+ *     packet or options, or by its own SET, as the server reports it), unless the text mentions WRITE or read_only
  *     (BEGIN READ WRITE, a SET of it: those stay on the primary);
  *   - auto, also: a simple Query every statement of which only reads
  *     (sql_classify_read_only), calling no function outside a short list

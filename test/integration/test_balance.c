@@ -389,6 +389,17 @@ START_TEST(routes_reads_to_replicas)
 	ck_assert(on_replica(ran_on(ro, "BEGIN")));
 	ck_assert_str_eq(ran_on(ro, "BEGIN READ WRITE"), "127.0.0.2|false");
 	PQfinish(ro);
+	/* ... or made so by its own SET (PostgreSQL reports default_transaction_read_only) */
+	ro = balance_connect(&p, "ex", NULL);
+	ck_assert_str_eq(ran_on(ro, NULL), "127.0.0.2|false");
+	exec_ok(ro, "SET default_transaction_read_only = on");
+	wait_on_replica(&p, ro, NULL);
+	exec_ok(ro, "SET default_transaction_read_only = off");
+	ck_assert_str_eq(ran_on(ro, NULL), "127.0.0.2|false");
+	exec_ok(ro, "BEGIN");
+	exec_ok(ro, "INSERT INTO bal.t VALUES (4, 'w')");
+	exec_ok(ro, "COMMIT");
+	PQfinish(ro);
 
 	/* auto: a lone read on a replica, nextval() and a transaction on the primary */
 	PGconn *au = balance_connect(&p, "au", NULL);
