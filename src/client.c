@@ -782,6 +782,23 @@ static void params_taken(struct client *client)
 
 /* ---------------------------------------------------------------- data */
 
+/*
+ * The read balancer: a client between transactions starting one with pkt
+ * may be lent to its pool's standby companion for it. False: pkt is a
+ * short message not whole yet (offered again when it is).
+ */
+static bool balance_route(struct client *client, const struct pkt *pkt)
+{
+	if (client->state != CL_IDLE)
+		return true;
+	if (!pkt_complete(pkt))
+		return pkt->len > BALANCE_QUERY_MAX;
+	struct pool *to = relay_hooks.balance_pick(client, pkt);
+	if (to && to != client->pool)
+		pool_lend_client(client, to);
+	return true;
+}
+
 static bool client_data_packet(struct client *client, const struct pkt *pkt)
 {
 	switch (pkt->type) {
@@ -827,8 +844,12 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 		return true;
 	}
+	if (!client->link && (pkt->type == 'Q' || pkt->type == 'P') && relay_balance_enabled(client->pool) &&
+	    !balance_route(client, pkt))
+		return true;	/* the rest of a short Query or Parse first */
 	if (!client->link) {
-		if (!pool_request_server(client))
+		/* (a read lent to the standby pool may be linked at once on the primary: pool.c standby_waiters_home) */
+		if (!pool_request_server(client) && !client->link)
 			return client->state != CL_CLOSED;	/* queued and paused; offered again when linked */
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */
@@ -913,6 +934,8 @@ void client_unlinked(struct client *client)
 	if (client->state != CL_ACTIVE)
 		return;
 	client->request_time = now_usec();
+	if (client->lent)	/* back from the standby companion it was lent to (balance.h) */
+		pool_lend_client(client, pool_get(client->pool->db, client->pool->user));
 	client_set_state(client, CL_IDLE);	/* to the tail: the idle list stays in idle-since order */
 	if (client->notify)	/* notifications held during its transaction go out now */
 		relay_call_if(notify_client_idle, client);

@@ -43,6 +43,15 @@ static const char *const target_session_attrs_names[] = {
 	"any", "read-write", "read-only", "primary", "standby", "prefer-standby", NULL
 };
 
+/* Index = enum load_balance_reads. */
+static const char *const load_balance_reads_names[] = { "off", "explicit", "auto", NULL };
+
+const char *config_load_balance_reads_name(int value)
+{
+	return value >= 0 && value < (int)ARRAY_SIZE(load_balance_reads_names) - 1 ?
+	       load_balance_reads_names[value] : "off";
+}
+
 const char *config_target_session_attrs_name(int value)
 {
 	return value >= 0 && value < (int)ARRAY_SIZE(target_session_attrs_names) - 1 ?
@@ -145,6 +154,8 @@ static const struct param_def params[] = {
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),
 	/* pgvalve extension: the default of [databases] lines that do not say (role routing, roles.h) */
 	P_ENUM(load_balance_hosts, "round-robin", RELOAD, IMPL, load_balance_hosts_names, 0),
+	/* pgvalve extension: the default of [databases] lines that do not say (the read balancer, balance.h) */
+	P_ENUM(load_balance_reads, "off", RELOAD, IMPL, load_balance_reads_names, 0),
 	P_BOOL(log_connections, "1", RELOAD, IMPL),
 	P_BOOL(log_disconnections, "1", RELOAD, IMPL),
 	P_BOOL(log_pooler_errors, "1", RELOAD, IMPL),
@@ -627,6 +638,7 @@ struct db_config *config_db_new(const char *name)
 	db->server_lifetime = -1;
 	db->query_wait_timeout = -1;
 	db->load_balance_hosts = -1;
+	db->load_balance_reads = -1;
 	db->origin = xstrdup("");
 	return db;
 }
@@ -920,6 +932,8 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_enum(key, val, load_balance_hosts_names, &db->load_balance_hosts, errbuf, errsize);
 	if (strcmp(key, "target_session_attrs") == 0)
 		return cstr_enum(key, val, target_session_attrs_names, &db->target_session_attrs, errbuf, errsize);
+	if (strcmp(key, "load_balance_reads") == 0)
+		return cstr_enum(key, val, load_balance_reads_names, &db->load_balance_reads, errbuf, errsize);
 	unknown_key("database", key, errbuf, errsize);
 	return -1;
 }
@@ -1501,6 +1515,26 @@ static void db_defaults(struct config *cfg)
 			db->target_session_attrs = cfg->target_session_attrs;
 		if (db->load_balance_hosts < 0)
 			db->load_balance_hosts = cfg->load_balance_hosts;
+		if (db->load_balance_reads < 0)
+			db->load_balance_reads = cfg->load_balance_reads;
+	}
+}
+
+/*
+ * load_balance_reads applies to a database whose servers must be on the
+ * primary (read-write, primary) and whose host list has more than one
+ * entry (balance.h); elsewhere it has no effect, and the operator is told so.
+ */
+static void warn_load_balance_reads(const struct config *cfg)
+{
+	for (const struct db_config *db = cfg->databases; db; db = db->next) {
+		if (db->load_balance_reads <= LOAD_BALANCE_READS_OFF)
+			continue;
+		bool primary = db->target_session_attrs == TSA_READ_WRITE || db->target_session_attrs == TSA_PRIMARY;
+		if (!primary || !strchr(db->host ? db->host : "", ','))
+			log_warning("database \"%s\": load_balance_reads=%s has no effect without "
+				    "target_session_attrs=read-write or primary and a host list", db->name,
+				    config_load_balance_reads_name(db->load_balance_reads));
 	}
 }
 
@@ -1525,6 +1559,7 @@ static int load_text(const char *text, size_t len, const char *origin, struct co
 				 "%s: the [pgbouncer] (or [pgvalve]) section is missing", origin);
 		goto fail;
 	}
+	warn_load_balance_reads(ld.cfg);
 	*out = ld.cfg;
 	return 0;
 fail:

@@ -35,6 +35,7 @@
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
 #include "pgvalve/roles.h"
+#include "pgvalve/balance.h"
 #include "pgvalve/notify.h"
 #include "pgvalve/workers.h"
 
@@ -211,6 +212,7 @@ static int run_pooler(bool single, unsigned restarts)
 	prepare_register();
 	session_set_register();
 	roles_register();
+	balance_register();
 	notify_register();
 
 	if (cfg->auth_file[0]) {

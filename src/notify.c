@@ -11,6 +11,7 @@
  */
 #include "pgvalve/common.h"
 #include "pgvalve/notify.h"
+#include "pgvalve/sql_lex.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
 #include "pgvalve/instance.h"
@@ -162,54 +163,6 @@ static struct notify_client *notify_client_new(struct client *client);
 
 /* ---------------------------------------------------------------- parsing statements */
 
-struct scan {
-	const char *start, *p, *end;
-};
-
-static void scan_space(struct scan *s)
-{
-	while (s->p < s->end) {
-		if (isspace((unsigned char)*s->p)) {
-			s->p++;
-		} else if (s->end - s->p >= 2 && s->p[0] == '-' && s->p[1] == '-') {
-			while (s->p < s->end && *s->p != '\n')
-				s->p++;
-		} else if (s->end - s->p >= 2 && s->p[0] == '/' && s->p[1] == '*') {
-			int depth = 1;	/* PostgreSQL's block comments nest */
-			s->p += 2;
-			while (s->p < s->end && depth > 0) {
-				if (s->end - s->p >= 2 && s->p[0] == '/' && s->p[1] == '*')
-					depth++, s->p++;
-				else if (s->end - s->p >= 2 && s->p[0] == '*' && s->p[1] == '/')
-					depth--, s->p++;
-				s->p++;
-			}
-		} else {
-			break;
-		}
-	}
-}
-
-static bool ident_char(unsigned char c)
-{
-	return isalnum(c) || c == '_' || c == '$' || c >= 0x80;
-}
-
-/* A keyword in any case, not followed by an identifier character. */
-static bool scan_keyword(struct scan *s, const char *kw)
-{
-	size_t n = strlen(kw);
-	if ((size_t)(s->end - s->p) < n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (tolower((unsigned char)s->p[i]) != kw[i])
-			return false;
-	if (s->p + n < s->end && ident_char((unsigned char)s->p[n]))
-		return false;
-	s->p += n;
-	return true;
-}
-
 /* Cut to 63 bytes at a character boundary (UTF-8), as PostgreSQL truncates identifiers. */
 static void clip_name(char *name, size_t len)
 {
@@ -221,121 +174,28 @@ static void clip_name(char *name, size_t len)
 	name[len] = '\0';
 }
 
-/* An identifier: quoted kept as written, unquoted lower-cased (ASCII). False if none. */
-static bool scan_ident(struct scan *s, char *out)
+/*
+ * One LISTEN/UNLISTEN statement in lx (after its keyword): its op, or
+ * false if it is malformed. Stops before the ';' that ends it.
+ */
+static bool parse_op(struct sql_lexer *lx, bool listen, struct notify_op *op)
 {
+	struct sql_token tok;
 	char buf[1024];
-	size_t n = 0;
-	if (s->p < s->end && *s->p == '"') {
-		for (s->p++;; s->p++) {
-			if (s->p >= s->end)
-				return false;
-			if (*s->p == '"') {
-				if (s->p + 1 < s->end && s->p[1] == '"') {
-					s->p++;
-				} else {
-					s->p++;
-					break;
-				}
-			}
-			if (n >= sizeof(buf) - 1)
-				return false;
-			buf[n++] = *s->p;
-		}
-		if (n == 0)
-			return false;	/* a zero-length delimited identifier: PostgreSQL's error */
-	} else {
-		if (s->p >= s->end || isdigit((unsigned char)*s->p) || *s->p == '$' || !ident_char((unsigned char)*s->p))
-			return false;
-		while (s->p < s->end && ident_char((unsigned char)*s->p)) {
-			if (n >= sizeof(buf) - 1)
-				return false;
-			unsigned char c = (unsigned char)*s->p++;
-			buf[n++] = c < 0x80 ? (char)tolower(c) : (char)c;
-		}
-	}
-	memcpy(out, buf, MIN(n, (size_t)CHANNEL_MAX + 1));
-	clip_name(out, MIN(n, (size_t)CHANNEL_MAX + 1));
-	return true;
-}
-
-/* Past a quoted literal or identifier starting at s->p (a quote character). */
-static void scan_quoted(struct scan *s, bool backslash)
-{
-	char q = *s->p++;
-	while (s->p < s->end) {
-		char c = *s->p++;
-		if (backslash && c == '\\' && s->p < s->end)
-			s->p++;
-		else if (c == q && s->p < s->end && *s->p == q)
-			s->p++;
-		else if (c == q)
-			return;
-	}
-}
-
-/* Past a dollar-quoted string, if $tag$ starts at s->p; false if it is not one. */
-static bool scan_dollar(struct scan *s)
-{
-	const char *t = s->p + 1;
-	while (t < s->end && (isalnum((unsigned char)*t) || *t == '_' || (unsigned char)*t >= 0x80))
-		t++;
-	if (t >= s->end || *t != '$' || (t > s->p + 1 && isdigit((unsigned char)s->p[1])))
-		return false;
-	size_t taglen = (size_t)(t - s->p) + 1;
-	const char *body = t + 1;
-	for (const char *q = body; q + taglen <= s->end; q++) {
-		if (*q == '$' && memcmp(q, s->p, taglen) == 0) {
-			s->p = q + taglen;
-			return true;
-		}
-	}
-	s->p = s->end;
-	return true;
-}
-
-/* To just after the next top-level ';' (or the end). */
-static void scan_to_next_statement(struct scan *s)
-{
-	while (s->p < s->end) {
-		scan_space(s);
-		if (s->p >= s->end)
-			return;
-		char c = *s->p;
-		if (c == ';') {
-			s->p++;
-			return;
-		}
-		if (c == '\'' || c == '"') {
-			/* E'...': backslash escapes (the E was read as a word just before) */
-			bool esc = c == '\'' && s->p > s->start && (s->p[-1] == 'E' || s->p[-1] == 'e');
-			scan_quoted(s, esc);
-		} else if (c == '$' && scan_dollar(s)) {
-			continue;
-		} else if (ident_char((unsigned char)c)) {
-			while (s->p < s->end && ident_char((unsigned char)*s->p))
-				s->p++;
-		} else {
-			s->p++;
-		}
-	}
-}
-
-/* One LISTEN/UNLISTEN statement at s->p (after its keyword): its op, or false if it is malformed. */
-static bool parse_op(struct scan *s, bool listen, struct notify_op *op)
-{
-	scan_space(s);
-	if (!listen && s->p < s->end && *s->p == '*') {
-		s->p++;
+	sql_lex_next(lx, &tok);
+	if (!listen && sql_token_is_char(&tok, '*')) {
 		op->kind = OP_UNLISTEN_ALL;
 		op->name[0] = '\0';
 	} else {
-		if (!scan_ident(s, op->name))
+		if (!sql_token_name(&tok, buf, sizeof(buf)))
 			return false;
+		size_t n = strlen(buf);
+		memcpy(op->name, buf, MIN(n, (size_t)CHANNEL_MAX + 1));
+		clip_name(op->name, MIN(n, (size_t)CHANNEL_MAX + 1));
 		op->kind = listen ? OP_LISTEN : OP_UNLISTEN;
 	}
-	scan_space(s);
-	return s->p >= s->end || *s->p == ';' || *s->p == '\0';
+	enum sql_token_kind next = sql_lex_peek(lx, &tok);
+	return next == SQL_TOKEN_END || next == SQL_TOKEN_SEMICOLON;
 }
 
 /* Whether the text mentions listen at all (cheap: most queries do not). */
@@ -401,23 +261,23 @@ static int parse_statements(struct client *client, const char *sql, size_t len)
 {
 	if (!mentions_listen(sql, len))
 		return 0;
-	struct scan s = { sql, sql, sql + strnlen(sql, len) };
+	struct sql_lexer lx;
+	struct sql_token tok;
 	int n = 0;
-	while (s.p < s.end) {
-		scan_space(&s);
-		if (s.p >= s.end)
-			break;
-		bool listen = scan_keyword(&s, "listen");
+	sql_lex_init(&lx, sql, len, true);
+	do {
+		struct sql_lexer at = lx;
+		sql_lex_next(&at, &tok);
+		bool listen = sql_token_is(&tok, "listen");
 		struct notify_op op;
-		if ((listen || scan_keyword(&s, "unlisten")) && parse_op(&s, listen, &op)) {
+		if ((listen || sql_token_is(&tok, "unlisten")) && parse_op(&at, listen, &op)) {
 			struct notify_client *nc = nc_of(client);
 			if (!nc)
 				nc = notify_client_new(client);
 			pending_add(nc, &op);
 			n++;
 		}
-		scan_to_next_statement(&s);
-	}
+	} while (sql_lex_skip_statement(&lx));
 	return n;
 }
 

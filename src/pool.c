@@ -32,6 +32,7 @@ static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static void db_free(struct db *db);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
+static void standby_waiters_home(struct pool *pool);
 static int recheck_idle_servers(struct pool *pool, int wanted);
 
 /* ---------------------------------------------------------------- databases */
@@ -253,16 +254,8 @@ void pool_apply_config(void)
 
 /* ---------------------------------------------------------------- pools */
 
-struct pool *pool_get(struct db *db, const char *client_user)
+static struct pool *pool_new(struct db *db, const char *user)
 {
-	const char *user = db->cfg->user[0] ? db->cfg->user : client_user;
-
-	list_for_each(pos, &db->pools) {
-		struct pool *pool = container_of(pos, struct pool, node);
-		if (strcmp(pool->user, user) == 0)
-			return pool;
-	}
-
 	struct pool *pool = xcalloc(1, sizeof(*pool));
 	pool->db = db;
 	pool->user = xstrdup(user);
@@ -283,6 +276,56 @@ struct pool *pool_get(struct db *db, const char *client_user)
 	if (db->is_admin)
 		pool_set_admin_welcome(pool);
 	return pool;
+}
+
+struct pool *pool_get(struct db *db, const char *client_user)
+{
+	const char *user = db->cfg->user[0] ? db->cfg->user : client_user;
+
+	list_for_each(pos, &db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		if (!pool->standby_reads && strcmp(pool->user, user) == 0)
+			return pool;
+	}
+	return pool_new(db, user);
+}
+
+struct pool *pool_standby_companion(struct pool *home)
+{
+	list_for_each(pos, &home->db->pools) {
+		struct pool *pool = container_of(pos, struct pool, node);
+		if (pool->standby_reads && strcmp(pool->user, home->user) == 0)
+			return pool;
+	}
+	struct pool *pool = pool_new(home->db, home->user);
+	pool->standby_reads = true;
+	if (home->has_scram_keys)
+		pool_remember_scram_keys(pool, home->scram_client_key, home->scram_server_key);
+	return pool;
+}
+
+/* The list of pool a logged-in client in state sits in (as client.c's client_state_list). */
+static struct list *logged_in_list(struct pool *pool, enum client_state state)
+{
+	switch (state) {
+	case CL_IDLE:
+		return &pool->idle_clients;
+	case CL_WAITING:
+		return &pool->waiting_clients;
+	default:
+		return &pool->active_clients;
+	}
+}
+
+/* Lent when idle; back when active (its server being released) or waiting (standby_waiters_home). */
+void pool_lend_client(struct client *client, struct pool *to)
+{
+	struct pool *from = client->pool;
+	list_remove(logged_in_list(from, client->state), &client->node);
+	list_append(logged_in_list(to, client->state), &client->node);
+	client->pool = to;
+	client->lent = to->standby_reads;
+	from->last_used = to->last_used = now_usec();
 }
 
 int pool_effective_size(const struct pool *pool)
@@ -619,6 +662,8 @@ void pool_launch_servers(struct pool *pool)
 		int opened = open_server(pool, size, &short_of);
 		if (opened < 0 && evict_for_budget(pool, short_of))
 			opened = open_server(pool, size, &short_of);
+		if (opened == 0 && coming == 0)
+			standby_waiters_home(pool);	/* no standby may serve: the primary does */
 		if (opened <= 0)
 			break;
 		/* As PgBouncer: each reserve connection is logged, for the client that waited. */
@@ -935,6 +980,32 @@ static void link_pair(struct client *client, struct server *server)
 	}
 }
 
+/*
+ * The read balancer's standby pool could not get a server (no standby may
+ * serve now, a connect or a login failed): the clients lent to it that
+ * wait go back to their own pool, in their order, and run on the primary
+ * rather than wait or fail for a read the primary can answer.
+ */
+static void standby_waiters_home(struct pool *pool)
+{
+	if (!pool->standby_reads || list_empty(&pool->waiting_clients))
+		return;
+	struct pool *home = pool_get(pool->db, pool->user);
+	list_for_each_safe(pos, tmp, &pool->waiting_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		if (client->lent && client->state == CL_WAITING)
+			pool_lend_client(client, home);
+	}
+	struct list_node *n;
+	while (!db_paused(home->db) && (n = list_first(&home->waiting_clients))) {
+		struct server *server = take_idle_server(home);
+		if (!server)
+			break;
+		link_pair(container_of(n, struct client, node), server);
+	}
+	pool_after_change(home);
+}
+
 bool db_paused(const struct db *db)
 {
 	/* A global PAUSE covers every database without touching their own flags. */
@@ -1216,6 +1287,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	metrics_count_server_connect_failure();
 	strlcpy_s(pool->last_error, message, sizeof(pool->last_error));
 	strlcpy_s(pool->last_error_sqlstate, sqlstate, sizeof(pool->last_error_sqlstate));
+	standby_waiters_home(pool);
 	/*
 	 * The server's own error, to everyone who cannot go on without a new
 	 * server: logins waiting for server parameters, logins of other pools
@@ -1242,6 +1314,7 @@ void pool_server_connect_failed(struct pool *pool)
 	metrics_count_server_connect_failure();
 	pool->last_login_failure = now_usec();	/* paces the next try (server_login_retry) */
 	pool->last_error[0] = '\0';		/* nothing to fail clients with: they wait */
+	standby_waiters_home(pool);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/server.h"
+#include "pgvalve/sql_lex.h"
 
 /* Server-side name: prefix plus the statement id in hex. */
 #define PREP_SERVER_PREFIX "PGV_"
@@ -1004,57 +1005,51 @@ static bool sql_space(char c)
 
 static void sql_skip_space(struct sql_scan *sc)
 {
-	while (sc->p < sc->end && sql_space(*sc->p))
-		sc->p++;
+	struct sql_lexer lx;
+	sql_lex_init(&lx, sc->p, (size_t)(sc->end - sc->p), true);
+	sql_lex_skip_space(&lx);
+	sc->p = lx.p;
 }
 
-/* A keyword, case-insensitive, followed by a blank or the end. */
+/* The next token of sc (blanks and comments skipped), sc unmoved; lx is left after it. */
+static enum sql_token_kind sql_token_at(const struct sql_scan *sc, struct sql_lexer *lx, struct sql_token *tok)
+{
+	sql_lex_init(lx, sc->p, (size_t)(sc->end - sc->p), true);
+	return sql_lex_next(lx, tok);
+}
+
+/* A keyword (kw in lower case; the text in any case), and the blanks and comments after it. */
 static bool sql_keyword(struct sql_scan *sc, const char *kw)
 {
-	size_t n = strlen(kw);
-	if ((size_t)(sc->end - sc->p) < n || strncasecmp(sc->p, kw, n) != 0)
+	struct sql_lexer lx;
+	struct sql_token tok;
+	sql_token_at(sc, &lx, &tok);
+	if (!sql_token_is(&tok, kw))
 		return false;
-	if (sc->p + n < sc->end && !sql_space(sc->p[n]))
-		return false;
-	sc->p += n;
-	sql_skip_space(sc);
+	sql_lex_skip_space(&lx);
+	sc->p = lx.p;
 	return true;
 }
 
-/* An identifier as PostgreSQL reads it: unquoted ones folded to lower case. */
+/* An identifier as PostgreSQL reads it (unquoted ones folded to lower case); sc is left just after it. */
 static bool sql_identifier(struct sql_scan *sc, char *out, size_t size)
 {
-	size_t n = 0;
-	if (sc->p < sc->end && *sc->p == '"') {
-		sc->p++;
-		for (;;) {
-			if (sc->p >= sc->end)
-				return false;
-			char c = *sc->p++;
-			if (c == '"') {
-				if (sc->p < sc->end && *sc->p == '"')
-					sc->p++;
-				else
-					break;
-			}
-			if (n + 1 >= size)
-				return false;
-			out[n++] = c;
-		}
-	} else {
-		while (sc->p < sc->end) {
-			unsigned char c = (unsigned char)*sc->p;
-			if (!(c == '_' || c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			      (n > 0 && ((c >= '0' && c <= '9') || c == '$'))))
-				break;
-			if (n + 1 >= size)
-				return false;
-			out[n++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
-			sc->p++;
-		}
-	}
-	out[n] = '\0';
-	return n > 0;
+	struct sql_lexer lx;
+	struct sql_token tok;
+	sql_token_at(sc, &lx, &tok);
+	if (!sql_token_name(&tok, out, size))
+		return false;
+	sc->p = lx.p;
+	return true;
+}
+
+/* Whether sc is at a blank or a comment (what may separate two words). */
+static bool sql_at_space(const struct sql_scan *sc)
+{
+	struct sql_lexer lx;
+	sql_lex_init(&lx, sc->p, (size_t)(sc->end - sc->p), true);
+	sql_lex_skip_space(&lx);
+	return lx.p > sc->p;
 }
 
 /*
@@ -1076,7 +1071,7 @@ static bool stmt_plain_query(const struct prep_stmt *stmt, const char **query, u
 	}
 	struct sql_scan sc = { .p = body, .end = body + stmt->body_len };
 	sql_skip_space(&sc);
-	if (!sql_keyword(&sc, "AS") || sc.p >= sc.end)
+	if (!sql_keyword(&sc, "as") || sc.p >= sc.end)
 		return false;
 	*query = sc.p;
 	*len = (uint32_t)(sc.end - sc.p);
@@ -1443,9 +1438,9 @@ static bool sql_prepare(struct client *client, struct server *server, const stru
 	struct prep_server *ps = server->prep;
 	struct sql_scan at_name = *sc;
 	char name[PREP_PENDING_NAME_MAX];
-	if (sql_keyword(&at_name, "TRANSACTION"))
+	if (sql_keyword(&at_name, "transaction"))
 		return false;	/* two-phase commit, not a statement */
-	if (!sql_identifier(sc, name, sizeof(name)) || sc->p >= sc->end || !(sql_space(*sc->p) || *sc->p == '('))
+	if (!sql_identifier(sc, name, sizeof(name)) || sc->p >= sc->end || !(sql_at_space(sc) || *sc->p == '('))
 		return false;
 	server->pool->db->stats.total.client_parse_count++;
 	struct prep_stmt *old = client_lookup(client, name);
@@ -1514,9 +1509,9 @@ static bool sql_deallocate(struct client *client, struct server *server, const s
 {
 	struct prep_server *ps = server->prep;
 	char name[PREP_PENDING_NAME_MAX];
-	sql_keyword(sc, "PREPARE");
+	sql_keyword(sc, "prepare");
 	struct sql_scan at_name = *sc;
-	if (sql_keyword(&at_name, "ALL") && at_name.p == at_name.end)
+	if (sql_keyword(&at_name, "all") && at_name.p == at_name.end)
 		return false;	/* the server's CommandComplete clears everything (prepare_server_message) */
 	if (!sql_identifier(sc, name, sizeof(name)) || sc->p != sc->end)
 		return false;
@@ -1555,11 +1550,11 @@ static bool handle_query(struct client *client, struct server *server, const str
 		bool taken = false;
 		if (memchr(sc.p, ';', (size_t)(sc.end - sc.p)))
 			taken = false;	/* maybe several statements: not ours to split */
-		else if (sql_keyword(&sc, "PREPARE"))
+		else if (sql_keyword(&sc, "prepare"))
 			taken = sql_prepare(client, server, pkt, &sc);
-		else if (sql_keyword(&sc, "EXECUTE"))
+		else if (sql_keyword(&sc, "execute"))
 			taken = sql_execute(client, server, pkt, &sc);
-		else if (sql_keyword(&sc, "DEALLOCATE"))
+		else if (sql_keyword(&sc, "deallocate"))
 			taken = sql_deallocate(client, server, pkt, &sc);
 		if (taken)
 			return true;

@@ -229,13 +229,18 @@ static bool db_standby_possible(const struct db *db, const struct host_role *ski
 	return false;
 }
 
-/*
- * Entry idx may serve db's target_session_attrs now; down_ok: even if it
- * failed lately; hold: how long a role that did not match rules it out.
- */
-static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok, usec_t hold)
+/* A pool's target_session_attrs: its database's, standby for the read balancer's standby pool. */
+static int pool_tsa(const struct pool *pool)
 {
-	int tsa = db->cfg->target_session_attrs;
+	return pool->standby_reads ? TSA_STANDBY : pool->db->cfg->target_session_attrs;
+}
+
+/*
+ * Entry idx may serve tsa (db's or its standby pool's) now; down_ok: even
+ * if it failed lately; hold: how long a role that did not match rules it out.
+ */
+static bool db_host_fits(const struct db *db, int tsa, int idx, usec_t now, bool down_ok, usec_t hold)
+{
 	const struct host_role *h = db_host(db, idx);
 	if (host_lags(db, h, now))
 		return false;
@@ -246,12 +251,12 @@ static bool db_host_fits(const struct db *db, int idx, usec_t now, bool down_ok,
 	       !db_standby_possible(db, NULL, now);
 }
 
-/* Whether some entry of db's list fits now, as db_host_fits judges with the usual holds. */
-static bool db_any_fits(const struct db *db, usec_t now)
+/* Whether some entry of db's list fits tsa now, as db_host_fits judges with the usual holds. */
+static bool db_any_fits(const struct db *db, int tsa, usec_t now)
 {
 	int n = db->host_count;
 	for (int i = 0; i < n; i++)
-		if (db_host_fits(db, i, now, false, hold_time()))
+		if (db_host_fits(db, tsa, i, now, false, hold_time()))
 			return true;
 	return false;
 }
@@ -262,24 +267,43 @@ static bool db_routed(const struct db *db)
 	return db->cfg->target_session_attrs != TSA_ANY || db_lag_limited(db);
 }
 
-static bool db_host_eligible(const struct db *db, int idx, usec_t now)
+static bool db_host_eligible(const struct db *db, int tsa, int idx, usec_t now)
 {
 	if (!db_routed(db))
 		return true;
-	if (db_host_fits(db, idx, now, false, hold_time()))
+	if (db_host_fits(db, tsa, idx, now, false, hold_time()))
 		return true;
-	if (db_any_fits(db, now))
+	if (db_any_fits(db, tsa, now))
 		return false;
 	/* nothing fits: a failover may be under way; roles learned over FAILOVER_HOLD ago are asked again */
-	if (db_host_fits(db, idx, now, false, FAILOVER_HOLD))
+	if (db_host_fits(db, tsa, idx, now, false, FAILOVER_HOLD))
 		return true;
 	/* down, but the only kind of host left: tried again rather than nothing */
-	return host_down(db_host(db, idx), now) && db_host_fits(db, idx, now, true, hold_time());
+	return host_down(db_host(db, idx), now) && db_host_fits(db, tsa, idx, now, true, hold_time());
 }
 
 static bool hook_host_eligible(const struct pool *pool, int idx)
 {
-	return db_host_eligible(pool->db, idx, now_usec());
+	return db_host_eligible(pool->db, pool_tsa(pool), idx, now_usec());
+}
+
+bool roles_standby_may_serve(const struct db *db)
+{
+	usec_t now = now_usec();
+	for (int i = 0; i < db->host_count; i++) {
+		const struct host_role *h = db_host(db, i);
+		if (h->role == SERVER_ROLE_STANDBY && db_host_fits(db, TSA_STANDBY, i, now, false, hold_time()))
+			return true;
+	}
+	return false;
+}
+
+bool roles_host_unknown(const struct db *db)
+{
+	for (int i = 0; i < db->host_count; i++)
+		if (!db_host(db, i)->role_seen)
+			return true;
+	return false;
 }
 
 static void hook_host_failed(const struct db *db, int idx)
@@ -306,7 +330,7 @@ static void host_retire_mismatched(const struct host_role *h, enum server_role r
 static bool server_fits(const struct server *server, const struct host_role *h, usec_t now)
 {
 	const struct db *db = server->pool->db;
-	int tsa = db->cfg->target_session_attrs;
+	int tsa = pool_tsa(server->pool);
 	if (role_matches(tsa, (enum server_role)server->role, server->read_only))
 		return true;
 	return tsa == TSA_PREFER_STANDBY && !db_standby_possible(db, h, now);
@@ -348,7 +372,7 @@ static enum server_verdict judge(struct server *server)
 		return SERVER_ACCEPT;
 	server_log(LOG_LEVEL_INFO, server, "server is %s%s, database wants target_session_attrs=%s",
 		   roles_role_name((enum server_role)server->role), server->read_only ? " (read-only)" : "",
-		   config_target_session_attrs_name(server->pool->db->cfg->target_session_attrs));
+		   config_target_session_attrs_name(pool_tsa(server->pool)));
 	return SERVER_REJECT;
 }
 

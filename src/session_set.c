@@ -13,6 +13,7 @@
 #include "pgvalve/log.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/server.h"
+#include "pgvalve/sql_lex.h"
 #include "pgvalve/varcache.h"
 
 #include <ctype.h>
@@ -20,110 +21,65 @@
 
 /* ---------------------------------------------------------------- parsing */
 
-struct lexer {
-	const char *p;
-	const char *end;
-};
-
-static void skip_space(struct lexer *lx)
-{
-	while (lx->p < lx->end) {
-		if (isspace((unsigned char)*lx->p)) {
-			lx->p++;
-		} else if (lx->end - lx->p >= 2 && lx->p[0] == '-' && lx->p[1] == '-') {
-			while (lx->p < lx->end && *lx->p != '\n')
-				lx->p++;
-		} else if (lx->end - lx->p >= 2 && lx->p[0] == '/' && lx->p[1] == '*') {
-			const char *c = lx->p + 2;
-			while (c + 1 < lx->end && !(c[0] == '*' && c[1] == '/'))
-				c++;
-			lx->p = c + 1 < lx->end ? c + 2 : lx->end;
-		} else {
-			break;
-		}
-	}
-}
-
-/* The next word ([A-Za-z0-9_$.]) or double-quoted identifier, lower-cased unless quoted; false if none. */
-static bool next_word(struct lexer *lx, char *out, size_t size)
-{
-	size_t n = 0;
-	skip_space(lx);
-	if (lx->p >= lx->end)
-		return false;
-	if (*lx->p == '"') {
-		for (lx->p++; lx->p < lx->end; lx->p++) {
-			if (*lx->p == '"') {
-				if (lx->p + 1 < lx->end && lx->p[1] == '"') {
-					lx->p++;
-				} else {
-					lx->p++;
-					break;
-				}
-			}
-			if (n + 1 >= size)
-				return false;
-			out[n++] = *lx->p;
-		}
-		out[n] = '\0';
-		return n > 0;
-	}
-	while (lx->p < lx->end && (isalnum((unsigned char)*lx->p) || *lx->p == '_' || *lx->p == '$' ||
-				   *lx->p == '.' || (unsigned char)*lx->p >= 0x80)) {
-		if (n + 1 >= size)
-			return false;
-		out[n++] = (char)tolower((unsigned char)*lx->p);
-		lx->p++;
-	}
-	out[n] = '\0';
-	return n > 0;
-}
-
 /*
- * Whether the rest of the text holds one statement only: no ';' outside
- * quotes and comments, except trailing ones. Dollar quoting counts as
- * "not one statement" (never needed by a SET).
+ * The next name: a quoted identifier as written, or a word lower-cased
+ * with the ".word" parts written right after it (a custom parameter,
+ * myapp.tenant, is one name to SET). False if none or too long.
  */
-static bool single_statement(struct lexer lx)
+static bool next_word(struct sql_lexer *lx, char *out, size_t size)
 {
-	while (lx.p < lx.end) {
-		skip_space(&lx);
-		if (lx.p >= lx.end)
+	struct sql_token tok, dot;
+	sql_lex_next(lx, &tok);
+	if (!sql_token_name(&tok, out, size))
+		return false;
+	if (tok.kind != SQL_TOKEN_WORD)
+		return true;
+	size_t n = strlen(out);
+	while (lx->p < lx->end && lx->p[0] == '.') {
+		struct sql_lexer at = *lx;
+		sql_lex_next(&at, &dot);
+		if (sql_lex_next(&at, &tok) != SQL_TOKEN_WORD || tok.start != lx->p + 1 ||
+		    !sql_token_name(&tok, out + n + 1, size - n - 1))
 			break;
-		char c = *lx.p;
-		if (c == '\'' || c == '"') {
-			for (lx.p++; lx.p < lx.end; lx.p++) {
-				if (*lx.p == c) {
-					if (lx.p + 1 < lx.end && lx.p[1] == c)
-						lx.p++;
-					else
-						break;
-				}
-			}
-			lx.p++;
-		} else if (c == '$' || c == '\\') {
-			return false;
-		} else if (c == ';') {
-			lx.p++;
-			skip_space(&lx);
-			while (lx.p < lx.end && *lx.p == ';') {
-				lx.p++;
-				skip_space(&lx);
-			}
-			return lx.p >= lx.end || *lx.p == '\0';
-		} else if (c == '\0') {
-			break;
-		} else {
-			lx.p++;
-		}
+		out[n] = '.';
+		n += 1 + tok.len;
+		*lx = at;
 	}
 	return true;
 }
 
+/*
+ * Whether the rest of the text holds one statement only: no ';' outside
+ * quotes and comments, except trailing ones, and nothing unterminated.
+ * Dollar quoting counts as "not one statement" (never needed by a SET).
+ */
+static bool single_statement(struct sql_lexer lx)
+{
+	struct sql_token tok;
+	bool ended = false;	/* past a ';': only more of them may follow */
+	for (;;) {
+		switch (sql_lex_next(&lx, &tok)) {
+		case SQL_TOKEN_END:
+			return !lx.unterminated;
+		case SQL_TOKEN_SEMICOLON:
+			ended = true;
+			break;
+		case SQL_TOKEN_DOLLAR:
+		case SQL_TOKEN_PARAM:
+			return false;
+		default:
+			if (ended || sql_token_is_char(&tok, '$'))
+				return false;
+		}
+	}
+}
+
 enum session_set_kind session_set_parse(const char *sql, size_t len, char *name, size_t name_size)
 {
-	struct lexer lx = { sql, sql + strnlen(sql, len) };
+	struct sql_lexer lx;
 	char w[128], w2[128];
+
+	sql_lex_init(&lx, sql, len, true);
 
 	if (!next_word(&lx, w, sizeof(w)))
 		return SESSION_SET_NONE;
@@ -156,7 +112,7 @@ enum session_set_kind session_set_parse(const char *sql, size_t len, char *name,
 	if (is_reset && strcmp(w, "all") == 0)
 		return SESSION_SET_RESET_ALL;
 	/* The grammar's multi-word names, as the parameters they set. */
-	struct lexer peek = lx;
+	struct sql_lexer peek = lx;
 	bool two = next_word(&peek, w2, sizeof(w2));
 	if (strcmp(w, "time") == 0 && two && strcmp(w2, "zone") == 0)
 		snprintf(w, sizeof(w), "timezone");

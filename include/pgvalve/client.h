@@ -235,6 +235,7 @@ struct client {
 	bool served : 1;		/* has been given a server for a request at least once */
 	bool cancel_long : 1;		/* protocol 3.2: its cancel key is the long one (cancel_key.h) */
 	bool notify : 1;		/* notify.c holds state for it: channels, LISTENs pending, notifications queued */
+	bool lent : 1;			/* in its pool's standby companion for this transaction (balance.h) */
 };
 
 static inline bool client_is_console(const struct client *client)

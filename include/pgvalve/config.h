@@ -75,8 +75,20 @@ enum target_session_attrs {
 	TSA_STANDBY,
 	TSA_PREFER_STANDBY,
 };
+/*
+ * load_balance_reads (the read balancer, balance.h): whether a read-write
+ * or primary database with a host list runs its clients' read-only
+ * transactions on its standbys. OFF, the default, changes nothing.
+ */
+enum load_balance_reads {
+	LOAD_BALANCE_READS_OFF = 0,
+	LOAD_BALANCE_READS_EXPLICIT,	/* transactions the client marks read-only */
+	LOAD_BALANCE_READS_AUTO,	/* and single statements outside a transaction that can only read */
+};
 /* Its name as written in the config ("read-write", ...). */
 const char *config_target_session_attrs_name(int value);
+/* The same for load_balance_reads (-1, not given: "off"). */
+const char *config_load_balance_reads_name(int value);
 /* The same for load_balance_hosts (-1, not given: "round-robin"). */
 const char *config_load_balance_hosts_name(int value);
 
@@ -120,6 +132,7 @@ struct db_config {
 	 */
 	int load_balance_hosts;
 	int target_session_attrs;
+	int load_balance_reads;	/* enum load_balance_reads; the same rule (built otherwise: -1, off) */
 	/* A standby behind its list's primary by more is not used (roles.h); 0: no limit. */
 	long long max_replica_lag;	/* bytes of WAL */
 	usec_t max_replica_lag_seconds;	/* time since the last transaction it replayed, while behind */
@@ -198,6 +211,7 @@ struct config {
 	int pool_mode;			/* enum pool_mode */
 	int load_balance_hosts;		/* pgvalve: the default of [databases] lines (enum load_balance_hosts) */
 	int target_session_attrs;	/* pgvalve: the default of [databases] lines (enum target_session_attrs) */
+	int load_balance_reads;		/* pgvalve: the default of [databases] lines (enum load_balance_reads) */
 	int max_client_conn;
 	int default_pool_size;
 	int min_pool_size;

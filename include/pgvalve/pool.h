@@ -119,8 +119,26 @@ struct pool {
 	 */
 	bool servers_lost;
 	struct notify_pool *notify;	/* the pool's listener and its channels (notify.h); NULL if none */
+	/*
+	 * The read balancer's standby pool of its database and user
+	 * (balance.h): its servers go to the list's standbys (role routing
+	 * reads it as target_session_attrs=standby), and it has no clients of
+	 * its own, only ones lent to it for a transaction. pool_get never
+	 * returns it.
+	 */
+	bool standby_reads;
 };
 
+
+/* The standby pool (standby_reads) beside home, made if need be (the read balancer). */
+struct pool *pool_standby_companion(struct pool *home);
+/*
+ * Moves a logged-in client to pool `to`, a pool of the same database and
+ * user: lent (client->lent) to the standby pool for one transaction while
+ * idle, and back when its server is released or none can be had. It keeps
+ * its state, in its new pool's lists.
+ */
+void pool_lend_client(struct client *client, struct pool *to);
 
 /* Builds databases from pgv.cfg (start-up). */
 void pool_setup_databases(void);

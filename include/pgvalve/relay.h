@@ -100,6 +100,15 @@ struct relay_hooks {
 	/* Such a client is between transactions again (its server went back to the pool) */
 	void (*notify_client_idle)(struct client *client);
 	void (*notify_client_free)(struct client *client);
+
+	/* the read balancer (balance.h) */
+	bool (*balance_enabled)(const struct pool *pool);
+	/*
+	 * A client with no server starts a transaction with this whole Query
+	 * or Parse: the pool it is to run in (its own, or its standby
+	 * companion: pool_lend_client), or NULL for its own.
+	 */
+	struct pool *(*balance_pick)(struct client *client, const struct pkt *pkt);
 };
 
 /* Filled at start-up (prepare_register, session_set_register), read-only after. */
@@ -109,6 +118,7 @@ enum relay_feature {
 	RELAY_PREP = 1 << 0,
 	RELAY_SETS = 1 << 1,
 	RELAY_NOTIFY = 1 << 2,
+	RELAY_BALANCE = 1 << 3,
 };
 
 /* Asks each feature's *_enabled slot: the bits pool_relay_features (pool.h) caches per config generation. */
@@ -116,7 +126,13 @@ static inline unsigned relay_features_ask(const struct pool *pool)
 {
 	return (relay_hooks.prep_enabled && relay_hooks.prep_enabled(pool) ? RELAY_PREP : 0) |
 	       (relay_hooks.sets_enabled && relay_hooks.sets_enabled(pool) ? RELAY_SETS : 0) |
-	       (relay_hooks.notify_enabled && relay_hooks.notify_enabled(pool) ? RELAY_NOTIFY : 0);
+	       (relay_hooks.notify_enabled && relay_hooks.notify_enabled(pool) ? RELAY_NOTIFY : 0) |
+	       (relay_hooks.balance_enabled && relay_hooks.balance_enabled(pool) ? RELAY_BALANCE : 0);
+}
+
+static inline bool relay_balance_enabled(const struct pool *pool)
+{
+	return pool_relay_features(pool) & RELAY_BALANCE;
 }
 
 static inline bool relay_prep_enabled(const struct pool *pool)
@@ -133,6 +149,9 @@ static inline bool relay_notify_enabled(const struct pool *pool)
 {
 	return pool_relay_features(pool) & RELAY_NOTIFY;
 }
+
+/* Longest Query or Parse read whole for the read balancer (longer ones stay on the primary). */
+#define BALANCE_QUERY_MAX 8192
 
 /* Longest Query or Parse read whole to look for LISTEN/UNLISTEN (longer ones are not parsed). */
 #define NOTIFY_QUERY_MAX 65536

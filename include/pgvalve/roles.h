@@ -52,6 +52,10 @@ void roles_register(void);
 void roles_check_idle_servers(usec_t now);
 /* The entries of db's host list, up to max into out; returns how many there are. */
 size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t max);
+/* The read balancer: whether a standby of db's list, known as one, may serve reads now (up, not lagging). */
+bool roles_standby_may_serve(const struct db *db);
+/* Whether an entry of db's list has never been seen (its role unknown). */
+bool roles_host_unknown(const struct db *db);
 /* "primary", "standby" or "unknown". */
 const char *roles_role_name(enum server_role role);
 /* Frees the host table (exit). */

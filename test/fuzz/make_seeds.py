@@ -118,3 +118,18 @@ put("fuzz_config", "pgvalve_section", "[pgvalve]\nworkers = auto\nmax_packet_siz
 for i, q in enumerate(["SHOW POOLS;", "show stats", "SET default_pool_size = 30", "set x to 'a''b';",
                        "PAUSE \"my db\"", "KILL_CLIENT 12", "SHUTDOWN WAIT_FOR_CLIENTS;", "RELOAD"]):
     put("fuzz_admin_command", "q%d" % i, q)
+for i, q in enumerate(["SELECT a, 'x''y', E'\\\\'';' FROM t WHERE b = $1;",
+                       "/* a /* nested */ ; */ SET search_path = \"My\"\"Schema\", public -- x\n;",
+                       "DO $fn$ BEGIN PERFORM 1; END $fn$; LISTEN chan; UNLISTEN *",
+                       "WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d FOR UPDATE",
+                       "PREPARE p(int) AS SELECT U&'d\\0061t' || B'101'::text || X'1F'::text; EXECUTE p(1)",
+                       "SELECT 'unterminated", "SELECT /* unterminated", "SELECT $q$ unterminated"]):
+    put("fuzz_sql_lex", "s%d" % i, q)
+for i, q in enumerate(["SELECT count(*) FROM t WHERE a IN (1, 2) AND b = 'x'",
+                       "WITH x AS (SELECT 1) SELECT * FROM x; VALUES (1); TABLE t; SHOW all",
+                       "SELECT * FROM t FOR UPDATE", "SELECT nextval('s')", "SELECT volatile_fn()",
+                       "WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d",
+                       "SELECT 'a\\' , ' ; DELETE FROM t; --'", "SELECT 1 --\r; DELETE FROM t",
+                       "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1",
+                       "START TRANSACTION READ ONLY; COMMIT; INSERT INTO t VALUES (1)"]):
+    put("fuzz_sql_classify", "c%d" % i, q)

@@ -1819,6 +1819,48 @@ const char *pgv_write_test_file(const char *prefix, const char *name, const char
 	return path;
 }
 
+/* ---------------------------------------------------------------- roles_cluster.sh */
+
+char roles_cluster_dir[600];
+int roles_cluster_port;
+
+void roles_cluster(const char *verb, int node)
+{
+	char script[700], nodebuf[16], out[700];
+	snprintf(script, sizeof(script), "%s/test/integration/roles_cluster.sh", PGV_TEST_SRCDIR);
+	snprintf(nodebuf, sizeof(nodebuf), "%d", node);
+	snprintf(out, sizeof(out), "%s.%s%d.out", roles_cluster_dir, verb, node);
+	char portbuf[16];
+	snprintf(portbuf, sizeof(portbuf), "%d", roles_cluster_port);
+	char *argv[] = { script, (char *)verb, roles_cluster_dir, strcmp(verb, "init") == 0 ? portbuf : nodebuf, NULL };
+	if (strcmp(verb, "stopall") == 0)
+		argv[3] = NULL;
+	int rc = run_program(argv, NULL, out, 120);
+	ck_assert_msg(rc == 0, "roles_cluster.sh %s %d: exit %d\n%s", verb, node, rc, read_file_tail(out, 3000));
+}
+
+void roles_cluster_start(void)
+{
+	snprintf(roles_cluster_dir, sizeof(roles_cluster_dir), "%s/roles.%d", getenv("PGV_TEST_DIR"), (int)getpid());
+	roles_cluster_port = pgv_pick_port();
+	roles_cluster("init", 0);
+}
+
+void roles_cluster_stop(void)
+{
+	roles_cluster("stopall", 0);
+}
+
+PGconn *roles_cluster_connect(int n)
+{
+	char conninfo[256];
+	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.%d port=%d dbname=postgres user=pgvadmin connect_timeout=5",
+		 n + 1, roles_cluster_port);
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "node%d: %s", n, PQerrorMessage(c));
+	return c;
+}
+
 const char *pgv_login_message(const char *const kw[], const char *const val[], const char *user)
 {
 	static char msg[600];

@@ -297,6 +297,23 @@ const char *query_value(PGconn *conn, const char *sql);
  */
 const char *pgv_login_message(const char *const kw[], const char *const val[], const char *user);
 
+/*
+ * roles_cluster.sh's PostgreSQL primary and two streaming replicas (node1
+ * 127.0.0.2, the primary at first; node2 127.0.0.3; node3 127.0.0.4; one
+ * port), for the tests of role routing and of the read balancer. One per
+ * test process, under PGV_TEST_DIR.
+ */
+extern char roles_cluster_dir[600];
+extern int roles_cluster_port;
+/* roles_cluster.sh VERB DIR NODE (init: the port; stopall: nothing); fails the test if it fails. */
+void roles_cluster(const char *verb, int node);
+/* A new cluster on a free port (init). */
+void roles_cluster_start(void);
+/* Every node of it that runs, stopped. */
+void roles_cluster_stop(void);
+/* A superuser connection to node n (1..3), database postgres. */
+PGconn *roles_cluster_connect(int n);
+
 /* PostgreSQL's major version (run.sh's PGV_TEST_PG_MAJOR: 15, 18). */
 int pgv_pg_major(void);
 /* Whether PostgreSQL serves TLS (run.sh's PGV_TEST_PG_TLS; the wheel's 18 does not). */

@@ -697,6 +697,7 @@ static const struct config_key spec_config[] = {
 	{ "listen_backlog", "128", false },
 	{ "listen_port", "6432", false },
 	{ "load_balance_hosts", "round-robin", true },	/* pgvalve extension (roles): [databases] default */
+	{ "load_balance_reads", "off", true },	/* pgvalve extension (the read balancer): [databases] default */
 	{ "log_connections", "1", true },
 	{ "log_disconnections", "1", true },
 	{ "log_pooler_errors", "1", true },

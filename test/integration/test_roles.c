@@ -22,48 +22,7 @@
 	     "query_wait_timeout = 30\n"
 #define USERS "\"pgvadmin\" \"\"\n"
 
-/* ---------------------------------------------------------------- the cluster */
-
-static char cdir[600];
-static int cport;
-
-static void cluster(const char *verb, int node)
-{
-	char script[700], nodebuf[16], out[700];
-	snprintf(script, sizeof(script), "%s/test/integration/roles_cluster.sh", PGV_TEST_SRCDIR);
-	snprintf(nodebuf, sizeof(nodebuf), "%d", node);
-	snprintf(out, sizeof(out), "%s.%s%d.out", cdir, verb, node);
-	char portbuf[16];
-	snprintf(portbuf, sizeof(portbuf), "%d", cport);
-	char *argv[] = { script, (char *)verb, cdir, strcmp(verb, "init") == 0 ? portbuf : nodebuf, NULL };
-	if (strcmp(verb, "stopall") == 0)
-		argv[3] = NULL;
-	int rc = run_program(argv, NULL, out, 120);
-	ck_assert_msg(rc == 0, "roles_cluster.sh %s %d: exit %d\n%s", verb, node, rc, read_file_tail(out, 3000));
-}
-
-static void cluster_start(void)
-{
-	snprintf(cdir, sizeof(cdir), "%s/roles.%d", getenv("PGV_TEST_DIR"), (int)getpid());
-	cport = pgv_pick_port();
-	cluster("init", 0);
-}
-
-static void cluster_stop(void)
-{
-	cluster("stopall", 0);
-}
-
-/* A direct connection to node n (1..3). */
-static PGconn *node_connect(int n)
-{
-	char conninfo[256];
-	snprintf(conninfo, sizeof(conninfo), "host=127.0.0.%d port=%d dbname=postgres user=pgvadmin connect_timeout=5",
-		 n + 1, cport);
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "node%d: %s", n, PQerrorMessage(c));
-	return c;
-}
+/* ---------------------------------------------------------------- the cluster (harness.h: roles_cluster_*) */
 
 /* [databases] lines for the cluster: name = HOSTS ... target_session_attrs=tsa (none if NULL) extra. */
 static const char *db_lines(const char *const *names, const char *const *tsas, const char *const *extras, int n)
@@ -73,7 +32,7 @@ static const char *db_lines(const char *const *names, const char *const *tsas, c
 	for (int i = 0; i < n; i++)
 		used += (size_t)snprintf(buf + used, sizeof(buf) - used,
 					 "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin %s%s %s\n",
-					 names[i], cport, tsas[i] ? "target_session_attrs=" : "", tsas[i] ? tsas[i] : "",
+					 names[i], roles_cluster_port, tsas[i] ? "target_session_attrs=" : "", tsas[i] ? tsas[i] : "",
 					 extras && extras[i] ? extras[i] : "");
 	return buf;
 }
@@ -175,7 +134,7 @@ static const char *show_standby_role(PGconn *adm)
 START_TEST(routes_by_role)
 {
 	struct pgv p;
-	cluster_start();
+	roles_cluster_start();
 	const char *names[] = { "rw", "ro", "lc", "ps" };
 	const char *tsas[] = { "read-write", "read-only", "standby", "prefer-standby" };
 	const char *extras[] = { NULL, NULL, "load_balance_hosts=least-connections", NULL };
@@ -213,8 +172,8 @@ START_TEST(routes_by_role)
 	PGconn *ps = connect_ok(&p, "ps");
 	ck_assert_str_eq(query_value(ps, "SELECT pg_is_in_recovery()::text"), "true");
 	ck_assert_str_eq(PQparameterStatus(ps, "in_hot_standby"), "on");
-	cluster("stop", 2);
-	cluster("stop", 3);
+	roles_cluster("stop", 2);
+	roles_cluster("stop", 3);
 	sleep_ms(300);	/* the replicas' idle servers see their FATAL and close */
 	double t0 = now_s();
 	ck_assert_str_eq(where(ps), "127.0.0.2|false");
@@ -240,26 +199,26 @@ START_TEST(routes_by_role)
 	PQclear(r);
 	PQfinish(adm);
 	char line[64];
-	snprintf(line, sizeof(line), "host 127.0.0.2:%d is now primary", cport);
+	snprintf(line, sizeof(line), "host 127.0.0.2:%d is now primary", roles_cluster_port);
 	ck_assert(pgv_log_contains(&p, line));
-	snprintf(line, sizeof(line), "host 127.0.0.4:%d is now standby", cport);
+	snprintf(line, sizeof(line), "host 127.0.0.4:%d is now standby", roles_cluster_port);
 	ck_assert(pgv_log_contains(&p, line));
 
 	/* the same in /metrics: per database and host, up and primary */
 	const char *m = scrape(mport);
 	char series[256];
-	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"rw\",host=\"127.0.0.2\",port=\"%d\"} 1", cport);
+	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"rw\",host=\"127.0.0.2\",port=\"%d\"} 1", roles_cluster_port);
 	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
-	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"ro\",host=\"127.0.0.3\",port=\"%d\"} 0", cport);
+	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"ro\",host=\"127.0.0.3\",port=\"%d\"} 0", roles_cluster_port);
 	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
-	snprintf(series, sizeof(series), "pgvalve_host_up{database=\"ps\",host=\"127.0.0.3\",port=\"%d\"} 0", cport);
+	snprintf(series, sizeof(series), "pgvalve_host_up{database=\"ps\",host=\"127.0.0.3\",port=\"%d\"} 0", roles_cluster_port);
 	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
-	snprintf(series, sizeof(series), "pgvalve_host_up{database=\"ps\",host=\"127.0.0.2\",port=\"%d\"} 1", cport);
+	snprintf(series, sizeof(series), "pgvalve_host_up{database=\"ps\",host=\"127.0.0.2\",port=\"%d\"} 1", roles_cluster_port);
 	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
 	PQfinish(ps);
 	PQfinish(rw);
 	pgv_stop(&p);
-	cluster_stop();
+	roles_cluster_stop();
 }
 END_TEST
 
@@ -322,22 +281,22 @@ START_TEST(failover_under_load)
 {
 	struct pgv p;
 	char out[700];
-	cluster_start();
+	roles_cluster_start();
 	const char *names[] = { "rw" };
 	const char *tsas[] = { "read-write" };
 	pgv_start(&p, BASE "default_pool_size = 8\n", db_lines(names, tsas, NULL, 1), USERS);
 	PGconn *idle = connect_ok(&p, "rw");
 	ck_assert_str_eq(where(idle), "127.0.0.2|false");
 
-	snprintf(out, sizeof(out), "%s.writes", cdir);
+	snprintf(out, sizeof(out), "%s.writes", roles_cluster_dir);
 	pid_t child = fork();
 	ck_assert_int_ge(child, 0);
 	if (child == 0)
 		writer(&p, out, 9);
 	sleep_s(2);
 	double t_stop = now_s();
-	cluster("stop", 1);
-	cluster("promote", 2);
+	roles_cluster("stop", 1);
+	roles_cluster("promote", 2);
 	double t_promoted = now_s();
 	int status = 0;
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
@@ -386,7 +345,7 @@ START_TEST(failover_under_load)
 	ck_assert_msg(errs == 0 || last_err - first_err < 6, "failures over %.2f s", last_err - first_err);
 
 	/* every committed row is on the new primary */
-	PGconn *n2 = node_connect(2);
+	PGconn *n2 = roles_cluster_connect(2);
 	ck_assert_str_eq(query_value(n2, "SELECT pg_is_in_recovery()::text"), "false");
 	PGresult *r = PQexec(n2, "SELECT id FROM t");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
@@ -403,7 +362,7 @@ START_TEST(failover_under_load)
 			missing++;
 	ck_assert_msg(missing == 0, "%d committed rows are not on the new primary", missing);
 	/* node3 still a standby: nothing was written there either */
-	PGconn *n3 = node_connect(3);
+	PGconn *n3 = roles_cluster_connect(3);
 	ck_assert_str_eq(query_value(n3, "SELECT pg_is_in_recovery()::text"), "true");
 	PQfinish(n3);
 	PQfinish(n2);
@@ -411,11 +370,11 @@ START_TEST(failover_under_load)
 	/* the idle client goes on, on the new primary */
 	ck_assert_str_eq(where(idle), "127.0.0.3|false");
 	char promoted[64];
-	snprintf(promoted, sizeof(promoted), "host 127.0.0.3:%d is now primary", cport);
+	snprintf(promoted, sizeof(promoted), "host 127.0.0.3:%d is now primary", roles_cluster_port);
 	ck_assert(pgv_log_contains(&p, promoted));
 	PQfinish(idle);
 	pgv_stop(&p);
-	cluster_stop();
+	roles_cluster_stop();
 }
 END_TEST
 
@@ -431,7 +390,7 @@ END_TEST
 START_TEST(promoted_replica_is_left)
 {
 	struct pgv p, q;
-	cluster_start();
+	roles_cluster_start();
 	const char *names[] = { "ro" };
 	const char *tsas[] = { "standby" };
 	const char *extras[] = { "load_balance_hosts=disable" };
@@ -442,10 +401,10 @@ START_TEST(promoted_replica_is_left)
 	PGconn *checked = connect_ok(&q, "ro");
 	ck_assert_str_eq(where(c), "127.0.0.3|true");
 	ck_assert_str_eq(where(checked), "127.0.0.3|true");
-	cluster("promote", 2);
+	roles_cluster("promote", 2);
 
 	char promoted[64];
-	snprintf(promoted, sizeof(promoted), "host 127.0.0.3:%d is now primary", cport);
+	snprintf(promoted, sizeof(promoted), "host 127.0.0.3:%d is now primary", roles_cluster_port);
 	/* PostgreSQL reports the change with the next ReadyForQuery: that transaction is the last there */
 	query_value(c, "SELECT 1");
 	pgv_expect_log(&p, promoted, 5);
@@ -459,7 +418,7 @@ START_TEST(promoted_replica_is_left)
 	PQfinish(c);
 	pgv_stop(&q);
 	pgv_stop(&p);
-	cluster_stop();
+	roles_cluster_stop();
 }
 END_TEST
 
@@ -493,15 +452,15 @@ static void spread(struct pgv *p, const char *db, int n, int *on3, int *on4)
 START_TEST(lagging_replica_is_skipped)
 {
 	struct pgv p;
-	cluster_start();
-	PGconn *n1 = node_connect(1);
-	PGconn *n3 = node_connect(3);
+	roles_cluster_start();
+	PGconn *n1 = roles_cluster_connect(1);
+	PGconn *n3 = roles_cluster_connect(3);
 	/* a commit node3 replays at once: the last before the delay, what the seconds count from */
 	query_value(n1, "INSERT INTO t VALUES (199999) RETURNING id");
 	double t0 = now_s();
 	while (strcmp(query_value(n3, "SELECT count(*) FROM t WHERE id = 199999"), "1") != 0 && now_s() - t0 < 10)
 		sleep_ms(100);
-	cluster("delay", 3);
+	roles_cluster("delay", 3);
 	query_value(n1, "INSERT INTO t VALUES (200000) RETURNING id");	/* its commit holds node3's replay */
 	query_value(n1, "INSERT INTO t SELECT g FROM generate_series(200001, 210000) g RETURNING id");
 	t0 = now_s();
@@ -532,13 +491,13 @@ START_TEST(lagging_replica_is_skipped)
 	ck_assert_str_eq(host_value(&p, "ros", "127.0.0.3", "lag_seconds"), "0.000");
 	char series[256];
 	const char *m = scrape(mport);
-	snprintf(series, sizeof(series), "pgvalve_host_lag_seconds{database=\"ros\",host=\"127.0.0.4\",port=\"%d\"} ", cport);
+	snprintf(series, sizeof(series), "pgvalve_host_lag_seconds{database=\"ros\",host=\"127.0.0.4\",port=\"%d\"} ", roles_cluster_port);
 	ck_assert_msg(strstr(m, series) && atof(strstr(m, series) + strlen(series)) > 1, "no %s > 1 in\n%.4000s", series, m);
-	snprintf(series, sizeof(series), "pgvalve_host_lag_bytes{database=\"ro\",host=\"127.0.0.4\",port=\"%d\"} ", cport);
+	snprintf(series, sizeof(series), "pgvalve_host_lag_bytes{database=\"ro\",host=\"127.0.0.4\",port=\"%d\"} ", roles_cluster_port);
 	ck_assert_msg(strstr(m, series) && atof(strstr(m, series) + strlen(series)) > 8192, "no %s > 8192 in\n%.4000s",
 		      series, m);
 	char line[80];
-	snprintf(line, sizeof(line), "host 127.0.0.4:%d lags", cport);
+	snprintf(line, sizeof(line), "host 127.0.0.4:%d lags", roles_cluster_port);
 	ck_assert_msg(pgv_log_contains(&p, line), "%s", pgv_log_tail(&p, 3000));
 	ck_assert_msg(pgv_log_contains(&p, " s, not used (max_replica_lag)"), "%s", pgv_log_tail(&p, 3000));
 
@@ -548,7 +507,7 @@ START_TEST(lagging_replica_is_skipped)
 	ck_assert_str_eq(host_value(&p, "ro", "127.0.0.2", "lag"), "(null)");	/* a primary's lag is NULL */
 
 	/* caught up: used again */
-	cluster("undelay", 3);
+	roles_cluster("undelay", 3);
 	t0 = now_s();
 	while (atoll(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"))
 	       > 0 && now_s() - t0 < 10)
@@ -563,7 +522,7 @@ START_TEST(lagging_replica_is_skipped)
 	PQfinish(n3);
 	PQfinish(n1);
 	pgv_stop(&p);
-	cluster_stop();
+	roles_cluster_stop();
 }
 END_TEST
 
@@ -577,8 +536,8 @@ END_TEST
 START_TEST(lag_is_measured_against_the_primary)
 {
 	struct pgv p;
-	cluster_start();
-	PGconn *n3 = node_connect(3);
+	roles_cluster_start();
+	PGconn *n3 = roles_cluster_connect(3);
 	command_ok(n3, "ALTER SYSTEM SET primary_conninfo = ''");
 	query_value(n3, "SELECT pg_reload_conf()");
 	double t0 = now_s();
@@ -610,7 +569,7 @@ START_TEST(lag_is_measured_against_the_primary)
 	PQfinish(rw);
 	PQfinish(n3);
 	pgv_stop(&p);
-	cluster_stop();
+	roles_cluster_stop();
 }
 END_TEST
 
@@ -627,8 +586,8 @@ START_TEST(role_query_without_reports)
 {
 	struct pgv p;
 	char log[700];
-	cluster_start();
-	PGconn *n1 = node_connect(1);
+	roles_cluster_start();
+	PGconn *n1 = roles_cluster_connect(1);
 	command_ok(n1, "ALTER SYSTEM SET log_statement = 'all'");
 	query_value(n1, "SELECT pg_reload_conf()");
 	const char *names[] = { "rw", "ro" };
@@ -663,12 +622,12 @@ START_TEST(role_query_without_reports)
 	PQfinish(ro);
 	PQfinish(adm);
 
-	snprintf(log, sizeof(log), "%s/node1.log", cdir);
+	snprintf(log, sizeof(log), "%s/node1.log", roles_cluster_dir);
 	ck_assert_msg(file_contains(log, "pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting("),
 		      "no role query in node1's log:\n%s", read_file_tail(log, 3000));
 	PQfinish(n1);
 	pgv_stop(&p);
-	cluster_stop();
+	roles_cluster_stop();
 }
 END_TEST
 

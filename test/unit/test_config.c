@@ -290,6 +290,7 @@ static const char *const pgbouncer_125_params[] = {
 	"peers_dns", "peers_dns_port",	/* pgvalve: 3.0 cancels to every instance a name resolves to */
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
 	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
+	"load_balance_reads",	/* pgvalve: the read balancer's [databases] default */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 	"auth_krb_server_keyfile", "krb_srvname",	/* pgvalve: hba gss (gss_auth.h) */
 	"auth_ldap_timeout", "auth_ldap_max_concurrent",	/* pgvalve: LDAP checks (ldap_auth.h) */
@@ -321,7 +322,7 @@ static const char *const implemented_params[] = {
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
 	"auth_ldap_timeout", "auth_ldap_max_concurrent",
-	"target_session_attrs", "load_balance_hosts",
+	"target_session_attrs", "load_balance_hosts", "load_balance_reads",
 	"auth_krb_server_keyfile", "krb_srvname",
 };
 
@@ -400,6 +401,21 @@ START_TEST(test_role_routing_defaults)
 	ck_assert_str_eq(config_load_balance_hosts_name(-1), "round-robin");
 	config_free(cfg);
 
+	/* load_balance_reads: off unless said, per line or from [pgbouncer] */
+	cfg = load_ok("[databases]\nplain = host=a,b\n[pgbouncer]\n");
+	ck_assert_int_eq(cfg->load_balance_reads, LOAD_BALANCE_READS_OFF);
+	ck_assert_int_eq(config_find_db(cfg, "plain")->load_balance_reads, LOAD_BALANCE_READS_OFF);
+	config_free(cfg);
+	cfg = load_ok("[databases]\n"
+		      "plain = host=a,b target_session_attrs=read-write\n"
+		      "own = host=a,b target_session_attrs=primary load_balance_reads=Explicit\n"
+		      "[pgbouncer]\nload_balance_reads = auto\n");
+	ck_assert_int_eq(config_find_db(cfg, "plain")->load_balance_reads, LOAD_BALANCE_READS_AUTO);
+	ck_assert_int_eq(config_find_db(cfg, "own")->load_balance_reads, LOAD_BALANCE_READS_EXPLICIT);
+	ck_assert_str_eq(config_load_balance_reads_name(LOAD_BALANCE_READS_EXPLICIT), "explicit");
+	ck_assert_str_eq(config_load_balance_reads_name(-1), "off");
+	config_free(cfg);
+
 	struct config_error err;
 	ck_assert_int_eq(config_load_string("[pgbouncer]\ntarget_session_attrs = master\n", "t.ini", &cfg, &err), -1);
 	ck_assert_msg(strstr(err.message, "target_session_attrs") && strstr(err.message, "prefer-standby"), "%s",
@@ -444,7 +460,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 123);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 124);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -716,6 +732,7 @@ START_TEST(test_invalid_values)
 		{ "[pgbouncer]\n[databases]\nfoo = port=5432x\n", "t.ini:3:", "port" },
 		{ "[pgbouncer]\n[databases]\nfoo = pool_mode=sometimes\n", "t.ini:3:", "pool_mode" },
 		{ "[pgbouncer]\n[databases]\nfoo = load_balance_hosts=random\n", "t.ini:3:", "load_balance_hosts" },
+		{ "[pgbouncer]\n[databases]\nfoo = load_balance_reads=always\n", "t.ini:3:", "load_balance_reads" },
 		{ "[pgbouncer]\n[databases]\nfoo = target_session_attrs=read_write\n", "t.ini:3:",
 		  "expected one of: any, read-write, read-only, primary, standby, prefer-standby" },
 		{ "[pgbouncer]\n[databases]\nfoo = server_lifetime=-3\n", "t.ini:3:", "server_lifetime" },

@@ -1,0 +1,43 @@
+/*
+ * balance.h - the read balancer (load_balance_reads): a client's
+ * read-only transactions on its database's standbys.
+ *
+ * For a database with load_balance_reads = explicit or auto,
+ * target_session_attrs = read-write or primary and a host list, in
+ * transaction or statement pooling: when a client with no server starts a
+ * transaction (a statement), this decides where it runs. A read runs in the pool's standby companion
+ * (pool_standby_companion: its servers are on the list's standbys, as
+ * role routing places them), the client lent to it for that transaction
+ * only (pool_lend_client; the core takes it back when its server is
+ * released); anything else stays in its own pool, on the primary.
+ *
+ * A read is, in a whole Query or Parse:
+ *   - explicit: a transaction the client opens READ ONLY
+ *     (sql_classify_begin), or any transaction of a client whose session
+ *     is read-only (default_transaction_read_only on in its startup
+ *     packet or options, or by its own SET, as the server reports it), unless the text mentions WRITE or read_only
+ *     (BEGIN READ WRITE, a SET of it: those stay on the primary);
+ *   - auto, also: a simple Query every statement of which only reads
+ *     (sql_classify_read_only), calling no function outside a short list
+ *     of PostgreSQL's own that never write.
+ * It goes to a standby only while role routing knows one that may serve
+ * (up, not lagging over max_replica_lag: roles_standby_may_serve), else
+ * to the primary; while an entry's role is still unknown, one server of
+ * the companion is opened to learn it. A lent client waiting for a
+ * standby server that cannot be had (a connect or login failed, no
+ * standby left) is sent back to its own pool by the core (pool.c) and
+ * runs on the primary.
+ *
+ * Not here yet (issue 49): a client's own writes seen by its later reads,
+ * the 25006 retry, session pooling, counters.
+ *
+ * Owns nothing: the companion pools are the core's; reached only through
+ * relay_hooks (balance_register).
+ */
+#ifndef PGVALVE_BALANCE_H
+#define PGVALVE_BALANCE_H
+
+/* Fills relay_hooks' balance slots (main.c, at start-up). */
+void balance_register(void);
+
+#endif

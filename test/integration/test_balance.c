@@ -1,0 +1,471 @@
+/*
+ * test_balance.c - the read balancer (load_balance_reads, issue 49) against
+ * a PostgreSQL 15 primary and two streaming replicas (harness.h's
+ * roles_cluster). So far: its classifier (sql_classify.c) checked by
+ * PostgreSQL itself. Every text it calls a read, from a list of reads and
+ * writes, the fuzz seed corpora and a few thousand texts glued from
+ * hostile pieces, must run on a standby with the SQLSTATE it gets in a
+ * READ ONLY transaction on the primary, never 25006 (a write refused),
+ * with standard_conforming_strings on and off; and the known writes of
+ * the list (and what a standby refuses besides) must be refused by
+ * PostgreSQL there and called writes. The function table is PostgreSQL's
+ * own: the names no VOLATILE function has.
+ */
+#include "harness.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgvalve/common.h"
+#include "pgvalve/sql_classify.h"
+
+/* ---------------------------------------------------------------- pg_proc */
+
+static char **safe_names;
+static size_t safe_count;
+
+static int compare_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of functions none of whose overloads is VOLATILE, sorted for bsearch. */
+static void load_safe_functions(PGconn *conn)
+{
+	PGresult *r = PQexec(conn, "SELECT proname FROM pg_catalog.pg_proc GROUP BY proname "
+				   "HAVING bool_and(provolatile <> 'v')");
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "pg_proc: %s", PQerrorMessage(conn));
+	safe_count = (size_t)PQntuples(r);
+	ck_assert_uint_gt(safe_count, 1000);
+	safe_names = calloc(safe_count, sizeof(*safe_names));
+	for (size_t i = 0; i < safe_count; i++)
+		safe_names[i] = strdup(PQgetvalue(r, (int)i, 0));
+	qsort(safe_names, safe_count, sizeof(*safe_names), compare_names);
+	PQclear(r);
+}
+
+static bool function_safe(void *arg, const char *name)
+{
+	(void)arg;
+	return bsearch(&name, safe_names, safe_count, sizeof(*safe_names), compare_names) != NULL;
+}
+
+/* ---------------------------------------------------------------- the oracle */
+
+static void exec_ok(PGconn *conn, const char *sql)
+{
+	PGresult *r = PQexec(conn, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+		      PQerrorMessage(conn));
+	PQclear(r);
+}
+
+/* text's SQLSTATE in a READ ONLY transaction ("" if it ran); the transaction is rolled back. */
+static const char *sqlstate_read_only(PGconn *conn, const char *text)
+{
+	static char state[8];
+	exec_ok(conn, "BEGIN TRANSACTION READ ONLY");
+	PGresult *r = PQexec(conn, text);
+	const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	snprintf(state, sizeof(state), "%s", s ? s : "");
+	PQclear(r);
+	exec_ok(conn, "ROLLBACK");
+	return state;
+}
+
+static PGconn *primary, *standby;
+static int reads_checked;
+
+/* text's SQLSTATE on a standby ("" if it ran). */
+static const char *sqlstate_standby(const char *text)
+{
+	static char state[8];
+	PGresult *r = PQexec(standby, text);
+	const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	snprintf(state, sizeof(state), "%s", s ? s : "");
+	PQclear(r);
+	if (PQtransactionStatus(standby) != PQTRANS_IDLE)
+		exec_ok(standby, "ROLLBACK");
+	return state;
+}
+
+/*
+ * If the classifier calls text a read, a standby must run it as the
+ * primary does read-only, and never refuse it as a write. Returns its verdict.
+ */
+static bool check_text(const char *text, size_t len)
+{
+	if (!sql_classify_read_only(text, len, function_safe, NULL))
+		return false;
+	if (memchr(text, '\0', len) && strlen(text) < len)
+		return true;	/* PostgreSQL would read it only to the NUL, as the classifier did: nothing new */
+	char ro[8];
+	snprintf(ro, sizeof(ro), "%s", sqlstate_read_only(primary, text));
+	const char *sb = sqlstate_standby(text);
+	ck_assert_msg(strcmp(ro, "25006") != 0 && strcmp(sb, "25006") != 0, "a write called a read: %s", text);
+	ck_assert_msg(strcmp(ro, sb) == 0, "a read the standby answers otherwise (%s, primary read-only %s): %s", sb,
+		      ro, text);
+	reads_checked++;
+	return true;
+}
+
+/* Both connections with this standard_conforming_strings. */
+static void both_set(const char *sql)
+{
+	exec_ok(primary, sql);
+	exec_ok(standby, sql);
+}
+
+/* Until the standby has replayed everything the primary wrote so far (inserted: commits may not flush). */
+static void wait_replayed(void)
+{
+	char lsn[64], sql[160];
+	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
+	for (double until = now_s() + 30; strcmp(query_value(standby, sql), "t") != 0; sleep_ms(50))
+		ck_assert_msg(now_s() < until, "the standby did not replay up to %s in 30 s", lsn);
+}
+
+static void setup_schema(PGconn *conn)
+{
+	exec_ok(conn, "SET client_min_messages = warning");
+	exec_ok(conn, "DROP SCHEMA IF EXISTS bal CASCADE");
+	exec_ok(conn, "CREATE SCHEMA bal");
+	exec_ok(conn, "CREATE TABLE bal.t (a int, b text)");
+	exec_ok(conn, "INSERT INTO bal.t VALUES (1, 'x'), (2, 'y')");
+	exec_ok(conn, "CREATE SEQUENCE bal.s");
+	exec_ok(conn, "CREATE FUNCTION bal.writer() RETURNS int VOLATILE LANGUAGE sql "
+		      "AS 'INSERT INTO bal.t VALUES (3) RETURNING a'");
+	exec_ok(conn, "CREATE FUNCTION bal.reader() RETURNS bigint STABLE LANGUAGE sql AS 'SELECT count(*) FROM bal.t'");
+	exec_ok(conn, "SET statement_timeout = '5s'");
+}
+
+/* Reads the classifier must let through, and writes PostgreSQL refuses read-only that it must not. */
+static void known_texts(void)
+{
+	static const char *const reads[] = {
+		"SELECT 1",
+		"SELECT a, b FROM bal.t WHERE a IN (1, 2) ORDER BY a",
+		"WITH x AS (SELECT a FROM bal.t) SELECT count(*) FROM x",
+		"VALUES (1), (2)",
+		"TABLE bal.t",
+		"SHOW search_path",
+		"SELECT bal.reader(), now(), lower('X'), coalesce(NULL, 1)",
+		"SELECT 'INSERT INTO bal.t VALUES (9)', $$DELETE FROM bal.t$$",
+		"SELECT 1; SELECT 2",
+		"SELECT * FROM bal.t FOR READ ONLY",
+		"SELECT x.a FROM (SELECT 1) AS x(a)",
+		"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT count(*) FROM r",
+		"SELECT * FROM generate_series(1, 3) AS g(i)",
+	};
+	static const char *const writes[] = {
+		"INSERT INTO bal.t VALUES (9)",
+		"SELECT nextval('bal.s')",
+		"SELECT setval('bal.s', 5)",
+		"SELECT bal.writer()",
+		"SELECT * FROM bal.t FOR UPDATE",
+		"SELECT * FROM bal.t FOR SHARE",
+		"SELECT * FROM bal.t FOR NO KEY UPDATE",
+		"SELECT * FROM bal.t FOR KEY SHARE",
+		"SELECT * INTO bal.copy FROM bal.t",
+		"WITH d AS (DELETE FROM bal.t WHERE a = 1 RETURNING *) SELECT * FROM d",
+		"WITH u AS (UPDATE bal.t SET a = a RETURNING *) SELECT count(*) FROM u",
+		"SELECT 1; DELETE FROM bal.t",
+		"SELECT 1 /* ; */ ; INSERT INTO bal.t VALUES (1)",
+		"SELECT 1 --\r; INSERT INTO bal.t VALUES (1)",
+		/* not writes, but a standby refuses them */
+		"SELECT txid_current()",
+		"SELECT pg_current_xact_id()",
+		"SELECT pg_current_wal_lsn()",
+		"SELECT pg_walfile_name('0/1000000')",
+		"SELECT pg_switch_wal()",
+	};
+	/* a standby would run them, but what they lock must be the primary's */
+	static const char *const primary_only[] = {
+		"SELECT pg_advisory_xact_lock(1)",
+		"SELECT pg_try_advisory_lock_shared(1)",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(primary_only); i++)
+		ck_assert_msg(!check_text(primary_only[i], strlen(primary_only[i])), "called a read: %s", primary_only[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(reads); i++) {
+		ck_assert_msg(check_text(reads[i], strlen(reads[i])), "not called a read: %s", reads[i]);
+		ck_assert_str_eq(sqlstate_read_only(primary, reads[i]), "");
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(writes); i++) {
+		ck_assert_msg(!check_text(writes[i], strlen(writes[i])), "a write called a read: %s", writes[i]);
+		ck_assert_msg(strcmp(sqlstate_standby(writes[i]), "") != 0, "the standby ran it: %s", writes[i]);
+	}
+}
+
+/* Every seed of the two SQL fuzz targets. */
+static void corpus_texts(void)
+{
+	static const char *const targets[] = { "fuzz_sql_lex", "fuzz_sql_classify" };
+	for (size_t t = 0; t < ARRAY_SIZE(targets); t++) {
+		char dir[700];
+		snprintf(dir, sizeof(dir), "%s/test/fuzz/corpus/%s", PGV_TEST_SRCDIR, targets[t]);
+		DIR *d = opendir(dir);
+		ck_assert_msg(d, "%s", dir);
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.')
+				continue;
+			char path[1000], buf[4096];
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			FILE *f = fopen(path, "rb");
+			ck_assert(f);
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+			buf[n] = '\0';
+			check_text(buf, n);
+		}
+		closedir(d);
+	}
+}
+
+/* Texts glued from pieces that open and close quotes, comments and statements, and write. */
+static void glued_texts(int count)
+{
+	static const char *const pieces[] = {
+		"SELECT ", "WITH x AS (SELECT 1) ", "VALUES (1)", "TABLE bal.t", "SHOW all", " FROM bal.t", " a ",
+		"'", "''", "E'", "\\", "\\'", "$$", "$q$", "/*", "*/", "--", "\n", "\r", ";", "(", ")", ", ",
+		"INSERT INTO bal.t VALUES (1)", "DELETE FROM bal.t", "nextval('bal.s')", "bal.writer()",
+		"bal.reader()", "count(*)", " FOR UPDATE", " FOR SHARE", " INTO bal.x", "\"", "U&'", "E'\\'';",
+		" UPDATE bal.t SET a = 1", "SELECT 1", "setval('bal.s', 1)", " WHERE a = 1", "txid_current()", " AS x(a)",
+	};
+	unsigned seed = 49;
+	int reads = 0;
+	for (int i = 0; i < count; i++) {
+		char text[512] = "";
+		int n = 2 + (int)(rand_r(&seed) % 8);
+		for (int k = 0; k < n; k++)
+			strncat(text, pieces[rand_r(&seed) % ARRAY_SIZE(pieces)], sizeof(text) - strlen(text) - 1);
+		if (i == count / 2)
+			both_set("SET standard_conforming_strings = off");
+		reads += check_text(text, strlen(text));
+	}
+	both_set("SET standard_conforming_strings = on");
+	ck_assert_int_gt(reads, count / 50);	/* the pieces do make reads: the oracle was asked */
+}
+
+START_TEST(classifier_never_calls_a_write_a_read)
+{
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	setup_schema(primary);
+	wait_replayed();
+	load_safe_functions(primary);
+	exec_ok(standby, "SET statement_timeout = '5s'");
+	known_texts();
+	corpus_texts();
+	both_set("SET escape_string_warning = off");
+	glued_texts(10000);
+	fprintf(stderr, "classifier: %d texts called reads, each run on a standby as on the primary read-only\n",
+		reads_checked);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- routing */
+
+#define HOSTS "host=127.0.0.2,127.0.0.3,127.0.0.4"
+#define BASE "auth_type = trust\nadmin_users = pgvadmin\npool_mode = transaction\nserver_login_retry = 1\n" \
+	     "query_wait_timeout = 30\n"
+#define USERS "\"pgvadmin\" \"\"\n"
+
+static PGconn *balance_connect(struct pgv *p, const char *db, const char *options)
+{
+	const char *kw[11], *val[11];
+	char port[16];
+	pgv_conn_params(p, db, "pgvadmin", NULL, kw, val, port);
+	int n = 0;
+	while (kw[n])
+		n++;
+	kw[n] = options ? "options" : NULL;
+	val[n] = options;
+	kw[n + 1] = NULL;
+	val[n + 1] = NULL;
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s: %s\n%s", db, PQerrorMessage(c), pgv_log_tail(p, 3000));
+	return c;
+}
+
+/* Where a transaction of c ran: "127.0.0.N|true" (in recovery) or "...|false", begun with begin, committed. */
+static const char *ran_on(PGconn *c, const char *begin)
+{
+	static char where[64];
+	if (begin)
+		exec_ok(c, begin);
+	snprintf(where, sizeof(where), "%s",
+		 query_value(c, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"));
+	if (begin)
+		exec_ok(c, "COMMIT");
+	return where;
+}
+
+/* Until c's transactions begun with begin run on a replica (the balancer learns the hosts' roles first). */
+static void wait_on_replica(struct pgv *p, PGconn *c, const char *begin)
+{
+	for (double until = now_s() + 30; !strstr(ran_on(c, begin), "|true"); sleep_ms(100))
+		ck_assert_msg(now_s() < until, "reads stay on %s\n%s", ran_on(c, begin), pgv_log_tail(p, 3000));
+}
+
+static bool on_replica(const char *where)
+{
+	return strcmp(where, "127.0.0.3|true") == 0 || strcmp(where, "127.0.0.4|true") == 0;
+}
+
+/*
+ * load_balance_reads = explicit: BEGIN READ ONLY runs on a replica, a
+ * write transaction on the primary (and succeeds); reads of several
+ * clients at once use both replicas; a client whose session is read-only
+ * (options -c default_transaction_read_only=on) reads on a replica; auto
+ * also sends a lone SELECT there and keeps nextval() on the primary; off
+ * changes nothing.
+ */
+START_TEST(routes_reads_to_replicas)
+{
+	struct pgv p;
+	char dbs[1024];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	setup_schema(primary);
+	wait_replayed();
+#define LINE(name, extra) name " = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write " \
+	extra "\n"
+	snprintf(dbs, sizeof(dbs), LINE("ex", "load_balance_reads=explicit") LINE("au", "load_balance_reads=auto")
+		 LINE("nb", "") LINE("st", "load_balance_reads=auto pool_mode=statement"), roles_cluster_port,
+		 roles_cluster_port, roles_cluster_port, roles_cluster_port);
+#undef LINE
+	pgv_start(&p, BASE, dbs, USERS);
+
+	PGconn *ex = balance_connect(&p, "ex", NULL);
+	wait_on_replica(&p, ex, "BEGIN READ ONLY");
+	for (int i = 0; i < 5; i++) {
+		ck_assert(on_replica(ran_on(ex, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")));
+		ck_assert_str_eq(ran_on(ex, "BEGIN"), "127.0.0.2|false");
+		ck_assert_str_eq(ran_on(ex, NULL), "127.0.0.2|false");
+	}
+	/* the extended protocol: a Parse of BEGIN READ ONLY decides as a Query does */
+	PGresult *r = PQexecParams(ex, "BEGIN READ ONLY", 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(ex));
+	PQclear(r);
+	r = PQexecParams(ex, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()", 0, NULL, NULL, NULL,
+			 NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(ex));
+	ck_assert_msg(on_replica(PQgetvalue(r, 0, 0)), "extended BEGIN READ ONLY ran on %s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	exec_ok(ex, "COMMIT");
+	exec_ok(ex, "BEGIN");
+	ck_assert_str_eq(query_value(ex, "SELECT nextval('bal.s')::text"), "1");
+	exec_ok(ex, "INSERT INTO bal.t VALUES (3, 'z')");
+	exec_ok(ex, "COMMIT");
+	ck_assert_str_eq(query_value(ex, "SELECT count(*)::text FROM bal.t WHERE a = 3"), "1");
+
+	/* four read transactions at once need four servers: both replicas get some */
+	PGconn *c[4];
+	int on3 = 0, on4 = 0;
+	for (int i = 0; i < 4; i++) {
+		c[i] = balance_connect(&p, "ex", NULL);
+		exec_ok(c[i], "BEGIN READ ONLY");
+		const char *w = ran_on(c[i], NULL);
+		on3 += strcmp(w, "127.0.0.3|true") == 0;
+		on4 += strcmp(w, "127.0.0.4|true") == 0;
+		ck_assert_msg(on_replica(w), "a read transaction ran on %s", w);
+	}
+	ck_assert_msg(on3 > 0 && on4 > 0, "%d on node2, %d on node3", on3, on4);
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+
+	/* a read-only session: every transaction on a replica, unless it says READ WRITE */
+	PGconn *ro = balance_connect(&p, "ex", "-c default_transaction_read_only=on");
+	wait_on_replica(&p, ro, NULL);
+	ck_assert(on_replica(ran_on(ro, "BEGIN")));
+	ck_assert_str_eq(ran_on(ro, "BEGIN READ WRITE"), "127.0.0.2|false");
+	PQfinish(ro);
+	/* ... or made so by its own SET (PostgreSQL reports default_transaction_read_only) */
+	ro = balance_connect(&p, "ex", NULL);
+	ck_assert_str_eq(ran_on(ro, NULL), "127.0.0.2|false");
+	exec_ok(ro, "SET default_transaction_read_only = on");
+	wait_on_replica(&p, ro, NULL);
+	exec_ok(ro, "SET default_transaction_read_only = off");
+	ck_assert_str_eq(ran_on(ro, NULL), "127.0.0.2|false");
+	exec_ok(ro, "BEGIN");
+	exec_ok(ro, "INSERT INTO bal.t VALUES (4, 'w')");
+	exec_ok(ro, "COMMIT");
+	PQfinish(ro);
+
+	/* auto: a lone read on a replica, nextval() and a transaction on the primary */
+	PGconn *au = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, au, NULL);
+	ck_assert_str_eq(query_value(au, "SELECT nextval('bal.s')::text"), "2");
+	ck_assert_str_eq(ran_on(au, "BEGIN"), "127.0.0.2|false");
+	ck_assert(on_replica(ran_on(au, "BEGIN READ ONLY")));
+	PQfinish(au);
+
+	/* statement pooling, auto: each lone read on a replica, nextval() on the primary */
+	PGconn *st = balance_connect(&p, "st", NULL);
+	wait_on_replica(&p, st, NULL);
+	for (int i = 0; i < 5; i++) {
+		ck_assert(on_replica(ran_on(st, NULL)));
+		ck_assert_str_eq(query_value(st, "SELECT (nextval('bal.s') > 2)::text"), "true");
+	}
+	PQfinish(st);
+
+	/* off: nothing moves */
+	PGconn *nb = balance_connect(&p, "nb", NULL);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_str_eq(ran_on(nb, "BEGIN READ ONLY"), "127.0.0.2|false");
+		ck_assert_str_eq(ran_on(nb, NULL), "127.0.0.2|false");
+	}
+	PQfinish(nb);
+
+	/* both replicas gone: read transactions run on the primary, none fails */
+	PQfinish(standby);
+	standby = NULL;
+	roles_cluster("stop", 2);
+	roles_cluster("stop", 3);
+	for (int i = 0; i < 20; i++) {
+		exec_ok(ex, "BEGIN READ ONLY");
+		PGresult *q = PQexec(ex, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()");
+		if (PQresultStatus(q) != PGRES_TUPLES_OK) {
+			/* an idle server of a replica that went down may still be handed out once: as on any pool */
+			ck_assert_msg(i < 3, "read %d failed: %s\n%s", i, PQerrorMessage(ex), pgv_log_tail(&p, 3000));
+			PQclear(q);
+			PQfinish(ex);
+			ex = balance_connect(&p, "ex", NULL);
+			continue;
+		}
+		ck_assert_msg(strcmp(PQgetvalue(q, 0, 0), "127.0.0.2|false") == 0, "ran on %s", PQgetvalue(q, 0, 0));
+		PQclear(q);
+		exec_ok(ex, "COMMIT");
+	}
+	PQfinish(ex);
+	pgv_stop(&p);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
+static Suite *balance_suite(void)
+{
+	Suite *s = suite_create("balance");
+	TCase *tc = pgv_tcase_create("classifier", 120);
+	tcase_add_test(tc, classifier_never_calls_a_write_a_read);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("routing", 180);
+	tcase_add_test(tc, routes_reads_to_replicas);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return pgv_run_suite(balance_suite());
+}
