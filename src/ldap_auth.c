@@ -546,13 +546,16 @@ static void send_step(struct ldap_auth_req *req)
 {
 	if (!req->connected && (strcmp(req->opts.scheme, "ldaps") == 0 || !servers_numeric(req->opts.server))) {
 		/*
-		 * In the thread the connect may wait too, and must: an
+		 * In the thread a plain connect may wait too, and must: an
 		 * asynchronous one tries only a name's first address, and
 		 * "localhost" is ::1 before 127.0.0.1 on Debian, where a
 		 * directory may listen on IPv4 alone. Each address gets
-		 * LDAP_OPT_NETWORK_TIMEOUT.
+		 * LDAP_OPT_NETWORK_TIMEOUT. Not for ldaps: a waiting connect
+		 * there also waits out a directory that never answers the
+		 * handshake, past the check's own timeout.
 		 */
-		ldap_set_option(req->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_OFF);
+		if (strcmp(req->opts.scheme, "ldaps") != 0)
+			ldap_set_option(req->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_OFF);
 		if (!run_in_thread(req, THREAD_SEND))
 			finish(req, false, "could not start a thread to connect to %s", req->opts.server);
 		return;
