@@ -395,5 +395,14 @@ psql_admin -d postgres -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" 
 
 for i in "${instances[@]}"; do stop_instance "$i"; done
 
+# shellcheck source=test/faults/exhaustion.sh
+. "$here/exhaustion.sh"
+if [ -z "$only" ] || [[ " $only " == *" exhaustion "* ]]; then
+	exhaustion_start
+	exhaustion_fds
+	exhaustion_noread
+	exhaustion_stop
+fi
+
 echo "test/faults: $failures failed, $(($(date +%s) - started)) s"
 [ "$failures" -eq 0 ]
