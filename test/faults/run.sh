@@ -34,7 +34,9 @@
 # iproute2 and Debian's python3-psycopg (scripts/deps.sh mode faults).
 # About 4 minutes. FAULTS_LONG=1: the blackhole lasts 60 s and the stop
 # 20 s. FAULTS_ONLY="blackhole sigstop": only these runs (names as in the
-# log). PGV_BINARY picks pgvalve (default: build/'s, else build-dev/'s).
+# log). LEDGER_GRACE: how long the clients may take to finish after a run
+# (default the bound + 2 s; longer, to measure how long a hang lasts).
+# PGV_BINARY picks pgvalve (default: build/'s, else build-dev/'s).
 # PGV_KEEP_TMP=1 keeps the work directory.
 # Exit: 0 passed, 1 a check failed, 2 setup failed, 77 not root.
 set -euo pipefail
@@ -143,6 +145,14 @@ cat >>"$pg_data/postgresql.conf" <<EOF
 listen_addresses = '$pg_addr'
 # the ledger's promise is about acknowledged commits: they must survive a crash
 synchronous_commit = on
+# PostgreSQL's own end of a silent network, set as an operator should: a
+# server pgvalve closed during a blackhole (its FIN lost) would otherwise
+# stay "idle in transaction", holding its row locks, until the kernel's
+# keepalive (2 hours) or a retransmission after the heal finds it gone.
+tcp_keepalives_idle = 2
+tcp_keepalives_interval = 1
+tcp_keepalives_count = 3
+tcp_user_timeout = 3000
 EOF
 cat >"$pg_data/pg_hba.conf" <<EOF
 local all all trust
@@ -351,7 +361,7 @@ ledger_run() {
 		check "$name: both instances serve again ($((SECONDS - t0)) s after the clients stopped)" [ "$healed" = 1 ]
 		t0=$SECONDS
 		wait_for 10 pool_matches_postgres || true
-		check "$name: no dead server in the pool after $((SECONDS - t0)) s (SHOW SERVERS against pg_stat_activity)" \
+		check "$name: SHOW SERVERS and pg_stat_activity agree after $((SECONDS - t0)) s (no dead server pooled, no orphan backend)" \
 			pool_matches_postgres_verbose
 	else
 		check "$name: the checker caught it (${expect#fail:})" \
