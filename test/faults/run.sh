@@ -416,5 +416,9 @@ if [ -z "$only" ] || [[ " $only " == *" exhaustion "* ]]; then
 	exhaustion_stop
 fi
 
+# A sanitizer build reports to stderr: any report fails the run.
+check "no sanitizer report in pgvalve's output" \
+	bash -c "! grep -l -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$work'/p*/stderr.log"
+
 echo "test/faults: $failures failed, $(($(date +%s) - started)) s"
 [ "$failures" -eq 0 ]
