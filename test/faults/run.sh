@@ -10,6 +10,8 @@
 #   blackhole  every packet between pgvalve and PostgreSQL dropped silently
 #              (nftables in PostgreSQL's network namespace: no RST, no FIN)
 #   sigstop    the postmaster and its backends stopped, then continued
+#   partition-restart  PostgreSQL restarted -m immediate inside a blackhole:
+#              every server pgvalve holds is dead when the network returns
 #   rolling    pgvalve's rolling restart (two instances on one port with
 #              so_reuseport, each drained with SIGTERM and started again)
 #              with a RELOAD of each every second
@@ -32,7 +34,7 @@
 #
 # Needs root (network namespaces, nftables), PostgreSQL 15, nftables,
 # iproute2 and Debian's python3-psycopg (scripts/deps.sh mode faults).
-# About 4 minutes. FAULTS_LONG=1: the blackhole lasts 60 s and the stop
+# About 3 1/2 minutes. FAULTS_LONG=1: the blackhole lasts 60 s and the stop
 # 20 s. FAULTS_ONLY="blackhole sigstop": only these runs (names as in the
 # log). LEDGER_GRACE: how long the clients may take to finish after a run
 # (default the bound + 2 s; longer, to measure how long a hang lasts).
@@ -285,6 +287,20 @@ EOF
 	nft_ns delete table inet pgvfaults
 	add_unknowns "$clients"
 }
+fault_blackhole_restart() { # fault_blackhole_restart SECONDS: PostgreSQL crashes and restarts unseen
+	echo "test/faults:   blackhole for $1 s, restart -m immediate inside it"
+	nft_ns -f - <<EOF
+table inet pgvfaults {
+	chain in { type filter hook input priority 0; policy accept; tcp dport $pg_port drop; }
+	chain out { type filter hook output priority 0; policy accept; tcp sport $pg_port drop; }
+}
+EOF
+	sleep 1
+	pg_ctl_ns -m immediate -w -t 60 restart >/dev/null 2>&1 || echo "test/faults:   pg_ctl restart failed" >&2
+	sleep $(($1 - 1))
+	nft_ns delete table inet pgvfaults
+	add_unknowns "$clients"
+}
 fault_sigstop() { # fault_sigstop SECONDS
 	local pids
 	pids=$(pg_pids | tr '\n' ' ')
@@ -389,6 +405,8 @@ ledger_run restart pass good_timeouts 8 "sleep 1" "fault_restart" "sleep 2" "fau
 ledger_run blackhole pass good_timeouts $((hole + 6)) "fault_blackhole $hole"
 ledger_run sigstop pass good_timeouts $((stop + 5)) "fault_sigstop $stop"
 ledger_run rolling pass good_timeouts 12 "fault_rolling drain"
+# every server pgvalve holds is dead when the network comes back, and it was told nothing
+ledger_run partition-restart pass good_timeouts $((hole + 6)) "fault_blackhole_restart $hole"
 ledger_run mixed pass good_timeouts $((hole + 30)) "fault_terminate 3" "fault_restart" "sleep 2" \
 	"fault_blackhole $hole" "sleep 2" "fault_sigstop 8" "fault_rolling drain"
 
