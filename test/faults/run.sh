@@ -62,7 +62,7 @@ py=/usr/bin/python3 # Debian's, with Debian's psycopg 3
 started=$(date +%s)
 long=${FAULTS_LONG:-0}
 only=${FAULTS_ONLY:-}
-work=$(mktemp -d "${TMPDIR:-/tmp}/pgvfaults.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/pgvfaults.$$.XXXXXX") # the PID: see sweep_dead_runs
 chmod 0755 "$work"
 pgv_ensure_user pgvtest
 tag=$$
@@ -81,11 +81,22 @@ accounts=50
 bound=10
 
 # ---------------------------------------------------------------- leftovers, cleanup
-# A run killed without its trap leaves its namespace and veth behind,
-# named after its PID (the nft table lives in the namespace and goes
-# with it). Remove what belongs to PIDs that are gone.
+# A run killed without its trap leaves its processes (PostgreSQL, maybe
+# stopped, pgvalve, the clients), its work directory, its namespace and
+# its veth behind, all named after its PID (the nft table lives in the
+# namespace and goes with it). End and remove what belongs to PIDs that
+# are gone.
 sweep_dead_runs() {
-	local n l t
+	local n l t d
+	for d in "${TMPDIR:-/tmp}"/pgvfaults.[0-9]*.*; do
+		[ -d "$d" ] || continue
+		t=${d##*/pgvfaults.}; t=${t%%.*}
+		kill -0 "$t" 2>/dev/null && continue
+		# shellcheck disable=SC2046 # a stopped PostgreSQL must go on to hear the TERM
+		kill -CONT $(pgrep -f "$d/" 2>/dev/null) 2>/dev/null || true
+		pgv_kill_matching "$d/" || true
+		rm -rf "$d"
+	done
 	for n in $(ip netns list | awk '$1 ~ /^pgvq[0-9]+$/ {print $1}'); do
 		t=${n#pgvq}
 		kill -0 "$t" 2>/dev/null || ip netns del "$n" 2>/dev/null || true
