@@ -88,7 +88,8 @@ wait_for 15 bash -c "PGPASSWORD=app_pass '$PGBIN/psql' -X -q -t -A -h 127.0.0.1 
 
 dsn="host=127.0.0.1 port=$pgv_port user=app password=app_pass"
 seconds=$((minutes * 60))
-$py "$here/soak.py" "$dsn dbname=appdb" "$dsn dbname=appdb_s" "$seconds" "$work/count" >"$work/load.log" 2>&1 &
+# the load outlives the last sample, which must not see it winding down
+$py "$here/soak.py" "$dsn dbname=appdb" "$dsn dbname=appdb_s" $((seconds + 15)) "$work/count" >"$work/load.log" 2>&1 &
 load_pid=$!
 
 hz=$(getconf CLK_TCK)
