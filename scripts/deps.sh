@@ -13,6 +13,8 @@
 #                            container (test/container/run.sh: buildah, podman, runc, debootstrap),
 #                            fleet (test/fleet/run.sh: haproxy, iproute2, dnsmasq),
 #                            ha (test/ha/patroni.sh: patroni, etcd-server),
+#                            faults (test/faults/run.sh: nftables, iproute2,
+#                            Debian's psycopg 3 for the ledger checker),
 #                            exporter (test/exporter/run.sh: Python 3 with psycopg2,
 #                            prometheus_client and yaml for PyPI's pgbouncer exporter)
 #   pgv_build DIR [ARGS...]  autoreconf, configure out of tree in DIR, make -j2
@@ -48,7 +50,7 @@ libkrb5-dev|pkg-config --exists krb5-gssapi
 libldap-dev|test -f /usr/include/ldap.h
 EOF
 	case $mode in
-	quickstart | test | package | bench | cost | container | fleet | ha | exporter)
+	quickstart | test | package | bench | cost | container | fleet | ha | exporter | faults)
 		cat <<EOF
 postgresql-15|test -x '$PGBIN/initdb' && test -x '$PGBIN/pg_ctl' && test -x '$PGBIN/postgres' && test -x '$PGBIN/pgbench'
 postgresql-client-15|test -x '$PGBIN/psql'
@@ -123,6 +125,14 @@ python3-psycopg2|/usr/bin/python3 -c 'import psycopg2'
 python3-prometheus-client|/usr/bin/python3 -c 'import prometheus_client'
 python3-yaml|/usr/bin/python3 -c 'import yaml'
 curl|command -v curl
+EOF
+		;;
+	faults)
+		cat <<'EOF'
+nftables|command -v nft
+iproute2|command -v ip && command -v ss
+python3-psycopg|/usr/bin/python3 -c 'import psycopg'
+procps|test -x /bin/kill
 EOF
 		;;
 	fleet)

@@ -243,15 +243,27 @@ static void check_servers(struct pool *pool, usec_t now)
 				server_connect_timed_out(server);
 		}
 	}
-	/* A cancel that does not complete must not hold its server forever. */
-	if (cfg->cancel_wait_timeout > 0) {
-		for (n = list_first(&pool->used_servers); n && n != &pool->used_servers.head; n = next) {
-			next = n->next;
-			struct server *server = container_of(n, struct server, node);
-			if (server->cancel_sent_at && now - server->cancel_sent_at >= cfg->cancel_wait_timeout &&
-			    (server->cancels_in_flight || server->cancel_expired))
-				server_close(server, "cancel_wait_timeout");
-		}
+	/*
+	 * A cancel that does not complete must not hold its server forever;
+	 * nor must the answers of a client that left (pool.c finishes them to
+	 * keep the server): a long query, or a large result nobody reads,
+	 * would hold a pool slot and pull its rows through for as long as it
+	 * runs. That is bounded by query_timeout, and by FINISH_OWED_MAX_USEC
+	 * when query_timeout is longer or off; then the server is closed, as
+	 * PgBouncer closes it at once.
+	 */
+	usec_t owed_max = FINISH_OWED_MAX_USEC;
+	if (cfg->query_timeout > 0 && cfg->query_timeout < owed_max)
+		owed_max = cfg->query_timeout;
+	for (n = list_first(&pool->used_servers); n && n != &pool->used_servers.head; n = next) {
+		next = n->next;
+		struct server *server = container_of(n, struct server, node);
+		if (cfg->cancel_wait_timeout > 0 && server->cancel_sent_at &&
+		    now - server->cancel_sent_at >= cfg->cancel_wait_timeout &&
+		    (server->cancels_in_flight || server->cancel_expired))
+			server_close(server, "cancel_wait_timeout");
+		else if (server->finishing_owed && now - server->owed_since >= owed_max)
+			server_close(server, "client disconnect while server was not ready");
 	}
 	/*
 	 * server_fast_close: a session's server that must go (RECONNECT, new

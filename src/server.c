@@ -719,6 +719,7 @@ void server_finish_owed(struct server *server)
 	}
 	server_log(LOG_LEVEL_DEBUG, server, "client left with %d answers owed: finishing them", server->expect_ready);
 	server->finishing_owed = true;
+	server->owed_since = now_usec();
 	server_set_state(server, SV_USED);
 }
 

@@ -122,6 +122,7 @@ struct server {
 	bool unsynced;			/* extended-protocol messages sent since the last Sync */
 	bool ignore_till_sync;		/* an error in that batch: the server discards everything up to its Sync */
 	bool finishing_owed;		/* USED: its client left, it finishes the answers owed (server_finish_owed) */
+	usec_t owed_since;		/* ... since then (the janitor bounds it) */
 	bool copy_in;			/* COPY FROM STDIN in progress: until the client's CopyDone or CopyFail */
 	int syncs_after_execute;	/* Syncs since the client's last Execute (or Query): swallowed if it starts a COPY */
 	char txn_status;		/* from the last ReadyForQuery: 'I', 'T', 'E' */

@@ -363,12 +363,45 @@ START_TEST(terminate_mid_pipeline)
 }
 END_TEST
 
+/*
+ * Leave while a long query runs: the server finishing it for no one is
+ * closed after FINISH_OWED_MAX_USEC (5 s) rather than when the query ends,
+ * and the next client, on a pool of one, is served by a new server.
+ */
+START_TEST(abandoned_long_query)
+{
+	struct pgv p;
+	start(&p, &configs[0]);
+	int fd = client(&p);
+	int pid = backend_pid(&p, fd);
+	ck_assert_msg(raw_send_query(fd, "SELECT pg_sleep(60)"), "send failed");
+	usleep(200 * 1000);
+	close(fd);
+	int next = client(&p);
+	double t0 = now_s();
+	char value[32];
+	struct raw_error err;
+	ck_assert_msg(raw_send_query(next, "SELECT pg_backend_pid()"), "send failed");
+	int rc = raw_read_result(next, value, sizeof(value), &err, 15000);
+	double took = now_s() - t0;
+	ck_assert_msg(rc == 0, "no answer within 15 s (%d: %s)\n%s", rc, err.message, pgv_log_tail(&p, 3000));
+	int pid2 = atoi(value);
+	ck_assert_msg(pid2 != pid, "served by the server still running the abandoned query");
+	ck_assert_msg(took >= 4 && took < 15, "served after %.1f s, expected the 5 s bound\n%s", took,
+		      pgv_log_tail(&p, 2000));
+	ck_assert_int_ge(pgv_log_count(&p, "closing because: client disconnect while server was not ready"), 1);
+	close(next);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
 	Suite *s = suite_create("pipeline");
 	TCase *tc = pgv_tcase_create("flows", 60);
 	tcase_add_loop_test(tc, flow_gives_the_server_back, 0, N_CONFIGS * N_FLOWS);
 	tcase_add_loop_test(tc, terminate_mid_pipeline, 0, N_CONFIGS);
+	tcase_add_test(tc, abandoned_long_query);
 	suite_add_tcase(s, tc);
 	return s;
 }
