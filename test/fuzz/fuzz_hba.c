@@ -25,7 +25,7 @@ static void ask(const struct hba *hba, const struct sockaddr *addr, bool tls, co
 	struct hba_request req = { .is_unix = addr == NULL, .is_tls = tls, .addr = addr, .dbname = db, .user = user };
 	struct hba_match m;
 	hba_match(hba, &req, &m);
-	FUZZ_CHECK(m.method >= AUTH_TYPE_ANY && m.method <= AUTH_TYPE_LDAP);
+	FUZZ_CHECK(m.method >= AUTH_TYPE_ANY && m.method <= AUTH_TYPE_GSS);	/* the last method */
 	FUZZ_CHECK(m.line >= 0);
 	if (m.map)
 		(void)strlen(m.map);
