@@ -554,7 +554,7 @@ static bool client_cancel_packet(struct client *client, const struct pkt *pkt)
 		return false;
 	}
 	const uint8_t *body = pkt_body(pkt);
-	req.pid = ((uint32_t)body[4] << 24) | ((uint32_t)body[5] << 16) | ((uint32_t)body[6] << 8) | body[7];
+	req.pid = proto_read_be32(body + 4);
 	req.key_len = (uint16_t)key_len;
 	memcpy(req.key, body + 8, key_len);
 	client->quiet = true;

@@ -596,7 +596,7 @@ static void listener_notification(struct notify_pool *np, const struct pkt *pkt)
 	uint32_t blen = pkt_body_len(pkt);
 	if (blen < 6 || !memchr(body + 4, '\0', blen - 4))
 		return;
-	uint32_t pid = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
+	uint32_t pid = proto_read_be32(body);
 	struct notify_channel *ch = channel_find(np, (const char *)body + 4);
 	if (!ch)
 		return;		/* UNLISTENed while this was on its way */
@@ -838,7 +838,7 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 	if (len < 6 || !memchr(body + 4, '\0', len - 4) || client_channel_index(nc, (const char *)body + 4) >= 0 ||
 	    !pending_listen(nc, (const char *)body + 4))
 		return NOTIFY_DROP;
-	uint32_t sender = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
+	uint32_t sender = proto_read_be32(body);
 	metrics_count_notification_delivered();
 	if (sender != server->be_pid)
 		return NOTIFY_PASS;

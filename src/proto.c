@@ -9,11 +9,6 @@
 #include "pgvalve/proto.h"
 #include "pgvalve/log.h"
 
-static inline uint32_t read_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 enum proto_header_result proto_parse_header(const uint8_t *buf, uint32_t avail, bool startup,
 					    uint32_t max_len, struct pkt *pkt)
 {
@@ -23,7 +18,7 @@ enum proto_header_result proto_parse_header(const uint8_t *buf, uint32_t avail, 
 		/* length and protocol code: 8 bytes */
 		if (avail < PROTO_STARTUP_HEADER_LEN)
 			return PROTO_HDR_NEED_MORE;
-		len = read_be32(buf);
+		len = proto_read_be32(buf);
 		if (len < PROTO_STARTUP_HEADER_LEN || len > max_len)
 			return PROTO_HDR_INVALID;
 		pkt->type = 0;
@@ -31,7 +26,7 @@ enum proto_header_result proto_parse_header(const uint8_t *buf, uint32_t avail, 
 	} else {
 		if (avail < PROTO_HEADER_LEN)
 			return PROTO_HDR_NEED_MORE;
-		len = read_be32(buf + 1);
+		len = proto_read_be32(buf + 1);
 		/* The length covers itself but not the type byte. */
 		/* 64-bit: neither max_len 0 nor len 0xFFFFFFFF may wrap around */
 		if (len < 4 || (uint64_t)len + 1 > (uint64_t)max_len || buf[0] == 0)
@@ -78,7 +73,7 @@ uint32_t pkt_get_uint32(struct pkt_reader *r)
 		r->failed = true;
 		return 0;
 	}
-	uint32_t v = read_be32(r->data + r->pos);
+	uint32_t v = proto_read_be32(r->data + r->pos);
 	r->pos += 4;
 	return v;
 }

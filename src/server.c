@@ -1443,7 +1443,7 @@ static int session_notification(struct server *server, const struct pkt *pkt)
 	const uint8_t *body = pkt_body(pkt);
 	if (pkt_body_len(pkt) < 4)
 		return SV_RELAY;
-	uint32_t sender = ((uint32_t)body[0] << 24) | ((uint32_t)body[1] << 16) | ((uint32_t)body[2] << 8) | body[3];
+	uint32_t sender = proto_read_be32(body);
 	if (sender != server->be_pid || server->link->cancel_pid == sender)
 		return SV_RELAY;
 	relay_notification_as(server, pkt, server->link->cancel_pid);

@@ -46,6 +46,11 @@ static inline bool pkt_complete(const struct pkt *p) { return p->avail >= p->len
 /* Payload: the bytes after the header. Only valid when the packet is complete. */
 static inline const uint8_t *pkt_body(const struct pkt *p) { return p->data + (p->type ? 5 : 4); }
 static inline uint32_t pkt_body_len(const struct pkt *p) { return p->len - (p->type ? 5 : 4); }
+/* A big-endian uint32 at p (a PID, a length), with no reader around it. */
+static inline uint32_t proto_read_be32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
 
 enum proto_header_result {
 	PROTO_HDR_OK = 1,
