@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # scripts/check-install.sh - `make install` (into a DESTDIR) puts pgvalve
-# where the README's "Building and installing" says: the binary in
+# where doc/install.md's "Building and installing" says: the binary in
 # $(bindir), the man pages, and the sample pgvalve.ini and userlist.txt in
 # $(sysconfdir)/pgvalve/; a second install keeps an edited pgvalve.ini, and
 # `make uninstall` removes only what is still the sample. Run by `make
@@ -35,8 +35,8 @@ expect '[ -x "$dest$pgv_bindir/pgvalve" ]' "pgvalve in $pgv_bindir"
 expect '[ -f "$dest$pgv_man1dir/pgvalve.1" ] && [ -f "$dest$pgv_man5dir/pgvalve.ini.5" ]' "man pages in $pgv_man1dir, $pgv_man5dir"
 expect 'cmp -s "$src/etc/pgvalve.ini" "$etc/pgvalve.ini"' "sample pgvalve.ini in $pgv_pkgsysconfdir"
 expect 'cmp -s "$src/etc/userlist.txt" "$etc/userlist.txt"' "sample userlist.txt in $pgv_pkgsysconfdir"
-# The README names that place: $(sysconfdir)/pgvalve.
-expect 'grep -q "sysconfdir)/pgvalve/" "$src/README.md"' "the README says \$(sysconfdir)/pgvalve/"
+# doc/install.md names that place: $(sysconfdir)/pgvalve.
+expect 'grep -q "sysconfdir)/pgvalve/" "$src/doc/install.md"' "doc/install.md says \$(sysconfdir)/pgvalve/"
 
 echo "listen_port = 7777 ; edited" >>"$etc/pgvalve.ini"
 quiet_make install

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
-# scripts/check-layers.sh - keeps pgvalve's layers honest (README,
-# "Architecture"): reads which compiled object calls which from their
+# scripts/check-layers.sh - keeps pgvalve's layers honest (doc/architecture.md):
+# reads which compiled object calls which from their
 # symbol tables and fails when
 #
 #   - a file calls a file of a higher layer (base < core < feature < process),

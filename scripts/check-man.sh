@@ -3,7 +3,9 @@
 # scripts/check-man.sh - fails when a setting of pgvalve's parameter table
 # (src/config.c, params[]) has no entry in doc/pgvalve.ini.5: every name
 # must appear on the tag line of a .TP paragraph of the SETTINGS section
-# (.B name, or one of the names of a .BR list). And both man pages render
+# (.B name, or one of the names of a .BR list); likewise every console
+# command (SHOW views and control verbs) in the ADMIN CONSOLE section of
+# doc/pgvalve.1. And both man pages render
 # at 80 columns without a warning of man(1) (groff's, such as "table wider
 # than line width"). Run by `make check`; also by hand.
 set -euo pipefail
@@ -32,6 +34,28 @@ for name in $names; do
 	fi
 done
 echo "check-man: $count settings, $missing missing from doc/pgvalve.ini.5"
+
+# Every console command: the SHOW views (src/admin_show.c, shows[]) and the
+# verbs (src/admin_control.c, verbs[]) on a .TP tag line of the ADMIN
+# CONSOLE section of doc/pgvalve.1.
+man1="$src/doc/pgvalve.1"
+console_tags=$(awk '/^\.SH / { in_console = ($0 ~ /^\.SH "?ADMIN CONSOLE"?$/) }
+	in_console && tp { print } { tp = 0 } in_console && /^\.TP/ { tp = 1 }' "$man1" |
+	sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' -e 's/"//g' -e 's/^\.B[RI]* //')
+views=$(sed -n '/^static const struct show_entry shows\[\] = {/,/^};/p' "$src/src/admin_show.c" |
+	grep -oE '\{ "[A-Z_]+"' | sed 's/.*"\(.*\)"/SHOW \1/')
+verbs=$(sed -n '/^static const struct control_verb verbs\[\] = {/,/^};/p' "$src/src/admin_control.c" |
+	grep -oE '\{ "[A-Z_]+"' | sed 's/.*"\(.*\)"/\1/')
+[ -n "$views" ] && [ -n "$verbs" ] || { echo "check-man: no console commands found" >&2; exit 1; }
+commands=0
+while IFS= read -r cmd; do
+	commands=$((commands + 1))
+	if ! grep -Eq "^$cmd( |\$)" <<<"$console_tags"; then
+		echo "check-man: console command $cmd is not described in doc/pgvalve.1 (ADMIN CONSOLE)" >&2
+		missing=$((missing + 1))
+	fi
+done <<<"$(printf '%s\n%s\n' "$views" "$verbs")"
+echo "check-man: $commands console commands checked in doc/pgvalve.1"
 
 if command -v man >/dev/null 2>&1; then
 	for page in "$src/doc/pgvalve.1" "$src/doc/pgvalve.ini.5"; do

@@ -191,7 +191,7 @@ struct client {
 	/*
 	 * By kind, one pointer: a replication connection never has tracked
 	 * prepared statements, and sharing the slot keeps struct client within
-	 * a 304-byte malloc chunk (README, "What an idle client costs").
+	 * a 304-byte malloc chunk (doc/benchmarks.md, "What an idle client costs").
 	 * Read repl through client_repl().
 	 */
 	union {
@@ -203,7 +203,7 @@ struct client {
 	 * (read it through client_login_state where the client may be logged
 	 * in), then the cancel index's hash chain (send_welcome frees the
 	 * login before the client enters the index). Saves a word of every
-	 * idle client (README, "What an idle client costs").
+	 * idle client (doc/benchmarks.md, "What an idle client costs").
 	 */
 	union {
 		struct client_login *login;

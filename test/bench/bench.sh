@@ -32,7 +32,7 @@
 # loaded). Connect-per-transaction logins are
 # `make bench-connect`, the client-count sweep `make bench-sweep`, idle
 # memory `make bench-idle`; ../shared/bench/compare.sh is the shared
-# harness (see README.md).
+# harness (see doc/benchmarks.md).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -134,7 +134,7 @@ for r in $(seq "$rounds"); do
 		order=()
 		for ((i = ${#users[@]} - 1; i >= 0; i--)); do order+=("${users[$i]}"); done
 	fi
-	# and which pooler goes first: the second of two back-to-back runs pays for the first (README: "Which pooler runs first")
+	# and which pooler goes first: the second of two back-to-back runs pays for the first (doc/benchmarks.md: "Which pooler runs first")
 	porder=("${poolers[@]}")
 	if [ $((r % 2)) -eq 0 ] && [ -n "$pgb_pid" ]; then
 		porder=("${poolers[1]}" "${poolers[0]}" "${poolers[@]:2}")

@@ -183,7 +183,7 @@ echo "$accounts" >"$work/accounts"
 # ---------------------------------------------------------------- pgvalve
 echo '"app" "app_pass"' >"$work/userlist.txt"
 chmod 0644 "$work/userlist.txt"
-# What an operator sets against a dead or silent server (the README's
+# What an operator sets against a dead or silent server (doc/operations.md's
 # recommendation): each bounds one state a client can wait in.
 good_timeouts() {
 	echo "query_timeout = 5"         # a query (COMMIT included) without an answer

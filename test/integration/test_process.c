@@ -242,7 +242,7 @@ START_TEST(second_sigterm_exits_now)
 	ck_assert_msg(!pgv_running(&p), "a second SIGTERM did not end pgvalve");
 	PGresult *r = PQexec(c, "SELECT 1");
 	ck_assert_int_ne(PQresultStatus(r), PGRES_TUPLES_OK);
-	/* unlike PgBouncer, which just exits: the client is told why (README, "For PgBouncer users") */
+	/* unlike PgBouncer, which just exits: the client is told why (doc/config.md, "For PgBouncer users") */
 	ck_assert_msg(strstr(PQerrorMessage(c), "pooler is shutting down"), "%s", PQerrorMessage(c));
 	PQclear(r);
 	PQfinish(c);

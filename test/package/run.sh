@@ -353,7 +353,7 @@ check "supervisor and workers exit" wait_for 15 bash -c "! kill -0 $sa_pid"
 stop_pid "$pgvalve_pid"
 sed -i '/^PGVALVE_OPTS=-w 2$/d' /etc/default/pgvalve
 
-step "rolling restart with pgvalve@a and pgvalve@b (README's steps)"
+step "rolling restart with pgvalve@a and pgvalve@b (doc/operations.md's steps)"
 for i in a b; do
 	install -m 0640 -o pgvalve -g pgvalve /dev/stdin /etc/pgvalve/pgvalve-$i.ini <<EOF
 %include /etc/pgvalve/pkgtest.ini

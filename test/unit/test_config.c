@@ -1087,7 +1087,7 @@ END_TEST
  * no bound at all, so each bound pgvalve keeps is one where PgBouncer's
  * value would have no meaning (a negative size or count, a port outside
  * 1-65535, a peer_id over its documented 16383, 0 scram_iterations, an
- * empty pkt_buf): the README's "For PgBouncer users" says so. Each bound
+ * empty pkt_buf): doc/config.md's "For PgBouncer users" says so. Each bound
  * is tried on both sides, and the values PgBouncer users write are taken.
  */
 START_TEST(test_int_bounds)
