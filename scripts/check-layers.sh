@@ -6,12 +6,12 @@
 #
 #   - a file calls a file of a higher layer (base < core < feature < process),
 #   - files call each other in a circle anywhere but inside the core,
-#   - an object is in no layer (a new file must be placed in LAYERS below).
+#   - an object is in no layer (every source file lives in src/<layer>/).
 #
 # Every offending call is named: the calling file and function, and the
 # function it calls with the file that defines it.
 #
-#   scripts/check-layers.sh [OBJDIR]     OBJDIR: where src/*.o are (default: the
+#   scripts/check-layers.sh [OBJDIR]     OBJDIR: where src/<layer>/*.o are (default: the
 #                                        build dir `make check` names, else build/src)
 #
 # Needs nm and objdump (binutils) and python3. Exits 0 when the layers hold,
@@ -26,32 +26,30 @@ for tool in nm objdump python3; do
 	command -v "$tool" >/dev/null || { echo "check-layers: $tool is missing" >&2; exit 2; }
 done
 
-# The layers, lowest first: a file may call its own layer and those below.
-# Only the core's files may call each other in a circle.
-LAYERS='
-base:    log util instance reap tcp cancel_key metrics_record config auth_file hba gss_auth crypto scram scram_cache
-         proto varcache netbuf dns ldap_auth tls pgoptions sql_lex sql_classify stats workers sdnotify
-core:    client server server_internal pool auth
-feature: prepare session_set roles balance notify replication peer admin admin_control admin_fanout admin_merge admin_show admin_reply admin_state users metrics metrics_http
-         reload listener shutdown drain readiness shared_pool handover
-process: loop janitor supervisor main
-'
-
+# The layers, lowest first, are the folders of src/: a file may call its own
+# layer and those below; src/feature/console/ is of the feature layer. Only
+# the core's files may call each other in a circle.
+LAYERS='base core feature process'
 export LAYERS
 checker=$(cat <<'EOF'
 import collections, glob, os, re, subprocess, sys
 
 objdir = sys.argv[1]
-layer_of, order = {}, []
-for block in re.split(r'\n(?=\w+:)', os.environ['LAYERS'].strip()):
-    name, files = block.split(':', 1)
-    order.append(name)
-    for f in files.split():
-        layer_of[f] = len(order) - 1
+order = os.environ['LAYERS'].split()
 core = order.index('core')
 
-objs = sorted(glob.glob(os.path.join(objdir, '*.o')))
+# The layer of an object is the first folder of its path under objdir
+# (src/base/proto.c -> base/proto.o); its name, for the messages, that path.
+objs = sorted(glob.glob(os.path.join(objdir, '**', '*.o'), recursive=True))
 objs = [o for o in objs if not os.path.basename(o).startswith('libpgvalve')]
+layer_of, path_of = {}, {}
+for o in objs:
+    rel = os.path.relpath(o, objdir)
+    f = os.path.basename(o)[:-2].replace('src_pgvalve-', '').replace('src_libpgvalve_a-', '')
+    path_of[f] = os.path.join(os.path.dirname(rel), f + '.c')
+    top = rel.split(os.sep)[0]
+    if top in order and os.sep in rel:
+        layer_of[f] = order.index(top)
 if not objs:
     sys.exit('check-layers: no objects in %s' % objdir)
 
@@ -92,7 +90,7 @@ for o in objs:
         if len(p) >= 3 and re.match(r'^[0-9a-f]+$', p[0]):
             calls[f].add(('(data in %s)' % section, re.split(r'[-+]', p[2])[0]))
 
-files = sorted(calls.keys() | {os.path.basename(o)[:-2] for o in objs})
+files = sorted(calls.keys() | set(path_of))
 edges = collections.defaultdict(lambda: collections.defaultdict(set))
 for f in files:
     for caller, sym in calls.get(f, ()):
@@ -103,11 +101,11 @@ for f in files:
 problems = []
 unplaced = [f for f in files if f not in layer_of]
 for f in unplaced:
-    problems.append('%s.c is in no layer: add it to LAYERS in scripts/check-layers.sh' % f)
+    problems.append('src/%s is in no layer: put it in src/base, src/core, src/feature or src/process' % path_of.get(f, f + '.c'))
 
 def show(f, t, why):
     for caller, sym in sorted(edges[f][t]):
-        problems.append('src/%s.c: %s() calls %s() of src/%s.c: %s' % (f, caller, sym, t, why))
+        problems.append('src/%s: %s() calls %s() of src/%s: %s' % (path_of[f], caller, sym, path_of[t], why))
 
 for f in files:
     for t in edges[f]:
@@ -170,35 +168,40 @@ EOF
 # Self-test first: a checker that cannot see a planted violation proves nothing.
 selftest=$(mktemp -d)
 trap 'rm -rf "$selftest"' EXIT
-cat >"$selftest/client.c" <<'C'
+mkdir -p "$selftest/base" "$selftest/core" "$selftest/feature"
+cat >"$selftest/core/client.c" <<'C'
 void client_close(void) {}
 void pool_release(void);
 void client_uses_pool(void) { pool_release(); }
 C
-cat >"$selftest/pool.c" <<'C'
+cat >"$selftest/core/pool.c" <<'C'
 void client_close(void);
 void pool_release(void) { client_close(); }
 C
-cat >"$selftest/util.c" <<'C'
+cat >"$selftest/base/util.c" <<'C'
 void client_close(void);
 void util_calls_up(void) { client_close(); }
 C
-cat >"$selftest/admin.c" <<'C'
+cat >"$selftest/feature/admin.c" <<'C'
 void metrics_collect(void);
 void admin_show(void) { metrics_collect(); }
 C
-cat >"$selftest/metrics.c" <<'C'
+cat >"$selftest/feature/metrics.c" <<'C'
 void admin_show(void);
 void metrics_collect(void) { admin_show(); }
 C
-for f in client pool util admin metrics; do
+cat >"$selftest/stray.c" <<'C'
+void stray(void) {}
+C
+for f in core/client core/pool base/util feature/admin feature/metrics stray; do
 	${CC:-cc} -c -O0 -o "$selftest/$f.o" "$selftest/$f.c" || { echo "check-layers: cannot compile the self-test" >&2; exit 2; }
 done
 out=$(python3 -c "$checker" "$selftest" 2>&1) && st=0 || st=$?
 if [ "$st" -ne 1 ] ||
-	! grep -q 'src/util.c: util_calls_up() calls client_close() of src/client.c: the base layer may not call the core layer' <<<"$out" ||
-	! grep -q 'src/admin.c: admin_show() calls metrics_collect() of src/metrics.c: files that call each other in a circle: admin metrics' <<<"$out" ||
-	grep -q 'src/pool.c: pool_release() calls client_close()' <<<"$out"; then
+	! grep -q 'src/base/util.c: util_calls_up() calls client_close() of src/core/client.c: the base layer may not call the core layer' <<<"$out" ||
+	! grep -q 'src/feature/admin.c: admin_show() calls metrics_collect() of src/feature/metrics.c: files that call each other in a circle: admin metrics' <<<"$out" ||
+	! grep -q 'src/stray.c is in no layer' <<<"$out" ||
+	grep -q 'src/core/pool.c: pool_release() calls client_close()' <<<"$out"; then
 	echo "check-layers: the self-test did not get the expected verdict:" >&2
 	echo "$out" >&2
 	exit 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # scripts/check-man.sh - fails when a setting of pgvalve's parameter table
-# (src/config.c, params[]) has no entry in doc/pgvalve.ini.5: every name
+# (src/base/config.c, params[]) has no entry in doc/pgvalve.ini.5: every name
 # must appear on the tag line of a .TP paragraph of the SETTINGS section
 # (.B name, or one of the names of a .BR list); likewise every console
 # command (SHOW views and control verbs) in the ADMIN CONSOLE section of
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 src=${abs_top_srcdir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
-table="$src/src/config.c"
+table="$src/src/base/config.c"
 man="$src/doc/pgvalve.ini.5"
 
 # P_STR(name, ...), P_INT_AUTO(name, ...) ... between "params[] = {" and "};"
@@ -29,22 +29,22 @@ missing=0 count=0
 for name in $names; do
 	count=$((count + 1))
 	if ! grep -Eq "(^|[ ,])$name([ ,]|\$)" <<<"$(sed 's/^\.B[RI]* //' <<<"$tags")"; then
-		echo "check-man: $name (src/config.c) is not described in doc/pgvalve.ini.5" >&2
+		echo "check-man: $name (src/base/config.c) is not described in doc/pgvalve.ini.5" >&2
 		missing=$((missing + 1))
 	fi
 done
 echo "check-man: $count settings, $missing missing from doc/pgvalve.ini.5"
 
-# Every console command: the SHOW views (src/admin_show.c, shows[]) and the
-# verbs (src/admin_control.c, verbs[]) on a .TP tag line of the ADMIN
+# Every console command: the SHOW views (src/feature/console/admin_show.c, shows[]) and the
+# verbs (src/feature/console/admin_control.c, verbs[]) on a .TP tag line of the ADMIN
 # CONSOLE section of doc/pgvalve.1.
 man1="$src/doc/pgvalve.1"
 console_tags=$(awk '/^\.SH / { in_console = ($0 ~ /^\.SH "?ADMIN CONSOLE"?$/) }
 	in_console && tp { print } { tp = 0 } in_console && /^\.TP/ { tp = 1 }' "$man1" |
 	sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' -e 's/"//g' -e 's/^\.B[RI]* //')
-views=$(sed -n '/^static const struct show_entry shows\[\] = {/,/^};/p' "$src/src/admin_show.c" |
+views=$(sed -n '/^static const struct show_entry shows\[\] = {/,/^};/p' "$src/src/feature/console/admin_show.c" |
 	grep -oE '\{ "[A-Z_]+"' | sed 's/.*"\(.*\)"/SHOW \1/')
-verbs=$(sed -n '/^static const struct control_verb verbs\[\] = {/,/^};/p' "$src/src/admin_control.c" |
+verbs=$(sed -n '/^static const struct control_verb verbs\[\] = {/,/^};/p' "$src/src/feature/console/admin_control.c" |
 	grep -oE '\{ "[A-Z_]+"' | sed 's/.*"\(.*\)"/\1/')
 [ -n "$views" ] && [ -n "$verbs" ] || { echo "check-man: no console commands found" >&2; exit 1; }
 commands=0
