@@ -1,6 +1,6 @@
 /*
- * server.c - server connections: connect, log in (trust, cleartext, md5,
- * SCRAM-SHA-256), then relay a client's replies and keep the bookkeeping
+ * server.c - server connections: connect, hand over to server_login.c
+ * until logged in, then relay a client's replies and keep the bookkeeping
  * that tells the pool when the server may be reused.
  *
  * State diagram: see server.h. server_set_state() is the only place that
@@ -11,8 +11,9 @@
  * Replies to pgvalve's own queries (parameter SETs, reset and check
  * queries) are consumed here and never reach a client.
  *
- * Owns: struct server, the login exchange, cancel connections. Must not
- * touch a client's socket except through netbuf forwarding and client.c.
+ * Owns: struct server. The login is server_login.c's, cancel requests
+ * server_cancel.c's (through server_internal.h). Must not touch a
+ * client's socket except through netbuf forwarding and client.c.
  */
 #include "common.h"
 #include "server.h"
@@ -41,14 +42,13 @@
 #include <openssl/crypto.h>
 
 static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt);
-static void server_forget_cancels(struct server *server);
 static void close_linked_client(struct server *server, const char *reason);
 
 struct server_hooks server_hooks;
 bool server_hot_standby_mixed;
 
 /* Whether this logged-in server's in_hot_standby is other than its pool's welcome says. */
-static void note_hot_standby(const struct server *server)
+void server_note_hot_standby(const struct server *server)
 {
 	static int idx = -2;
 	if (idx == -2)
@@ -222,7 +222,7 @@ static int pool_first_host(struct pool *pool, int n, bool any)
 }
 
 /* load_balance_hosts=disable: a failed connection to the current entry makes the next one current. */
-static void db_host_failed(struct db *db, int idx)
+void db_host_failed(struct db *db, int idx)
 {
 	if (server_hooks.host_failed)
 		server_hooks.host_failed(db, idx);
@@ -506,7 +506,7 @@ struct server *server_take_over(struct pool *pool, const struct server_transfer 
 	pool->last_login_failure = 0;
 	if (!pool->welcome_ready)
 		pool_learn_welcome(pool, server);
-	note_hot_standby(server);
+	server_note_hot_standby(server);
 	pool_server_ready(server);
 	return server;
 }
@@ -525,12 +525,12 @@ void server_connect_timed_out(struct server *server)
 }
 
 /* The kind of the client this server was opened for (a replication client's own), NULL if pooled. */
-static const struct client_kind_ops *own_kind(const struct server *server)
+const struct client_kind_ops *server_own_kind(const struct server *server)
 {
 	return server->replication != REPLICATION_NONE ? client_kind_ops(CLIENT_REPLICATION) : NULL;
 }
 
-static void send_startup(struct server *server)
+void server_send_startup(struct server *server)
 {
 	const struct db *db = server->pool->db;
 	struct pktbuf b;
@@ -548,7 +548,7 @@ static void send_startup(struct server *server)
 		{ "application_name", offsetof(struct db_config, application_name) },
 	};
 	const struct client *owner = server->repl_client;
-	const struct client_kind_ops *own = owner ? own_kind(server) : NULL;
+	const struct client_kind_ops *own = owner ? server_own_kind(server) : NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
 		const char *v = *(char *const *)((const char *)db->cfg + extras[i].off);
 		if (own && own->gives_startup_param && own->gives_startup_param(owner, extras[i].key))
@@ -568,7 +568,7 @@ static void send_startup(struct server *server)
 
 /* ---------------------------------------------------------------- close */
 
-static void free_login_state(struct server *server)
+void server_free_login_state(struct server *server)
 {
 	if (server->scram) {
 		OPENSSL_cleanse(server->scram, sizeof(*server->scram));
@@ -585,7 +585,7 @@ void server_close(struct server *server, const char *reason)
 	usec_t age = (now_usec() - server->connect_time) / USEC_PER_SEC;
 
 	server_log(LOG_LEVEL_INFO, server, "closing because: %s (age=%llds)", reason, (long long)age);
-	const struct client_kind_ops *own = own_kind(server);
+	const struct client_kind_ops *own = server_own_kind(server);
 	if (server->repl_client && own && own->own_server_lost)
 		own->own_server_lost(server, reason);	/* not reached, timed out, obsolete: its client waits for another */
 	const struct server_owner *owner = server->owner ? server->owner : server->claim;
@@ -616,7 +616,7 @@ void server_close(struct server *server, const char *reason)
 		netbuf_send(&server->nb, b.buf, b.len);
 	}
 	server_forget_cancels(server);
-	free_login_state(server);
+	server_free_login_state(server);
 	dns_cancel(&server->dns);
 	if (server->budget_token && pgv.budget)
 		pgv.budget->server_closing(server);	/* may keep the count until PostgreSQL's end closes */
@@ -645,7 +645,7 @@ void server_free(struct server *server)
 		free(server->params[i].value);
 	}
 	free(server->params);
-	free_login_state(server);
+	server_free_login_state(server);
 	dns_cancel(&server->dns);
 	free(server->host);
 	free(server);
@@ -774,7 +774,7 @@ void server_note_client_message(struct server *server, uint8_t type)
 
 /* ---------------------------------------------------------------- parameters */
 
-static void remember_param(struct server *server, const char *name, const char *value)
+void server_remember_param(struct server *server, const char *name, const char *value)
 {
 	int idx = varcache_learn(name);
 	if (idx >= 0) {
@@ -800,415 +800,13 @@ static void remember_param(struct server *server, const char *name, const char *
 	server->param_count++;
 }
 
-static bool parse_parameter_status(const struct pkt *pkt, const char **name, const char **value)
+bool server_parse_parameter_status(const struct pkt *pkt, const char **name, const char **value)
 {
 	struct pkt_reader r;
 	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
 	*name = pkt_get_string(&r);
 	*value = pkt_get_string(&r);
 	return *name && *value;
-}
-
-/* ---------------------------------------------------------------- login */
-
-/*
- * A role-routed database (target_session_attrs) with a host list: a host
- * that refuses logins for its own state (57P: shutting down, starting up,
- * in recovery without hot standby) is a host that is not there; another
- * entry may serve the waiting clients. Other errors (a wrong password)
- * would be the same everywhere: they still go to the clients.
- */
-static bool host_is_unavailable(const struct server *server, const char *sqlstate)
-{
-	const struct db_config *dc = server->pool->db->cfg;
-	return dc->target_session_attrs != TSA_ANY && strncmp(sqlstate, "57P", 3) == 0 &&
-	       server->pool->db->host_count > 1;
-}
-
-/*
- * A refusal that says the server is going down or coming up (57P01-57P03:
- * "the database system is shutting down", "is starting up", "is not yet
- * accepting connections", a login cut by the shutdown), not that this
- * login is wrong. As PgBouncer, it fails no waiting client; unlike a
- * refusal of the login itself it is not cached for new clients either
- * (pool_fast_fail): they wait for the server that logs in once
- * PostgreSQL accepts again, as after a refused connect.
- */
-static bool login_refusal_is_transient(const struct server *server, const char *sqlstate)
-{
-	if (strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0)
-		return true;
-	/*
-	 * A login cut short without a word (08006) while the pool's own
-	 * servers were being cut too: PostgreSQL shutting down. A server that
-	 * hangs up on every login with no such history stays a cached failure.
-	 */
-	return strcmp(sqlstate, "08006") == 0 && server->pool->servers_lost;
-}
-
-/*
- * The login itself failed (the server refused it, or pgvalve could not
- * complete it): the pool's waiting clients get the error (pool.c), and the
- * server closes with it as the reason. severity: the server's, for the
- * log line PgBouncer writes ("server login failed: FATAL ...").
- */
-static void login_failed_severity(struct server *server, const char *severity, const char *sqlstate,
-				  const char *message)
-{
-	server_log(LOG_LEVEL_WARNING, server, "server login failed: %s %s", severity, message);
-	const struct client_kind_ops *own = own_kind(server);
-	if (own) {
-		/*
-		 * Its own client alone hears it: the refusal is usually about that
-		 * client (its role, its options), so neither the pool's state nor
-		 * the database's host list moves.
-		 */
-		if (own->own_server_failed)
-			own->own_server_failed(server, sqlstate, message);
-	} else if (host_is_unavailable(server, sqlstate) || login_refusal_is_transient(server, sqlstate)) {
-		db_host_failed(server->pool->db, server->host_idx);
-		pool_server_connect_failed(server->pool);	/* as a refused connect: the clients wait (for another host) */
-	} else {
-		db_host_failed(server->pool->db, server->host_idx);
-		pool_server_login_failed(server->pool, sqlstate, message);
-	}
-	server_close(server, message);
-}
-
-static void login_failed(struct server *server, const char *sqlstate, const char *message)
-{
-	login_failed_severity(server, "ERROR", sqlstate, message);
-}
-
-static void send_sasl(struct server *server, const char *mechanism, const char *data, int len)
-{
-	struct pktbuf b;
-	pktbuf_init(&b, 128 + (uint32_t)len);
-	pktbuf_begin(&b, 'p');
-	if (mechanism) {
-		pktbuf_put_string(&b, mechanism);
-		pktbuf_put_uint32(&b, (uint32_t)len);
-	}
-	pktbuf_put_bytes(&b, data, (uint32_t)len);
-	pktbuf_end(&b);
-	netbuf_send(&server->nb, b.buf, b.len);
-	OPENSSL_cleanse(b.buf, b.len);
-	pktbuf_free(&b);
-}
-
-static bool password_is_md5(const char *password)
-{
-	return strncmp(password, "md5", 3) == 0 && strlen(password) == MD5_PASSWD_LEN;
-}
-
-static void send_cleartext_password(struct server *server, const char *password)
-{
-	if (!password[0] || password_is_md5(password)) {
-		login_failed(server, "28000", "server asked for a cleartext password, but no plain password is configured");
-		return;
-	}
-	struct pktbuf b;
-	pktbuf_init(&b, 64 + (uint32_t)strlen(password));
-	proto_put_password(&b, password);
-	netbuf_send(&server->nb, b.buf, b.len);
-	OPENSSL_cleanse(b.buf, b.len);
-	pktbuf_free(&b);
-}
-
-static void send_md5_password(struct server *server, const char *password, struct pkt_reader *r)
-{
-	const uint8_t *salt = pkt_get_bytes(r, 4);
-	if (!salt) {
-		login_failed(server, "08P01", "bad md5 authentication request from server");
-		return;
-	}
-	if (!password[0]) {
-		login_failed(server, "28000", "server asked for an md5 password, but none is configured");
-		return;
-	}
-	char secret[36], response[36];
-	if (password_is_md5(password))
-		memcpy(secret, password, 36);
-	else
-		crypto_md5_password(password, server->pool->user, secret);
-	crypto_md5_response(secret, salt, response);
-	struct pktbuf b;
-	uint8_t mem[64];
-	pktbuf_init_fixed(&b, mem, sizeof(mem));
-	proto_put_password(&b, response);
-	netbuf_send(&server->nb, b.buf, b.len);
-	OPENSSL_cleanse(secret, sizeof(secret));
-}
-
-/*
- * Channel binding towards PostgreSQL, as libpq's channel_binding=prefer:
- * over TLS SCRAM-SHA-256-PLUS when offered, bound to the server's
- * certificate; else "y" (could bind, was not offered) over TLS, "n" without.
- */
-static const char *scram_bind(struct server *server, bool plus_offered)
-{
-	SSL *ssl = netbuf_ssl(&server->nb);
-	uint8_t end_point[TLS_END_POINT_MAX];
-	size_t len = plus_offered ? tls_server_end_point(ssl, end_point) : 0;
-	if (len && scram_client_set_channel_binding(server->scram, 'p', end_point, len))
-		return "SCRAM-SHA-256-PLUS";
-	scram_client_set_channel_binding(server->scram, ssl ? 'y' : 'n', NULL, 0);
-	return "SCRAM-SHA-256";
-}
-
-/* AuthenticationSASL: SCRAM-SHA-256(-PLUS) with the plain password, or with the keys a client proved it has. */
-static void start_scram(struct server *server, const char *password, struct pkt_reader *r)
-{
-	bool has_scram = false, has_plus = false;
-	for (;;) {
-		const char *mech = pkt_get_string(r);
-		if (!mech || !mech[0])
-			break;
-		if (strcmp(mech, "SCRAM-SHA-256") == 0)
-			has_scram = true;
-		if (strcmp(mech, "SCRAM-SHA-256-PLUS") == 0)
-			has_plus = true;
-	}
-	if (!has_scram && !has_plus) {
-		login_failed(server, "28000", "server offered no supported SASL mechanism");
-		return;
-	}
-	bool plain = password[0] && !password_is_md5(password);
-	if (!plain && !server->pool->has_scram_keys) {
-		login_failed(server, "28000", "cannot do SCRAM authentication: wrong password type");
-		return;
-	}
-	char msg[SCRAM_MSG_MAX];
-	free_login_state(server);	/* a second AuthenticationSASL starts over */
-	server->scram = xcalloc(1, sizeof(*server->scram));
-	scram_client_init(server->scram, NULL, NULL);
-	if (!plain)	/* pass-through: the keys a client proved it has */
-		scram_client_set_keys(server->scram, server->pool->scram_client_key, server->pool->scram_server_key);
-	else	/* one PBKDF2 per password and server salt, not per login */
-		scram_client_set_key_source(server->scram, scram_cache_server_keys, server->pool->user);
-	const char *mechanism = scram_bind(server, has_plus);
-	int len = scram_client_first(server->scram, msg, sizeof(msg));
-	if (len < 0) {
-		login_failed(server, "08P01", "SCRAM: could not build the first message");
-		return;
-	}
-	server_log(LOG_LEVEL_DEBUG, server, "SASL mechanism %s (%s)", mechanism, server->scram->gs2_header);
-	send_sasl(server, mechanism, msg, len);
-}
-
-static void continue_scram(struct server *server, const char *password, const struct pkt *pkt)
-{
-	char msg[SCRAM_MSG_MAX];
-	const char *err = "unexpected SASL message";
-	int len = -1;
-	if (server->scram)
-		len = scram_client_final(server->scram, password, (const char *)pkt_body(pkt) + 4,
-					 pkt_body_len(pkt) - 4, msg, sizeof(msg), &err);
-	if (len < 0) {
-		login_failed(server, "08P01", err);
-		return;
-	}
-	send_sasl(server, NULL, msg, len);
-	OPENSSL_cleanse(msg, sizeof(msg));
-}
-
-static void finish_scram(struct server *server, const struct pkt *pkt)
-{
-	const char *err = "unexpected SASL final message";
-	if (!server->scram ||
-	    !scram_client_verify(server->scram, (const char *)pkt_body(pkt) + 4, pkt_body_len(pkt) - 4, &err)) {
-		login_failed(server, "08P01", err);
-		return;
-	}
-	free_login_state(server);
-}
-
-static void handle_auth_request(struct server *server, const struct pkt *pkt)
-{
-	struct pkt_reader r;
-	const char *password = server->pool->password;
-	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
-	uint32_t code = pkt_get_uint32(&r);
-
-	switch (code) {
-	case AUTH_REQ_OK:
-		return;
-	case AUTH_REQ_CLEARTEXT:
-		send_cleartext_password(server, password);
-		return;
-	case AUTH_REQ_MD5:
-		send_md5_password(server, password, &r);
-		return;
-	case AUTH_REQ_SASL:
-		start_scram(server, password, &r);
-		return;
-	case AUTH_REQ_SASL_CONTINUE:
-		continue_scram(server, password, pkt);
-		return;
-	case AUTH_REQ_SASL_FINAL:
-		finish_scram(server, pkt);
-		return;
-	default: {
-		char msg[128];
-		snprintf(msg, sizeof(msg), "server asked for an unsupported authentication method (%u)", code);
-		login_failed(server, "28000", msg);
-		return;
-	}
-	}
-}
-
-/*
- * The login's own steps after the role check: the pool's welcome from its
- * first server, connect_query, then the server serves.
- */
-void server_login_continue(struct server *server)
-{
-	struct pool *pool = server->pool;
-	server->logged_in = true;
-	pool->last_login_failure = 0;
-	pool->servers_lost = false;
-	if (!pool->welcome_ready)
-		pool_learn_welcome(pool, server);
-	note_hot_standby(server);
-	/* connect_query: before any client may use the server (as PgBouncer). */
-	const char *cq = pool->db->cfg->connect_query;
-	if (cq[0]) {
-		server_set_state(server, SV_TESTED);
-		server_run_internal(server, SV_INTERNAL_CONNECT_QUERY, cq, (uint32_t)strlen(cq));
-		return;
-	}
-	pool_server_ready(server);
-}
-
-void server_role_rejected(struct server *server)
-{
-	server_set_state(server, SV_TESTED);	/* logged in: it gets a Terminate */
-	server_close(server, "its role does not match target_session_attrs");
-}
-
-/*
- * Role routing first (server_hooks.logged_in): a server whose host does
- * not match the database's target_session_attrs never serves, and the
- * pool's welcome comes from one that does.
- */
-static void login_check_role(struct server *server)
-{
-	const char *sql = NULL;
-	enum server_verdict v = server_hooks.logged_in ? server_hooks.logged_in(server, &sql) : SERVER_ACCEPT;
-	if (v == SERVER_REJECT) {
-		server_role_rejected(server);
-		return;
-	}
-	if (v == SERVER_ASK && sql) {
-		server_set_state(server, SV_TESTED);
-		server_run_internal(server, SV_INTERNAL_ROLE_CHECK, sql, (uint32_t)strlen(sql));
-		return;
-	}
-	server_login_continue(server);
-}
-
-static void login_complete(struct server *server)
-{
-	struct pool *pool = server->pool;
-	free_login_state(server);
-	if (pgv.cfg->log_connections) {
-		struct sockaddr_storage local;
-		socklen_t len = sizeof(local);
-		char host[INET6_ADDRSTRLEN + 2] = "unix";
-		int port = 0;
-		if (getsockname(server->nb.fd, (struct sockaddr *)&local, &len) == 0)
-			sockaddr_host_text((struct sockaddr *)&local, host, sizeof(host), &port);
-		server_log(LOG_LEVEL_INFO, server, "new connection to server (from %s:%d)", host, port);
-	}
-	if (server->replication) {	/* its client's own: never pooled, no connect_query */
-		if (server->close_needed || db_paused(pool->db)) {	/* as pool_server_ready: the client waits for another */
-			server_close(server, server->close_needed ? "obsolete connection" : pool_pause_reason());
-			return;
-		}
-		const struct client_kind_ops *own = own_kind(server);
-		if (own && own->own_server_ready)
-			own->own_server_ready(server);
-		return;
-	}
-	login_check_role(server);
-}
-
-/* The answer to SSLRequest: 'S' starts TLS, 'N' continues in plain text if the mode allows. */
-static bool ssl_answer(struct server *server, uint8_t answer)
-{
-	int mode = pgv.cfg->server_tls_sslmode;
-	server->tls_requested = false;
-	netbuf_skip(&server->nb, 1);
-	if (answer == 'S') {
-		if (netbuf_buffered(&server->nb)) {
-			login_failed(server, "08P01", "server sent data after its SSL answer");
-			return false;
-		}
-		/* verify-full and SNI: the host of the list this connection reached, not the whole list */
-		if (netbuf_start_tls(&server->nb, tls_new_server_ssl(server->host), false) < 0) {
-			login_failed(server, "08006", "could not start TLS with the server");
-			return false;
-		}
-		return server->state != SV_CLOSED;
-	}
-	if (answer == 'N' && mode < TLS_SSLMODE_REQUIRE) {
-		send_startup(server);
-		return true;
-	}
-	login_failed(server, "08006", answer == 'N' ? "server does not support TLS, but server_tls_sslmode requires it" :
-		     "unexpected answer to SSLRequest");
-	return false;
-}
-
-static bool server_login_packet(struct server *server, const struct pkt *pkt)
-{
-	if (server->tls_requested && pkt->len == 1)
-		return ssl_answer(server, pkt->type);
-	if (!pkt_complete(pkt)) {
-		if (pkt->len > 64 * 1024) {
-			login_failed(server, "08P01", "oversized message from server during login");
-			return false;
-		}
-		return true;
-	}
-	netbuf_skip(&server->nb, pkt->len);
-
-	switch (pkt->type) {
-	case 'R':
-		handle_auth_request(server, pkt);
-		break;
-	case 'S': {
-		const char *name, *value;
-		if (parse_parameter_status(pkt, &name, &value))
-			remember_param(server, name, value);
-		break;
-	}
-	case 'K': {
-		struct pkt_reader r;
-		pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
-		server->be_pid = pkt_get_uint32(&r);
-		server->be_key = pkt_get_uint32(&r);
-		break;
-	}
-	case 'Z':
-		server->txn_status = pkt_body_len(pkt) >= 1 ? (char)pkt_body(pkt)[0] : 'I';
-		login_complete(server);
-		break;
-	case 'E': {
-		const char *msg = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'M');
-		const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
-		const char *severity = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
-		login_failed_severity(server, severity ? severity : "FATAL", code && strlen(code) == 5 ? code : "08P01",
-				      msg ? msg : "server login failed");
-		break;
-	}
-	case 'N':
-		break;
-	default:
-		login_failed(server, "08P01", "unexpected message from server during login");
-		break;
-	}
-	return server->state != SV_CLOSED;
 }
 
 /* ---------------------------------------------------------------- serving */
@@ -1312,8 +910,8 @@ static int active_parameter_status(struct server *server, const struct pkt *pkt,
 	if (w <= 0)
 		return w == 0;
 	const char *name, *value;
-	if (parse_parameter_status(pkt, &name, &value)) {
-		remember_param(server, name, value);
+	if (server_parse_parameter_status(pkt, &name, &value)) {
+		server_remember_param(server, name, value);
 		if (server->link && !internal && varcache_set_by_name(&server->link->vars, name, value))
 			server->link->vars_gen++;
 	}
@@ -1553,8 +1151,8 @@ static bool server_idle_packet(struct server *server, const struct pkt *pkt)
 		if (w <= 0)
 			return w == 0;
 		const char *name, *value;
-		if (parse_parameter_status(pkt, &name, &value))
-			remember_param(server, name, value);
+		if (server_parse_parameter_status(pkt, &name, &value))
+			server_remember_param(server, name, value);
 		netbuf_skip(&server->nb, pkt->len);
 		if (server->close_needed && server->state == SV_IDLE) {	/* its role changed (server_hooks) */
 			server_close(server, "obsolete connection");
@@ -1603,12 +1201,12 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			server->nb.expect_byte = true;
 			server->tls_requested = true;
 		} else {
-			send_startup(server);
+			server_send_startup(server);
 		}
 		netbuf_resume(&server->nb);
 		return true;
 	case NETBUF_EV_TLS_READY:
-		send_startup(server);
+		server_send_startup(server);
 		return true;
 	case NETBUF_EV_TLS_FAILED: {
 		char msg[256];
@@ -1652,7 +1250,7 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 	case NETBUF_EV_RECV_FAILED:
 	case NETBUF_EV_SEND_FAILED:
 		if (server->state == SV_LOGIN) {
-			login_failed(server, "08006", "server closed the connection during login");
+			server_login_failed(server, "08006", "server closed the connection during login");
 			return false;
 		}
 		if (server->internal == SV_INTERNAL_SET_PARAMS && server->link) {
@@ -1670,126 +1268,4 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 		break;
 	}
 	return true;
-}
-
-/* ---------------------------------------------------------------- cancel */
-
-struct cancel_request {
-	struct netbuf nb;
-	struct list_node node;		/* pgv.cancel_requests */
-	struct server *server;		/* NULL once that server is gone */
-	struct client *requester;	/* the connection that asked, held open until PostgreSQL has the request */
-	uint32_t be_pid;
-	uint32_t be_key;
-	usec_t started;
-};
-
-/* Ends a cancel request: its connection, and the requester's (see server_send_cancel). */
-static void cancel_request_free(struct cancel_request *req)
-{
-	struct client *requester = req->requester;
-	netbuf_close(&req->nb);
-	list_remove(&pgv.cancel_requests, &req->node);
-	free(req);
-	if (requester)
-		client_close(requester, NULL, "cancel request");
-}
-
-static void cancel_request_finish(struct cancel_request *req)
-{
-	struct server *server = req->server;
-	cancel_request_free(req);
-	if (server) {
-		server->cancels_in_flight--;
-		/* A server released while its cancel was in flight was held back; now it may be reused. */
-		if (server->cancels_in_flight == 0 && server->state == SV_USED && !server->link)
-			pool_release_server(server);
-	}
-}
-
-static bool cancel_handler(struct netbuf *nb, enum netbuf_event ev, const struct pkt *pkt)
-{
-	struct cancel_request *req = container_of(nb, struct cancel_request, nb);
-	(void)pkt;
-	if (ev == NETBUF_EV_CONNECT_OK) {
-		uint8_t mem[16];
-		struct pktbuf b;
-		pktbuf_init_fixed(&b, mem, sizeof(mem));
-		proto_put_cancel_request(&b, req->be_pid, req->be_key);
-		netbuf_send(&req->nb, b.buf, b.len);
-		netbuf_resume(&req->nb);	/* the server answers by closing */
-		return true;
-	}
-	if (ev == NETBUF_EV_PACKET) {
-		netbuf_skip(nb, pkt->len);
-		return true;
-	}
-	cancel_request_finish(req);
-	return false;
-}
-
-bool server_send_cancel(struct server *server, struct client *requester)
-{
-	struct cancel_request *req = xcalloc(1, sizeof(*req));
-	netbuf_init(&req->nb, cancel_handler, NETBUF_LIMIT_PEER);
-	req->server = server;
-	req->requester = requester;
-	req->be_pid = server->be_pid;
-	req->be_key = server->be_key;
-	if (netbuf_connect(&req->nb, &server->addr.sa, server->addrlen) < 0) {
-		server_log(LOG_LEVEL_WARNING, server, "could not connect to send a cancel request: %s", strerror(errno));
-		free(req);
-		return false;
-	}
-	req->started = now_usec();
-	list_append(&pgv.cancel_requests, &req->node);
-	metrics_count_cancel_forwarded();
-	server->cancels_in_flight++;
-	server->cancel_sent_at = req->started;
-	server_log(LOG_LEVEL_DEBUG, server, "sending cancel request");
-	return true;
-}
-
-void server_cancel_requester_gone(struct client *requester)
-{
-	list_for_each(pos, &pgv.cancel_requests) {
-		struct cancel_request *req = container_of(pos, struct cancel_request, node);
-		if (req->requester == requester)
-			req->requester = NULL;
-	}
-}
-
-static void server_forget_cancels(struct server *server)
-{
-	if (!server->cancels_in_flight)
-		return;
-	list_for_each(pos, &pgv.cancel_requests) {
-		struct cancel_request *req = container_of(pos, struct cancel_request, node);
-		if (req->server == server)
-			req->server = NULL;
-	}
-	server->cancels_in_flight = 0;
-}
-
-void server_expire_cancel_requests(usec_t now, usec_t timeout)
-{
-	list_for_each_safe(pos, tmp, &pgv.cancel_requests) {
-		struct cancel_request *req = container_of(pos, struct cancel_request, node);
-		if (now - req->started < timeout)
-			continue;
-		/* Its server, if any, is closed by the janitor: a late cancel could still hit it. */
-		struct server *server = req->server;
-		req->server = NULL;
-		if (server) {
-			server->cancels_in_flight--;
-			server->cancel_expired = true;
-		}
-		cancel_request_free(req);
-	}
-}
-
-void server_cancel_requests_free_all(void)
-{
-	list_for_each_safe(pos, tmp, &pgv.cancel_requests)
-		cancel_request_free(container_of(pos, struct cancel_request, node));
 }
