@@ -28,8 +28,8 @@ cd "$root"
 
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] ||
-	suites=(test_wire test_hostile test_txn test_auth test_prepared test_varstate test_session test_replication
-		test_compat)
+	suites=(test_wire test_hostile test_txn test_auth test_tls test_prepared test_varstate test_session
+		test_replication test_compat)
 
 pgv_deps_ensure test || exit 2
 PGBIN=$(pgv_pg18_ensure "$root/build-pg18") || exit 2

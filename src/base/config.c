@@ -3,8 +3,8 @@
  *
  * Owns: parsing the file format (sections, %include, key = value), the
  * table of [pgbouncer] parameters (type, default, reloadable, implemented),
- * the [databases]/[users]/[peers] connection-string parsers, and the value
- * parsers/formatters that SET and SHOW CONFIG share.
+ * and the [databases]/[users]/[peers] connection-string parsers. One
+ * value's parsing and formatting (SET, SHOW CONFIG) is config_value.c's.
  *
  * Must not touch: anything outside the struct config it builds. No globals,
  * nothing applied; only log_warning() for keys that are ignored. Error
@@ -12,12 +12,12 @@
  */
 #include "common.h"
 #include "config.h"
+#include "config_value.h"
 #include "ldap_auth.h"
 #include "log.h"
 
 #include <ctype.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <strings.h>
 
@@ -258,9 +258,6 @@ static const struct param_def params[] = {
 	P_INT_AUTO(workers, "1", RESTART, IMPL, 1, CONFIG_MAX_WORKERS),
 };
 
-/* Times above this many seconds (about 31,700 years) would overflow usec_t arithmetic elsewhere. */
-#define MAX_TIME_SECONDS 1e12
-
 const struct param_def *config_params(size_t *count)
 {
 	if (count)
@@ -277,17 +274,6 @@ const struct param_def *config_find_param(const char *name)
 }
 
 /* ------------------------------------------------------------------ small helpers */
-
-static void errfmt(char *buf, size_t size, const char *fmt, ...) PRINTF_LIKE(3, 4);
-static void errfmt(char *buf, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-	if (!buf || !size)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, size, fmt, ap);
-	va_end(ap);
-}
 
 static bool is_blank(char c)
 {
@@ -317,289 +303,6 @@ static const char *shorten(const char *value, char *buf, size_t size)
 		return value;
 	snprintf(buf, size, "%.*s...", (int)(size - 4), value);
 	return buf;
-}
-
-/* ------------------------------------------------------------------ value parsers */
-
-/*
- * base: 10, or 0 for the main section's numbers, read as PgBouncer reads
- * them (strtol's prefixes: 0x1000 is 4096, 010 is 8).
- */
-static int parse_int_base(const char *s, int base, long lo, long hi, int *out, char *why, size_t whysize)
-{
-	char *end;
-	long v;
-
-	if (!*s || isspace((unsigned char)*s)) {
-		errfmt(why, whysize, "not an integer");
-		return -1;
-	}
-	errno = 0;
-	v = strtol(s, &end, base);
-	if (*end != '\0') {
-		errfmt(why, whysize, "not an integer");
-		return -1;
-	}
-	if (errno == ERANGE || v < lo || v > hi) {
-		if (hi == INT_MAX)
-			errfmt(why, whysize, "must be at least %ld", lo);
-		else
-			errfmt(why, whysize, "must be between %ld and %ld", lo, hi);
-		return -1;
-	}
-	*out = (int)v;
-	return 0;
-}
-
-static int parse_int(const char *s, long lo, long hi, int *out, char *why, size_t whysize)
-{
-	return parse_int_base(s, 10, lo, hi, out, why, whysize);
-}
-
-/* Seconds, fractions allowed ("0.5"), no unit suffix (PgBouncer takes none). */
-static int parse_time(const char *s, long min_seconds, usec_t *out, char *why, size_t whysize)
-{
-	char *end;
-	double v;
-
-	if (!*s || isspace((unsigned char)*s)) {
-		errfmt(why, whysize, "not a number of seconds");
-		return -1;
-	}
-	errno = 0;
-	v = strtod(s, &end);
-	if (*end != '\0' || !isfinite(v)) {
-		errfmt(why, whysize, "not a number of seconds");
-		return -1;
-	}
-	if (v < 0 || v < (double)min_seconds) {
-		errfmt(why, whysize, "must be at least %ld", min_seconds);
-		return -1;
-	}
-	if (errno == ERANGE && v != 0) {
-		errfmt(why, whysize, "out of range");
-		return -1;
-	}
-	if (v > MAX_TIME_SECONDS) {
-		errfmt(why, whysize, "too large");
-		return -1;
-	}
-	*out = (usec_t)(v * (double)USEC_PER_SEC + 0.5);	/* v >= 0: rounds to nearest */
-	return 0;
-}
-
-/*
- * A number of bytes: digits, then optionally one of PostgreSQL's units
- * (B, kB, MB, GB, TB; 1024 apart; any case). pgvalve's max_replica_lag.
- */
-static int parse_size(const char *s, long long *out, char *why, size_t whysize)
-{
-	static const char *const units[] = { "B", "kB", "MB", "GB", "TB" };
-	char *end;
-
-	if (!isdigit((unsigned char)*s)) {
-		errfmt(why, whysize, "not a number of bytes (a unit may follow: kB, MB, GB, TB)");
-		return -1;
-	}
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	while (*end == ' ')
-		end++;
-	long long scale = 1;
-	if (*end) {
-		size_t u = 0;
-		while (u < ARRAY_SIZE(units) && strcasecmp(end, units[u]) != 0)
-			u++;
-		if (u == ARRAY_SIZE(units)) {
-			errfmt(why, whysize, "not a number of bytes (a unit may follow: kB, MB, GB, TB)");
-			return -1;
-		}
-		scale = 1LL << (10 * u);
-	}
-	if (errno == ERANGE || v > LLONG_MAX / scale) {
-		errfmt(why, whysize, "too large");
-		return -1;
-	}
-	*out = v * scale;
-	return 0;
-}
-
-/* PgBouncer stores its booleans as ints, so any integer works (non-zero = on); words too. */
-static int parse_bool(const char *s, bool *out, char *why, size_t whysize)
-{
-	static const char *const yes[] = { "true", "yes", "on" };
-	static const char *const no[] = { "false", "no", "off" };
-	int n;
-
-	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
-		if (strcasecmp(s, yes[i]) == 0) {
-			*out = true;
-			return 0;
-		}
-		if (strcasecmp(s, no[i]) == 0) {
-			*out = false;
-			return 0;
-		}
-	}
-	if (parse_int_base(s, 0, INT_MIN, INT_MAX, &n, NULL, 0) == 0) {
-		*out = n != 0;
-		return 0;
-	}
-	errfmt(why, whysize, "expected a boolean (1/0, true/false, yes/no, on/off)");
-	return -1;
-}
-
-static int parse_enum(const char *s, const char *const *names, unsigned unsettable,
-		      int *out, char *why, size_t whysize)
-{
-	char list[160] = "";
-	size_t used = 0;
-
-	for (int i = 0; names[i]; i++) {
-		if (unsettable & (1u << i))
-			continue;
-		if (strcasecmp(s, names[i]) == 0) {
-			*out = i;
-			return 0;
-		}
-		if (used < sizeof(list))
-			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", names[i]);
-	}
-	errfmt(why, whysize, "expected one of: %s", list);
-	return -1;
-}
-
-static int parse_octal(const char *s, int hi, int *out, char *why, size_t whysize)
-{
-	long v = 0;
-
-	if (!*s) {
-		errfmt(why, whysize, "not an octal number");
-		return -1;
-	}
-	for (const char *p = s; *p; p++) {
-		if (*p < '0' || *p > '7') {
-			errfmt(why, whysize, "not an octal number");
-			return -1;
-		}
-		v = v * 8 + (*p - '0');
-		if (v > hi) {
-			errfmt(why, whysize, "must be at most %04o", (unsigned)hi);
-			return -1;
-		}
-	}
-	*out = (int)v;
-	return 0;
-}
-
-/* ------------------------------------------------------------------ set / format */
-
-int config_set_param(struct config *cfg, const struct param_def *p, const char *value,
-		     char *errbuf, size_t errsize)
-{
-	char *field = (char *)cfg + p->offset;
-	int iv;
-	bool bv;
-	usec_t tv;
-
-	if (!value)
-		value = "";
-	switch (p->type) {
-	case PARAM_STRING:
-		replace_str((char **)field, value);
-		return 0;
-	case PARAM_INT:
-		if (p->auto_is_zero && strcasecmp(value, "auto") == 0) {
-			*(int *)field = 0;
-			return 0;
-		}
-		if (parse_int_base(value, 0, p->min_value, p->max_value, &iv, errbuf, errsize) < 0)
-			return -1;
-		*(int *)field = iv;
-		return 0;
-	case PARAM_BOOL:
-		if (parse_bool(value, &bv, errbuf, errsize) < 0)
-			return -1;
-		*(bool *)field = bv;
-		return 0;
-	case PARAM_TIME:
-		if (parse_time(value, p->min_value, &tv, errbuf, errsize) < 0)
-			return -1;
-		*(usec_t *)field = tv;
-		return 0;
-	case PARAM_ENUM:
-		if (parse_enum(value, p->enum_names, p->enum_unsettable, &iv, errbuf, errsize) < 0)
-			return -1;
-		*(int *)field = iv;
-		return 0;
-	case PARAM_OCTAL:
-		if (parse_octal(value, p->max_value, &iv, errbuf, errsize) < 0)
-			return -1;
-		*(int *)field = iv;
-		return 0;
-	}
-	errfmt(errbuf, errsize, "unknown parameter type");
-	return -1;
-}
-
-/* Seconds with as many decimals as needed, exact: "3600", "0.5", "1.000001". */
-static void format_time(usec_t v, char *buf, size_t size)
-{
-	const char *sign = v < 0 ? "-" : "";
-	uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-	uint64_t secs = a / (uint64_t)USEC_PER_SEC;
-	unsigned frac = (unsigned)(a % (uint64_t)USEC_PER_SEC);
-	int digits = 6;
-
-	if (frac == 0) {
-		snprintf(buf, size, "%s%llu", sign, (unsigned long long)secs);
-		return;
-	}
-	while (frac % 10 == 0) {
-		frac /= 10;
-		digits--;
-	}
-	snprintf(buf, size, "%s%llu.%0*u", sign, (unsigned long long)secs, digits, frac);
-}
-
-void config_format_value(const struct config *cfg, const struct param_def *p, char *buf, size_t size)
-{
-	const char *field = (const char *)cfg + p->offset;
-	int iv;
-
-	if (!size)
-		return;
-	switch (p->type) {
-	case PARAM_STRING:
-		snprintf(buf, size, "%s", *(char *const *)field ? *(char *const *)field : "");
-		return;
-	case PARAM_INT:
-		if (p->auto_is_zero && *(const int *)field == 0)
-			snprintf(buf, size, "auto");
-		else
-			snprintf(buf, size, "%d", *(const int *)field);
-		return;
-	case PARAM_BOOL:
-		snprintf(buf, size, "%d", *(const bool *)field ? 1 : 0);
-		return;
-	case PARAM_TIME:
-		format_time(*(const usec_t *)field, buf, size);
-		return;
-	case PARAM_ENUM:
-		iv = *(const int *)field;
-		for (int i = 0; p->enum_names[i]; i++) {
-			if (i == iv) {
-				snprintf(buf, size, "%s", p->enum_names[i]);
-				return;
-			}
-		}
-		snprintf(buf, size, "INVALID");
-		return;
-	case PARAM_OCTAL:
-		snprintf(buf, size, "%04o", (unsigned)*(const int *)field);
-		return;
-	}
-	buf[0] = '\0';
 }
 
 /* ------------------------------------------------------------------ section entries */
@@ -782,7 +485,7 @@ static int cstr_next(const char **pp, int item, char **key, char **val, char *er
 	while (is_blank(*p))
 		p++;
 	if (klen == 0 || *p != '=') {
-		errfmt(errbuf, errsize, "syntax error in connection string: item %d is not key=value", item);
+		config_errfmt(errbuf, errsize, "syntax error in connection string: item %d is not key=value", item);
 		return -1;
 	}
 	p++;
@@ -797,7 +500,7 @@ static int cstr_next(const char **pp, int item, char **key, char **val, char *er
 		/* First pass finds the closing quote and the length, second pass copies. */
 		for (;;) {
 			if (!*q) {
-				errfmt(errbuf, errsize, "unterminated quoted value for \"%s\"", *key);
+				config_errfmt(errbuf, errsize, "unterminated quoted value for \"%s\"", *key);
 				goto fail;
 			}
 			if ((q[0] == '\\' && (q[1] == '\'' || q[1] == '\\')) || (q[0] == '\'' && q[1] == '\''))
@@ -809,7 +512,7 @@ static int cstr_next(const char **pp, int item, char **key, char **val, char *er
 			n++;
 		}
 		if (q[1] && !is_blank(q[1])) {
-			errfmt(errbuf, errsize, "unexpected text after the quoted value of \"%s\"", *key);
+			config_errfmt(errbuf, errsize, "unexpected text after the quoted value of \"%s\"", *key);
 			goto fail;
 		}
 		out = xmalloc(n + 1);
@@ -827,7 +530,7 @@ static int cstr_next(const char **pp, int item, char **key, char **val, char *er
 		out = xstrndup(v, (size_t)(p - v));
 	}
 	if (!out[0]) {
-		errfmt(errbuf, errsize, "empty value for \"%s\"", *key);
+		config_errfmt(errbuf, errsize, "empty value for \"%s\"", *key);
 		free(out);
 		goto fail;
 	}
@@ -844,8 +547,8 @@ fail:
 static int cstr_int(const char *key, const char *val, long lo, long hi, int *out, char *errbuf, size_t errsize)
 {
 	char why[128], vbuf[64];
-	if (parse_int(val, lo, hi, out, why, sizeof(why)) < 0) {
-		errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s",
+	if (config_parse_int(val, lo, hi, out, why, sizeof(why)) < 0) {
+		config_errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s",
 		       shorten(val, vbuf, sizeof(vbuf)), key, why);
 		return -1;
 	}
@@ -855,8 +558,8 @@ static int cstr_int(const char *key, const char *val, long lo, long hi, int *out
 static int cstr_time(const char *key, const char *val, usec_t *out, char *errbuf, size_t errsize)
 {
 	char why[128], vbuf[64];
-	if (parse_time(val, 0, out, why, sizeof(why)) < 0) {
-		errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s",
+	if (config_parse_time(val, 0, out, why, sizeof(why)) < 0) {
+		config_errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s",
 		       shorten(val, vbuf, sizeof(vbuf)), key, why);
 		return -1;
 	}
@@ -877,8 +580,8 @@ static int cstr_enum(const char *key, const char *val, const char *const *names,
 		     char *errbuf, size_t errsize)
 {
 	char why[160], vbuf[64];
-	if (parse_enum(val, names, 0, out, why, sizeof(why)) < 0) {
-		errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s",
+	if (config_parse_enum(val, names, 0, out, why, sizeof(why)) < 0) {
+		config_errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s",
 		       shorten(val, vbuf, sizeof(vbuf)), key, why);
 		return -1;
 	}
@@ -888,7 +591,7 @@ static int cstr_enum(const char *key, const char *val, const char *const *names,
 static void unknown_key(const char *what, const char *key, char *errbuf, size_t errsize)
 {
 	char kbuf[64];
-	errfmt(errbuf, errsize, "unknown %s parameter \"%s\"", what, shorten(key, kbuf, sizeof(kbuf)));
+	config_errfmt(errbuf, errsize, "unknown %s parameter \"%s\"", what, shorten(key, kbuf, sizeof(kbuf)));
 }
 
 static int db_set_key(struct db_config *db, const char *key, const char *val, char *errbuf, size_t errsize)
@@ -915,9 +618,9 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_int(key, val, 1, 65535, &db->port, errbuf, errsize);
 	if (strcmp(key, "max_replica_lag") == 0) {
 		char why[128], vbuf[64];
-		if (parse_size(val, &db->max_replica_lag, why, sizeof(why)) == 0)
+		if (config_parse_size(val, &db->max_replica_lag, why, sizeof(why)) == 0)
 			return 0;
-		errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s", shorten(val, vbuf, sizeof(vbuf)), key, why);
+		config_errfmt(errbuf, errsize, "invalid value \"%s\" for \"%s\": %s", shorten(val, vbuf, sizeof(vbuf)), key, why);
 		return -1;
 	}
 	if (strcmp(key, "max_replica_lag_seconds") == 0)
@@ -1322,7 +1025,7 @@ static int add_peer(struct loader *ld, const struct position *pos, const char *n
 	char why[256], nbuf[64];
 	int id;
 
-	if (parse_int(name, 1, 65535, &id, NULL, 0) < 0)
+	if (config_parse_int(name, 1, 65535, &id, NULL, 0) < 0)
 		return load_error(ld, pos, "peer id \"%s\" must be a number between 1 and 65535",
 				  shorten(name, nbuf, sizeof(nbuf)));
 	peer = peer_new(id);

@@ -154,7 +154,7 @@ fi
 # A random base: several run.sh at once (make -j check) must not all pick
 # the same port. 20000-20999 is PostgreSQL's alone: the tests' other
 # listeners keep out of it (dnsmasq 21000-22999, HTTP endpoints
-# 23000-24999, test_limits's proxies 25000-25999, pgvalve 26000-31999; see
+# 23000-24999, limits_kit.c's proxies 25000-25999, pgvalve 26000-31999; see
 # harness.c), as the port stays unbound for the seconds initdb takes.
 pgport=$(pgv_free_port $((20000 + RANDOM % 900))) || hard_error "no free port for PostgreSQL"
 pgv_pg_init "$tmp/pgdata" "$runas" "$pgport" "$tmp" pgvadmin || exit 99
