@@ -195,7 +195,7 @@ struct client {
 	 * Read repl through client_repl().
 	 */
 	union {
-		struct prep_client *prep;	/* pooled: its named prepared statements (prepare.c) */
+		struct prep_client *prep;	/* pooled: its named prepared statements (prepare_table.c) */
 		struct replication *repl;	/* CLIENT_REPLICATION (replication.h), set when it claims the login */
 	};
 	/*

@@ -160,7 +160,7 @@ struct server {
 	 * with server_login_retry = 0 would recurse without end.
 	 */
 	bool connecting_sync;
-	struct prep_server *prep;	/* its prepared statements and awaited answers (prepare.c) */
+	struct prep_server *prep;	/* its prepared statements (prepare_table.c) and awaited answers (prepare_answer.c) */
 	/* A replication client's own server (replication.h): never pooled, closes with its client. */
 	uint8_t replication;		/* enum replication_type; REPLICATION_NONE for pooled servers */
 	struct client *repl_client;	/* that client while this server logs in; then it is link */
