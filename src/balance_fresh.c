@@ -162,8 +162,8 @@ static long long min_lsn_set(const char *text, size_t len)
 void balance_fresh_start(struct client *client, const char *text, size_t len, bool type_query, bool read)
 {
 	struct balance_client *b = state_find(client);
-	long long lsn = type_query && !read ? min_lsn_set(text, len) : -1;
-	if (!b && (read || lsn < 0))
+	long long lsn = type_query ? min_lsn_set(text, len) : -1;	/* (a read-only session's SET is a read) */
+	if (!b && lsn < 0)
 		return;		/* nothing to note: a client with no positions yet */
 	if (!b)
 		b = state_get(client);
