@@ -1151,7 +1151,7 @@ void pool_release_server(struct server *server)
 		pool_after_change(pool);	/* its waiters may need another server, if there is room */
 		return;
 	}
-	if (server->position_for) {	/* the read balancer's question, while its client goes on (freshness.h) */
+	if (server->position_for) {	/* the read balancer's question, while its client goes on (balance_fresh.h) */
 		const char *sql = relay_hooks.balance_position_sql;
 		server_set_state(server, SV_TESTED);
 		server_run_internal(server, SV_INTERNAL_POSITION, sql, (uint32_t)strlen(sql));

@@ -16,7 +16,10 @@
  *   - with a replica lag limit, idle servers of that database run it every
  *     LAG_CHECK_PERIOD (or server_role_check_period), and so does one idle
  *     server on each primary of its list, whatever its database: the
- *     primary's position the standbys' lag is measured against.
+ *     primary's position the standbys' lag is measured against;
+ *   - for the read balancer (balance_fresh.h): at the login of each server
+ *     of its standby pool, and on demand on an idle standby server
+ *     (roles_poll_standbys), what the standby has replayed.
  *
  * Owns: the host table. Touches servers only through close_needed, the
  * core's internal query and server_close() of idle ones.

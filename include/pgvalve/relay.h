@@ -110,7 +110,7 @@ struct relay_hooks {
 	 */
 	struct pool *(*balance_pick)(struct client *client, const struct pkt *pkt);
 	/*
-	 * Read your writes (freshness.h). A balancing pool's client ends a
+	 * Read your writes (balance_fresh.h). A balancing pool's client ends a
 	 * transaction, its server released clean (pool_release_server, still
 	 * linked): counted; may set server->position_for, and the server then
 	 * runs balance_position_sql (SV_INTERNAL_POSITION) before it goes back

@@ -55,7 +55,7 @@ size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t m
 /* The read balancer: whether a standby of db's list, known as one, may serve reads now (up, not lagging). */
 bool roles_standby_may_serve(const struct db *db);
 /*
- * The read balancer's freshness (freshness.h). Positions are WAL bytes
+ * The read balancer's freshness (balance_fresh.h). Positions are WAL bytes
  * (pg_wal_lsn_diff(lsn, '0/0')): a standby's replayed one as last measured
  * (at its servers' login in the balancer's pool, by a lag limit's checks,
  * or by roles_poll_standbys).

@@ -531,7 +531,8 @@ static void reads_see_write(struct pgv *p, PGconn *w, int a, const char *begin)
  * SET pgvalve.min_lsn makes a reader wait for a position it was given;
  * once one replica replays again the writer reads there, and a reader
  * that read there never goes back to the other, still paused; after both
- * resume, the writer's reads are on the replicas again; SHOW HOSTS counts.
+ * resume, the writer's reads are on the replicas again; SHOW HOSTS and
+ * /metrics count.
  */
 START_TEST(reads_your_writes)
 {
@@ -549,7 +550,10 @@ START_TEST(reads_your_writes)
 	snprintf(dbs, sizeof(dbs), LINE("au", "load_balance_reads=auto") LINE("ex", "load_balance_reads=explicit"),
 		 roles_cluster_port, roles_cluster_port);
 #undef LINE
-	pgv_start(&p, BASE "server_round_robin = 1\n", dbs, USERS);
+	char ini[512];
+	int mport = pgv_pick_http_port(0);
+	snprintf(ini, sizeof(ini), BASE "server_round_robin = 1\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n", mport);
+	pgv_start(&p, ini, dbs, USERS);
 
 	/* servers on both replicas: four reads at once */
 	PGconn *c[4];
@@ -581,6 +585,11 @@ START_TEST(reads_your_writes)
 	ck_assert_int_ge(host_count(&p, "au", "127.0.0.3", "reads_balanced") +
 			 host_count(&p, "au", "127.0.0.4", "reads_balanced"), 50);
 	ck_assert_int_ge(host_count(&p, "au", "127.0.0.2", "xact_count"), kept + 1);
+	char series[200];
+	snprintf(series, sizeof(series), "pgvalve_host_reads_kept_fresh_total{database=\"au\",host=\"127.0.0.2\",port=\"%d\"} ",
+		 roles_cluster_port);
+	const char *metrics = pgv_scrape_metrics(mport), *at = strstr(metrics, series);
+	ck_assert_msg(at && atoll(at + strlen(series)) >= kept, "no %s >= %lld in\n%.3000s", series, kept, metrics);
 
 	/* pgvalve.min_lsn: a reader given the writer's position reads where that is */
 	char set[120];
