@@ -16,6 +16,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <strings.h>
 
 /*
  * The primary's WAL insert position, in bytes, and its WAL page size. The
@@ -127,42 +128,59 @@ static long long parse_lsn(const char *s, size_t len)
 			return -1;
 		*part = *part * 16 + (unsigned)v;
 	}
-	if (part != &lo || !digits)
-		return -1;
+	if (part != &lo || !digits || hi > 0x7FFFFFFF)
+		return -1;	/* (no WAL reaches 2^63 bytes) */
 	return (long long)(hi << 32 | lo);
 }
 
-/* The position `SET [SESSION] pgvalve.min_lsn {=|TO} 'X/Y' [;]` gives; -1 if text is not that. */
-static long long min_lsn_set(const char *text, size_t len)
+/* Whether the next tokens of lx name the setting pgvalve.min_lsn: a word or quoted identifier each, or one quoted whole. */
+static bool names_min_lsn(struct sql_lexer *lx)
 {
-	static const char *const words[] = { "set", "pgvalve", ".", "min_lsn" };
-	struct sql_lexer lx;
 	struct sql_token t;
+	char name[32];
+	sql_lex_next(lx, &t);
+	if (!sql_token_name(&t, name, sizeof(name)))
+		return false;
+	if (t.kind == SQL_TOKEN_IDENT && strcasecmp(name, "pgvalve.min_lsn") == 0)
+		return true;	/* a setting's name is its name in any case, quoted or not */
+	if (strcasecmp(name, "pgvalve") != 0 || !sql_token_is_char((sql_lex_next(lx, &t), &t), '.'))
+		return false;
+	sql_lex_next(lx, &t);
+	return sql_token_name(&t, name, sizeof(name)) && strcasecmp(name, "min_lsn") == 0;
+}
+
+long long balance_fresh_min_lsn_set(const char *text, size_t len)
+{
+	struct sql_lexer lx;
+	struct sql_token t, value;
+	char ident[32];
 	sql_lex_init(&lx, text, len, true);
-	for (size_t i = 0; i < ARRAY_SIZE(words); i++) {
+	sql_lex_next(&lx, &t);
+	if (!sql_token_is(&t, "set"))
+		return -1;
+	if (sql_lex_peek(&lx, &t) == SQL_TOKEN_WORD && sql_token_is(&t, "session"))
 		sql_lex_next(&lx, &t);
-		if (i == 1 && sql_token_is(&t, "session"))
-			sql_lex_next(&lx, &t);
-		if (i == 2 ? !sql_token_is_char(&t, '.') : !sql_token_is(&t, words[i]))
-			return -1;
-	}
+	if (!names_min_lsn(&lx))
+		return -1;
 	sql_lex_next(&lx, &t);
 	if (!sql_token_is_char(&t, '=') && !sql_token_is(&t, "to"))
 		return -1;
-	struct sql_token value;
-	if (sql_lex_next(&lx, &value) != SQL_TOKEN_STRING || value.unterminated || value.start[0] != '\'')
+	sql_lex_next(&lx, &value);
+	bool quoted = value.kind == SQL_TOKEN_STRING && !value.unterminated && value.start[0] == '\'' && value.len >= 2;
+	bool ident_value = value.kind == SQL_TOKEN_IDENT && sql_token_name(&value, ident, sizeof(ident));
+	if (!quoted && !ident_value)
 		return -1;
 	if (sql_lex_next(&lx, &t) == SQL_TOKEN_SEMICOLON)
 		sql_lex_next(&lx, &t);
 	if (t.kind != SQL_TOKEN_END)
 		return -1;
-	return parse_lsn(value.start + 1, value.len - 2);
+	return quoted ? parse_lsn(value.start + 1, value.len - 2) : parse_lsn(ident, strlen(ident));
 }
 
 void balance_fresh_start(struct client *client, const char *text, size_t len, bool type_query, bool read)
 {
 	struct balance_client *b = state_find(client);
-	long long lsn = type_query ? min_lsn_set(text, len) : -1;	/* (a read-only session's SET is a read) */
+	long long lsn = type_query ? balance_fresh_min_lsn_set(text, len) : -1;	/* (a read-only session's SET is a read) */
 	if (!b && lsn < 0)
 		return;		/* nothing to note: a client with no positions yet */
 	if (!b)
@@ -252,12 +270,11 @@ static void fresh_released(struct client *client, struct server *server)
 }
 
 /*
- * The first position a standby that replayed the commits behind pos
- * reports: pos itself, or the start of its page when pos lies within the
- * page's header (nothing written on that page yet, so the last record
- * ended at the page's start).
+ * A WAL page's start is where its previous record ended, when nothing was
+ * written on the page yet: then the insert position is just past the
+ * page's header, where no replayed position (a record's end) ever is.
  */
-static long long position_floor(long long pos, long long page)
+long long balance_fresh_position_floor(long long pos, long long page)
 {
 	long long r = page > 0 ? pos % page : 0;
 	return r > 0 && r <= WAL_PAGE_HEADER_MAX ? pos - r : pos;
@@ -281,7 +298,7 @@ static void fresh_position_row(struct server *server, const struct pkt *pkt)
 	long long pos = atoll(vals[0]), page = atoll(vals[1]);
 	if (!b || r.failed || pos <= 0)
 		return;
-	b->min_pos = MAX(b->min_pos, position_floor(pos, page));
+	b->min_pos = MAX(b->min_pos, balance_fresh_position_floor(pos, page));
 	b->got = server->position_seq;
 	/* the standbys known below it measured again now, so that the client's next reads find them fresh */
 	if (b->client)

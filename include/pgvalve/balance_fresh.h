@@ -65,6 +65,15 @@ void balance_fresh_register(void);
 void balance_fresh_start(struct client *client, const char *text, size_t len, bool type_query, bool read);
 /* A read: companion if this client's floor allows a standby now, else NULL (the primary). */
 struct pool *balance_fresh_route(struct client *client, struct pool *companion);
+/*
+ * Pure (test_balance_fresh): the position, in WAL bytes, a Query
+ * `SET [SESSION] pgvalve.min_lsn {=|TO} 'X/Y' [;]` gives, -1 if text is not
+ * that alone; and the first position a standby reports once it replayed
+ * everything before a primary's insert position pos (its page's start when
+ * pos is within the page's header; page: wal_block_size), else pos.
+ */
+long long balance_fresh_min_lsn_set(const char *text, size_t len);
+long long balance_fresh_position_floor(long long pos, long long page);
 /* db's counters for entry idx of its host list (zeros if none yet). */
 void balance_host_counts(const struct db *db, int idx, struct balance_counts *out);
 
