@@ -236,6 +236,7 @@ struct client {
 	bool cancel_long : 1;		/* protocol 3.2: its cancel key is the long one (cancel_key.h) */
 	bool notify : 1;		/* notify.c holds state for it: channels, LISTENs pending, notifications queued */
 	bool lent : 1;			/* in its pool's standby companion for this transaction (balance.h) */
+	bool balance_state : 1;		/* the read balancer keeps positions for it (balance_fresh.h) */
 };
 
 static inline bool client_is_console(const struct client *client)

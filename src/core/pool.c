@@ -111,6 +111,21 @@ void pool_lend_client(struct client *client, struct pool *to)
 	from->last_used = to->last_used = now_usec();
 }
 
+bool pool_offer_idle_server(struct pool *pool, bool (*fits)(const struct server *server, void *arg), void *arg)
+{
+	if (!list_empty(&pool->waiting_clients) || db_paused(pool->db))
+		return false;
+	list_for_each(pos, &pool->idle_servers) {
+		struct server *server = container_of(pos, struct server, node);
+		if (pool_server_needs_check(server) || !fits(server, arg))
+			continue;
+		list_remove(&pool->idle_servers, pos);
+		list_prepend(&pool->idle_servers, pos);
+		return true;
+	}
+	return false;
+}
+
 int pool_effective_size(const struct pool *pool)
 {
 	const struct user_config *uc = config_find_user(pgv.cfg, pool->user);
@@ -588,6 +603,7 @@ void db_free(struct db *db)
 	if (list_node_linked(&db->node))
 		list_remove(&pgv.databases, &db->node);
 	config_db_free(db->cfg);
+	free(db->balance_counts);
 	free(db->name);
 	free(db);
 }
@@ -882,6 +898,8 @@ void pool_release_server(struct server *server)
 	/* Judged while still linked: a client half-way through a message makes it unclean. */
 	bool clean = server_is_clean(server);
 	bool drain = !clean && !server->dirty && server_may_drain(server);
+	if (clean && server->link && relay_balance_enabled(pool))
+		relay_call(balance_released, server->link, server);	/* may set position_for */
 	if (server->link)
 		server_unlink(server);
 	if (drain) {
@@ -914,6 +932,12 @@ void pool_release_server(struct server *server)
 	if (server->claim) {	/* a feature's own from now on (server.h), still counted here */
 		server_adopt(server);
 		pool_after_change(pool);	/* its waiters may need another server, if there is room */
+		return;
+	}
+	if (server->position_for) {	/* the read balancer's question, while its client goes on (balance_fresh.h) */
+		const char *sql = relay_hooks.balance_position_sql;
+		server_set_state(server, SV_TESTED);
+		server_run_internal(server, SV_INTERNAL_POSITION, sql, (uint32_t)strlen(sql));
 		return;
 	}
 	/* server_lifetime = 0: each server serves once (as PgBouncer). */

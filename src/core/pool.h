@@ -45,6 +45,8 @@ struct user_count {
 	char name[];
 };
 
+struct balance_counts;
+
 struct db {
 	struct list_node node;		/* instance.databases */
 	char *name;
@@ -66,6 +68,8 @@ struct db {
 	unsigned host_next;		/* host list entry for the next connection (load_balance_hosts) */
 	int host_count;			/* entries of cfg->host, counted whenever cfg is set (db_set_config) */
 	int console_waits;		/* console clients waiting on it (PAUSE db, WAIT_CLOSE db): it is kept */
+	struct balance_counts *balance_counts;	/* the read balancer's, per host list entry (balance_fresh.h) */
+	int balance_counts_len;
 };
 
 struct pool {
@@ -139,6 +143,14 @@ struct pool *pool_standby_companion(struct pool *home);
  * its state, in its new pool's lists.
  */
 void pool_lend_client(struct client *client, struct pool *to);
+/*
+ * For a client about to ask pool for a server (the read balancer: a
+ * standby that has replayed far enough): the first idle server ready now
+ * (not past server_check_delay) that fits goes to the front of the idle
+ * list, so pool_request_server hands it out next. False if none fits, or
+ * if clients wait already (they come first, with whatever server frees).
+ */
+bool pool_offer_idle_server(struct pool *pool, bool (*fits)(const struct server *server, void *arg), void *arg);
 
 /* Builds databases from pgv.cfg (start-up). */
 void pool_setup_databases(void);

@@ -109,6 +109,20 @@ struct relay_hooks {
 	 * companion: pool_lend_client), or NULL for its own.
 	 */
 	struct pool *(*balance_pick)(struct client *client, const struct pkt *pkt);
+	/*
+	 * Read your writes (balance_fresh.h). A balancing pool's client ends a
+	 * transaction, its server released clean (pool_release_server, still
+	 * linked): counted; may set server->position_for, and the server then
+	 * runs balance_position_sql (SV_INTERNAL_POSITION) before it goes back
+	 * to the pool, whose rows and end come back here.
+	 */
+	void (*balance_released)(struct client *client, struct server *server);
+	const char *balance_position_sql;
+	void (*balance_position_row)(struct server *server, const struct pkt *pkt);
+	void (*balance_position_done)(struct server *server, bool failed);
+	/* A server with position_for set, or a client with balance_state set, is freed. */
+	void (*balance_server_free)(struct server *server);
+	void (*balance_client_free)(struct client *client);
 };
 
 /* Filled at start-up (prepare_register, session_set_register), read-only after. */

@@ -638,6 +638,8 @@ void server_free(struct server *server)
 {
 	free(server->auth_result);
 	relay_call_if(prep_server_free, server);
+	if (server->position_for)
+		relay_call(balance_server_free, server);
 	varcache_unref(server->vars);
 	relay_call_if(sets_server_free, server);
 	for (int i = 0; i < server->param_count; i++) {
@@ -964,12 +966,24 @@ static __attribute__((noinline)) int role_check_row(struct server *server, const
 	return SV_RELAY;
 }
 
+/* The read balancer's position query's row (relay_hooks.balance_position_row). */
+static __attribute__((noinline)) int position_row(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	relay_call(balance_position_row, server, pkt);
+	return SV_RELAY;
+}
+
 static int active_data_row(struct server *server, const struct pkt *pkt)
 {
 	if (server->internal == SV_INTERNAL_NONE)	/* a client's rows: the common case */
 		return SV_RELAY;
 	if (server->internal == SV_INTERNAL_ROLE_CHECK)
 		return role_check_row(server, pkt);
+	if (server->internal == SV_INTERNAL_POSITION)
+		return position_row(server, pkt);
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))

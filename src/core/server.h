@@ -57,6 +57,7 @@ enum server_internal {
 	SV_INTERNAL_CONNECT_QUERY,	/* the database's connect_query, once after login */
 	SV_INTERNAL_ROLE_CHECK,		/* its role (server_hooks.logged_in's query), at login or while idle */
 	SV_INTERNAL_UNDO,		/* release_sql: what a feature left on the server, undone before reuse */
+	SV_INTERNAL_POSITION,		/* the read balancer's question after its client's transaction (position_for) */
 };
 
 /* What a server is, as far as target_session_attrs cares (roles.c sets it). */
@@ -75,6 +76,7 @@ enum server_verdict {
 
 struct server;
 struct pkt;
+struct balance_client;
 
 /*
  * A server a feature holds for itself (notify.c's listener): one of the
@@ -172,6 +174,15 @@ struct server {
 	 * an internal query when the server is released, before anyone reuses it.
 	 */
 	const char *release_sql;
+	/*
+	 * Set by the read balancer (relay_hooks.balance_released, balance.h)
+	 * when its client's transaction on the primary ended: the WAL
+	 * position is asked (SV_INTERNAL_POSITION) when the server is
+	 * released clean, before release_sql; the answer goes to
+	 * balance_position_row/_done, a server closed first to balance_server_free.
+	 */
+	struct balance_client *position_for;
+	uint32_t position_seq;		/* ... and which of its client's questions it is */
 	/* Its socket lives on in another worker (handover.h): closed here without a Terminate. */
 	bool handed_over;
 };

@@ -353,6 +353,14 @@ void internal_query_done(struct server *server)
 		}
 		pool_release_server(server);	/* released again, clean: the reset or the pool next */
 		break;
+	case SV_INTERNAL_POSITION:
+		relay_call(balance_position_done, server, server->internal_failed);	/* clears position_for */
+		if (server->txn_status != 'I') {
+			server_close(server, "the WAL position query left a transaction open");
+			return;
+		}
+		pool_release_server(server);	/* released again: release_sql, the reset or the pool next */
+		break;
 	case SV_INTERNAL_CONNECT_QUERY:
 		/* Its errors are logged (above) and otherwise ignored, as PgBouncer; an open transaction is not. */
 		if (server->txn_status != 'I') {

@@ -4,6 +4,7 @@
  */
 #include "common.h"
 #include "balance.h"
+#include "balance_fresh.h"
 #include "client.h"
 #include "config.h"
 #include "pool.h"
@@ -90,11 +91,9 @@ static bool function_safe(void *arg, const char *name)
 	return false;
 }
 
-/* Whether the transaction pkt starts only reads, as this database's mode counts them. */
-static bool starts_read(const struct client *client, const struct pkt *pkt)
+/* Whether the transaction text (of a Query or Parse pkt) starts only reads, as this database's mode counts them. */
+static bool starts_read(const struct client *client, const struct pkt *pkt, const char *text, size_t len)
 {
-	size_t len;
-	const char *text = packet_text(pkt, &len);
 	if (!text)
 		return false;
 	if (sql_classify_begin(text, len) == SQL_BEGIN_READ_ONLY)
@@ -109,12 +108,19 @@ static bool starts_read(const struct client *client, const struct pkt *pkt)
 static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 {
 	struct pool *home = client->pool;
-	if (home->standby_reads || client->notify || !starts_read(client, pkt))
+	if (home->standby_reads || client->notify)
+		return NULL;
+	size_t len = 0;
+	const char *text = packet_text(pkt, &len);
+	bool read = starts_read(client, pkt, text, len);
+	if (text)
+		balance_fresh_start(client, text, len, pkt->type == 'Q', read);
+	if (!read)
 		return NULL;
 	struct pool *companion = pool_standby_companion(home);
 	if (roles_standby_may_serve(home->db) &&
 	    !(companion->last_error[0] && pool_login_retry_pending(companion, now_usec())))
-		return companion;
+		return balance_fresh_route(client, companion);
 	/* none known: while some entry's role is unknown, one server of the companion learns it */
 	if (roles_host_unknown(home->db) && list_empty(&companion->login_servers) &&
 	    !pool_login_retry_pending(companion, now_usec()))
@@ -126,4 +132,5 @@ void balance_register(void)
 {
 	relay_hooks.balance_enabled = balance_enabled;
 	relay_hooks.balance_pick = balance_pick;
+	balance_fresh_register();
 }

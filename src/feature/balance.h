@@ -28,8 +28,11 @@
  * standby left) is sent back to its own pool by the core (pool.c) and
  * runs on the primary.
  *
- * Not here yet (issue 49): a client's own writes seen by its later reads,
- * the 25006 retry, session pooling, counters.
+ * A read goes to the companion only as far as the client's freshness
+ * allows (balance_fresh.h: read your writes, monotonic reads,
+ * pgvalve.min_lsn; the counters SHOW HOSTS and /metrics show).
+ *
+ * Not here yet (issue 49): the 25006 retry, session pooling.
  *
  * Owns nothing: the companion pools are the core's; reached only through
  * relay_hooks (balance_register).

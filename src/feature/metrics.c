@@ -16,6 +16,7 @@
 #include "pool.h"
 #include "pool_check.h"
 #include "roles.h"
+#include "balance_fresh.h"
 #include "stats.h"
 #include "users.h"
 #include "workers.h"
@@ -119,6 +120,9 @@ static const struct family families[] = {
 	G("pgvalve_host_primary", MAX, "1 if the host was last seen as a primary, 0 as a standby"),
 	G("pgvalve_host_lag_bytes", MAX, "WAL a standby is behind its list's primary, at its last check (max_replica_lag)"),
 	G("pgvalve_host_lag_seconds", MAX, "Time since a standby's last replayed transaction while it is behind, at its last check"),
+	C("pgvalve_host_transactions_total", "Transactions of load_balance_reads pools run on the host"),
+	C("pgvalve_host_reads_balanced_total", "Read transactions the read balancer sent to the host, a standby"),
+	C("pgvalve_host_reads_kept_fresh_total", "Reads kept on the host, the primary, for a client's own writes (read your writes)"),
 	G("pgvalve_worker_up", MAX, "1 if the worker process is running and listening, else 0"),
 	C("pgvalve_worker_restarts_total", "Times the supervisor restarted the worker"),
 	G("pgvalve_worker_client_active_connections", MAX, "Active clients of the worker"),
@@ -369,6 +373,18 @@ static void collect_stats(struct metrics_set *set, const struct db *db)
 		metrics_add(set, c[i].name, METRICS_PART_VALUE, lb, c[i].v);
 }
 
+/* The read balancer's counts on entry idx of db's list (balance_fresh.h), once it counted any. */
+static void collect_host_balance(struct metrics_set *set, const struct db *db, int idx, const char *lb)
+{
+	struct balance_counts bc;
+	balance_host_counts(db, idx, &bc);
+	if (!bc.xacts)
+		return;
+	metrics_add(set, "pgvalve_host_transactions_total", METRICS_PART_VALUE, lb, (double)bc.xacts);
+	metrics_add(set, "pgvalve_host_reads_balanced_total", METRICS_PART_VALUE, lb, (double)bc.reads_balanced);
+	metrics_add(set, "pgvalve_host_reads_kept_fresh_total", METRICS_PART_VALUE, lb, (double)bc.reads_fresh);
+}
+
 /* Role routing (roles.h): each host of the database's list whose state is known. */
 static void collect_hosts(struct metrics_set *set, const struct db *db)
 {
@@ -391,6 +407,7 @@ static void collect_hosts(struct metrics_set *set, const struct db *db)
 			metrics_add(set, "pgvalve_host_lag_bytes", METRICS_PART_VALUE, lb, (double)hosts[i].lag);
 		if (hosts[i].lag_seconds >= 0)
 			metrics_add(set, "pgvalve_host_lag_seconds", METRICS_PART_VALUE, lb, hosts[i].lag_seconds);
+		collect_host_balance(set, db, (int)i, lb);
 	}
 }
 

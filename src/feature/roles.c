@@ -16,7 +16,10 @@
  *   - with a replica lag limit, idle servers of that database run it every
  *     LAG_CHECK_PERIOD (or server_role_check_period), and so does one idle
  *     server on each primary of its list, whatever its database: the
- *     primary's position the standbys' lag is measured against.
+ *     primary's position the standbys' lag is measured against;
+ *   - for the read balancer (balance_fresh.h): at the login of each server
+ *     of its standby pool, and on demand on an idle standby server
+ *     (roles_poll_standbys), what the standby has replayed.
  *
  * Owns: the host table. Touches servers only through close_needed, the
  * core's internal query and server_close() of idle ones.
@@ -29,6 +32,8 @@
 #include "log.h"
 #include "proto.h"
 #include "varcache.h"
+
+#include <limits.h>
 
 /*
  * For servers that do not report their role, standbys of databases with
@@ -76,6 +81,7 @@ struct host_role {
 	long long lag;		/* a standby's WAL behind the primary (or received, not replayed), bytes; -1 unknown */
 	usec_t lag_time;	/* ... and time since its last replayed transaction while behind; -1 unknown */
 	usec_t lag_seen;
+	usec_t replay_seen;	/* a standby's replayed position (lsn) last measured; 0 never */
 };
 
 static struct host_role *host_table;
@@ -393,7 +399,8 @@ static enum server_verdict hook_logged_in(struct server *server, const char **sq
 		int ro = varcache_index("default_transaction_read_only");
 		server->role = value_on(varcache_get(server->vars, hot)) ? SERVER_ROLE_STANDBY : SERVER_ROLE_PRIMARY;
 		server->read_only = reported(server, ro) && value_on(varcache_get(server->vars, ro));
-		if (server->role != SERVER_ROLE_STANDBY || !db_lag_limited(server->pool->db))
+		/* a standby's position is measured at login for a lag limit, and for the read balancer's pool */
+		if (server->role != SERVER_ROLE_STANDBY || (!db_lag_limited(server->pool->db) && !server->pool->standby_reads))
 			return judge(server);
 	} else if (!db_routed(server->pool->db)) {
 		server_host(server)->failed_at = 0;
@@ -439,6 +446,7 @@ static void host_learn_lag(struct host_role *h, const struct db *db, enum server
 	}
 	const struct host_role *primary = db_primary(db, now);
 	h->lsn = atoll(pos);
+	h->replay_seen = pos[0] ? now : 0;
 	if (primary && pos[0])
 		h->lag = MAX(primary->lsn - h->lsn, 0);
 	else
@@ -661,6 +669,59 @@ size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t m
 		o->state = host_state(db, h, now);
 	}
 	return (size_t)n;
+}
+
+long long roles_server_replayed(const struct server *server)
+{
+	const struct host_role *h = server_host(server);
+	return h->role == SERVER_ROLE_STANDBY && h->replay_seen ? h->lsn : -1;
+}
+
+long long roles_standby_floor(const struct db *db)
+{
+	usec_t now = now_usec();
+	long long lowest = LLONG_MAX;
+	for (int i = 0; i < db->host_count; i++) {
+		const struct host_role *h = db_host(db, i);
+		if (h->role == SERVER_ROLE_PRIMARY || (host_down(h, now) && db_host_servers(db, i) == 0))
+			continue;	/* no read of the balancer can land there */
+		if (h->role != SERVER_ROLE_STANDBY || !h->replay_seen)
+			return -1;
+		lowest = MIN(lowest, h->lsn);
+	}
+	return lowest == LLONG_MAX ? -1 : lowest;
+}
+
+/* An idle server of db (any pool) on entry idx, or NULL. */
+static struct server *db_idle_server_on(const struct db *db, int idx)
+{
+	list_for_each(ppos, &db->pools) {
+		const struct pool *pool = container_of(ppos, struct pool, node);
+		list_for_each(pos, &pool->idle_servers) {
+			struct server *s = container_of(pos, struct server, node);
+			if (s->host_idx == idx && !s->close_needed)
+				return s;
+		}
+	}
+	return NULL;
+}
+
+void roles_poll_standbys(const struct db *db, long long need, usec_t period)
+{
+	usec_t now = now_usec();
+	if (db_paused(db))
+		return;
+	for (int i = 0; i < db->host_count; i++) {
+		struct host_role *h = db_host(db, i);
+		if (h->role != SERVER_ROLE_STANDBY || (h->replay_seen && h->lsn >= need) ||
+		    now - MAX(h->replay_seen, h->lsn_asked) < period)
+			continue;
+		struct server *s = db_idle_server_on(db, i);
+		if (!s)
+			continue;
+		h->lsn_asked = now;
+		server_check_role(s, now);
+	}
 }
 
 void roles_free_all(void)

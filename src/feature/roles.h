@@ -54,6 +54,22 @@ void roles_check_idle_servers(usec_t now);
 size_t roles_db_hosts(const struct db *db, struct roles_host_info *out, size_t max);
 /* The read balancer: whether a standby of db's list, known as one, may serve reads now (up, not lagging). */
 bool roles_standby_may_serve(const struct db *db);
+/*
+ * The read balancer's freshness (balance_fresh.h). Positions are WAL bytes
+ * (pg_wal_lsn_diff(lsn, '0/0')): a standby's replayed one as last measured
+ * (at its servers' login in the balancer's pool, by a lag limit's checks,
+ * or by roles_poll_standbys).
+ *   roles_server_replayed: the position of server's host, -1 if not a
+ *     standby or never measured;
+ *   roles_standby_floor: the lowest of db's standbys a read may land on
+ *     (every entry not known as a primary, down ones with no server of db
+ *     left out), -1 if one of them is not known;
+ *   roles_poll_standbys: measures again, on one idle server of db, each
+ *     standby of db's list known below need, at most once per period.
+ */
+long long roles_server_replayed(const struct server *server);
+long long roles_standby_floor(const struct db *db);
+void roles_poll_standbys(const struct db *db, long long need, usec_t period);
 /* Whether an entry of db's list has never been seen (its role unknown). */
 bool roles_host_unknown(const struct db *db);
 /* "primary", "standby" or "unknown". */

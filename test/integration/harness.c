@@ -1336,3 +1336,21 @@ const char *pgv_login_message(const char *const kw[], const char *const val[], c
 	PQfinish(c);
 	return res;
 }
+
+const char *pgv_scrape_metrics(int port)
+{
+	static char buf[1 << 18];
+	size_t used = 0;
+	int fd = raw_connect(port);
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+	ck_assert(raw_send(fd, req, sizeof(req) - 1));
+	for (;;) {
+		ssize_t n = read(fd, buf + used, sizeof(buf) - 1 - used);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	close(fd);
+	return buf;
+}

@@ -64,6 +64,8 @@ void pgv_reserve_dir(struct pgv *p);
 int pgv_pick_port(void);
 /* A free port for an HTTP server (metrics_port, Prometheus), never one pgv_pick_port gives; not `avoid`. */
 int pgv_pick_http_port(int avoid);
+/* GET /metrics from 127.0.0.1:port: the whole answer (static buffer). */
+const char *pgv_scrape_metrics(int port);
 /*
  * pgv_start_on_port with extra command-line arguments (NULL-terminated, put
  * before the ini file; may be NULL). p: zeroed or from pgv_reserve_dir().

@@ -348,11 +348,13 @@ START_TEST(routes_reads_to_replicas)
 	PGconn *ex = balance_connect(&p, "ex", NULL);
 	wait_on_replica(&p, ex, "BEGIN READ ONLY");
 	for (int i = 0; i < 5; i++) {
-		ck_assert(on_replica(ran_on(ex, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")));
+		/* after a write, reads wait for a replica that replayed it (read your writes, test "fresh") */
+		wait_on_replica(&p, ex, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
 		ck_assert_str_eq(ran_on(ex, "BEGIN"), "127.0.0.2|false");
 		ck_assert_str_eq(ran_on(ex, NULL), "127.0.0.2|false");
 	}
 	/* the extended protocol: a Parse of BEGIN READ ONLY decides as a Query does */
+	wait_on_replica(&p, ex, "BEGIN READ ONLY");
 	PGresult *r = PQexecParams(ex, "BEGIN READ ONLY", 0, NULL, NULL, NULL, NULL, 0);
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(ex));
 	PQclear(r);
@@ -406,14 +408,14 @@ START_TEST(routes_reads_to_replicas)
 	wait_on_replica(&p, au, NULL);
 	ck_assert_str_eq(query_value(au, "SELECT nextval('bal.s')::text"), "2");
 	ck_assert_str_eq(ran_on(au, "BEGIN"), "127.0.0.2|false");
-	ck_assert(on_replica(ran_on(au, "BEGIN READ ONLY")));
+	wait_on_replica(&p, au, "BEGIN READ ONLY");
 	PQfinish(au);
 
 	/* statement pooling, auto: each lone read on a replica, nextval() on the primary */
 	PGconn *st = balance_connect(&p, "st", NULL);
 	wait_on_replica(&p, st, NULL);
 	for (int i = 0; i < 5; i++) {
-		ck_assert(on_replica(ran_on(st, NULL)));
+		wait_on_replica(&p, st, NULL);
 		ck_assert_str_eq(query_value(st, "SELECT (nextval('bal.s') > 2)::text"), "true");
 	}
 	PQfinish(st);
@@ -453,6 +455,191 @@ START_TEST(routes_reads_to_replicas)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- read your writes */
+
+/* "count|host|in recovery": whether c's next read sees row a, and where it ran; begun with begin if given. */
+static const char *seen(PGconn *c, int a, const char *begin)
+{
+	static char out[64];
+	char sql[200];
+	if (begin)
+		exec_ok(c, begin);
+	snprintf(sql, sizeof(sql), "SELECT count(*) || '|' || host(inet_server_addr()) || '|' || pg_is_in_recovery() "
+		 "FROM bal.t WHERE a = %d", a);
+	snprintf(out, sizeof(out), "%s", query_value(c, sql));
+	if (begin)
+		exec_ok(c, "COMMIT");
+	return out;
+}
+
+/* Replay paused (or resumed) on both replicas, and so reported. */
+static void replay_pause(PGconn *const replicas[2], bool pause)
+{
+	for (int i = 0; i < 2; i++) {
+		exec_ok(replicas[i], pause ? "SELECT pg_wal_replay_pause()" : "SELECT pg_wal_replay_resume()");
+		for (double until = now_s() + 30;
+		     strcmp(query_value(replicas[i], "SELECT pg_get_wal_replay_pause_state()"), pause ? "paused" : "not paused");
+		     sleep_ms(20))
+			ck_assert_msg(now_s() < until, "replay of replica %d not %s", i + 1, pause ? "paused" : "resumed");
+	}
+}
+
+/* Whether replica r has replayed the primary's insert position of now. */
+static bool replayed_now(PGconn *r)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql), "SELECT pg_last_wal_replay_lsn() >= '%s'",
+		 query_value(primary, "SELECT pg_current_wal_insert_lsn()"));
+	return strcmp(query_value(r, sql), "t") == 0;
+}
+
+/* SHOW HOSTS' column col for db and host, as a number. */
+static long long host_count(struct pgv *p, const char *db, const char *host, const char *col)
+{
+	PGconn *adm = balance_connect(p, "pgbouncer", NULL);
+	PGresult *r = PQexec(adm, "SHOW HOSTS");
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "SHOW HOSTS: %s", PQerrorMessage(adm));
+	long long v = -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, PQfnumber(r, "database")), db) == 0 &&
+		    strcmp(PQgetvalue(r, i, PQfnumber(r, "host")), host) == 0)
+			v = atoll(PQgetvalue(r, i, PQfnumber(r, col)));
+	PQclear(r);
+	PQfinish(adm);
+	ck_assert_msg(v >= 0, "no SHOW HOSTS %s for %s on %s", col, db, host);
+	return v;
+}
+
+/* A writer's 1,000 reads of its own row (begun with begin): every one sees it. */
+static void reads_see_write(struct pgv *p, PGconn *w, int a, const char *begin)
+{
+	char sql[80];
+	snprintf(sql, sizeof(sql), "INSERT INTO bal.t VALUES (%d, 'w')", a);
+	exec_ok(w, "BEGIN");
+	exec_ok(w, sql);
+	exec_ok(w, "COMMIT");
+	for (int i = 0; i < 1000; i++) {
+		const char *s = seen(w, a, begin);
+		ck_assert_msg(s[0] == '1', "read %d of the writer's own row %d: %s\n%s", i, a, s, pgv_log_tail(p, 2000));
+	}
+}
+
+/*
+ * With replay paused on both replicas, a client that wrote reads its row
+ * back 1,000 times (auto, and explicit with BEGIN READ ONLY), while a
+ * client that never wrote keeps reading on the replicas (without it);
+ * SET pgvalve.min_lsn makes a reader wait for a position it was given;
+ * once one replica replays again the writer reads there, and a reader
+ * that read there never goes back to the other, still paused; after both
+ * resume, the writer's reads are on the replicas again; SHOW HOSTS and
+ * /metrics count.
+ */
+START_TEST(reads_your_writes)
+{
+	struct pgv p;
+	char dbs[1024];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	PGconn *replicas[2] = { standby, roles_cluster_connect(3) };
+	setup_schema(primary);
+	for (double until = now_s() + 30; !replayed_now(replicas[0]) || !replayed_now(replicas[1]); sleep_ms(50))
+		ck_assert_msg(now_s() < until, "the replicas did not replay the schema");
+#define LINE(name, extra) name " = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write " \
+	extra "\n"
+	snprintf(dbs, sizeof(dbs), LINE("au", "load_balance_reads=auto") LINE("ex", "load_balance_reads=explicit"),
+		 roles_cluster_port, roles_cluster_port);
+#undef LINE
+	char ini[512];
+	int mport = pgv_pick_http_port(0);
+	snprintf(ini, sizeof(ini), BASE "server_round_robin = 1\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n", mport);
+	pgv_start(&p, ini, dbs, USERS);
+
+	/* servers on both replicas: four reads at once */
+	PGconn *c[4];
+	for (int i = 0; i < 4; i++) {
+		c[i] = balance_connect(&p, "au", NULL);
+		wait_on_replica(&p, c[i], "BEGIN READ ONLY");
+		exec_ok(c[i], "BEGIN READ ONLY");
+		ck_assert(on_replica(ran_on(c[i], NULL)));
+	}
+	for (int i = 0; i < 4; i++) {
+		exec_ok(c[i], "COMMIT");
+		PQfinish(c[i]);
+	}
+	PGconn *w = balance_connect(&p, "au", NULL), *r = balance_connect(&p, "au", NULL);
+	PGconn *we = balance_connect(&p, "ex", NULL), *m = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, we, "BEGIN READ ONLY");
+	replay_pause(replicas, true);
+
+	reads_see_write(&p, w, 100, NULL);
+	reads_see_write(&p, we, 101, "BEGIN READ ONLY");
+	for (int i = 0; i < 50; i++) {
+		const char *s = seen(r, 100, NULL);
+		ck_assert_msg(strcmp(s, "0|127.0.0.3|true") == 0 || strcmp(s, "0|127.0.0.4|true") == 0,
+			      "a client that never wrote read on %s", s);
+	}
+	long long kept = host_count(&p, "au", "127.0.0.2", "reads_kept_fresh");
+	ck_assert_msg(kept >= 1000, "au: %lld reads kept on the primary", kept);
+	ck_assert_int_ge(host_count(&p, "ex", "127.0.0.2", "reads_kept_fresh"), 1000);
+	ck_assert_int_ge(host_count(&p, "au", "127.0.0.3", "reads_balanced") +
+			 host_count(&p, "au", "127.0.0.4", "reads_balanced"), 50);
+	ck_assert_int_ge(host_count(&p, "au", "127.0.0.2", "xact_count"), kept + 1);
+	char series[200];
+	snprintf(series, sizeof(series), "pgvalve_host_reads_kept_fresh_total{database=\"au\",host=\"127.0.0.2\",port=\"%d\"} ",
+		 roles_cluster_port);
+	const char *metrics = pgv_scrape_metrics(mport), *at = strstr(metrics, series);
+	ck_assert_msg(at && atoll(at + strlen(series)) >= kept, "no %s >= %lld in\n%.3000s", series, kept, metrics);
+
+	/* pgvalve.min_lsn: a reader given the writer's position reads where that is */
+	char set[120];
+	ck_assert_msg(seen(m, 100, NULL)[0] == '0', "m sees row 100 before its SET");
+	snprintf(set, sizeof(set), "SET pgvalve.min_lsn = '%s'", query_value(primary, "SELECT pg_current_wal_insert_lsn()"));
+	exec_ok(m, set);
+	for (int i = 0; i < 20; i++)
+		ck_assert_str_eq(seen(m, 100, NULL), "1|127.0.0.2|false");
+
+	/* one replica replays again: the writer reads there, and so does a reader that once did */
+	exec_ok(replicas[0], "SELECT pg_wal_replay_resume()");
+	double until = now_s() + 30;
+	while (strcmp(seen(w, 100, NULL), "1|127.0.0.3|true") != 0) {
+		ck_assert_msg(now_s() < until, "the writer's reads stay on %s\n%s", seen(w, 100, NULL), pgv_log_tail(&p, 3000));
+		sleep_ms(20);
+	}
+	while (strcmp(seen(r, 100, NULL), "1|127.0.0.3|true") != 0)
+		ck_assert_msg(now_s() < until, "the reader never reads on the replica that replayed");
+	for (int i = 0; i < 200; i++) {
+		const char *s = seen(r, 100, NULL);
+		ck_assert_msg(s[0] == '1', "read %d went back in time: %s", i, s);
+	}
+	while (strcmp(seen(we, 101, "BEGIN READ ONLY"), "1|127.0.0.3|true") != 0) {
+		ck_assert_msg(seen(we, 101, "BEGIN READ ONLY")[0] == '1', "explicit: the writer's row not seen");
+		ck_assert_msg(now_s() < until, "explicit: the writer's reads stay on the primary");
+	}
+
+	/* both replay again: the writer's reads go back to both replicas */
+	exec_ok(replicas[1], "SELECT pg_wal_replay_resume()");
+	until = now_s() + 30;
+	bool on4 = false;
+	while (!on4) {
+		const char *s = seen(w, 100, NULL);
+		ck_assert_msg(strcmp(s, "1|127.0.0.3|true") == 0 || strcmp(s, "1|127.0.0.4|true") == 0 ||
+			      strcmp(s, "1|127.0.0.2|false") == 0, "after resume: %s", s);
+		on4 = strcmp(s, "1|127.0.0.4|true") == 0;
+		ck_assert_msg(on4 || now_s() < until, "the writer never reads on the second replica\n%s", pgv_log_tail(&p, 3000));
+	}
+	PQfinish(w);
+	PQfinish(r);
+	PQfinish(we);
+	PQfinish(m);
+	pgv_stop(&p);
+	PQfinish(replicas[1]);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
 static Suite *balance_suite(void)
 {
 	Suite *s = suite_create("balance");
@@ -461,6 +648,9 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("routing", 180);
 	tcase_add_test(tc, routes_reads_to_replicas);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("fresh", 240);
+	tcase_add_test(tc, reads_your_writes);
 	suite_add_tcase(s, tc);
 	return s;
 }

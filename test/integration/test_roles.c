@@ -89,25 +89,6 @@ static const char *where(PGconn *c)
 	return query_value(c, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()");
 }
 
-/* GET /metrics from 127.0.0.1:port: the whole answer (static buffer). */
-static const char *scrape(int port)
-{
-	static char buf[1 << 18];
-	size_t used = 0;
-	int fd = raw_connect(port);
-	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-	ck_assert(raw_send(fd, req, sizeof(req) - 1));
-	for (;;) {
-		ssize_t n = read(fd, buf + used, sizeof(buf) - 1 - used);
-		if (n <= 0)
-			break;
-		used += (size_t)n;
-	}
-	buf[used] = '\0';
-	close(fd);
-	return buf;
-}
-
 /* SHOW SERVERS' role of the first server of database ro (static buffer; "(none)" without one). */
 static const char *show_standby_role(PGconn *adm)
 {
@@ -205,7 +186,7 @@ START_TEST(routes_by_role)
 	ck_assert(pgv_log_contains(&p, line));
 
 	/* the same in /metrics: per database and host, up and primary */
-	const char *m = scrape(mport);
+	const char *m = pgv_scrape_metrics(mport);
 	char series[256];
 	snprintf(series, sizeof(series), "pgvalve_host_primary{database=\"rw\",host=\"127.0.0.2\",port=\"%d\"} 1", roles_cluster_port);
 	ck_assert_msg(strstr(m, series), "no %s in\n%.4000s", series, m);
@@ -490,7 +471,7 @@ START_TEST(lagging_replica_is_skipped)
 	ck_assert_str_eq(host_value(&p, "ros", "127.0.0.4", "state"), "ineligible");
 	ck_assert_str_eq(host_value(&p, "ros", "127.0.0.3", "lag_seconds"), "0.000");
 	char series[256];
-	const char *m = scrape(mport);
+	const char *m = pgv_scrape_metrics(mport);
 	snprintf(series, sizeof(series), "pgvalve_host_lag_seconds{database=\"ros\",host=\"127.0.0.4\",port=\"%d\"} ", roles_cluster_port);
 	ck_assert_msg(strstr(m, series) && atof(strstr(m, series) + strlen(series)) > 1, "no %s > 1 in\n%.4000s", series, m);
 	snprintf(series, sizeof(series), "pgvalve_host_lag_bytes{database=\"ro\",host=\"127.0.0.4\",port=\"%d\"} ", roles_cluster_port);

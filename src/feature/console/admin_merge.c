@@ -91,7 +91,8 @@ static const struct col_def lists_rows[] = {
 static const struct col_def mem_cols[] = { { "name", COL_KEY, NULL }, { "size", COL_FIRST, NULL }, { NULL, 0, NULL } };
 static const struct col_def hosts_cols[] = {
 	{ "database", COL_KEY, NULL }, { "host", COL_KEY, NULL }, { "port", COL_KEY, NULL },
-	{ "sv_count", COL_SUM, NULL }, { NULL, 0, NULL },
+	{ "sv_count", COL_SUM, NULL }, { "xact_count", COL_SUM, NULL }, { "reads_balanced", COL_SUM, NULL },
+	{ "reads_kept_fresh", COL_SUM, NULL }, { NULL, 0, NULL },
 };
 static const struct col_def listeners_cols[] = {
 	{ "database", COL_KEY, NULL }, { "user", COL_KEY, NULL }, { "channel", COL_KEY, NULL },

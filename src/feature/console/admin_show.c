@@ -11,6 +11,7 @@
 #include "common.h"
 #include "admin_internal.h"
 #include "roles.h"
+#include "balance_fresh.h"
 #include "users.h"
 #include "auth_file.h"
 #include "client.h"
@@ -906,12 +907,22 @@ static void show_dns_zones(struct admin_result *r)
 	dns_walk_zones(dns_zone_row, r);
 }
 
+/* The read balancer's counts for entry idx of db's list (balance_fresh.h). */
+static void host_balance_cells(struct cells *c, const struct db *db, int idx)
+{
+	struct balance_counts bc;
+	balance_host_counts(db, idx, &bc);
+	cell_uint(c, bc.xacts);
+	cell_uint(c, bc.reads_balanced);
+	cell_uint(c, bc.reads_fresh);
+}
+
 /* pgvalve's own: one row per database and entry of its host list (role routing, roles.h). */
 static void show_hosts(struct admin_result *r)
 {
 	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "lag_seconds",
-					     "last_check", "sv_count" };
-	admin_result_begin(r, "ssissqNTi", names);
+					     "last_check", "sv_count", "xact_count", "reads_balanced", "reads_kept_fresh" };
+	admin_result_begin(r, "ssissqNTiqqq", names);
 	list_for_each(pos, &pgv.databases) {
 		const struct db *db = container_of(pos, struct db, node);
 		struct roles_host_info hosts[32];
@@ -939,6 +950,7 @@ static void show_hosts(struct admin_result *r)
 			else
 				cell_null(&c);
 			cell_int(&c, hosts[i].servers);
+			host_balance_cells(&c, db, (int)i);
 			admin_result_row(r, c.v);
 		}
 	}
