@@ -335,8 +335,9 @@ static void pump_later(void)
 }
 
 /* Ends a check: off its list, freed, then its callback. */
-static void finish(struct ldap_auth_req *req, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void finish(struct ldap_auth_req *req, bool ok, const char *fmt, ...)
+static void finish(struct ldap_auth_req *req, enum ldap_outcome outcome, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void finish(struct ldap_auth_req *req, enum ldap_outcome outcome, const char *fmt, ...)
 {
 	char text[1400];
 	va_list ap;
@@ -348,15 +349,36 @@ static void finish(struct ldap_auth_req *req, bool ok, const char *fmt, ...)
 	list_remove(req->is_active ? &active : &queued, &req->node);
 	req_free(req);
 	pump_later();
-	done(arg, ok, text);
+	done(arg, outcome, text);
 }
 
-static const char *ld_error(LDAP *ld, int rc)
+/* A call's error code; -1 says to look at the handle's own. */
+static int ld_code(LDAP *ld, int rc)
 {
 	int err = rc;
 	if (rc == -1 && ld)
 		ldap_get_option(ld, LDAP_OPT_RESULT_CODE, &err);
-	return ldap_err2string(err);
+	return err;
+}
+
+static const char *ld_error(LDAP *ld, int rc)
+{
+	return ldap_err2string(ld_code(ld, rc));
+}
+
+/* A libldap or directory error code as an outcome: the directory unreachable, or it answered no. */
+static enum ldap_outcome outcome_of(int err)
+{
+	switch (err) {
+	case LDAP_SERVER_DOWN:
+	case LDAP_CONNECT_ERROR:
+	case LDAP_TIMEOUT:
+	case LDAP_UNAVAILABLE:
+	case LDAP_BUSY:
+		return LDAP_OUTCOME_UNAVAILABLE;
+	default:
+		return LDAP_OUTCOME_ERROR;
+	}
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
@@ -437,7 +459,7 @@ static void on_thread_done(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (req->thread_rc != LDAP_SUCCESS) {
-		finish(req, false, "could not start LDAP TLS session on server \"%s\": %s", req->opts.server,
+		finish(req, LDAP_OUTCOME_ERROR, "could not start LDAP TLS session on server \"%s\": %s", req->opts.server,
 		       ld_error(req->ld, req->thread_rc));
 		return;
 	}
@@ -505,17 +527,17 @@ static void request_sent(struct ldap_auth_req *req, int rc)
 	const struct ldap_opts *o = &req->opts;
 	if (rc == LDAP_X_CONNECTING) {
 		if (!watch(req, true))
-			finish(req, false, "could not watch the LDAP connection to %s", o->server);
+			finish(req, LDAP_OUTCOME_ERROR, "could not watch the LDAP connection to %s", o->server);
 		return;
 	}
 	if (rc != LDAP_SUCCESS) {
-		finish(req, false, "could not talk to LDAP server \"%s\" port %d: %s", o->server, o->port,
-		       ld_error(req->ld, rc));
+		finish(req, outcome_of(ld_code(req->ld, rc)), "could not talk to LDAP server \"%s\" port %d: %s", o->server,
+		       o->port, ld_error(req->ld, rc));
 		return;
 	}
 	req->connected = true;
 	if (!watch(req, false))
-		finish(req, false, "could not watch the LDAP connection to %s", o->server);
+		finish(req, LDAP_OUTCOME_ERROR, "could not watch the LDAP connection to %s", o->server);
 }
 
 /* Whether every host of ldapserver is an IP address (libldap then looks nothing up). */
@@ -557,7 +579,7 @@ static void send_step(struct ldap_auth_req *req)
 		if (strcmp(req->opts.scheme, "ldaps") != 0)
 			ldap_set_option(req->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_OFF);
 		if (!run_in_thread(req, THREAD_SEND))
-			finish(req, false, "could not start a thread to connect to %s", req->opts.server);
+			finish(req, LDAP_OUTCOME_ERROR, "could not start a thread to connect to %s", req->opts.server);
 		return;
 	}
 	request_sent(req, issue_request(req));
@@ -584,16 +606,16 @@ static void search_done(struct ldap_auth_req *req, LDAPMessage *res)
 	search_filter(req, filter, sizeof(filter));
 	if (n != 1) {
 		if (n == 0)
-			finish(req, false, "LDAP user \"%s\" does not exist: search for filter \"%s\" on server \"%s\" "
+			finish(req, LDAP_OUTCOME_UNKNOWN_USER, "LDAP user \"%s\" does not exist: search for filter \"%s\" on server \"%s\" "
 			       "returned no entries", req->user, filter, req->opts.server);
 		else
-			finish(req, false, "LDAP user \"%s\" is not unique: search for filter \"%s\" on server \"%s\" "
+			finish(req, LDAP_OUTCOME_ERROR, "LDAP user \"%s\" is not unique: search for filter \"%s\" on server \"%s\" "
 			       "returned %s entries", req->user, filter, req->opts.server, n > 1 ? "several" : "no usable");
 		return;
 	}
 	char *dn = ldap_get_dn(req->ld, ldap_first_entry(req->ld, res));
 	if (!dn) {
-		finish(req, false, "could not get the DN of the entry matching \"%s\" on server \"%s\"", filter,
+		finish(req, LDAP_OUTCOME_ERROR, "could not get the DN of the entry matching \"%s\" on server \"%s\"", filter,
 		       req->opts.server);
 		return;
 	}
@@ -617,15 +639,15 @@ static void step_done(struct ldap_auth_req *req, LDAPMessage *res)
 	}
 	if (err != LDAP_SUCCESS) {
 		if (req->step == STEP_STARTTLS)
-			finish(req, false, "could not start LDAP TLS session on server \"%s\": %s", o->server,
+			finish(req, LDAP_OUTCOME_ERROR, "could not start LDAP TLS session on server \"%s\": %s", o->server,
 			       ldap_err2string(err));
 		else if (req->step == STEP_SEARCH_BIND)
-			finish(req, false, "could not perform initial LDAP bind for ldapbinddn \"%s\" on server \"%s\": %s",
+			finish(req, outcome_of(err), "could not perform initial LDAP bind for ldapbinddn \"%s\" on server \"%s\": %s",
 			       o->binddn ? o->binddn : "", o->server, ldap_err2string(err));
 		else if (req->step == STEP_SEARCH)
-			finish(req, false, "could not search LDAP on server \"%s\": %s", o->server, ldap_err2string(err));
+			finish(req, outcome_of(err), "could not search LDAP on server \"%s\": %s", o->server, ldap_err2string(err));
 		else
-			finish(req, false, "LDAP login failed for user \"%s\" on server \"%s\": %s", req->dn, o->server,
+			finish(req, err == LDAP_INVALID_CREDENTIALS ? LDAP_OUTCOME_BAD_PASSWORD : outcome_of(err), "LDAP login failed for user \"%s\" on server \"%s\": %s", req->dn, o->server,
 			       ldap_err2string(err));
 		return;
 	}
@@ -633,14 +655,14 @@ static void step_done(struct ldap_auth_req *req, LDAPMessage *res)
 	case STEP_STARTTLS:
 		/* libldap shakes hands itself and waits for it (LDAP_OPT_NETWORK_TIMEOUT): not on the loop */
 		if (!run_in_thread(req, THREAD_INSTALL_TLS))
-			finish(req, false, "could not start a thread for the TLS handshake with %s", o->server);
+			finish(req, LDAP_OUTCOME_ERROR, "could not start a thread for the TLS handshake with %s", o->server);
 		return;
 	case STEP_SEARCH_BIND:
 		req->step = STEP_SEARCH;
 		send_step(req);
 		return;
 	default:
-		finish(req, true, "%s", req->dn);
+		finish(req, LDAP_OUTCOME_OK, "%s", req->dn);
 		return;
 	}
 }
@@ -659,7 +681,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	if (rc == 0)
 		return;		/* not all of it yet */
 	if (rc < 0) {
-		finish(req, false, "lost the connection to LDAP server \"%s\": %s", req->opts.server,
+		finish(req, LDAP_OUTCOME_UNAVAILABLE, "lost the connection to LDAP server \"%s\": %s", req->opts.server,
 		       ld_error(req->ld, -1));
 		return;
 	}
@@ -670,7 +692,7 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct ldap_auth_req *req = arg;
-	finish(req, false, "no answer from LDAP server \"%s\" within auth_ldap_timeout (%.1f s)%s", req->opts.server,
+	finish(req, LDAP_OUTCOME_UNAVAILABLE, "no answer from LDAP server \"%s\" within auth_ldap_timeout (%.1f s)%s", req->opts.server,
 	       (double)pgv.cfg->auth_ldap_timeout / USEC_PER_SEC,
 	       !req->is_active ? ", still waiting for a turn (auth_ldap_max_concurrent)" : "");
 }
@@ -705,7 +727,7 @@ static void begin(struct ldap_auth_req *req)
 	list_append(&active, &req->node);
 	req->is_active = true;
 	if (!server_uris(&req->opts, uris, sizeof(uris)) || ldap_initialize(&req->ld, uris) != LDAP_SUCCESS) {
-		finish(req, false, "could not initialize LDAP for server \"%s\"", req->opts.server);
+		finish(req, LDAP_OUTCOME_ERROR, "could not initialize LDAP for server \"%s\"", req->opts.server);
 		return;
 	}
 	ldap_set_option(req->ld, LDAP_OPT_PROTOCOL_VERSION, &version);

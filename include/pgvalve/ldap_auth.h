@@ -42,8 +42,16 @@
 
 struct ldap_auth_req;
 
-/* ok: the password is right; text: the DN bound as when ok, else why it failed. */
-typedef void (*ldap_auth_done_fn)(void *arg, bool ok, const char *text);
+/* How a check ended, so the caller can count failures by what an operator would fix. */
+enum ldap_outcome {
+	LDAP_OUTCOME_OK,		/* the password is right */
+	LDAP_OUTCOME_BAD_PASSWORD,	/* the directory refused the user's bind (invalid credentials) */
+	LDAP_OUTCOME_UNKNOWN_USER,	/* search+bind: the search found no entry for the user */
+	LDAP_OUTCOME_UNAVAILABLE,	/* no connection, the connection lost, or no answer within auth_ldap_timeout */
+	LDAP_OUTCOME_ERROR,		/* anything else: the search account refused, TLS, a search error, several entries */
+};
+/* text: the DN bound as when LDAP_OUTCOME_OK, else why it failed. */
+typedef void (*ldap_auth_done_fn)(void *arg, enum ldap_outcome outcome, const char *text);
 
 /* Whether this build has an LDAP client. */
 bool ldap_auth_built(void);

@@ -65,6 +65,13 @@ int pgv_pick_port(void);
 /* A free port for an HTTP server (metrics_port, Prometheus), never one pgv_pick_port gives; not `avoid`. */
 int pgv_pick_http_port(int avoid);
 /*
+ * The value of one series from the metrics endpoint on 127.0.0.1:port,
+ * named with its labels as the text format prints them
+ * ("pgvalve_x_total{method=\"ldap\",cause=\"bad_password\"}"); -1 when
+ * the scrape has no such series.
+ */
+double pgv_metric(int port, const char *series);
+/*
  * pgv_start_on_port with extra command-line arguments (NULL-terminated, put
  * before the ini file; may be NULL). p: zeroed or from pgv_reserve_dir().
  */

@@ -130,14 +130,28 @@ static void slapd_stop(struct slapd *d)
 	d->pid = 0;
 }
 
-/* The ini lines of a TLS listener (clients choose) plus what is given. */
+/* The metrics port of the pgvalve tls_ini made last (picked after slapd listens, so never its ports). */
+static int mport;
+
+/* The ini lines of a TLS listener (clients choose) and a metrics endpoint, plus what is given. */
 static const char *tls_ini(const char *extra)
 {
 	static char buf[4096];
+	mport = pgv_pick_http_port(0);
 	snprintf(buf, sizeof(buf), "client_tls_sslmode = prefer\nclient_tls_cert_file = %s\nclient_tls_key_file = %s\n"
-		 "max_client_conn = 300\nauth_ldap_timeout = 2\n%s", pgv_cert("server.crt"), pgv_cert("server.key"),
-		 extra);
+		 "max_client_conn = 300\nauth_ldap_timeout = 2\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n%s",
+		 pgv_cert("server.crt"), pgv_cert("server.key"), mport, extra);
 	return buf;
+}
+
+/* pgvalve_client_authentication_failures_total{method,cause}: 0 when the series is absent. */
+static double failures(const char *method, const char *cause)
+{
+	char series[200];
+	snprintf(series, sizeof(series), "pgvalve_client_authentication_failures_total{method=\"%s\",cause=\"%s\"}",
+		 method, cause);
+	double v = pgv_metric(mport, series);
+	return v < 0 ? 0 : v;
 }
 
 /* md5_user's auth_file line: the server side's secret for that user (PostgreSQL's md5_pass). */
@@ -234,6 +248,10 @@ START_TEST(simple_bind_over_tls)
 	pgv_expect_log(&p, "LDAP login failed for user \"uid=scram_user," BASE "\" on server \"127.0.0.1\": Invalid credentials", 5);
 	login_fails(&p, DB, "nobody", "wrong_pw", "require", "LDAP authentication failed");
 	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");	/* other lines keep their method */
+	/* by cause: a simple bind cannot tell a wrong password from a DN that does not exist, nor can the directory */
+	ck_assert_double_eq(failures("ldap", "bad_password"), 2);
+	ck_assert_double_eq(failures("hba", "hba_reject"), 1);
+	ck_assert_double_eq(failures("ldap", "unknown_user"), 0);
 	log_keeps_secrets(&p);
 	pgv_stop(&p);
 	slapd_stop(&d);
@@ -274,6 +292,9 @@ START_TEST(search_bind)
 	pgv_expect_log(&p, "LDAP user \"nobody\" does not exist: search for filter \"(uid=nobody)\" on server \"localhost\"", 5);
 	login_fails(&p, DB, "a*", "wrong_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&p, "invalid character in user name", 5);
+	ck_assert_double_eq(failures("ldap", "bad_password"), 2);	/* md5_user, alice */
+	ck_assert_double_eq(failures("ldap", "unknown_user"), 2);	/* nobody, a* */
+	ck_assert_double_eq(failures("ldap", "directory_error"), 0);
 
 	PGconn *a = login(&p, "pgbouncer", "scram_user", "scram_pass", "require");
 	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "console: %s", PQerrorMessage(a));
@@ -312,6 +333,8 @@ START_TEST(search_bind)
 	login_fails(&p, DB, "alice", "alice_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&p, "could not perform initial LDAP bind for ldapbinddn \"cn=reader,dc=example,dc=com\" on server \"127.0.0.1\"", 5);
 	ck_assert(!pgv_log_contains(&p, "not_it"));
+	ck_assert_double_eq(failures("ldap", "directory_error"), 1);	/* the search account, not the user */
+	ck_assert_double_eq(failures("ldap", "bad_password"), 2);
 
 	/* options PostgreSQL refuses are refused at load, and the old ones stay */
 	pgv_ini_replace(&p, "ldapbindpasswd=not_it", "ldapprefix=uid=");
@@ -363,6 +386,12 @@ START_TEST(directory_over_tls)
 	login_fails(&q, DB, "scram_user", "scram_pass", "require", "LDAP authentication failed");
 	login_fails(&q, "forced", "alice", "alice_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\"", 5);
+	/*
+	 * a certificate that does not verify is the operator's to fix: StartTLS
+	 * says so; libldap's ldaps handshake fails as "Can't contact LDAP server"
+	 */
+	ck_assert_double_eq(failures("ldap", "directory_error"), 1);
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 1);
 	pgv_stop(&q);
 	slapd_stop(&d);
 }
@@ -471,6 +500,7 @@ START_TEST(directory_stops)
 	ck_assert_msg(waited >= 1.5 && waited < 10, "the LDAP logins failed after %.2f s (auth_ldap_timeout = 2)", waited);
 	logins_free(&l);
 	pgv_expect_log(&p, "within auth_ldap_timeout (2.0 s)", 5);
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 8);
 
 	slapd_stop(&d);
 	t0 = now_s();
@@ -478,6 +508,8 @@ START_TEST(directory_stops)
 	ck_assert_msg(now_s() - t0 < 1.5, "a refused directory took %.2f s to fail a login", now_s() - t0);
 	pgv_expect_log(&p, "could not talk to LDAP server \"127.0.0.1\"", 5);
 	ck_assert_str_eq(query_value(open, "SELECT 1"), "1");
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 9);
+	ck_assert_double_eq(failures("ldap", "bad_password") + failures("ldap", "directory_error"), 0);
 	PQfinish(open);
 
 	slapd_start(&d);	/* back: logins work again */
@@ -533,24 +565,12 @@ START_TEST(hung_tls_directory)
 }
 END_TEST
 
-/* pgvalve_client_authentications_total{method="..."} from the metrics endpoint on port (-1 if absent). */
-static double authentications(int port, const char *method)
+/* pgvalve_client_authentications_total{method="..."}, -1 if absent. */
+static double authentications(const char *method)
 {
-	char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", series[128];
-	static char body[1 << 18];
-	size_t len = 0;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "metrics port %d", port);
-	ck_assert(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
-	for (ssize_t n; len < sizeof(body) - 1 && (n = read(fd, body + len, sizeof(body) - 1 - len)) > 0;)
-		len += (size_t)n;
-	close(fd);
-	body[len] = '\0';
-	snprintf(series, sizeof(series), "\npgvalve_client_authentications_total{method=\"%s\"} ", method);
-	const char *at = strstr(body, series);
-	return at ? strtod(at + strlen(series), NULL) : -1;
+	char series[128];
+	snprintf(series, sizeof(series), "pgvalve_client_authentications_total{method=\"%s\"}", method);
+	return pgv_metric(mport, series);
 }
 
 /* 100 LDAP logins at once, 8 checks at a time: all go through, and the metrics count them by method. */
@@ -563,10 +583,7 @@ START_TEST(hundred_at_once)
 
 	slapd_start(&d);
 	search_ini(extra, sizeof(extra), d.port, "");
-	int mport = pgv_pick_http_port(d.port);
-	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
-		 "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n",
-		 mport);
+	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\n");
 	pgv_start(&p, tls_ini(extra), databases(), md5_userlist());
 	double t0 = now_s();
 	logins_start(&l, &p, 100, "forced", "alice", "alice_pw");
@@ -579,8 +596,9 @@ START_TEST(hundred_at_once)
 	ck_assert_str_eq(query_value(l.c[99], "SELECT current_user"), "pgbench_user");
 	fprintf(stderr, "test_ldap: 100 concurrent LDAP logins in %.2f s\n", took);
 	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
-	ck_assert_double_eq(authentications(mport, "ldap"), 100);
-	ck_assert_double_eq(authentications(mport, "md5"), -1);	/* a series only for a method in use */
+	ck_assert_double_eq(authentications("ldap"), 100);
+	ck_assert_double_eq(authentications("md5"), -1);	/* a series only for a method in use */
+	ck_assert_double_eq(failures("ldap", "bad_password"), 1);
 	logins_free(&l);
 	pgv_stop(&p);
 	slapd_stop(&d);
