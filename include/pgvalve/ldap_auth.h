@@ -18,15 +18,16 @@
  *    auth_ldap_max_concurrent checks talk to directories at once, the
  *    others wait their turn; each fails auth_ldap_timeout after its start
  *    whatever the directory does.
- *  - The exchange uses OpenLDAP's asynchronous calls (connect included:
- *    LDAP_OPT_CONNECT_ASYNC), its socket watched by libevent and results
- *    read with a zero timeout. libldap waits inside two calls: the first
- *    request when ldapserver names a host (the system resolver) or the
- *    scheme is ldaps (the TLS handshake), and ldap_install_tls after
- *    StartTLS. Those run in a short-lived thread of their own, which alone
- *    touches the handle meanwhile (within auth_ldap_timeout, libldap's
- *    network timeout); a check that ends first is freed when the thread
- *    is done.
+ *  - Nothing waits, and no thread runs: ldapserver's host names are looked
+ *    up with pgvalve's own resolver (dns.h, c-ares), each address in turn
+ *    is connected to without blocking from the loop, and the connected
+ *    socket is handed to libldap (ldap_init_fd). TLS (ldaps, or StartTLS
+ *    sent as an asynchronous extended operation) is shaken hands on the
+ *    loop by ldap_tls.h and then placed under libldap, because libldap's
+ *    own handshake waits inside its call. Requests are OpenLDAP's
+ *    asynchronous calls (ldap_sasl_bind, ldap_search_ext with message
+ *    ids), their answers read with ldap_result and a zero timeout when
+ *    libevent says the socket is readable.
  *  - The reason given to the callback on failure is for the log: it names
  *    the directory, the DN and libldap's error, never a password or the
  *    ldapbindpasswd.

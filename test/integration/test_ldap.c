@@ -76,7 +76,7 @@ static void write_text(const char *path, const char *text)
 /* Loads the directory with slapadd and starts slapd in the foreground; returns once it accepts. */
 static void slapd_start(struct slapd *d)
 {
-	char conf[700], data[700], out[700], db[700], text[3072], url[128];
+	char conf[700], data[700], out[700], db[700], text[3072], url[160];
 
 	ck_assert_msg(access(SLAPD, X_OK) == 0 && access(SLAPADD, X_OK) == 0,
 		      "this build has LDAP but " SLAPD " is missing: install Debian's slapd "
@@ -109,8 +109,9 @@ static void slapd_start(struct slapd *d)
 	snprintf(conf, sizeof(conf), "%s/slapd.conf", d->dir);
 	snprintf(out, sizeof(out), "%s/slapd.out", d->dir);
 	snprintf(url, sizeof(url), "ldap://127.0.0.1:%d/", d->port);
-	if (d->tls)
-		snprintf(url + strlen(url), sizeof(url) - strlen(url), " ldaps://127.0.0.1:%d/", d->tls_port);
+	if (d->tls)	/* 127.0.0.2 too: an address the certificate does not name */
+		snprintf(url + strlen(url), sizeof(url) - strlen(url), " ldaps://127.0.0.1:%d/ ldaps://127.0.0.2:%d/",
+			 d->tls_port, d->tls_port);
 	char *argv[] = { SLAPD, "-f", conf, "-h", url, "-d", "stats", NULL };	/* stats: connections, TLS, binds */
 	d->pid = run_program_background(argv, out);
 	double deadline = now_s() + 15;
@@ -355,26 +356,37 @@ START_TEST(directory_over_tls)
 {
 	struct slapd d = { .tls = true };
 	struct pgv p = { 0 };
-	char hba_text[800], out[700];
+	char hba_text[1400], out[700];
 
 	slapd_start(&d);
 	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
 	ck_assert_int_eq(setenv("LDAPTLS_REQCERT", "demand", 1), 0);
 	snprintf(hba_text, sizeof(hba_text),
+		 "host pgvtest md5_user 127.0.0.1/32 ldap ldapserver=localhost ldapscheme=ldaps ldapport=%d "
+		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
+		 "host forced md5_user 127.0.0.1/32 ldap ldapserver=127.0.0.2 ldapscheme=ldaps ldapport=%d "
+		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
 		 "host pgvtest all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapscheme=ldaps ldapport=%d "
 		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
 		 "host forced all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d ldaptls=1 ldapbasedn=\"" BASE "\"\n",
-		 d.tls_port, d.port);
+		 d.tls_port, d.tls_port, d.tls_port, d.port);
 	start_hba(&p, "tls.hba", hba_text, "", databases());
 	login_ok(&p, DB, "scram_user", "scram_pass", "require", "scram_user");
 	login_ok(&p, "forced", "alice", "alice_pw", "disable", "pgbench_user");
 	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
+	/* by name (c-ares, then each address): the certificate's DNS name is checked ... */
+	login_ok(&p, DB, "md5_user", "md5_user_ldap_pw", "require", "md5_user");
+	/* ... and its address: 127.0.0.2 is not the certificate's */
+	login_fails(&p, "forced", "md5_user", "md5_user_ldap_pw", "disable", "LDAP authentication failed");
+	pgv_expect_log(&p, "could not start LDAP TLS session on server \"127.0.0.2\": certificate verify failed", 5);
+	ck_assert_double_eq(failures("ldap", "directory_error"), 1);
+	ck_assert_double_eq(failures("ldap", "bad_password"), 1);
 	snprintf(out, sizeof(out), "%s/slapd.out", d.dir);
 	const char *log = read_file_tail(out, 1 << 20);
 	int tls = 0;
 	for (const char *at = log; (at = strstr(at, "TLS established")); at++)
 		tls++;
-	ck_assert_msg(tls >= 3, "slapd saw %d TLS sessions, expected 3:\n%s", tls, read_file_tail(out, 3000));
+	ck_assert_msg(tls >= 4, "slapd saw %d TLS sessions, expected 4:\n%s", tls, read_file_tail(out, 3000));
 	ck_assert_msg(strstr(log, "STARTTLS"), "no StartTLS in slapd's log:\n%s", read_file_tail(out, 3000));
 	log_keeps_secrets(&p);
 	pgv_stop(&p);
@@ -386,12 +398,10 @@ START_TEST(directory_over_tls)
 	login_fails(&q, DB, "scram_user", "scram_pass", "require", "LDAP authentication failed");
 	login_fails(&q, "forced", "alice", "alice_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\"", 5);
-	/*
-	 * a certificate that does not verify is the operator's to fix: StartTLS
-	 * says so; libldap's ldaps handshake fails as "Can't contact LDAP server"
-	 */
-	ck_assert_double_eq(failures("ldap", "directory_error"), 1);
-	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 1);
+	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\": certificate verify failed", 5);
+	/* a certificate that does not verify is the operator's to fix, not a directory that is down */
+	ck_assert_double_eq(failures("ldap", "directory_error"), 2);
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 0);
 	pgv_stop(&q);
 	slapd_stop(&d);
 }
@@ -519,11 +529,26 @@ START_TEST(directory_stops)
 }
 END_TEST
 
+/* The threads of process pid (/proc's count). */
+static int thread_count(pid_t pid)
+{
+	char path[64], line[256];
+	int n = -1;
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot read %s", path);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 /*
  * A TLS directory that accepts connections but never answers (SIGSTOP):
- * libldap waits for the handshake (ldaps) inside a thread, not on the
- * loop, so an md5 login and an open session go on at once while the LDAP
- * logins fail at auth_ldap_timeout.
+ * pgvalve drives the handshake (ldaps) from its loop, with no thread, so
+ * an md5 login and an open session go on at once while the LDAP logins
+ * fail at auth_ldap_timeout.
  */
 START_TEST(hung_tls_directory)
 {
@@ -550,6 +575,7 @@ START_TEST(hung_tls_directory)
 	double t1 = now_s();
 	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");
 	ck_assert_str_eq(query_value(open, "SELECT 6 * 7"), "42");
+	ck_assert_int_eq(thread_count(p.pid), 1);	/* the waits are events, not threads */
 	double other = now_s() - t1;
 	ck_assert_msg(other < 1.5, "an md5 login and a query took %.2f s while the TLS directory hung", other);
 	int ok = logins_finish(&l, 20);
