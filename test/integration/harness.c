@@ -671,6 +671,15 @@ double pgv_metric(int port, const char *series)
 	return at ? strtod(at + strlen(line), NULL) : -1;
 }
 
+double pgv_auth_failures(int port, const char *method, const char *cause)
+{
+	char series[200];
+	snprintf(series, sizeof(series), "pgvalve_client_authentication_failures_total{method=\"%s\",cause=\"%s\"}",
+		 method, cause);
+	double v = pgv_metric(port, series);
+	return v < 0 ? 0 : v;
+}
+
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
 {
 	memset(p, 0, sizeof(*p));

@@ -71,6 +71,8 @@ int pgv_pick_http_port(int avoid);
  * the scrape has no such series.
  */
 double pgv_metric(int port, const char *series);
+/* pgvalve_client_authentication_failures_total{method,cause} on port: 0 when the series is absent. */
+double pgv_auth_failures(int port, const char *method, const char *cause);
 /*
  * pgv_start_on_port with extra command-line arguments (NULL-terminated, put
  * before the ini file; may be NULL). p: zeroed or from pgv_reserve_dir().

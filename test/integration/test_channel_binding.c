@@ -37,14 +37,10 @@ static const char *tls_conf(const char *auth_type, const char *server_sslmode)
 	return buf;
 }
 
-/* pgvalve_client_authentication_failures_total{method,cause}: 0 when the series is absent. */
+/* pgvalve_client_authentication_failures_total{method,cause} of the last pgvalve started. */
 static double failures(const char *method, const char *cause)
 {
-	char series[200];
-	snprintf(series, sizeof(series), "pgvalve_client_authentication_failures_total{method=\"%s\",cause=\"%s\"}",
-		 method, cause);
-	double v = pgv_metric(mport, series);
-	return v < 0 ? 0 : v;
+	return pgv_auth_failures(mport, method, cause);
 }
 
 /* A libpq login to port: NULL when it worked (closed again), else libpq's message (static). */

@@ -185,14 +185,10 @@ static void start(struct pgv *p, const char *hba_text, const char *extra)
 	pgv_start(p, conf, std_databases(), std_userlist());
 }
 
-/* pgvalve_client_authentication_failures_total{method="gss",cause}: 0 when the series is absent. */
+/* pgvalve_client_authentication_failures_total{method="gss",cause} of the last pgvalve started. */
 static double gss_failures(const char *cause)
 {
-	char series[200];
-	snprintf(series, sizeof(series), "pgvalve_client_authentication_failures_total{method=\"gss\",cause=\"%s\"}",
-		 cause);
-	double v = pgv_metric(mport, series);
-	return v < 0 ? 0 : v;
+	return pgv_auth_failures(mport, "gss", cause);
 }
 
 /* A login refused, with log_why in pgvalve's log (unless NULL), and no more gss logins than before. */

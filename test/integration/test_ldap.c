@@ -145,14 +145,10 @@ static const char *tls_ini(const char *extra)
 	return buf;
 }
 
-/* pgvalve_client_authentication_failures_total{method,cause}: 0 when the series is absent. */
+/* pgvalve_client_authentication_failures_total{method,cause} of the last pgvalve started. */
 static double failures(const char *method, const char *cause)
 {
-	char series[200];
-	snprintf(series, sizeof(series), "pgvalve_client_authentication_failures_total{method=\"%s\",cause=\"%s\"}",
-		 method, cause);
-	double v = pgv_metric(mport, series);
-	return v < 0 ? 0 : v;
+	return pgv_auth_failures(mport, method, cause);
 }
 
 /* md5_user's auth_file line: the server side's secret for that user (PostgreSQL's md5_pass). */
