@@ -595,16 +595,21 @@ static double authentications(const char *method)
 	return pgv_metric(mport, series);
 }
 
-/* 100 LDAP logins at once, 8 checks at a time: all go through, and the metrics count them by method. */
+/*
+ * 100 LDAP logins at once, 8 checks at a time, in the clear, with StartTLS
+ * and over ldaps: all go through, and the metrics count them by method.
+ */
 START_TEST(hundred_at_once)
 {
-	struct slapd d = { 0 };
+	static const char *const how[] = { "", "ldaptls=1", "ldapscheme=ldaps" };	/* plain, StartTLS, ldaps */
+	struct slapd d = { .tls = _i > 0 };
 	struct pgv p = { 0 };
 	char extra[1200];
 	struct logins l = { 0 };
 
 	slapd_start(&d);
-	search_ini(extra, sizeof(extra), d.port, "");
+	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
+	search_ini(extra, sizeof(extra), _i == 2 ? d.tls_port : d.port, how[_i]);
 	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\n");
 	pgv_start(&p, tls_ini(extra), databases(), md5_userlist());
 	double t0 = now_s();
@@ -616,7 +621,7 @@ START_TEST(hundred_at_once)
 			      pgv_log_tail(&p, 2000));
 	ck_assert_int_eq(ok, 100);
 	ck_assert_str_eq(query_value(l.c[99], "SELECT current_user"), "pgbench_user");
-	fprintf(stderr, "test_ldap: 100 concurrent LDAP logins in %.2f s\n", took);
+	fprintf(stderr, "test_ldap: 100 concurrent LDAP logins (%s) in %.2f s\n", _i == 0 ? "plain" : how[_i], took);
 	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
 	ck_assert_double_eq(authentications("ldap"), 100);
 	ck_assert_double_eq(authentications("md5"), -1);	/* a series only for a method in use */
@@ -636,7 +641,7 @@ static Suite *ldap_suite(void)
 	tcase_add_test(tc, directory_over_tls);
 	tcase_add_test(tc, directory_stops);
 	tcase_add_test(tc, hung_tls_directory);
-	tcase_add_test(tc, hundred_at_once);
+	tcase_add_loop_test(tc, hundred_at_once, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
