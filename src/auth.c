@@ -566,8 +566,8 @@ static void gss_step(struct client *client, const uint8_t *body, uint32_t len)
 	size_t out_len;
 	enum gss_auth_result r = gss_auth_step(login->gss, pgv.cfg->auth_krb_server_keyfile, pgv.cfg->krb_srvname,
 					       body, len, &out, &out_len, err, sizeof(err));
-	if (r == GSS_AUTH_FAILED) {
-		gss_fail(client, METRICS_AUTH_TICKET_INVALID, err);
+	if (r == GSS_AUTH_FAILED || r == GSS_AUTH_NO_KEYTAB) {
+		gss_fail(client, r == GSS_AUTH_NO_KEYTAB ? METRICS_AUTH_KEYTAB_UNUSABLE : METRICS_AUTH_TICKET_INVALID, err);
 		return;
 	}
 	if (out_len) {	/* AuthenticationGSSContinue; a Kerberos AP-REP is small, a token may not be */

@@ -142,7 +142,7 @@ static const char *const login_failure_names[METRICS_LOGIN_FAILURE_KINDS] = {
 };
 static const char *const auth_failure_names[METRICS_AUTH_FAILURE_CAUSES] = {
 	"bad_password", "unknown_user", "identity_mismatch", "directory_unavailable", "directory_error",
-	"ticket_invalid", "channel_binding_mismatch", "hba_reject", "tls_required", "protocol_error", "not_supported",
+	"ticket_invalid", "keytab_unusable", "channel_binding_mismatch", "hba_reject", "tls_required", "protocol_error", "not_supported",
 };
 
 /* ---------------------------------------------------------------- sets */

@@ -95,7 +95,8 @@ enum metrics_auth_failure {
 	METRICS_AUTH_IDENTITY_MISMATCH,	/* peer, cert or gss: that identity may not be this user (map) */
 	METRICS_AUTH_DIRECTORY_UNAVAILABLE,	/* LDAP: no connection, connection lost, or auth_ldap_timeout */
 	METRICS_AUTH_DIRECTORY_ERROR,	/* LDAP: the directory answered but the check could not be made */
-	METRICS_AUTH_TICKET_INVALID,	/* gss: the ticket was refused (expired, wrong service, bad keytab) */
+	METRICS_AUTH_TICKET_INVALID,	/* gss: the ticket was refused (expired, forged, for another service) */
+	METRICS_AUTH_KEYTAB_UNUSABLE,	/* gss: the server keytab cannot be read or holds no key for the service */
 	METRICS_AUTH_CHANNEL_BINDING_MISMATCH,	/* SCRAM-SHA-256-PLUS bound to another certificate */
 	METRICS_AUTH_HBA_REJECT,	/* auth_hba_file: a reject line, or no line */
 	METRICS_AUTH_TLS_REQUIRED,	/* client_tls_sslmode require and a client without TLS */
