@@ -186,7 +186,7 @@ enum gss_auth_result gss_auth_step(struct gss_auth *g, const char *keyfile, cons
 		gss_release_buffer(&minor, &g->out);
 	gss_cred_id_t cred = acceptor_cred(keyfile ? keyfile : "", err, errsize);
 	if (cred == GSS_C_NO_CREDENTIAL)
-		return GSS_AUTH_FAILED;
+		return GSS_AUTH_NO_KEYTAB;
 	gss_buffer_desc in = { len, (void *)token };
 	gss_name_t src = GSS_C_NO_NAME;
 	major = gss_accept_sec_context(&minor, &g->ctx, cred, &in, GSS_C_NO_CHANNEL_BINDINGS, &src, NULL,

@@ -40,6 +40,7 @@ struct gss_auth *gss_auth_new(const char *hba_options);
 void gss_auth_free(struct gss_auth *g);
 
 enum gss_auth_result {
+	GSS_AUTH_NO_KEYTAB = -2,	/* the server's keytab cannot be used: pgvalve's setup, not the client's ticket */
 	GSS_AUTH_FAILED = -1,
 	GSS_AUTH_CONTINUE = 0,	/* send the output token, wait for the next */
 	GSS_AUTH_DONE = 1,	/* authenticated: send the output token if any, then check the name */

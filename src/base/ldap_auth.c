@@ -6,23 +6,26 @@
  * ldapbinddn (or anonymously), searches ldapbasedn for exactly one entry,
  * then binds again on the same connection as that entry with the user's
  * password; simple bind binds as ldapprefix + user + ldapsuffix at once.
- * Each step is one asynchronous request whose answer is read when its
+ * Before the first request: a lookup (dns.h) unless the host is an
+ * address, a non-blocking connect per address until one takes, and for
+ * ldaps or StartTLS a handshake step per socket event (ldap_tls.h). Each
+ * step is then one asynchronous request whose answer is read when its
  * socket is readable. Owns nothing outside this file; never touches a
  * client.
  */
 #include "common.h"
 #include "ldap_auth.h"
 #include "config.h"
+#include "dns.h"
 #include "instance.h"
+#include "ldap_tls.h"
 #include "list.h"
 #include "log.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -110,6 +113,7 @@ void ldap_auth_mask_options(const char *options, char *out, size_t size)
 
 #define LDAP_DEPRECATED 0
 #include <ldap.h>
+#include <openldap.h>		/* ldap_init_fd */
 
 bool ldap_auth_built(void)
 {
@@ -268,6 +272,9 @@ bool ldap_auth_check_options(const char *options, char *why, size_t size)
 
 enum ldap_step {
 	STEP_QUEUED,
+	STEP_LOOKUP,		/* c-ares looks the current host up */
+	STEP_CONNECT,		/* the non-blocking connect to the current address */
+	STEP_TLS,		/* the TLS handshake: ldaps, or after StartTLS */
 	STEP_STARTTLS,		/* ldaptls=1: the StartTLS request */
 	STEP_SEARCH_BIND,	/* search+bind: as ldapbinddn, or anonymously */
 	STEP_SEARCH,
@@ -278,46 +285,46 @@ struct ldap_auth_req {
 	struct list_node node;		/* queued or active */
 	enum ldap_step step;
 	bool is_active;			/* on `active` (else `queued`) */
-	bool connecting;		/* waiting for the socket to be writable (async connect) */
 	struct ldap_opts opts;
 	char user[256];
 	char *password;
 	char dn[1024];
-	LDAP *ld;
+	LDAP *ld;			/* made on the connected socket, which it then owns */
 	int msgid;
-	int fd;
+	int fd;				/* the socket: ours until ld exists */
 	struct event *io;
+	short io_what;			/* what io waits for */
 	struct event *timer;
 	ldap_auth_done_fn done;
 	void *arg;
-	/* A call libldap waits in (lookup, TLS handshake) runs in a thread: the loop leaves the handle alone. */
-	bool connected;			/* the first request went out: connect (and ldaps's handshake) done */
-	bool in_thread;
-	bool orphaned;			/* its check ended while the thread ran: freed when the thread is done */
-	enum { THREAD_SEND, THREAD_INSTALL_TLS } thread_op;
-	int thread_rc;
-	int wake[2];			/* the thread writes a byte when done */
-	pthread_t thread;
-	struct event *wake_ev;
+	/* Which address is tried: the host_i-th host of ldapserver, its addr_i-th address of addr_count. */
+	int host_i, addr_i, addr_count;
+	char host[256];
+	char last_error[200];		/* why the last address could not be used */
+	struct dns_waiter dns;
+	struct ldap_tls *tls;		/* owned until attached to ld; then ld's, still asked for pending bytes */
 };
 
 static struct list queued, active;
 static struct event *pump_ev;	/* also says the lists are initialized */
 
-static void req_free(struct ldap_auth_req *req)
+static void close_socket(struct ldap_auth_req *req)
 {
-	if (req->in_thread) {
-		req->orphaned = true;	/* the thread still uses the handle: on_thread_done frees */
-		if (req->timer)
-			event_del(req->timer);
-		return;
-	}
-	if (req->wake_ev)
-		event_free(req->wake_ev);
 	if (req->io)
 		event_free(req->io);
+	req->io = NULL;
+	if (req->fd >= 0 && !req->ld)
+		close(req->fd);
+	req->fd = -1;
+}
+
+static void req_free(struct ldap_auth_req *req)
+{
+	dns_cancel(&req->dns);
 	if (req->timer)
 		event_free(req->timer);
+	ldap_tls_free(req->tls);	/* one not attached yet; an attached one goes with ld */
+	close_socket(req);
 	if (req->ld)
 		ldap_unbind_ext(req->ld, NULL, NULL);	/* the socket is non-blocking: no wait */
 	if (req->password) {
@@ -335,8 +342,9 @@ static void pump_later(void)
 }
 
 /* Ends a check: off its list, freed, then its callback. */
-static void finish(struct ldap_auth_req *req, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void finish(struct ldap_auth_req *req, bool ok, const char *fmt, ...)
+static void finish(struct ldap_auth_req *req, enum ldap_outcome outcome, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void finish(struct ldap_auth_req *req, enum ldap_outcome outcome, const char *fmt, ...)
 {
 	char text[1400];
 	va_list ap;
@@ -348,36 +356,54 @@ static void finish(struct ldap_auth_req *req, bool ok, const char *fmt, ...)
 	list_remove(req->is_active ? &active : &queued, &req->node);
 	req_free(req);
 	pump_later();
-	done(arg, ok, text);
+	done(arg, outcome, text);
 }
 
-static const char *ld_error(LDAP *ld, int rc)
+/* A call's error code; -1 says to look at the handle's own. */
+static int ld_code(LDAP *ld, int rc)
 {
 	int err = rc;
 	if (rc == -1 && ld)
 		ldap_get_option(ld, LDAP_OPT_RESULT_CODE, &err);
-	return ldap_err2string(err);
+	return err;
+}
+
+static const char *ld_error(LDAP *ld, int rc)
+{
+	return ldap_err2string(ld_code(ld, rc));
+}
+
+/* A libldap or directory error code as an outcome: the directory unreachable, or it answered no. */
+static enum ldap_outcome outcome_of(int err)
+{
+	switch (err) {
+	case LDAP_SERVER_DOWN:
+	case LDAP_CONNECT_ERROR:
+	case LDAP_TIMEOUT:
+	case LDAP_UNAVAILABLE:
+	case LDAP_BUSY:
+		return LDAP_OUTCOME_UNAVAILABLE;
+	default:
+		return LDAP_OUTCOME_ERROR;
+	}
 }
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
 
-/* Watches the LDAP socket: writable while it connects, readable otherwise. */
-static bool watch(struct ldap_auth_req *req, bool writable)
+/* Watches the socket for what (EV_READ or EV_WRITE). */
+static bool watch(struct ldap_auth_req *req, short what)
 {
-	int fd = -1;
-	if (ldap_get_option(req->ld, LDAP_OPT_DESC, &fd) != LDAP_OPT_SUCCESS || fd < 0)
-		return false;
-	if (req->io && (fd != req->fd || writable != req->connecting)) {
+	if (req->io && req->io_what != what) {
 		event_free(req->io);
 		req->io = NULL;
 	}
-	req->fd = fd;
-	req->connecting = writable;
-	if (!writable)
-		evutil_make_socket_nonblocking(fd);	/* libldap reads a partial answer later */
 	if (!req->io)
-		req->io = event_new(pgv.base, fd, (writable ? EV_WRITE : EV_READ) | EV_PERSIST, on_io, req);
-	return req->io && event_add(req->io, NULL) == 0;	/* again after a TLS thread, which took it off */
+		req->io = event_new(pgv.base, req->fd, what | EV_PERSIST, on_io, req);
+	req->io_what = what;
+	if (req->io && event_add(req->io, NULL) == 0)
+		return true;
+	finish(req, LDAP_OUTCOME_ERROR, "could not watch the LDAP connection to %s", req->opts.server);
+	return false;
 }
 
 /* The filter that finds the user's entry: ldapsearchfilter with $username, or (attribute=user). */
@@ -402,77 +428,7 @@ static void search_filter(const struct ldap_auth_req *req, char *out, size_t siz
 	out[n] = '\0';
 }
 
-static int issue_request(struct ldap_auth_req *req);
-static void request_sent(struct ldap_auth_req *req, int rc);
-static void first_step(struct ldap_auth_req *req);
-
-static void *tls_thread(void *arg)
-{
-	struct ldap_auth_req *req = arg;
-	req->thread_rc = req->thread_op == THREAD_SEND ? issue_request(req) : ldap_install_tls(req->ld);
-	ssize_t n = write(req->wake[1], "x", 1);	/* the last touch: the loop joins, then reads thread_rc */
-	(void)n;
-	return NULL;
-}
-
-/* The handshake's thread is done: the check goes on (or, ended meanwhile, is freed). */
-static void on_thread_done(evutil_socket_t fd, short what, void *arg)
-{
-	struct ldap_auth_req *req = arg;
-	char c;
-	if (read(fd, &c, 1) != 1)
-		return;
-	pthread_join(req->thread, NULL);
-	req->in_thread = false;
-	close(req->wake[0]);
-	close(req->wake[1]);
-	event_free(req->wake_ev);
-	req->wake_ev = NULL;
-	if (req->orphaned) {
-		req_free(req);
-		return;
-	}
-	if (req->thread_op == THREAD_SEND) {
-		request_sent(req, req->thread_rc);
-		return;
-	}
-	if (req->thread_rc != LDAP_SUCCESS) {
-		finish(req, false, "could not start LDAP TLS session on server \"%s\": %s", req->opts.server,
-		       ld_error(req->ld, req->thread_rc));
-		return;
-	}
-	first_step(req);
-}
-
-/* Runs a call libldap waits in (a lookup, a TLS handshake) in a thread; its socket stays unwatched. */
-static bool run_in_thread(struct ldap_auth_req *req, int op)
-{
-	if (pipe2(req->wake, O_CLOEXEC | O_NONBLOCK) != 0)
-		return false;
-	req->wake_ev = event_new(pgv.base, req->wake[0], EV_READ | EV_PERSIST, on_thread_done, req);
-	if (req->io)
-		event_del(req->io);
-	req->thread_op = op;
-	/* signals stay the loop's: the thread starts with all of them blocked */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = req->wake_ev && event_add(req->wake_ev, NULL) == 0 ?
-		pthread_create(&req->thread, NULL, tls_thread, req) : -1;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
-		if (req->wake_ev)
-			event_free(req->wake_ev);
-		req->wake_ev = NULL;
-		close(req->wake[0]);
-		close(req->wake[1]);
-		return false;
-	}
-	req->in_thread = true;
-	return true;
-}
-
-/* The libldap call of the current step: nothing but the handle and the request (a thread may run it). */
+/* The libldap call of the current step: it only queues the request on the non-blocking socket. */
 static int issue_request(struct ldap_auth_req *req)
 {
 	const struct ldap_opts *o = &req->opts;
@@ -499,68 +455,17 @@ static int issue_request(struct ldap_auth_req *req)
 	}
 }
 
-/* What the request's call said: wait for the connect, for the answer, or fail. */
-static void request_sent(struct ldap_auth_req *req, int rc)
-{
-	const struct ldap_opts *o = &req->opts;
-	if (rc == LDAP_X_CONNECTING) {
-		if (!watch(req, true))
-			finish(req, false, "could not watch the LDAP connection to %s", o->server);
-		return;
-	}
-	if (rc != LDAP_SUCCESS) {
-		finish(req, false, "could not talk to LDAP server \"%s\" port %d: %s", o->server, o->port,
-		       ld_error(req->ld, rc));
-		return;
-	}
-	req->connected = true;
-	if (!watch(req, false))
-		finish(req, false, "could not watch the LDAP connection to %s", o->server);
-}
-
-/* Whether every host of ldapserver is an IP address (libldap then looks nothing up). */
-static bool servers_numeric(const char *servers)
-{
-	char host[256];
-	uint8_t addr[16];
-	for (const char *p = servers; *p;) {
-		size_t len = strcspn(p, " ");
-		if (len >= sizeof(host))
-			return false;
-		memcpy(host, p, len);
-		host[len] = '\0';
-		if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
-			return false;
-		p += len;
-		p += strspn(p, " ");
-	}
-	return true;
-}
-
-/*
- * Sends the request of the current step. The first one connects: libldap
- * looks up a host name and shakes ldaps's TLS hands inside that call,
- * waiting for both, so then it runs in a thread.
- */
+/* Sends the request of the current step, then waits for its answer. */
 static void send_step(struct ldap_auth_req *req)
 {
-	if (!req->connected && (strcmp(req->opts.scheme, "ldaps") == 0 || !servers_numeric(req->opts.server))) {
-		/*
-		 * In the thread a plain connect may wait too, and must: an
-		 * asynchronous one tries only a name's first address, and
-		 * "localhost" is ::1 before 127.0.0.1 on Debian, where a
-		 * directory may listen on IPv4 alone. Each address gets
-		 * LDAP_OPT_NETWORK_TIMEOUT. Not for ldaps: a waiting connect
-		 * there also waits out a directory that never answers the
-		 * handshake, past the check's own timeout.
-		 */
-		if (strcmp(req->opts.scheme, "ldaps") != 0)
-			ldap_set_option(req->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_OFF);
-		if (!run_in_thread(req, THREAD_SEND))
-			finish(req, false, "could not start a thread to connect to %s", req->opts.server);
+	const struct ldap_opts *o = &req->opts;
+	int rc = issue_request(req);
+	if (rc != LDAP_SUCCESS) {
+		finish(req, outcome_of(ld_code(req->ld, rc)), "could not talk to LDAP server \"%s\" port %d: %s", o->server,
+		       o->port, ld_error(req->ld, rc));
 		return;
 	}
-	request_sent(req, issue_request(req));
+	watch(req, EV_READ);
 }
 
 /* The first step once connected (again after StartTLS). */
@@ -576,6 +481,186 @@ static void first_step(struct ldap_auth_req *req)
 	send_step(req);
 }
 
+/* The handshake as far as the socket allows; once done, libldap talks through the session. */
+static void tls_continue(struct ldap_auth_req *req)
+{
+	char why[300];
+	switch (ldap_tls_handshake(req->tls, why, sizeof(why))) {
+	case LDAP_TLS_WANT_READ:
+		watch(req, EV_READ);
+		return;
+	case LDAP_TLS_WANT_WRITE:
+		watch(req, EV_WRITE);
+		return;
+	case LDAP_TLS_DONE:
+		if (!ldap_tls_attach(req->tls, req->ld)) {
+			finish(req, LDAP_OUTCOME_ERROR, "could not start LDAP TLS session on server \"%s\": "
+			       "libldap took no transport layer", req->opts.server);
+			return;
+		}
+		first_step(req);
+		return;
+	default:
+		finish(req, LDAP_OUTCOME_ERROR, "could not start LDAP TLS session on server \"%s\": %s", req->opts.server,
+		       why);
+		return;
+	}
+}
+
+static void tls_start(struct ldap_auth_req *req)
+{
+	char why[300];
+	req->tls = ldap_tls_new(req->fd, req->host, why, sizeof(why));
+	if (!req->tls) {
+		finish(req, LDAP_OUTCOME_ERROR, "could not start LDAP TLS session on server \"%s\": %s", req->opts.server,
+		       why);
+		return;
+	}
+	req->step = STEP_TLS;
+	tls_continue(req);
+}
+
+/* The socket is connected: libldap takes it (ldap_init_fd); TLS first if asked. */
+static void connected(struct ldap_auth_req *req)
+{
+	const struct ldap_opts *o = &req->opts;
+	char url[400];
+	int version = LDAP_VERSION3;
+	bool v6 = strchr(req->host, ':') != NULL;
+	snprintf(url, sizeof(url), "%s://%s%s%s:%d", o->scheme, v6 ? "[" : "", req->host, v6 ? "]" : "", o->port);
+	if (ldap_init_fd(req->fd, LDAP_PROTO_TCP, url, &req->ld) != LDAP_SUCCESS) {
+		req->ld = NULL;
+		finish(req, LDAP_OUTCOME_ERROR, "could not initialize LDAP for server \"%s\"", o->server);
+		return;
+	}
+	ldap_set_option(req->ld, LDAP_OPT_PROTOCOL_VERSION, &version);
+	ldap_set_option(req->ld, LDAP_OPT_REFERRALS, LDAP_OPT_OFF);
+	if (strcmp(o->scheme, "ldaps") == 0) {
+		tls_start(req);
+	} else if (o->tls) {
+		req->step = STEP_STARTTLS;
+		send_step(req);
+	} else {
+		first_step(req);
+	}
+}
+
+/* The host_i-th host of ldapserver ("a b c") into req->host; false past the last. */
+static bool current_host(struct ldap_auth_req *req)
+{
+	const char *p = req->opts.server;
+	for (int i = 0;; i++) {
+		p += strspn(p, " ");
+		size_t len = strcspn(p, " ");
+		if (!len)
+			return false;
+		if (i == req->host_i) {
+			snprintf(req->host, sizeof(req->host), "%.*s", (int)MIN(len, sizeof(req->host) - 1), p);
+			return true;
+		}
+		p += len;
+	}
+}
+
+/* The address failed: the host's next one, else the next host. */
+static void next_address(struct ldap_auth_req *req, const char *why)
+{
+	snprintf(req->last_error, sizeof(req->last_error), "%s", why);
+	close_socket(req);
+	if (++req->addr_i >= req->addr_count) {
+		req->addr_i = 0;
+		req->host_i++;
+	}
+}
+
+/* Starts the non-blocking connect; false with next_address done when it failed at once. */
+static bool connect_start(struct ldap_auth_req *req, const union pgv_sockaddr *sa, socklen_t len)
+{
+	req->fd = socket(sa->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (req->fd < 0 || (connect(req->fd, &sa->sa, len) != 0 && errno != EINPROGRESS)) {
+		next_address(req, strerror(errno));
+		return false;
+	}
+	req->step = STEP_CONNECT;
+	watch(req, EV_WRITE);	/* writable once connected or refused; also right after an immediate connect */
+	return true;
+}
+
+static void on_dns(struct dns_waiter *w, const struct dns_addr *addr, const char *error);
+
+/* Connects to the current address, moving along ldapserver's hosts and their addresses on failures. */
+static void connect_next(struct ldap_auth_req *req)
+{
+	const struct ldap_opts *o = &req->opts;
+	union pgv_sockaddr sa;
+	socklen_t len;
+	char err[300];
+
+	while (current_host(req)) {
+		int literal = dns_literal_address(req->host, o->port, &sa, &len, err, sizeof(err));
+		if (literal == 0 || req->host[0] == '/' || req->host[0] == '@') {
+			struct dns_addr a;
+			req->dns.want = req->addr_i + 1;
+			enum dns_status st = dns_lookup(req->host, &req->dns, on_dns, &a, err, sizeof(err));
+			if (st == DNS_PENDING) {
+				req->step = STEP_LOOKUP;
+				return;
+			}
+			if (st == DNS_FAILED) {
+				req->addr_count = 0;
+				next_address(req, err);
+				continue;
+			}
+			req->addr_count = a.count;
+			dns_answer_address(&a, o->port, &sa, &len);
+		} else if (literal < 0) {
+			req->addr_count = 0;
+			next_address(req, err);
+			continue;
+		} else {
+			req->addr_count = 1;
+		}
+		if (connect_start(req, &sa, len))
+			return;
+	}
+	finish(req, LDAP_OUTCOME_UNAVAILABLE, "could not talk to LDAP server \"%s\" port %d: %s", o->server, o->port,
+	       req->last_error[0] ? req->last_error : "no address to connect to");
+}
+
+static void on_dns(struct dns_waiter *w, const struct dns_addr *addr, const char *error)
+{
+	struct ldap_auth_req *req = container_of(w, struct ldap_auth_req, dns);
+	union pgv_sockaddr sa;
+	socklen_t len;
+	if (!addr) {
+		req->addr_count = 0;
+		next_address(req, error);
+		connect_next(req);
+		return;
+	}
+	req->addr_count = addr->count;
+	dns_answer_address(addr, req->opts.port, &sa, &len);
+	if (!connect_start(req, &sa, len))
+		connect_next(req);
+}
+
+/* The connect ended: go on with the connection, or with the next address. */
+static void connect_done(struct ldap_auth_req *req)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+	if (getsockopt(req->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		err = errno;
+	if (err) {
+		next_address(req, strerror(err));
+		connect_next(req);
+		return;
+	}
+	event_free(req->io);	/* from here on it watches for answers */
+	req->io = NULL;
+	connected(req);
+}
+
 /* The one entry the search found becomes the DN to bind as. */
 static void search_done(struct ldap_auth_req *req, LDAPMessage *res)
 {
@@ -584,16 +669,16 @@ static void search_done(struct ldap_auth_req *req, LDAPMessage *res)
 	search_filter(req, filter, sizeof(filter));
 	if (n != 1) {
 		if (n == 0)
-			finish(req, false, "LDAP user \"%s\" does not exist: search for filter \"%s\" on server \"%s\" "
+			finish(req, LDAP_OUTCOME_UNKNOWN_USER, "LDAP user \"%s\" does not exist: search for filter \"%s\" on server \"%s\" "
 			       "returned no entries", req->user, filter, req->opts.server);
 		else
-			finish(req, false, "LDAP user \"%s\" is not unique: search for filter \"%s\" on server \"%s\" "
+			finish(req, LDAP_OUTCOME_ERROR, "LDAP user \"%s\" is not unique: search for filter \"%s\" on server \"%s\" "
 			       "returned %s entries", req->user, filter, req->opts.server, n > 1 ? "several" : "no usable");
 		return;
 	}
 	char *dn = ldap_get_dn(req->ld, ldap_first_entry(req->ld, res));
 	if (!dn) {
-		finish(req, false, "could not get the DN of the entry matching \"%s\" on server \"%s\"", filter,
+		finish(req, LDAP_OUTCOME_ERROR, "could not get the DN of the entry matching \"%s\" on server \"%s\"", filter,
 		       req->opts.server);
 		return;
 	}
@@ -617,30 +702,29 @@ static void step_done(struct ldap_auth_req *req, LDAPMessage *res)
 	}
 	if (err != LDAP_SUCCESS) {
 		if (req->step == STEP_STARTTLS)
-			finish(req, false, "could not start LDAP TLS session on server \"%s\": %s", o->server,
+			finish(req, LDAP_OUTCOME_ERROR, "could not start LDAP TLS session on server \"%s\": %s", o->server,
 			       ldap_err2string(err));
 		else if (req->step == STEP_SEARCH_BIND)
-			finish(req, false, "could not perform initial LDAP bind for ldapbinddn \"%s\" on server \"%s\": %s",
+			finish(req, outcome_of(err), "could not perform initial LDAP bind for ldapbinddn \"%s\" on server \"%s\": %s",
 			       o->binddn ? o->binddn : "", o->server, ldap_err2string(err));
 		else if (req->step == STEP_SEARCH)
-			finish(req, false, "could not search LDAP on server \"%s\": %s", o->server, ldap_err2string(err));
+			finish(req, outcome_of(err), "could not search LDAP on server \"%s\": %s", o->server, ldap_err2string(err));
 		else
-			finish(req, false, "LDAP login failed for user \"%s\" on server \"%s\": %s", req->dn, o->server,
+			finish(req, err == LDAP_INVALID_CREDENTIALS ? LDAP_OUTCOME_BAD_PASSWORD : outcome_of(err),
+			       "LDAP login failed for user \"%s\" on server \"%s\": %s", req->dn, o->server,
 			       ldap_err2string(err));
 		return;
 	}
 	switch (req->step) {
 	case STEP_STARTTLS:
-		/* libldap shakes hands itself and waits for it (LDAP_OPT_NETWORK_TIMEOUT): not on the loop */
-		if (!run_in_thread(req, THREAD_INSTALL_TLS))
-			finish(req, false, "could not start a thread for the TLS handshake with %s", o->server);
+		tls_start(req);
 		return;
 	case STEP_SEARCH_BIND:
 		req->step = STEP_SEARCH;
 		send_step(req);
 		return;
 	default:
-		finish(req, true, "%s", req->dn);
+		finish(req, LDAP_OUTCOME_OK, "%s", req->dn);
 		return;
 	}
 }
@@ -651,15 +735,22 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 	struct timeval zero = { 0, 0 };
 	LDAPMessage *res = NULL;
 
-	if (req->connecting) {
-		send_step(req);		/* the connect finished one way or the other: try the request again */
+	if (req->step == STEP_CONNECT) {
+		connect_done(req);
+		return;
+	}
+	if (req->step == STEP_TLS) {
+		tls_continue(req);
 		return;
 	}
 	int rc = ldap_result(req->ld, req->msgid, LDAP_MSG_ALL, &zero, &res);
-	if (rc == 0)
+	if (rc == 0) {
+		if (ldap_tls_pending(req->tls))	/* decrypted already: the socket will not say so */
+			event_active(req->io, EV_READ, 0);
 		return;		/* not all of it yet */
+	}
 	if (rc < 0) {
-		finish(req, false, "lost the connection to LDAP server \"%s\": %s", req->opts.server,
+		finish(req, LDAP_OUTCOME_UNAVAILABLE, "lost the connection to LDAP server \"%s\": %s", req->opts.server,
 		       ld_error(req->ld, -1));
 		return;
 	}
@@ -670,54 +761,20 @@ static void on_io(evutil_socket_t fd, short what, void *arg)
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct ldap_auth_req *req = arg;
-	finish(req, false, "no answer from LDAP server \"%s\" within auth_ldap_timeout (%.1f s)%s", req->opts.server,
-	       (double)pgv.cfg->auth_ldap_timeout / USEC_PER_SEC,
-	       !req->is_active ? ", still waiting for a turn (auth_ldap_max_concurrent)" : "");
+	finish(req, LDAP_OUTCOME_UNAVAILABLE, "no answer from LDAP server \"%s\" within auth_ldap_timeout (%.1f s)%s",
+	       req->opts.server, (double)pgv.cfg->auth_ldap_timeout / USEC_PER_SEC,
+	       !req->is_active ? ", still waiting for a turn (auth_ldap_max_concurrent)" :
+	       req->step == STEP_LOOKUP ? ", looking up its address" : req->step == STEP_CONNECT ? ", connecting" :
+	       req->step == STEP_TLS ? ", in the TLS handshake" : "");
 }
 
-/* The URIs of ldapserver's hosts ("a b" -> "ldap://a:389 ldap://b:389"). */
-static bool server_uris(const struct ldap_opts *o, char *out, size_t size)
-{
-	const char *p = o->server;
-	size_t n = 0;
-	while (*p) {
-		size_t len = strcspn(p, " ");
-		int w = snprintf(out + n, size - n, "%s%s://%.*s:%d", n ? " " : "", o->scheme, (int)len, p, o->port);
-		if (w < 0 || (size_t)w >= size - n)
-			return false;
-		n += (size_t)w;
-		p += len;
-		while (*p == ' ')
-			p++;
-	}
-	return n > 0;
-}
-
-/* A queued check gets its connection and sends its first request. */
+/* A queued check takes its turn: it connects. */
 static void begin(struct ldap_auth_req *req)
 {
-	char uris[LDAP_OPTS_MAX * 2];
-	int version = LDAP_VERSION3;
-	usec_t left = pgv.cfg->auth_ldap_timeout > 0 ? pgv.cfg->auth_ldap_timeout : 10 * USEC_PER_SEC;
-	struct timeval tv = { (time_t)(left / USEC_PER_SEC), (suseconds_t)(left % USEC_PER_SEC) };
-
 	list_remove(&queued, &req->node);
 	list_append(&active, &req->node);
 	req->is_active = true;
-	if (!server_uris(&req->opts, uris, sizeof(uris)) || ldap_initialize(&req->ld, uris) != LDAP_SUCCESS) {
-		finish(req, false, "could not initialize LDAP for server \"%s\"", req->opts.server);
-		return;
-	}
-	ldap_set_option(req->ld, LDAP_OPT_PROTOCOL_VERSION, &version);
-	ldap_set_option(req->ld, LDAP_OPT_REFERRALS, LDAP_OPT_OFF);
-	ldap_set_option(req->ld, LDAP_OPT_CONNECT_ASYNC, LDAP_OPT_ON);
-	ldap_set_option(req->ld, LDAP_OPT_NETWORK_TIMEOUT, &tv);
-	if (req->opts.tls) {
-		req->step = STEP_STARTTLS;
-		send_step(req);
-		return;
-	}
-	first_step(req);
+	connect_next(req);
 }
 
 static void pump(evutil_socket_t fd, short what, void *arg)
@@ -739,6 +796,7 @@ struct ldap_auth_req *ldap_auth_start(const char *options, const char *user, con
 		return NULL;
 	}
 	struct ldap_auth_req *req = xcalloc(1, sizeof(*req));
+	req->fd = -1;
 	if (!opts_parse(options, &req->opts, why, size)) {
 		req_free(req);
 		return NULL;
@@ -764,7 +822,6 @@ struct ldap_auth_req *ldap_auth_start(const char *options, const char *user, con
 	}
 	strlcpy_s(req->user, user, sizeof(req->user));
 	req->password = xstrdup(password);
-	req->fd = -1;
 	req->done = done;
 	req->arg = arg;
 	req->step = STEP_QUEUED;

@@ -18,15 +18,16 @@
  *    auth_ldap_max_concurrent checks talk to directories at once, the
  *    others wait their turn; each fails auth_ldap_timeout after its start
  *    whatever the directory does.
- *  - The exchange uses OpenLDAP's asynchronous calls (connect included:
- *    LDAP_OPT_CONNECT_ASYNC), its socket watched by libevent and results
- *    read with a zero timeout. libldap waits inside two calls: the first
- *    request when ldapserver names a host (the system resolver) or the
- *    scheme is ldaps (the TLS handshake), and ldap_install_tls after
- *    StartTLS. Those run in a short-lived thread of their own, which alone
- *    touches the handle meanwhile (within auth_ldap_timeout, libldap's
- *    network timeout); a check that ends first is freed when the thread
- *    is done.
+ *  - Nothing waits, and no thread runs: ldapserver's host names are looked
+ *    up with pgvalve's own resolver (dns.h, c-ares), each address in turn
+ *    is connected to without blocking from the loop, and the connected
+ *    socket is handed to libldap (ldap_init_fd). TLS (ldaps, or StartTLS
+ *    sent as an asynchronous extended operation) is shaken hands on the
+ *    loop by ldap_tls.h and then placed under libldap, because libldap's
+ *    own handshake waits inside its call. Requests are OpenLDAP's
+ *    asynchronous calls (ldap_sasl_bind, ldap_search_ext with message
+ *    ids), their answers read with ldap_result and a zero timeout when
+ *    libevent says the socket is readable.
  *  - The reason given to the callback on failure is for the log: it names
  *    the directory, the DN and libldap's error, never a password or the
  *    ldapbindpasswd.
@@ -42,8 +43,16 @@
 
 struct ldap_auth_req;
 
-/* ok: the password is right; text: the DN bound as when ok, else why it failed. */
-typedef void (*ldap_auth_done_fn)(void *arg, bool ok, const char *text);
+/* How a check ended, so the caller can count failures by what an operator would fix. */
+enum ldap_outcome {
+	LDAP_OUTCOME_OK,		/* the password is right */
+	LDAP_OUTCOME_BAD_PASSWORD,	/* the directory refused the user's bind (invalid credentials) */
+	LDAP_OUTCOME_UNKNOWN_USER,	/* search+bind: the search found no entry for the user */
+	LDAP_OUTCOME_UNAVAILABLE,	/* no connection, the connection lost, or no answer within auth_ldap_timeout */
+	LDAP_OUTCOME_ERROR,		/* anything else: the search account refused, TLS, a search error, several entries */
+};
+/* text: the DN bound as when LDAP_OUTCOME_OK, else why it failed. */
+typedef void (*ldap_auth_done_fn)(void *arg, enum ldap_outcome outcome, const char *text);
 
 /* Whether this build has an LDAP client. */
 bool ldap_auth_built(void);

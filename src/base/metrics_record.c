@@ -57,6 +57,12 @@ void metrics_count_authentication(int method)
 		metrics_events.authentications[method]++;
 }
 
+void metrics_count_authentication_failure(int method, enum metrics_auth_failure cause)
+{
+	if (method >= 0 && method < METRICS_AUTH_METHODS && cause < METRICS_AUTH_FAILURE_CAUSES)
+		metrics_events.authentication_failures[method][cause]++;
+}
+
 void metrics_count_server_connect_failure(void)
 {
 	metrics_events.server_connect_failures++;

@@ -503,6 +503,7 @@ static int server_gs2_header(struct scram_server *ss, const char *msg, const cha
 	} else if (msg[0] == 'y' && ss->cbind_len) {
 		/* the client could bind and thinks this server cannot: a downgrade on the way */
 		*err = "SCRAM channel binding negotiation error";
+		ss->binding_failed = true;
 		return -1;
 	}
 	const char *authz = flag_end + 1;
@@ -630,6 +631,7 @@ int scram_server_final(struct scram_server *ss, const char *client_final, size_t
 	size_t elen = cbind_input(ss->gs2_header, ss->cbind_data, ss->cbind_len, expected);
 	if (n != (int)elen || memcmp(cbind, expected, elen) != 0) {
 		*err = "SCRAM channel binding check failed";
+		ss->binding_failed = true;
 		return -1;
 	}
 	if (strcmp(r, ss->nonce) != 0) {

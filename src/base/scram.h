@@ -170,6 +170,7 @@ struct scram_server {
 	uint8_t cbind_data[SCRAM_CBIND_MAX];
 	size_t cbind_len;
 	bool plus_selected;		/* the client chose SCRAM-SHA-256-PLUS */
+	bool binding_failed;		/* refused for its channel binding: another certificate, or a downgrade */
 	char nonce[SCRAM_MSG_MAX];	/* client nonce + server nonce */
 	char client_first_bare[SCRAM_MSG_MAX];
 	char server_first[SCRAM_MSG_MAX];

@@ -59,14 +59,29 @@ static void send_auth_request(struct client *client, uint32_t code, const void *
 	netbuf_send(&client->nb, b.buf, b.len);
 }
 
+/* Counted for pgvalve_client_authentication_failures_total under the login's method. */
+static void count_failure(const struct client *client, enum metrics_auth_failure cause)
+{
+	metrics_count_authentication_failure(client->login->auth_method, cause);
+}
+
+/* A client refused: counted by cause, then closed with what the client is told. */
+static void refuse(struct client *client, enum metrics_auth_failure cause, const char *sqlstate, const char *msg)
+{
+	count_failure(client, cause);
+	client_close(client, sqlstate, msg);
+}
+
 /*
  * A wrong password, or a user nobody knows: PgBouncer's words, which name
- * no user and so tell a prober nothing, and its SQLSTATE.
+ * no user and so tell a prober nothing, and its SQLSTATE. Only the
+ * metrics tell the two apart.
  */
 static void auth_fail(struct client *client)
 {
 	bool sasl = client->login->auth_method == AUTH_TYPE_SCRAM_SHA_256;
-	client_close(client, "08P01", sasl ? "SASL authentication failed" : "password authentication failed");
+	refuse(client, client->login->user_known ? METRICS_AUTH_BAD_PASSWORD : METRICS_AUTH_UNKNOWN_USER, "08P01",
+	       sasl ? "SASL authentication failed" : "password authentication failed");
 }
 
 /* The method's name for the log: auth_type's, or the SCRAM variant that bound the channel. */
@@ -150,16 +165,18 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 		uint32_t dlen = pkt_get_uint32(&r);
 		const uint8_t *data = r.failed || dlen == 0xFFFFFFFFu ? NULL : pkt_get_bytes(&r, dlen);
 		if (!mech || !data || pkt_remaining(&r) != 0) {
-			client_close(client, "08P01", "malformed SASL initial response");
+			refuse(client, METRICS_AUTH_PROTOCOL_ERROR, "08P01", "malformed SASL initial response");
 			return;
 		}
 		if (!scram_server_choose_mechanism(login->scram, mech)) {
-			client_close(client, "28000", "client selected an invalid SASL authentication mechanism");
+			refuse(client, METRICS_AUTH_PROTOCOL_ERROR, "28000",
+			       "client selected an invalid SASL authentication mechanism");
 			return;
 		}
 		n = scram_server_first(login->scram, (const char *)data, dlen, out, sizeof(out), &err);
 		if (n < 0) {
-			client_close(client, "08P01", err);
+			refuse(client, login->scram->binding_failed ? METRICS_AUTH_CHANNEL_BINDING_MISMATCH :
+			       METRICS_AUTH_PROTOCOL_ERROR, "08P01", err);
 			return;
 		}
 		login->phase = LOGIN_SASL_RESPONSE;
@@ -168,7 +185,8 @@ static void scram_step(struct client *client, const uint8_t *body, uint32_t len)
 	}
 	n = scram_server_final(login->scram, (const char *)body, len, out, sizeof(out), &err);
 	if (n == -1) {
-		client_close(client, "08P01", err);
+		refuse(client, login->scram->binding_failed ? METRICS_AUTH_CHANNEL_BINDING_MISMATCH :
+		       METRICS_AUTH_PROTOCOL_ERROR, "08P01", err);
 		return;
 	}
 	if (n < 0 || login->fake_auth) {
@@ -311,7 +329,8 @@ static int hba_method(struct client *client)
 			snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s" :
 				 "no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
 				 host, login->user, login->dbname, tls);
-		client_close(client, "28000", msg);
+		login->auth_method = AUTH_TYPE_HBA;	/* no method was chosen: counted under auth_type's */
+		refuse(client, METRICS_AUTH_HBA_REJECT, "28000", msg);
 		return -1;
 	}
 	return m.method;
@@ -417,7 +436,7 @@ static void auth_proceed(struct client *client)
 	case AUTH_TYPE_TRUST:
 		/* As PgBouncer: any user it knows, with or without a password; the text names no user. */
 		if (!login->user_known) {
-			client_close(client, "08P01", "\"trust\" authentication failed");
+			refuse(client, METRICS_AUTH_UNKNOWN_USER, "08P01", "\"trust\" authentication failed");
 			return;
 		}
 		auth_succeed(client);
@@ -442,7 +461,7 @@ static void auth_proceed(struct client *client)
 		    !identity_allowed(login->hba_map, sysuser, login->user)) {
 			char msg[200];
 			snprintf(msg, sizeof(msg), "peer authentication failed for user \"%s\"", login->user);
-			client_close(client, "28000", msg);
+			refuse(client, METRICS_AUTH_IDENTITY_MISMATCH, "28000", msg);
 			return;
 		}
 		auth_succeed(client);
@@ -455,7 +474,7 @@ static void auth_proceed(struct client *client)
 		    !identity_allowed(login->hba_map, cn, login->user)) {
 			char msg[200];
 			snprintf(msg, sizeof(msg), "certificate authentication failed for user \"%s\"", login->user);
-			client_close(client, "28000", msg);
+			refuse(client, METRICS_AUTH_IDENTITY_MISMATCH, "28000", msg);
 			return;
 		}
 		auth_succeed(client);
@@ -463,7 +482,7 @@ static void auth_proceed(struct client *client)
 	}
 	case AUTH_TYPE_GSS:
 		if (!login->gss) {
-			client_close(client, "28000", "GSSAPI is not supported by this pgvalve");
+			refuse(client, METRICS_AUTH_NOT_SUPPORTED, "28000", "GSSAPI is not supported by this pgvalve");
 			return;
 		}
 		login->phase = LOGIN_GSS;
@@ -486,7 +505,7 @@ static void auth_proceed(struct client *client)
 	char msg[160];
 	snprintf(msg, sizeof(msg), "auth_type \"%s\" is not supported", auth_type_name(method));
 	log_warning("%s", msg);
-	client_close(client, "28000", msg);
+	refuse(client, METRICS_AUTH_NOT_SUPPORTED, "28000", msg);
 }
 
 /* The md5 form of the stored secret ("md5" + 32 hex), from a plain or md5 secret. */
@@ -530,12 +549,12 @@ static bool check_plain(const struct client_login *login, const char *given)
 }
 
 /* PostgreSQL's words to the client; why (GSSAPI's own, or the name check) goes to the log. */
-static void gss_fail(struct client *client, const char *why)
+static void gss_fail(struct client *client, enum metrics_auth_failure cause, const char *why)
 {
 	char msg[200];
 	client_log(LOG_LEVEL_WARNING, client, "GSSAPI authentication failed: %s", why);
 	snprintf(msg, sizeof(msg), "GSSAPI authentication failed for user \"%s\"", client->login->user);
-	client_close(client, "28000", msg);
+	refuse(client, cause, "28000", msg);
 }
 
 /* A GSSResponse: one token into the acceptor; its answer out; once done, the name check. */
@@ -547,8 +566,8 @@ static void gss_step(struct client *client, const uint8_t *body, uint32_t len)
 	size_t out_len;
 	enum gss_auth_result r = gss_auth_step(login->gss, pgv.cfg->auth_krb_server_keyfile, pgv.cfg->krb_srvname,
 					       body, len, &out, &out_len, err, sizeof(err));
-	if (r == GSS_AUTH_FAILED) {
-		gss_fail(client, err);
+	if (r == GSS_AUTH_FAILED || r == GSS_AUTH_NO_KEYTAB) {
+		gss_fail(client, r == GSS_AUTH_NO_KEYTAB ? METRICS_AUTH_KEYTAB_UNUSABLE : METRICS_AUTH_TICKET_INVALID, err);
 		return;
 	}
 	if (out_len) {	/* AuthenticationGSSContinue; a Kerberos AP-REP is small, a token may not be */
@@ -561,14 +580,14 @@ static void gss_step(struct client *client, const uint8_t *body, uint32_t len)
 	if (r == GSS_AUTH_CONTINUE)
 		return;
 	if (!gss_auth_system_user(login->gss, sysuser, sizeof(sysuser), err, sizeof(err))) {
-		gss_fail(client, err);
+		gss_fail(client, METRICS_AUTH_IDENTITY_MISMATCH, err);	/* a realm other than krb_realm */
 		return;
 	}
 	if (!identity_allowed(login->hba_map, sysuser, login->user)) {
 		snprintf(err, sizeof(err), "principal \"%.200s\" (as \"%.200s\") may not log in as user \"%s\"%s%s",
 			 gss_auth_principal(login->gss), sysuser, login->user, login->hba_map[0] ? " by map " : "",
 			 login->hba_map);
-		gss_fail(client, err);
+		gss_fail(client, METRICS_AUTH_IDENTITY_MISMATCH, err);
 		return;
 	}
 	auth_succeed(client);
@@ -579,17 +598,23 @@ static void gss_step(struct client *client, const uint8_t *body, uint32_t len)
  * a forced user, the auth_file or auth_query secret, else (as PgBouncer)
  * the password the directory just accepted.
  */
-static void ldap_answer(void *arg, bool ok, const char *text)
+static void ldap_answer(void *arg, enum ldap_outcome outcome, const char *text)
 {
+	static const enum metrics_auth_failure causes[] = {
+		[LDAP_OUTCOME_BAD_PASSWORD] = METRICS_AUTH_BAD_PASSWORD,
+		[LDAP_OUTCOME_UNKNOWN_USER] = METRICS_AUTH_UNKNOWN_USER,
+		[LDAP_OUTCOME_UNAVAILABLE] = METRICS_AUTH_DIRECTORY_UNAVAILABLE,
+		[LDAP_OUTCOME_ERROR] = METRICS_AUTH_DIRECTORY_ERROR,
+	};
 	struct client *client = arg;
 	struct client_login *login = client->login;
 
 	login->ldap = NULL;
 	if (client->state == CL_CLOSED)
 		return;
-	if (!ok) {
+	if (outcome != LDAP_OUTCOME_OK) {
 		client_log(LOG_LEVEL_WARNING, client, "LDAP authentication failed: %s", text);
-		client_close(client, "08P01", "LDAP authentication failed");	/* PgBouncer's words */
+		refuse(client, causes[outcome], "08P01", "LDAP authentication failed");	/* PgBouncer's words */
 		return;
 	}
 	if (pgv.cfg->log_connections)
@@ -613,8 +638,10 @@ static void ldap_check(struct client *client, const char *given)
 	login->ldap_password = xstrdup(given);
 	login->ldap = ldap_auth_start(options, login->user, given, ldap_answer, client, why, sizeof(why));
 	if (!login->ldap) {
+		/* it could not start: an empty password, or a user name the directory cannot be asked about */
 		client_log(LOG_LEVEL_WARNING, client, "LDAP authentication failed: %s", why);
-		client_close(client, "08P01", "LDAP authentication failed");
+		refuse(client, given[0] ? METRICS_AUTH_UNKNOWN_USER : METRICS_AUTH_BAD_PASSWORD, "08P01",
+		       "LDAP authentication failed");
 		return;
 	}
 	login->phase = LOGIN_LDAP;
@@ -637,7 +664,7 @@ void auth_handle_password(struct client *client, const uint8_t *body, uint32_t l
 		return;
 	}
 	if (!given || pkt_remaining(&r) != 0) {
-		client_close(client, "08P01", "invalid password packet");
+		refuse(client, METRICS_AUTH_PROTOCOL_ERROR, "08P01", "invalid password packet");
 		return;
 	}
 	if (login->auth_method == AUTH_TYPE_LDAP) {

@@ -589,6 +589,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		if (code == PROTO_CANCEL_REQUEST)
 			return client_cancel_packet(client, pkt);
 		if (!netbuf_ssl(&client->nb) && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
+			metrics_count_authentication_failure(pgv.cfg->auth_type, METRICS_AUTH_TLS_REQUIRED);
 			client_close(client, "28000", "SSL required");
 			return false;
 		}

@@ -111,6 +111,7 @@ static const struct family families[] = {
 	H("pgvalve_client_wait_seconds", "Time a client waited for a server per database, per assignment that waited"),
 	C("pgvalve_login_failures_total", "Client logins that failed, by reason"),
 	C("pgvalve_client_authentications_total", "Clients that proved who they are, by authentication method"),
+	C("pgvalve_client_authentication_failures_total", "Client authentications that failed, by method and cause"),
 	C("pgvalve_server_connect_failures_total", "Server connections that could not be opened or logged in"),
 	C("pgvalve_cancel_requests_forwarded_total", "Cancel requests sent on to a PostgreSQL server"),
 	C("pgvalve_notifications_delivered_total", "Notifications (LISTEN/NOTIFY) given to clients in transaction and statement pooling"),
@@ -142,6 +143,10 @@ const double metrics_latency_bounds[METRICS_LATENCY_BUCKETS] = {
 };
 static const char *const login_failure_names[METRICS_LOGIN_FAILURE_KINDS] = {
 	"bad_password", "no_database", "too_many_connections", "timeout", "rejected",
+};
+static const char *const auth_failure_names[METRICS_AUTH_FAILURE_CAUSES] = {
+	"bad_password", "unknown_user", "identity_mismatch", "directory_unavailable", "directory_error",
+	"ticket_invalid", "keytab_unusable", "channel_binding_mismatch", "hba_reject", "tls_required", "protocol_error", "not_supported",
 };
 
 /* ---------------------------------------------------------------- sets */
@@ -423,6 +428,23 @@ static int cmp_pool_key(const void *a, const void *b)
 	return c ? c : strcmp(x->user, y->user);
 }
 
+/* Only the (method, cause) pairs that happened: a series per pair that ever did. */
+static void collect_auth_failures(struct metrics_set *set)
+{
+	char lb[128];
+	for (int m = 0; m < METRICS_AUTH_METHODS; m++) {
+		for (int c = 0; c < METRICS_AUTH_FAILURE_CAUSES; c++) {
+			if (!metrics_events.authentication_failures[m][c])
+				continue;
+			lb[0] = '\0';
+			metrics_label(lb, sizeof(lb), "method", auth_type_name(m));
+			metrics_label(lb, sizeof(lb), "cause", auth_failure_names[c]);
+			metrics_add(set, "pgvalve_client_authentication_failures_total", METRICS_PART_VALUE, lb,
+				    (double)metrics_events.authentication_failures[m][c]);
+		}
+	}
+}
+
 void metrics_collect_local(struct metrics_set *set)
 {
 	usec_t now = now_usec();
@@ -486,6 +508,7 @@ void metrics_collect_local(struct metrics_set *set)
 		metrics_add(set, "pgvalve_client_authentications_total", METRICS_PART_VALUE, lb,
 			    (double)metrics_events.authentications[m]);
 	}
+	collect_auth_failures(set);
 	metrics_add(set, "pgvalve_server_connect_failures_total", METRICS_PART_VALUE, NULL,
 		    (double)metrics_events.server_connect_failures);
 	metrics_add(set, "pgvalve_cancel_requests_forwarded_total", METRICS_PART_VALUE, NULL,

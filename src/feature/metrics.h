@@ -85,6 +85,26 @@ void metrics_count_login_error(const char *sqlstate, const char *message);
 /* A client proved who it is with this auth type (enum auth_type, config.h): counted by method. */
 #define METRICS_AUTH_METHODS 16
 void metrics_count_authentication(int method);
+/*
+ * Why a client's authentication failed, in terms an operator acts on
+ * (pgvalve_client_authentication_failures_total{method,cause}).
+ */
+enum metrics_auth_failure {
+	METRICS_AUTH_BAD_PASSWORD,	/* a known user, a wrong password (or the directory said invalid credentials) */
+	METRICS_AUTH_UNKNOWN_USER,	/* no such user: auth_file, auth_query or the directory's search */
+	METRICS_AUTH_IDENTITY_MISMATCH,	/* peer, cert or gss: that identity may not be this user (map) */
+	METRICS_AUTH_DIRECTORY_UNAVAILABLE,	/* LDAP: no connection, connection lost, or auth_ldap_timeout */
+	METRICS_AUTH_DIRECTORY_ERROR,	/* LDAP: the directory answered but the check could not be made */
+	METRICS_AUTH_TICKET_INVALID,	/* gss: the ticket was refused (expired, forged, for another service) */
+	METRICS_AUTH_KEYTAB_UNUSABLE,	/* gss: the server keytab cannot be read or holds no key for the service */
+	METRICS_AUTH_CHANNEL_BINDING_MISMATCH,	/* SCRAM-SHA-256-PLUS bound to another certificate */
+	METRICS_AUTH_HBA_REJECT,	/* auth_hba_file: a reject line, or no line */
+	METRICS_AUTH_TLS_REQUIRED,	/* client_tls_sslmode require and a client without TLS */
+	METRICS_AUTH_PROTOCOL_ERROR,	/* malformed or out-of-order authentication messages */
+	METRICS_AUTH_NOT_SUPPORTED,	/* a method this build or this client kind cannot use */
+	METRICS_AUTH_FAILURE_CAUSES,
+};
+void metrics_count_authentication_failure(int method, enum metrics_auth_failure cause);
 void metrics_count_server_connect_failure(void);
 void metrics_count_cancel_forwarded(void);
 /* LISTEN/NOTIFY (notify.c): a notification given to a client; a client closed for not reading them. */
@@ -95,6 +115,7 @@ void metrics_count_notify_client_dropped(void);
 struct metrics_events {
 	uint64_t login_failures[METRICS_LOGIN_FAILURE_KINDS];
 	uint64_t authentications[METRICS_AUTH_METHODS];
+	uint64_t authentication_failures[METRICS_AUTH_METHODS][METRICS_AUTH_FAILURE_CAUSES];
 	uint64_t server_connect_failures;
 	uint64_t cancels_forwarded;
 	uint64_t notifications_delivered;

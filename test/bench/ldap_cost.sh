@@ -6,7 +6,10 @@
 # that rate (10% of all logins), in alternating rounds on one pgvalve.
 # `make bench-ldap` runs it; use a build without sanitizers and with LDAP.
 #
-#   ldap_cost.sh [--duration S] [--rounds N] [--rate N] [--clients N]
+#   ldap_cost.sh [--duration S] [--rounds N] [--rate N] [--clients N] [--ldapserver HOST]
+#
+# --ldapserver: how the hba line names the directory (127.0.0.1; localhost
+# makes each LDAP login look the name up, through pgvalve's resolver).
 #
 # Prints per round and as medians: the md5 logins' average latency
 # (pgbench's, connect included), pgvalve's CPU per login over all logins
@@ -18,14 +21,15 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-duration=10 rounds=3 rate=400 clients=8
+duration=10 rounds=3 rate=400 clients=8 ldapserver=127.0.0.1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
 	--clients) clients=$2; shift 2 ;;
-	*) echo "usage: ldap_cost.sh [--duration S] [--rounds N] [--rate N] [--clients N]" >&2; exit 2 ;;
+	--ldapserver) ldapserver=$2; shift 2 ;;
+	*) echo "usage: ldap_cost.sh [--duration S] [--rounds N] [--rate N] [--clients N] [--ldapserver HOST]" >&2; exit 2 ;;
 	esac
 done
 [ -x /usr/sbin/slapd ] || { echo "${0##*/}: needs Debian's slapd (scripts/deps.sh test mode installs it)" >&2; exit 2; }
@@ -61,8 +65,8 @@ slapd_pid=$!
 
 "$PGBIN/psql" -X -q -h "$tmp" -p "$pgport" -U postgres -d postgres \
 	-c "CREATE ROLE bench_ldap LOGIN PASSWORD 'bench'" -c "GRANT CONNECT ON DATABASE bench TO bench_ldap" >/dev/null
-printf 'host all bench 127.0.0.1/32 md5\nhost all bench_ldap 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%s "ldapprefix=uid=" "ldapsuffix=,ou=people,dc=example,dc=com"\n' \
-	"$ldap_port" >"$tmp/hba.conf"
+printf 'host all bench 127.0.0.1/32 md5\nhost all bench_ldap 127.0.0.1/32 ldap ldapserver=%s ldapport=%s "ldapprefix=uid=" "ldapsuffix=,ou=people,dc=example,dc=com"\n' \
+	"$ldapserver" "$ldap_port" >"$tmp/hba.conf"
 echo "SELECT 1;" >"$tmp/select1.sql"
 [ -n "$runas" ] && chown "$runas:" "$tmp/hba.conf" "$tmp/select1.sql"
 bench_start_pgvalve "auth_type = hba

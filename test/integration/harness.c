@@ -651,6 +651,35 @@ int pgv_pick_http_port(int avoid)
 	return -1;
 }
 
+double pgv_metric(int port, const char *series)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+	static char body[1 << 18];
+	char line[512];
+	size_t len = 0;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "metrics port %d", port);
+	ck_assert(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
+	for (ssize_t n; len < sizeof(body) - 1 && (n = read(fd, body + len, sizeof(body) - 1 - len)) > 0;)
+		len += (size_t)n;
+	close(fd);
+	body[len] = '\0';
+	snprintf(line, sizeof(line), "\n%s ", series);
+	const char *at = strstr(body, line);
+	return at ? strtod(at + strlen(line), NULL) : -1;
+}
+
+double pgv_auth_failures(int port, const char *method, const char *cause)
+{
+	char series[200];
+	snprintf(series, sizeof(series), "pgvalve_client_authentication_failures_total{method=\"%s\",cause=\"%s\"}",
+		 method, cause);
+	double v = pgv_metric(port, series);
+	return v < 0 ? 0 : v;
+}
+
 void pgv_start(struct pgv *p, const char *pgbouncer_extra, const char *databases, const char *userlist)
 {
 	memset(p, 0, sizeof(*p));

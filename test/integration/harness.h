@@ -67,6 +67,15 @@ int pgv_pick_http_port(int avoid);
 /* GET /metrics from 127.0.0.1:port: the whole answer (static buffer). */
 const char *pgv_scrape_metrics(int port);
 /*
+ * The value of one series from the metrics endpoint on 127.0.0.1:port,
+ * named with its labels as the text format prints them
+ * ("pgvalve_x_total{method=\"ldap\",cause=\"bad_password\"}"); -1 when
+ * the scrape has no such series.
+ */
+double pgv_metric(int port, const char *series);
+/* pgvalve_client_authentication_failures_total{method,cause} on port: 0 when the series is absent. */
+double pgv_auth_failures(int port, const char *method, const char *cause);
+/*
  * pgv_start_on_port with extra command-line arguments (NULL-terminated, put
  * before the ini file; may be NULL). p: zeroed or from pgv_reserve_dir().
  */

@@ -24,14 +24,23 @@
 
 #define DB "pgvtest"
 
+static int mport;	/* the metrics port of the pgvalve tls_conf made last */
+
 static const char *tls_conf(const char *auth_type, const char *server_sslmode)
 {
 	static char buf[1536];
+	mport = pgv_pick_http_port(0);
 	snprintf(buf, sizeof(buf),
 		 "auth_type = %s\nverbose = 1\nclient_tls_sslmode = require\nclient_tls_cert_file = %s\n"
-		 "client_tls_key_file = %s\nserver_tls_sslmode = %s\n",
-		 auth_type, pgv_cert("server.crt"), pgv_cert("server.key"), server_sslmode);
+		 "client_tls_key_file = %s\nserver_tls_sslmode = %s\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n",
+		 auth_type, pgv_cert("server.crt"), pgv_cert("server.key"), server_sslmode, mport);
 	return buf;
+}
+
+/* pgvalve_client_authentication_failures_total{method,cause} of the last pgvalve started. */
+static double failures(const char *method, const char *cause)
+{
+	return pgv_auth_failures(mport, method, cause);
 }
 
 /* A libpq login to port: NULL when it worked (closed again), else libpq's message (static). */
@@ -71,6 +80,12 @@ START_TEST(plus_to_pgvalve)
 	err = login(p.port, "scram_user", "wrong_pw_5521", "require", "require");
 	ck_assert_ptr_nonnull(err);
 	ck_assert_msg(strstr(err, "SASL authentication failed"), "%s", err);
+	ck_assert_double_eq(failures("scram-sha-256", "bad_password"), 1);
+	ck_assert_double_eq(failures("scram-sha-256", "channel_binding_mismatch"), 0);
+	/* client_tls_sslmode = require: a client without TLS is refused, and counted as such */
+	err = login(p.port, "scram_user", "scram_pass", "disable", "disable");
+	ck_assert_msg(err && strstr(err, "SSL required"), "%s", err ? err : "logged in without TLS");
+	ck_assert_double_eq(failures(types[_i], "tls_required"), 1);
 	pgv_stop(&p);
 }
 END_TEST
@@ -248,6 +263,8 @@ START_TEST(plus_mismatch_refused)
 	ck_assert_msg(strstr(err, "SCRAM channel binding check failed"), "%s", err);
 	pgv_expect_log(&p, "closing because: SCRAM channel binding check failed", 5);
 	ck_assert_int_eq(pgv_log_count(&p, "method=scram-sha-256-plus"), 0);
+	ck_assert_double_eq(failures("scram-sha-256", "channel_binding_mismatch"), 1);
+	ck_assert_double_eq(failures("scram-sha-256", "bad_password"), 0);
 	/* and straight to pgvalve the same login binds */
 	ck_assert_ptr_null(login(p.port, "scram_user", "scram_pass", "require", "require"));
 	pgv_stop(&p);

@@ -201,6 +201,36 @@ START_TEST(libpq_newest_protocol)
 END_TEST
 
 /*
+ * libpq 18 with OpenSSL (psycopg's binary wheel; Debian's is 15) and
+ * SCRAM-SHA-256-PLUS (issue 44): channel_binding=require through pgvalve
+ * over TLS binds; a proxy that shows another certificate is refused for
+ * it, and counted so; a login through it that does not bind goes on.
+ */
+START_TEST(libpq_newest_channel_binding)
+{
+	struct pgv p;
+	char conf[1024];
+	int mport = pgv_pick_http_port(0);
+	snprintf(conf, sizeof(conf), "auth_type = scram-sha-256\nclient_tls_sslmode = require\nclient_tls_cert_file = %s\n"
+		 "client_tls_key_file = %s\nlog_connections = 1\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n",
+		 pgv_cert("server.crt"), pgv_cert("server.key"), mport);
+	pgv_start(&p, conf, std_databases(), std_userlist());
+	ck_assert_int_eq(setenv("PGV_DRV_PROXY_CERT", pgv_cert("scram_user.crt"), 1), 0);
+	ck_assert_int_eq(setenv("PGV_DRV_PROXY_KEY", pgv_cert("scram_user.key"), 1), 0);
+	const char *text;
+	int rc = run_driver(&p, "python", "libpq_channel_binding.py", &text);
+	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "libpq_channel_binding.py exited %d:\n%s\n%s", rc, text,
+		      pgv_log_tail(&p, 2000));
+	fprintf(stderr, "test_drivers: %s", text);
+	ck_assert_int_eq(pgv_log_count(&p, "login authenticated: method=scram-sha-256-plus"), 1);
+	ck_assert_int_eq(pgv_log_count(&p, "login authenticated: method=scram-sha-256\n"), 1);	/* through the proxy */
+	pgv_expect_log(&p, "closing because: SCRAM channel binding check failed", 5);
+	ck_assert_double_eq(pgv_auth_failures(mport, "scram-sha-256", "channel_binding_mismatch"), 1);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
  * When the package index cannot be used, setup.sh says why in its last
  * line instead of pip's "No matching distribution": a TLS server whose
  * certificate no system CA signed, and a port where nothing listens, as
@@ -271,6 +301,7 @@ static Suite *drivers_suite(bool installed)
 		tcase_add_loop_test(tc, drivers_break_without_tracking, 0,
 				    (int)(sizeof(drivers) / sizeof(drivers[0])));
 		tcase_add_test(tc, libpq_newest_protocol);
+		tcase_add_test(tc, libpq_newest_channel_binding);
 		tcase_add_loop_test(tc, pipelines_give_the_server_back, 0,
 				    (int)(sizeof(pipelined) / sizeof(pipelined[0])));
 		tcase_add_loop_test(tc, drivers_get_notifications, 0, (int)(sizeof(notifying) / sizeof(notifying[0])));

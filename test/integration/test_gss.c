@@ -171,15 +171,24 @@ static const char *login(struct pgv *p, const char *user)
 	return login_gssenc(p, user, "disable");
 }
 
+static int mport;	/* the metrics port of the pgvalve start() made last */
+
 static void start(struct pgv *p, const char *hba_text, const char *extra)
 {
 	char conf[2048];
 	const char *hba = pgv_write_test_file("gss", "gss.hba", hba_text);
 	const char *ident = pgv_write_test_file("gss", "gss.ident", "krb alice@" REALM " md5_user\n"
 					       "krb /^(.*)@" REALM "$ \\1\n");
-	snprintf(conf, sizeof(conf), "auth_type = hba\nauth_hba_file = %s\nauth_ident_file = %s\n%s", hba, ident,
-		 extra ? extra : "");
+	mport = pgv_pick_http_port(0);
+	snprintf(conf, sizeof(conf), "auth_type = hba\nauth_hba_file = %s\nauth_ident_file = %s\n"
+		 "metrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n%s", hba, ident, mport, extra ? extra : "");
 	pgv_start(p, conf, std_databases(), std_userlist());
+}
+
+/* pgvalve_client_authentication_failures_total{method="gss",cause} of the last pgvalve started. */
+static double gss_failures(const char *cause)
+{
+	return pgv_auth_failures(mport, "gss", cause);
 }
 
 /* A login refused, with log_why in pgvalve's log (unless NULL), and no more gss logins than before. */
@@ -213,11 +222,14 @@ START_TEST(gss_include_realm)
 	ck_assert_ptr_nonnull(login(&p, "md5_user"));
 	pgv_expect_log(&p, "GSSAPI authentication failed: principal \"scram_user@" REALM "\"", 5);
 	ck_assert_int_eq(pgv_log_count(&p, "method=gss"), 2);
+	ck_assert_double_eq(gss_failures("identity_mismatch"), 1);	/* a good ticket, the wrong user */
+	ck_assert_double_eq(gss_failures("ticket_invalid"), 0);
 	pgv_stop(&p);
 
 	/* a realm that is not the principal's */
 	start(&p, "host all scram_user 127.0.0.1/32 gss include_realm=0 krb_realm=OTHER.TEST\n", extra);
 	expect_refused(&p, "scram_user", "GSSAPI realm (" REALM ") and configured realm (OTHER.TEST) do not match");
+	ck_assert_double_eq(gss_failures("identity_mismatch"), 1);
 	pgv_stop(&p);
 	stop_program(kdc);
 }
@@ -237,6 +249,7 @@ START_TEST(gss_ident_map)
 	ck_assert_msg(!err, "alice as md5_user: %s\n%s", err, pgv_log_tail(&p, 2000));
 	expect_refused(&p, "scram_user", "principal \"alice@" REALM "\" (as \"alice@" REALM "\") may not log in as user "
 		       "\"scram_user\" by map krb");
+	ck_assert_double_eq(gss_failures("identity_mismatch"), 1);
 	/* scram_user@PGV.TEST maps to scram_user by the regex line */
 	kinit("scram_user", "krb_scram_pw", NULL);
 	err = login(&p, "scram_user");
@@ -278,10 +291,14 @@ START_TEST(gss_no_or_expired_ticket)
 	start(&p, "host all all 127.0.0.1/32 gss include_realm=0\n", "krb_srvname = pgvalve\n");
 	expect_refused(&p, "scram_user", "GSSAPI authentication failed: the ticket is for \"postgres/localhost@" REALM
 		       "\", not for the service krb_srvname \"pgvalve\"");
+	ck_assert_double_eq(gss_failures("ticket_invalid"), 1);
+	ck_assert_double_eq(gss_failures("identity_mismatch"), 0);
 	pgv_stop(&p);
 	/* a keytab that is not there: the login fails, and says why */
 	start(&p, "host all all 127.0.0.1/32 gss include_realm=0\n", "auth_krb_server_keyfile = /nonexistent.keytab\n");
 	expect_refused(&p, "scram_user", "GSSAPI authentication failed: cannot use the server keytab");
+	ck_assert_double_eq(gss_failures("keytab_unusable"), 1);	/* pgvalve's setup, not the client's ticket */
+	ck_assert_double_eq(gss_failures("ticket_invalid"), 0);
 	pgv_stop(&p);
 	stop_program(kdc);
 }

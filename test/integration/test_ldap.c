@@ -76,7 +76,7 @@ static void write_text(const char *path, const char *text)
 /* Loads the directory with slapadd and starts slapd in the foreground; returns once it accepts. */
 static void slapd_start(struct slapd *d)
 {
-	char conf[700], data[700], out[700], db[700], text[3072], url[128];
+	char conf[700], data[700], out[700], db[700], text[3072], url[160];
 
 	ck_assert_msg(access(SLAPD, X_OK) == 0 && access(SLAPADD, X_OK) == 0,
 		      "this build has LDAP but " SLAPD " is missing: install Debian's slapd "
@@ -109,8 +109,9 @@ static void slapd_start(struct slapd *d)
 	snprintf(conf, sizeof(conf), "%s/slapd.conf", d->dir);
 	snprintf(out, sizeof(out), "%s/slapd.out", d->dir);
 	snprintf(url, sizeof(url), "ldap://127.0.0.1:%d/", d->port);
-	if (d->tls)
-		snprintf(url + strlen(url), sizeof(url) - strlen(url), " ldaps://127.0.0.1:%d/", d->tls_port);
+	if (d->tls)	/* 127.0.0.2 too: an address the certificate does not name */
+		snprintf(url + strlen(url), sizeof(url) - strlen(url), " ldaps://127.0.0.1:%d/ ldaps://127.0.0.2:%d/",
+			 d->tls_port, d->tls_port);
 	char *argv[] = { SLAPD, "-f", conf, "-h", url, "-d", "stats", NULL };	/* stats: connections, TLS, binds */
 	d->pid = run_program_background(argv, out);
 	double deadline = now_s() + 15;
@@ -130,14 +131,24 @@ static void slapd_stop(struct slapd *d)
 	d->pid = 0;
 }
 
-/* The ini lines of a TLS listener (clients choose) plus what is given. */
+/* The metrics port of the pgvalve tls_ini made last (picked after slapd listens, so never its ports). */
+static int mport;
+
+/* The ini lines of a TLS listener (clients choose) and a metrics endpoint, plus what is given. */
 static const char *tls_ini(const char *extra)
 {
 	static char buf[4096];
+	mport = pgv_pick_http_port(0);
 	snprintf(buf, sizeof(buf), "client_tls_sslmode = prefer\nclient_tls_cert_file = %s\nclient_tls_key_file = %s\n"
-		 "max_client_conn = 300\nauth_ldap_timeout = 2\n%s", pgv_cert("server.crt"), pgv_cert("server.key"),
-		 extra);
+		 "max_client_conn = 300\nauth_ldap_timeout = 2\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n%s",
+		 pgv_cert("server.crt"), pgv_cert("server.key"), mport, extra);
 	return buf;
+}
+
+/* pgvalve_client_authentication_failures_total{method,cause} of the last pgvalve started. */
+static double failures(const char *method, const char *cause)
+{
+	return pgv_auth_failures(mport, method, cause);
 }
 
 /* md5_user's auth_file line: the server side's secret for that user (PostgreSQL's md5_pass). */
@@ -234,6 +245,10 @@ START_TEST(simple_bind_over_tls)
 	pgv_expect_log(&p, "LDAP login failed for user \"uid=scram_user," BASE "\" on server \"127.0.0.1\": Invalid credentials", 5);
 	login_fails(&p, DB, "nobody", "wrong_pw", "require", "LDAP authentication failed");
 	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");	/* other lines keep their method */
+	/* by cause: a simple bind cannot tell a wrong password from a DN that does not exist, nor can the directory */
+	ck_assert_double_eq(failures("ldap", "bad_password"), 2);
+	ck_assert_double_eq(failures("hba", "hba_reject"), 1);
+	ck_assert_double_eq(failures("ldap", "unknown_user"), 0);
 	log_keeps_secrets(&p);
 	pgv_stop(&p);
 	slapd_stop(&d);
@@ -274,6 +289,9 @@ START_TEST(search_bind)
 	pgv_expect_log(&p, "LDAP user \"nobody\" does not exist: search for filter \"(uid=nobody)\" on server \"localhost\"", 5);
 	login_fails(&p, DB, "a*", "wrong_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&p, "invalid character in user name", 5);
+	ck_assert_double_eq(failures("ldap", "bad_password"), 2);	/* md5_user, alice */
+	ck_assert_double_eq(failures("ldap", "unknown_user"), 2);	/* nobody, a* */
+	ck_assert_double_eq(failures("ldap", "directory_error"), 0);
 
 	PGconn *a = login(&p, "pgbouncer", "scram_user", "scram_pass", "require");
 	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "console: %s", PQerrorMessage(a));
@@ -312,6 +330,8 @@ START_TEST(search_bind)
 	login_fails(&p, DB, "alice", "alice_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&p, "could not perform initial LDAP bind for ldapbinddn \"cn=reader,dc=example,dc=com\" on server \"127.0.0.1\"", 5);
 	ck_assert(!pgv_log_contains(&p, "not_it"));
+	ck_assert_double_eq(failures("ldap", "directory_error"), 1);	/* the search account, not the user */
+	ck_assert_double_eq(failures("ldap", "bad_password"), 2);
 
 	/* options PostgreSQL refuses are refused at load, and the old ones stay */
 	pgv_ini_replace(&p, "ldapbindpasswd=not_it", "ldapprefix=uid=");
@@ -332,26 +352,37 @@ START_TEST(directory_over_tls)
 {
 	struct slapd d = { .tls = true };
 	struct pgv p = { 0 };
-	char hba_text[800], out[700];
+	char hba_text[1400], out[700];
 
 	slapd_start(&d);
 	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
 	ck_assert_int_eq(setenv("LDAPTLS_REQCERT", "demand", 1), 0);
 	snprintf(hba_text, sizeof(hba_text),
+		 "host pgvtest md5_user 127.0.0.1/32 ldap ldapserver=localhost ldapscheme=ldaps ldapport=%d "
+		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
+		 "host forced md5_user 127.0.0.1/32 ldap ldapserver=127.0.0.2 ldapscheme=ldaps ldapport=%d "
+		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
 		 "host pgvtest all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapscheme=ldaps ldapport=%d "
 		 "\"ldapprefix=uid=\" \"ldapsuffix=," BASE "\"\n"
 		 "host forced all 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d ldaptls=1 ldapbasedn=\"" BASE "\"\n",
-		 d.tls_port, d.port);
+		 d.tls_port, d.tls_port, d.tls_port, d.port);
 	start_hba(&p, "tls.hba", hba_text, "", databases());
 	login_ok(&p, DB, "scram_user", "scram_pass", "require", "scram_user");
 	login_ok(&p, "forced", "alice", "alice_pw", "disable", "pgbench_user");
 	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
+	/* by name (c-ares, then each address): the certificate's DNS name is checked ... */
+	login_ok(&p, DB, "md5_user", "md5_user_ldap_pw", "require", "md5_user");
+	/* ... and its address: 127.0.0.2 is not the certificate's */
+	login_fails(&p, "forced", "md5_user", "md5_user_ldap_pw", "disable", "LDAP authentication failed");
+	pgv_expect_log(&p, "could not start LDAP TLS session on server \"127.0.0.2\": certificate verify failed", 5);
+	ck_assert_double_eq(failures("ldap", "directory_error"), 1);
+	ck_assert_double_eq(failures("ldap", "bad_password"), 1);
 	snprintf(out, sizeof(out), "%s/slapd.out", d.dir);
 	const char *log = read_file_tail(out, 1 << 20);
 	int tls = 0;
 	for (const char *at = log; (at = strstr(at, "TLS established")); at++)
 		tls++;
-	ck_assert_msg(tls >= 3, "slapd saw %d TLS sessions, expected 3:\n%s", tls, read_file_tail(out, 3000));
+	ck_assert_msg(tls >= 4, "slapd saw %d TLS sessions, expected 4:\n%s", tls, read_file_tail(out, 3000));
 	ck_assert_msg(strstr(log, "STARTTLS"), "no StartTLS in slapd's log:\n%s", read_file_tail(out, 3000));
 	log_keeps_secrets(&p);
 	pgv_stop(&p);
@@ -363,6 +394,10 @@ START_TEST(directory_over_tls)
 	login_fails(&q, DB, "scram_user", "scram_pass", "require", "LDAP authentication failed");
 	login_fails(&q, "forced", "alice", "alice_pw", "disable", "LDAP authentication failed");
 	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\"", 5);
+	pgv_expect_log(&q, "could not start LDAP TLS session on server \"127.0.0.1\": certificate verify failed", 5);
+	/* a certificate that does not verify is the operator's to fix, not a directory that is down */
+	ck_assert_double_eq(failures("ldap", "directory_error"), 2);
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 0);
 	pgv_stop(&q);
 	slapd_stop(&d);
 }
@@ -471,6 +506,7 @@ START_TEST(directory_stops)
 	ck_assert_msg(waited >= 1.5 && waited < 10, "the LDAP logins failed after %.2f s (auth_ldap_timeout = 2)", waited);
 	logins_free(&l);
 	pgv_expect_log(&p, "within auth_ldap_timeout (2.0 s)", 5);
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 8);
 
 	slapd_stop(&d);
 	t0 = now_s();
@@ -478,6 +514,8 @@ START_TEST(directory_stops)
 	ck_assert_msg(now_s() - t0 < 1.5, "a refused directory took %.2f s to fail a login", now_s() - t0);
 	pgv_expect_log(&p, "could not talk to LDAP server \"127.0.0.1\"", 5);
 	ck_assert_str_eq(query_value(open, "SELECT 1"), "1");
+	ck_assert_double_eq(failures("ldap", "directory_unavailable"), 9);
+	ck_assert_double_eq(failures("ldap", "bad_password") + failures("ldap", "directory_error"), 0);
 	PQfinish(open);
 
 	slapd_start(&d);	/* back: logins work again */
@@ -487,11 +525,26 @@ START_TEST(directory_stops)
 }
 END_TEST
 
+/* The threads of process pid (/proc's count). */
+static int thread_count(pid_t pid)
+{
+	char path[64], line[256];
+	int n = -1;
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot read %s", path);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 /*
  * A TLS directory that accepts connections but never answers (SIGSTOP):
- * libldap waits for the handshake (ldaps) inside a thread, not on the
- * loop, so an md5 login and an open session go on at once while the LDAP
- * logins fail at auth_ldap_timeout.
+ * pgvalve drives the handshake (ldaps) from its loop, with no thread, so
+ * an md5 login and an open session go on at once while the LDAP logins
+ * fail at auth_ldap_timeout.
  */
 START_TEST(hung_tls_directory)
 {
@@ -518,6 +571,7 @@ START_TEST(hung_tls_directory)
 	double t1 = now_s();
 	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");
 	ck_assert_str_eq(query_value(open, "SELECT 6 * 7"), "42");
+	ck_assert_int_eq(thread_count(p.pid), 1);	/* the waits are events, not threads */
 	double other = now_s() - t1;
 	ck_assert_msg(other < 1.5, "an md5 login and a query took %.2f s while the TLS directory hung", other);
 	int ok = logins_finish(&l, 20);
@@ -533,40 +587,30 @@ START_TEST(hung_tls_directory)
 }
 END_TEST
 
-/* pgvalve_client_authentications_total{method="..."} from the metrics endpoint on port (-1 if absent). */
-static double authentications(int port, const char *method)
+/* pgvalve_client_authentications_total{method="..."}, -1 if absent. */
+static double authentications(const char *method)
 {
-	char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", series[128];
-	static char body[1 << 18];
-	size_t len = 0;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "metrics port %d", port);
-	ck_assert(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
-	for (ssize_t n; len < sizeof(body) - 1 && (n = read(fd, body + len, sizeof(body) - 1 - len)) > 0;)
-		len += (size_t)n;
-	close(fd);
-	body[len] = '\0';
-	snprintf(series, sizeof(series), "\npgvalve_client_authentications_total{method=\"%s\"} ", method);
-	const char *at = strstr(body, series);
-	return at ? strtod(at + strlen(series), NULL) : -1;
+	char series[128];
+	snprintf(series, sizeof(series), "pgvalve_client_authentications_total{method=\"%s\"}", method);
+	return pgv_metric(mport, series);
 }
 
-/* 100 LDAP logins at once, 8 checks at a time: all go through, and the metrics count them by method. */
+/*
+ * 100 LDAP logins at once, 8 checks at a time, in the clear, with StartTLS
+ * and over ldaps: all go through, and the metrics count them by method.
+ */
 START_TEST(hundred_at_once)
 {
-	struct slapd d = { 0 };
+	static const char *const how[] = { "", "ldaptls=1", "ldapscheme=ldaps" };	/* plain, StartTLS, ldaps */
+	struct slapd d = { .tls = _i > 0 };
 	struct pgv p = { 0 };
 	char extra[1200];
 	struct logins l = { 0 };
 
 	slapd_start(&d);
-	search_ini(extra, sizeof(extra), d.port, "");
-	int mport = pgv_pick_http_port(d.port);
-	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
-		 "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\nmetrics_port = %d\nmetrics_listen_addr = 127.0.0.1\n",
-		 mport);
+	ck_assert_int_eq(setenv("LDAPTLS_CACERT", pgv_cert("ca.crt"), 1), 0);
+	search_ini(extra, sizeof(extra), _i == 2 ? d.tls_port : d.port, how[_i]);
+	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "auth_ldap_max_concurrent = 8\nauth_ldap_timeout = 20\n");
 	pgv_start(&p, tls_ini(extra), databases(), md5_userlist());
 	double t0 = now_s();
 	logins_start(&l, &p, 100, "forced", "alice", "alice_pw");
@@ -577,10 +621,11 @@ START_TEST(hundred_at_once)
 			      pgv_log_tail(&p, 2000));
 	ck_assert_int_eq(ok, 100);
 	ck_assert_str_eq(query_value(l.c[99], "SELECT current_user"), "pgbench_user");
-	fprintf(stderr, "test_ldap: 100 concurrent LDAP logins in %.2f s\n", took);
+	fprintf(stderr, "test_ldap: 100 concurrent LDAP logins (%s) in %.2f s\n", _i == 0 ? "plain" : how[_i], took);
 	login_fails(&p, "forced", "alice", "wrong_pw", "disable", "LDAP authentication failed");
-	ck_assert_double_eq(authentications(mport, "ldap"), 100);
-	ck_assert_double_eq(authentications(mport, "md5"), -1);	/* a series only for a method in use */
+	ck_assert_double_eq(authentications("ldap"), 100);
+	ck_assert_double_eq(authentications("md5"), -1);	/* a series only for a method in use */
+	ck_assert_double_eq(failures("ldap", "bad_password"), 1);
 	logins_free(&l);
 	pgv_stop(&p);
 	slapd_stop(&d);
@@ -596,7 +641,7 @@ static Suite *ldap_suite(void)
 	tcase_add_test(tc, directory_over_tls);
 	tcase_add_test(tc, directory_stops);
 	tcase_add_test(tc, hung_tls_directory);
-	tcase_add_test(tc, hundred_at_once);
+	tcase_add_loop_test(tc, hundred_at_once, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
