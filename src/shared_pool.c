@@ -370,7 +370,8 @@ static void token_unpack(uint64_t token, uint32_t idx[3])
 
 /*
  * Wakes the workers of mask (bit w = column w) at once rather than at
- * their next tick (workers past the 64th still wait for it): SIGURG,
+ * their next tick (workers past the 64th still wait for it): through
+ * their hand-over inbox (handover_wake), or if that is full SIGURG,
  * which nothing else in pgvalve sends and whose default action is to be
  * ignored. Sent only when a want begins and when a
  * given-back server's budget is free, a few times a second at most.
@@ -382,7 +383,7 @@ static void nudge_workers(uint64_t mask)
 			continue;
 		struct worker_status st;
 		workers_read(w + 1, &st);
-		if (st.pid > 0)
+		if (st.pid > 0 && !handover_wake(w + 1))
 			kill(st.pid, SIGURG);
 	}
 }
@@ -592,57 +593,77 @@ static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 	return -1;
 }
 
-/* The server's count, in each slot of its token, from column `from` to column `to`. Under their locks. */
-static void token_move(uint64_t token, int from, int to)
-{
-	uint32_t idx[3];
-	token_unpack(token, idx);
-	for (int i = 0; i < 3; i++) {
-		if (!idx[i])
-			continue;
-		int32_t *servers = servers_of(slot_at(idx[i] - 1));
-		if (servers[from] > 0) {
-			servers[from]--;
-			servers[to]++;
-		}
-	}
-}
-
 /*
  * Server s was given back to worker w for its pool (s: the pool's slot):
  * its socket goes to w, which lends it at once (handover.h), rather than
- * closing here and logging in anew there. The count moves to w's column
- * first, inside w's inbox lock; what was reserved for w and its ask are
- * over (it asks again if still short). False: not sent, nothing changed.
+ * closing here and logging in anew there. Inside w's inbox lock: sent
+ * first, then its count moved to w's column slot by slot, each recorded
+ * in the flight (so that w counts the rest itself if this worker dies
+ * between: handover.h); what was reserved for w and its ask are over (it
+ * asks again if still short). False: not sent, nothing changed.
  */
 static bool hand_over(struct server *server, struct slot *s, int w)
 {
 	if (!handover_begin(w + 1))
 		return false;
-	uint32_t idx[3];
-	token_unpack(server->budget_token, idx);	/* s is among them */
-	slots_lock(idx, 3);
-	token_move(server->budget_token, sp.self, w);
-	if (reserved_of(s)[w] > 0)
-		reserved_of(s)[w]--;
-	int64_t asked = wants_of(s)[w];
-	wants_of(s)[w] = 0;
-	slots_unlock(idx, 3);
-	bool sent = handover_send(server, w + 1);
-	if (!sent) {
-		slots_lock(idx, 3);
-		token_move(server->budget_token, w, sp.self);
-		reserved_of(s)[w]++;
-		if (!wants_of(s)[w])
-			wants_of(s)[w] = asked;
-		slots_unlock(idx, 3);
-	}
-	handover_end(w + 1);
+	uint32_t *moved = NULL;
+	int64_t asked = __atomic_load_n(&wants_of(s)[w], __ATOMIC_RELAXED);	/* for its log line only */
+	bool sent = handover_send(server, w + 1, asked, &moved);
 	if (sent) {
+		uint32_t idx[3];
+		token_unpack(server->budget_token, idx);	/* s is among them */
+		for (int i = 0; i < 3; i++) {
+			if (!idx[i])
+				continue;
+			struct slot *t = slot_at(idx[i] - 1);
+			slot_lock(t);
+			int32_t *servers = servers_of(t);
+			if (servers[sp.self] > 0) {
+				servers[sp.self]--;
+				servers[w]++;
+			}
+			if (t == s) {
+				if (reserved_of(s)[w] > 0)
+					reserved_of(s)[w]--;
+				wants_of(s)[w] = 0;
+			}
+			__atomic_store_n(moved, *moved | 1u << i, __ATOMIC_RELEASE);
+			slot_unlock(t);
+		}
+		handover_moved(w + 1);
 		server->budget_token = 0;	/* w's now */
 		server->handed_over = true;
 	}
+	handover_end(w + 1);
 	return sent;
+}
+
+/*
+ * A server received from worker from (pid from_pid) that died before it
+ * moved its count here (bit i of moved: slot i was): the rest moves now.
+ * The dead worker's column still counts it unless the supervisor zeroed
+ * it (then the worker is either not running or restarted, with a new pid
+ * and a column of its own: left alone). A restart comes a second after
+ * the death at the earliest, far longer than this takes.
+ */
+static void adopt_count(uint64_t token, uint32_t moved, int from, pid_t from_pid)
+{
+	struct worker_status st;
+	workers_read(from, &st);
+	bool from_dead = from >= 1 && from <= sp.workers && from - 1 != sp.self && (st.pid == 0 || st.pid == from_pid);
+	uint32_t idx[3];
+	token_unpack(token, idx);
+	for (int i = 0; i < 3; i++) {
+		if (!idx[i] || (moved & 1u << i))
+			continue;
+		struct slot *t = slot_at(idx[i] - 1);
+		slot_lock(t);
+		int32_t *servers = servers_of(t);
+		if (from_dead && servers[from - 1] > 0)
+			servers[from - 1]--;
+		servers[sp.self]++;
+		slot_unlock(t);
+	}
 }
 
 /*
@@ -867,6 +888,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* A wake-up through the inbox (nudge_workers): as the tick, at once. */
+static void wake_cb(void)
+{
+	tick_cb(-1, 0, NULL);
+}
+
 /* ---------------------------------------------------------------- set-up */
 
 void shared_pool_create(int count)
@@ -954,6 +981,8 @@ void shared_pool_register(void)
 	event_add(sp.tick, &tv);
 	sp.nudge = evsignal_new(pgv.base, SIGURG, tick_cb, NULL);
 	event_add(sp.nudge, NULL);
+	handover_on_wake(wake_cb);
+	handover_on_adopt(adopt_count);
 }
 
 void shared_pool_stop(void)
@@ -967,6 +996,8 @@ void shared_pool_stop(void)
 	if (sp.nudge)
 		event_free(sp.nudge);
 	sp.nudge = NULL;
+	handover_on_wake(NULL);
+	handover_on_adopt(NULL);
 	if (pgv.budget)
 		list_for_each_safe(pos, tmp, &sp.departing)
 			departed(container_of(pos, struct departing, node));
