@@ -238,6 +238,11 @@ void handover_end(int worker)
 	inbox_unlock(worker);
 }
 
+void handover_log_sent(const struct server *server, int worker)
+{
+	server_log(LOG_LEVEL_INFO, server, "handed over to worker %d (backend pid %u)", worker, server->be_pid);
+}
+
 struct msg {
 	char buf[MSG_MAX];
 	size_t len;
@@ -347,7 +352,6 @@ bool handover_send(const struct server *server, int worker, int64_t asked, uint3
 	test_die(2);
 	ho.sending = f;
 	*moved = &f->moved;
-	server_log(LOG_LEVEL_INFO, server, "handed over to worker %d (backend pid %u)", worker, server->be_pid);
 	return true;
 }
 
@@ -437,8 +441,23 @@ static struct pool *find_pool(const char *db_name, const char *user)
 static void adopt(const struct wire *w)
 {
 	int self = workers_self();
-	inbox_lock(self);
 	struct inbox_lock *in = &ho.locks[self - 1];
+	/*
+	 * Most often its sender is done by the time this worker has woken and
+	 * read the message: then nothing needs the lock (only the sender,
+	 * under it, makes a flight of a free one), unless an earlier flight
+	 * still waits to be found unsent.
+	 */
+	struct flight *mine = &in->flights[w->seq % FLIGHTS];
+	bool older_sent = false;
+	for (int i = 0; i < FLIGHTS; i++)
+		older_sent |= __atomic_load_n(&in->flights[i].state, __ATOMIC_ACQUIRE) == FLIGHT_SENT &&
+			      in->flights[i].seq < w->seq;
+	if (!older_sent && __atomic_load_n(&mine->state, __ATOMIC_ACQUIRE) == FLIGHT_MOVED && mine->seq == w->seq) {
+		__atomic_store_n(&mine->state, FLIGHT_FREE, __ATOMIC_RELEASE);
+		return;
+	}
+	inbox_lock(self);
 	for (int i = 0; i < FLIGHTS; i++)
 		if (in->flights[i].state == FLIGHT_SENT && in->flights[i].seq < w->seq)
 			in->flights[i].state = FLIGHT_FREE;

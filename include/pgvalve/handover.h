@@ -81,6 +81,8 @@ void handover_end(int worker);
  */
 bool handover_send(const struct server *server, int worker, int64_t asked, uint32_t **moved);
 void handover_moved(int worker);
+/* After handover_end (no write while the receiver may wait for the lock): the log line of a server sent. */
+void handover_log_sent(const struct server *server, int worker);
 /*
  * Receiving: moves to this worker's column the count of the slots of
  * token (bit i of moved: slot i) that its sender, worker from (pid
