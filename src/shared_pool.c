@@ -92,7 +92,8 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
-	uint64_t lock_waits;		/* lockings that found the lock taken, and the time they waited */
+	uint64_t lockings;		/* every locking of a row, */
+	uint64_t lock_waits;		/* those that found the lock taken, and the time they waited */
 	usec_t lock_wait_usec;
 } sp;
 
@@ -133,6 +134,7 @@ static int64_t *waited_of(struct slot *s)
 static void mutex_lock(pthread_mutex_t *m)
 {
 	int rc = pthread_mutex_trylock(m);
+	sp.lockings++;
 	if (rc == EBUSY) {	/* another worker holds it: how long this one waits is logged at stop */
 		usec_t t0 = monotonic_usec();
 		rc = pthread_mutex_lock(m);
@@ -557,40 +559,53 @@ static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 }
 
 /*
- * The worker (0-based column) this worker gives one server of the slot
- * back to, whose clients wait: one with nothing reserved for it yet, and
- * (if clients here want the servers too, now or within WANT_FRESH_USEC)
- * none or at least two fewer than this one holds; -1 for none. Reserves
- * it for that worker. Under the slot's lock.
+ * The worker (0-based column) this worker would give one server of the
+ * slot back to, whose clients wait: one with nothing reserved for it yet,
+ * and (if clients here want the servers too, now or within
+ * WANT_FRESH_USEC) none or at least two fewer than this one holds; -1 for
+ * none, *any whether any other worker asks at all. Reads only (relaxed
+ * loads): under the slot's lock it decides, without it it says whether
+ * taking the lock can be worth it.
  */
-static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
+static int give_back_pick(struct slot *s, bool local_waiters, usec_t now, bool *any)
 {
-	int32_t *servers = servers_of(s), *reserved = reserved_of(s);
-	int64_t *wants = wants_of(s);
+	const int32_t *servers = servers_of(s), *reserved = reserved_of(s);
+	const int64_t *wants = wants_of(s);
 	/*
 	 * Recent demand counts as waiting: at saturation a worker's queue is
 	 * empty now and then between its clients' transactions, and giving a
 	 * server away at such a moment only makes it ask for one back.
 	 */
-	bool local_demand = local_waiters || want_fresh(waited_of(s)[sp.self], now);
-	bool any = false;
+	bool local_demand = local_waiters || want_fresh(__atomic_load_n(&waited_of(s)[sp.self], __ATOMIC_RELAXED), now);
+	int32_t mine = __atomic_load_n(&servers[sp.self], __ATOMIC_RELAXED);
+	*any = false;
 	for (int w = 0; w < sp.workers; w++) {
-		if (w == sp.self || !want_fresh(wants[w], now))
+		if (w == sp.self || !want_fresh(__atomic_load_n(&wants[w], __ATOMIC_RELAXED), now))
 			continue;
-		any = true;
+		*any = true;
 		/*
 		 * With demand here too, the one holding more gives until they
 		 * hold as many, give or take one (one more would only swing the
 		 * difference back); one holding none is given one in turn.
 		 */
-		if (reserved[w] > 0 || (local_demand && servers[w] > 0 && servers[sp.self] <= servers[w] + 1))
+		int32_t theirs = __atomic_load_n(&servers[w], __ATOMIC_RELAXED);
+		if (__atomic_load_n(&reserved[w], __ATOMIC_RELAXED) > 0 || (local_demand && theirs > 0 && mine <= theirs + 1))
 			continue;
-		reserved[w]++;
 		return w;
 	}
-	if (!any)
-		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
 	return -1;
+}
+
+/* give_back_pick's worker, with one server reserved for it. Under the slot's lock. */
+static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
+{
+	bool any;
+	int w = give_back_pick(s, local_waiters, now, &any);
+	if (w >= 0)
+		reserved_of(s)[w]++;
+	else if (!any)
+		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
+	return w;
 }
 
 /*
@@ -635,6 +650,8 @@ static bool hand_over(struct server *server, struct slot *s, int w)
 		server->handed_over = true;
 	}
 	handover_end(w + 1);
+	if (sent)
+		handover_log_sent(server, w + 1);
 	return sent;
 }
 
@@ -692,6 +709,14 @@ static bool server_give_back(struct server *server, bool local_waiters)
 		/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
 		if (local_waiters && now_usec() - server->arrived < SHARED_POOL_HOLD_USEC)
 			return false;
+		/*
+		 * At saturation every worker asks all the time, and most releases
+		 * find the pool split evenly: a look without the lock first, so
+		 * that those do not take it (the lock's look decides).
+		 */
+		bool asked;
+		if (give_back_pick(s, local_waiters, now, &asked) < 0 && asked)
+			continue;
 		slot_lock(s);
 		int w = give_back_locked(s, local_waiters, now);
 		slot_unlock(s);
@@ -988,8 +1013,9 @@ void shared_pool_register(void)
 void shared_pool_stop(void)
 {
 	if (pgv.budget)
-		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all",
-			 (unsigned long long)sp.lock_waits, (unsigned long long)sp.lock_wait_usec);
+		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all (of %llu lockings)",
+			 (unsigned long long)sp.lock_waits, (unsigned long long)sp.lock_wait_usec,
+			 (unsigned long long)sp.lockings);
 	if (sp.tick)
 		event_free(sp.tick);
 	sp.tick = NULL;
