@@ -813,16 +813,6 @@ START_TEST(shutdown_answers_once_every_worker_is_told)
 }
 END_TEST
 
-/* Until PostgreSQL shows want backends of USER (timeout_s); the last count. */
-static int wait_backends(int want, double timeout_s)
-{
-	double deadline = now_s() + timeout_s;
-	int n;
-	while ((n = pg_count_backends(USER)) != want && now_s() < deadline)
-		sleep_ms(50);
-	return n;
-}
-
 /* Server connections of DB in SHOW SERVERS (every worker's rows) and in SHOW POOLS (sv_* summed). */
 static void console_server_counts(struct pgv *p, int *servers, int *pools)
 {
@@ -918,7 +908,7 @@ START_TEST(giver_killed_mid_handover_keeps_the_count)
 	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)", got);
 	PQclear(PQexec(pg, sql));
 	PQfinish(pg);
-	ck_assert_int_eq(wait_backends(0, 5), 0);
+	ck_assert_int_eq(pg_wait_backends(USER, 0, 5), 0);
 	double deadline = now_s() + 5;	/* until worker 1 has seen its idle server's end */
 	do {
 		console_server_counts(&p, &servers, &pools);
