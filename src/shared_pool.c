@@ -92,9 +92,6 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
-	uint64_t lockings;		/* every locking of a row, */
-	uint64_t lock_waits;		/* those that found the lock taken, and the time they waited */
-	usec_t lock_wait_usec;
 } sp;
 
 static void depart(struct server *server);
@@ -134,12 +131,12 @@ static int64_t *waited_of(struct slot *s)
 static void mutex_lock(pthread_mutex_t *m)
 {
 	int rc = pthread_mutex_trylock(m);
-	sp.lockings++;
-	if (rc == EBUSY) {	/* another worker holds it: how long this one waits is logged at stop */
+	pgv.table_lockings++;
+	if (rc == EBUSY) {	/* another worker holds it: timed (SHOW WORKERS, and logged at stop) */
 		usec_t t0 = monotonic_usec();
 		rc = pthread_mutex_lock(m);
-		sp.lock_waits++;
-		sp.lock_wait_usec += monotonic_usec() - t0;
+		pgv.table_lock_waits++;
+		pgv.table_lock_wait_usec += monotonic_usec() - t0;
 	}
 	/* Its holder died: each write under the lock is one word, the slot stays consistent. */
 	if (rc == EOWNERDEAD)
@@ -1014,8 +1011,8 @@ void shared_pool_stop(void)
 {
 	if (pgv.budget)
 		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all (of %llu lockings)",
-			 (unsigned long long)sp.lock_waits, (unsigned long long)sp.lock_wait_usec,
-			 (unsigned long long)sp.lockings);
+			 (unsigned long long)pgv.table_lock_waits, (unsigned long long)pgv.table_lock_wait_usec,
+			 (unsigned long long)pgv.table_lockings);
 	if (sp.tick)
 		event_free(sp.tick);
 	sp.tick = NULL;

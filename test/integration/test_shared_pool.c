@@ -411,6 +411,12 @@ START_TEST(eight_workers_open_close_and_hand_over_within_limits)
 	int served = 0;
 	for (int i = 0; i < 8; i++)
 		served += atol(PQgetvalue(r, i, PQfnumber(r, "total_xact_count"))) > 0;
+	/* The workers' lockings of the shared table: servers opened, closed and handed over took some. */
+	long long lockings = atoll(PQgetvalue(r, 8, PQfnumber(r, "table_lockings")));
+	long long waits = atoll(PQgetvalue(r, 8, PQfnumber(r, "table_lock_waits")));
+	ck_assert_str_eq(PQgetvalue(r, 8, PQfnumber(r, "worker")), "total");
+	ck_assert_msg(lockings >= logins, "%lld lockings for %d logins", lockings, logins);
+	ck_assert_msg(waits <= lockings, "%lld lock waits of %lld lockings", waits, lockings);
 	PQclear(r);
 	PQfinish(c);
 	fprintf(stderr, "8 workers: %d hand-overs, %d logins, at most %d connections, %d workers served\n", handed,
