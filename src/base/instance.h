@@ -146,6 +146,14 @@ struct instance {
 	uint32_t cancel_count;
 	struct instance_hooks hooks;
 	const struct budget_ops *budget;	/* NULL: the process alone (see struct budget_ops) */
+	/*
+	 * Lockings of the shared table's rows by this process (workers > 1),
+	 * those that found another worker holding the lock, and the time they
+	 * waited: counted by the budget's owner, shown by SHOW WORKERS.
+	 */
+	uint64_t table_lockings;
+	uint64_t table_lock_waits;
+	uint64_t table_lock_wait_usec;
 };
 
 extern struct instance pgv;

@@ -257,6 +257,9 @@ static void count_self(struct worker_counters *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->cl_login = pgv.login_clients.count;
+	c->table_lockings = pgv.table_lockings;
+	c->table_lock_waits = pgv.table_lock_waits;
+	c->table_lock_wait_us = pgv.table_lock_wait_usec;
 	list_for_each(dpos, &pgv.databases) {
 		const struct db *db = container_of(dpos, struct db, node);
 		c->xact_count += db->stats.total.xact_count;
@@ -375,6 +378,9 @@ void workers_add_counters(struct worker_counters *sum, const struct worker_count
 	sum->xact_count += c->xact_count;
 	sum->query_count += c->query_count;
 	sum->bytes_received += c->bytes_received;
+	sum->table_lockings += c->table_lockings;
+	sum->table_lock_waits += c->table_lock_waits;
+	sum->table_lock_wait_us += c->table_lock_wait_us;
 	sum->bytes_sent += c->bytes_sent;
 }
 

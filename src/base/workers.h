@@ -67,6 +67,9 @@ struct worker_counters {
 	uint64_t query_count;
 	uint64_t bytes_received;
 	uint64_t bytes_sent;
+	uint64_t table_lockings;	/* the shared table's (pgv.table_*) */
+	uint64_t table_lock_waits;
+	uint64_t table_lock_wait_us;
 };
 
 struct worker_status {

@@ -22,6 +22,8 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@
 /* A message's largest size: names, host entry and parameters of one server. */
 #define MSG_MAX 16384
 #define MSG_MAGIC 0x70677648u	/* "pgvH" */
+#define ASK_MAGIC 0x70677641u	/* "pgvA": a wake-up, no server */
 /* Messages read per wake-up: hand-overs are rare, and the loop has other work. */
 #define READS_PER_WAKE 16
 
@@ -36,10 +39,14 @@
 struct wire {
 	uint32_t magic;
 	uint32_t from;			/* the sending worker, 1-based */
+	uint32_t from_pid;		/* and its pid */
+	uint64_t seq;			/* its flight in the receiver's inbox (struct flight) */
 	uint32_t be_pid;
 	uint32_t be_key;
 	int64_t connect_time;
 	int64_t role_checked;
+	int64_t asked;			/* monotonic: when the receiver asked for a server (0: unknown) */
+	int64_t sent;			/* monotonic: when the sender sent it */
 	uint64_t token;
 	uint32_t addrlen;
 	int32_t host_idx;
@@ -50,8 +57,31 @@ struct wire {
 	union pgv_sockaddr addr;
 };
 
+/*
+ * A hand-over in flight to one worker, from the send until the receiver
+ * took it: the sender sends, then moves the server's count to the
+ * receiver's column slot by slot (moved: bit i for its token's slot i),
+ * all under the receiver's inbox lock. A receiver that finds a flight
+ * still FLIGHT_SENT under that lock knows its sender died between the
+ * two: it counts the slots not moved itself (the dead sender's column is
+ * zeroed as it is reaped), so the count follows the socket. A flight the
+ * sender died before sending stays FLIGHT_SENT without a message; the
+ * receiver frees it when it reads a later one (sends are in sequence
+ * order: the lock orders them).
+ */
+#define FLIGHTS 64
+enum flight_state { FLIGHT_FREE = 0, FLIGHT_SENT, FLIGHT_MOVED };
+
+struct flight {
+	uint64_t seq;
+	uint32_t moved;
+	uint32_t state;
+};
+
 struct inbox_lock {
 	pthread_mutex_t lock;
+	uint64_t seq;			/* the last flight's */
+	struct flight flights[FLIGHTS];	/* by seq % FLIGHTS */
 } __attribute__((aligned(64)));
 
 static struct {
@@ -60,7 +90,18 @@ static struct {
 	struct inbox_lock *locks;	/* shared mapping, one per worker */
 	size_t locks_bytes;
 	struct event *ev;		/* this worker's inbox */
+	void (*on_ask)(void);		/* a wake-up came (handover_on_wake) */
+	void (*on_adopt)(uint64_t token, uint32_t moved, int from, pid_t from_pid);	/* handover_on_adopt */
+	struct flight *sending;		/* this worker's flight between handover_send and handover_moved */
+	int test_die;			/* TEST_DIE_ENV: 1 before the send, 2 after it */
 } ho;
+
+/*
+ * For tests only (test_workers): worker 1, in its first run, dies by
+ * SIGKILL in its first hand-over, "before-send" or "after-send" (before
+ * its count is moved). Not documented for operators; read at start.
+ */
+#define TEST_DIE_ENV "PGVALVE_TEST_HANDOVER_DIE"
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -154,6 +195,8 @@ void handover_worker_gone(int worker)
 			closed++;
 		}
 	}
+	/* Whatever was moved to its column goes with it; a restarted worker starts with no flight. */
+	memset(ho.locks[worker - 1].flights, 0, sizeof(ho.locks[worker - 1].flights));
 	inbox_unlock(worker);
 	if (closed)
 		log_info("closed %d server connections handed over to worker %d as it died", closed, worker);
@@ -195,6 +238,11 @@ void handover_end(int worker)
 	inbox_unlock(worker);
 }
 
+void handover_log_sent(const struct server *server, int worker)
+{
+	server_log(LOG_LEVEL_INFO, server, "handed over to worker %d (backend pid %u)", worker, server->be_pid);
+}
+
 struct msg {
 	char buf[MSG_MAX];
 	size_t len;
@@ -216,15 +264,19 @@ static void put_str(struct msg *m, const char *s)
 	put(m, s ? s : "", strlen(s ? s : "") + 1);
 }
 
-static void build(struct msg *m, const struct server *server)
+static void build(struct msg *m, const struct server *server, int64_t asked, uint64_t seq)
 {
 	struct wire w = {
 		.magic = MSG_MAGIC,
 		.from = (uint32_t)workers_self(),
+		.from_pid = (uint32_t)getpid(),
+		.seq = seq,
 		.be_pid = server->be_pid,
 		.be_key = server->be_key,
 		.connect_time = server->connect_time,
 		.role_checked = server->role_checked,
+		.asked = asked,
+		.sent = monotonic_usec(),
 		.token = server->budget_token,
 		.addrlen = (uint32_t)server->addrlen,
 		.host_idx = server->host_idx,
@@ -257,12 +309,30 @@ static void build(struct msg *m, const struct server *server)
 	}
 }
 
-bool handover_send(const struct server *server, int worker)
+/* The test hook (TEST_DIE_ENV): this worker dies here if told to, in its first run. */
+static void test_die(int when)
+{
+	if (ho.test_die != when || workers_self() != 1)
+		return;
+	struct worker_status st;
+	workers_read(workers_self(), &st);
+	if (st.restarts == 0)
+		raise(SIGKILL);
+}
+
+bool handover_send(const struct server *server, int worker, int64_t asked, uint32_t **moved)
 {
 	static struct msg m;
-	build(&m, server);
+	struct inbox_lock *in = &ho.locks[worker - 1];
+	uint64_t seq = in->seq + 1;
+	struct flight *f = &in->flights[seq % FLIGHTS];
+	if (f->state != FLIGHT_FREE)
+		return false;	/* FLIGHTS hand-overs the receiver has not read yet: the old way */
+	build(&m, server, asked, seq);
 	if (m.full)
 		return false;
+	in->seq = seq;
+	*f = (struct flight){ .seq = seq, .moved = 0, .state = FLIGHT_SENT };
 	char control[CMSG_SPACE(sizeof(int))];
 	memset(control, 0, sizeof(control));
 	struct iovec iov = { m.buf, m.len };
@@ -273,12 +343,50 @@ bool handover_send(const struct server *server, int worker)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &server->nb.fd, sizeof(int));
+	test_die(1);
 	if (sendmsg(ho.fds[worker - 1][1], &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)m.len) {
+		f->state = FLIGHT_FREE;
 		server_log(LOG_LEVEL_WARNING, server, "could not hand over to worker %d: %s", worker, strerror(errno));
 		return false;
 	}
-	server_log(LOG_LEVEL_INFO, server, "handed over to worker %d (backend pid %u)", worker, server->be_pid);
+	test_die(2);
+	ho.sending = f;
+	*moved = &f->moved;
 	return true;
+}
+
+void handover_moved(int worker)
+{
+	(void)worker;
+	if (ho.sending)
+		__atomic_store_n(&ho.sending->state, FLIGHT_MOVED, __ATOMIC_RELEASE);
+	ho.sending = NULL;
+}
+
+void handover_on_adopt(void (*fn)(uint64_t token, uint32_t moved, int from, pid_t from_pid))
+{
+	ho.on_adopt = fn;
+}
+
+/* ---------------------------------------------------------------- wake-ups */
+
+/*
+ * A wake-up is a message of its own magic and no socket: the worker's
+ * loop wakes on its inbox's readiness, as for a server, rather than on a
+ * signal (whose delivery libevent turns into a write to a pipe of its own
+ * and a read of it before the handler runs).
+ */
+bool handover_wake(int worker)
+{
+	if (!ho.locks || worker < 1 || worker > ho.count || worker == workers_self())
+		return false;
+	uint32_t magic = ASK_MAGIC;
+	return send(ho.fds[worker - 1][1], &magic, sizeof(magic), MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(magic);
+}
+
+void handover_on_wake(void (*fn)(void))
+{
+	ho.on_ask = fn;
 }
 
 /* ---------------------------------------------------------------- receiving */
@@ -323,6 +431,49 @@ static struct pool *find_pool(const char *db_name, const char *user)
 	return NULL;
 }
 
+/*
+ * The count of a server received: under this worker's inbox lock its
+ * sender has either moved it here (FLIGHT_MOVED) or died before it had
+ * (FLIGHT_SENT): then this worker moves what was not (on_adopt).
+ * Flights before this one still FLIGHT_SENT were never sent (their
+ * senders died first): freed.
+ */
+static void adopt(const struct wire *w)
+{
+	int self = workers_self();
+	struct inbox_lock *in = &ho.locks[self - 1];
+	/*
+	 * Most often its sender is done by the time this worker has woken and
+	 * read the message: then nothing needs the lock (only the sender,
+	 * under it, makes a flight of a free one), unless an earlier flight
+	 * still waits to be found unsent.
+	 */
+	struct flight *mine = &in->flights[w->seq % FLIGHTS];
+	bool older_sent = false;
+	for (int i = 0; i < FLIGHTS; i++)
+		older_sent |= __atomic_load_n(&in->flights[i].state, __ATOMIC_ACQUIRE) == FLIGHT_SENT &&
+			      in->flights[i].seq < w->seq;
+	if (!older_sent && __atomic_load_n(&mine->state, __ATOMIC_ACQUIRE) == FLIGHT_MOVED && mine->seq == w->seq) {
+		__atomic_store_n(&mine->state, FLIGHT_FREE, __ATOMIC_RELEASE);
+		return;
+	}
+	inbox_lock(self);
+	for (int i = 0; i < FLIGHTS; i++)
+		if (in->flights[i].state == FLIGHT_SENT && in->flights[i].seq < w->seq)
+			in->flights[i].state = FLIGHT_FREE;
+	struct flight *f = &in->flights[w->seq % FLIGHTS];
+	if (f->seq == w->seq && f->state != FLIGHT_FREE) {
+		if (f->state == FLIGHT_SENT) {
+			log_warning("worker %u died handing over backend pid %u: its count is taken here", w->from,
+				    w->be_pid);
+			if (w->token && ho.on_adopt)
+				ho.on_adopt(w->token, f->moved, (int)w->from, (pid_t)w->from_pid);
+		}
+		f->state = FLIGHT_FREE;
+	}
+	inbox_unlock(self);
+}
+
 /* The parameters of a message (both lists are bounded by the message's size). */
 #define LIST_MAX (MSG_MAX / 4)
 
@@ -342,6 +493,7 @@ static void take(const struct wire *w, struct reader *r, int fd)
 		names[i] = get_str(r);
 		values[i] = get_str(r);
 	}
+	adopt(w);
 	struct pool *pool = r->bad ? NULL : find_pool(db_name, user);
 	if (!pool || fd < 0 || w->addrlen > sizeof(w->addr)) {
 		log_warning("a server of %s/%s handed over by worker %u has no pool here: closed", db_name, user, w->from);
@@ -358,20 +510,29 @@ static void take(const struct wire *w, struct reader *r, int fd)
 		.budget_token = pgv.budget ? w->token : 0, .params = params, .param_count = (int)np,
 		.var_names = names, .var_values = values, .var_reported = reported, .var_count = (int)nv,
 	};
-	log_info("%s/%s: backend pid %u taken over from worker %u, no new login", db_name, user, w->be_pid, w->from);
 	server_take_over(pool, &t);
 	pool_after_change(pool);	/* clients still waiting ask again at once */
+	/* Measured from the ask (the receiver's) and the send (the sender's) to a waiting client served. */
+	int64_t now = monotonic_usec();
+	log_info("%s/%s: backend pid %u taken over from worker %u, no new login (%lld us after the ask, %lld after the send)",
+		 db_name, user, w->be_pid, w->from, w->asked ? (long long)(now - w->asked) : -1LL,
+		 (long long)(now - w->sent));
 }
 
 static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what; (void)arg;
 	static char buf[MSG_MAX];
+	bool woken = false;
 	for (int i = 0; i < READS_PER_WAKE; i++) {
 		int passed;
 		ssize_t n = inbox_read(fd, buf, sizeof(buf), &passed);
 		if (n < 0)
-			return;
+			break;
+		if (n == sizeof(uint32_t) && passed < 0 && memcmp(buf, &(uint32_t){ ASK_MAGIC }, sizeof(uint32_t)) == 0) {
+			woken = true;	/* several wake-ups read together act once */
+			continue;
+		}
 		struct wire w;
 		if ((size_t)n < sizeof(w) || memcmp(buf, &(uint32_t){ MSG_MAGIC }, sizeof(uint32_t)) != 0) {
 			log_warning("a malformed hand-over message (%zd bytes) was dropped", n);
@@ -383,6 +544,8 @@ static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 		struct reader r = { buf + sizeof(w), buf + n, false };
 		take(&w, &r, passed);
 	}
+	if (woken && ho.on_ask)
+		ho.on_ask();
 }
 
 void handover_register(void)
@@ -390,6 +553,10 @@ void handover_register(void)
 	if (!ho.locks || !workers_supervised())
 		return;
 	int self = workers_self();
+	const char *die = getenv(TEST_DIE_ENV);
+	ho.test_die = !die ? 0 : strcmp(die, "before-send") == 0 ? 1 : strcmp(die, "after-send") == 0 ? 2 : 0;
+	if (ho.test_die)
+		log_warning("%s is set: worker 1 dies in its first hand-over (for tests only)", TEST_DIE_ENV);
 	ho.ev = event_new(pgv.base, ho.fds[self - 1][0], EV_READ | EV_PERSIST, inbox_cb, NULL);
 	event_add(ho.ev, NULL);
 }

@@ -19,17 +19,23 @@
  * else is given back the old way (closed, its budget handed on, a new
  * login in the asking worker).
  *
- * Exact counts: the sender moves the server's count from its own column
- * of the shared table to the receiver's before it sends, inside the
- * receiver's inbox lock (a robust process-shared mutex per inbox) and only
- * while the receiver runs; the supervisor, once it has reaped a worker
- * (its pid cleared), takes the same lock and closes every socket still
- * queued in the dead worker's inbox, before its column is zeroed
- * (shared_pool_reclaim): a server handed to a worker that dies is closed,
- * never lost nor counted twice. A receiver that cannot use a server (its
- * pool is gone) closes it, and its count with it. A sender that dies
- * between moving the count and sending leaves one server counted in the
- * receiver's column that does not exist (never one too few).
+ * Exact counts: inside the receiver's inbox lock (a robust process-shared
+ * mutex per inbox) and only while the receiver runs, the sender sends,
+ * then moves the server's count from its own column of the shared table
+ * to the receiver's, slot by slot, recording each in the message's
+ * "flight" beside the lock. The receiver takes the same lock before it
+ * counts a server in: a flight not marked moved means its sender died
+ * between the send and the end of the move (a robust lock: nobody else
+ * could be inside), and the receiver moves the slots not moved itself
+ * (from the dead sender's column, unless the supervisor has zeroed it
+ * already), so the count follows the socket at once. A sender that dies
+ * before its send takes the socket with it, its count in its own column.
+ * The supervisor, once it has reaped a worker (its pid cleared), takes
+ * the dead worker's inbox lock and closes every socket still queued
+ * there, before its column is zeroed (shared_pool_reclaim): a server
+ * handed to a worker that dies is closed, never lost nor counted twice. A
+ * receiver that cannot use a server (its pool is gone) closes it, and its
+ * count with it.
  *
  * With workers = 1 nothing here runs.
  */
@@ -49,6 +55,14 @@ void handover_worker_gone(int worker);
 void handover_register(void);
 void handover_stop(void);
 
+/*
+ * Wake-ups: worker k's loop is woken through its inbox (a message with no
+ * server) and calls the function set with handover_on_wake; false if it
+ * could not be sent (k is this worker, or its inbox is full).
+ */
+bool handover_wake(int worker);
+void handover_on_wake(void (*fn)(void));
+
 /* Whether server may move to another worker (see above). */
 bool handover_eligible(const struct server *server);
 /*
@@ -58,10 +72,22 @@ bool handover_eligible(const struct server *server);
 bool handover_begin(int worker);
 void handover_end(int worker);
 /*
- * Between begin and end: sends server's socket and state to worker k,
- * the server's count already moved to k's column. False if it could not
- * (the server is untouched: the caller moves the count back).
+ * Between begin and end: sends server's socket and state to worker k;
+ * asked: when k asked (monotonic_usec, 0 if unknown), logged by k with
+ * the time it took. False if it could not (nothing changed). Sent, the
+ * caller moves the server's count to k's column, setting bit i of
+ * **moved as it has moved slot i of the server's token, then calls
+ * handover_moved (see above).
  */
-bool handover_send(const struct server *server, int worker);
+bool handover_send(const struct server *server, int worker, int64_t asked, uint32_t **moved);
+void handover_moved(int worker);
+/* After handover_end (no write while the receiver may wait for the lock): the log line of a server sent. */
+void handover_log_sent(const struct server *server, int worker);
+/*
+ * Receiving: moves to this worker's column the count of the slots of
+ * token (bit i of moved: slot i) that its sender, worker from (pid
+ * from_pid), died before it moved.
+ */
+void handover_on_adopt(void (*fn)(uint64_t token, uint32_t moved, int from, pid_t from_pid));
 
 #endif

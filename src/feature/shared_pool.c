@@ -92,8 +92,6 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
-	uint64_t lock_waits;		/* lockings that found the lock taken, and the time they waited */
-	usec_t lock_wait_usec;
 } sp;
 
 static void depart(struct server *server);
@@ -133,11 +131,12 @@ static int64_t *waited_of(struct slot *s)
 static void mutex_lock(pthread_mutex_t *m)
 {
 	int rc = pthread_mutex_trylock(m);
-	if (rc == EBUSY) {	/* another worker holds it: how long this one waits is logged at stop */
+	pgv.table_lockings++;
+	if (rc == EBUSY) {	/* another worker holds it: timed (SHOW WORKERS, and logged at stop) */
 		usec_t t0 = monotonic_usec();
 		rc = pthread_mutex_lock(m);
-		sp.lock_waits++;
-		sp.lock_wait_usec += monotonic_usec() - t0;
+		pgv.table_lock_waits++;
+		pgv.table_lock_wait_usec += monotonic_usec() - t0;
 	}
 	/* Its holder died: each write under the lock is one word, the slot stays consistent. */
 	if (rc == EOWNERDEAD)
@@ -370,7 +369,8 @@ static void token_unpack(uint64_t token, uint32_t idx[3])
 
 /*
  * Wakes the workers of mask (bit w = column w) at once rather than at
- * their next tick (workers past the 64th still wait for it): SIGURG,
+ * their next tick (workers past the 64th still wait for it): through
+ * their hand-over inbox (handover_wake), or if that is full SIGURG,
  * which nothing else in pgvalve sends and whose default action is to be
  * ignored. Sent only when a want begins and when a
  * given-back server's budget is free, a few times a second at most.
@@ -382,7 +382,7 @@ static void nudge_workers(uint64_t mask)
 			continue;
 		struct worker_status st;
 		workers_read(w + 1, &st);
-		if (st.pid > 0)
+		if (st.pid > 0 && !handover_wake(w + 1))
 			kill(st.pid, SIGURG);
 	}
 }
@@ -556,93 +556,128 @@ static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 }
 
 /*
- * The worker (0-based column) this worker gives one server of the slot
- * back to, whose clients wait: one with nothing reserved for it yet, and
- * (if clients here want the servers too, now or within WANT_FRESH_USEC)
- * none or at least two fewer than this one holds; -1 for none. Reserves
- * it for that worker. Under the slot's lock.
+ * The worker (0-based column) this worker would give one server of the
+ * slot back to, whose clients wait: one with nothing reserved for it yet,
+ * and (if clients here want the servers too, now or within
+ * WANT_FRESH_USEC) none or at least two fewer than this one holds; -1 for
+ * none, *any whether any other worker asks at all. Reads only (relaxed
+ * loads): under the slot's lock it decides, without it it says whether
+ * taking the lock can be worth it.
  */
-static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
+static int give_back_pick(struct slot *s, bool local_waiters, usec_t now, bool *any)
 {
-	int32_t *servers = servers_of(s), *reserved = reserved_of(s);
-	int64_t *wants = wants_of(s);
+	const int32_t *servers = servers_of(s), *reserved = reserved_of(s);
+	const int64_t *wants = wants_of(s);
 	/*
 	 * Recent demand counts as waiting: at saturation a worker's queue is
 	 * empty now and then between its clients' transactions, and giving a
 	 * server away at such a moment only makes it ask for one back.
 	 */
-	bool local_demand = local_waiters || want_fresh(waited_of(s)[sp.self], now);
-	bool any = false;
+	bool local_demand = local_waiters || want_fresh(__atomic_load_n(&waited_of(s)[sp.self], __ATOMIC_RELAXED), now);
+	int32_t mine = __atomic_load_n(&servers[sp.self], __ATOMIC_RELAXED);
+	*any = false;
 	for (int w = 0; w < sp.workers; w++) {
-		if (w == sp.self || !want_fresh(wants[w], now))
+		if (w == sp.self || !want_fresh(__atomic_load_n(&wants[w], __ATOMIC_RELAXED), now))
 			continue;
-		any = true;
+		*any = true;
 		/*
 		 * With demand here too, the one holding more gives until they
 		 * hold as many, give or take one (one more would only swing the
 		 * difference back); one holding none is given one in turn.
 		 */
-		if (reserved[w] > 0 || (local_demand && servers[w] > 0 && servers[sp.self] <= servers[w] + 1))
+		int32_t theirs = __atomic_load_n(&servers[w], __ATOMIC_RELAXED);
+		if (__atomic_load_n(&reserved[w], __ATOMIC_RELAXED) > 0 || (local_demand && theirs > 0 && mine <= theirs + 1))
 			continue;
-		reserved[w]++;
 		return w;
 	}
-	if (!any)
-		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
 	return -1;
 }
 
-/* The server's count, in each slot of its token, from column `from` to column `to`. Under their locks. */
-static void token_move(uint64_t token, int from, int to)
+/* give_back_pick's worker, with one server reserved for it. Under the slot's lock. */
+static int give_back_locked(struct slot *s, bool local_waiters, usec_t now)
 {
-	uint32_t idx[3];
-	token_unpack(token, idx);
-	for (int i = 0; i < 3; i++) {
-		if (!idx[i])
-			continue;
-		int32_t *servers = servers_of(slot_at(idx[i] - 1));
-		if (servers[from] > 0) {
-			servers[from]--;
-			servers[to]++;
-		}
-	}
+	bool any;
+	int w = give_back_pick(s, local_waiters, now, &any);
+	if (w >= 0)
+		reserved_of(s)[w]++;
+	else if (!any)
+		__atomic_store_n(&s->want_any, 0, __ATOMIC_RELAXED);
+	return w;
 }
 
 /*
  * Server s was given back to worker w for its pool (s: the pool's slot):
  * its socket goes to w, which lends it at once (handover.h), rather than
- * closing here and logging in anew there. The count moves to w's column
- * first, inside w's inbox lock; what was reserved for w and its ask are
- * over (it asks again if still short). False: not sent, nothing changed.
+ * closing here and logging in anew there. Inside w's inbox lock: sent
+ * first, then its count moved to w's column slot by slot, each recorded
+ * in the flight (so that w counts the rest itself if this worker dies
+ * between: handover.h); what was reserved for w and its ask are over (it
+ * asks again if still short). False: not sent, nothing changed.
  */
 static bool hand_over(struct server *server, struct slot *s, int w)
 {
 	if (!handover_begin(w + 1))
 		return false;
-	uint32_t idx[3];
-	token_unpack(server->budget_token, idx);	/* s is among them */
-	slots_lock(idx, 3);
-	token_move(server->budget_token, sp.self, w);
-	if (reserved_of(s)[w] > 0)
-		reserved_of(s)[w]--;
-	int64_t asked = wants_of(s)[w];
-	wants_of(s)[w] = 0;
-	slots_unlock(idx, 3);
-	bool sent = handover_send(server, w + 1);
-	if (!sent) {
-		slots_lock(idx, 3);
-		token_move(server->budget_token, w, sp.self);
-		reserved_of(s)[w]++;
-		if (!wants_of(s)[w])
-			wants_of(s)[w] = asked;
-		slots_unlock(idx, 3);
-	}
-	handover_end(w + 1);
+	uint32_t *moved = NULL;
+	int64_t asked = __atomic_load_n(&wants_of(s)[w], __ATOMIC_RELAXED);	/* for its log line only */
+	bool sent = handover_send(server, w + 1, asked, &moved);
 	if (sent) {
+		uint32_t idx[3];
+		token_unpack(server->budget_token, idx);	/* s is among them */
+		for (int i = 0; i < 3; i++) {
+			if (!idx[i])
+				continue;
+			struct slot *t = slot_at(idx[i] - 1);
+			slot_lock(t);
+			int32_t *servers = servers_of(t);
+			if (servers[sp.self] > 0) {
+				servers[sp.self]--;
+				servers[w]++;
+			}
+			if (t == s) {
+				if (reserved_of(s)[w] > 0)
+					reserved_of(s)[w]--;
+				wants_of(s)[w] = 0;
+			}
+			__atomic_store_n(moved, *moved | 1u << i, __ATOMIC_RELEASE);
+			slot_unlock(t);
+		}
+		handover_moved(w + 1);
 		server->budget_token = 0;	/* w's now */
 		server->handed_over = true;
 	}
+	handover_end(w + 1);
+	if (sent)
+		handover_log_sent(server, w + 1);
 	return sent;
+}
+
+/*
+ * A server received from worker from (pid from_pid) that died before it
+ * moved its count here (bit i of moved: slot i was): the rest moves now.
+ * The dead worker's column still counts it unless the supervisor zeroed
+ * it (then the worker is either not running or restarted, with a new pid
+ * and a column of its own: left alone). A restart comes a second after
+ * the death at the earliest, far longer than this takes.
+ */
+static void adopt_count(uint64_t token, uint32_t moved, int from, pid_t from_pid)
+{
+	struct worker_status st;
+	workers_read(from, &st);
+	bool from_dead = from >= 1 && from <= sp.workers && from - 1 != sp.self && (st.pid == 0 || st.pid == from_pid);
+	uint32_t idx[3];
+	token_unpack(token, idx);
+	for (int i = 0; i < 3; i++) {
+		if (!idx[i] || (moved & 1u << i))
+			continue;
+		struct slot *t = slot_at(idx[i] - 1);
+		slot_lock(t);
+		int32_t *servers = servers_of(t);
+		if (from_dead && servers[from - 1] > 0)
+			servers[from - 1]--;
+		servers[sp.self]++;
+		slot_unlock(t);
+	}
 }
 
 /*
@@ -671,6 +706,14 @@ static bool server_give_back(struct server *server, bool local_waiters)
 		/* Clients here want it too: it serves them for a while first, or the budget would only log in and out. */
 		if (local_waiters && now_usec() - server->arrived < SHARED_POOL_HOLD_USEC)
 			return false;
+		/*
+		 * At saturation every worker asks all the time, and most releases
+		 * find the pool split evenly: a look without the lock first, so
+		 * that those do not take it (the lock's look decides).
+		 */
+		bool asked;
+		if (give_back_pick(s, local_waiters, now, &asked) < 0 && asked)
+			continue;
 		slot_lock(s);
 		int w = give_back_locked(s, local_waiters, now);
 		slot_unlock(s);
@@ -867,6 +910,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* A wake-up through the inbox (nudge_workers): as the tick, at once. */
+static void wake_cb(void)
+{
+	tick_cb(-1, 0, NULL);
+}
+
 /* ---------------------------------------------------------------- set-up */
 
 void shared_pool_create(int count)
@@ -954,19 +1003,24 @@ void shared_pool_register(void)
 	event_add(sp.tick, &tv);
 	sp.nudge = evsignal_new(pgv.base, SIGURG, tick_cb, NULL);
 	event_add(sp.nudge, NULL);
+	handover_on_wake(wake_cb);
+	handover_on_adopt(adopt_count);
 }
 
 void shared_pool_stop(void)
 {
 	if (pgv.budget)
-		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all",
-			 (unsigned long long)sp.lock_waits, (unsigned long long)sp.lock_wait_usec);
+		log_info("shared pool table: %llu lockings waited for another worker, %llu us in all (of %llu lockings)",
+			 (unsigned long long)pgv.table_lock_waits, (unsigned long long)pgv.table_lock_wait_usec,
+			 (unsigned long long)pgv.table_lockings);
 	if (sp.tick)
 		event_free(sp.tick);
 	sp.tick = NULL;
 	if (sp.nudge)
 		event_free(sp.nudge);
 	sp.nudge = NULL;
+	handover_on_wake(NULL);
+	handover_on_adopt(NULL);
 	if (pgv.budget)
 		list_for_each_safe(pos, tmp, &sp.departing)
 			departed(container_of(pos, struct departing, node));

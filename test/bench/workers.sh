@@ -6,7 +6,8 @@
 #
 #   workers.sh [--duration S] [--rounds N] [--clients N] [--workers LIST] [--pool-size N]
 #              [--rate TPS] [--handovers N] [--pgbouncer]
-#   workers.sh --standin [...]    workers_standin.sh: a server stand-in, instructions and system calls per transaction
+#   workers.sh --standin [...]    workers_standin.sh: a server stand-in, CPU and system calls per transaction
+#   workers.sh --counts [...]     the same with instructions per transaction (callgrind; slow)
 #
 # Each round starts the instance once per workers value (transaction
 # pooling, default_pool_size = 20 for the instance, or --pool-size, md5)
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=$2; shift 2 ;;
 	--handovers) handovers=$2; shift 2 ;;
 	--pgbouncer) with_pgbouncer=1; shift ;;
-	--standin) exec "$here/workers_standin.sh" "$@" ;;	# a server stand-in instead of PostgreSQL
+	--standin | --counts) exec "$here/workers_standin.sh" "$@" ;;	# a server stand-in instead of PostgreSQL
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -82,7 +83,7 @@ pg_sessions() {
 }
 
 # measure LABEL PORT PIDS...: one saturation run (and one at --rate) against PORT; appends to the tables.
-declare -A tps cpu_sat cpu_rate servers handover lat50 lat99 logins
+declare -A tps cpu_sat cpu_rate servers handover handover_in lat50 lat99 logins
 measure() {
 	local label=$1 p=$2
 	shift 2
@@ -127,16 +128,26 @@ one_query() {
 
 # handovers W: median latency of a query in worker 2 while worker 1 holds the one server idle, and back.
 measure_handover() {
-	local w=$1 d1="/tmp/pgvalve-$port-$pgv_pid-w1" d2="/tmp/pgvalve-$port-$pgv_pid-w2" list= i a b
+	local w=$1 d1="/tmp/pgvalve-$port-$pgv_pid-w1" d2="/tmp/pgvalve-$port-$pgv_pid-w2" list= base= i a b
 	one_query "$d1" "$port" >/dev/null
 	one_query "$d2" "$port" >/dev/null	# both workers' pools know the server's parameters
 	for i in $(seq "$handovers"); do
 		a=$(one_query "$d1" "$port")
 		b=$(one_query "$d2" "$port")
 		list="$list $a $b"
+		base="$base $(one_query "$d2" "$port")"	# the same query with the server at hand: no hand-over
 	done
 	# shellcheck disable=SC2086 # the list of numbers is meant to split
 	handover[$w]="${handover[$w]:-} $(printf '%s\n' $list | median)"
+	# the pooler's own measure (handover.c's log line): from the receiving worker's ask to its client served
+	local inner
+	inner=$(sed -n 's/.*taken over from worker .* no new login (\([0-9]*\) us after the ask.*/\1/p' "$tmp/pgvalve.log" |
+		tail -n $((2 * handovers)) | awk '{ printf "%.3f\n", $1 / 1000 }' | median)
+	handover_in[$w]="${handover_in[$w]:-} ${inner:-0}"
+	local after_send
+	after_send=$(sed -n 's/.*taken over from worker .* no new login (.* us after the ask, \([0-9]*\) after the send.*/\1/p' \
+		"$tmp/pgvalve.log" | tail -n $((2 * handovers)) | awk '{ printf "%.3f\n", $1 / 1000 }' | median)
+	echo "workers.sh: round $round, workers = $w: hand-over $(printf '%s\n' $list | median) ms per query ($(printf '%s\n' $base | median) ms without one), ${inner:-?} ms from the ask to the client served (${after_send:-?} ms from the send)"
 }
 
 IFS=, read -ra wl <<<"$workers_list"
@@ -186,16 +197,19 @@ for w in "${wl[@]}"; do
 	[ "$with_pgbouncer" = 1 ] && labels+=("pgbouncer-$w")
 done
 med() { printf '%s\n' "$@" | median; }
-printf '\n%-13s %9s %8s %8s %12s %13s %12s %7s %13s\n' what tps p50_ms p99_ms "us/txn(sat)" "us/txn(rate)" max_servers logins "handover_ms"
+printf '\n%-13s %9s %8s %8s %12s %13s %12s %7s %12s %11s\n' what tps p50_ms p99_ms "us/txn(sat)" "us/txn(rate)" max_servers logins "handover_ms" "ask_to_use"
 for l in "${labels[@]}"; do
 	w=${l#*-}
 	# shellcheck disable=SC2086 # lists of numbers are meant to split
-	printf '%-13s %9.0f %8.3f %8.3f %12.2f %13s %12s %7s %13s\n' "$l" "$(med ${tps[$l]})" "$(med ${lat50[$l]})" "$(med ${lat99[$l]})" "$(med ${cpu_sat[$l]})" \
+	printf '%-13s %9.0f %8.3f %8.3f %12.2f %13s %12s %7s %12s %11s\n' "$l" "$(med ${tps[$l]})" "$(med ${lat50[$l]})" "$(med ${lat99[$l]})" "$(med ${cpu_sat[$l]})" \
 		"$([ "$rate" -gt 0 ] && printf '%.2f' "$(med ${cpu_rate[$l]})" || echo -)" "$(printf '%s\n' ${servers[$l]} | sort -n | tail -1)" "$(med ${logins[$l]})" \
-		"$([ "${l%%-*}" = pgvalve ] && [ "$w" -ge 2 ] && printf '%.2f' "$(med ${handover[$w]})" || echo -)"
+		"$([ "${l%%-*}" = pgvalve ] && [ "$w" -ge 2 ] && printf '%.2f' "$(med ${handover[$w]})" || echo -)" \
+		"$([ "${l%%-*}" = pgvalve ] && [ "$w" -ge 2 ] && printf '%.3f' "$(med ${handover_in[$w]})" || echo -)"
 done
 echo
 echo "pgbench -S -M simple, $clients clients, -j 2, ${duration}s rounds x $rounds (medians; max_servers: the most over all rounds)"
+echo "handover_ms: latency of a one-query client in the worker that lacks the server, its query included;"
+echo "ask_to_use: in the pooler, from that worker's ask for a server to its client served (its log line; medians)"
 echo "logins: server logins PostgreSQL saw during the saturation run (a plain server moves between workers without one)"
 echo "pool of $pool_size for the pgvalve instance (per process for PgBouncer); $(nproc) CPUs; us/txn = pooler CPU (user + system) per transaction"
 [ "$rate" -gt 0 ] && echo "us/txn(rate): at pgbench -R $rate"

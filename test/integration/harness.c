@@ -1100,6 +1100,16 @@ int pg_count_backends(const char *usename)
 	return n;
 }
 
+int pg_wait_backends(const char *usename, int want, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+	int n;
+
+	while ((n = pg_count_backends(usename)) != want && now_s() < deadline)
+		sleep_ms(50);
+	return n;
+}
+
 /* ---------------------------------------------------------------- fixtures */
 
 const char *std_databases(void)

@@ -97,6 +97,8 @@ PGconn *pg_direct(void);
 void pg_wait_running(const char *sql, int n);
 /* Client backends of usename in pg_stat_activity (not counting the asking one). */
 int pg_count_backends(const char *usename);
+/* Until pg_count_backends(usename) is want (timeout_s at most): the last count. */
+int pg_wait_backends(const char *usename, int want, double timeout_s);
 /*
  * pg_ctl restart -m mode (fast, immediate) of the test's cluster, waiting
  * until it accepts again; run.sh's pid file follows the new postmaster.

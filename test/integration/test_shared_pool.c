@@ -99,16 +99,6 @@ static bool finished_within(PGconn *c, double timeout_s, ExecStatusType *status)
 	return false;
 }
 
-/* Until PostgreSQL shows want backends of USER (timeout_s); the last count. */
-static int wait_backends(int want, double timeout_s)
-{
-	double deadline = now_s() + timeout_s;
-	int n;
-	while ((n = pg_count_backends(USER)) != want && now_s() < deadline)
-		sleep_ms(50);
-	return n;
-}
-
 static long pgbench_number(const char *text, const char *label)
 {
 	const char *s = strstr(text, label);
@@ -249,7 +239,7 @@ START_TEST(waiting_client_gets_an_idle_server_of_another_worker)
 	wait_running(&p, 2, pids);
 	PGconn *a = worker_login(&p, 1, DB);
 	ck_assert_str_eq(query_value(a, "SELECT 'from worker 1'"), "from worker 1");
-	ck_assert_int_eq(wait_backends(1, 5), 1);
+	ck_assert_int_eq(pg_wait_backends(USER, 1, 5), 1);
 	PGconn *b = worker_login(&p, 2, DB);
 	for (int round = 0; round < 3; round++) {
 		served_at_once(&p, b, 2, "from worker 2");
@@ -377,7 +367,7 @@ START_TEST(handed_over_to_a_dying_worker)
 	ck_assert_int_eq(kill(pids[1], SIGKILL), 0);
 	pgv_expect_log(&p, "server connections handed over to worker 2 as it died", 5);
 	/* The backend that was in flight leaves PostgreSQL: closed, not kept open by anyone. */
-	ck_assert_msg(wait_backends(0, 5) == 0, "backend %d still there\n%s", backend, pgv_log_tail(&p, 2000));
+	ck_assert_msg(pg_wait_backends(USER, 0, 5) == 0, "backend %d still there\n%s", backend, pgv_log_tail(&p, 2000));
 	PQfinish(b);	/* its worker died with it */
 	/* Worker 1's client is served within the pool of 1 again (its budget was not lost), and so is the new worker 2. */
 	int again = atoi(query_value(a, "SELECT pg_backend_pid()"));
@@ -421,6 +411,12 @@ START_TEST(eight_workers_open_close_and_hand_over_within_limits)
 	int served = 0;
 	for (int i = 0; i < 8; i++)
 		served += atol(PQgetvalue(r, i, PQfnumber(r, "total_xact_count"))) > 0;
+	/* The workers' lockings of the shared table: servers opened, closed and handed over took some. */
+	long long lockings = atoll(PQgetvalue(r, 8, PQfnumber(r, "table_lockings")));
+	long long waits = atoll(PQgetvalue(r, 8, PQfnumber(r, "table_lock_waits")));
+	ck_assert_str_eq(PQgetvalue(r, 8, PQfnumber(r, "worker")), "total");
+	ck_assert_msg(lockings >= logins, "%lld lockings for %d logins", lockings, logins);
+	ck_assert_msg(waits <= lockings, "%lld lock waits of %lld lockings", waits, lockings);
 	PQclear(r);
 	PQfinish(c);
 	fprintf(stderr, "8 workers: %d hand-overs, %d logins, at most %d connections, %d workers served\n", handed,
@@ -572,7 +568,7 @@ START_TEST(min_pool_size_once_for_the_instance)
 		 atoi(getenv("PGV_TEST_PGPORT")));
 	pgv_start(&p, BASE "workers = 4\nmin_pool_size = 2\ndefault_pool_size = 5\n", dbs, std_userlist());
 	wait_running(&p, 4, pids);
-	ck_assert_int_eq(wait_backends(2, 10), 2);
+	ck_assert_int_eq(pg_wait_backends(USER, 2, 10), 2);
 	sleep_ms(1500);		/* several janitor ticks of every worker */
 	ck_assert_msg(pg_count_backends(USER) == 2, "%d server connections\n%s", pg_count_backends(USER),
 		      pgv_log_tail(&p, 2000));
@@ -705,12 +701,12 @@ START_TEST(reload_lowering_pool_size_closes_the_excess)
 		PQclear(PQexec(c[i], "BEGIN"));
 		ck_assert_str_eq(query_value(c[i], "SELECT 'held'"), "held");
 	}
-	ck_assert_int_eq(wait_backends(4, 5), 4);
+	ck_assert_int_eq(pg_wait_backends(USER, 4, 5), 4);
 	for (int i = 0; i < 4; i++)
 		PQclear(PQexec(c[i], "COMMIT"));
 	pgv_ini_replace(&p, "default_pool_size = 4", "default_pool_size = 1");
 	pgv_reload(&p);
-	ck_assert_msg(wait_backends(1, 5) == 1, "%d server connections 5 s after the reload\n%s",
+	ck_assert_msg(pg_wait_backends(USER, 1, 5) == 1, "%d server connections 5 s after the reload\n%s",
 		      pg_count_backends(USER), pgv_log_tail(&p, 2000));
 	ck_assert(pgv_log_contains(&p, "too many servers in the pool"));
 	for (int round = 0; round < 2; round++)
@@ -735,13 +731,13 @@ START_TEST(reload_lowering_pool_size_single_process)
 		PQclear(PQexec(c[i], "BEGIN"));
 		ck_assert_str_eq(query_value(c[i], "SELECT 'held'"), "held");
 	}
-	ck_assert_int_eq(wait_backends(3, 5), 3);
+	ck_assert_int_eq(pg_wait_backends(USER, 3, 5), 3);
 	for (int i = 0; i < 3; i++)
 		PQclear(PQexec(c[i], "COMMIT"));
 	pgv_ini_replace(&p, "default_pool_size = 3", "default_pool_size = 1");
 	pgv_reload(&p);
 	/* pool_size 1 + reserve_pool_size 1 */
-	ck_assert_msg(wait_backends(2, 5) == 2, "%d server connections 5 s after the reload\n%s",
+	ck_assert_msg(pg_wait_backends(USER, 2, 5) == 2, "%d server connections 5 s after the reload\n%s",
 		      pg_count_backends(USER), pgv_log_tail(&p, 2000));
 	sleep_ms(1500);
 	ck_assert_int_eq(pg_count_backends(USER), 2);

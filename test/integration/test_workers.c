@@ -2,7 +2,8 @@
  * test_workers.c - workers = N: the supervisor and its worker processes
  * sharing one port, SHOW WORKERS, restarts after a crash, signals passed
  * on to every worker, no process left behind, and a rolling restart under
- * pgbench load without a failed transaction.
+ * pgbench load without a failed transaction, and a worker killed while
+ * it hands a server over leaving the instance's count exact.
  */
 #include "harness.h"
 
@@ -812,6 +813,123 @@ START_TEST(shutdown_answers_once_every_worker_is_told)
 }
 END_TEST
 
+/* Server connections of DB in SHOW SERVERS (every worker's rows) and in SHOW POOLS (sv_* summed). */
+static void console_server_counts(struct pgv *p, int *servers, int *pools)
+{
+	PGconn *c = console(p);
+	PGresult *r = show(c, "SHOW SERVERS");
+	int dbcol = PQfnumber(r, "database");
+	*servers = 0;
+	for (int i = 0; i < PQntuples(r); i++)
+		*servers += strcmp(PQgetvalue(r, i, dbcol), DB) == 0;
+	PQclear(r);
+	r = show(c, "SHOW POOLS");
+	dbcol = PQfnumber(r, "database");
+	*pools = 0;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, dbcol), DB) == 0)
+			*pools += (int)(num(r, i, "sv_active") + num(r, i, "sv_idle") + num(r, i, "sv_used") +
+					num(r, i, "sv_tested") + num(r, i, "sv_login"));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* c's query (already sent) answered within timeout_s: its one value. */
+static int backend_pid_within(struct pgv *p, PGconn *c, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+	while (now_s() < deadline) {
+		ck_assert_int_eq(PQconsumeInput(c), 1);
+		if (!PQisBusy(c))
+			break;
+		sleep_ms(20);
+	}
+	ck_assert_msg(!PQisBusy(c), "no answer within %.1f s\n%s", timeout_s, pgv_log_tail(p, 2000));
+	PGresult *r = PQgetResult(c);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	int pid = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	while ((r = PQgetResult(c)) != NULL)
+		PQclear(r);
+	return pid;
+}
+
+/*
+ * Worker 1 killed in the middle of handing its one idle server (pool of
+ * 1, plain) to worker 2's waiting client: before its send (the socket
+ * dies with it: worker 2 logs in anew once the dead worker's count is
+ * freed) or after it, before it moved the count (worker 2 takes the
+ * server and its count: the same backend, no new login). Either way the
+ * instance's count stays exact: PostgreSQL, SHOW SERVERS and SHOW POOLS
+ * agree on one server, the restarted worker 1 is served within the pool
+ * of 1, and once PostgreSQL ends that backend a new server opens (a count
+ * left over would keep the pool full with no server).
+ */
+START_TEST(giver_killed_mid_handover_keeps_the_count)
+{
+	struct pgv p = { 0 };
+	struct wrow w[MAX_W];
+	bool after_send = _i == 1;
+	setenv("PGVALVE_TEST_HANDOVER_DIE", after_send ? "after-send" : "before-send", 1);
+	pgv_start(&p, BASE "server_tls_sslmode = disable\nworkers = 2\ndefault_pool_size = 1\nquery_wait_timeout = 30\n",
+		  std_databases(), std_userlist());
+	unsetenv("PGVALVE_TEST_HANDOVER_DIE");
+	wait_running(&p, 2, w);
+	int giver = w[0].pid;
+	PGconn *a = worker_client(&p, 1);
+	int backend = atoi(query_value(a, "SELECT pg_backend_pid()"));	/* worker 1's, idle */
+	PGconn *b = worker_client(&p, 2);
+	ck_assert_int_eq(PQsendQuery(b, "SELECT pg_backend_pid()"), 1);
+	char line[128];
+	snprintf(line, sizeof(line), "worker 1 (pid %d) exited with signal 9", giver);
+	pgv_expect_log(&p, line, 5);
+	int got = backend_pid_within(&p, b, 10);
+	if (after_send) {
+		ck_assert_msg(got == backend, "worker 2 got backend %d, not the one handed over (%d)", got, backend);
+		ck_assert(pgv_log_contains(&p, "worker 1 died handing over backend pid"));
+	} else {
+		ck_assert_msg(got != backend, "backend %d outlived the worker that held it", backend);
+	}
+	ck_assert_int_le(pg_count_backends(USER), 1);
+	PQfinish(a);	/* its worker died */
+	wait_running(&p, 2, w);
+	PGconn *a2 = worker_client(&p, 1);
+	int back = atoi(query_value(a2, "SELECT pg_backend_pid()"));
+	ck_assert_msg(back == got, "worker 1 got backend %d, not %d handed back\n%s", back, got, pgv_log_tail(&p, 3000));
+	ck_assert_int_le(pg_count_backends(USER), 1);
+	int servers, pools;
+	console_server_counts(&p, &servers, &pools);
+	ck_assert_int_eq(pg_count_backends(USER), 1);
+	ck_assert_int_eq(servers, 1);
+	ck_assert_int_eq(pools, 1);
+	/* The one server ends: the instance's count of it goes, and a new one opens for the next query. */
+	PGconn *pg = pg_direct();
+	char sql[64];
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)", got);
+	PQclear(PQexec(pg, sql));
+	PQfinish(pg);
+	ck_assert_int_eq(pg_wait_backends(USER, 0, 5), 0);
+	double deadline = now_s() + 5;	/* until worker 1 has seen its idle server's end */
+	do {
+		console_server_counts(&p, &servers, &pools);
+		if (servers)
+			sleep_ms(20);
+	} while (servers && now_s() < deadline);
+	ck_assert_int_eq(servers, 0);
+	ck_assert_int_eq(pools, 0);
+	ck_assert_int_eq(PQsendQuery(b, "SELECT pg_backend_pid()"), 1);
+	int fresh = backend_pid_within(&p, b, 5);
+	ck_assert_int_ne(fresh, got);
+	ck_assert_int_le(pg_count_backends(USER), 1);
+	console_server_counts(&p, &servers, &pools);
+	ck_assert_int_eq(servers, 1);
+	ck_assert_int_eq(pools, 1);
+	PQfinish(a2);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("workers");
@@ -833,5 +951,8 @@ int main(void)
 	TCase *roll = pgv_tcase_create("rolling_restart", 90);
 	tcase_add_loop_test(roll, rolling_restart_under_load, 0, 2);
 	suite_add_tcase(s, roll);
+	TCase *ho = pgv_tcase_create("handover", 60);
+	tcase_add_loop_test(ho, giver_killed_mid_handover_keeps_the_count, 0, 2);
+	suite_add_tcase(s, ho);
 	return pgv_run_suite(s);
 }

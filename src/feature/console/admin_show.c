@@ -828,7 +828,7 @@ static void cells_worker_counters(struct cells *c, const struct worker_counters 
 {
 	const uint64_t v[] = { w->cl_active, w->cl_waiting, w->cl_idle, w->cl_login, w->sv_active, w->sv_idle,
 			       w->sv_used, w->sv_login, w->xact_count, w->query_count, w->bytes_received,
-			       w->bytes_sent };
+			       w->bytes_sent, w->table_lockings, w->table_lock_waits, w->table_lock_wait_us };
 	for (size_t i = 0; i < ARRAY_SIZE(v); i++)
 		cell_uint(c, v[i]);
 }
@@ -845,11 +845,11 @@ static void show_workers(struct admin_result *r)
 	static const char *const names[] = {
 		"worker", "pid", "peer_id", "state", "restarts", "started", "cl_active", "cl_waiting", "cl_idle",
 		"cl_login", "sv_active", "sv_idle", "sv_used", "sv_login", "total_xact_count", "total_query_count",
-		"total_received", "total_sent",
+		"total_received", "total_sent", "table_lockings", "table_lock_waits", "table_lock_wait_us",
 	};
 	struct cells c;
 	struct worker_status sum = { 0 };
-	admin_result_begin(r, "siisiTiiiiiiiiqqqq", names);
+	admin_result_begin(r, "siisiTiiiiiiiiqqqqqqq", names);
 	workers_publish();
 	for (int k = 1; k <= workers_count(); k++) {
 		struct worker_status w;
