@@ -6,7 +6,9 @@
 #include "pgvalve/balance.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
+#include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
+#include "pgvalve/prepare.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/relay.h"
 #include "pgvalve/roles.h"
@@ -23,9 +25,8 @@ static bool balance_enabled(const struct pool *pool)
 	if (dc->load_balance_reads <= LOAD_BALANCE_READS_OFF || (tsa != TSA_READ_WRITE && tsa != TSA_PRIMARY) ||
 	    pool->db->host_count < 2 || pool->db->is_admin)
 		return false;
-	/* per transaction, or per statement: whenever a client has no server (session pooling: not yet) */
-	int mode = pool_effective_mode(pool);
-	return mode == POOL_MODE_TRANSACTION || mode == POOL_MODE_STATEMENT;
+	/* per transaction, or per statement: whenever a client has no server; session pooling: once */
+	return true;
 }
 
 /* The SQL text of a whole Query or Parse, and its length; NULL if it has none. */
@@ -90,10 +91,107 @@ static bool function_safe(void *arg, const char *name)
 	return false;
 }
 
+/* auto: a single statement that only reads (not a transaction start: that is explicit's). */
+static bool text_reads(const char *text, size_t len)
+{
+	return sql_classify_begin(text, len) == SQL_BEGIN_NONE && sql_classify_read_only(text, len, function_safe, NULL);
+}
+
+/* A Bind's (or Describe's) statement name; NULL if malformed or a portal's Describe. */
+static const char *used_statement(const struct pkt *pkt)
+{
+	const char *body = (const char *)pkt_body(pkt);
+	size_t n = pkt_body_len(pkt);
+	if (pkt->type == 'D') {
+		if (n < 2 || body[0] != 'S')
+			return NULL;
+		body++, n--;
+	} else {
+		const char *end = memchr(body, '\0', n);	/* the portal's name */
+		if (!end)
+			return NULL;
+		n -= (size_t)(end + 1 - body);
+		body = end + 1;
+	}
+	return memchr(body, '\0', n) ? body : NULL;
+}
+
+/* Whether the batch [from, at) holds a Parse of name (its text was judged there). */
+static bool parsed_in_batch(const uint8_t *from, const uint8_t *at, const char *name)
+{
+	while (from < at) {
+		uint32_t len = 1 + proto_read_be32(from + 1);
+		if (from[0] == 'P' && strcmp((const char *)from + 5, name) == 0)
+			return true;
+		from += len;
+	}
+	return false;
+}
+
+/* Whether the statement a Bind or Describe at msg (whole) uses only reads, as far as the batch from `from` tells. */
+static bool use_reads(const struct client *client, const uint8_t *from, const struct pkt *msg)
+{
+	const char *name = used_statement(msg);
+	if (!name)
+		return msg->type == 'D';	/* a portal's Describe reads nothing */
+	const char *text;
+	size_t len;
+	if (name[0] && prepare_client_statement_text(client, name, &text, &len))
+		return text_reads(text, len);
+	return parsed_in_batch(from, msg->data, name);	/* unnamed, or new: its Parse in this batch was a read */
+}
+
+/*
+ * auto, the extended protocol: whether the batch pkt begins (a Parse or a
+ * Bind, up to its Sync, all of it already buffered, as libpq and drivers
+ * send it) only reads: every Parse's text reads, every statement bound
+ * is one of them or a prepared one whose text reads (prepare.c knows the
+ * client's names). A batch not whole yet, or with anything else (a Query,
+ * a FunctionCall, COPY data), stays on the primary.
+ */
+static bool batch_reads(const struct client *client, const struct pkt *pkt)
+{
+	const uint8_t *from = pkt->data, *p = from;
+	uint32_t left = netbuf_buffered(&client->nb);
+	while (left >= 5) {
+		uint32_t len = proto_read_be32(p + 1);
+		if (len < 4 || len > left - 1)
+			return false;
+		struct pkt msg = { .type = p[0], .len = len + 1, .data = p, .avail = len + 1 };
+		size_t tlen;
+		const char *text;
+		switch (msg.type) {
+		case 'S':
+			return true;
+		case 'P':
+			text = packet_text(&msg, &tlen);
+			if (!text || tlen > BALANCE_QUERY_MAX || !text_reads(text, tlen))
+				return false;
+			break;
+		case 'B':
+		case 'D':
+			if (!use_reads(client, from, &msg))
+				return false;
+			break;
+		case 'E':
+		case 'C':
+		case 'H':
+			break;
+		default:
+			return false;
+		}
+		p += msg.len;
+		left -= msg.len;
+	}
+	return false;
+}
+
 /* Whether the transaction pkt starts only reads, as this database's mode counts them. */
 static bool starts_read(const struct client *client, const struct pkt *pkt)
 {
 	size_t len;
+	if (pkt->type == 'B')	/* a statement prepared before: auto only */
+		return client->pool->db->cfg->load_balance_reads == LOAD_BALANCE_READS_AUTO && batch_reads(client, pkt);
 	const char *text = packet_text(pkt, &len);
 	if (!text)
 		return false;
@@ -101,15 +199,30 @@ static bool starts_read(const struct client *client, const struct pkt *pkt)
 		return true;
 	if (session_read_only(client) && !mentions(text, len, "write") && !mentions(text, len, "read_only"))
 		return true;
-	if (client->pool->db->cfg->load_balance_reads != LOAD_BALANCE_READS_AUTO || pkt->type != 'Q')
+	if (client->pool->db->cfg->load_balance_reads != LOAD_BALANCE_READS_AUTO)
 		return false;
-	return sql_classify_begin(text, len) == SQL_BEGIN_NONE && sql_classify_read_only(text, len, function_safe, NULL);
+	if (pkt->type != 'Q')
+		return batch_reads(client, pkt);
+	return text_reads(text, len);
+}
+
+/*
+ * Session pooling: the client's first request (it keeps that server to the
+ * end) runs on a standby when its login asked for a read-only session:
+ * default_transaction_read_only on (startup packet or options), or
+ * options' target_session_attrs read-only, standby or prefer-standby.
+ */
+static bool session_wants_standby(const struct client *client)
+{
+	return client->asks_standby || session_read_only(client);
 }
 
 static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 {
 	struct pool *home = client->pool;
-	if (home->standby_reads || client->notify || !starts_read(client, pkt))
+	if (home->standby_reads || client->notify)
+		return NULL;
+	if (pool_effective_mode(home) == POOL_MODE_SESSION ? !session_wants_standby(client) : !starts_read(client, pkt))
 		return NULL;
 	struct pool *companion = pool_standby_companion(home);
 	if (roles_standby_may_serve(home->db) &&

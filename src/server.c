@@ -1291,6 +1291,7 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	netbuf_forward(&server->nb, pkt->len);
 	count_ready(server, pkt->len);
 	relay_call_if(prep_answer_owed, server);
+	struct client *held = server->link && server->link->held_for_ready ? server->link : NULL;
 	if (server->finishing_owed && server->expect_ready == 0) {
 		server->finishing_owed = false;
 		pool_release_server(server);	/* as if its client had left now */
@@ -1302,6 +1303,8 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 		else
 			instance_client_at_boundary();
 	}
+	if (held)
+		client_ready_seen(held);
 	return true;
 }
 

@@ -236,6 +236,8 @@ struct client {
 	bool cancel_long : 1;		/* protocol 3.2: its cancel key is the long one (cancel_key.h) */
 	bool notify : 1;		/* notify.c holds state for it: channels, LISTENs pending, notifications queued */
 	bool lent : 1;			/* in its pool's standby companion for this transaction (balance.h) */
+	bool asks_standby : 1;		/* options -c target_session_attrs=read-only, standby or prefer-standby */
+	bool held_for_ready : 1;	/* lent, paused at its next transaction until its server answered (balance.h) */
 };
 
 static inline bool client_is_console(const struct client *client)
@@ -292,6 +294,12 @@ void client_server_in_line(struct client *client);
  * queues it again or closes it.
  */
 void client_unlinked(struct client *client);
+/*
+ * Its linked server sent a ReadyForQuery the client got (called by
+ * server.c, after the server was maybe released): a client held_for_ready
+ * reads on once no answer is owed.
+ */
+void client_ready_seen(struct client *client);
 /* Whether nb is a client's (its handler is client.c's). */
 bool client_owns_netbuf(const struct netbuf *nb);
 /* Sends an ErrorResponse without closing. */

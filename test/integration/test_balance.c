@@ -453,6 +453,169 @@ START_TEST(routes_reads_to_replicas)
 }
 END_TEST
 
+#define WHERE_SQL "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"
+
+/* The one value of a tuples result r (cleared), which must have succeeded. */
+static const char *result_value(PGconn *c, PGresult *r, const char *what)
+{
+	static char value[64];
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", what, PQresultErrorMessage(r));
+	snprintf(value, sizeof(value), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	(void)c;
+	return value;
+}
+
+static void prepare_ok(PGconn *c, const char *name, const char *sql)
+{
+	PGresult *r = PQprepare(c, name, sql, 0, NULL);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "prepare %s: %s", name, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/* The next result of a pipeline, then its end (NULL), then the Sync's. */
+static const char *pipeline_value(PGconn *c, const char *what)
+{
+	static char value[64];
+	snprintf(value, sizeof(value), "%s", result_value(c, PQgetResult(c), what));
+	ck_assert_ptr_null(PQgetResult(c));
+	PGresult *r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+	PQclear(r);
+	return value;
+}
+
+/*
+ * auto, the extended protocol: an unnamed Parse/Bind/Execute/Sync that
+ * reads runs on a replica, one that calls nextval() on the primary; named
+ * statements (PQprepare) are judged by their text at each PQexecPrepared,
+ * reads prepared on whichever replica they land on, writes run on the
+ * primary, alternating; in a libpq pipeline of read, write, read, the
+ * write after the read is placed on its own (held until the replica
+ * answered, then on the primary: it never reaches a replica, so it never
+ * fails).
+ */
+START_TEST(extended_protocol_auto)
+{
+	struct pgv p;
+	char dbs[512];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	setup_schema(primary);
+	wait_replayed();
+	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "load_balance_reads=auto\n", roles_cluster_port);
+	pgv_start(&p, BASE, dbs, USERS);
+	PGconn *c = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, c, NULL);
+
+	for (int i = 0; i < 5; i++) {
+		const char *w = result_value(c, PQexecParams(c, WHERE_SQL, 0, NULL, NULL, NULL, NULL, 0), "unnamed read");
+		ck_assert_msg(on_replica(w), "an unnamed read ran on %s", w);
+		w = result_value(c, PQexecParams(c, "SELECT nextval('bal.s')::text || '|' || pg_is_in_recovery()", 0, NULL,
+						 NULL, NULL, NULL, 0), "unnamed nextval");
+		ck_assert_msg(strstr(w, "|false"), "nextval ran on %s", w);
+	}
+	prepare_ok(c, "where_am_i", WHERE_SQL);
+	prepare_ok(c, "ins", "INSERT INTO bal.t VALUES ($1::int, 'p') RETURNING host(inet_server_addr()) || '|' || "
+		   "pg_is_in_recovery()");
+	int on3 = 0, on4 = 0;
+	for (int i = 0; i < 20; i++) {
+		const char *w = result_value(c, PQexecPrepared(c, "where_am_i", 0, NULL, NULL, NULL, 0), "named read");
+		ck_assert_msg(on_replica(w), "a prepared read ran on %s\n%s", w, pgv_log_tail(&p, 2000));
+		on3 += strcmp(w, "127.0.0.3|true") == 0;
+		on4 += strcmp(w, "127.0.0.4|true") == 0;
+		const char *v = "10";
+		w = result_value(c, PQexecPrepared(c, "ins", 1, &v, NULL, NULL, 0), "named write");
+		ck_assert_str_eq(w, "127.0.0.2|false");
+	}
+	fprintf(stderr, "prepared reads: %d on node2, %d on node3\n", on3, on4);
+
+	/* a pipeline: read, write, read, each with its Sync, sent at once */
+	ck_assert(PQenterPipelineMode(c));
+	const char *v = "11";
+	ck_assert(PQsendQueryPrepared(c, "where_am_i", 0, NULL, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	ck_assert(PQsendQueryPrepared(c, "ins", 1, &v, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	ck_assert(PQsendQueryParams(c, WHERE_SQL, 0, NULL, NULL, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	const char *w = pipeline_value(c, "pipelined read");
+	ck_assert_msg(on_replica(w), "a pipelined read ran on %s", w);
+	ck_assert_str_eq(pipeline_value(c, "pipelined write"), "127.0.0.2|false");
+	pipeline_value(c, "pipelined read after a write");	/* pipelined on after a write: stays on the primary */
+	ck_assert(PQexitPipelineMode(c));
+	ck_assert_str_eq(query_value(primary, "SELECT count(*)::text FROM bal.t WHERE a IN (10, 11)"), "21");
+
+	PQfinish(c);
+	pgv_stop(&p);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
+/*
+ * Session pooling: a client is placed once, at its login, on a replica
+ * when it asks for a read-only session (default_transaction_read_only=on
+ * as a startup parameter or in options, target_session_attrs=read-only or
+ * standby in options) and keeps that server; any other client is on the
+ * primary and writes there.
+ */
+START_TEST(session_pooling_placed_at_login)
+{
+	struct pgv p;
+	char dbs[512];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	setup_schema(primary);
+	wait_replayed();
+	snprintf(dbs, sizeof(dbs), "se = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "load_balance_reads=explicit pool_mode=session\n", roles_cluster_port);
+	pgv_start(&p, BASE, dbs, USERS);
+
+	/* until the roles are known, a read-only session may land on the primary: a new one each time */
+	for (double until = now_s() + 30;; sleep_ms(100)) {
+		PGconn *c = balance_connect(&p, "se", "-c default_transaction_read_only=on");
+		bool replica = on_replica(ran_on(c, NULL));
+		PQfinish(c);
+		if (replica)
+			break;
+		ck_assert_msg(now_s() < until, "read-only sessions stay on the primary\n%s", pgv_log_tail(&p, 3000));
+	}
+	static const char *const read_only[] = {
+		"-c default_transaction_read_only=on", "-c target_session_attrs=read-only",
+		"-c target_session_attrs=standby", "--default-transaction-read-only=on",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(read_only); i++) {
+		PGconn *c = balance_connect(&p, "se", read_only[i]);
+		char first[64];
+		snprintf(first, sizeof(first), "%s", ran_on(c, NULL));
+		ck_assert_msg(on_replica(first), "%s: on %s", read_only[i], first);
+		for (int k = 0; k < 3; k++)
+			ck_assert_str_eq(ran_on(c, k ? "BEGIN" : NULL), first);	/* its one server, to the end */
+		PQfinish(c);
+	}
+	/* the others: on the primary, writing */
+	PGconn *c = balance_connect(&p, "se", "-c target_session_attrs=read-write");
+	for (int k = 0; k < 3; k++) {
+		ck_assert_str_eq(ran_on(c, "BEGIN READ ONLY"), "127.0.0.2|false");
+		exec_ok(c, "INSERT INTO bal.t VALUES (5, 's')");
+	}
+	PQfinish(c);
+	c = balance_connect(&p, "se", NULL);
+	ck_assert_str_eq(ran_on(c, NULL), "127.0.0.2|false");
+	ck_assert_str_eq(query_value(c, "SELECT count(*)::text FROM bal.t WHERE a = 5"), "3");
+	PQfinish(c);
+	pgv_stop(&p);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
 static Suite *balance_suite(void)
 {
 	Suite *s = suite_create("balance");
@@ -461,6 +624,12 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("routing", 180);
 	tcase_add_test(tc, routes_reads_to_replicas);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("extended", 180);
+	tcase_add_test(tc, extended_protocol_auto);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("session", 180);
+	tcase_add_test(tc, session_pooling_placed_at_login);
 	suite_add_tcase(s, tc);
 	return s;
 }
