@@ -6,6 +6,7 @@
 #include "pgvalve/balance.h"
 #include "pgvalve/client.h"
 #include "pgvalve/config.h"
+#include "pgvalve/log.h"
 #include "pgvalve/netbuf.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/prepare.h"
@@ -186,8 +187,12 @@ static bool batch_reads(const struct client *client, const struct pkt *pkt)
 	return false;
 }
 
-/* Whether the transaction pkt starts only reads, as this database's mode counts them. */
-static bool starts_read(const struct client *client, const struct pkt *pkt)
+/*
+ * Whether the transaction pkt starts only reads, as this database's mode
+ * counts them; *guessed: a read only by auto's classifier (a standby's
+ * 25006 is then the classifier's mistake, not the client's).
+ */
+static bool starts_read(const struct client *client, const struct pkt *pkt, bool *guessed)
 {
 	size_t len;
 	if (pkt->type == 'B')	/* a statement prepared before: auto only */
@@ -203,7 +208,103 @@ static bool starts_read(const struct client *client, const struct pkt *pkt)
 		return false;
 	if (pkt->type != 'Q')
 		return batch_reads(client, pkt);
-	return text_reads(text, len);
+	return (*guessed = text_reads(text, len));
+}
+
+/* ---------------------------------------------------------------- the 25006 retry */
+
+/*
+ * A simple Query auto sent to a standby, kept until something of its
+ * answer reaches the client: if the standby refuses it as a write
+ * (SQLSTATE 25006, read_only_sql_transaction) first, the error and its
+ * ReadyForQuery are dropped, the server goes back to its pool, and the
+ * Query is put back before the client's unread input, to run on the
+ * primary.
+ */
+struct balance_retry {
+	bool refused;		/* the standby refused it: its answer is dropped up to ReadyForQuery */
+	bool again;		/* put back: the next pick keeps it on the primary */
+	uint32_t len;
+	uint8_t *row_desc;	/* its RowDescription, held back until the first row or the end */
+	uint32_t row_desc_len;
+	uint8_t msg[];
+};
+
+/* Longest Query kept for a retry (longer ones get the standby's error). */
+#define BALANCE_RETRY_MAX (64 * 1024)
+
+static void retry_keep(struct client *client, const struct pkt *pkt)
+{
+	if (client->balance_retry || pkt->type != 'Q' || pkt->len > BALANCE_RETRY_MAX)
+		return;
+	struct balance_retry *r = xmalloc(sizeof(*r) + pkt->len);
+	r->refused = r->again = false;
+	r->row_desc = NULL;
+	r->row_desc_len = 0;
+	r->len = pkt->len;
+	memcpy(r->msg, pkt->data, pkt->len);
+	client->balance_retry = r;
+}
+
+static void retry_drop(struct client *client)
+{
+	if (client->balance_retry)
+		free(client->balance_retry->row_desc);
+	free(client->balance_retry);
+	client->balance_retry = NULL;
+}
+
+static bool refused_as_write(const struct pkt *pkt)
+{
+	const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
+	return code && strcmp(code, "25006") == 0;
+}
+
+static enum balance_verdict balance_server_message(struct server *server, const struct pkt *pkt)
+{
+	struct client *client = server->link;
+	struct balance_retry *r = client->balance_retry;
+	if (r->again || !server->pool->standby_reads) {
+		retry_drop(client);	/* not on a standby (any more): nothing to run again */
+		return BALANCE_PASS;
+	}
+	if (r->refused)
+		return pkt->type == 'Z' ? BALANCE_RETRY : BALANCE_SKIP;
+	if (pkt->type == 'E' && refused_as_write(pkt)) {
+		r->refused = true;
+		return BALANCE_SKIP;
+	}
+	if (pkt->type == 'T' && !r->row_desc && pkt_complete(pkt)) {
+		/* sent before the statement runs: held, so that a refusal after it can still be hidden */
+		r->row_desc = xmalloc(pkt->len);
+		memcpy(r->row_desc, pkt->data, pkt->len);
+		r->row_desc_len = pkt->len;
+		return BALANCE_SKIP;
+	}
+	if (r->row_desc)	/* it ran: the RowDescription goes out first, where it was */
+		netbuf_insert(&server->nb, r->row_desc, r->row_desc_len);
+	retry_drop(client);	/* something of the answer goes out: too late to move it */
+	return BALANCE_PASS;
+}
+
+static void balance_retry(struct client *client)
+{
+	struct balance_retry *r = client->balance_retry;
+	if (!r || client->state == CL_CLOSED)
+		return;
+	r->refused = false;
+	r->again = true;
+	client->pool->db->balance_retries++;
+	client_log(LOG_LEVEL_DEBUG, client, "refused by a standby as a write (25006): run again on the primary");
+	netbuf_unread(&client->nb, r->msg, r->len);
+	client->held_for_ready = false;
+	netbuf_pause(&client->nb);
+	netbuf_resume(&client->nb);	/* offered again from the loop */
+}
+
+uint64_t balance_retried(const struct db *db)
+{
+	return db->balance_retries;
 }
 
 /*
@@ -222,12 +323,21 @@ static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 	struct pool *home = client->pool;
 	if (home->standby_reads || client->notify)
 		return NULL;
-	if (pool_effective_mode(home) == POOL_MODE_SESSION ? !session_wants_standby(client) : !starts_read(client, pkt))
+	if (client->balance_retry && client->balance_retry->again) {
+		retry_drop(client);	/* refused there as a write: this time on the primary */
+		return NULL;
+	}
+	bool guessed = false;
+	if (pool_effective_mode(home) == POOL_MODE_SESSION ? !session_wants_standby(client) :
+	    !starts_read(client, pkt, &guessed))
 		return NULL;
 	struct pool *companion = pool_standby_companion(home);
 	if (roles_standby_may_serve(home->db) &&
-	    !(companion->last_error[0] && pool_login_retry_pending(companion, now_usec())))
+	    !(companion->last_error[0] && pool_login_retry_pending(companion, now_usec()))) {
+		if (guessed)
+			retry_keep(client, pkt);
 		return companion;
+	}
 	/* none known: while some entry's role is unknown, one server of the companion learns it */
 	if (roles_host_unknown(home->db) && list_empty(&companion->login_servers) &&
 	    !pool_login_retry_pending(companion, now_usec()))
@@ -239,4 +349,7 @@ void balance_register(void)
 {
 	relay_hooks.balance_enabled = balance_enabled;
 	relay_hooks.balance_pick = balance_pick;
+	relay_hooks.balance_server_message = balance_server_message;
+	relay_hooks.balance_retry = balance_retry;
+	relay_hooks.balance_client_free = retry_drop;
 }

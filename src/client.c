@@ -262,6 +262,8 @@ void client_free(struct client *client)
 {
 	auth_login_free(client_login_state(client));
 	relay_call_if(prep_client_free, client);
+	if (client->balance_retry)
+		relay_call(balance_client_free, client);
 	varcache_unref(client->vars);
 	relay_call_if(sets_client_free, client);
 	free(client_repl(client));

@@ -37,7 +37,12 @@
 #ifndef PGVALVE_BALANCE_H
 #define PGVALVE_BALANCE_H
 
+struct db;
+
 /* Fills relay_hooks' balance slots (main.c, at start-up). */
 void balance_register(void);
+
+/* Statements of db a standby refused as writes (25006) and that ran again on the primary (SHOW HOSTS, metrics). */
+uint64_t balance_retried(const struct db *db);
 
 #endif

@@ -238,6 +238,7 @@ struct client {
 	bool lent : 1;			/* in its pool's standby companion for this transaction (balance.h) */
 	bool asks_standby : 1;		/* options -c target_session_attrs=read-only, standby or prefer-standby */
 	bool held_for_ready : 1;	/* lent, paused at its next transaction until its server answered (balance.h) */
+	struct balance_retry *balance_retry;	/* a standby's statement kept until answered (balance.c) */
 };
 
 static inline bool client_is_console(const struct client *client)

@@ -66,6 +66,7 @@ struct db {
 	unsigned host_next;		/* host list entry for the next connection (load_balance_hosts) */
 	int host_count;			/* entries of cfg->host, counted whenever cfg is set (db_set_config) */
 	int console_waits;		/* console clients waiting on it (PAUSE db, WAIT_CLOSE db): it is kept */
+	uint64_t balance_retries;	/* statements a standby refused as writes, run again on the primary */
 };
 
 struct pool {

@@ -139,6 +139,8 @@ static void setup_schema(PGconn *conn)
 	exec_ok(conn, "CREATE FUNCTION bal.writer() RETURNS int VOLATILE LANGUAGE sql "
 		      "AS 'INSERT INTO bal.t VALUES (3) RETURNING a'");
 	exec_ok(conn, "CREATE FUNCTION bal.reader() RETURNS bigint STABLE LANGUAGE sql AS 'SELECT count(*) FROM bal.t'");
+	/* a read as far as any classifier can see, but a standby refuses it as a write (25006) */
+	exec_ok(conn, "CREATE VIEW bal.hidden_write AS SELECT nextval('bal.s') AS n");
 	exec_ok(conn, "SET statement_timeout = '5s'");
 }
 
@@ -547,6 +549,22 @@ START_TEST(extended_protocol_auto)
 	pipeline_value(c, "pipelined read after a write");	/* pipelined on after a write: stays on the primary */
 	ck_assert(PQexitPipelineMode(c));
 	ck_assert_str_eq(query_value(primary, "SELECT count(*)::text FROM bal.t WHERE a IN (10, 11)"), "21");
+
+	/*
+	 * The 25006 retry: a Query the classifier calls a read that the
+	 * standby refuses before answering anything runs on the primary, with
+	 * no error; once a first result went out, the client gets the error.
+	 */
+	for (int i = 0; i < 10; i++) {
+		ck_assert_str_eq(query_value(c, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() "
+						"FROM bal.hidden_write"), "127.0.0.2|false");
+		ck_assert(on_replica(ran_on(c, NULL)));
+	}
+	PGresult *r = PQexec(c, "SELECT 1; SELECT n FROM bal.hidden_write");
+	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s", PQresStatus(PQresultStatus(r)));
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
+	PQclear(r);
+	ck_assert(on_replica(ran_on(c, NULL)));
 
 	PQfinish(c);
 	pgv_stop(&p);
