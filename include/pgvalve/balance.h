@@ -3,9 +3,11 @@
  * read-only transactions on its database's standbys.
  *
  * For a database with load_balance_reads = explicit or auto,
- * target_session_attrs = read-write or primary and a host list, in
- * transaction or statement pooling: when a client with no server starts a
- * transaction (a statement), this decides where it runs. A read runs in the pool's standby companion
+ * target_session_attrs = read-write or primary and a host list: when a
+ * client with no server starts a transaction (transaction pooling), a
+ * statement (statement pooling) or its session (session pooling: its
+ * first request, after which it keeps its server), this decides where it
+ * runs. A read runs in the pool's standby companion
  * (pool_standby_companion: its servers are on the list's standbys, as
  * role routing places them), the client lent to it for that transaction
  * only (pool_lend_client; the core takes it back when its server is
@@ -19,23 +21,42 @@
  *     (BEGIN READ WRITE, a SET of it: those stay on the primary);
  *   - auto, also: a simple Query every statement of which only reads
  *     (sql_classify_read_only), calling no function outside a short list
- *     of PostgreSQL's own that never write.
+ *     of PostgreSQL's own that never write; and an extended batch (from
+ *     a Parse or Bind to its Sync, all of it buffered already) whose
+ *     Parse texts all read and whose Binds use those or prepared names
+ *     whose texts read (prepare_client_statement_text);
+ *   - session pooling: a login asking for a read-only session
+ *     (default_transaction_read_only on, or options' target_session_attrs
+ *     read-only, standby or prefer-standby: client->asks_standby).
  * It goes to a standby only while role routing knows one that may serve
  * (up, not lagging over max_replica_lag: roles_standby_may_serve), else
  * to the primary; while an entry's role is still unknown, one server of
  * the companion is opened to learn it. A lent client waiting for a
  * standby server that cannot be had (a connect or login failed, no
  * standby left) is sent back to its own pool by the core (pool.c) and
- * runs on the primary.
+ * runs on the primary. A lent client that pipelines past its Sync or
+ * Query is held (client->held_for_ready) until that answer came, so that
+ * its next transaction is placed on its own.
  *
- * Not here yet (issue 49): a client's own writes seen by its later reads,
- * the 25006 retry, session pooling, counters.
+ * The 25006 retry: a simple Query sent to a standby on auto's word is
+ * kept (client->balance_retry) until something of its answer goes out
+ * (its RowDescription is held back until then); an ErrorResponse 25006
+ * first is dropped with its ReadyForQuery, the server released, and the
+ * Query put back before the client's input (netbuf_unread) for the
+ * primary; db->balance_retries counts them (balance_retried).
  *
- * Owns nothing: the companion pools are the core's; reached only through
- * relay_hooks (balance_register).
+ * Not here yet (issue 49): a client's own writes seen by its later reads;
+ * per-host counters (SHOW HOSTS, metrics); pg_proc.provolatile read from
+ * the primary (the static list of safe functions stands in); the 25006
+ * retry of an extended batch (its ParseComplete goes out first).
+ *
+ * Owns the retry copies (client->balance_retry) only: the companion pools
+ * are the core's; reached only through relay_hooks (balance_register).
  */
 #ifndef PGVALVE_BALANCE_H
 #define PGVALVE_BALANCE_H
+
+#include "pgvalve/common.h"
 
 struct db;
 
