@@ -32,7 +32,7 @@ LAYERS='
 base:    log util instance reap tcp cancel_key metrics_record config auth_file hba gss_auth crypto scram scram_cache
          proto varcache netbuf dns ldap_auth tls pgoptions sql_lex sql_classify stats workers sdnotify
 core:    client server server_internal pool auth
-feature: prepare session_set roles balance notify replication peer admin admin_control admin_fanout admin_merge admin_show admin_reply admin_state users metrics metrics_http
+feature: prepare session_set roles balance volatility notify replication peer admin admin_control admin_fanout admin_merge admin_show admin_reply admin_state users metrics metrics_http
          reload listener shutdown drain readiness shared_pool handover
 process: loop janitor supervisor main
 '

@@ -16,6 +16,7 @@
 #include "pgvalve/server.h"
 #include "pgvalve/sql_classify.h"
 #include "pgvalve/varcache.h"
+#include "pgvalve/volatility.h"
 
 #include <strings.h>
 
@@ -75,27 +76,33 @@ static bool mentions(const char *text, size_t len, const char *word)
 }
 
 /*
- * auto: PostgreSQL's own functions that never write nor ask for a
- * transaction ID (none VOLATILE that writes). Any other call stays on
- * the primary.
+ * auto: the functions the database's primary says are not VOLATILE
+ * (volatility.h), and PostgreSQL's own that never write nor ask for a
+ * transaction ID (none VOLATILE that writes; once the primary has said,
+ * only while no user's VOLATILE function has the name). Any other call
+ * stays on the primary.
  */
 static bool function_safe(void *arg, const char *name)
 {
+	const struct db *db = arg;
+	bool known = db && volatility_known(db);
+	if (known && volatility_safe(db, name))
+		return true;
 	static const char *const safe[] = {
 		"pg_is_in_recovery", "inet_server_addr", "inet_server_port", "host", "count", "sum", "min", "max",
 		"avg", "lower", "upper", "length", "abs", "round", "now", "version", "current_database",
 	};
-	(void)arg;
 	for (size_t i = 0; i < ARRAY_SIZE(safe); i++)
-		if (strcmp(name, safe[i]) == 0)
-			return true;
+		if (strcmp(name, safe[i]) == 0)	/* PostgreSQL's own, not a user's VOLATILE one of that name */
+			return !known || volatility_catalog_only(db, name);
 	return false;
 }
 
 /* auto: a single statement that only reads (not a transaction start: that is explicit's). */
-static bool text_reads(const char *text, size_t len)
+static bool text_reads(const struct db *db, const char *text, size_t len)
 {
-	return sql_classify_begin(text, len) == SQL_BEGIN_NONE && sql_classify_read_only(text, len, function_safe, NULL);
+	return sql_classify_begin(text, len) == SQL_BEGIN_NONE &&
+	       sql_classify_read_only(text, len, function_safe, (void *)db);
 }
 
 /* A Bind's (or Describe's) statement name; NULL if malformed or a portal's Describe. */
@@ -138,7 +145,7 @@ static bool use_reads(const struct client *client, const uint8_t *from, const st
 	const char *text;
 	size_t len;
 	if (name[0] && prepare_client_statement_text(client, name, &text, &len))
-		return text_reads(text, len);
+		return text_reads(client->pool->db, text, len);
 	return parsed_in_batch(from, msg->data, name);	/* unnamed, or new: its Parse in this batch was a read */
 }
 
@@ -166,7 +173,7 @@ static bool batch_reads(const struct client *client, const struct pkt *pkt)
 			return true;
 		case 'P':
 			text = packet_text(&msg, &tlen);
-			if (!text || tlen > BALANCE_QUERY_MAX || !text_reads(text, tlen))
+			if (!text || tlen > BALANCE_QUERY_MAX || !text_reads(client->pool->db, text, tlen))
 				return false;
 			break;
 		case 'B':
@@ -208,7 +215,7 @@ static bool starts_read(const struct client *client, const struct pkt *pkt, bool
 		return false;
 	if (pkt->type != 'Q')
 		return batch_reads(client, pkt);
-	return (*guessed = text_reads(text, len));
+	return (*guessed = text_reads(client->pool->db, text, len));
 }
 
 /* ---------------------------------------------------------------- the 25006 retry */

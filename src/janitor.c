@@ -26,6 +26,7 @@
 #include "pgvalve/loop.h"
 #include "pgvalve/peer.h"
 #include "pgvalve/roles.h"
+#include "pgvalve/volatility.h"
 #include "pgvalve/pool.h"
 #include "pgvalve/proto.h"
 #include "pgvalve/server.h"
@@ -334,6 +335,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
 	peer_expire_requests(now);
 	roles_check_idle_servers(now);
+	volatility_tick(now);
 	bool users_override_idle = users_override_idle_timeout();
 	bool wait_overridden = wait_timeout_overridden();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {

@@ -35,6 +35,7 @@
 #include "pgvalve/varcache.h"
 #include "pgvalve/session_set.h"
 #include "pgvalve/roles.h"
+#include "pgvalve/volatility.h"
 #include "pgvalve/balance.h"
 #include "pgvalve/notify.h"
 #include "pgvalve/workers.h"
@@ -179,6 +180,7 @@ static void pooler_teardown(void)
 	dns_shutdown();
 	netbuf_global_cleanup();
 	prepare_global_cleanup();
+	volatility_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)
 		auth_store_free(pgv.auth);

@@ -1402,6 +1402,13 @@ static int active_data_row(struct server *server, const struct pkt *pkt)
 		return SV_RELAY;
 	if (server->internal == SV_INTERNAL_ROLE_CHECK)
 		return role_check_row(server, pkt);
+	if (server->internal == SV_INTERNAL_FEATURE) {
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
+		server->query_ops->row(server, pkt);
+		return SV_RELAY;
+	}
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))

@@ -20,8 +20,8 @@
  *     packet or options, or by its own SET, as the server reports it), unless the text mentions WRITE or read_only
  *     (BEGIN READ WRITE, a SET of it: those stay on the primary);
  *   - auto, also: a simple Query every statement of which only reads
- *     (sql_classify_read_only), calling no function outside a short list
- *     of PostgreSQL's own that never write; and an extended batch (from
+ *     (sql_classify_read_only), calling no function that may write
+ *     (below); and an extended batch (from
  *     a Parse or Bind to its Sync, all of it buffered already) whose
  *     Parse texts all read and whose Binds use those or prepared names
  *     whose texts read (prepare_client_statement_text);
@@ -45,10 +45,14 @@
  * Query put back before the client's input (netbuf_unread) for the
  * primary; db->balance_retries counts them (balance_retried).
  *
+ * Functions (auto): the names the database's primary says are not
+ * VOLATILE (volatility.h, pg_proc), and a short static list of
+ * PostgreSQL's own that never write (while no user's VOLATILE function
+ * has the name; alone until the primary has answered).
+ *
  * Not here yet (issue 49): a client's own writes seen by its later reads;
- * per-host counters (SHOW HOSTS, metrics); pg_proc.provolatile read from
- * the primary (the static list of safe functions stands in); the 25006
- * retry of an extended batch (its ParseComplete goes out first).
+ * per-host counters (SHOW HOSTS, metrics); the 25006 retry of an extended
+ * batch (its ParseComplete goes out first).
  *
  * Owns the retry copies (client->balance_retry) only: the companion pools
  * are the core's; reached only through relay_hooks (balance_register).

@@ -574,6 +574,87 @@ START_TEST(extended_protocol_auto)
 }
 END_TEST
 
+/* Until c (a standby) has replayed everything the primary wrote so far. */
+static void wait_replayed_on(PGconn *c)
+{
+	char lsn[64], sql[160];
+	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
+	for (double until = now_s() + 30; strcmp(query_value(c, sql), "t") != 0; sleep_ms(50))
+		ck_assert_msg(now_s() < until, "a standby did not replay up to %s in 30 s", lsn);
+}
+
+/* Where c's auto read calling fn ran ("127.0.0.N|true/false"), which must succeed. */
+static const char *call_ran_on(PGconn *c, const char *fn)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() FROM (SELECT %s) x", fn);
+	return query_value(c, sql);
+}
+
+/* Until c's auto reads calling fn run on a replica (true) or on the primary (false). */
+static void wait_call_on(struct pgv *p, PGconn *c, const char *fn, bool replica)
+{
+	for (double until = now_s() + 30; on_replica(call_ran_on(c, fn)) != replica; sleep_ms(100))
+		ck_assert_msg(now_s() < until, "%s stays on %s\n%s", fn, call_ran_on(c, fn), pgv_log_tail(p, 3000));
+}
+
+/*
+ * auto, pg_proc: once pgvalve has read from the primary which functions
+ * are not VOLATILE, a user's STABLE function is balanced, and a VOLATILE
+ * one (it inserts) stays on the primary with no error. The table is read
+ * again on RELOAD (a function made since is balanced after it, not
+ * before) and every load_balance_functions_refresh; a name VOLATILE in
+ * any schema is volatile everywhere.
+ */
+START_TEST(functions_from_pg_proc)
+{
+	struct pgv p;
+	char dbs[512];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	PGconn *standby2 = roles_cluster_connect(3);
+	setup_schema(primary);
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "load_balance_reads=auto\n", roles_cluster_port);
+	pgv_start(&p, BASE "load_balance_functions_refresh = 0\n", dbs, USERS);
+	PGconn *c = balance_connect(&p, "au", NULL);
+	exec_ok(c, "INSERT INTO bal.t VALUES (6, 'f')");	/* a server on the primary, to ask */
+	wait_on_replica(&p, c, NULL);
+	wait_call_on(&p, c, "bal.reader()", true);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_msg(on_replica(call_ran_on(c, "bal.reader()")), "bal.reader() on the primary");
+		ck_assert_str_eq(call_ran_on(c, "bal.writer()"), "127.0.0.2|false");
+	}
+
+	/* made after the table was read: on the primary until a RELOAD reads it again */
+	exec_ok(primary, "CREATE FUNCTION bal.later() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'");
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	for (int i = 0; i < 5; i++, sleep_ms(300))
+		ck_assert_str_eq(call_ran_on(c, "bal.later()"), "127.0.0.2|false");
+	pgv_ini_replace(&p, "load_balance_functions_refresh = 0", "load_balance_functions_refresh = 1");
+	pgv_reload(&p);
+	wait_call_on(&p, c, "bal.later()", true);
+
+	/* read again every second: the same name VOLATILE in another schema makes it volatile */
+	exec_ok(primary, "CREATE FUNCTION public.later(int) RETURNS int VOLATILE LANGUAGE sql AS 'SELECT $1'");
+	wait_call_on(&p, c, "bal.later()", false);
+	exec_ok(primary, "DROP FUNCTION public.later(int)");
+	wait_call_on(&p, c, "bal.later()", true);
+
+	PQfinish(c);
+	pgv_stop(&p);
+	PQfinish(standby2);
+	PQfinish(standby);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
 /*
  * Session pooling: a client is placed once, at its login, on a replica
  * when it asks for a read-only session (default_transaction_read_only=on
@@ -645,6 +726,9 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("extended", 180);
 	tcase_add_test(tc, extended_protocol_auto);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("functions", 180);
+	tcase_add_test(tc, functions_from_pg_proc);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("session", 180);
 	tcase_add_test(tc, session_pooling_placed_at_login);
