@@ -194,6 +194,13 @@ static bool batch_reads(const struct client *client, const struct pkt *pkt)
 	return false;
 }
 
+/* The text of the named statement a Bind uses (pgJDBC's BEGIN READ ONLY past prepareThreshold); NULL if none. */
+static const char *bound_text(const struct client *client, const struct pkt *pkt, size_t *len)
+{
+	const char *name = used_statement(pkt), *text;
+	return name && name[0] && prepare_client_statement_text(client, name, &text, len) ? text : NULL;
+}
+
 /*
  * Whether the transaction pkt starts only reads, as this database's mode
  * counts them; *guessed: a read only by auto's classifier (a standby's
@@ -201,12 +208,11 @@ static bool batch_reads(const struct client *client, const struct pkt *pkt)
  */
 static bool starts_read(const struct client *client, const struct pkt *pkt, bool *guessed)
 {
-	size_t len;
-	if (pkt->type == 'B')	/* a statement prepared before: auto only */
-		return client->pool->db->cfg->load_balance_reads == LOAD_BALANCE_READS_AUTO && batch_reads(client, pkt);
-	const char *text = packet_text(pkt, &len);
-	if (!text)
-		return false;
+	size_t len = 0;
+	const char *text = pkt->type == 'B' ? bound_text(client, pkt, &len) : packet_text(pkt, &len);
+	if (!text)	/* an unnamed statement parsed before: auto judges its batch */
+		return pkt->type == 'B' && client->pool->db->cfg->load_balance_reads == LOAD_BALANCE_READS_AUTO &&
+		       batch_reads(client, pkt);
 	if (sql_classify_begin(text, len) == SQL_BEGIN_READ_ONLY)
 		return true;
 	if (session_read_only(client) && !mentions(text, len, "write") && !mentions(text, len, "read_only"))
