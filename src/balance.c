@@ -273,6 +273,15 @@ static bool refused_as_write(const struct pkt *pkt)
 	return code && strcmp(code, "25006") == 0;
 }
 
+/* A FATAL (the standby shutting down, terminated): the server closes next, and the Query runs again. */
+static bool server_going(const struct pkt *pkt)
+{
+	const char *severity = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'V');
+	if (!severity)
+		severity = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
+	return severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0);
+}
+
 static enum balance_verdict balance_server_message(struct server *server, const struct pkt *pkt)
 {
 	struct client *client = server->link;
@@ -285,6 +294,11 @@ static enum balance_verdict balance_server_message(struct server *server, const 
 		return pkt->type == 'Z' ? BALANCE_RETRY : BALANCE_SKIP;
 	if (pkt->type == 'E' && refused_as_write(pkt)) {
 		r->refused = true;
+		client->pool->db->balance_retries++;
+		return BALANCE_SKIP;
+	}
+	if (pkt->type == 'E' && server_going(pkt)) {
+		r->refused = true;	/* no ReadyForQuery comes: balance_server_lost */
 		return BALANCE_SKIP;
 	}
 	if (pkt->type == 'T' && !r->row_desc && pkt_complete(pkt)) {
@@ -307,12 +321,23 @@ static void balance_retry(struct client *client)
 		return;
 	r->refused = false;
 	r->again = true;
-	client->pool->db->balance_retries++;
-	client_log(LOG_LEVEL_DEBUG, client, "refused by a standby as a write (25006): run again on the primary");
+	client_log(LOG_LEVEL_DEBUG, client, "a standby refused or lost its read: run again on the primary");
 	netbuf_unread(&client->nb, r->msg, r->len);
 	client->held_for_ready = false;
 	netbuf_pause(&client->nb);
 	netbuf_resume(&client->nb);	/* offered again from the loop */
+}
+
+/*
+ * The standby server of a client holding its Query went away before
+ * anything of the answer reached the client (it stopped, it was
+ * terminated): true if the Query runs again (the caller unlinks the
+ * client instead of closing it, then calls balance_retry).
+ */
+static bool balance_server_lost(const struct client *client)
+{
+	const struct balance_retry *r = client->balance_retry;
+	return r && !r->again && client->pool->standby_reads;
 }
 
 uint64_t balance_retried(const struct db *db)
@@ -364,5 +389,6 @@ void balance_register(void)
 	relay_hooks.balance_pick = balance_pick;
 	relay_hooks.balance_server_message = balance_server_message;
 	relay_hooks.balance_retry = balance_retry;
+	relay_hooks.balance_server_lost = balance_server_lost;
 	relay_hooks.balance_client_free = retry_drop;
 }

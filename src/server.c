@@ -1705,6 +1705,16 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			retry_on_another_server(client);
 			return false;
 		}
+		if (server->link && server->link->balance_retry && relay_call(balance_server_lost, server->link)) {
+			/* a standby's read, nothing of it answered: it runs again elsewhere (balance.h) */
+			struct client *client = server->link;
+			server_unlink(server);
+			server->pool->servers_lost = true;
+			server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" :
+				     "server send failed");
+			relay_call(balance_retry, client);
+			return false;
+		}
 		close_linked_client(server, "server conn crashed?");
 		server->pool->servers_lost = true;
 		server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" : "server send failed");

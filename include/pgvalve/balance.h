@@ -43,7 +43,11 @@
  * (its RowDescription is held back until then); an ErrorResponse 25006
  * first is dropped with its ReadyForQuery, the server released, and the
  * Query put back before the client's input (netbuf_unread) for the
- * primary; db->balance_retries counts them (balance_retried).
+ * primary; db->balance_retries counts them (balance_retried). The same
+ * for a standby server lost first (a FATAL, the connection closed):
+ * server.c unlinks the client instead of closing it
+ * (balance_server_lost), and the Query runs on the primary (not counted
+ * as a 25006).
  *
  * Functions (auto): the names the database's primary says are not
  * VOLATILE (volatility.h, pg_proc), and a short static list of

@@ -124,6 +124,8 @@ struct relay_hooks {
 	enum balance_verdict (*balance_server_message)(struct server *server, const struct pkt *pkt);
 	/* A client whose refused statement's ReadyForQuery was swallowed, its server released: run it again */
 	void (*balance_retry)(struct client *client);
+	/* Its server was lost before answering anything: true to unlink it (not close it) and balance_retry it */
+	bool (*balance_server_lost)(const struct client *client);
 	void (*balance_client_free)(struct client *client);
 };
 

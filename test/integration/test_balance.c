@@ -14,6 +14,8 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,8 @@ static void setup_schema(PGconn *conn)
 	exec_ok(conn, "CREATE FUNCTION bal.reader() RETURNS bigint STABLE LANGUAGE sql AS 'SELECT count(*) FROM bal.t'");
 	/* a read as far as any classifier can see, but a standby refuses it as a write (25006) */
 	exec_ok(conn, "CREATE VIEW bal.hidden_write AS SELECT nextval('bal.s') AS n");
+	/* a slow read (pg_sleep is VOLATILE: called through a view, the classifier does not see it) */
+	exec_ok(conn, "CREATE VIEW bal.slow AS SELECT pg_sleep(2)::text AS s");
 	exec_ok(conn, "SET statement_timeout = '5s'");
 }
 
@@ -655,6 +659,131 @@ START_TEST(functions_from_pg_proc)
 }
 END_TEST
 
+/* roles_cluster.sh verb on node, in the background: its pid. */
+static pid_t roles_cluster_background(const char *verb, int node)
+{
+	char script[700], nodebuf[16], out[700];
+	snprintf(script, sizeof(script), "%s/test/integration/roles_cluster.sh", PGV_TEST_SRCDIR);
+	snprintf(nodebuf, sizeof(nodebuf), "%d", node);
+	snprintf(out, sizeof(out), "%s.%s%d.bg.out", roles_cluster_dir, verb, node);
+	char *argv[] = { script, (char *)verb, roles_cluster_dir, nodebuf, NULL };
+	pid_t pid = run_program_background(argv, out);
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+/* Whether the background program pid has exited (it is reaped by stop_program then). */
+static bool program_done(pid_t pid)
+{
+	siginfo_t info = { 0 };
+	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+/*
+ * Reads of n clients at once (each its own auto Query), rounds of them,
+ * until pid has exited (pid 0: `rounds` rounds); every read must succeed.
+ * Counts where they ran in where[] (index: 127.0.0.N's N, +3 if not in
+ * recovery). Returns the reads done.
+ */
+static int reads_while(struct pgv *p, PGconn **c, int n, pid_t pid, int rounds, int where[8])
+{
+	int reads = 0;
+	for (int round = 0; pid ? !program_done(pid) : round < rounds; round++) {
+		for (int i = 0; i < n; i++)
+			ck_assert(PQsendQuery(c[i], WHERE_SQL));
+		for (int i = 0; i < n; i++) {
+			PGresult *r = PQgetResult(c[i]);
+			ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "read %d failed: %s\n%s", reads,
+				      PQresultErrorMessage(r), pgv_log_tail(p, 3000));
+			const char *w = PQgetvalue(r, 0, 0);
+			int node = w[8] - '0';
+			if (node >= 2 && node <= 4)
+				where[node - 2 + (strstr(w, "|true") ? 0 : 3)]++;
+			PQclear(r);
+			ck_assert_ptr_null(PQgetResult(c[i]));
+			reads++;
+		}
+	}
+	return reads;
+}
+
+/*
+ * A read whose standby backend is terminated before it answered runs
+ * again on the primary; auto reads of four clients at once keep running
+ * while a standby is stopped, then while the other is promoted: none
+ * fails, and afterwards none runs on the stopped standby, nor on the
+ * promoted one as a standby.
+ */
+START_TEST(standby_stopped_or_promoted_mid_run)
+{
+	struct pgv p;
+	char dbs[512];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	PGconn *sb[2] = { roles_cluster_connect(2), roles_cluster_connect(3) };
+	setup_schema(primary);
+	wait_replayed_on(sb[0]);
+	wait_replayed_on(sb[1]);
+	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "load_balance_reads=auto\n", roles_cluster_port);
+	pgv_start(&p, BASE, dbs, USERS);
+	PGconn *c[4];
+	for (int i = 0; i < 4; i++) {
+		c[i] = balance_connect(&p, "au", NULL);
+		wait_on_replica(&p, c[i], NULL);
+	}
+	int where[8] = { 0 };
+	reads_while(&p, c, 4, 0, 50, where);
+	ck_assert_msg(where[1] > 0 && where[2] > 0, "before: %d on node2, %d on node3", where[1], where[2]);
+
+	/* a read whose standby backend is terminated before it answered runs again on the primary */
+	for (int k = 0; k < 3; k++) {
+		ck_assert(PQsendQuery(c[0], "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() FROM bal.slow"));
+		int killed = 0;
+		for (double until = now_s() + 10; !killed; sleep_ms(20)) {
+			ck_assert_msg(now_s() < until, "the slow read never showed up on a standby");
+			for (int i = 0; i < 2 && !killed; i++)
+				killed = atoi(query_value(sb[i], "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+							  "WHERE query LIKE '%bal.slow%' AND pid <> pg_backend_pid()"));
+		}
+		PGresult *r = PQgetResult(c[0]);
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "a read whose standby went away failed: %s\n%s",
+			      PQresultErrorMessage(r), pgv_log_tail(&p, 3000));
+		ck_assert_str_eq(PQgetvalue(r, 0, 0), "127.0.0.2|false");
+		PQclear(r);
+		ck_assert_ptr_null(PQgetResult(c[0]));
+	}
+	PQfinish(sb[0]);
+	PQfinish(sb[1]);
+
+	pid_t stop = roles_cluster_background("stop", 3);
+	int during = reads_while(&p, c, 4, stop, 0, where);
+	stop_program(stop);
+	memset(where, 0, sizeof(where));
+	reads_while(&p, c, 4, 0, 50, where);
+	ck_assert_msg(where[2] == 0 && where[5] == 0, "%d reads on the stopped standby", where[2] + where[5]);
+	ck_assert_int_gt(where[1], 0);
+
+	pid_t promote = roles_cluster_background("promote", 2);
+	during += reads_while(&p, c, 4, promote, 0, where);
+	stop_program(promote);
+	/* node2's servers learn it is a primary (in_hot_standby): from then on no read there as a standby */
+	for (double until = now_s() + 30;; sleep_ms(100)) {
+		memset(where, 0, sizeof(where));
+		reads_while(&p, c, 4, 0, 10, where);
+		if (where[1] == 0)
+			break;
+		ck_assert_msg(now_s() < until, "reads still on node2 as a standby");
+	}
+	fprintf(stderr, "standby stopped and promoted: %d reads meanwhile, none failed\n", during);
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+	pgv_stop(&p);
+	PQfinish(primary);
+	roles_cluster_stop();
+}
+END_TEST
+
 /*
  * Session pooling: a client is placed once, at its login, on a replica
  * when it asks for a read-only session (default_transaction_read_only=on
@@ -729,6 +858,9 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("functions", 180);
 	tcase_add_test(tc, functions_from_pg_proc);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("failover", 180);
+	tcase_add_test(tc, standby_stopped_or_promoted_mid_run);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("session", 180);
 	tcase_add_test(tc, session_pooling_placed_at_login);
