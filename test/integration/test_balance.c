@@ -570,6 +570,24 @@ START_TEST(extended_protocol_auto)
 	PQclear(r);
 	ck_assert(on_replica(ran_on(c, NULL)));
 
+	/* 1 MB statements, simple and extended: answered, at once (longer than the balancer reads: the primary) */
+	enum { BIG = 1024 * 1024 };
+	char *big = malloc(BIG + 200);
+	ck_assert_ptr_nonnull(big);
+	int n = snprintf(big, 200, "SELECT length('");
+	memset(big + n, 'x', BIG);
+	snprintf(big + n + BIG, 200, "') || '|' || pg_is_in_recovery()");
+	double started = now_s();
+	for (int i = 0; i < 10; i++) {
+		ck_assert_str_eq(query_value(c, big), "1048576|false");
+		ck_assert_str_eq(result_value(c, PQexecParams(c, big, 0, NULL, NULL, NULL, NULL, 0), "1 MB Parse"),
+				 "1048576|false");
+	}
+	double took = now_s() - started;
+	fprintf(stderr, "20 statements of 1 MB: %.2f s\n", took);
+	ck_assert_msg(took < pgv_time_bound(10, 60), "20 statements of 1 MB took %.1f s", took);
+	free(big);
+
 	PQfinish(c);
 	pgv_stop(&p);
 	PQfinish(standby);
