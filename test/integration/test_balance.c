@@ -491,6 +491,50 @@ static const char *pipeline_value(PGconn *c, const char *what)
 	return value;
 }
 
+/* Until c (a standby) has replayed everything the primary wrote so far. */
+static void wait_replayed_on(PGconn *c)
+{
+	char lsn[64], sql[160];
+	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
+	for (double until = now_s() + 30; strcmp(query_value(c, sql), "t") != 0; sleep_ms(50))
+		ck_assert_msg(now_s() < until, "a standby did not replay up to %s in 30 s", lsn);
+}
+
+static PGconn *standby2;
+
+/*
+ * The cluster with the schema (replayed on both standbys: primary,
+ * standby, standby2 connected), and pgvalve with database `name` on its
+ * hosts, read-write, with db_options, and pgbouncer_extra.
+ */
+static void start_balancing(struct pgv *p, const char *name, const char *db_options, const char *pgbouncer_extra)
+{
+	char dbs[512], base[512];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	standby2 = roles_cluster_connect(3);
+	setup_schema(primary);
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	snprintf(dbs, sizeof(dbs), "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "%s\n", name, roles_cluster_port, db_options);
+	snprintf(base, sizeof(base), "%s%s", BASE, pgbouncer_extra);
+	pgv_start(p, base, dbs, USERS);
+}
+
+/* Ends what start_balancing started (connections to standbys already closed are NULL). */
+static void stop_balancing(struct pgv *p)
+{
+	pgv_stop(p);
+	PQfinish(standby2);
+	PQfinish(standby);
+	PQfinish(primary);
+	standby2 = standby = primary = NULL;
+	roles_cluster_stop();
+}
+
 /*
  * auto, the extended protocol: an unnamed Parse/Bind/Execute/Sync that
  * reads runs on a replica, one that calls nextval() on the primary; named
@@ -504,15 +548,7 @@ static const char *pipeline_value(PGconn *c, const char *what)
 START_TEST(extended_protocol_auto)
 {
 	struct pgv p;
-	char dbs[512];
-	roles_cluster_start();
-	primary = roles_cluster_connect(1);
-	standby = roles_cluster_connect(2);
-	setup_schema(primary);
-	wait_replayed();
-	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
-		 "load_balance_reads=auto\n", roles_cluster_port);
-	pgv_start(&p, BASE, dbs, USERS);
+	start_balancing(&p, "au", "load_balance_reads=auto", "");
 	PGconn *c = balance_connect(&p, "au", NULL);
 	wait_on_replica(&p, c, NULL);
 
@@ -589,22 +625,9 @@ START_TEST(extended_protocol_auto)
 	free(big);
 
 	PQfinish(c);
-	pgv_stop(&p);
-	PQfinish(standby);
-	PQfinish(primary);
-	roles_cluster_stop();
+	stop_balancing(&p);
 }
 END_TEST
-
-/* Until c (a standby) has replayed everything the primary wrote so far. */
-static void wait_replayed_on(PGconn *c)
-{
-	char lsn[64], sql[160];
-	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
-	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
-	for (double until = now_s() + 30; strcmp(query_value(c, sql), "t") != 0; sleep_ms(50))
-		ck_assert_msg(now_s() < until, "a standby did not replay up to %s in 30 s", lsn);
-}
 
 /* Where c's auto read calling fn ran ("127.0.0.N|true/false"), which must succeed. */
 static const char *call_ran_on(PGconn *c, const char *fn)
@@ -632,17 +655,7 @@ static void wait_call_on(struct pgv *p, PGconn *c, const char *fn, bool replica)
 START_TEST(functions_from_pg_proc)
 {
 	struct pgv p;
-	char dbs[512];
-	roles_cluster_start();
-	primary = roles_cluster_connect(1);
-	standby = roles_cluster_connect(2);
-	PGconn *standby2 = roles_cluster_connect(3);
-	setup_schema(primary);
-	wait_replayed_on(standby);
-	wait_replayed_on(standby2);
-	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
-		 "load_balance_reads=auto\n", roles_cluster_port);
-	pgv_start(&p, BASE "load_balance_functions_refresh = 0\n", dbs, USERS);
+	start_balancing(&p, "au", "load_balance_reads=auto", "load_balance_functions_refresh = 0\n");
 	PGconn *c = balance_connect(&p, "au", NULL);
 	exec_ok(c, "INSERT INTO bal.t VALUES (6, 'f')");	/* a server on the primary, to ask */
 	wait_on_replica(&p, c, NULL);
@@ -669,11 +682,7 @@ START_TEST(functions_from_pg_proc)
 	wait_call_on(&p, c, "bal.later()", true);
 
 	PQfinish(c);
-	pgv_stop(&p);
-	PQfinish(standby2);
-	PQfinish(standby);
-	PQfinish(primary);
-	roles_cluster_stop();
+	stop_balancing(&p);
 }
 END_TEST
 
@@ -735,16 +744,8 @@ static int reads_while(struct pgv *p, PGconn **c, int n, pid_t pid, int rounds, 
 START_TEST(standby_stopped_or_promoted_mid_run)
 {
 	struct pgv p;
-	char dbs[512];
-	roles_cluster_start();
-	primary = roles_cluster_connect(1);
-	PGconn *sb[2] = { roles_cluster_connect(2), roles_cluster_connect(3) };
-	setup_schema(primary);
-	wait_replayed_on(sb[0]);
-	wait_replayed_on(sb[1]);
-	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
-		 "load_balance_reads=auto\n", roles_cluster_port);
-	pgv_start(&p, BASE, dbs, USERS);
+	start_balancing(&p, "au", "load_balance_reads=auto", "");
+	PGconn *sb[2] = { standby, standby2 };
 	PGconn *c[4];
 	for (int i = 0; i < 4; i++) {
 		c[i] = balance_connect(&p, "au", NULL);
@@ -771,8 +772,9 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 		PQclear(r);
 		ck_assert_ptr_null(PQgetResult(c[0]));
 	}
-	PQfinish(sb[0]);
-	PQfinish(sb[1]);
+	PQfinish(standby);
+	PQfinish(standby2);
+	standby = standby2 = NULL;	/* their servers stop or change below */
 
 	pid_t stop = roles_cluster_background("stop", 3);
 	int during = reads_while(&p, c, 4, stop, 0, where);
@@ -796,9 +798,7 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 	fprintf(stderr, "standby stopped and promoted: %d reads meanwhile, none failed\n", during);
 	for (int i = 0; i < 4; i++)
 		PQfinish(c[i]);
-	pgv_stop(&p);
-	PQfinish(primary);
-	roles_cluster_stop();
+	stop_balancing(&p);
 }
 END_TEST
 
@@ -812,15 +812,7 @@ END_TEST
 START_TEST(session_pooling_placed_at_login)
 {
 	struct pgv p;
-	char dbs[512];
-	roles_cluster_start();
-	primary = roles_cluster_connect(1);
-	standby = roles_cluster_connect(2);
-	setup_schema(primary);
-	wait_replayed();
-	snprintf(dbs, sizeof(dbs), "se = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
-		 "load_balance_reads=explicit pool_mode=session\n", roles_cluster_port);
-	pgv_start(&p, BASE, dbs, USERS);
+	start_balancing(&p, "se", "load_balance_reads=explicit pool_mode=session", "");
 
 	/* until the roles are known, a read-only session may land on the primary: a new one each time */
 	for (double until = now_s() + 30;; sleep_ms(100)) {
@@ -855,10 +847,7 @@ START_TEST(session_pooling_placed_at_login)
 	ck_assert_str_eq(ran_on(c, NULL), "127.0.0.2|false");
 	ck_assert_str_eq(query_value(c, "SELECT count(*)::text FROM bal.t WHERE a = 5"), "3");
 	PQfinish(c);
-	pgv_stop(&p);
-	PQfinish(standby);
-	PQfinish(primary);
-	roles_cluster_stop();
+	stop_balancing(&p);
 }
 END_TEST
 
