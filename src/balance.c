@@ -212,7 +212,7 @@ static bool starts_read(const struct client *client, const struct pkt *pkt, bool
 	const char *text = pkt->type == 'B' ? bound_text(client, pkt, &len) : packet_text(pkt, &len);
 	if (!text)	/* an unnamed statement parsed before: auto judges its batch */
 		return pkt->type == 'B' && client->pool->db->cfg->load_balance_reads == LOAD_BALANCE_READS_AUTO &&
-		       batch_reads(client, pkt);
+		       (*guessed = batch_reads(client, pkt));
 	if (sql_classify_begin(text, len) == SQL_BEGIN_READ_ONLY)
 		return true;
 	if (session_read_only(client) && !mentions(text, len, "write") && !mentions(text, len, "read_only"))
@@ -220,49 +220,92 @@ static bool starts_read(const struct client *client, const struct pkt *pkt, bool
 	if (client->pool->db->cfg->load_balance_reads != LOAD_BALANCE_READS_AUTO)
 		return false;
 	if (pkt->type != 'Q')
-		return batch_reads(client, pkt);
+		return (*guessed = batch_reads(client, pkt));
 	return (*guessed = text_reads(client->pool->db, text, len));
 }
 
 /* ---------------------------------------------------------------- the 25006 retry */
 
 /*
- * A simple Query auto sent to a standby, kept until something of its
- * answer reaches the client: if the standby refuses it as a write
- * (SQLSTATE 25006, read_only_sql_transaction) first, the error and its
- * ReadyForQuery are dropped, the server goes back to its pool, and the
- * Query is put back before the client's unread input, to run on the
- * primary.
+ * A simple Query (or an extended batch of unnamed statements) auto sent
+ * to a standby, kept until something of its answer reaches the client:
+ * if the standby refuses it as a write (SQLSTATE 25006,
+ * read_only_sql_transaction) or goes away first, the error and its
+ * ReadyForQuery are dropped, the server goes back to its pool (or
+ * closes), and the messages are put back before the client's unread
+ * input, to run on the primary.
  */
 struct balance_retry {
 	bool refused;		/* the standby refused it: its answer is dropped up to ReadyForQuery */
 	bool again;		/* put back: the next pick keeps it on the primary */
 	uint32_t len;
-	uint8_t *row_desc;	/* its RowDescription, held back until the first row or the end */
-	uint32_t row_desc_len;
+	uint8_t *held;		/* answers held back until the first row or the end (holds_back) */
+	uint32_t held_len;
 	uint8_t msg[];
 };
 
-/* Longest Query kept for a retry (longer ones get the standby's error). */
+/* Longest Query or batch kept for a retry, and answers held (longer ones get the standby's error). */
 #define BALANCE_RETRY_MAX (64 * 1024)
+
+/*
+ * What a standby answers before it runs anything: ParseComplete,
+ * BindComplete, ParameterDescription, RowDescription, NoData (the same on
+ * the primary).
+ */
+static bool holds_back(uint8_t type)
+{
+	return type == '1' || type == '2' || type == 't' || type == 'T' || type == 'n';
+}
+
+/*
+ * The bytes of the batch pkt begins, through its Sync (batch_reads took
+ * it whole), if it can run again elsewhere: no statement or portal of its
+ * has a name (prepare.c would have made, rewritten or answered some of
+ * it itself); 0 if not.
+ */
+static uint32_t batch_retry_len(const struct client *client, const struct pkt *pkt)
+{
+	const uint8_t *p = pkt->data;
+	uint32_t left = netbuf_buffered(&client->nb), total = 0;
+	while (left >= 5 && total <= BALANCE_RETRY_MAX) {
+		uint32_t len = 1 + proto_read_be32(p + 1);
+		if (len < 5 || len > left)
+			return 0;
+		total += len;
+		if (p[0] == 'S')
+			return total <= BALANCE_RETRY_MAX ? total : 0;
+		const char *body = (const char *)p + 5;
+		/* Parse, Bind: the first name; Bind: also the statement's; Describe, Close: after the kind */
+		if ((p[0] == 'P' || p[0] == 'B') && body[0])
+			return 0;
+		if (p[0] == 'B' && body[1])
+			return 0;
+		if ((p[0] == 'D' || p[0] == 'C' || p[0] == 'E') && len > 6 && body[p[0] == 'E' ? 0 : 1])
+			return 0;
+		p += len;
+		left -= len;
+	}
+	return 0;
+}
 
 static void retry_keep(struct client *client, const struct pkt *pkt)
 {
-	if (client->balance_retry || pkt->type != 'Q' || pkt->len > BALANCE_RETRY_MAX)
+	uint32_t len = pkt->type == 'Q' ? pkt->len : batch_retry_len(client, pkt);
+	if (client->balance_retry || !len || len > BALANCE_RETRY_MAX)
 		return;
-	struct balance_retry *r = xmalloc(sizeof(*r) + pkt->len);
+	struct balance_retry *r = xmalloc(sizeof(*r) + len);
 	r->refused = r->again = false;
-	r->row_desc = NULL;
-	r->row_desc_len = 0;
-	r->len = pkt->len;
-	memcpy(r->msg, pkt->data, pkt->len);
+	r->held = NULL;
+	r->held_len = 0;
+	r->len = len;
+	memcpy(r->msg, pkt->data, len);
 	client->balance_retry = r;
 }
 
 static void retry_drop(struct client *client)
 {
 	if (client->balance_retry)
-		free(client->balance_retry->row_desc);
+		free(client->balance_retry->held);
 	free(client->balance_retry);
 	client->balance_retry = NULL;
 }
@@ -301,15 +344,15 @@ static enum balance_verdict balance_server_message(struct server *server, const 
 		r->refused = true;	/* no ReadyForQuery comes: balance_server_lost */
 		return BALANCE_SKIP;
 	}
-	if (pkt->type == 'T' && !r->row_desc && pkt_complete(pkt)) {
+	if (holds_back(pkt->type) && pkt_complete(pkt) && r->held_len + pkt->len <= BALANCE_RETRY_MAX) {
 		/* sent before the statement runs: held, so that a refusal after it can still be hidden */
-		r->row_desc = xmalloc(pkt->len);
-		memcpy(r->row_desc, pkt->data, pkt->len);
-		r->row_desc_len = pkt->len;
+		r->held = xrealloc(r->held, r->held_len + pkt->len);
+		memcpy(r->held + r->held_len, pkt->data, pkt->len);
+		r->held_len += pkt->len;
 		return BALANCE_SKIP;
 	}
-	if (r->row_desc)	/* it ran: the RowDescription goes out first, where it was */
-		netbuf_insert(&server->nb, r->row_desc, r->row_desc_len);
+	if (r->held)	/* it ran: what was held goes out first, where it was */
+		netbuf_insert(&server->nb, r->held, r->held_len);
 	retry_drop(client);	/* something of the answer goes out: too late to move it */
 	return BALANCE_PASS;
 }

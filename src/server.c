@@ -1317,7 +1317,7 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 /* The read balancer's retry watches a lent client's answer (relay.h); SV_RELAY: on as usual. */
 static int active_balance_message(struct server *server, const struct pkt *pkt, bool *retry)
 {
-	if (pkt->type == 'E' || pkt->type == 'Z' || pkt->type == 'T') {
+	if (pkt->type && strchr("EZT12tn", pkt->type)) {	/* judged whole: errors, the end, what may be held */
 		int w = whole_message(server, pkt);
 		if (w <= 0)
 			return w == 0;

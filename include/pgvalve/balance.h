@@ -38,16 +38,18 @@
  * Query is held (client->held_for_ready) until that answer came, so that
  * its next transaction is placed on its own.
  *
- * The 25006 retry: a simple Query sent to a standby on auto's word is
- * kept (client->balance_retry) until something of its answer goes out
- * (its RowDescription is held back until then); an ErrorResponse 25006
- * first is dropped with its ReadyForQuery, the server released, and the
- * Query put back before the client's input (netbuf_unread) for the
- * primary; db->balance_retries counts them (balance_retried). The same
- * for a standby server lost first (a FATAL, the connection closed):
- * server.c unlinks the client instead of closing it
- * (balance_server_lost), and the Query runs on the primary (not counted
- * as a 25006).
+ * The 25006 retry: a simple Query, or an extended batch with no named
+ * statement or portal (prepare.c makes, rewrites or answers part of
+ * those itself), sent to a standby on auto's word is kept
+ * (client->balance_retry) until something of its answer goes out (what
+ * comes before any row is held back until then: holds_back); an
+ * ErrorResponse 25006 first is dropped with its ReadyForQuery, the server
+ * released, and the messages put back before the client's input
+ * (netbuf_unread) for the primary; db->balance_retries counts them
+ * (balance_retried). The same for a standby server lost first (a FATAL,
+ * the connection closed): server.c unlinks the client instead of closing
+ * it (balance_server_lost), and it runs on the primary (not counted as a
+ * 25006).
  *
  * Functions (auto): the names the database's primary says are not
  * VOLATILE (volatility.h, pg_proc), and a short static list of
@@ -55,8 +57,8 @@
  * has the name; alone until the primary has answered).
  *
  * Not here yet (issue 49): a client's own writes seen by its later reads;
- * per-host counters (SHOW HOSTS, metrics); the 25006 retry of an extended
- * batch (its ParseComplete goes out first).
+ * per-host counters (SHOW HOSTS, metrics); the 25006 retry of a batch
+ * using a named statement or portal.
  *
  * Owns the retry copies (client->balance_retry) only: the companion pools
  * are the core's; reached only through relay_hooks (balance_register).

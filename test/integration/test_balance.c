@@ -600,7 +600,20 @@ START_TEST(extended_protocol_auto)
 						"FROM bal.hidden_write"), "127.0.0.2|false");
 		ck_assert(on_replica(ran_on(c, NULL)));
 	}
-	PGresult *r = PQexec(c, "SELECT 1; SELECT n FROM bal.hidden_write");
+	/* the same through the extended protocol, unnamed (its ParseComplete and BindComplete held back) */
+	for (int i = 0; i < 10; i++) {
+		const char *w = result_value(c, PQexecParams(c, "SELECT host(inet_server_addr()) || '|' || "
+							     "pg_is_in_recovery() FROM bal.hidden_write WHERE $1::int > 0",
+							     1, NULL, (const char *const[]){ "1" }, NULL, NULL, 0),
+					     "extended hidden write");
+		ck_assert_str_eq(w, "127.0.0.2|false");
+	}
+	/* a named statement is not run again (prepare.c made part of its answer): PostgreSQL's error */
+	prepare_ok(c, "hidden", "SELECT n FROM bal.hidden_write");
+	PGresult *r = PQexecPrepared(c, "hidden", 0, NULL, NULL, NULL, 0);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
+	PQclear(r);
+	r = PQexec(c, "SELECT 1; SELECT n FROM bal.hidden_write");
 	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s", PQresStatus(PQresultStatus(r)));
 	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
 	PQclear(r);
