@@ -866,11 +866,13 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	if (!client->link && (pkt->type == 'Q' || pkt->type == 'P' || pkt->type == 'B') &&
 	    relay_balance_enabled(client->pool) && !balance_route(client, pkt))
 		return true;	/* the rest of a short Query, Parse or Bind first */
-	if (client->lent && client->link && client->link->expect_ready && starts_statement(pkt->type)) {
+	if (client->lent && client->link && client->link->expect_ready && starts_statement(pkt->type) &&
+	    pool_effective_mode(client->pool) != POOL_MODE_SESSION) {
 		/*
 		 * Pipelined past the end of a transaction lent to a standby: the
 		 * next one is placed on its own once the server answered (a write
 		 * must not follow a read there). Resumed by client_ready_seen.
+		 * (Session pooling: the client keeps its server anyway.)
 		 */
 		client->held_for_ready = true;
 		netbuf_pause(&client->nb);
