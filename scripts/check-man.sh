@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # scripts/check-man.sh - fails when a setting of pgvalve's parameter table
-# (src/config.c, params[]) has no entry in doc/pgvalve.ini.5: every name
+# (src/base/config.c, params[]) has no entry in doc/pgvalve.ini.5: every name
 # must appear on the tag line of a .TP paragraph of the SETTINGS section
 # (.B name, or one of the names of a .BR list). And both man pages render
 # at 80 columns without a warning of man(1) (groff's, such as "table wider
@@ -9,7 +9,7 @@
 set -euo pipefail
 
 src=${abs_top_srcdir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
-table="$src/src/config.c"
+table="$src/src/base/config.c"
 man="$src/doc/pgvalve.ini.5"
 
 # P_STR(name, ...), P_INT_AUTO(name, ...) ... between "params[] = {" and "};"
@@ -27,7 +27,7 @@ missing=0 count=0
 for name in $names; do
 	count=$((count + 1))
 	if ! grep -Eq "(^|[ ,])$name([ ,]|\$)" <<<"$(sed 's/^\.B[RI]* //' <<<"$tags")"; then
-		echo "check-man: $name (src/config.c) is not described in doc/pgvalve.ini.5" >&2
+		echo "check-man: $name (src/base/config.c) is not described in doc/pgvalve.ini.5" >&2
 		missing=$((missing + 1))
 	fi
 done

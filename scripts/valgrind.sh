@@ -67,7 +67,7 @@ status=0
 results=()
 started=$(date +%s)
 outs=() names=()
-for t in "$build"/test/unit/test_*; do
+for t in "$build"/test/unit/*/test_* "$build"/test/unit/*/*/test_*; do
 	case $t in *.o | *.log | *.trs) continue ;; esac
 	name=$(basename "$t")
 	names+=("$name") outs+=("$logs/unit-$name.out")

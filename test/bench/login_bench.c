@@ -25,9 +25,9 @@
  * that found no free slot on time), one per line. Exits 1 when a login
  * failed. Single-threaded: one poll loop over every slot.
  */
-#include "pgvalve/common.h"
-#include "pgvalve/crypto.h"
-#include "pgvalve/scram.h"
+#include "common.h"
+#include "crypto.h"
+#include "scram.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

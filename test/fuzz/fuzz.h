@@ -8,8 +8,8 @@
 #ifndef PGVALVE_TEST_FUZZ_H
 #define PGVALVE_TEST_FUZZ_H
 
-#include "pgvalve/common.h"
-#include "pgvalve/log.h"
+#include "common.h"
+#include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

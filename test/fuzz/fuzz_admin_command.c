@@ -3,7 +3,7 @@
  * grammar (admin_parse_command), fed what a console user may type.
  */
 #include "fuzz.h"
-#include "pgvalve/admin.h"
+#include "admin.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

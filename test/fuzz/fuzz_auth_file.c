@@ -3,7 +3,7 @@
  * and every entry read back; each must be consistent with its own secret.
  */
 #include "fuzz.h"
-#include "pgvalve/auth_file.h"
+#include "auth_file.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

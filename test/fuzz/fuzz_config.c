@@ -7,7 +7,7 @@
  * never reads whatever file the fuzzer spells (or blocks on a FIFO).
  */
 #include "fuzz.h"
-#include "pgvalve/config.h"
+#include "config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -8,8 +8,8 @@
  * read whatever file the fuzzer spells (or block on /dev/stdin).
  */
 #include "fuzz.h"
-#include "pgvalve/config.h"
-#include "pgvalve/hba.h"
+#include "config.h"
+#include "hba.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

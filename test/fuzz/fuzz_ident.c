@@ -3,7 +3,7 @@
  * parsed and then asked whether a few system users map to database users.
  */
 #include "fuzz.h"
-#include "pgvalve/hba.h"
+#include "hba.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -7,7 +7,7 @@
  * million iterations (that bound, SCRAM_ITERATIONS_MAX, has its own unit test).
  */
 #include "fuzz.h"
-#include "pgvalve/scram.h"
+#include "scram.h"
 
 #define FUZZ_CLIENT_NONCE "rOprNGfwEbeRWgbNEkqO"
 

@@ -5,8 +5,8 @@
  * first '\n'), against the RFC 7677 example secret with a fixed server nonce.
  */
 #include "fuzz.h"
-#include "pgvalve/auth_file.h"
-#include "pgvalve/scram.h"
+#include "auth_file.h"
+#include "scram.h"
 
 #define FUZZ_SECRET "SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$" \
 	"WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=:wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU="

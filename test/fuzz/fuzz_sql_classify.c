@@ -11,8 +11,8 @@
  * transaction.)
  */
 #include "fuzz.h"
-#include "pgvalve/sql_classify.h"
-#include "pgvalve/sql_lex.h"
+#include "sql_classify.h"
+#include "sql_lex.h"
 
 #include <strings.h>
 

@@ -5,7 +5,7 @@
  * statement walk ends where the token walk does; names fit their buffer.
  */
 #include "fuzz.h"
-#include "pgvalve/sql_lex.h"
+#include "sql_lex.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -7,7 +7,7 @@
  * the bounded readers the way client.c, auth.c and server.c read them.
  */
 #include "fuzz.h"
-#include "pgvalve/proto.h"
+#include "proto.h"
 
 #define FUZZ_LOGIN_MAX_PACKET 8192	/* client.c's limit while logging in */
 

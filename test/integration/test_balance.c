@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgvalve/common.h"
-#include "pgvalve/sql_classify.h"
+#include "common.h"
+#include "sql_classify.h"
 
 /* ---------------------------------------------------------------- pg_proc */
 

@@ -1,0 +1,237 @@
+/*
+ * sql_classify.c - whether a statement text can only read, and whether it
+ * starts a read-only transaction (see sql_classify.h for the rules). Walks
+ * tokens from sql_lex; every doubt answers "write".
+ *
+ * Owns nothing: reads the caller's text only.
+ */
+#include "common.h"
+#include "sql_classify.h"
+#include "sql_lex.h"
+
+#include <stdlib.h>
+
+/*
+ * Words the grammar itself puts before a '(' (keywords, type names with
+ * modifiers, and the functions the grammar spells itself): not calls of
+ * pg_proc functions. Sorted for bsearch.
+ */
+static const char *const grammar_words[] = {
+	"all", "and", "any", "array", "as", "between", "bit", "by", "case", "cast", "char", "character",
+	"coalesce", "collation", "cube", "current_time", "current_timestamp", "dec", "decimal", "distinct", "else",
+	"except", "exists", "extract", "filter", "float", "from", "greatest", "group", "grouping", "having",
+	"ilike", "in", "intersect", "interval", "is", "join", "lateral", "least", "like", "limit", "localtime",
+	"localtimestamp", "materialized", "nchar", "normalize", "not", "nullif", "numeric", "offset", "on", "or",
+	"over", "overlay", "partition", "position", "rollup", "row", "select", "sets", "similar", "some",
+	"substring", "then", "time", "timestamp", "to", "treat", "trim", "union", "using", "values", "varchar",
+	"varying", "when", "where", "with", "within", "xmlconcat", "xmlelement", "xmlexists", "xmlforest",
+	"xmlparse", "xmlpi", "xmlroot", "xmlserialize",
+};
+
+/*
+ * Functions that must run on the primary whatever pg_proc says of them:
+ * they write (sequences), lock what writers see (advisory locks), or a
+ * standby refuses them though they are not VOLATILE (an xid, the WAL
+ * position). Sorted for bsearch; pg_advisory_* and pg_try_advisory_* by
+ * their prefix.
+ */
+static const char *const primary_functions[] = {
+	"nextval", "pg_create_restore_point", "pg_current_wal_flush_lsn", "pg_current_wal_insert_lsn",
+	"pg_current_wal_lsn", "pg_current_xact_id", "pg_switch_wal", "pg_walfile_name", "pg_walfile_name_offset",
+	"setval", "txid_current",
+};
+
+static int compare_word(const void *key, const void *elem)
+{
+	return strcmp(key, *(const char *const *)elem);
+}
+
+static bool function_writes(const char *name)
+{
+	return strncmp(name, "pg_advisory_", 12) == 0 || strncmp(name, "pg_try_advisory_", 16) == 0 ||
+	       bsearch(name, primary_functions, ARRAY_SIZE(primary_functions), sizeof(primary_functions[0]),
+		       compare_word);
+}
+
+static bool grammar_word(const char *name)
+{
+	return bsearch(name, grammar_words, ARRAY_SIZE(grammar_words), sizeof(grammar_words[0]), compare_word);
+}
+
+/* Whether tok, a WORD or IDENT followed by '(', calls a function that only reads. */
+static bool call_reads(const struct sql_token *tok, sql_function_safe_fn *function_safe, void *arg)
+{
+	char name[64];	/* NAMEDATALEN: a longer name is no function pgvalve knows */
+	if (!sql_token_name(tok, name, sizeof(name)))
+		return false;
+	if (tok->kind == SQL_TOKEN_WORD && grammar_word(name))
+		return true;
+	if (function_writes(name))
+		return false;
+	return function_safe && function_safe(arg, name);
+}
+
+/* Words that never appear in a statement that only reads. */
+static bool writing_word(const struct sql_token *tok)
+{
+	static const char *const words[] = { "insert", "update", "delete", "merge", "into" };
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (sql_token_is(tok, words[i]))
+			return true;
+	return false;
+}
+
+/* Whether the statement's first token (after any '(') starts a statement that can only read. */
+static bool reading_start(struct sql_lexer *lx, struct sql_token *tok)
+{
+	while (sql_token_is_char(tok, '('))
+		sql_lex_next(lx, tok);
+	return sql_token_is(tok, "select") || sql_token_is(tok, "with") || sql_token_is(tok, "values") ||
+	       sql_token_is(tok, "table") || sql_token_is(tok, "show");
+}
+
+/*
+ * The rest of one statement (its first token read, and a read), to its
+ * ';' or the end: false at the first sign of a write. *more: a ';' ended it.
+ */
+static bool statement_reads(struct sql_lexer *lx, struct sql_token *tok, sql_function_safe_fn *function_safe,
+			    void *arg, bool *more)
+{
+	struct sql_token next, prev = { 0 };
+	*more = false;
+	for (;;) {
+		if (writing_word(tok))
+			return false;
+		enum sql_token_kind nk = sql_lex_next(lx, &next);
+		if (sql_token_is(tok, "for") &&
+		    (sql_token_is(&next, "share") || sql_token_is(&next, "no") || sql_token_is(&next, "key")))
+			return false;	/* FOR SHARE, FOR NO KEY UPDATE, FOR KEY SHARE: row locks */
+		/* name( after AS, WITH or RECURSIVE: column names of an alias or a WITH query, or a type's modifiers */
+		bool named = sql_token_is(&prev, "as") || sql_token_is(&prev, "with") ||
+			     sql_token_is(&prev, "recursive");
+		if ((tok->kind == SQL_TOKEN_WORD || tok->kind == SQL_TOKEN_IDENT) && sql_token_is_char(&next, '(') &&
+		    !named && !call_reads(tok, function_safe, arg))
+			return false;
+		if (nk == SQL_TOKEN_SEMICOLON)
+			*more = true;
+		if (nk == SQL_TOKEN_SEMICOLON || nk == SQL_TOKEN_END)
+			return !lx->unterminated;
+		prev = *tok;
+		*tok = next;
+	}
+}
+
+static bool read_only_as(const char *text, size_t len, bool standard, sql_function_safe_fn *function_safe, void *arg)
+{
+	struct sql_lexer lx;
+	struct sql_token tok;
+	bool more = true, any = false;
+	sql_lex_init(&lx, text, len, standard);
+	while (more) {
+		enum sql_token_kind k = sql_lex_next(&lx, &tok);
+		if (k == SQL_TOKEN_SEMICOLON)
+			continue;	/* an empty statement */
+		if (k == SQL_TOKEN_END)
+			break;
+		if (!reading_start(&lx, &tok) || !statement_reads(&lx, &tok, function_safe, arg, &more))
+			return false;
+		any = true;
+	}
+	return any && !lx.unterminated;
+}
+
+/* Whether a backslash in text could be read two ways (standard_conforming_strings). */
+static bool backslash_in(const char *text, size_t len)
+{
+	return memchr(text, '\\', strnlen(text, len)) != NULL;
+}
+
+bool sql_classify_read_only(const char *text, size_t len, sql_function_safe_fn *function_safe, void *arg)
+{
+	if (!read_only_as(text, len, true, function_safe, arg))
+		return false;
+	return !backslash_in(text, len) || read_only_as(text, len, false, function_safe, arg);
+}
+
+/* ---------------------------------------------------------------- transaction starts */
+
+/* The modes of a BEGIN / START TRANSACTION, after its keywords, to its ';': whether READ ONLY and nothing doubtful. */
+static bool modes_read_only(struct sql_lexer *lx, bool *more)
+{
+	struct sql_token tok, prev = { 0 };
+	bool read_only = false;
+	*more = false;
+	for (;;) {
+		enum sql_token_kind k = sql_lex_next(lx, &tok);
+		if (k == SQL_TOKEN_END || k == SQL_TOKEN_SEMICOLON) {
+			*more = k == SQL_TOKEN_SEMICOLON;
+			return read_only && !lx->unterminated;
+		}
+		if (sql_token_is(&tok, "read") && !sql_token_is(&prev, "repeatable")) {
+			sql_lex_next(lx, &tok);
+			if (sql_token_is(&tok, "only"))
+				read_only = true;
+			else if (!sql_token_is(&tok, "committed") && !sql_token_is(&tok, "uncommitted"))
+				return false;	/* READ WRITE, or not a mode */
+		} else if (!sql_token_is(&tok, "isolation") && !sql_token_is(&tok, "level") &&
+			   !sql_token_is(&tok, "repeatable") && !sql_token_is(&tok, "read") &&
+			   !sql_token_is(&tok, "not") && !sql_token_is(&tok, "deferrable") &&
+			   !sql_token_is_char(&tok, ',')) {
+			return false;	/* SERIALIZABLE (a standby refuses it) or a word not known here */
+		}
+		prev = tok;
+	}
+}
+
+/* Whether no statement after the transaction start ends it or changes its mode. */
+static bool rest_keeps_transaction(struct sql_lexer *lx)
+{
+	static const char *const enders[] = {
+		"commit", "end", "rollback", "abort", "prepare", "set", "begin", "start",
+	};
+	struct sql_token tok;
+	for (;;) {
+		enum sql_token_kind k = sql_lex_next(lx, &tok);
+		if (k == SQL_TOKEN_END)
+			return !lx->unterminated;
+		if (k == SQL_TOKEN_SEMICOLON)
+			continue;	/* an empty statement */
+		for (size_t i = 0; i < ARRAY_SIZE(enders); i++)
+			if (sql_token_is(&tok, enders[i]))
+				return false;
+		if (!sql_lex_skip_statement(lx))
+			return !lx->unterminated;
+	}
+}
+
+static enum sql_begin begin_as(const char *text, size_t len, bool standard)
+{
+	struct sql_lexer lx;
+	struct sql_token tok;
+	bool more;
+	sql_lex_init(&lx, text, len, standard);
+	sql_lex_next(&lx, &tok);
+	if (sql_token_is(&tok, "begin")) {
+		struct sql_lexer at = lx;
+		sql_lex_next(&at, &tok);
+		if (sql_token_is(&tok, "work") || sql_token_is(&tok, "transaction"))
+			lx = at;
+	} else if (sql_token_is(&tok, "start")) {
+		sql_lex_next(&lx, &tok);
+		if (!sql_token_is(&tok, "transaction"))
+			return SQL_BEGIN_NONE;
+	} else {
+		return SQL_BEGIN_NONE;
+	}
+	if (!modes_read_only(&lx, &more))
+		return SQL_BEGIN_READ_WRITE;
+	return !more || rest_keeps_transaction(&lx) ? SQL_BEGIN_READ_ONLY : SQL_BEGIN_READ_WRITE;
+}
+
+enum sql_begin sql_classify_begin(const char *text, size_t len)
+{
+	enum sql_begin b = begin_as(text, len, true);
+	if (b == SQL_BEGIN_READ_ONLY && backslash_in(text, len) && begin_as(text, len, false) != SQL_BEGIN_READ_ONLY)
+		return SQL_BEGIN_READ_WRITE;
+	return b;
+}
