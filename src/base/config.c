@@ -152,6 +152,8 @@ static const struct param_def params[] = {
 	P_STR(listen_addr, "", RESTART, IMPL),
 	P_INT(listen_backlog, "128", RESTART, IMPL, 0, INT_MAX),
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),
+	/* pgvalve extension: how often auto reloads which functions are not VOLATILE (volatility.h) */
+	P_TIME(load_balance_functions_refresh, "300", RELOAD, IMPL),
 	/* pgvalve extension: the default of [databases] lines that do not say (role routing, roles.h) */
 	P_ENUM(load_balance_hosts, "round-robin", RELOAD, IMPL, load_balance_hosts_names, 0),
 	/* pgvalve extension: the default of [databases] lines that do not say (the read balancer, balance.h) */

@@ -212,6 +212,7 @@ struct config {
 	int load_balance_hosts;		/* pgvalve: the default of [databases] lines (enum load_balance_hosts) */
 	int target_session_attrs;	/* pgvalve: the default of [databases] lines (enum target_session_attrs) */
 	int load_balance_reads;		/* pgvalve: the default of [databases] lines (enum load_balance_reads) */
+	usec_t load_balance_functions_refresh;	/* pgvalve: pg_proc re-read period for auto (0: start, RELOAD) */
 	int max_client_conn;
 	int default_pool_size;
 	int min_pool_size;

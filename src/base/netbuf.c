@@ -747,6 +747,37 @@ uint32_t netbuf_queue_len(const struct netbuf *nb)
 	return q ? q->end - q->start : 0;
 }
 
+void netbuf_unread(struct netbuf *nb, const void *data, uint32_t len)
+{
+	struct netbuf_io *io = nb_io(nb);
+	if (!io->in)
+		io->in = iobuf_get();
+	netbuf_flush_forwarded(nb);	/* now start == pos */
+	struct iobuf *in = io->in;
+	uint32_t rest = in->end - in->pos;
+	if (in->pos < len) {
+		struct iobuf *to = in;
+		if (rest + len > in->size) {
+			to = xmalloc(sizeof(*to) + rest + len);
+			to->size = rest + len;
+			to->pooled = false;
+			to->next_free = NULL;
+			nbg.used_count++;
+		}
+		memmove(to->data + len, in->data + in->pos, rest);
+		if (to != in) {
+			iobuf_put(in);
+			io->in = to;
+		}
+		in = to;
+		in->pos = len;
+		in->end = rest + len;
+	}
+	in->pos -= len;
+	in->start = in->pos;
+	memcpy(in->data + in->pos, data, len);
+}
+
 uint32_t netbuf_buffered(const struct netbuf *nb)
 {
 	struct iobuf *in = nb_in(nb);

@@ -150,6 +150,12 @@ void netbuf_replace(struct netbuf *nb, uint32_t len, uint32_t cut, const void *d
  */
 void netbuf_insert(struct netbuf *nb, const void *data, uint32_t dlen);
 void netbuf_skip(struct netbuf *nb, uint32_t len);
+/*
+ * Puts data (whole messages) back before nb's unread input, between
+ * messages: they are offered again, first, once nb reads on (the read
+ * balancer running a refused statement again elsewhere).
+ */
+void netbuf_unread(struct netbuf *nb, const void *data, uint32_t len);
 void netbuf_pause(struct netbuf *nb);
 /* Resumes reading; buffered messages are offered again from the event loop, not from this call. */
 void netbuf_resume(struct netbuf *nb);

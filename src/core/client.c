@@ -262,7 +262,7 @@ void client_free(struct client *client)
 {
 	auth_login_free(client_login_state(client));
 	relay_call_if(prep_client_free, client);
-	if (client->balance_state)
+	if (client->balance_state || client->balance_retry)
 		relay_call(balance_client_free, client);
 	varcache_unref(client->vars);
 	relay_call_if(sets_client_free, client);
@@ -423,7 +423,9 @@ static bool choose_kind(struct client *client, const struct startup_params *sp)
  * options: its -c settings are startup parameters too, under the same
  * rules (as PgBouncer). "options" in ignore_startup_parameters ignores
  * the settings pgvalve does not track, never the tracked ones (TimeZone,
- * DateStyle, ...), as in PgBouncer. A replication client's goes to its
+ * DateStyle, ...), as in PgBouncer. target_session_attrs is pgvalve's
+ * (the read balancer's, in session pooling) and never refused. A
+ * replication client's goes to its
  * own server verbatim instead (replication.c). False if the client was
  * closed.
  */
@@ -440,6 +442,13 @@ static bool startup_options(struct client *client, const struct startup_params *
 	}
 	bool ignore_all = config_list_contains(pgv.cfg->ignore_startup_parameters, "options");
 	for (int i = 0; i < opts.count; i++) {
+		if (strcmp(opts.names[i], "target_session_attrs") == 0) {
+			/* pgvalve's, never the server's: a session pooling client asking for a standby (balance.h) */
+			client->asks_standby = strcmp(opts.values[i], "read-only") == 0 ||
+					       strcmp(opts.values[i], "standby") == 0 ||
+					       strcmp(opts.values[i], "prefer-standby") == 0;
+			continue;
+		}
 		if (varcache_index(opts.names[i]) >= 0 || ignore_all ||
 		    config_list_contains(pgv.cfg->ignore_startup_parameters, opts.names[i]))
 			continue;
@@ -768,8 +777,10 @@ static void finish_accepted_logins(struct pool *pool)
 /*
  * The server took every startup value of a login in PARAMS_CHECK. In
  * session mode the client keeps that server (it would at its first query
- * anyway, and the server is in line with it already); otherwise the
- * server goes back to the pool as after a transaction.
+ * anyway, and the server is in line with it already), unless the read
+ * balancer places it at its first query (a read-only session may belong
+ * on a standby); otherwise the server goes back to the pool as after a
+ * transaction.
  */
 static void params_taken(struct client *client)
 {
@@ -779,11 +790,17 @@ static void params_taken(struct client *client)
 	send_pool_welcome(client);
 	client_set_state(client, CL_ACTIVE);
 	netbuf_resume(&client->nb);
-	if (pool_effective_mode(pool) != POOL_MODE_SESSION)
+	if (pool_effective_mode(pool) != POOL_MODE_SESSION || relay_balance_enabled(pool))
 		pool_release_server(server);	/* unlinks: the client goes IDLE */
 }
 
 /* ---------------------------------------------------------------- data */
+
+/* A message that may start a transaction's work (the read balancer's holds). */
+static bool starts_statement(uint8_t type)
+{
+	return type == 'Q' || type == 'P' || type == 'B' || type == 'F';
+}
 
 /*
  * The read balancer: a client between transactions starting one with pkt
@@ -847,9 +864,21 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 		return true;
 	}
-	if (!client->link && (pkt->type == 'Q' || pkt->type == 'P') && relay_balance_enabled(client->pool) &&
-	    !balance_route(client, pkt))
-		return true;	/* the rest of a short Query or Parse first */
+	if (!client->link && (pkt->type == 'Q' || pkt->type == 'P' || pkt->type == 'B') &&
+	    relay_balance_enabled(client->pool) && !balance_route(client, pkt))
+		return true;	/* the rest of a short Query, Parse or Bind first */
+	if (client->lent && client->link && client->link->expect_ready && starts_statement(pkt->type) &&
+	    pool_effective_mode(client->pool) != POOL_MODE_SESSION) {
+		/*
+		 * Pipelined past the end of a transaction lent to a standby: the
+		 * next one is placed on its own once the server answered (a write
+		 * must not follow a read there). Resumed by client_ready_seen.
+		 * (Session pooling: the client keeps its server anyway.)
+		 */
+		client->held_for_ready = true;
+		netbuf_pause(&client->nb);
+		return true;
+	}
 	if (!client->link) {
 		/* (a read lent to the standby pool may be linked at once on the primary: pool.c standby_waiters_home) */
 		if (!pool_request_server(client) && !client->link)
@@ -930,6 +959,15 @@ void client_server_in_line(struct client *client)
 		params_taken(client);
 	else
 		netbuf_resume(&client->nb);
+}
+
+void client_ready_seen(struct client *client)
+{
+	if (client->held_for_ready && client->state != CL_CLOSED &&
+	    (!client->link || client->link->expect_ready == 0)) {
+		client->held_for_ready = false;
+		netbuf_resume(&client->nb);
+	}
 }
 
 void client_unlinked(struct client *client)

@@ -237,6 +237,9 @@ struct client {
 	bool notify : 1;		/* notify.c holds state for it: channels, LISTENs pending, notifications queued */
 	bool lent : 1;			/* in its pool's standby companion for this transaction (balance.h) */
 	bool balance_state : 1;		/* the read balancer keeps positions for it (balance_fresh.h) */
+	bool asks_standby : 1;		/* options -c target_session_attrs=read-only, standby or prefer-standby */
+	bool held_for_ready : 1;	/* lent, paused at its next transaction until its server answered (balance.h) */
+	struct balance_retry *balance_retry;	/* a standby's statement kept until answered (balance.c) */
 };
 
 static inline bool client_is_console(const struct client *client)
@@ -293,6 +296,12 @@ void client_server_in_line(struct client *client);
  * queues it again or closes it.
  */
 void client_unlinked(struct client *client);
+/*
+ * Its linked server sent a ReadyForQuery the client got (called by
+ * server.c, after the server was maybe released): a client held_for_ready
+ * reads on once no answer is owed.
+ */
+void client_ready_seen(struct client *client);
 /* Whether nb is a client's (its handler is client.c's). */
 bool client_owns_netbuf(const struct netbuf *nb);
 /* Sends an ErrorResponse without closing. */

@@ -70,6 +70,7 @@ struct db {
 	int console_waits;		/* console clients waiting on it (PAUSE db, WAIT_CLOSE db): it is kept */
 	struct balance_counts *balance_counts;	/* the read balancer's, per host list entry (balance_fresh.h) */
 	int balance_counts_len;
+	uint64_t balance_retries;	/* statements a standby refused as writes, run again on the primary */
 };
 
 struct pool {

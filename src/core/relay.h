@@ -55,6 +55,13 @@ enum notify_verdict {
 	NOTIFY_SET_PID,		/* a NotificationResponse forwarded with another sender PID */
 };
 
+/* How the core treats a server message, as the read balancer's retry judges it. */
+enum balance_verdict {
+	BALANCE_PASS,		/* on as usual */
+	BALANCE_SKIP,		/* dropped: the answer to a statement refused as a write, run again */
+	BALANCE_RETRY,		/* its ReadyForQuery: dropped, the server released, then balance_retry */
+};
+
 /* Longest simple Query read whole to see whether it is a SET (longer ones are not parsed). */
 #define SESSION_SET_QUERY_MAX 8192
 
@@ -122,6 +129,16 @@ struct relay_hooks {
 	void (*balance_position_done)(struct server *server, bool failed);
 	/* A server with position_for set, or a client with balance_state set, is freed. */
 	void (*balance_server_free)(struct server *server);
+	/*
+	 * A message from the server of a client holding client->balance_retry
+	 * (whole if ErrorResponse or ReadyForQuery): what the core does with it
+	 * (enum balance_verdict).
+	 */
+	enum balance_verdict (*balance_server_message)(struct server *server, const struct pkt *pkt);
+	/* A client whose refused statement's ReadyForQuery was swallowed, its server released: run it again */
+	void (*balance_retry)(struct client *client);
+	/* Its server was lost before answering anything: true to unlink it (not close it) and balance_retry it */
+	bool (*balance_server_lost)(const struct client *client);
 	void (*balance_client_free)(struct client *client);
 };
 

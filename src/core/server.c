@@ -862,7 +862,8 @@ static int whole_message(struct server *server, const struct pkt *pkt)
 #define SV_RELAY (-1)
 
 /* ReadyForQuery: a Query/Sync answered; in transaction and statement mode the server may go back. */
-static int active_ready(struct server *server, const struct pkt *pkt, bool internal)
+/* retry: the answer to a statement a standby refused, swallowed; the client runs it again (relay.h) */
+static int active_ready(struct server *server, const struct pkt *pkt, bool internal, bool retry)
 {
 	int w = whole_message(server, pkt);
 	if (w <= 0)
@@ -888,9 +889,13 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 		server_close(server, msg);
 		return false;
 	}
-	netbuf_forward(&server->nb, pkt->len);
+	if (retry)
+		netbuf_skip(&server->nb, pkt->len);
+	else
+		netbuf_forward(&server->nb, pkt->len);
 	count_ready(server, pkt->len);
 	relay_call_if(prep_answer_owed, server);
+	struct client *held = server->link && (server->link->held_for_ready || retry) ? server->link : NULL;
 	if (server->finishing_owed && server->expect_ready == 0) {
 		server->finishing_owed = false;
 		pool_release_server(server);	/* as if its client had left now */
@@ -902,7 +907,32 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 		else
 			instance_client_at_boundary();
 	}
+	if (held && retry)
+		relay_call(balance_retry, held);
+	else if (held)
+		client_ready_seen(held);
 	return true;
+}
+
+/* The read balancer's retry watches a lent client's answer (relay.h); SV_RELAY: on as usual. */
+static int active_balance_message(struct server *server, const struct pkt *pkt, bool *retry)
+{
+	if (pkt->type && strchr("EZT12tn", pkt->type)) {	/* judged whole: errors, the end, what may be held */
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
+	}
+	switch (relay_call(balance_server_message, server, pkt)) {
+	case BALANCE_SKIP:
+		netbuf_skip(&server->nb, pkt->len);
+		return true;
+	case BALANCE_RETRY:
+		*retry = true;
+		return SV_RELAY;
+	case BALANCE_PASS:
+		break;
+	}
+	return SV_RELAY;
 }
 
 /* ParameterStatus: remembered; the client's own command changed it, so that is what the client wants now. */
@@ -984,6 +1014,13 @@ static int active_data_row(struct server *server, const struct pkt *pkt)
 		return role_check_row(server, pkt);
 	if (server->internal == SV_INTERNAL_POSITION)
 		return position_row(server, pkt);
+	if (server->internal == SV_INTERNAL_FEATURE) {
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
+		server->query_ops->row(server, pkt);
+		return SV_RELAY;
+	}
 	if (server->internal != SV_INTERNAL_AUTH_QUERY)
 		return SV_RELAY;
 	if (!pkt_complete(pkt))
@@ -1119,10 +1156,16 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 			pv = PREPARE_FORWARD;	/* nothing of the client's is awaited during pgvalve's own queries */
 	}
 
+	bool retry = false;
+	if (!internal && server->link && server->link->balance_retry) {
+		int b = active_balance_message(server, pkt, &retry);
+		if (b != SV_RELAY)
+			return b;
+	}
 	int done = SV_RELAY;
 	switch (pkt->type) {
 	case 'Z':
-		return active_ready(server, pkt, internal);
+		return active_ready(server, pkt, internal, retry);
 	case 'S':
 		done = active_parameter_status(server, pkt, internal);
 		break;
@@ -1272,6 +1315,16 @@ static bool server_handler(struct netbuf *nb, enum netbuf_event ev, const struct
 			server_unlink(server);
 			server_close(server, "server closed the connection while taking a client's parameters");
 			retry_on_another_server(client);
+			return false;
+		}
+		if (server->link && server->link->balance_retry && relay_call(balance_server_lost, server->link)) {
+			/* a standby's read, nothing of it answered: it runs again elsewhere (balance.h) */
+			struct client *client = server->link;
+			server_unlink(server);
+			server->pool->servers_lost = true;
+			server_close(server, ev == NETBUF_EV_RECV_FAILED ? "server closed the connection" :
+				     "server send failed");
+			relay_call(balance_retry, client);
 			return false;
 		}
 		close_linked_client(server, "server conn crashed?");

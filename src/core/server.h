@@ -58,6 +58,14 @@ enum server_internal {
 	SV_INTERNAL_ROLE_CHECK,		/* its role (server_hooks.logged_in's query), at login or while idle */
 	SV_INTERNAL_UNDO,		/* release_sql: what a feature left on the server, undone before reuse */
 	SV_INTERNAL_POSITION,		/* the read balancer's question after its client's transaction (position_for) */
+	SV_INTERNAL_FEATURE,		/* a feature's own query on an idle server (server_run_feature_query) */
+};
+
+/* A feature's own query on a server: its rows (whole DataRows) and its end. */
+struct server_query_ops {
+	void (*row)(struct server *server, const struct pkt *pkt);
+	/* answered (failed: an error came); the server then goes back to its pool (or closes) */
+	void (*done)(struct server *server, bool failed);
 };
 
 /* What a server is, as far as target_session_attrs cares (roles.c sets it). */
@@ -101,6 +109,7 @@ struct server {
 	struct netbuf nb;		/* first: handlers get &server->nb */
 	enum server_state state;
 	enum server_internal internal;
+	const struct server_query_ops *query_ops;	/* SV_INTERNAL_FEATURE's */
 	struct list_node node;
 	struct pool *pool;
 	struct client *link;
@@ -294,6 +303,12 @@ void server_link(struct server *server, struct client *client);
 void server_unlink(struct server *server);
 /* Runs a query whose results pgvalve consumes (reset, check, SET). */
 void server_run_internal(struct server *server, enum server_internal what, const char *sql, uint32_t sql_len);
+/*
+ * A feature's query (one simple Query) on an idle server, which is tested
+ * (SV_TESTED) meanwhile: ops->row for each row, ops->done at its end, then
+ * the server is ready for its pool again (closed if it left a transaction).
+ */
+void server_run_feature_query(struct server *server, const struct server_query_ops *ops, const char *sql);
 /* Runs auth_query for client's user (extended protocol, the name as a parameter). */
 void server_run_auth_query(struct server *server, struct client *client);
 /* Brings the server's parameters in line with the client's; returns true if a query was sent. */

@@ -35,6 +35,13 @@ void server_run_internal(struct server *server, enum server_internal what, const
 	netbuf_resume(&server->nb);
 }
 
+void server_run_feature_query(struct server *server, const struct server_query_ops *ops, const char *sql)
+{
+	server_set_state(server, SV_TESTED);
+	server->query_ops = ops;
+	server_run_internal(server, SV_INTERNAL_FEATURE, sql, (uint32_t)strlen(sql));
+}
+
 void server_run_auth_query(struct server *server, struct client *client)
 {
 	const struct db_config *dc = client->pool->db->cfg;
@@ -371,6 +378,16 @@ void internal_query_done(struct server *server)
 		break;
 	case SV_INTERNAL_ROLE_CHECK:
 		role_check_done(server);
+		break;
+	case SV_INTERNAL_FEATURE:
+		server->query_ops->done(server, server->internal_failed);
+		if (server->state == SV_CLOSED)
+			return;
+		if (server->txn_status != 'I') {
+			server_close(server, "internal query left a transaction open");
+			return;
+		}
+		pool_server_ready(server);
 		break;
 	case SV_INTERNAL_AUTH_QUERY: {
 		struct client *client = server->auth_client;

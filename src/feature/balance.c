@@ -7,13 +7,17 @@
 #include "balance_fresh.h"
 #include "client.h"
 #include "config.h"
+#include "log.h"
+#include "netbuf.h"
 #include "pool.h"
+#include "prepare.h"
 #include "proto.h"
 #include "relay.h"
 #include "roles.h"
 #include "server.h"
 #include "sql_classify.h"
 #include "varcache.h"
+#include "volatility.h"
 
 #include <strings.h>
 
@@ -24,9 +28,8 @@ static bool balance_enabled(const struct pool *pool)
 	if (dc->load_balance_reads <= LOAD_BALANCE_READS_OFF || (tsa != TSA_READ_WRITE && tsa != TSA_PRIMARY) ||
 	    pool->db->host_count < 2 || pool->db->is_admin)
 		return false;
-	/* per transaction, or per statement: whenever a client has no server (session pooling: not yet) */
-	int mode = pool_effective_mode(pool);
-	return mode == POOL_MODE_TRANSACTION || mode == POOL_MODE_STATEMENT;
+	/* per transaction, or per statement: whenever a client has no server; session pooling: once */
+	return true;
 }
 
 /* The SQL text of a whole Query or Parse, and its length; NULL if it has none. */
@@ -74,35 +77,329 @@ static bool mentions(const char *text, size_t len, const char *word)
 }
 
 /*
- * auto: PostgreSQL's own functions that never write nor ask for a
- * transaction ID (none VOLATILE that writes). Any other call stays on
- * the primary.
+ * auto: the functions the database's primary says are not VOLATILE
+ * (volatility.h), and PostgreSQL's own that never write nor ask for a
+ * transaction ID (none VOLATILE that writes; once the primary has said,
+ * only while no user's VOLATILE function has the name). Any other call
+ * stays on the primary.
  */
 static bool function_safe(void *arg, const char *name)
 {
+	const struct db *db = arg;
+	bool known = db && volatility_known(db);
+	if (known && volatility_safe(db, name))
+		return true;
 	static const char *const safe[] = {
 		"pg_is_in_recovery", "inet_server_addr", "inet_server_port", "host", "count", "sum", "min", "max",
 		"avg", "lower", "upper", "length", "abs", "round", "now", "version", "current_database",
 	};
-	(void)arg;
 	for (size_t i = 0; i < ARRAY_SIZE(safe); i++)
-		if (strcmp(name, safe[i]) == 0)
-			return true;
+		if (strcmp(name, safe[i]) == 0)	/* PostgreSQL's own, not a user's VOLATILE one of that name */
+			return !known || volatility_catalog_only(db, name);
 	return false;
 }
 
-/* Whether the transaction text (of a Query or Parse pkt) starts only reads, as this database's mode counts them. */
-static bool starts_read(const struct client *client, const struct pkt *pkt, const char *text, size_t len)
+/* auto: a single statement that only reads (not a transaction start: that is explicit's). */
+static bool text_reads(const struct db *db, const char *text, size_t len)
 {
-	if (!text)
-		return false;
+	return sql_classify_begin(text, len) == SQL_BEGIN_NONE &&
+	       sql_classify_read_only(text, len, function_safe, (void *)db);
+}
+
+/* A Bind's (or Describe's) statement name; NULL if malformed or a portal's Describe. */
+static const char *used_statement(const struct pkt *pkt)
+{
+	const char *body = (const char *)pkt_body(pkt);
+	size_t n = pkt_body_len(pkt);
+	if (pkt->type == 'D') {
+		if (n < 2 || body[0] != 'S')
+			return NULL;
+		body++, n--;
+	} else {
+		const char *end = memchr(body, '\0', n);	/* the portal's name */
+		if (!end)
+			return NULL;
+		n -= (size_t)(end + 1 - body);
+		body = end + 1;
+	}
+	return memchr(body, '\0', n) ? body : NULL;
+}
+
+/* Whether the batch [from, at) holds a Parse of name (its text was judged there). */
+static bool parsed_in_batch(const uint8_t *from, const uint8_t *at, const char *name)
+{
+	while (from < at) {
+		uint32_t len = 1 + proto_read_be32(from + 1);
+		if (from[0] == 'P' && strcmp((const char *)from + 5, name) == 0)
+			return true;
+		from += len;
+	}
+	return false;
+}
+
+/* Whether the statement a Bind or Describe at msg (whole) uses only reads, as far as the batch from `from` tells. */
+static bool use_reads(const struct client *client, const uint8_t *from, const struct pkt *msg)
+{
+	const char *name = used_statement(msg);
+	if (!name)
+		return msg->type == 'D';	/* a portal's Describe reads nothing */
+	const char *text;
+	size_t len;
+	if (name[0] && prepare_client_statement_text(client, name, &text, &len))
+		return text_reads(client->pool->db, text, len);
+	return parsed_in_batch(from, msg->data, name);	/* unnamed, or new: its Parse in this batch was a read */
+}
+
+/*
+ * auto, the extended protocol: whether the batch pkt begins (a Parse or a
+ * Bind, up to its Sync, all of it already buffered, as libpq and drivers
+ * send it) only reads: every Parse's text reads, every statement bound
+ * is one of them or a prepared one whose text reads (prepare.c knows the
+ * client's names). A batch not whole yet, or with anything else (a Query,
+ * a FunctionCall, COPY data), stays on the primary.
+ */
+static bool batch_reads(const struct client *client, const struct pkt *pkt)
+{
+	const uint8_t *from = pkt->data, *p = from;
+	uint32_t left = netbuf_buffered(&client->nb);
+	while (left >= 5) {
+		uint32_t len = proto_read_be32(p + 1);
+		if (len < 4 || len > left - 1)
+			return false;
+		struct pkt msg = { .type = p[0], .len = len + 1, .data = p, .avail = len + 1 };
+		size_t tlen;
+		const char *text;
+		switch (msg.type) {
+		case 'S':
+			return true;
+		case 'P':
+			text = packet_text(&msg, &tlen);
+			if (!text || tlen > BALANCE_QUERY_MAX || !text_reads(client->pool->db, text, tlen))
+				return false;
+			break;
+		case 'B':
+		case 'D':
+			if (!use_reads(client, from, &msg))
+				return false;
+			break;
+		case 'E':
+		case 'C':
+		case 'H':
+			break;
+		default:
+			return false;
+		}
+		p += msg.len;
+		left -= msg.len;
+	}
+	return false;
+}
+
+/* The text of the named statement a Bind uses (pgJDBC's BEGIN READ ONLY past prepareThreshold); NULL if none. */
+static const char *bound_text(const struct client *client, const struct pkt *pkt, size_t *len)
+{
+	const char *name = used_statement(pkt), *text;
+	return name && name[0] && prepare_client_statement_text(client, name, &text, len) ? text : NULL;
+}
+
+/*
+ * Whether the transaction pkt starts only reads, as this database's mode
+ * counts them; *guessed: a read only by auto's classifier (a standby's
+ * 25006 is then the classifier's mistake, not the client's).
+ */
+static bool starts_read(const struct client *client, const struct pkt *pkt, bool *guessed)
+{
+	size_t len = 0;
+	const char *text = pkt->type == 'B' ? bound_text(client, pkt, &len) : packet_text(pkt, &len);
+	if (!text)	/* an unnamed statement parsed before: auto judges its batch */
+		return pkt->type == 'B' && client->pool->db->cfg->load_balance_reads == LOAD_BALANCE_READS_AUTO &&
+		       (*guessed = batch_reads(client, pkt));
 	if (sql_classify_begin(text, len) == SQL_BEGIN_READ_ONLY)
 		return true;
 	if (session_read_only(client) && !mentions(text, len, "write") && !mentions(text, len, "read_only"))
 		return true;
-	if (client->pool->db->cfg->load_balance_reads != LOAD_BALANCE_READS_AUTO || pkt->type != 'Q')
+	if (client->pool->db->cfg->load_balance_reads != LOAD_BALANCE_READS_AUTO)
 		return false;
-	return sql_classify_begin(text, len) == SQL_BEGIN_NONE && sql_classify_read_only(text, len, function_safe, NULL);
+	if (pkt->type != 'Q')
+		return (*guessed = batch_reads(client, pkt));
+	return (*guessed = text_reads(client->pool->db, text, len));
+}
+
+/* ---------------------------------------------------------------- the 25006 retry */
+
+/*
+ * A simple Query (or an extended batch of unnamed statements) auto sent
+ * to a standby, kept until something of its answer reaches the client:
+ * if the standby refuses it as a write (SQLSTATE 25006,
+ * read_only_sql_transaction) or goes away first, the error and its
+ * ReadyForQuery are dropped, the server goes back to its pool (or
+ * closes), and the messages are put back before the client's unread
+ * input, to run on the primary.
+ */
+struct balance_retry {
+	bool refused;		/* the standby refused it: its answer is dropped up to ReadyForQuery */
+	bool again;		/* put back: the next pick keeps it on the primary */
+	bool wrote;		/* refused as a write (25006): on the primary it counts as one for freshness */
+	uint32_t len;
+	uint8_t *held;		/* answers held back until the first row or the end (holds_back) */
+	uint32_t held_len;
+	uint8_t msg[];
+};
+
+/* Longest Query or batch kept for a retry, and answers held (longer ones get the standby's error). */
+#define BALANCE_RETRY_MAX (64 * 1024)
+
+/*
+ * What a standby answers before it runs anything: ParseComplete,
+ * BindComplete, ParameterDescription, RowDescription, NoData (the same on
+ * the primary).
+ */
+static bool holds_back(uint8_t type)
+{
+	return type == '1' || type == '2' || type == 't' || type == 'T' || type == 'n';
+}
+
+/*
+ * The bytes of the batch pkt begins, through its Sync (batch_reads took
+ * it whole), if it can run again elsewhere: no statement or portal of its
+ * has a name (prepare.c would have made, rewritten or answered some of
+ * it itself); 0 if not.
+ */
+static uint32_t batch_retry_len(const struct client *client, const struct pkt *pkt)
+{
+	const uint8_t *p = pkt->data;
+	uint32_t left = netbuf_buffered(&client->nb), total = 0;
+	while (left >= 5 && total <= BALANCE_RETRY_MAX) {
+		uint32_t len = 1 + proto_read_be32(p + 1);
+		if (len < 5 || len > left)
+			return 0;
+		total += len;
+		if (p[0] == 'S')
+			return total <= BALANCE_RETRY_MAX ? total : 0;
+		const char *body = (const char *)p + 5;
+		/* Parse, Bind: the first name; Bind: also the statement's; Describe, Close: after the kind */
+		if ((p[0] == 'P' || p[0] == 'B') && body[0])
+			return 0;
+		if (p[0] == 'B' && body[1])
+			return 0;
+		if ((p[0] == 'D' || p[0] == 'C' || p[0] == 'E') && len > 6 && body[p[0] == 'E' ? 0 : 1])
+			return 0;
+		p += len;
+		left -= len;
+	}
+	return 0;
+}
+
+static void retry_keep(struct client *client, const struct pkt *pkt)
+{
+	uint32_t len = pkt->type == 'Q' ? pkt->len : batch_retry_len(client, pkt);
+	if (client->balance_retry || !len || len > BALANCE_RETRY_MAX)
+		return;
+	struct balance_retry *r = xmalloc(sizeof(*r) + len);
+	r->refused = r->again = r->wrote = false;
+	r->held = NULL;
+	r->held_len = 0;
+	r->len = len;
+	memcpy(r->msg, pkt->data, len);
+	client->balance_retry = r;
+}
+
+static void retry_drop(struct client *client)
+{
+	if (client->balance_retry)
+		free(client->balance_retry->held);
+	free(client->balance_retry);
+	client->balance_retry = NULL;
+}
+
+static bool refused_as_write(const struct pkt *pkt)
+{
+	const char *code = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'C');
+	return code && strcmp(code, "25006") == 0;
+}
+
+/* A FATAL (the standby shutting down, terminated): the server closes next, and the Query runs again. */
+static bool server_going(const struct pkt *pkt)
+{
+	const char *severity = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'V');
+	if (!severity)
+		severity = proto_error_field(pkt_body(pkt), pkt_body_len(pkt), 'S');
+	return severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0);
+}
+
+static enum balance_verdict balance_server_message(struct server *server, const struct pkt *pkt)
+{
+	struct client *client = server->link;
+	struct balance_retry *r = client->balance_retry;
+	if (r->again || !server->pool->standby_reads) {
+		retry_drop(client);	/* not on a standby (any more): nothing to run again */
+		return BALANCE_PASS;
+	}
+	if (r->refused)
+		return pkt->type == 'Z' ? BALANCE_RETRY : BALANCE_SKIP;
+	if (pkt->type == 'E' && refused_as_write(pkt)) {
+		r->refused = r->wrote = true;
+		client->pool->db->balance_retries++;
+		balance_count_retry(server->pool->db, server->host_idx);
+		return BALANCE_SKIP;
+	}
+	if (pkt->type == 'E' && server_going(pkt)) {
+		r->refused = true;	/* no ReadyForQuery comes: balance_server_lost */
+		return BALANCE_SKIP;
+	}
+	if (holds_back(pkt->type) && pkt_complete(pkt) && r->held_len + pkt->len <= BALANCE_RETRY_MAX) {
+		/* sent before the statement runs: held, so that a refusal after it can still be hidden */
+		r->held = xrealloc(r->held, r->held_len + pkt->len);
+		memcpy(r->held + r->held_len, pkt->data, pkt->len);
+		r->held_len += pkt->len;
+		return BALANCE_SKIP;
+	}
+	if (r->held)	/* it ran: what was held goes out first, where it was */
+		netbuf_insert(&server->nb, r->held, r->held_len);
+	retry_drop(client);	/* something of the answer goes out: too late to move it */
+	return BALANCE_PASS;
+}
+
+static void balance_retry(struct client *client)
+{
+	struct balance_retry *r = client->balance_retry;
+	if (!r || client->state == CL_CLOSED)
+		return;
+	r->refused = false;
+	r->again = true;
+	client_log(LOG_LEVEL_DEBUG, client, "a standby refused or lost its read: run again on the primary");
+	netbuf_unread(&client->nb, r->msg, r->len);
+	client->held_for_ready = false;
+	netbuf_pause(&client->nb);
+	netbuf_resume(&client->nb);	/* offered again from the loop */
+}
+
+/*
+ * The standby server of a client holding its Query went away before
+ * anything of the answer reached the client (it stopped, it was
+ * terminated): true if the Query runs again (the caller unlinks the
+ * client instead of closing it, then calls balance_retry).
+ */
+static bool balance_server_lost(const struct client *client)
+{
+	const struct balance_retry *r = client->balance_retry;
+	return r && !r->again && client->pool->standby_reads;
+}
+
+uint64_t balance_retried(const struct db *db)
+{
+	return db->balance_retries;
+}
+
+/*
+ * Session pooling: the client's first request (it keeps that server to the
+ * end) runs on a standby when its login asked for a read-only session:
+ * default_transaction_read_only on (startup packet or options), or
+ * options' target_session_attrs read-only, standby or prefer-standby.
+ */
+static bool session_wants_standby(const struct client *client)
+{
+	return client->asks_standby || session_read_only(client);
 }
 
 static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
@@ -110,17 +407,35 @@ static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 	struct pool *home = client->pool;
 	if (home->standby_reads || client->notify)
 		return NULL;
-	size_t len = 0;
-	const char *text = packet_text(pkt, &len);
-	bool read = starts_read(client, pkt, text, len);
-	if (text)
-		balance_fresh_start(client, text, len, pkt->type == 'Q', read);
+	if (client->balance_retry && client->balance_retry->again) {
+		bool refused = client->balance_retry->wrote;
+		retry_drop(client);	/* refused there as a write, or its standby lost: this time on the primary */
+		size_t len = 0;
+		const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
+		if (text && refused)	/* it writes: for freshness, its position is asked after it */
+			balance_fresh_start(client, text, len, false, false);
+		return NULL;
+	}
+	bool guessed = false, read;
+	if (pool_effective_mode(home) == POOL_MODE_SESSION) {
+		read = session_wants_standby(client);
+	} else {
+		read = starts_read(client, pkt, &guessed);
+		size_t len = 0;
+		const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
+		if (text)	/* (a transaction begun by a Bind counts as a write for freshness: its position is asked) */
+			balance_fresh_start(client, text, len, pkt->type == 'Q', read);
+	}
 	if (!read)
 		return NULL;
 	struct pool *companion = pool_standby_companion(home);
 	if (roles_standby_may_serve(home->db) &&
-	    !(companion->last_error[0] && pool_login_retry_pending(companion, now_usec())))
-		return balance_fresh_route(client, companion);
+	    !(companion->last_error[0] && pool_login_retry_pending(companion, now_usec()))) {
+		struct pool *to = balance_fresh_route(client, companion);
+		if (to && guessed)
+			retry_keep(client, pkt);
+		return to;
+	}
 	/* none known: while some entry's role is unknown, one server of the companion learns it */
 	if (roles_host_unknown(home->db) && list_empty(&companion->login_servers) &&
 	    !pool_login_retry_pending(companion, now_usec()))
@@ -128,9 +443,21 @@ static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 	return NULL;
 }
 
+/* A client with a kept statement or freshness state is freed. */
+static void client_gone(struct client *client)
+{
+	retry_drop(client);
+	if (client->balance_state)
+		balance_fresh_client_free(client);
+}
+
 void balance_register(void)
 {
+	balance_fresh_register();
 	relay_hooks.balance_enabled = balance_enabled;
 	relay_hooks.balance_pick = balance_pick;
-	balance_fresh_register();
+	relay_hooks.balance_server_message = balance_server_message;
+	relay_hooks.balance_retry = balance_retry;
+	relay_hooks.balance_server_lost = balance_server_lost;
+	relay_hooks.balance_client_free = client_gone;
 }

@@ -212,22 +212,28 @@ struct pool *balance_fresh_route(struct client *client, struct pool *companion)
 		return companion;	/* wherever it lands */
 	/* some standby is known below need: measured again, and one known at need goes first */
 	roles_poll_standbys(companion->db, need, POLL_PERIOD);
-	if (pool_offer_idle_server(companion, host_reached, &need))
-		return companion;
-	b->kept = true;
-	/* no server there at all (every read so far was kept): one, whose login measures its standby */
-	if (pool_server_count(companion) == 0 && list_empty(&companion->login_servers) &&
+	bool offered = pool_offer_idle_server(companion, host_reached, &need);
+	/*
+	 * A standby with no server in the companion is never measured, so a
+	 * client with a floor would never go there: while the companion has
+	 * room, one more server, whose login measures its standby (the host
+	 * list's order spreads them), so that reads keep spreading.
+	 */
+	if (pool_server_count(companion) < pool_effective_size(companion) && list_empty(&companion->login_servers) &&
 	    !pool_login_retry_pending(companion, now_usec()))
 		server_connect(companion);
+	if (offered)
+		return companion;
+	b->kept = true;
 	return NULL;
 }
 
 /* ---------------------------------------------------------------- counters */
 
-static void count(struct db *db, int idx, bool lent, bool kept)
+static struct balance_counts *counts_of(struct db *db, int idx)
 {
 	if (idx < 0 || idx >= db->host_count)
-		return;
+		return NULL;
 	if (idx >= db->balance_counts_len) {
 		int n = db->host_count;
 		db->balance_counts = xrealloc(db->balance_counts, (size_t)n * sizeof(*db->balance_counts));
@@ -235,10 +241,24 @@ static void count(struct db *db, int idx, bool lent, bool kept)
 		       (size_t)(n - db->balance_counts_len) * sizeof(*db->balance_counts));
 		db->balance_counts_len = n;
 	}
-	struct balance_counts *c = &db->balance_counts[idx];
+	return &db->balance_counts[idx];
+}
+
+static void count(struct db *db, int idx, bool lent, bool kept)
+{
+	struct balance_counts *c = counts_of(db, idx);
+	if (!c)
+		return;
 	c->xacts++;
 	c->reads_balanced += lent;
 	c->reads_fresh += kept;
+}
+
+void balance_count_retry(struct db *db, int idx)
+{
+	struct balance_counts *c = counts_of(db, idx);
+	if (c)
+		c->reads_retried++;
 }
 
 void balance_host_counts(const struct db *db, int idx, struct balance_counts *out)
@@ -333,7 +353,7 @@ static void fresh_server_free(struct server *server)
 	question_ended(server, false);
 }
 
-static void fresh_client_free(struct client *client)
+void balance_fresh_client_free(struct client *client)
 {
 	struct balance_client *b = state_find(client);
 	if (!b)
@@ -354,5 +374,4 @@ void balance_fresh_register(void)
 	relay_hooks.balance_position_row = fresh_position_row;
 	relay_hooks.balance_position_done = fresh_position_done;
 	relay_hooks.balance_server_free = fresh_server_free;
-	relay_hooks.balance_client_free = fresh_client_free;
 }

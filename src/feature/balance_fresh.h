@@ -52,11 +52,15 @@ struct balance_counts {
 	uint64_t xacts;			/* transactions of balancing pools that ran there */
 	uint64_t reads_balanced;	/* of them, reads sent there, a standby, by the balancer */
 	uint64_t reads_fresh;		/* of them, reads kept there, the primary, for a client's freshness */
-	/* (the 25006 retry's count of statements retried on the primary goes here) */
+	uint64_t reads_retried;		/* reads the host, a standby, refused as writes (25006), run again on the primary */
 };
 
 /* Fills relay_hooks' freshness slots (balance_register). */
 void balance_fresh_register(void);
+/* A client with balance_state set is freed (balance.c's relay_hooks.balance_client_free). */
+void balance_fresh_client_free(struct client *client);
+/* A read that entry idx of db's list, a standby, refused as a write (25006): counted there. */
+void balance_count_retry(struct db *db, int idx);
 /*
  * A client of a balancing pool starts a transaction with the Query or
  * Parse text (len bytes), a read (read) or not: noted for its end; a

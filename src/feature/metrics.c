@@ -124,6 +124,7 @@ static const struct family families[] = {
 	C("pgvalve_host_transactions_total", "Transactions of load_balance_reads pools run on the host"),
 	C("pgvalve_host_reads_balanced_total", "Read transactions the read balancer sent to the host, a standby"),
 	C("pgvalve_host_reads_kept_fresh_total", "Reads kept on the host, the primary, for a client's own writes (read your writes)"),
+	C("pgvalve_host_reads_retried_total", "Reads the host, a standby, refused as writes (25006) and that ran again on the primary"),
 	G("pgvalve_worker_up", MAX, "1 if the worker process is running and listening, else 0"),
 	C("pgvalve_worker_restarts_total", "Times the supervisor restarted the worker"),
 	G("pgvalve_worker_client_active_connections", MAX, "Active clients of the worker"),
@@ -388,6 +389,7 @@ static void collect_host_balance(struct metrics_set *set, const struct db *db, i
 	metrics_add(set, "pgvalve_host_transactions_total", METRICS_PART_VALUE, lb, (double)bc.xacts);
 	metrics_add(set, "pgvalve_host_reads_balanced_total", METRICS_PART_VALUE, lb, (double)bc.reads_balanced);
 	metrics_add(set, "pgvalve_host_reads_kept_fresh_total", METRICS_PART_VALUE, lb, (double)bc.reads_fresh);
+	metrics_add(set, "pgvalve_host_reads_retried_total", METRICS_PART_VALUE, lb, (double)bc.reads_retried);
 }
 
 /* Role routing (roles.h): each host of the database's list whose state is known. */

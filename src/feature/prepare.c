@@ -696,6 +696,23 @@ bool prepare_client_message(struct client *client, struct server *server, const 
 
 /* ---------------------------------------------------------------- process */
 
+bool prepare_client_statement_text(const struct client *client, const char *name, const char **text, size_t *len)
+{
+	const struct prep_stmt *stmt = prep_client_lookup(client, name);
+	if (!stmt)
+		return false;
+	if (stmt->sql) {
+		uint32_t n;
+		if (!stmt_plain_query(stmt, text, &n))
+			return false;
+		*len = n;
+		return true;
+	}
+	*text = (const char *)stmt->body;
+	*len = strnlen(*text, stmt->body_len);
+	return *len < stmt->body_len;
+}
+
 void prepare_global_cleanup(void)
 {
 	prep_stmt_unref(prep.probe);

@@ -76,6 +76,13 @@ void prepare_client_free(struct client *client);
 uint32_t prepare_client_count(const struct client *client);
 uint32_t prepare_server_count(const struct server *server);
 
+/*
+ * The query text of the client's named statement name (a Parse's, or a SQL
+ * PREPARE's without parameter types), not NUL-terminated: false if the
+ * client has no such name (the read balancer, deciding for a Bind).
+ */
+bool prepare_client_statement_text(const struct client *client, const char *name, const char **text, size_t *len);
+
 /* The shared statements: how many, and their memory with texts (SHOW MEM). */
 void prepare_shared_stats(uint32_t *count, uint64_t *bytes);
 

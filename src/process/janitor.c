@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "peer.h"
 #include "roles.h"
+#include "volatility.h"
 #include "pool.h"
 #include "proto.h"
 #include "server.h"
@@ -334,6 +335,7 @@ static void janitor_cb(evutil_socket_t fd, short what, void *arg)
 		server_expire_cancel_requests(now, pgv.cfg->cancel_wait_timeout);
 	peer_expire_requests(now);
 	roles_check_idle_servers(now);
+	volatility_tick(now);
 	bool users_override_idle = users_override_idle_timeout();
 	bool wait_overridden = wait_timeout_overridden();
 	list_for_each_safe(dpos, dtmp, &pgv.databases) {

@@ -35,6 +35,7 @@
 #include "varcache.h"
 #include "session_set.h"
 #include "roles.h"
+#include "volatility.h"
 #include "balance.h"
 #include "notify.h"
 #include "workers.h"
@@ -179,6 +180,7 @@ static void pooler_teardown(void)
 	dns_shutdown();
 	netbuf_global_cleanup();
 	prepare_global_cleanup();
+	volatility_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)
 		auth_store_free(pgv.auth);

@@ -696,6 +696,7 @@ static const struct config_key spec_config[] = {
 	{ "listen_addr", "", false },
 	{ "listen_backlog", "128", false },
 	{ "listen_port", "6432", false },
+	{ "load_balance_functions_refresh", "300", true },	/* pgvalve extension (the read balancer's pg_proc cache) */
 	{ "load_balance_hosts", "round-robin", true },	/* pgvalve extension (roles): [databases] default */
 	{ "load_balance_reads", "off", true },	/* pgvalve extension (the read balancer): [databases] default */
 	{ "log_connections", "1", true },

@@ -14,6 +14,8 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +141,10 @@ static void setup_schema(PGconn *conn)
 	exec_ok(conn, "CREATE FUNCTION bal.writer() RETURNS int VOLATILE LANGUAGE sql "
 		      "AS 'INSERT INTO bal.t VALUES (3) RETURNING a'");
 	exec_ok(conn, "CREATE FUNCTION bal.reader() RETURNS bigint STABLE LANGUAGE sql AS 'SELECT count(*) FROM bal.t'");
+	/* a read as far as any classifier can see, but a standby refuses it as a write (25006) */
+	exec_ok(conn, "CREATE VIEW bal.hidden_write AS SELECT nextval('bal.s') AS n");
+	/* a slow read (pg_sleep is VOLATILE: called through a view, the classifier does not see it) */
+	exec_ok(conn, "CREATE VIEW bal.slow AS SELECT pg_sleep(2)::text AS s");
 	exec_ok(conn, "SET statement_timeout = '5s'");
 }
 
@@ -638,6 +644,422 @@ START_TEST(reads_your_writes)
 	PQfinish(primary);
 	roles_cluster_stop();
 }
+
+#define WHERE_SQL "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"
+
+/* The one value of a tuples result r (cleared), which must have succeeded. */
+static const char *result_value(PGconn *c, PGresult *r, const char *what)
+{
+	static char value[64];
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", what, PQresultErrorMessage(r));
+	snprintf(value, sizeof(value), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	(void)c;
+	return value;
+}
+
+static void prepare_ok(PGconn *c, const char *name, const char *sql)
+{
+	PGresult *r = PQprepare(c, name, sql, 0, NULL);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "prepare %s: %s", name, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/* The next result of a pipeline, then its end (NULL), then the Sync's. */
+static const char *pipeline_value(PGconn *c, const char *what)
+{
+	static char value[64];
+	snprintf(value, sizeof(value), "%s", result_value(c, PQgetResult(c), what));
+	ck_assert_ptr_null(PQgetResult(c));
+	PGresult *r = PQgetResult(c);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+	PQclear(r);
+	return value;
+}
+
+/* Until c (a standby) has replayed everything the primary wrote so far. */
+static void wait_replayed_on(PGconn *c)
+{
+	char lsn[64], sql[160];
+	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
+	for (double until = now_s() + 30; strcmp(query_value(c, sql), "t") != 0; sleep_ms(50))
+		ck_assert_msg(now_s() < until, "a standby did not replay up to %s in 30 s", lsn);
+}
+
+static PGconn *standby2;
+
+/*
+ * The cluster with the schema (replayed on both standbys: primary,
+ * standby, standby2 connected), and pgvalve with database `name` on its
+ * hosts, read-write, with db_options, and pgbouncer_extra.
+ */
+static void start_balancing(struct pgv *p, const char *name, const char *db_options, const char *pgbouncer_extra)
+{
+	char dbs[512], base[512];
+	roles_cluster_start();
+	primary = roles_cluster_connect(1);
+	standby = roles_cluster_connect(2);
+	standby2 = roles_cluster_connect(3);
+	setup_schema(primary);
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	snprintf(dbs, sizeof(dbs), "%s = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "%s\n", name, roles_cluster_port, db_options);
+	snprintf(base, sizeof(base), "%s%s", BASE, pgbouncer_extra);
+	pgv_start(p, base, dbs, USERS);
+}
+
+/* Ends what start_balancing started (connections to standbys already closed are NULL). */
+static void stop_balancing(struct pgv *p)
+{
+	pgv_stop(p);
+	PQfinish(standby2);
+	PQfinish(standby);
+	PQfinish(primary);
+	standby2 = standby = primary = NULL;
+	roles_cluster_stop();
+}
+
+/*
+ * auto, the extended protocol: an unnamed Parse/Bind/Execute/Sync that
+ * reads runs on a replica, one that calls nextval() on the primary; named
+ * statements (PQprepare) are judged by their text at each PQexecPrepared,
+ * reads prepared on whichever replica they land on, writes run on the
+ * primary, alternating; in a libpq pipeline of read, write, read, the
+ * write after the read is placed on its own (held until the replica
+ * answered, then on the primary: it never reaches a replica, so it never
+ * fails).
+ */
+START_TEST(extended_protocol_auto)
+{
+	struct pgv p;
+	start_balancing(&p, "au", "load_balance_reads=auto", "");
+	PGconn *c = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, c, NULL);
+
+	for (int i = 0; i < 5; i++) {
+		const char *w = result_value(c, PQexecParams(c, WHERE_SQL, 0, NULL, NULL, NULL, NULL, 0), "unnamed read");
+		ck_assert_msg(on_replica(w), "unnamed read %d ran on %s", i, w);
+		w = result_value(c, PQexecParams(c, "SELECT nextval('bal.s')::text || '|' || pg_is_in_recovery()", 0, NULL,
+						 NULL, NULL, NULL, 0), "unnamed nextval");
+		ck_assert_msg(strstr(w, "|false"), "nextval ran on %s", w);
+		wait_on_replica(&p, c, NULL);	/* read your writes: reads on the primary until a replica has it */
+	}
+	prepare_ok(c, "where_am_i", WHERE_SQL);
+	prepare_ok(c, "ins", "INSERT INTO bal.t VALUES ($1::int, 'p') RETURNING host(inet_server_addr()) || '|' || "
+		   "pg_is_in_recovery()");
+	wait_on_replica(&p, c, NULL);	/* preparing the INSERT ran on the primary: it counts as a write */
+	int on3 = 0, on4 = 0;
+	for (int i = 0; i < 20; i++) {
+		const char *w = result_value(c, PQexecPrepared(c, "where_am_i", 0, NULL, NULL, NULL, 0), "named read");
+		ck_assert_msg(on_replica(w), "a prepared read ran on %s\n%s", w, pgv_log_tail(&p, 2000));
+		on3 += strcmp(w, "127.0.0.3|true") == 0;
+		on4 += strcmp(w, "127.0.0.4|true") == 0;
+		const char *v = "10";
+		w = result_value(c, PQexecPrepared(c, "ins", 1, &v, NULL, NULL, 0), "named write");
+		ck_assert_str_eq(w, "127.0.0.2|false");
+		wait_on_replica(&p, c, NULL);
+	}
+	fprintf(stderr, "prepared reads: %d on node2, %d on node3\n", on3, on4);
+
+	/* a pipeline: read, write, read, each with its Sync, sent at once */
+	ck_assert(PQenterPipelineMode(c));
+	const char *v = "11";
+	ck_assert(PQsendQueryPrepared(c, "where_am_i", 0, NULL, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	ck_assert(PQsendQueryPrepared(c, "ins", 1, &v, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	ck_assert(PQsendQueryParams(c, WHERE_SQL, 0, NULL, NULL, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	const char *w = pipeline_value(c, "pipelined read");
+	ck_assert_msg(on_replica(w), "a pipelined read ran on %s", w);
+	ck_assert_str_eq(pipeline_value(c, "pipelined write"), "127.0.0.2|false");
+	pipeline_value(c, "pipelined read after a write");	/* pipelined on after a write: stays on the primary */
+	ck_assert(PQexitPipelineMode(c));
+	ck_assert_str_eq(query_value(primary, "SELECT count(*)::text FROM bal.t WHERE a IN (10, 11)"), "21");
+	wait_on_replica(&p, c, NULL);	/* after the pipeline's write */
+
+	/*
+	 * The 25006 retry: a Query the classifier calls a read that the
+	 * standby refuses before answering anything runs on the primary, with
+	 * no error; once a first result went out, the client gets the error.
+	 */
+	for (int i = 0; i < 10; i++) {
+		ck_assert_str_eq(query_value(c, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() "
+						"FROM bal.hidden_write"), "127.0.0.2|false");
+		wait_on_replica(&p, c, NULL);	/* it wrote on the primary: read your writes holds for it too */
+	}
+	/* the same through the extended protocol, unnamed (its ParseComplete and BindComplete held back) */
+	for (int i = 0; i < 10; i++) {
+		const char *got = result_value(c, PQexecParams(c, "SELECT host(inet_server_addr()) || '|' || "
+							     "pg_is_in_recovery() FROM bal.hidden_write WHERE $1::int > 0",
+							     1, NULL, (const char *const[]){ "1" }, NULL, NULL, 0),
+					     "extended hidden write");
+		ck_assert_str_eq(got, "127.0.0.2|false");
+	}
+	/*
+	 * Counted on the standby that refused it (SHOW HOSTS reads_retried):
+	 * the 10 simple ones, each after a read on a replica, and at least
+	 * the first extended one (it wrote: the next may stay on the primary).
+	 */
+	ck_assert_int_ge(host_count(&p, "au", "127.0.0.3", "reads_retried") + host_count(&p, "au", "127.0.0.4", "reads_retried"),
+			 11);
+	/* a named statement is not run again (prepare.c made part of its answer): PostgreSQL's error */
+	prepare_ok(c, "hidden", "SELECT n FROM bal.hidden_write");
+	PGresult *r = PQexecPrepared(c, "hidden", 0, NULL, NULL, NULL, 0);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
+	PQclear(r);
+	r = PQexec(c, "SELECT 1; SELECT n FROM bal.hidden_write");
+	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s", PQresStatus(PQresultStatus(r)));
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
+	PQclear(r);
+	ck_assert(on_replica(ran_on(c, NULL)));
+
+	/* 1 MB statements, simple and extended: answered, at once (longer than the balancer reads: the primary) */
+	enum { BIG = 1024 * 1024 };
+	char *big = malloc(BIG + 200);
+	ck_assert_ptr_nonnull(big);
+	int n = snprintf(big, 200, "SELECT length('");
+	memset(big + n, 'x', BIG);
+	snprintf(big + n + BIG, 200, "') || '|' || pg_is_in_recovery()");
+	double started = now_s();
+	for (int i = 0; i < 10; i++) {
+		ck_assert_str_eq(query_value(c, big), "1048576|false");
+		ck_assert_str_eq(result_value(c, PQexecParams(c, big, 0, NULL, NULL, NULL, NULL, 0), "1 MB Parse"),
+				 "1048576|false");
+	}
+	double took = now_s() - started;
+	fprintf(stderr, "20 statements of 1 MB: %.2f s\n", took);
+	ck_assert_msg(took < pgv_time_bound(10, 60), "20 statements of 1 MB took %.1f s", took);
+	free(big);
+
+	PQfinish(c);
+	stop_balancing(&p);
+}
+END_TEST
+
+/* Where c's auto read calling fn ran ("127.0.0.N|true/false"), which must succeed. */
+static const char *call_ran_on(PGconn *c, const char *fn)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() FROM (SELECT %s) x", fn);
+	return query_value(c, sql);
+}
+
+/* Until c's auto reads calling fn run on a replica (true) or on the primary (false). */
+static void wait_call_on(struct pgv *p, PGconn *c, const char *fn, bool replica)
+{
+	for (double until = now_s() + 30; on_replica(call_ran_on(c, fn)) != replica; sleep_ms(100))
+		ck_assert_msg(now_s() < until, "%s stays on %s\n%s", fn, call_ran_on(c, fn), pgv_log_tail(p, 3000));
+}
+
+/*
+ * auto, pg_proc: once pgvalve has read from the primary which functions
+ * are not VOLATILE, a user's STABLE function is balanced, and a VOLATILE
+ * one (it inserts) stays on the primary with no error. The table is read
+ * again on RELOAD (a function made since is balanced after it, not
+ * before) and every load_balance_functions_refresh; a name VOLATILE in
+ * any schema is volatile everywhere.
+ */
+START_TEST(functions_from_pg_proc)
+{
+	struct pgv p;
+	start_balancing(&p, "au", "load_balance_reads=auto", "load_balance_functions_refresh = 0\n");
+	PGconn *c = balance_connect(&p, "au", NULL);
+	exec_ok(c, "INSERT INTO bal.t VALUES (6, 'f')");	/* a server on the primary, to ask */
+	wait_on_replica(&p, c, NULL);
+	wait_call_on(&p, c, "bal.reader()", true);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_msg(on_replica(call_ran_on(c, "bal.reader()")), "bal.reader() on the primary");
+		ck_assert_str_eq(call_ran_on(c, "bal.writer()"), "127.0.0.2|false");
+		wait_on_replica(&p, c, NULL);	/* read your writes: the next read waits for a replica that has it */
+	}
+
+	/* made after the table was read: on the primary until a RELOAD reads it again */
+	exec_ok(primary, "CREATE FUNCTION bal.later() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'");
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	for (int i = 0; i < 5; i++, sleep_ms(300))
+		ck_assert_str_eq(call_ran_on(c, "bal.later()"), "127.0.0.2|false");
+	pgv_ini_replace(&p, "load_balance_functions_refresh = 0", "load_balance_functions_refresh = 1");
+	pgv_reload(&p);
+	wait_call_on(&p, c, "bal.later()", true);
+
+	/* read again every second: the same name VOLATILE in another schema makes it volatile */
+	exec_ok(primary, "CREATE FUNCTION public.later(int) RETURNS int VOLATILE LANGUAGE sql AS 'SELECT $1'");
+	wait_call_on(&p, c, "bal.later()", false);
+	exec_ok(primary, "DROP FUNCTION public.later(int)");
+	wait_call_on(&p, c, "bal.later()", true);
+
+	PQfinish(c);
+	stop_balancing(&p);
+}
+END_TEST
+
+/* roles_cluster.sh verb on node, in the background: its pid. */
+static pid_t roles_cluster_background(const char *verb, int node)
+{
+	char script[700], nodebuf[16], out[700];
+	snprintf(script, sizeof(script), "%s/test/integration/roles_cluster.sh", PGV_TEST_SRCDIR);
+	snprintf(nodebuf, sizeof(nodebuf), "%d", node);
+	snprintf(out, sizeof(out), "%s.%s%d.bg.out", roles_cluster_dir, verb, node);
+	char *argv[] = { script, (char *)verb, roles_cluster_dir, nodebuf, NULL };
+	pid_t pid = run_program_background(argv, out);
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+/* Whether the background program pid has exited (it is reaped by stop_program then). */
+static bool program_done(pid_t pid)
+{
+	siginfo_t info = { 0 };
+	return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+/*
+ * Reads of n clients at once (each its own auto Query), rounds of them,
+ * until pid has exited (pid 0: `rounds` rounds); every read must succeed.
+ * Counts where they ran in where[] (index: 127.0.0.N's N, +3 if not in
+ * recovery). Returns the reads done.
+ */
+static int reads_while(struct pgv *p, PGconn **c, int n, pid_t pid, int rounds, int where[8])
+{
+	int reads = 0;
+	for (int round = 0; pid ? !program_done(pid) : round < rounds; round++) {
+		for (int i = 0; i < n; i++)
+			ck_assert(PQsendQuery(c[i], WHERE_SQL));
+		for (int i = 0; i < n; i++) {
+			PGresult *r = PQgetResult(c[i]);
+			ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "read %d failed: %s\n%s", reads,
+				      PQresultErrorMessage(r), pgv_log_tail(p, 3000));
+			const char *w = PQgetvalue(r, 0, 0);
+			int node = w[8] - '0';
+			if (node >= 2 && node <= 4)
+				where[node - 2 + (strstr(w, "|true") ? 0 : 3)]++;
+			PQclear(r);
+			ck_assert_ptr_null(PQgetResult(c[i]));
+			reads++;
+		}
+	}
+	return reads;
+}
+
+/*
+ * A read whose standby backend is terminated before it answered runs
+ * again on the primary; auto reads of four clients at once keep running
+ * while a standby is stopped, then while the other is promoted: none
+ * fails, and afterwards none runs on the stopped standby, nor on the
+ * promoted one as a standby.
+ */
+START_TEST(standby_stopped_or_promoted_mid_run)
+{
+	struct pgv p;
+	start_balancing(&p, "au", "load_balance_reads=auto", "");
+	PGconn *sb[2] = { standby, standby2 };
+	PGconn *c[4];
+	for (int i = 0; i < 4; i++) {
+		c[i] = balance_connect(&p, "au", NULL);
+		wait_on_replica(&p, c[i], NULL);
+	}
+	int where[8] = { 0 };
+	reads_while(&p, c, 4, 0, 50, where);
+	ck_assert_msg(where[1] > 0 && where[2] > 0, "before: %d on node2, %d on node3", where[1], where[2]);
+
+	/* a read whose standby backend is terminated before it answered runs again on the primary */
+	for (int k = 0; k < 3; k++) {
+		ck_assert(PQsendQuery(c[0], "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() FROM bal.slow"));
+		int killed = 0;
+		for (double until = now_s() + 10; !killed; sleep_ms(20)) {
+			ck_assert_msg(now_s() < until, "the slow read never showed up on a standby");
+			for (int i = 0; i < 2 && !killed; i++)
+				killed = atoi(query_value(sb[i], "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+							  "WHERE query LIKE '%bal.slow%' AND pid <> pg_backend_pid()"));
+		}
+		PGresult *r = PQgetResult(c[0]);
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "a read whose standby went away failed: %s\n%s",
+			      PQresultErrorMessage(r), pgv_log_tail(&p, 3000));
+		ck_assert_str_eq(PQgetvalue(r, 0, 0), "127.0.0.2|false");
+		PQclear(r);
+		ck_assert_ptr_null(PQgetResult(c[0]));
+	}
+	PQfinish(standby);
+	PQfinish(standby2);
+	standby = standby2 = NULL;	/* their servers stop or change below */
+
+	pid_t stop = roles_cluster_background("stop", 3);
+	int during = reads_while(&p, c, 4, stop, 0, where);
+	stop_program(stop);
+	memset(where, 0, sizeof(where));
+	reads_while(&p, c, 4, 0, 50, where);
+	ck_assert_msg(where[2] == 0 && where[5] == 0, "%d reads on the stopped standby", where[2] + where[5]);
+	ck_assert_int_gt(where[1], 0);
+
+	pid_t promote = roles_cluster_background("promote", 2);
+	during += reads_while(&p, c, 4, promote, 0, where);
+	stop_program(promote);
+	/* node2's servers learn it is a primary (in_hot_standby): from then on no read there as a standby */
+	for (double until = now_s() + 30;; sleep_ms(100)) {
+		memset(where, 0, sizeof(where));
+		reads_while(&p, c, 4, 0, 10, where);
+		if (where[1] == 0)
+			break;
+		ck_assert_msg(now_s() < until, "reads still on node2 as a standby");
+	}
+	fprintf(stderr, "standby stopped and promoted: %d reads meanwhile, none failed\n", during);
+	for (int i = 0; i < 4; i++)
+		PQfinish(c[i]);
+	stop_balancing(&p);
+}
+END_TEST
+
+/*
+ * Session pooling: a client is placed once, at its login, on a replica
+ * when it asks for a read-only session (default_transaction_read_only=on
+ * as a startup parameter or in options, target_session_attrs=read-only or
+ * standby in options) and keeps that server; any other client is on the
+ * primary and writes there.
+ */
+START_TEST(session_pooling_placed_at_login)
+{
+	struct pgv p;
+	start_balancing(&p, "se", "load_balance_reads=explicit pool_mode=session", "");
+
+	/* until the roles are known, a read-only session may land on the primary: a new one each time */
+	for (double until = now_s() + 30;; sleep_ms(100)) {
+		PGconn *c = balance_connect(&p, "se", "-c default_transaction_read_only=on");
+		bool replica = on_replica(ran_on(c, NULL));
+		PQfinish(c);
+		if (replica)
+			break;
+		ck_assert_msg(now_s() < until, "read-only sessions stay on the primary\n%s", pgv_log_tail(&p, 3000));
+	}
+	static const char *const read_only[] = {
+		"-c default_transaction_read_only=on", "-c target_session_attrs=read-only",
+		"-c target_session_attrs=standby", "--default-transaction-read-only=on",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(read_only); i++) {
+		PGconn *c = balance_connect(&p, "se", read_only[i]);
+		char first[64];
+		snprintf(first, sizeof(first), "%s", ran_on(c, NULL));
+		ck_assert_msg(on_replica(first), "%s: on %s", read_only[i], first);
+		for (int k = 0; k < 3; k++)
+			ck_assert_str_eq(ran_on(c, k ? "BEGIN" : NULL), first);	/* its one server, to the end */
+		PQfinish(c);
+	}
+	/* the others: on the primary, writing */
+	PGconn *c = balance_connect(&p, "se", "-c target_session_attrs=read-write");
+	for (int k = 0; k < 3; k++) {
+		ck_assert_str_eq(ran_on(c, "BEGIN READ ONLY"), "127.0.0.2|false");
+		exec_ok(c, "INSERT INTO bal.t VALUES (5, 's')");
+	}
+	PQfinish(c);
+	c = balance_connect(&p, "se", NULL);
+	ck_assert_str_eq(ran_on(c, NULL), "127.0.0.2|false");
+	ck_assert_str_eq(query_value(c, "SELECT count(*)::text FROM bal.t WHERE a = 5"), "3");
+	PQfinish(c);
+	stop_balancing(&p);
+}
 END_TEST
 
 static Suite *balance_suite(void)
@@ -651,6 +1073,18 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("fresh", 240);
 	tcase_add_test(tc, reads_your_writes);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("extended", 180);
+	tcase_add_test(tc, extended_protocol_auto);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("functions", 180);
+	tcase_add_test(tc, functions_from_pg_proc);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("failover", 180);
+	tcase_add_test(tc, standby_stopped_or_promoted_mid_run);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("session", 180);
+	tcase_add_test(tc, session_pooling_placed_at_login);
 	suite_add_tcase(s, tc);
 	return s;
 }

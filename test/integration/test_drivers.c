@@ -4,7 +4,9 @@
  * pool has servers, through pgvalve in transaction mode with
  * max_prepared_statements at its default; and their pipelined paths
  * (issue 29), each followed by a second client on a pool of one; and their
- * notification APIs, pgJDBC's included (issue 25). The drivers and their scripts
+ * notification APIs, pgJDBC's included (issue 25); and their read-only
+ * connections on a primary with two replicas, routed to the replicas by
+ * load_balance_reads (issue 49). The drivers and their scripts
  * live in test/drivers/; setup.sh installs the pinned versions under
  * build/drivers (a no-op once done).
  */
@@ -70,10 +72,12 @@ START_TEST(drivers_installed)
 END_TEST
 
 /*
- * Runs one driver script against p with 10 clients; returns its exit
- * status, its output in `text` (static, from read_file_tail).
+ * Runs one driver script against p, database db, as user:password, with
+ * 10 clients; returns its exit status, its output in `text` (static, from
+ * read_file_tail).
  */
-static int run_driver(struct pgv *p, const char *interp, const char *script, const char **text)
+static int run_driver_as(struct pgv *p, const char *interp, const char *script, const char *db, const char *user,
+			 const char *password, const char **text)
 {
 	char prog[PATH_MAX], path[PATH_MAX], out[PATH_MAX], port[32], nodepath[PATH_MAX + 32];
 	char classpath[PATH_MAX];
@@ -86,13 +90,22 @@ static int run_driver(struct pgv *p, const char *interp, const char *script, con
 	snprintf(out, sizeof(out), "%s/%s.out", p->dir, script);
 	snprintf(port, sizeof(port), "PGV_DRV_PORT=%d", p->port);
 	snprintf(nodepath, sizeof(nodepath), "NODE_PATH=%s/drivers/node/node_modules", PGV_TEST_BUILDDIR);
-	char *env[] = { "PGV_DRV_HOST=127.0.0.1", port, "PGV_DRV_DB=" DB, "PGV_DRV_DB_ONE=one", "PGV_DRV_USER=scram_user",
-			"PGV_DRV_PASSWORD=scram_pass", "PGV_DRV_CLIENTS=10", nodepath, NULL };
+	char dbenv[128], userenv[128], passenv[128];
+	snprintf(dbenv, sizeof(dbenv), "PGV_DRV_DB=%s", db);
+	snprintf(userenv, sizeof(userenv), "PGV_DRV_USER=%s", user);
+	snprintf(passenv, sizeof(passenv), "PGV_DRV_PASSWORD=%s", password);
+	char *env[] = { "PGV_DRV_HOST=127.0.0.1", port, dbenv, "PGV_DRV_DB_ONE=one", userenv, passenv,
+			"PGV_DRV_CLIENTS=10", nodepath, NULL };
 	char *argv[] = { prog, path, NULL };
 	char *java_argv[] = { prog, "-cp", classpath, path, NULL };	/* a single-file program (JEP 330) */
 	int rc = run_program(strcmp(interp, "java") == 0 ? java_argv : argv, env, out, 120);
 	*text = read_file_tail(out, 3000);
 	return rc;
+}
+
+static int run_driver(struct pgv *p, const char *interp, const char *script, const char **text)
+{
+	return run_driver_as(p, interp, script, DB, "scram_user", "scram_pass", text);
 }
 
 static const struct driver {
@@ -197,6 +210,37 @@ START_TEST(libpq_newest_protocol)
 	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "libpq_protocol.py exited %d:\n%s\n%s", rc, text,
 		      pgv_log_tail(&p, 2000));
 	pgv_stop(&p);
+}
+END_TEST
+
+/* Drivers' read-only connections (issue 49): routed to a replica by load_balance_reads = explicit. */
+static const struct driver read_only[] = {
+	{ "python", "psycopg3_read_only.py" },	/* conn.read_only = True */
+	{ "java", "JdbcReadOnly.java" },	/* Connection.setReadOnly(true) */
+};
+
+START_TEST(drivers_read_only_on_replicas)
+{
+	const struct driver *d = &read_only[_i];
+	struct pgv p;
+	char dbs[512];
+	roles_cluster_start();
+	PGconn *primary = roles_cluster_connect(1);
+	PGresult *r = PQexec(primary, "DROP TABLE IF EXISTS drv_ro; CREATE TABLE drv_ro (a int)");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(primary));
+	PQclear(r);
+	snprintf(dbs, sizeof(dbs), "ro = host=127.0.0.2,127.0.0.3,127.0.0.4 port=%d dbname=postgres user=pgvadmin "
+		 "target_session_attrs=read-write load_balance_reads=explicit\n", roles_cluster_port);
+	pgv_start(&p, "auth_type = trust\npool_mode = transaction\nserver_login_retry = 1\n"
+		  "ignore_startup_parameters = extra_float_digits\n", dbs, "\"pgvadmin\" \"\"\n");
+	const char *text;
+	int rc = run_driver_as(&p, d->interp, d->script, "ro", "pgvadmin", "unused", &text);
+	ck_assert_msg(rc == 0 && strstr(text, "ok: "), "%s exited %d:\n%s\n%s", d->script, rc, text,
+		      pgv_log_tail(&p, 2000));
+	fprintf(stderr, "%s: %s", d->script, text);
+	pgv_stop(&p);
+	PQfinish(primary);
+	roles_cluster_stop();
 }
 END_TEST
 
@@ -305,6 +349,7 @@ static Suite *drivers_suite(bool installed)
 		tcase_add_loop_test(tc, pipelines_give_the_server_back, 0,
 				    (int)(sizeof(pipelined) / sizeof(pipelined[0])));
 		tcase_add_loop_test(tc, drivers_get_notifications, 0, (int)(sizeof(notifying) / sizeof(notifying[0])));
+		tcase_add_loop_test(tc, drivers_read_only_on_replicas, 0, (int)(sizeof(read_only) / sizeof(read_only[0])));
 	} else {
 		tcase_add_test(tc, drivers_installed);
 	}

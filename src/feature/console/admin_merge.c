@@ -92,7 +92,7 @@ static const struct col_def mem_cols[] = { { "name", COL_KEY, NULL }, { "size", 
 static const struct col_def hosts_cols[] = {
 	{ "database", COL_KEY, NULL }, { "host", COL_KEY, NULL }, { "port", COL_KEY, NULL },
 	{ "sv_count", COL_SUM, NULL }, { "xact_count", COL_SUM, NULL }, { "reads_balanced", COL_SUM, NULL },
-	{ "reads_kept_fresh", COL_SUM, NULL }, { NULL, 0, NULL },
+	{ "reads_kept_fresh", COL_SUM, NULL }, { "reads_retried", COL_SUM, NULL }, { NULL, 0, NULL },
 };
 static const struct col_def listeners_cols[] = {
 	{ "database", COL_KEY, NULL }, { "user", COL_KEY, NULL }, { "channel", COL_KEY, NULL },

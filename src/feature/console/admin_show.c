@@ -915,14 +915,16 @@ static void host_balance_cells(struct cells *c, const struct db *db, int idx)
 	cell_uint(c, bc.xacts);
 	cell_uint(c, bc.reads_balanced);
 	cell_uint(c, bc.reads_fresh);
+	cell_uint(c, bc.reads_retried);
 }
 
 /* pgvalve's own: one row per database and entry of its host list (role routing, roles.h). */
 static void show_hosts(struct admin_result *r)
 {
 	static const char *const names[] = { "database", "host", "port", "role", "state", "lag", "lag_seconds",
-					     "last_check", "sv_count", "xact_count", "reads_balanced", "reads_kept_fresh" };
-	admin_result_begin(r, "ssissqNTiqqq", names);
+					     "last_check", "sv_count", "xact_count", "reads_balanced", "reads_kept_fresh",
+					     "reads_retried" };
+	admin_result_begin(r, "ssissqNTiqqqq", names);
 	list_for_each(pos, &pgv.databases) {
 		const struct db *db = container_of(pos, struct db, node);
 		struct roles_host_info hosts[32];

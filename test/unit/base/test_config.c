@@ -291,6 +291,7 @@ static const char *const pgbouncer_125_params[] = {
 	"server_role_check_period",	/* pgvalve: target_session_attrs (roles.h) */
 	"target_session_attrs", "load_balance_hosts",	/* pgvalve: [databases] defaults (roles.h) */
 	"load_balance_reads",	/* pgvalve: the read balancer's [databases] default */
+	"load_balance_functions_refresh",	/* pgvalve: the read balancer's pg_proc cache (volatility.h) */
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 	"auth_krb_server_keyfile", "krb_srvname",	/* pgvalve: hba gss (gss_auth.h) */
 	"auth_ldap_timeout", "auth_ldap_max_concurrent",	/* pgvalve: LDAP checks (ldap_auth.h) */
@@ -322,7 +323,7 @@ static const char *const implemented_params[] = {
 	"peers_dns", "peers_dns_port",
 	"notify_support", "notify_buffer_limit",
 	"auth_ldap_timeout", "auth_ldap_max_concurrent",
-	"target_session_attrs", "load_balance_hosts", "load_balance_reads",
+	"target_session_attrs", "load_balance_hosts", "load_balance_reads", "load_balance_functions_refresh",
 	"auth_krb_server_keyfile", "krb_srvname",
 };
 
@@ -460,7 +461,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 124);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 125);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {

@@ -24,7 +24,7 @@ static struct netbuf src, dst;
 static int feed_fd, sink_fd;	/* the test's ends: it writes to src, reads what dst sent */
 
 /* What the source handler does with each message type. */
-enum action { FORWARD, REWRITE_HEAD, DROP, FORWARD_THEN_INSERT, CLOSE_DST, STREAM };
+enum action { FORWARD, REWRITE_HEAD, DROP, FORWARD_THEN_INSERT, CLOSE_DST, STREAM, FORWARD_THEN_PAUSE };
 static enum action action_for[256];
 static const char NEW_HEAD[] = "B\0\0\0\x10" "new_name";	/* type, length 16, 8 name bytes */
 
@@ -48,6 +48,10 @@ static bool src_handler(struct netbuf *nb, enum netbuf_event ev, const struct pk
 	case FORWARD_THEN_INSERT:
 		netbuf_forward(nb, pkt->len);
 		netbuf_insert(nb, "made", 4);
+		break;
+	case FORWARD_THEN_PAUSE:
+		netbuf_forward(nb, pkt->len);
+		netbuf_pause(nb);
 		break;
 	case CLOSE_DST:	/* as a handler closing the peer it forwards to, cuts still pending */
 		netbuf_replace(nb, pkt->len, pkt->len, NULL, 0);
@@ -198,6 +202,39 @@ START_TEST(dropped_and_inserted_in_stream_order)
 	w += put_bytes(want + w, "made", 4);
 	w += put_msg(want + w, 'C', "t", 1);
 	expect_sent(want, w, 1);
+}
+END_TEST
+
+/*
+ * Messages put back (netbuf_unread) while the reader is paused with input
+ * still buffered are offered first when it reads on: in the same buffer
+ * when they fit, in a larger one when they do not.
+ */
+START_TEST(unread_messages_come_before_the_buffered_rest)
+{
+	static uint8_t in[64], back[20000], want[20100], out[20100];
+	static char body_bytes[12000];
+	memset(body_bytes, 'q', sizeof(body_bytes));
+	for (int big = 0; big < 2; big++) {
+		size_t n = 0, b = 0, w = 0, got;
+		action_for['P'] = FORWARD_THEN_PAUSE;
+		n += put_msg(in + n, 'P', "p", 1);
+		n += put_msg(in + n, 'X', "rest", 4);
+		feed(in, n);
+		ck_assert_int_eq(drain(out, sizeof(out), &got), 1);	/* P went out; X waits in the buffer */
+		size_t body = big ? 12000 : 100;	/* the buffer is 8192 bytes */
+		b += put_msg(back, 'Q', body_bytes, body);
+		action_for['P'] = FORWARD;
+		netbuf_unread(&src, back, (uint32_t)b);
+		netbuf_resume(&src);
+		for (int i = 0; i < 10; i++)
+			event_base_loop(base, EVLOOP_NONBLOCK);
+		w += put_bytes(want + w, back, b);
+		w += put_msg(want + w, 'X', "rest", 4);
+		ck_assert_int_ge(drain(out, sizeof(out), &got), 1);
+		ck_assert_uint_eq(got, w);
+		ck_assert_mem_eq(out, want, w);
+	}
 }
 END_TEST
 
@@ -411,6 +448,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, rewrite_first_in_the_read_still_one_send);
 	tcase_add_test(tc, dropped_and_inserted_in_stream_order);
 	tcase_add_test(tc, insert_with_nothing_forwarded_is_sent_now);
+	tcase_add_test(tc, unread_messages_come_before_the_buffered_rest);
 	tcase_add_test(tc, more_rewrites_than_cuts_keep_every_byte_in_order);
 	tcase_add_test(tc, partial_send_queues_the_rest_in_order);
 	tcase_add_test(tc, without_dst_a_rewrite_drops_the_message);
