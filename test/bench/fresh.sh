@@ -6,7 +6,12 @@
 # through a database with load_balance_reads = off and the same database
 # with auto, on a throwaway cluster.
 #
-#   fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS]
+#   fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS] [--read]
+#
+# --read runs a one-SELECT script instead: what auto's classifier and
+# routing cost a read-only transaction in pgvalve (with no standby in
+# the list the read is judged, found no standby to go to, and runs on the
+# primary; the lending to a standby pool is not in this figure).
 #
 # Both databases list the one PostgreSQL twice
 # (host=127.0.0.1,127.0.0.1 target_session_attrs=read-write): with auto,
@@ -23,14 +28,15 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-transactions=5000 clients=4 runs=3 rate=
+transactions=5000 clients=4 runs=3 rate= script=write
 while [ $# -gt 0 ]; do
 	case $1 in
 	--transactions) transactions=$2; shift 2 ;;
 	--clients) clients=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
-	*) echo "usage: fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS]" >&2; exit 2 ;;
+	--read) script=read; shift ;;
+	*) echo "usage: fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS] [--read]" >&2; exit 2 ;;
 	esac
 done
 bench_scale=1
@@ -43,7 +49,8 @@ bfauto = $list load_balance_reads=auto"
 bench_start_pgvalve "admin_users = bench" || exit 1
 printf '\\set aid random(1, 100000)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n' \
 	>"$tmp/write.sql"
-chmod 644 "$tmp/write.sql"
+printf '\\set aid random(1, 100000)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n' >"$tmp/read.sql"
+chmod 644 "$tmp/write.sql" "$tmp/read.sql"
 
 # one_run DB: "median_latency_ms average_latency_ms cpu_us_per_txn" (the median of every
 # transaction's latency, from pgbench -l: a stall of the shared machine moves the average, not it)
@@ -51,7 +58,7 @@ one_run() {
 	local before after avg med
 	rm -f "$tmp"/txlog.*
 	before=$(bench_cpu_ticks "$pgv_pid")
-	(cd "$tmp" && PGPASSWORD=bench "$PGBIN/pgbench" -n -l --log-prefix=txlog -f "$tmp/write.sql" -c "$clients" -j 2 \
+	(cd "$tmp" && PGPASSWORD=bench "$PGBIN/pgbench" -n -l --log-prefix=txlog -f "$tmp/$script.sql" -c "$clients" -j 2 \
 		-t "$transactions" ${rate:+-R "$rate"} -h 127.0.0.1 -p "$port" -U bench "$1" >"$tmp/run.out" 2>&1) ||
 		{ tail -5 "$tmp/run.out" >&2; exit 1; }
 	after=$(bench_cpu_ticks "$pgv_pid")
@@ -68,7 +75,7 @@ for _ in $(seq "$runs"); do
 		one_run "$db" >>"$tmp/$db.txt"
 	done
 done
-echo "pgbench -n -f write.sql (one UPDATE) -c $clients -j 2 -t $transactions${rate:+ -R $rate}, medians of $runs runs:"
+echo "pgbench -n -f $script.sql (one $( [ "$script" = read ] && echo SELECT || echo UPDATE )) -c $clients -j 2 -t $transactions${rate:+ -R $rate}, medians of $runs runs:"
 for db in bfoff bfauto; do
 	med=$(cut -d' ' -f1 "$tmp/$db.txt" | median)
 	avg=$(cut -d' ' -f2 "$tmp/$db.txt" | median)
@@ -76,5 +83,5 @@ for db in bfoff bfauto; do
 	echo "  load_balance_reads=${db#bf}: latency median $med ms (average $avg ms), pgvalve CPU $cpu us/txn" \
 		"(runs' medians: $(cut -d' ' -f1 "$tmp/$db.txt" | tr '\n' ' '))"
 done
-echo "  position queries (SHOW HOSTS xact_count of bfauto): $(PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 \
+echo "  transactions the balancer counted (SHOW HOSTS xact_count of bfauto; each write asks the position): $(PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 \
 	-p "$port" -U bench -c "SHOW HOSTS" pgbouncer | awk -F'|' '$1 == "bfauto" { s += $10 } END { print s + 0 }')"
