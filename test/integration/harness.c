@@ -653,21 +653,9 @@ int pgv_pick_http_port(int avoid)
 
 double pgv_metric(int port, const char *series)
 {
-	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-	static char body[1 << 18];
 	char line[512];
-	size_t len = 0;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "metrics port %d", port);
-	ck_assert(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
-	for (ssize_t n; len < sizeof(body) - 1 && (n = read(fd, body + len, sizeof(body) - 1 - len)) > 0;)
-		len += (size_t)n;
-	close(fd);
-	body[len] = '\0';
 	snprintf(line, sizeof(line), "\n%s ", series);
-	const char *at = strstr(body, line);
+	const char *at = strstr(pgv_scrape_metrics(port), line);
 	return at ? strtod(at + strlen(line), NULL) : -1;
 }
 
