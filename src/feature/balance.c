@@ -402,6 +402,19 @@ static bool session_wants_standby(const struct client *client)
 	return client->asks_standby || session_read_only(client);
 }
 
+/*
+ * Tells the freshness module (balance_fresh.h) that pkt starts a
+ * transaction, a read or not; only a Query's or Parse's text is noted (a
+ * transaction begun by a Bind counts as a write: its position is asked).
+ */
+static void note_start(struct client *client, const struct pkt *pkt, bool type_query, bool read)
+{
+	size_t len = 0;
+	const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
+	if (text)
+		balance_fresh_start(client, text, len, type_query, read);
+}
+
 static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 {
 	struct pool *home = client->pool;
@@ -410,10 +423,8 @@ static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 	if (client->balance_retry && client->balance_retry->again) {
 		bool refused = client->balance_retry->wrote;
 		retry_drop(client);	/* refused there as a write, or its standby lost: this time on the primary */
-		size_t len = 0;
-		const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
-		if (text && refused)	/* it writes: for freshness, its position is asked after it */
-			balance_fresh_start(client, text, len, false, false);
+		if (refused)	/* it writes: for freshness, its position is asked after it */
+			note_start(client, pkt, false, false);
 		return NULL;
 	}
 	bool guessed = false, read;
@@ -421,10 +432,7 @@ static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
 		read = session_wants_standby(client);
 	} else {
 		read = starts_read(client, pkt, &guessed);
-		size_t len = 0;
-		const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
-		if (text)	/* (a transaction begun by a Bind counts as a write for freshness: its position is asked) */
-			balance_fresh_start(client, text, len, pkt->type == 'Q', read);
+		note_start(client, pkt, pkt->type == 'Q', read);
 	}
 	if (!read)
 		return NULL;
