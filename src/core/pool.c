@@ -779,6 +779,19 @@ static void link_pair(struct client *client, struct server *server)
 	}
 }
 
+/* Clients sent back to home wait there: its idle servers serve them, or it opens more. */
+static void home_serve_waiters(struct pool *home)
+{
+	struct list_node *n;
+	while (!db_paused(home->db) && (n = list_first(&home->waiting_clients))) {
+		struct server *server = take_idle_server(home);
+		if (!server)
+			break;
+		link_pair(container_of(n, struct client, node), server);
+	}
+	pool_after_change(home);
+}
+
 /*
  * The read balancer's standby pool could not get a server (no standby may
  * serve now, a connect or a login failed): the clients lent to it that
@@ -795,14 +808,7 @@ static void standby_waiters_home(struct pool *pool)
 		if (client->lent && client->state == CL_WAITING)
 			pool_lend_client(client, home);
 	}
-	struct list_node *n;
-	while (!db_paused(home->db) && (n = list_first(&home->waiting_clients))) {
-		struct server *server = take_idle_server(home);
-		if (!server)
-			break;
-		link_pair(container_of(n, struct client, node), server);
-	}
-	pool_after_change(home);
+	home_serve_waiters(home);
 }
 
 bool db_paused(const struct db *db)
@@ -843,6 +849,32 @@ bool pool_request_server(struct client *client)
 	return false;
 }
 
+/*
+ * The first waiting client that may take server. In a standby companion,
+ * a lent client whose read this standby may not serve (balance_takes: it
+ * is behind the client's freshness) goes back to its own pool instead, to
+ * run on the primary, and the next one is asked.
+ */
+static struct client *first_waiter_taking(struct pool *pool, const struct server *server)
+{
+	struct list_node *n;
+	struct pool *home = NULL;
+	struct client *taker = NULL;
+	while (!taker && (n = list_first(&pool->waiting_clients))) {
+		struct client *client = container_of(n, struct client, node);
+		if (!pool->standby_reads || !client->lent || client->state != CL_WAITING ||
+		    !relay_hooks.balance_takes || relay_hooks.balance_takes(client, server)) {
+			taker = client;
+			break;
+		}
+		home = pool_get(pool->db, pool->user);
+		pool_lend_client(client, home);
+	}
+	if (home)
+		home_serve_waiters(home);
+	return taker;
+}
+
 void pool_server_ready(struct server *server)
 {
 	struct pool *pool = server->pool;
@@ -876,9 +908,9 @@ void pool_server_ready(struct server *server)
 		server_close(server, "evicted for pool_size");
 		return;
 	}
-	struct list_node *n = list_first(&pool->waiting_clients);
-	if (n) {
-		link_pair(container_of(n, struct client, node), server);
+	struct client *waiter = first_waiter_taking(pool, server);
+	if (waiter) {
+		link_pair(waiter, server);
 		return;
 	}
 	server->last_used = now_usec();

@@ -117,6 +117,12 @@ struct relay_hooks {
 	 */
 	struct pool *(*balance_pick)(struct client *client, const struct pkt *pkt);
 	/*
+	 * A client lent to a standby companion waited, and server is ready
+	 * for it: false if that standby may not serve its read (behind the
+	 * client's freshness); the client then goes back to its own pool.
+	 */
+	bool (*balance_takes)(struct client *client, const struct server *server);
+	/*
 	 * Read your writes (balance_fresh.h). A balancing pool's client ends a
 	 * transaction, its server released clean (pool_release_server, still
 	 * linked): counted; may set server->position_for, and the server then

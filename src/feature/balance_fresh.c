@@ -38,6 +38,8 @@ struct balance_client {
 	int refs;			/* the client's, and one per question in flight */
 	long long min_pos;		/* its commits' positions and pgvalve.min_lsn, WAL bytes */
 	long long read_pos;		/* the position of the standby it last read on, as measured then */
+	int read_idx;			/* that standby's entry in its database's list; -1 none yet */
+	usec_t read_end;		/* when that read ended */
 	uint32_t asked;			/* questions started */
 	uint32_t got;			/* the latest one whose row was read */
 	uint32_t lost;			/* the latest one that failed, until a later one is answered; 0 none */
@@ -94,6 +96,7 @@ static struct balance_client *state_get(struct client *client)
 	b = xcalloc(1, sizeof(*b));
 	b->client = client;
 	b->refs = 1;
+	b->read_idx = -1;
 	size_t s = slot_of(client);
 	b->next = table[s];
 	table[s] = b;
@@ -181,8 +184,8 @@ void balance_fresh_start(struct client *client, const char *text, size_t len, bo
 {
 	struct balance_client *b = state_find(client);
 	long long lsn = type_query ? balance_fresh_min_lsn_set(text, len) : -1;	/* (a read-only session's SET is a read) */
-	if (!b && lsn < 0)
-		return;		/* nothing to note: a client with no positions yet */
+	if (!b && lsn < 0 && !read)
+		return;		/* a write of a client with no positions yet: fresh_released makes them */
 	if (!b)
 		b = state_get(client);
 	b->read = read;
@@ -193,9 +196,49 @@ void balance_fresh_start(struct client *client, const char *text, size_t len, bo
 
 /* ---------------------------------------------------------------- routing */
 
-static bool host_reached(const struct server *server, void *arg)
+/*
+ * Monotonic reads: the position a standby other than the one b last read
+ * on must have replayed for b's next read there. A standby's replay only
+ * goes forward, so that same one is always fine; another must be known at
+ * least where the last one was when the read ended: its position measured
+ * by a question sent after that, -1 while there is none (a new poll
+ * yields one). When the last one can serve no more (stopped, promoted),
+ * what it had when measured last before the read ended stands in.
+ */
+static long long read_bound(const struct balance_client *b, const struct db *db)
 {
-	return roles_server_replayed(server) >= *(const long long *)arg;
+	if (b->read_idx < 0)
+		return 0;
+	long long after = roles_host_replayed_since(db, b->read_idx, b->read_end);
+	if (after >= 0)
+		return after;
+	return roles_host_gone(db, b->read_idx) ? b->read_pos : -1;
+}
+
+struct fit {
+	const struct balance_client *b;
+	long long bound;	/* read_bound, for a standby other than b's last */
+};
+
+/* Whether a read of fit->b may run on server: its writes replayed there, and no going back in time. */
+static bool server_fits(const struct server *server, void *arg)
+{
+	const struct fit *f = arg;
+	long long replayed = roles_server_replayed(server);
+	if (f->b->min_pos > 0 && replayed < f->b->min_pos)
+		return false;
+	return server->host_idx == f->b->read_idx || (f->bound >= 0 && replayed >= f->bound);
+}
+
+/* Whether a server of pool in use (a client's, a poll's) fits. */
+static bool busy_server_fits(const struct pool *pool, struct fit *f)
+{
+	const struct list *lists[] = { &pool->active_servers, &pool->used_servers, &pool->tested_servers };
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+		list_for_each(pos, lists[i])
+			if (server_fits(container_of(pos, struct server, node), f))
+				return true;
+	return false;
 }
 
 struct pool *balance_fresh_route(struct client *client, struct pool *companion)
@@ -207,12 +250,22 @@ struct pool *balance_fresh_route(struct client *client, struct pool *companion)
 		b->kept = true;		/* a commit whose position is not known yet */
 		return NULL;
 	}
-	long long need = MAX(b->min_pos, b->read_pos);
-	if (need <= 0 || roles_standby_floor(companion->db) >= need)
+	if (b->min_pos <= 0 && b->read_idx < 0)
+		return companion;	/* no write, no read on a standby yet: any standby */
+	const struct db *db = companion->db;
+	struct fit f = { .b = b, .bound = read_bound(b, db) };
+	long long floor = roles_standby_floor(db);
+	if (f.bound >= 0 && floor >= MAX(b->min_pos, f.bound))
 		return companion;	/* wherever it lands */
-	/* some standby is known below need: measured again, and one known at need goes first */
-	roles_poll_standbys(companion->db, need, POLL_PERIOD);
-	bool offered = pool_offer_idle_server(companion, host_reached, &need);
+	/*
+	 * Some standby is known below what it needs: measured again, and one
+	 * that fits goes first. While the last one's position after the read
+	 * is not known, only that one fits; a measurement after it (a login, a
+	 * poll at the read's end: fresh_released) lets its reads land
+	 * elsewhere too.
+	 */
+	roles_poll_standbys(db, MAX(b->min_pos, f.bound), POLL_PERIOD);
+	bool offered = pool_offer_idle_server(companion, server_fits, &f);
 	/*
 	 * A standby with no server in the companion is never measured, so a
 	 * client with a floor would never go there: while the companion has
@@ -224,8 +277,28 @@ struct pool *balance_fresh_route(struct client *client, struct pool *companion)
 		server_connect(companion);
 	if (offered)
 		return companion;
+	/*
+	 * Every server of the companion is busy, one of them (a read, a poll)
+	 * on a standby that fits: the read waits for one, rather than going
+	 * to the primary for the ~ms a poll takes; a server ready for it that
+	 * does not fit sends it home (fresh_takes).
+	 */
+	if (list_empty(&companion->idle_servers) && busy_server_fits(companion, &f))
+		return companion;
 	b->kept = true;
 	return NULL;
+}
+
+/* A client lent to a companion waited: whether server fits it (relay_hooks.balance_takes). */
+static bool fresh_takes(struct client *client, const struct server *server)
+{
+	struct balance_client *b = state_find(client);
+	if (!b)
+		return true;
+	struct fit f = { .b = b, .bound = read_bound(b, server->pool->db) };
+	bool ok = !b->in_flight && !b->lost && server_fits(server, &f);
+	b->kept |= !ok;
+	return ok;
 }
 
 /* ---------------------------------------------------------------- counters */
@@ -279,6 +352,10 @@ static void fresh_released(struct client *client, struct server *server)
 	count(server->pool->db, server->host_idx, client->lent, kept);
 	if (client->lent) {
 		b->read_pos = MAX(b->read_pos, roles_server_replayed(server));
+		b->read_idx = server->host_idx;
+		b->read_end = now_usec();
+		/* measured after it, on another idle server there: the client's next read may then go elsewhere */
+		roles_poll_spare(server->pool->db, server->host_idx, POLL_PERIOD);
 		return;
 	}
 	if (client->notify || (read && !b->lost) || server->position_for)
@@ -370,6 +447,7 @@ void balance_fresh_client_free(struct client *client)
 void balance_fresh_register(void)
 {
 	relay_hooks.balance_released = fresh_released;
+	relay_hooks.balance_takes = fresh_takes;
 	relay_hooks.balance_position_sql = POSITION_SQL;
 	relay_hooks.balance_position_row = fresh_position_row;
 	relay_hooks.balance_position_done = fresh_position_done;

@@ -82,6 +82,7 @@ struct host_role {
 	usec_t lag_time;	/* ... and time since its last replayed transaction while behind; -1 unknown */
 	usec_t lag_seen;
 	usec_t replay_seen;	/* a standby's replayed position (lsn) last measured; 0 never */
+	usec_t replay_asked;	/* ... by a question sent at or after this */
 };
 
 static struct host_role *host_table;
@@ -474,9 +475,12 @@ static void hook_check_row(struct server *server, const struct pkt *pkt)
 	server->role = value_on(vals[0]) ? SERVER_ROLE_STANDBY : vals[0][0] ? SERVER_ROLE_PRIMARY : SERVER_ROLE_UNKNOWN;
 	/* in recovery every transaction is read-only: that alone says nothing of default_transaction_read_only */
 	server->read_only = server->role == SERVER_ROLE_PRIMARY && value_on(vals[1]);
-	if (server->role != SERVER_ROLE_UNKNOWN)
-		host_learn_lag(server_host(server), server->pool->db, (enum server_role)server->role, vals[2], vals[3],
-			       vals[4]);
+	if (server->role == SERVER_ROLE_UNKNOWN)
+		return;
+	struct host_role *h = server_host(server);
+	host_learn_lag(h, server->pool->db, (enum server_role)server->role, vals[2], vals[3], vals[4]);
+	/* sent no earlier than this: a poll's when role_checked was set, a login's after its connect began */
+	h->replay_asked = MAX(server->connect_time, server->role_checked);
 }
 
 static enum server_verdict hook_check_done(struct server *server, bool failed)
@@ -692,6 +696,22 @@ long long roles_standby_floor(const struct db *db)
 	return lowest == LLONG_MAX ? -1 : lowest;
 }
 
+long long roles_host_replayed_since(const struct db *db, int idx, usec_t since)
+{
+	if (idx < 0 || idx >= db->host_count)
+		return -1;
+	const struct host_role *h = db_host(db, idx);
+	return h->role == SERVER_ROLE_STANDBY && h->replay_seen && h->replay_asked >= since ? h->lsn : -1;
+}
+
+bool roles_host_gone(const struct db *db, int idx)
+{
+	if (idx < 0 || idx >= db->host_count)
+		return true;
+	const struct host_role *h = db_host(db, idx);
+	return h->role != SERVER_ROLE_STANDBY || (host_down(h, now_usec()) && db_host_servers(db, idx) == 0);
+}
+
 /* An idle server of db (any pool) on entry idx, or NULL. */
 static struct server *db_idle_server_on(const struct db *db, int idx)
 {
@@ -722,6 +742,20 @@ void roles_poll_standbys(const struct db *db, long long need, usec_t period)
 		h->lsn_asked = now;
 		server_check_role(s, now);
 	}
+}
+
+void roles_poll_spare(const struct db *db, int idx, usec_t period)
+{
+	usec_t now = now_usec();
+	if (db_paused(db) || idx < 0 || idx >= db->host_count)
+		return;
+	struct host_role *h = db_host(db, idx);
+	struct server *s;
+	if (h->role != SERVER_ROLE_STANDBY || now - MAX(h->replay_asked, h->lsn_asked) < period ||
+	    !(s = db_idle_server_on(db, idx)))
+		return;
+	h->lsn_asked = now;
+	server_check_role(s, now);
 }
 
 void roles_free_all(void)

@@ -68,8 +68,18 @@ bool roles_standby_may_serve(const struct db *db);
  *     standby of db's list known below need, at most once per period.
  */
 long long roles_server_replayed(const struct server *server);
+/*
+ * Entry idx of db's list, a standby: its position measured by a question
+ * sent at or after `since` (an upper bound of what a read there that ended
+ * before `since` saw), -1 if none such. roles_host_gone: no read of the
+ * balancer can land there any more (not a standby; down, no server left).
+ */
+long long roles_host_replayed_since(const struct db *db, int idx, usec_t since);
+bool roles_host_gone(const struct db *db, int idx);
 long long roles_standby_floor(const struct db *db);
 void roles_poll_standbys(const struct db *db, long long need, usec_t period);
+/* Entry idx of db's list, a standby, measured again on an idle server of db there, at most once per period. */
+void roles_poll_spare(const struct db *db, int idx, usec_t period);
 /* Whether an entry of db's list has never been seen (its role unknown). */
 bool roles_host_unknown(const struct db *db);
 /* "primary", "standby" or "unknown". */

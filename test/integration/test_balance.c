@@ -722,6 +722,58 @@ static void stop_balancing(struct pgv *p)
 }
 
 /*
+ * Monotonic reads between standbys. A row is replayed on node2 and not on
+ * node3 (replay paused there), though pgvalve measured both at the same
+ * position. A client that read the row on node2 does not read on node3,
+ * not even while node2's one server is busy and node3's is idle: 150
+ * reads all see the row, on node2 or the primary, and on node2 again once
+ * its server is free.
+ */
+START_TEST(reads_never_go_back_in_time)
+{
+	struct pgv p;
+	start_balancing(&p, "au", "load_balance_reads=auto pool_size=2", "");
+	PGconn *c[2] = { balance_connect(&p, "au", NULL), balance_connect(&p, "au", NULL) };
+	wait_on_replica(&p, c[0], NULL);
+	for (int i = 0; i < 2; i++)	/* two servers, one on each replica, measured at their login */
+		exec_ok(c[i], "BEGIN READ ONLY");
+	char w0[64];
+	snprintf(w0, sizeof(w0), "%s", ran_on(c[0], NULL));
+	ck_assert_msg(on_replica(w0) && on_replica(ran_on(c[1], NULL)) && strcmp(w0, ran_on(c[1], NULL)) != 0,
+		      "two read transactions at once on %s and %s", w0, ran_on(c[1], NULL));
+	PGconn *on2 = strcmp(w0, "127.0.0.3|true") == 0 ? c[0] : c[1], *on3 = on2 == c[0] ? c[1] : c[0];
+	exec_ok(on2, "COMMIT");
+	PGconn *const replicas[2] = { standby, standby2 };
+	exec_ok(standby2, "SELECT pg_wal_replay_pause()");
+	exec_ok(primary, "INSERT INTO bal.t VALUES (500, 'only on node2')");	/* not through pgvalve */
+	wait_replayed_on(standby);
+	PGconn *r = balance_connect(&p, "au", NULL);	/* node3's server is busy: r reads on node2 */
+	ck_assert_str_eq(seen(r, 500, NULL), "1|127.0.0.3|true");
+	exec_ok(on3, "COMMIT");
+
+	exec_ok(on2, "BEGIN READ ONLY");	/* it keeps to node2: node2's server busy, node3's idle */
+	ck_assert_str_eq(ran_on(on2, NULL), "127.0.0.3|true");
+	for (int i = 0; i < 50; i++) {
+		const char *s = seen(r, 500, NULL);
+		ck_assert_msg(strcmp(s, "1|127.0.0.2|false") == 0, "read %d while node2 was busy: %s", i, s);
+	}
+	exec_ok(on2, "COMMIT");
+	int back = 0;
+	for (int i = 0; i < 100; i++) {
+		const char *s = seen(r, 500, NULL);
+		ck_assert_msg(s[0] == '1', "read %d went back in time: %s", i, s);
+		back += strcmp(s, "1|127.0.0.3|true") == 0;
+	}
+	ck_assert_int_gt(back, 50);	/* on the replica again, mostly */
+	PQfinish(r);
+	PQfinish(on2);
+	PQfinish(on3);
+	replay_pause(replicas, false);
+	stop_balancing(&p);
+}
+END_TEST
+
+/*
  * auto, the extended protocol: an unnamed Parse/Bind/Execute/Sync that
  * reads runs on a replica, one that calls nextval() on the primary; named
  * statements (PQprepare) are judged by their text at each PQexecPrepared,
@@ -958,10 +1010,20 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 	start_balancing(&p, "au", "load_balance_reads=auto", "");
 	PGconn *sb[2] = { standby, standby2 };
 	PGconn *c[4];
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4; i++)
 		c[i] = balance_connect(&p, "au", NULL);
-		wait_on_replica(&p, c[i], NULL);
+	wait_on_replica(&p, c[0], NULL);
+	/*
+	 * Four read transactions at once, on four servers: a client keeps to
+	 * the standby it first read on (monotonic reads) until that one is
+	 * measured past its last read, so they start on both.
+	 */
+	for (int i = 0; i < 4; i++) {
+		exec_ok(c[i], "BEGIN READ ONLY");
+		ck_assert(on_replica(ran_on(c[i], NULL)));
 	}
+	for (int i = 0; i < 4; i++)
+		exec_ok(c[i], "COMMIT");
 	int where[8] = { 0 };
 	reads_while(&p, c, 4, 0, 50, where);
 	ck_assert_msg(where[1] > 0 && where[2] > 0, "before: %d on node2, %d on node3", where[1], where[2]);
@@ -1079,6 +1141,9 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("functions", 180);
 	tcase_add_test(tc, functions_from_pg_proc);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("monotonic", 180);
+	tcase_add_test(tc, reads_never_go_back_in_time);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("failover", 180);
 	tcase_add_test(tc, standby_stopped_or_promoted_mid_run);
