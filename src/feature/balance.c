@@ -228,7 +228,7 @@ static bool starts_read(const struct client *client, const struct pkt *pkt, bool
 /* ---------------------------------------------------------------- the 25006 retry */
 
 /*
- * A simple Query (or an extended batch of unnamed statements) auto sent
+ * A simple Query (or an extended batch: batch_retry_len) auto sent
  * to a standby, kept until something of its answer reaches the client:
  * if the standby refuses it as a write (SQLSTATE 25006,
  * read_only_sql_transaction) or goes away first, the error and its
@@ -284,8 +284,8 @@ static bool bound_in_batch(const uint8_t *from, const uint8_t *at, const char *p
 static bool retry_message_ok(const struct client *client, const uint8_t *from, const uint8_t *p, uint32_t len)
 {
 	const char *body = (const char *)p + 5;
-	if (!memchr(body, '\0', len - 5))
-		return false;
+	if (p[0] && strchr("PCDE", p[0]) && !memchr(body, '\0', len - 5))
+		return false;	/* no name: malformed (a Flush has no body) */
 	switch (p[0]) {
 	case 'P':
 		return !body[0] || !prepare_client_has_statement(client, body);
