@@ -138,9 +138,12 @@ struct relay_hooks {
 	/*
 	 * A message from the server of a client holding client->balance_retry
 	 * (whole if ErrorResponse or ReadyForQuery): what the core does with it
-	 * (enum balance_verdict).
+	 * (enum balance_verdict). swallowed: prepared statements judged it
+	 * PREPARE_SKIP (the answer to a message pgvalve sent itself, or an
+	 * error they replace with their own), so that it is not taken for the
+	 * client's answer.
 	 */
-	enum balance_verdict (*balance_server_message)(struct server *server, const struct pkt *pkt);
+	enum balance_verdict (*balance_server_message)(struct server *server, const struct pkt *pkt, bool swallowed);
 	/* A client whose refused statement's ReadyForQuery was swallowed, its server released: run it again */
 	void (*balance_retry)(struct client *client);
 	/* Its server was lost before answering anything: true to unlink it (not close it) and balance_retry it */

@@ -914,15 +914,13 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	return true;
 }
 
-/* The read balancer's retry watches a lent client's answer (relay.h); SV_RELAY: on as usual. */
-static int active_balance_message(struct server *server, const struct pkt *pkt, bool *retry)
+/*
+ * The read balancer's retry watches a lent client's answer (relay.h);
+ * SV_RELAY: on as usual. pv: what prepared statements judged of it.
+ */
+static int active_balance_message(struct server *server, const struct pkt *pkt, enum prepare_verdict pv, bool *retry)
 {
-	if (pkt->type && strchr("EZT12tn", pkt->type)) {	/* judged whole: errors, the end, what may be held */
-		int w = whole_message(server, pkt);
-		if (w <= 0)
-			return w == 0;
-	}
-	switch (relay_call(balance_server_message, server, pkt)) {
+	switch (relay_call(balance_server_message, server, pkt, pv == PREPARE_SKIP)) {
 	case BALANCE_SKIP:
 		netbuf_skip(&server->nb, pkt->len);
 		return true;
@@ -1146,6 +1144,17 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		if (n != SV_RELAY)
 			return n;
 	}
+	bool balance_watches = !internal && server->link && server->link->balance_retry;
+	if (balance_watches && pkt->type && strchr("EZT12tn", pkt->type)) {
+		/*
+		 * Judged whole by the read balancer (errors, the end, what it may
+		 * hold back), and so before prepared statements see it: each
+		 * message is matched against their awaited answers once.
+		 */
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
+	}
 	bool prep_watches = server->prep && relay_prep_watches_server(pkt->type);
 	if (prep_watches && (internal || server->link || server->finishing_owed)) {
 		/* Judged once per message: these are the ones decided only when whole. */
@@ -1157,8 +1166,8 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 	}
 
 	bool retry = false;
-	if (!internal && server->link && server->link->balance_retry) {
-		int b = active_balance_message(server, pkt, &retry);
+	if (balance_watches) {
+		int b = active_balance_message(server, pkt, pv, &retry);
 		if (b != SV_RELAY)
 			return b;
 	}

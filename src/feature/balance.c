@@ -228,7 +228,7 @@ static bool starts_read(const struct client *client, const struct pkt *pkt, bool
 /* ---------------------------------------------------------------- the 25006 retry */
 
 /*
- * A simple Query (or an extended batch of unnamed statements) auto sent
+ * A simple Query (or an extended batch: batch_retry_len) auto sent
  * to a standby, kept until something of its answer reaches the client:
  * if the standby refuses it as a write (SQLSTATE 25006,
  * read_only_sql_transaction) or goes away first, the error and its
@@ -259,11 +259,54 @@ static bool holds_back(uint8_t type)
 	return type == '1' || type == '2' || type == 't' || type == 'T' || type == 'n';
 }
 
+/* Whether a Bind in [from, at) binds the portal name (a named portal lives only in its own transaction). */
+static bool bound_in_batch(const uint8_t *from, const uint8_t *at, const char *portal)
+{
+	while (from < at) {
+		uint32_t len = 1 + proto_read_be32(from + 1);
+		if (from[0] == 'B' && strcmp((const char *)from + 5, portal) == 0)
+			return true;
+		from += len;
+	}
+	return false;
+}
+
+/*
+ * Whether the message at p (whole, of len bytes, in the batch from
+ * `from`) lets the batch run again elsewhere. Not: a Parse of a name the
+ * client has (PostgreSQL refuses it, 42P05; and so every name a kept
+ * batch parses is new, forgotten before it runs again: balance_retry);
+ * a Close of a named statement (prepare.c answers it at once itself and
+ * forgets the name); an Execute, Describe or Close of a named portal no
+ * earlier Bind of the batch made (one from an earlier batch exists only
+ * on the server that bound it).
+ */
+static bool retry_message_ok(const struct client *client, const uint8_t *from, const uint8_t *p, uint32_t len)
+{
+	const char *body = (const char *)p + 5;
+	if (p[0] && strchr("PCDE", p[0]) && !memchr(body, '\0', len - 5))
+		return false;	/* no name: malformed (a Flush has no body) */
+	switch (p[0]) {
+	case 'P':
+		return !body[0] || !prepare_client_has_statement(client, body);
+	case 'C':
+	case 'D':
+		if (len < 7 || !body[1])
+			return true;	/* the unnamed statement or portal */
+		if (body[0] == 'S')
+			return p[0] == 'D';
+		return bound_in_batch(from, p, body + 1);
+	case 'E':
+		return !body[0] || bound_in_batch(from, p, body);
+	default:
+		return true;
+	}
+}
+
 /*
  * The bytes of the batch pkt begins, through its Sync (batch_reads took
- * it whole), if it can run again elsewhere: no statement or portal of its
- * has a name (prepare.c would have made, rewritten or answered some of
- * it itself); 0 if not.
+ * it whole), if it can run again elsewhere (retry_message_ok: its named
+ * statements and portals included); 0 if not.
  */
 static uint32_t batch_retry_len(const struct client *client, const struct pkt *pkt)
 {
@@ -276,13 +319,7 @@ static uint32_t batch_retry_len(const struct client *client, const struct pkt *p
 		total += len;
 		if (p[0] == 'S')
 			return total <= BALANCE_RETRY_MAX ? total : 0;
-		const char *body = (const char *)p + 5;
-		/* Parse, Bind: the first name; Bind: also the statement's; Describe, Close: after the kind */
-		if ((p[0] == 'P' || p[0] == 'B') && body[0])
-			return 0;
-		if (p[0] == 'B' && body[1])
-			return 0;
-		if ((p[0] == 'D' || p[0] == 'C' || p[0] == 'E') && len > 6 && body[p[0] == 'E' ? 0 : 1])
+		if (!retry_message_ok(client, pkt->data, p, len))
 			return 0;
 		p += len;
 		left -= len;
@@ -327,7 +364,7 @@ static bool server_going(const struct pkt *pkt)
 	return severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0);
 }
 
-static enum balance_verdict balance_server_message(struct server *server, const struct pkt *pkt)
+static enum balance_verdict balance_server_message(struct server *server, const struct pkt *pkt, bool swallowed)
 {
 	struct client *client = server->link;
 	struct balance_retry *r = client->balance_retry;
@@ -337,6 +374,15 @@ static enum balance_verdict balance_server_message(struct server *server, const 
 	}
 	if (r->refused)
 		return pkt->type == 'Z' ? BALANCE_RETRY : BALANCE_SKIP;
+	if (swallowed && pkt->type != 'E')
+		return BALANCE_PASS;	/* the answer to prepare.c's own Parse, Describe or Close: never the client's */
+	if (swallowed) {
+		/* an error prepare.c replaces with its own, which reaches the client after what was held */
+		if (r->held)
+			netbuf_insert(&server->nb, r->held, r->held_len);
+		retry_drop(client);
+		return BALANCE_PASS;
+	}
 	if (pkt->type == 'E' && refused_as_write(pkt)) {
 		r->refused = r->wrote = true;
 		client->pool->db->balance_retries++;
@@ -360,6 +406,18 @@ static enum balance_verdict balance_server_message(struct server *server, const 
 	return BALANCE_PASS;
 }
 
+/*
+ * The names the kept batch msg[len] parses, made for the client on the
+ * first pass (new then: retry_message_ok), are forgotten: the client saw
+ * none of its ParseCompletes, and the Parses sent again make them anew.
+ */
+static void forget_parsed(struct client *client, const uint8_t *msg, uint32_t len)
+{
+	for (uint32_t at = 0; at < len; at += 1 + proto_read_be32(msg + at + 1))
+		if (msg[at] == 'P' && msg[at + 5])
+			prepare_client_forget_statement(client, (const char *)msg + at + 5);
+}
+
 static void balance_retry(struct client *client)
 {
 	struct balance_retry *r = client->balance_retry;
@@ -368,6 +426,7 @@ static void balance_retry(struct client *client)
 	r->refused = false;
 	r->again = true;
 	client_log(LOG_LEVEL_DEBUG, client, "a standby refused or lost its read: run again on the primary");
+	forget_parsed(client, r->msg, r->len);
 	netbuf_unread(&client->nb, r->msg, r->len);
 	client->held_for_ready = false;
 	netbuf_pause(&client->nb);

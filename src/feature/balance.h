@@ -38,18 +38,32 @@
  * Query is held (client->held_for_ready) until that answer came, so that
  * its next transaction is placed on its own.
  *
- * The 25006 retry: a simple Query, or an extended batch with no named
- * statement or portal (prepare.c makes, rewrites or answers part of
- * those itself), sent to a standby on auto's word is kept
- * (client->balance_retry) until something of its answer goes out (what
- * comes before any row is held back until then: holds_back); an
- * ErrorResponse 25006 first is dropped with its ReadyForQuery, the server
- * released, and the messages put back before the client's input
- * (netbuf_unread) for the primary; db->balance_retries counts them
- * (balance_retried). The same for a standby server lost first (a FATAL,
- * the connection closed): server.c unlinks the client instead of closing
- * it (balance_server_lost), and it runs on the primary (not counted as a
- * 25006).
+ * The 25006 retry: a simple Query, or an extended batch, sent to a
+ * standby on auto's word is kept (client->balance_retry) until something
+ * of its answer goes out (what comes before any row is held back until
+ * then: holds_back); an ErrorResponse 25006 first is dropped with its
+ * ReadyForQuery, the server released, and the messages put back before
+ * the client's input (netbuf_unread) for the primary; db->balance_retries
+ * counts them (balance_retried). The same for a standby server lost first
+ * (a FATAL, the connection closed): server.c unlinks the client instead
+ * of closing it (balance_server_lost), and it runs on the primary (not
+ * counted as a 25006).
+ *
+ * Named statements and portals, with max_prepared_statements on or 0: a
+ * batch may bind statements prepared before, parse new names with their
+ * Bind and Execute, and bind and execute its own named portals. The
+ * messages prepared statements swallow (prepare.c's own ParseComplete,
+ * Describe answers, CloseComplete: the core says so) are neither held nor
+ * taken for the client's answer. Before the batch runs again, the names
+ * its Parses made for the client on the first pass are forgotten
+ * (prepare_client_forget_statement), so that they are made anew on the
+ * primary; the standby keeps what it parsed (PostgreSQL does, though the
+ * batch failed after it), and prepare.c's record of it stays as it is.
+ * Not kept (the client gets PostgreSQL's error): a batch that parses a
+ * name the client has (42P05 there anyway), closes a named statement
+ * (prepare.c answers that itself at once), or executes, describes or
+ * closes a named portal it did not bind (one bound in an earlier batch
+ * lives only in that transaction, on its server).
  *
  * Functions (auto): the names the database's primary says are not
  * VOLATILE (volatility.h, pg_proc), and a short static list of
@@ -59,9 +73,6 @@
  * A read goes to the companion only as far as the client's freshness
  * allows (balance_fresh.h: read your writes, monotonic reads,
  * pgvalve.min_lsn; the counters SHOW HOSTS and /metrics show).
- *
- * Not here yet (issue 49): the 25006 retry of a batch using a named
- * statement or portal.
  *
  * Owns the retry copies (client->balance_retry) only: the companion pools
  * are the core's; reached only through relay_hooks (balance_register).

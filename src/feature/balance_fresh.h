@@ -14,24 +14,31 @@
  * position (roles.h: as last measured, at its servers' login and by polls
  * asked for here), else to the primary ("kept for freshness").
  *
- * Monotonic reads: after a read on a standby the client's floor is that
- * standby's position as last measured; later reads need a standby known
- * at that floor or beyond.
+ * Monotonic reads: after a read on a standby, the client keeps to that
+ * standby until it is measured by a question sent after the read ended
+ * (roles_host_replayed_since: a poll at the end of a read on another idle
+ * server there, roles_poll_spare, or a login); another standby may then
+ * serve it if known at that position. A standby's replay only goes
+ * forward. If that standby can serve no more (stopped, promoted), its
+ * position as measured last stands in.
  *
  * pgvalve.min_lsn: `SET pgvalve.min_lsn = 'X/Y'` as a Query of its own,
  * outside a transaction block, raises the client's floor to X/Y (it still
  * runs on the server, as a placeholder setting PostgreSQL accepts).
  *
- * Which standby: an idle server of the standby companion on a standby
- * known at the floor goes first (pool_offer_idle_server); without one, a
- * read goes to the companion only if every standby it may land on is
- * known there (roles_standby_floor); else to the primary, and the
- * standbys known below the floor are measured again (at most every
- * POLL_PERIOD, on an idle server of theirs).
+ * Which standby: an idle server of the standby companion that fits the
+ * client (its writes replayed there, and no going back) goes first
+ * (pool_offer_idle_server); without one, a read goes to the companion if
+ * every standby it may land on fits (roles_standby_floor), or if every
+ * server there is busy and one of them fits (it waits; a server handed
+ * to it that does not fit sends it home: relay_hooks.balance_takes);
+ * else to the primary, and the standbys known below the floor are
+ * measured again (at most every POLL_PERIOD, on an idle server of
+ * theirs).
  *
- * Guarantee: per client connection, as far as the measured positions
- * go; not across connections unless the application passes a position
- * (pgvalve.min_lsn). A read on the primary sets no floor.
+ * Guarantee: per client connection; not across connections unless the
+ * application passes a position (pgvalve.min_lsn). A read on the primary
+ * sets no floor.
  *
  * Owns: the per-client positions (a table keyed by the client, the
  * client marked balance_state) and each database's counters

@@ -713,6 +713,16 @@ bool prepare_client_statement_text(const struct client *client, const char *name
 	return *len < stmt->body_len;
 }
 
+bool prepare_client_has_statement(const struct client *client, const char *name)
+{
+	return prep_client_lookup(client, name) != NULL;
+}
+
+void prepare_client_forget_statement(struct client *client, const char *name)
+{
+	prep_client_forget_name(client, name, NULL);
+}
+
 void prepare_global_cleanup(void)
 {
 	prep_stmt_unref(prep.probe);

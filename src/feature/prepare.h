@@ -83,6 +83,25 @@ uint32_t prepare_server_count(const struct server *server);
  */
 bool prepare_client_statement_text(const struct client *client, const char *name, const char **text, size_t *len);
 
+/*
+ * The read balancer's 25006 retry (balance.h). Whether the client has a
+ * statement of that name, of either level: a batch that parses a name the
+ * client has is not kept for a retry (PostgreSQL refuses that Parse,
+ * 42P05), so that every name a kept batch parses was new before it.
+ */
+bool prepare_client_has_statement(const struct client *client, const char *name);
+/*
+ * The same retry, before the batch a standby refused runs again on
+ * another server: the client's name that the batch's own Parse made on
+ * the first pass is forgotten (the client never saw its ParseComplete),
+ * so that the Parse sent again makes it anew there instead of being
+ * refused as a duplicate (42P05). A name the client did not have does
+ * nothing. Servers are left as they are: the standby keeps what it
+ * parsed (PostgreSQL keeps a named statement whose Parse passed though a
+ * later message of the batch failed), and its cache says so.
+ */
+void prepare_client_forget_statement(struct client *client, const char *name);
+
 /* The shared statements: how many, and their memory with texts (SHOW MEM). */
 void prepare_shared_stats(uint32_t *count, uint64_t *bytes);
 

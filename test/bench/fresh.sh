@@ -6,12 +6,19 @@
 # through a database with load_balance_reads = off and the same database
 # with auto, on a throwaway cluster.
 #
-#   fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS] [--read]
+#   fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS] [--read] [--standby]
 #
 # --read runs a one-SELECT script instead: what auto's classifier and
 # routing cost a read-only transaction in pgvalve (with no standby in
 # the list the read is judged, found no standby to go to, and runs on the
 # primary; the lending to a standby pool is not in this figure).
+#
+# --standby adds a streaming replica (pg_basebackup -R) on 127.0.0.2, same
+# port, and lists it second (host=127.0.0.1,127.0.0.2): with auto, --read's
+# SELECTs are lent to the standby pool and run on the replica, so the
+# figure is the whole path (classify, route, lend, give back); with off
+# they run on the primary. pgvalve's CPU is counted alone, not the
+# servers'.
 #
 # Both databases list the one PostgreSQL twice
 # (host=127.0.0.1,127.0.0.1 target_session_attrs=read-write): with auto,
@@ -28,7 +35,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-transactions=5000 clients=4 runs=3 rate= script=write
+transactions=5000 clients=4 runs=3 rate= script=write standby=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--transactions) transactions=$2; shift 2 ;;
@@ -36,14 +43,37 @@ while [ $# -gt 0 ]; do
 	--runs) runs=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
 	--read) script=read; shift ;;
-	*) echo "usage: fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS] [--read]" >&2; exit 2 ;;
+	--standby) standby=1; shift ;;
+	*) echo "usage: fresh.sh [--transactions N] [--clients C] [--runs R] [--rate TPS] [--read] [--standby]" >&2; exit 2 ;;
 	esac
 done
 bench_scale=1
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 bench_setup_cluster
-list="host=127.0.0.1,127.0.0.1 port=$pgport dbname=bench target_session_attrs=read-write"
+second=127.0.0.1
+# a streaming replica of the bench cluster on 127.0.0.2, same port (stopped by stop_standby at exit)
+start_standby() {
+	local data=$tmp/standby
+	printf 'host replication all 127.0.0.0/8 trust\nhost all all 127.0.0.0/8 md5\n' >>"$tmp/pgdata/pg_hba.conf"
+	"$PGBIN/psql" -X -q -h "$tmp" -p "$pgport" -U postgres -d postgres -c "SELECT pg_reload_conf()" >/dev/null
+	mkdir -p "$tmp/standby-sock" && [ -n "$runas" ] && chown "$runas:" "$tmp/standby-sock"
+	(cd "$tmp" && pgv_as "$runas" "$PGBIN/pg_basebackup" -h 127.0.0.1 -p "$pgport" -U postgres -D "$data" -R \
+		>"$tmp/basebackup.log" 2>&1) || { cat "$tmp/basebackup.log" >&2; exit 1; }
+	printf "listen_addresses = '127.0.0.2'\nunix_socket_directories = '%s'\n" "$tmp/standby-sock" \
+		>>"$data/postgresql.conf"
+	pgv_pg_start "$data" "$runas" "$tmp/standby.log" || exit 1
+	second=127.0.0.2
+}
+stop_standby() {
+	[ -n "$tmp" ] && [ -f "$tmp/standby.pid" ] && pgv_pg_stop "$tmp/standby" "$runas"
+	bench_cleanup
+}
+if [ -n "$standby" ]; then
+	trap stop_standby EXIT
+	start_standby
+fi
+list="host=127.0.0.1,$second port=$pgport dbname=bench target_session_attrs=read-write"
 bench_extra_databases="bfoff = $list load_balance_reads=off
 bfauto = $list load_balance_reads=auto"
 bench_start_pgvalve "admin_users = bench" || exit 1
@@ -83,5 +113,12 @@ for db in bfoff bfauto; do
 	echo "  load_balance_reads=${db#bf}: latency median $med ms (average $avg ms), pgvalve CPU $cpu us/txn" \
 		"(runs' medians: $(cut -d' ' -f1 "$tmp/$db.txt" | tr '\n' ' '))"
 done
+# host_column DB HOST COLUMN: SHOW HOSTS' COLUMN of DB's entry HOST
+host_column() {
+	PGPASSWORD=bench "$PGBIN/psql" -X -A -h 127.0.0.1 -p "$port" -U bench -c "SHOW HOSTS" pgbouncer |
+		awk -F'|' -v db="$1" -v host="$2" -v col="$3" \
+			'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next } $1 == db && $2 == host { print $c }'
+}
+[ -n "$standby" ] && echo "  reads the balancer sent to the replica (SHOW HOSTS reads_balanced of bfauto on 127.0.0.2): $(host_column bfauto 127.0.0.2 reads_balanced)"
 echo "  transactions the balancer counted (SHOW HOSTS xact_count of bfauto; each write asks the position): $(PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 \
 	-p "$port" -U bench -c "SHOW HOSTS" pgbouncer | awk -F'|' '$1 == "bfauto" { s += $10 } END { print s + 0 }')"

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "sql_classify.h"
@@ -857,11 +858,13 @@ START_TEST(extended_protocol_auto)
 	 */
 	ck_assert_int_ge(host_count(&p, "au", "127.0.0.3", "reads_retried") + host_count(&p, "au", "127.0.0.4", "reads_retried"),
 			 11);
-	/* a named statement is not run again (prepare.c made part of its answer): PostgreSQL's error */
+	/* a named statement too (more in named_statements_retried) */
 	prepare_ok(c, "hidden", "SELECT n FROM bal.hidden_write");
 	PGresult *r = PQexecPrepared(c, "hidden", 0, NULL, NULL, NULL, 0);
-	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "named hidden write: %s", PQresultErrorMessage(r));
 	PQclear(r);
+	wait_on_replica(&p, c, NULL);
+	/* once a first result went out, the client gets PostgreSQL's error */
 	r = PQexec(c, "SELECT 1; SELECT n FROM bal.hidden_write");
 	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s", PQresStatus(PQresultStatus(r)));
 	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
@@ -886,6 +889,261 @@ START_TEST(extended_protocol_auto)
 	ck_assert_msg(took < pgv_time_bound(10, 60), "20 statements of 1 MB took %.1f s", took);
 	free(big);
 
+	PQfinish(c);
+	stop_balancing(&p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the 25006 retry of named statements and portals */
+
+/* A read to the classifier (a view hides its nextval()) that a standby refuses as a write (25006). */
+#define HIDDEN_SQL "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() || '|' || n FROM bal.hidden_write"
+
+/* SHOW HOSTS reads_retried of db, both standbys together. */
+static long long reads_retried(struct pgv *p, const char *db)
+{
+	return host_count(p, db, "127.0.0.3", "reads_retried") + host_count(p, db, "127.0.0.4", "reads_retried");
+}
+
+/* Both standbys have replayed everything, and c's reads run on a replica again (read your writes). */
+static void reads_on_replica(struct pgv *p, PGconn *c)
+{
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	wait_on_replica(p, c, NULL);
+}
+
+/* The same for a raw connection fd. */
+static void raw_reads_on_replica(struct pgv *p, int fd)
+{
+	wait_replayed_on(standby);
+	wait_replayed_on(standby2);
+	char where[64] = "";
+	struct raw_error err = { 0 };
+	for (double until = now_s() + 30;; sleep_ms(100)) {
+		ck_assert_msg(raw_query(fd, WHERE_SQL, where, sizeof(where), &err) == 0, "raw read: %s", err.message);
+		if (on_replica(where))
+			return;
+		ck_assert_msg(now_s() < until, "raw reads stay on %s\n%s", where, pgv_log_tail(p, 3000));
+	}
+}
+
+/* A hidden write's answer: it ran on the primary ("127.0.0.2|false|n"), where bal.s is at n now (its effect). */
+static void hidden_ran_on_primary(const char *got, const char *what)
+{
+	char want[64];
+	snprintf(want, sizeof(want), "127.0.0.2|false|%s", query_value(primary, "SELECT last_value::text FROM bal.s"));
+	ck_assert_msg(strcmp(got, want) == 0, "%s answered %s, not %s", what, got, want);
+}
+
+/* A pipeline of one batch: Parse of name (sql), Bind, Describe and Execute of it, Sync; the row's value. */
+static const char *parse_and_run(PGconn *c, const char *name, const char *sql)
+{
+	static char value[64];
+	ck_assert(PQenterPipelineMode(c));
+	ck_assert(PQsendPrepare(c, name, sql, 0, NULL));
+	ck_assert(PQsendQueryPrepared(c, name, 0, NULL, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	PGresult *r = PQgetResult(c);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "Parse %s: %s", name, PQresultErrorMessage(r));
+	PQclear(r);
+	ck_assert_ptr_null(PQgetResult(c));
+	snprintf(value, sizeof(value), "%s", pipeline_value(c, name));
+	ck_assert(PQexitPipelineMode(c));
+	return value;
+}
+
+/* A raw batch (sent, then read to its ReadyForQuery) that must succeed with a row: its value. */
+static const char *raw_batch_ok(int fd, struct raw_msgs *m, const char *types, const char *what)
+{
+	static struct raw_answers a;
+	raw_send_msgs(fd, m);
+	ck_assert_msg(raw_read_answers(fd, 1, 20000, &a), "%s: no ReadyForQuery (%s)", what, a.types);
+	ck_assert_msg(!a.error.sqlstate[0], "%s: %s %s", what, a.error.sqlstate, a.error.message);
+	ck_assert_msg(strcmp(a.types, types) == 0, "%s: answered %s, not %s", what, a.types, types);
+	return a.value;
+}
+
+/*
+ * Named portals (libpq makes none): a batch that binds and executes its
+ * own runs again on the primary, twice (the second time with statement
+ * stmt prepared in the first batch, or, untracked, with a Parse of stmt2
+ * of its own: an untracked name bound in an earlier batch is not judged
+ * and stays on the primary); one bound in an earlier batch of a
+ * transaction on a standby (BEGIN READ ONLY: the only way a portal
+ * outlives its batch) gets PostgreSQL's 25006, not run again, and the
+ * connection goes on. Returns the statements run again (2).
+ */
+static int raw_portals(struct pgv *p, const char *db, const char *stmt, const char *stmt2)
+{
+	struct raw_error err = { 0 };
+	int fd = -1;
+	ck_assert_msg(raw_login_ex(p->port, db, "pgvadmin", "", NULL, &err, &fd) == 0, "raw login: %s", err.message);
+	struct raw_msgs *m = calloc(1, sizeof(*m));
+	ck_assert_ptr_nonnull(m);
+	raw_reads_on_replica(p, fd);
+	raw_put_parse(m, stmt, HIDDEN_SQL);
+	raw_put_bind(m, "portal1", stmt, NULL);
+	raw_put_named(m, 'D', 'P', "portal1");
+	raw_put_flush(m);	/* what came so far is held back all the same */
+	raw_put_execute(m, "portal1", 0);
+	raw_put_sync(m);
+	hidden_ran_on_primary(raw_batch_ok(fd, m, "12TDCZ", "a named portal"), "a named portal");
+	raw_reads_on_replica(p, fd);
+	if (stmt2)
+		raw_put_parse(m, stmt2, HIDDEN_SQL);
+	raw_put_bind(m, "portal2", stmt2 ? stmt2 : stmt, NULL);
+	raw_put_execute(m, "portal2", 0);
+	raw_put_sync(m);
+	hidden_ran_on_primary(raw_batch_ok(fd, m, stmt2 ? "12DCZ" : "2DCZ", "a named portal again"),
+			      "a named portal again");
+
+	long long before = reads_retried(p, db);
+	raw_reads_on_replica(p, fd);
+	char where[64];
+	ck_assert_int_eq(raw_query(fd, "BEGIN READ ONLY", where, sizeof(where), &err), 0);
+	ck_assert_int_eq(raw_query(fd, WHERE_SQL, where, sizeof(where), &err), 0);
+	ck_assert_msg(on_replica(where), "BEGIN READ ONLY on %s", where);
+	raw_put_parse(m, "", "SELECT x, CASE WHEN x = 2 THEN bal.writer() END FROM generate_series(1, 2) x");
+	raw_put_bind(m, "cur", "", NULL);
+	raw_put_execute(m, "cur", 1);
+	raw_put_sync(m);
+	struct raw_answers a;
+	raw_send_msgs(fd, m);
+	ck_assert(raw_read_answers(fd, 1, 20000, &a));
+	ck_assert_msg(strcmp(a.types, "12DsZ") == 0 && a.status == 'T', "first batch: %s %c", a.types, a.status);
+	raw_put_execute(m, "cur", 0);
+	raw_put_sync(m);
+	raw_send_msgs(fd, m);
+	ck_assert(raw_read_answers(fd, 1, 20000, &a));
+	ck_assert_msg(strcmp(a.error.sqlstate, "25006") == 0, "a portal of an earlier batch: %s %s (%s)",
+		      a.error.sqlstate, a.error.message, a.types);
+	ck_assert_int_eq(a.status, 'E');
+	ck_assert_int_eq(raw_query(fd, "ROLLBACK", where, sizeof(where), &err), 0);
+	ck_assert_int_eq(reads_retried(p, db), before);	/* PostgreSQL's error, not run again */
+	ck_assert_int_eq(raw_query(fd, "SELECT 'usable'", where, sizeof(where), &err), 0);
+	ck_assert_str_eq(where, "usable");
+	free(m);
+	close(fd);
+	return 2;
+}
+
+/*
+ * max_prepared_statements > 0: a statement prepared in an earlier batch
+ * (PQprepare, PQexecPrepared), and one whose Parse comes with its Bind
+ * and Execute in one batch (a pipeline), that a standby refuses as a
+ * write run again on the primary, with no error and their effect there,
+ * three times each (prepare.c's names stay right on the client and on
+ * both servers); a read-only named statement still runs on a replica.
+ * Returns the statements run again.
+ */
+static int named_tracked(struct pgv *p, PGconn *c)
+{
+	prepare_ok(c, "hw", HIDDEN_SQL);
+	double took = 0;
+	for (int i = 0; i < 3; i++) {
+		reads_on_replica(p, c);
+		double started = now_s();
+		PGresult *r = PQexecPrepared(c, "hw", 0, NULL, NULL, NULL, 0);
+		took += now_s() - started;
+		hidden_ran_on_primary(result_value(c, r, "hw"), "hw");
+	}
+	reads_on_replica(p, c);
+	hidden_ran_on_primary(parse_and_run(c, "hp", HIDDEN_SQL), "Parse hp with its Execute");
+	for (int i = 0; i < 2; i++) {
+		reads_on_replica(p, c);
+		hidden_ran_on_primary(result_value(c, PQexecPrepared(c, "hp", 0, NULL, NULL, NULL, 0), "hp"), "hp");
+	}
+	reads_on_replica(p, c);
+	prepare_ok(c, "ro", WHERE_SQL);
+	double read_took = 0;
+	for (int i = 0; i < 3; i++) {
+		double started = now_s();
+		PGresult *r = PQexecPrepared(c, "ro", 0, NULL, NULL, NULL, 0);
+		read_took += now_s() - started;
+		const char *w = result_value(c, r, "ro");
+		ck_assert_msg(on_replica(w), "a named read ran on %s", w);
+	}
+	fprintf(stderr, "named: a write run again on the primary %.2f ms, a read on a replica %.2f ms (mean of 3)\n",
+		took / 3 * 1000, read_took / 3 * 1000);
+	const char *w = parse_and_run(c, "ro2", WHERE_SQL);
+	ck_assert_msg(on_replica(w), "a named read parsed with its Execute ran on %s", w);
+	ck_assert_msg(on_replica(result_value(c, PQexecPrepared(c, "ro2", 0, NULL, NULL, NULL, 0), "ro2")),
+		      "ro2 again off the replicas");
+	return 6;
+}
+
+/*
+ * The same with max_prepared_statements = 0 (names go to servers as they
+ * are; in transaction pooling only a batch that parses what it runs is
+ * sure to find it): a Parse with its Execute in one batch is run again.
+ */
+static int named_untracked(struct pgv *p, PGconn *c)
+{
+	reads_on_replica(p, c);
+	hidden_ran_on_primary(parse_and_run(c, "z0", HIDDEN_SQL), "Parse z0 with its Execute, untracked");
+	reads_on_replica(p, c);
+	hidden_ran_on_primary(parse_and_run(c, "z1", HIDDEN_SQL), "Parse z1 with its Execute, untracked");
+	reads_on_replica(p, c);
+	const char *w = parse_and_run(c, "zro", WHERE_SQL);
+	ck_assert_msg(on_replica(w), "a named read parsed with its Execute ran on %s", w);
+	return 2;
+}
+
+/*
+ * PostgreSQL keeps a named statement whose Parse passed though the batch
+ * failed after it (25006 on a standby): prepare.c's record of the standby
+ * stays true after the retry.
+ */
+static void standby_keeps_parsed(void)
+{
+	ck_assert(PQenterPipelineMode(standby));
+	ck_assert(PQsendPrepare(standby, "kept", "SELECT n FROM bal.hidden_write", 0, NULL));
+	ck_assert(PQsendQueryPrepared(standby, "kept", 0, NULL, NULL, NULL, 0));
+	ck_assert(PQpipelineSync(standby));
+	PGresult *r = PQgetResult(standby);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	ck_assert_ptr_null(PQgetResult(standby));
+	r = PQgetResult(standby);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25006");
+	PQclear(r);
+	ck_assert_ptr_null(PQgetResult(standby));
+	r = PQgetResult(standby);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+	PQclear(r);
+	ck_assert(PQexitPipelineMode(standby));
+	r = PQdescribePrepared(standby, "kept");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "kept: %s", PQresultErrorMessage(r));
+	PQclear(r);
+	exec_ok(standby, "DEALLOCATE kept");
+}
+
+START_TEST(named_statements_retried)
+{
+	struct pgv p;
+	start_balancing(&p, "au", "load_balance_reads=auto", "");
+	standby_keeps_parsed();
+	PGconn *c = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, c, NULL);
+	long long before = reads_retried(&p, "au");
+	int retried = named_tracked(&p, c);
+	retried += raw_portals(&p, "au", "rp", NULL);
+	ck_assert_int_eq(reads_retried(&p, "au") - before, retried);
+	ck_assert(on_replica(ran_on(c, NULL)));
+	PQfinish(c);
+
+	pgv_stop(&p);
+	char dbs[512];
+	snprintf(dbs, sizeof(dbs), "au = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write "
+		 "load_balance_reads=auto\n", roles_cluster_port);
+	pgv_start(&p, BASE "max_prepared_statements = 0\n", dbs, USERS);
+	c = balance_connect(&p, "au", NULL);
+	wait_on_replica(&p, c, NULL);
+	before = reads_retried(&p, "au");
+	retried = named_untracked(&p, c);
+	retried += raw_portals(&p, "au", "zr", "zr2");
+	ck_assert_int_eq(reads_retried(&p, "au") - before, retried);
 	PQfinish(c);
 	stop_balancing(&p);
 }
@@ -1138,6 +1396,9 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("extended", 180);
 	tcase_add_test(tc, extended_protocol_auto);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("named", 240);
+	tcase_add_test(tc, named_statements_retried);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("functions", 180);
 	tcase_add_test(tc, functions_from_pg_proc);
