@@ -892,10 +892,11 @@ void netbuf_insert(struct netbuf *nb, const void *data, uint32_t dlen)
 	if (!nb->dst || dlen == 0)
 		return;
 	struct iobuf *in = nb_in(nb);
-	if (rewrites.owner != nb && (!in || in->pos == in->start)) {
-		netbuf_send(nb->dst, data, dlen);	/* nothing of nb's to join */
+	if (rewrites.owner != nb && !in) {
+		netbuf_send(nb->dst, data, dlen);	/* no buffer of nb's to join */
 		return;
 	}
+	/* joined with what nb forwards next, in one send (a read's first answer held back, then let go) */
 	rewrites_add(nb, 0, data, dlen);
 }
 

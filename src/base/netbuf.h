@@ -146,7 +146,8 @@ void netbuf_replace(struct netbuf *nb, uint32_t len, uint32_t cut, const void *d
 /*
  * Bytes pgvalve made, for nb->dst, placed in nb's forwarded stream at this
  * point: after what nb forwarded so far, before what it forwards next.
- * Sent at once when nb holds nothing forwarded; dropped without a dst.
+ * Sent with nb's next flush of what it forwarded (at once when nb has no
+ * input buffer); dropped without a dst.
  */
 void netbuf_insert(struct netbuf *nb, const void *data, uint32_t dlen);
 void netbuf_skip(struct netbuf *nb, uint32_t len);

@@ -71,14 +71,31 @@ static bool call_reads(const struct sql_token *tok, sql_function_safe_fn *functi
 	return function_safe && function_safe(arg, name);
 }
 
-/* Words that never appear in a statement that only reads. */
-static bool writing_word(const struct sql_token *tok)
+/* The words statement_reads looks for, each token's found once. */
+enum word {
+	WORD_OTHER,
+	WORD_WRITES,	/* insert, update, delete, merge, into: never in a statement that only reads */
+	WORD_FOR, WORD_SHARE, WORD_NO, WORD_KEY,	/* row locks */
+	WORD_AS, WORD_WITH, WORD_RECURSIVE,		/* name( after them is no call */
+};
+
+static enum word word_of(const struct sql_token *tok)
 {
-	static const char *const words[] = { "insert", "update", "delete", "merge", "into" };
+	static const struct {
+		const char *word;
+		enum word kind;
+	} words[] = {
+		{ "insert", WORD_WRITES }, { "update", WORD_WRITES }, { "delete", WORD_WRITES },
+		{ "merge", WORD_WRITES }, { "into", WORD_WRITES }, { "for", WORD_FOR }, { "share", WORD_SHARE },
+		{ "no", WORD_NO }, { "key", WORD_KEY }, { "as", WORD_AS }, { "with", WORD_WITH },
+		{ "recursive", WORD_RECURSIVE },
+	};
+	if (tok->kind != SQL_TOKEN_WORD || tok->len < 2 || tok->len > 9)
+		return WORD_OTHER;
 	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
-		if (sql_token_is(tok, words[i]))
-			return true;
-	return false;
+		if (sql_token_is(tok, words[i].word))	/* the first letter inline: mostly one compare each */
+			return words[i].kind;
+	return WORD_OTHER;
 }
 
 /* Whether the statement's first token (after any '(') starts a statement that can only read. */
@@ -97,18 +114,18 @@ static bool reading_start(struct sql_lexer *lx, struct sql_token *tok)
 static bool statement_reads(struct sql_lexer *lx, struct sql_token *tok, sql_function_safe_fn *function_safe,
 			    void *arg, bool *more)
 {
-	struct sql_token next, prev = { 0 };
+	struct sql_token next;
+	enum word word = word_of(tok), prev = WORD_OTHER;
 	*more = false;
 	for (;;) {
-		if (writing_word(tok))
+		if (word == WORD_WRITES)
 			return false;
 		enum sql_token_kind nk = sql_lex_next(lx, &next);
-		if (sql_token_is(tok, "for") &&
-		    (sql_token_is(&next, "share") || sql_token_is(&next, "no") || sql_token_is(&next, "key")))
+		enum word next_word = word_of(&next);
+		if (word == WORD_FOR && (next_word == WORD_SHARE || next_word == WORD_NO || next_word == WORD_KEY))
 			return false;	/* FOR SHARE, FOR NO KEY UPDATE, FOR KEY SHARE: row locks */
 		/* name( after AS, WITH or RECURSIVE: column names of an alias or a WITH query, or a type's modifiers */
-		bool named = sql_token_is(&prev, "as") || sql_token_is(&prev, "with") ||
-			     sql_token_is(&prev, "recursive");
+		bool named = prev == WORD_AS || prev == WORD_WITH || prev == WORD_RECURSIVE;
 		if ((tok->kind == SQL_TOKEN_WORD || tok->kind == SQL_TOKEN_IDENT) && sql_token_is_char(&next, '(') &&
 		    !named && !call_reads(tok, function_safe, arg))
 			return false;
@@ -116,7 +133,8 @@ static bool statement_reads(struct sql_lexer *lx, struct sql_token *tok, sql_fun
 			*more = true;
 		if (nk == SQL_TOKEN_SEMICOLON || nk == SQL_TOKEN_END)
 			return !lx->unterminated;
-		prev = *tok;
+		prev = word;
+		word = next_word;
 		*tok = next;
 	}
 }

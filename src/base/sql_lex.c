@@ -273,7 +273,7 @@ bool sql_lex_skip_statement(struct sql_lexer *lx)
 	}
 }
 
-bool sql_token_is(const struct sql_token *tok, const char *kw)
+bool sql_token_is_word(const struct sql_token *tok, const char *kw)
 {
 	if (tok->kind != SQL_TOKEN_WORD)
 		return false;

@@ -60,7 +60,17 @@ enum sql_token_kind sql_lex_peek(const struct sql_lexer *lx, struct sql_token *t
 /* To just after the next ';' outside quotes and comments, or the end; true if there was one. */
 bool sql_lex_skip_statement(struct sql_lexer *lx);
 /* Whether tok is the word kw (lower case), in any case. */
-bool sql_token_is(const struct sql_token *tok, const char *kw);
+bool sql_token_is_word(const struct sql_token *tok, const char *kw);
+/* The same, the first letter compared inline: the classifiers ask it of every token, most often "no". */
+static inline bool sql_token_is(const struct sql_token *tok, const char *kw)
+{
+	if (tok->kind != SQL_TOKEN_WORD || !tok->len)
+		return false;
+	unsigned char c = (unsigned char)tok->start[0];
+	if (c >= 'A' && c <= 'Z')
+		c = (unsigned char)(c + 32);
+	return c == (unsigned char)kw[0] && sql_token_is_word(tok, kw);
+}
 /* Whether tok is the one character c (';' or an operator's). */
 static inline bool sql_token_is_char(const struct sql_token *tok, char c)
 {

@@ -604,6 +604,7 @@ void db_free(struct db *db)
 		list_remove(&pgv.databases, &db->node);
 	config_db_free(db->cfg);
 	free(db->balance_counts);
+	free(db->host_roles);
 	free(db->name);
 	free(db);
 }

@@ -46,6 +46,7 @@ struct user_count {
 };
 
 struct balance_counts;
+struct host_role;
 
 struct db {
 	struct list_node node;		/* instance.databases */
@@ -69,6 +70,7 @@ struct db {
 	int host_count;			/* entries of cfg->host, counted whenever cfg is set (db_set_config) */
 	int console_waits;		/* console clients waiting on it (PAUSE db, WAIT_CLOSE db): it is kept */
 	struct balance_counts *balance_counts;	/* the read balancer's, per host list entry (balance_fresh.h) */
+	struct host_role **host_roles;	/* role routing's entry per host list entry (roles.c); reset with cfg */
 	int balance_counts_len;
 	uint64_t balance_retries;	/* statements a standby refused as writes, run again on the primary */
 };

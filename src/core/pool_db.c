@@ -27,6 +27,8 @@ static void db_set_config(struct db *db, const struct db_config *cfg)
 	struct db_config *old = db->cfg;
 	db->cfg = config_db_clone(cfg, db->name);
 	db->host_count = host_list_count(db->cfg->host);
+	free(db->host_roles);	/* found again from the new list */
+	db->host_roles = NULL;
 	config_db_free(old);
 }
 

@@ -53,8 +53,10 @@ static const char *packet_text(const struct pkt *pkt, size_t *len)
 
 static bool value_on(const char *v)
 {
-	return v && (strcasecmp(v, "on") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
-		     strcasecmp(v, "1") == 0 || strcasecmp(v, "t") == 0);
+	if (!v || !v[0] || !strchr("oOtTyY1", v[0]) || (v[1] | 0x20) == 'f')
+		return false;	/* "off", "false": most often, answered at once */
+	return strcasecmp(v, "on") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+	       strcasecmp(v, "1") == 0 || strcasecmp(v, "t") == 0;
 }
 
 /* default_transaction_read_only is on for this client's session. */
@@ -243,8 +245,17 @@ struct balance_retry {
 	uint32_t len;
 	uint8_t *held;		/* answers held back until the first row or the end (holds_back) */
 	uint32_t held_len;
+	uint32_t held_size;
+	uint32_t size;		/* msg's room */
 	uint8_t msg[];
 };
+
+/*
+ * One copy let go, kept for the next: every read auto guesses makes one,
+ * and a malloc and a free per read showed in its cost (issue 49, point 5).
+ * The process's only; freed at exit (balance_cleanup).
+ */
+static struct balance_retry *retry_spare;
 
 /* Longest Query or batch kept for a retry, and answers held (longer ones get the standby's error). */
 #define BALANCE_RETRY_MAX (64 * 1024)
@@ -332,9 +343,19 @@ static void retry_keep(struct client *client, const struct pkt *pkt)
 	uint32_t len = pkt->type == 'Q' ? pkt->len : batch_retry_len(client, pkt);
 	if (client->balance_retry || !len || len > BALANCE_RETRY_MAX)
 		return;
-	struct balance_retry *r = xmalloc(sizeof(*r) + len);
+	struct balance_retry *r = retry_spare;
+	retry_spare = NULL;
+	if (!r || r->size < len) {
+		if (r)
+			free(r->held);
+		free(r);
+		uint32_t size = MAX(len, 512);
+		r = xmalloc(sizeof(*r) + size);
+		r->size = size;
+		r->held = NULL;
+		r->held_size = 0;
+	}
 	r->refused = r->again = r->wrote = false;
-	r->held = NULL;
 	r->held_len = 0;
 	r->len = len;
 	memcpy(r->msg, pkt->data, len);
@@ -343,10 +364,24 @@ static void retry_keep(struct client *client, const struct pkt *pkt)
 
 static void retry_drop(struct client *client)
 {
-	if (client->balance_retry)
-		free(client->balance_retry->held);
-	free(client->balance_retry);
+	struct balance_retry *r = client->balance_retry;
 	client->balance_retry = NULL;
+	if (!r)
+		return;
+	if (!retry_spare && r->size <= 4096 && r->held_size <= 4096) {
+		retry_spare = r;	/* small ones only: a 64 kB batch's copy is not kept */
+		return;
+	}
+	free(r->held);
+	free(r);
+}
+
+void balance_cleanup(void)
+{
+	if (retry_spare)
+		free(retry_spare->held);
+	free(retry_spare);
+	retry_spare = NULL;
 }
 
 static bool refused_as_write(const struct pkt *pkt)
@@ -364,6 +399,20 @@ static bool server_going(const struct pkt *pkt)
 	return severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0);
 }
 
+/*
+ * Whether the message after pkt (whole), already in the server's buffer,
+ * says the statement ran: a row or its end. Then pkt need not be held
+ * back (nothing of the standby's is refused any more), the usual case: a
+ * read's description and first row arrive in one read.
+ */
+static bool ran_already(const struct server *server, const struct pkt *pkt)
+{
+	if (netbuf_buffered(&server->nb) <= pkt->len)
+		return false;
+	uint8_t next = pkt->data[pkt->len];
+	return next == 'D' || next == 'C';
+}
+
 static enum balance_verdict balance_server_message(struct server *server, const struct pkt *pkt, bool swallowed)
 {
 	struct client *client = server->link;
@@ -378,7 +427,7 @@ static enum balance_verdict balance_server_message(struct server *server, const 
 		return BALANCE_PASS;	/* the answer to prepare.c's own Parse, Describe or Close: never the client's */
 	if (swallowed) {
 		/* an error prepare.c replaces with its own, which reaches the client after what was held */
-		if (r->held)
+		if (r->held_len)
 			netbuf_insert(&server->nb, r->held, r->held_len);
 		retry_drop(client);
 		return BALANCE_PASS;
@@ -393,14 +442,18 @@ static enum balance_verdict balance_server_message(struct server *server, const 
 		r->refused = true;	/* no ReadyForQuery comes: balance_server_lost */
 		return BALANCE_SKIP;
 	}
-	if (holds_back(pkt->type) && pkt_complete(pkt) && r->held_len + pkt->len <= BALANCE_RETRY_MAX) {
+	if (holds_back(pkt->type) && pkt_complete(pkt) && r->held_len + pkt->len <= BALANCE_RETRY_MAX &&
+	    !ran_already(server, pkt)) {
 		/* sent before the statement runs: held, so that a refusal after it can still be hidden */
-		r->held = xrealloc(r->held, r->held_len + pkt->len);
+		if (r->held_size < r->held_len + pkt->len) {
+			r->held_size = MAX(r->held_len + pkt->len, 256);
+			r->held = xrealloc(r->held, r->held_size);
+		}
 		memcpy(r->held + r->held_len, pkt->data, pkt->len);
 		r->held_len += pkt->len;
 		return BALANCE_SKIP;
 	}
-	if (r->held)	/* it ran: what was held goes out first, where it was */
+	if (r->held_len)	/* it ran: what was held goes out first, where it was */
 		netbuf_insert(&server->nb, r->held, r->held_len);
 	retry_drop(client);	/* something of the answer goes out: too late to move it */
 	return BALANCE_PASS;

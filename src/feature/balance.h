@@ -86,6 +86,8 @@ struct db;
 
 /* Fills relay_hooks' balance slots (main.c, at start-up). */
 void balance_register(void);
+/* Frees what the balancer keeps for reuse (main.c, at exit). */
+void balance_cleanup(void);
 
 /* Statements of db a standby refused as writes (25006) and that ran again on the primary (SHOW HOSTS, metrics). */
 uint64_t balance_retried(const struct db *db);

@@ -120,11 +120,25 @@ static struct host_role *host_find(const char *name, int port)
 	return h;
 }
 
+/*
+ * Which host_role entry idx of db's list is, remembered in the database
+ * (db->host_roles, dropped when its config is set again): the read
+ * balancer asks it several times per transaction, and finding it means
+ * cutting the entry out of the list and comparing names. host_role
+ * entries live until roles_free_all.
+ */
 static struct host_role *db_host(const struct db *db, int idx)
 {
+	struct db *d = (struct db *)db;	/* the cache only */
+	if (!d->host_roles)
+		d->host_roles = xcalloc((size_t)MAX(db->host_count, 1), sizeof(*d->host_roles));
+	if (idx >= 0 && idx < db->host_count && d->host_roles[idx])
+		return d->host_roles[idx];
 	char *name = host_list_entry(db->cfg->host, idx);
 	struct host_role *h = host_find(name, db_port(db));
 	free(name);
+	if (idx >= 0 && idx < db->host_count)
+		d->host_roles[idx] = h;
 	return h;
 }
 

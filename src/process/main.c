@@ -181,6 +181,7 @@ static void pooler_teardown(void)
 	netbuf_global_cleanup();
 	prepare_global_cleanup();
 	volatility_cleanup();
+	balance_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)
 		auth_store_free(pgv.auth);
