@@ -861,7 +861,7 @@ static struct client *first_waiter_taking(struct pool *pool, const struct server
 	struct list_node *n;
 	struct pool *home = NULL;
 	struct client *taker = NULL;
-	while (!taker && (n = list_first(&pool->waiting_clients))) {
+	while ((n = list_first(&pool->waiting_clients))) {
 		struct client *client = container_of(n, struct client, node);
 		if (!pool->standby_reads || !client->lent || client->state != CL_WAITING ||
 		    !relay_hooks.balance_takes || relay_hooks.balance_takes(client, server)) {

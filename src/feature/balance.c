@@ -127,12 +127,16 @@ static const char *used_statement(const struct pkt *pkt)
 	return memchr(body, '\0', n) ? body : NULL;
 }
 
-/* Whether the batch [from, at) holds a Parse of name (its text was judged there). */
-static bool parsed_in_batch(const uint8_t *from, const uint8_t *at, const char *name)
+/*
+ * Whether the batch [from, at) holds a message of type whose first name
+ * is name: a Parse of a statement (its text was judged there), a Bind of
+ * a portal (a named portal lives only in its own transaction).
+ */
+static bool named_in_batch(const uint8_t *from, const uint8_t *at, uint8_t type, const char *name)
 {
 	while (from < at) {
 		uint32_t len = 1 + proto_read_be32(from + 1);
-		if (from[0] == 'P' && strcmp((const char *)from + 5, name) == 0)
+		if (from[0] == type && strcmp((const char *)from + 5, name) == 0)
 			return true;
 		from += len;
 	}
@@ -149,7 +153,7 @@ static bool use_reads(const struct client *client, const uint8_t *from, const st
 	size_t len;
 	if (name[0] && prepare_client_statement_text(client, name, &text, &len))
 		return text_reads(client->pool->db, text, len);
-	return parsed_in_batch(from, msg->data, name);	/* unnamed, or new: its Parse in this batch was a read */
+	return named_in_batch(from, msg->data, 'P', name);	/* unnamed, or new: its Parse in this batch was a read */
 }
 
 /*
@@ -270,18 +274,6 @@ static bool holds_back(uint8_t type)
 	return type == '1' || type == '2' || type == 't' || type == 'T' || type == 'n';
 }
 
-/* Whether a Bind in [from, at) binds the portal name (a named portal lives only in its own transaction). */
-static bool bound_in_batch(const uint8_t *from, const uint8_t *at, const char *portal)
-{
-	while (from < at) {
-		uint32_t len = 1 + proto_read_be32(from + 1);
-		if (from[0] == 'B' && strcmp((const char *)from + 5, portal) == 0)
-			return true;
-		from += len;
-	}
-	return false;
-}
-
 /*
  * Whether the message at p (whole, of len bytes, in the batch from
  * `from`) lets the batch run again elsewhere. Not: a Parse of a name the
@@ -306,9 +298,9 @@ static bool retry_message_ok(const struct client *client, const uint8_t *from, c
 			return true;	/* the unnamed statement or portal */
 		if (body[0] == 'S')
 			return p[0] == 'D';
-		return bound_in_batch(from, p, body + 1);
+		return named_in_batch(from, p, 'B', body + 1);
 	case 'E':
-		return !body[0] || bound_in_batch(from, p, body);
+		return !body[0] || named_in_batch(from, p, 'B', body);
 	default:
 		return true;
 	}

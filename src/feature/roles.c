@@ -695,13 +695,19 @@ long long roles_server_replayed(const struct server *server)
 	return h->role == SERVER_ROLE_STANDBY && h->replay_seen ? h->lsn : -1;
 }
 
+/* Entry idx (h) of db is down, and db has no server left there: no read of the balancer can land there. */
+static bool host_left(const struct db *db, int idx, const struct host_role *h, usec_t now)
+{
+	return host_down(h, now) && db_host_servers(db, idx) == 0;
+}
+
 long long roles_standby_floor(const struct db *db)
 {
 	usec_t now = now_usec();
 	long long lowest = LLONG_MAX;
 	for (int i = 0; i < db->host_count; i++) {
 		const struct host_role *h = db_host(db, i);
-		if (h->role == SERVER_ROLE_PRIMARY || (host_down(h, now) && db_host_servers(db, i) == 0))
+		if (h->role == SERVER_ROLE_PRIMARY || host_left(db, i, h, now))
 			continue;	/* no read of the balancer can land there */
 		if (h->role != SERVER_ROLE_STANDBY || !h->replay_seen)
 			return -1;
@@ -723,7 +729,7 @@ bool roles_host_gone(const struct db *db, int idx)
 	if (idx < 0 || idx >= db->host_count)
 		return true;
 	const struct host_role *h = db_host(db, idx);
-	return h->role != SERVER_ROLE_STANDBY || (host_down(h, now_usec()) && db_host_servers(db, idx) == 0);
+	return h->role != SERVER_ROLE_STANDBY || host_left(db, idx, h, now_usec());
 }
 
 /* An idle server of db (any pool) on entry idx, or NULL. */
@@ -740,6 +746,16 @@ static struct server *db_idle_server_on(const struct db *db, int idx)
 	return NULL;
 }
 
+/* Entry idx (h) of db measured again, on an idle server of db there, if it has one. */
+static void poll_on_idle(const struct db *db, int idx, struct host_role *h, usec_t now)
+{
+	struct server *s = db_idle_server_on(db, idx);
+	if (!s)
+		return;
+	h->lsn_asked = now;
+	server_check_role(s, now);
+}
+
 void roles_poll_standbys(const struct db *db, long long need, usec_t period)
 {
 	usec_t now = now_usec();
@@ -750,11 +766,7 @@ void roles_poll_standbys(const struct db *db, long long need, usec_t period)
 		if (h->role != SERVER_ROLE_STANDBY || (h->replay_seen && h->lsn >= need) ||
 		    now - MAX(h->replay_seen, h->lsn_asked) < period)
 			continue;
-		struct server *s = db_idle_server_on(db, i);
-		if (!s)
-			continue;
-		h->lsn_asked = now;
-		server_check_role(s, now);
+		poll_on_idle(db, i, h, now);
 	}
 }
 
@@ -764,12 +776,8 @@ void roles_poll_spare(const struct db *db, int idx, usec_t period)
 	if (db_paused(db) || idx < 0 || idx >= db->host_count)
 		return;
 	struct host_role *h = db_host(db, idx);
-	struct server *s;
-	if (h->role != SERVER_ROLE_STANDBY || now - MAX(h->replay_asked, h->lsn_asked) < period ||
-	    !(s = db_idle_server_on(db, idx)))
-		return;
-	h->lsn_asked = now;
-	server_check_role(s, now);
+	if (h->role == SERVER_ROLE_STANDBY && now - MAX(h->replay_asked, h->lsn_asked) >= period)
+		poll_on_idle(db, idx, h, now);
 }
 
 void roles_free_all(void)

@@ -113,12 +113,13 @@ for db in bfoff bfauto; do
 	echo "  load_balance_reads=${db#bf}: latency median $med ms (average $avg ms), pgvalve CPU $cpu us/txn" \
 		"(runs' medians: $(cut -d' ' -f1 "$tmp/$db.txt" | tr '\n' ' '))"
 done
-# host_column DB HOST COLUMN: SHOW HOSTS' COLUMN of DB's entry HOST
+# host_column DB HOST COLUMN: SHOW HOSTS' COLUMN of DB's entries named HOST ("": all of DB's), summed
 host_column() {
 	PGPASSWORD=bench "$PGBIN/psql" -X -A -h 127.0.0.1 -p "$port" -U bench -c "SHOW HOSTS" pgbouncer |
-		awk -F'|' -v db="$1" -v host="$2" -v col="$3" \
-			'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next } $1 == db && $2 == host { print $c }'
+		awk -F'|' -v db="$1" -v host="$2" -v col="$3" '
+			NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+			c && $1 == db && (host == "" || $2 == host) { s += $c }
+			END { print s + 0 }'
 }
 [ -n "$standby" ] && echo "  reads the balancer sent to the replica (SHOW HOSTS reads_balanced of bfauto on 127.0.0.2): $(host_column bfauto 127.0.0.2 reads_balanced)"
-echo "  transactions the balancer counted (SHOW HOSTS xact_count of bfauto; each write asks the position): $(PGPASSWORD=bench "$PGBIN/psql" -X -At -h 127.0.0.1 \
-	-p "$port" -U bench -c "SHOW HOSTS" pgbouncer | awk -F'|' '$1 == "bfauto" { s += $10 } END { print s + 0 }')"
+echo "  transactions the balancer counted (SHOW HOSTS xact_count of bfauto; each write asks the position): $(host_column bfauto "" xact_count)"

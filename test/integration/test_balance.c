@@ -328,6 +328,25 @@ static bool on_replica(const char *where)
 }
 
 /*
+ * A read transaction begun and left open on each of n clients, so that
+ * they need n servers: each must run on a replica; on[0], on[1] (if on):
+ * how many on node2, node3.
+ */
+static void reads_held_at_once(PGconn **c, int n, int on[2])
+{
+	int counts[2] = { 0, 0 };
+	for (int i = 0; i < n; i++) {
+		exec_ok(c[i], "BEGIN READ ONLY");
+		const char *w = ran_on(c[i], NULL);
+		counts[0] += strcmp(w, "127.0.0.3|true") == 0;
+		counts[1] += strcmp(w, "127.0.0.4|true") == 0;
+		ck_assert_msg(on_replica(w), "a read transaction ran on %s", w);
+	}
+	if (on)
+		memcpy(on, counts, sizeof(counts));
+}
+
+/*
  * load_balance_reads = explicit: BEGIN READ ONLY runs on a replica, a
  * write transaction on the primary (and succeeds); reads of several
  * clients at once use both replicas; a client whose session is read-only
@@ -379,16 +398,11 @@ START_TEST(routes_reads_to_replicas)
 
 	/* four read transactions at once need four servers: both replicas get some */
 	PGconn *c[4];
-	int on3 = 0, on4 = 0;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4; i++)
 		c[i] = balance_connect(&p, "ex", NULL);
-		exec_ok(c[i], "BEGIN READ ONLY");
-		const char *w = ran_on(c[i], NULL);
-		on3 += strcmp(w, "127.0.0.3|true") == 0;
-		on4 += strcmp(w, "127.0.0.4|true") == 0;
-		ck_assert_msg(on_replica(w), "a read transaction ran on %s", w);
-	}
-	ck_assert_msg(on3 > 0 && on4 > 0, "%d on node2, %d on node3", on3, on4);
+	int on[2];
+	reads_held_at_once(c, 4, on);
+	ck_assert_msg(on[0] > 0 && on[1] > 0, "%d on node2, %d on node3", on[0], on[1]);
 	for (int i = 0; i < 4; i++)
 		PQfinish(c[i]);
 
@@ -1276,10 +1290,7 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 	 * the standby it first read on (monotonic reads) until that one is
 	 * measured past its last read, so they start on both.
 	 */
-	for (int i = 0; i < 4; i++) {
-		exec_ok(c[i], "BEGIN READ ONLY");
-		ck_assert(on_replica(ran_on(c[i], NULL)));
-	}
+	reads_held_at_once(c, 4, NULL);
 	for (int i = 0; i < 4; i++)
 		exec_ok(c[i], "COMMIT");
 	int where[8] = { 0 };
