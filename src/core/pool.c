@@ -33,6 +33,7 @@ static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
 static void standby_waiters_home(struct pool *pool);
+static void standby_waiters_recheck(struct pool *pool);
 static int recheck_idle_servers(struct pool *pool, int wanted);
 
 /* ---------------------------------------------------------------- pools */
@@ -424,6 +425,8 @@ void pool_launch_servers(struct pool *pool)
 {
 	if (db_paused(pool->db) || pool->db->is_admin)
 		return;
+	if (pool->standby_reads)
+		standby_waiters_recheck(pool);
 	launch_kind_servers(pool);	/* first: they cannot use anyone else's server */
 	int waiters = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
 	/* No waiter but a login held for the first server's parameters: one server is wanted. */
@@ -824,6 +827,16 @@ const char *pool_pause_reason(void)
 	return pgv.shutdown_mode == SHUTDOWN_WAIT_FOR_SERVERS ? "shutting down" : "pause mode";
 }
 
+/* Whether client takes server: always, unless it is lent to a standby companion whose balancer says otherwise. */
+static enum balance_take lent_client_takes(struct client *client, const struct server *server)
+{
+	if (!server->pool->standby_reads || !client->lent || !relay_hooks.balance_takes)
+		return BALANCE_TAKE;
+	if (client->state != CL_WAITING && client->state != CL_IDLE)	/* (a login waiting for a server is never lent) */
+		return BALANCE_TAKE;
+	return relay_hooks.balance_takes(client, server);
+}
+
 bool pool_request_server(struct client *client)
 {
 	struct pool *pool = client->pool;
@@ -838,9 +851,14 @@ bool pool_request_server(struct client *client)
 	/* Only skip the queue when there is none (and the database is not paused). */
 	if (list_empty(&pool->waiting_clients) && !db_paused(pool->db)) {
 		struct server *server = take_idle_server(pool);
-		if (server) {
+		enum balance_take take = server ? lent_client_takes(client, server) : BALANCE_WAIT;
+		if (take == BALANCE_TAKE) {
 			link_pair(client, server);
 			return true;
+		}
+		if (take == BALANCE_HOME) {	/* its read runs on the primary after all */
+			pool_lend_client(client, pool_get(pool->db, pool->user));
+			return pool_request_server(client);
 		}
 	}
 	client->request_time = now_usec();
@@ -853,27 +871,46 @@ bool pool_request_server(struct client *client)
 /*
  * The first waiting client that may take server. In a standby companion,
  * a lent client whose read this standby may not serve (balance_takes: it
- * is behind the client's freshness) goes back to its own pool instead, to
- * run on the primary, and the next one is asked.
+ * is behind the client's freshness) waits on for another server there
+ * that is about to be free, or goes back to its own pool to run on the
+ * primary; the next one is asked.
  */
 static struct client *first_waiter_taking(struct pool *pool, const struct server *server)
 {
-	struct list_node *n;
 	struct pool *home = NULL;
 	struct client *taker = NULL;
-	while ((n = list_first(&pool->waiting_clients))) {
-		struct client *client = container_of(n, struct client, node);
-		if (!pool->standby_reads || !client->lent || client->state != CL_WAITING ||
-		    !relay_hooks.balance_takes || relay_hooks.balance_takes(client, server)) {
+	list_for_each_safe(pos, tmp, &pool->waiting_clients) {
+		struct client *client = container_of(pos, struct client, node);
+		enum balance_take take = lent_client_takes(client, server);
+		if (take == BALANCE_TAKE) {
 			taker = client;
 			break;
 		}
-		home = pool_get(pool->db, pool->user);
-		pool_lend_client(client, home);
+		if (take == BALANCE_HOME) {
+			home = pool_get(pool->db, pool->user);
+			pool_lend_client(client, home);
+		}
 	}
 	if (home)
 		home_serve_waiters(home);
 	return taker;
+}
+
+/*
+ * Clients lent to a standby companion that wait while it has an idle
+ * server wait for one that fits them (balance_takes) and is about to be
+ * free: asked again whenever the pool changes (pool_launch_servers: a
+ * server closed, a client queued), so that none waits on for a server
+ * that went, or that serves someone else.
+ */
+static void standby_waiters_recheck(struct pool *pool)
+{
+	if (list_empty(&pool->waiting_clients) || list_empty(&pool->idle_servers))
+		return;
+	struct server *server = take_idle_server(pool);
+	struct client *waiter = server ? first_waiter_taking(pool, server) : NULL;
+	if (waiter)
+		link_pair(waiter, server);
 }
 
 void pool_server_ready(struct server *server)

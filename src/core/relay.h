@@ -62,6 +62,13 @@ enum balance_verdict {
 	BALANCE_RETRY,		/* its ReadyForQuery: dropped, the server released, then balance_retry */
 };
 
+/* Whether a client lent to a standby companion takes a server of it (relay_hooks.balance_takes). */
+enum balance_take {
+	BALANCE_TAKE,		/* the server may serve its read */
+	BALANCE_WAIT,		/* not this one: another server there that may is about to be free */
+	BALANCE_HOME,		/* none may soon: back to its own pool, to run on the primary */
+};
+
 /* Longest simple Query read whole to see whether it is a SET (longer ones are not parsed). */
 #define SESSION_SET_QUERY_MAX 8192
 
@@ -117,11 +124,13 @@ struct relay_hooks {
 	 */
 	struct pool *(*balance_pick)(struct client *client, const struct pkt *pkt);
 	/*
-	 * A client lent to a standby companion waited, and server is ready
-	 * for it: false if that standby may not serve its read (behind the
-	 * client's freshness); the client then goes back to its own pool.
+	 * A client lent to a standby companion is about to get server (an
+	 * idle one when it asks, or one ready while it waits): whether that
+	 * standby may serve its read (not behind the client's freshness);
+	 * if not, it waits on for another server there, or goes back to its
+	 * own pool.
 	 */
-	bool (*balance_takes)(struct client *client, const struct server *server);
+	enum balance_take (*balance_takes)(struct client *client, const struct server *server);
 	/*
 	 * Read your writes (balance_fresh.h). A balancing pool's client ends a
 	 * transaction, its server released clean (pool_release_server, still

@@ -508,15 +508,17 @@ static bool session_wants_standby(const struct client *client)
 
 /*
  * Tells the freshness module (balance_fresh.h) that pkt starts a
- * transaction, a read or not; only a Query's or Parse's text is noted (a
- * transaction begun by a Bind counts as a write: its position is asked).
+ * transaction, a read or not: a Bind too (a named statement's Execute:
+ * asyncpg always, psycopg and pgJDBC past their prepare thresholds).
+ * Were such a read taken for a write, each one run on the primary would
+ * ask the position, and the reader's floor would rise with the writers'.
+ * Only a Query's text may set pgvalve.min_lsn.
  */
 static void note_start(struct client *client, const struct pkt *pkt, bool type_query, bool read)
 {
 	size_t len = 0;
 	const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
-	if (text)
-		balance_fresh_start(client, text, len, type_query, read);
+	balance_fresh_start(client, text ? text : "", len, type_query, read);
 }
 
 static struct pool *balance_pick(struct client *client, const struct pkt *pkt)

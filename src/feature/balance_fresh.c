@@ -230,14 +230,20 @@ static bool server_fits(const struct server *server, void *arg)
 	return server->host_idx == f->b->read_idx || (f->bound >= 0 && replayed >= f->bound);
 }
 
-/* Whether a server of pool in use (a client's, a poll's) fits. */
-static bool busy_server_fits(const struct pool *pool, struct fit *f)
+/*
+ * Whether a server of pool other than skip that is in use fits: one being
+ * reset or measured (a poll: free again within a round trip), or with
+ * also_active one of a client's.
+ */
+static bool busy_server_fits(const struct pool *pool, struct fit *f, const struct server *skip, bool also_active)
 {
-	const struct list *lists[] = { &pool->active_servers, &pool->used_servers, &pool->tested_servers };
-	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
-		list_for_each(pos, lists[i])
-			if (server_fits(container_of(pos, struct server, node), f))
+	const struct list *lists[] = { &pool->used_servers, &pool->tested_servers, &pool->active_servers };
+	for (size_t i = 0; i < ARRAY_SIZE(lists) - !also_active; i++)
+		list_for_each(pos, lists[i]) {
+			const struct server *server = container_of(pos, struct server, node);
+			if (server != skip && server_fits(server, f))
 				return true;
+		}
 	return false;
 }
 
@@ -278,27 +284,40 @@ struct pool *balance_fresh_route(struct client *client, struct pool *companion)
 	if (offered)
 		return companion;
 	/*
-	 * Every server of the companion is busy, one of them (a read, a poll)
-	 * on a standby that fits: the read waits for one, rather than going
-	 * to the primary for the ~ms a poll takes; a server ready for it that
-	 * does not fit sends it home (fresh_takes).
+	 * A server of the companion that fits is busy: the read waits for it
+	 * rather than go to the primary, if it is being measured or reset
+	 * (a poll takes ~ a round trip), or if every server there is busy
+	 * anyway. An idle one that does not fit is not handed to it, and a
+	 * server ready for it that does not fit sends it home unless one
+	 * that fits is about to be free (fresh_takes).
 	 */
-	if (list_empty(&companion->idle_servers) && busy_server_fits(companion, &f))
+	if (busy_server_fits(companion, &f, NULL, list_empty(&companion->idle_servers)))
 		return companion;
 	b->kept = true;
 	return NULL;
 }
 
-/* A client lent to a companion waited: whether server fits it (relay_hooks.balance_takes). */
-static bool fresh_takes(struct client *client, const struct server *server)
+/*
+ * A client lent to a companion is to get server (relay_hooks.balance_takes):
+ * taken if it fits; else it waits on while another server there that fits
+ * is being measured or reset, or goes home to the primary.
+ */
+static enum balance_take fresh_takes(struct client *client, const struct server *server)
 {
 	struct balance_client *b = state_find(client);
 	if (!b)
-		return true;
+		return BALANCE_TAKE;
 	struct fit f = { .b = b, .bound = read_bound(b, server->pool->db) };
-	bool ok = !b->in_flight && !b->lost && server_fits(server, &f);
-	b->kept |= !ok;
-	return ok;
+	if (b->in_flight || b->lost) {
+		b->kept = true;
+		return BALANCE_HOME;
+	}
+	if (server_fits(server, &f))
+		return BALANCE_TAKE;
+	if (busy_server_fits(server->pool, &f, server, false))
+		return BALANCE_WAIT;
+	b->kept = true;
+	return BALANCE_HOME;
 }
 
 /* ---------------------------------------------------------------- counters */

@@ -29,10 +29,12 @@
  * Which standby: an idle server of the standby companion that fits the
  * client (its writes replayed there, and no going back) goes first
  * (pool_offer_idle_server); without one, a read goes to the companion if
- * every standby it may land on fits (roles_standby_floor), or if every
- * server there is busy and one of them fits (it waits; a server handed
- * to it that does not fit sends it home: relay_hooks.balance_takes);
- * else to the primary, and the standbys known below the floor are
+ * every standby it may land on fits (roles_standby_floor), or if a server
+ * there that fits is busy and about to be free (being measured or reset;
+ * or a client's, when every server there is busy): it waits for one, and
+ * is handed no server that does not fit (relay_hooks.balance_takes: one
+ * ready for it sends it home unless another that fits is about to be
+ * free); else to the primary, and the standbys known below the floor are
  * measured again (at most every POLL_PERIOD, on an idle server of
  * theirs).
  *

@@ -742,7 +742,10 @@ static void stop_balancing(struct pgv *p)
  * position. A client that read the row on node2 does not read on node3,
  * not even while node2's one server is busy and node3's is idle: 150
  * reads all see the row, on node2 or the primary, and on node2 again once
- * its server is free.
+ * its server is free. Those are named statements, each transaction begun
+ * by a Bind, and node2 is paused too before them with the primary ahead:
+ * reads run on the primary do not count as writes (no floor at the
+ * primary's position, which would keep the client there).
  */
 START_TEST(reads_never_go_back_in_time)
 {
@@ -766,16 +769,21 @@ START_TEST(reads_never_go_back_in_time)
 	ck_assert_str_eq(seen(r, 500, NULL), "1|127.0.0.3|true");
 	exec_ok(on3, "COMMIT");
 
+	prepare_ok(r, "seen500", "SELECT count(*) || '|' || host(inet_server_addr()) || '|' || pg_is_in_recovery() "
+		   "FROM bal.t WHERE a = 500");
+	/* node2 paused too, the primary past both: a read on the primary must not raise r's floor there */
+	exec_ok(standby, "SELECT pg_wal_replay_pause()");
+	exec_ok(primary, "INSERT INTO bal.t VALUES (501, 'on neither')");
 	exec_ok(on2, "BEGIN READ ONLY");	/* it keeps to node2: node2's server busy, node3's idle */
 	ck_assert_str_eq(ran_on(on2, NULL), "127.0.0.3|true");
-	for (int i = 0; i < 50; i++) {
-		const char *s = seen(r, 500, NULL);
+	for (int i = 0; i < 50; i++) {	/* each a transaction begun by a Bind (named statement), a read */
+		const char *s = result_value(r, PQexecPrepared(r, "seen500", 0, NULL, NULL, NULL, 0), "seen500");
 		ck_assert_msg(strcmp(s, "1|127.0.0.2|false") == 0, "read %d while node2 was busy: %s", i, s);
 	}
 	exec_ok(on2, "COMMIT");
 	int back = 0;
 	for (int i = 0; i < 100; i++) {
-		const char *s = seen(r, 500, NULL);
+		const char *s = result_value(r, PQexecPrepared(r, "seen500", 0, NULL, NULL, NULL, 0), "seen500");
 		ck_assert_msg(s[0] == '1', "read %d went back in time: %s", i, s);
 		back += strcmp(s, "1|127.0.0.3|true") == 0;
 	}
@@ -784,6 +792,56 @@ START_TEST(reads_never_go_back_in_time)
 	PQfinish(on2);
 	PQfinish(on3);
 	replay_pause(replicas, false);
+	stop_balancing(&p);
+}
+END_TEST
+
+/*
+ * A read waits for the one standby it may read on when that one's server
+ * is about to be free (here, running server_reset_query) rather than go
+ * to the primary or to the other standby's idle server: a client that
+ * read on one replica reads there again, each read straight after the
+ * last, 5 times. If that server dies while the read waits, the read is
+ * not left waiting: it runs at once, on the primary or a new server there.
+ */
+START_TEST(reads_wait_for_their_standby)
+{
+	struct pgv p;
+	start_balancing(&p, "au", "load_balance_reads=auto pool_size=2",
+			"server_reset_query = SELECT pg_sleep(1)\nserver_reset_query_always = 1\n");
+	PGconn *c[2] = { balance_connect(&p, "au", NULL), balance_connect(&p, "au", NULL) };
+	wait_on_replica(&p, c[0], NULL);
+	sleep_ms(1200);		/* its reset done */
+	for (int i = 0; i < 2; i++)	/* two servers, one on each replica */
+		exec_ok(c[i], "BEGIN READ ONLY");
+	ck_assert_msg(on_replica(ran_on(c[0], NULL)) && on_replica(ran_on(c[1], NULL)), "two reads at once not on both");
+	for (int i = 0; i < 2; i++) {
+		exec_ok(c[i], "COMMIT");
+		PQfinish(c[i]);
+	}
+	sleep_ms(1200);
+	PGconn *r = balance_connect(&p, "au", NULL);
+	char first[64];
+	snprintf(first, sizeof(first), "%s", ran_on(r, NULL));
+	ck_assert_msg(on_replica(first), "first read on %s", first);
+	for (int i = 0; i < 5; i++) {
+		const char *s = ran_on(r, NULL);
+		ck_assert_msg(strcmp(s, first) == 0, "read %d on %s, not on %s, whose server was being reset\n%s", i, s, first,
+			      pgv_log_tail(&p, 3000));
+	}
+	/* its server killed during the reset, while the next read waits for it */
+	PGconn *there = strcmp(first, "127.0.0.3|true") == 0 ? standby : standby2;
+	ck_assert_int_eq(PQsendQuery(r, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"), 1);
+	sleep_ms(200);
+	ck_assert_str_eq(query_value(there, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+				   "WHERE query = 'SELECT pg_sleep(1)' AND pid <> pg_backend_pid()"), "1");
+	double asked = now_s();
+	PGresult *res = PQgetResult(r);
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "the waiting read: %s", PQerrorMessage(r));
+	ck_assert_msg(now_s() - asked < 0.9, "the waiting read took %.1f s", now_s() - asked);
+	PQclear(res);
+	ck_assert_ptr_null(PQgetResult(r));
+	PQfinish(r);
 	stop_balancing(&p);
 }
 END_TEST
@@ -1416,6 +1474,7 @@ static Suite *balance_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("monotonic", 180);
 	tcase_add_test(tc, reads_never_go_back_in_time);
+	tcase_add_test(tc, reads_wait_for_their_standby);
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("failover", 180);
 	tcase_add_test(tc, standby_stopped_or_promoted_mid_run);
