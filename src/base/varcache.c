@@ -466,7 +466,20 @@ bool varcache_same(const struct varcache *a, const struct varcache *b)
 {
 	if (a == b)
 		return true;
-	return a && b && a->count == b->count && memcmp(a->values, b->values, sizeof(a->values[0]) * a->count) == 0;
+	if (!a || !b)
+		return false;
+	if (a->count == b->count && memcmp(a->values, b->values, sizeof(a->values[0]) * a->count) == 0)
+		return true;
+	/*
+	 * Apart only in read-only parameters: a standby's server reports
+	 * in_hot_standby = on to clients that logged in on the primary (the
+	 * read balancer lends them there on each read).
+	 */
+	uint32_t n = MAX(a->count, b->count);
+	for (uint32_t i = 0; i < n; i++)
+		if (!vtab.read_only[i] && varcache_get(a, (int)i) != varcache_get(b, (int)i))
+			return false;
+	return true;
 }
 
 int varcache_diff_encoding_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql)

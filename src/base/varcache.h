@@ -133,10 +133,11 @@ int varcache_diff_encoding_sql(const struct varcache *client, const struct varca
  */
 int varcache_diff_sql(const struct varcache *client, const struct varcache *server, struct pktbuf *sql);
 /*
- * Whether a and b hold the same value (or none) for every parameter, the
- * read-only ones too: then neither diff above adds anything. One compare
+ * Whether a and b hold the same value (or none) for every parameter but
+ * the read-only ones: then neither diff above adds anything. One compare
  * of the value pointers (interned), for the common case of a server
- * passing between clients that set nothing.
+ * passing between clients that set nothing; a walk that skips the
+ * read-only ones if that finds a difference.
  */
 bool varcache_same(const struct varcache *a, const struct varcache *b);
 

@@ -109,8 +109,9 @@ END_TEST
 
 /*
  * varcache_same: two caches built apart with the same values are the same
- * (values are interned), and then neither diff has anything to add; one
- * value apart, or one value more, and they differ.
+ * (values are interned), and then neither diff has anything to add, also
+ * when they differ in a read-only parameter only; one value apart, or one
+ * value more, and they differ.
  */
 START_TEST(same_values_need_no_diff)
 {
@@ -134,6 +135,10 @@ START_TEST(same_values_need_no_diff)
 	varcache_set(&c, idx_of("client_encoding"), "UTF8");
 	ck_assert(!varcache_same(a, c));
 	ck_assert_int_gt(varcache_diff_sql(c, a, &sql), 0);	/* the diff the fast path must not skip */
+	varcache_set(&c, idx_of("DateStyle"), "ISO, MDY");
+	varcache_set(&c, idx_of("in_hot_standby"), "on");	/* read-only: apart only there, still the same */
+	ck_assert(varcache_same(a, c) && varcache_same(c, a));
+	ck_assert_int_eq(varcache_diff_sql(c, a, &sql) + varcache_diff_sql(a, c, &sql), 0);
 	varcache_set(&b, idx_of("TimeZone"), "UTC");
 	ck_assert(!varcache_same(a, b));
 	varcache_unref(a);
