@@ -17,8 +17,10 @@
 # port, and lists it second (host=127.0.0.1,127.0.0.2): with auto, --read's
 # SELECTs are lent to the standby pool and run on the replica, so the
 # figure is the whole path (classify, route, lend, give back); with off
-# they run on the primary. pgvalve's CPU is counted alone, not the
-# servers'.
+# they run on the primary. A third database, rep, lists the replica alone
+# (off): what pgvalve's CPU is when it relays to that replica with no
+# balancing, so that a difference of the servers does not pass for the
+# balancer's cost. pgvalve's CPU is counted alone, not the servers'.
 #
 # Both databases list the one PostgreSQL twice
 # (host=127.0.0.1,127.0.0.1 target_session_attrs=read-write): with auto,
@@ -76,6 +78,12 @@ fi
 list="host=127.0.0.1,$second port=$pgport dbname=bench target_session_attrs=read-write"
 bench_extra_databases="bfoff = $list load_balance_reads=off
 bfauto = $list load_balance_reads=auto"
+dbs="bfoff bfauto"
+if [ -n "$standby" ]; then
+	bench_extra_databases+="
+bfrep = host=$second port=$pgport dbname=bench"
+	dbs+=" bfrep"
+fi
 bench_start_pgvalve "admin_users = bench" || exit 1
 printf '\\set aid random(1, 100000)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n' \
 	>"$tmp/write.sql"
@@ -98,19 +106,22 @@ one_run() {
 		'BEGIN { printf "%.3f %s %.2f\n", m, a, t * 10000 / n }'
 }
 
-: >"$tmp/bfoff.txt"
-: >"$tmp/bfauto.txt"
+for db in $dbs; do
+	: >"$tmp/$db.txt"
+done
 for _ in $(seq "$runs"); do
-	for db in bfoff bfauto; do
+	for db in $dbs; do
 		one_run "$db" >>"$tmp/$db.txt"
 	done
 done
 echo "pgbench -n -f $script.sql (one $( [ "$script" = read ] && echo SELECT || echo UPDATE )) -c $clients -j 2 -t $transactions${rate:+ -R $rate}, medians of $runs runs:"
-for db in bfoff bfauto; do
+for db in $dbs; do
 	med=$(cut -d' ' -f1 "$tmp/$db.txt" | median)
 	avg=$(cut -d' ' -f2 "$tmp/$db.txt" | median)
 	cpu=$(cut -d' ' -f3 "$tmp/$db.txt" | median)
-	echo "  load_balance_reads=${db#bf}: latency median $med ms (average $avg ms), pgvalve CPU $cpu us/txn" \
+	label="load_balance_reads=${db#bf}"
+	[ "$db" = bfrep ] && label="the replica alone, off"
+	echo "  $label: latency median $med ms (average $avg ms), pgvalve CPU $cpu us/txn" \
 		"(runs' medians: $(cut -d' ' -f1 "$tmp/$db.txt" | tr '\n' ' '))"
 done
 # host_column DB HOST COLUMN: SHOW HOSTS' COLUMN of DB's entries named HOST ("": all of DB's), summed
