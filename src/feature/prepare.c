@@ -643,11 +643,33 @@ static bool message_names_statement(const struct pkt *pkt)
 	}
 }
 
+/*
+ * A Describe of a client statement that returns no rows, which the server
+ * lacks, while a Sync or Query is still unanswered: whether the
+ * transaction is aborted by then decides how it is answered (from its
+ * learned shape: describe_in_aborted; else a Parse first), so it waits
+ * for those answers.
+ */
+static bool describe_awaits_state(struct client *client, struct prep_server *ps, const struct pkt *pkt)
+{
+	if (pkt->type != 'D' || !ps->ring_len)
+		return false;
+	const char *body = (const char *)pkt_body(pkt);
+	uint32_t len = pkt_body_len(pkt);
+	if (len < 2 || body[0] != 'S' || !memchr(body + 1, 0, len - 1))
+		return false;
+	const struct prep_stmt *stmt = prep_client_lookup(client, body + 1);
+	return stmt && stmt->shape == SHAPE_NO_ROWS && !prep_server_lookup(ps, stmt);
+}
+
 bool prepare_client_waits(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	struct prep_server *ps = server->prep;
-	if (!ps || !ps->risky_closed || server->expect_ready == 0 || !message_names_statement(pkt))
+	if (!ps || server->expect_ready == 0 || !message_names_statement(pkt))
 		return false;	/* nothing decided later (expect_ready: a queue out of step never holds) */
+	if (!ps->risky_closed && !describe_awaits_state(client, ps, pkt))
+		return false;
+	/* resumed as awaited answers come in (pending_pop), and asked again */
 	ps->holding = true;
 	netbuf_pause(&client->nb);
 	return true;
