@@ -812,9 +812,7 @@ START_TEST(reads_wait_for_their_standby)
 	PGconn *c[2] = { balance_connect(&p, "au", NULL), balance_connect(&p, "au", NULL) };
 	wait_on_replica(&p, c[0], NULL);
 	sleep_ms(1200);		/* its reset done */
-	for (int i = 0; i < 2; i++)	/* two servers, one on each replica */
-		exec_ok(c[i], "BEGIN READ ONLY");
-	ck_assert_msg(on_replica(ran_on(c[0], NULL)) && on_replica(ran_on(c[1], NULL)), "two reads at once not on both");
+	reads_held_at_once(c, 2, NULL);	/* two servers, one on each replica */
 	for (int i = 0; i < 2; i++) {
 		exec_ok(c[i], "COMMIT");
 		PQfinish(c[i]);
