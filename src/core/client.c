@@ -846,9 +846,9 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	const struct client_kind_ops *ops = client_kinds[client->kind];
 	if (ops && ops->data_packet)
 		return ops->data_packet(client, pkt);
-	bool track_set = pkt->type == 'Q' && relay_sets_enabled(client->pool);
+	bool track_set = (pkt->type == 'Q' || pkt->type == 'P') && relay_sets_enabled(client->pool);
 	if (track_set && !pkt_complete(pkt) && pkt->len <= SESSION_SET_QUERY_MAX)
-		return true;	/* a short query: read all of it, it may be a SET (longer ones are not parsed) */
+		return true;	/* a short query: read all of it, it may change settings (longer ones are learned) */
 	bool track_notify = (pkt->type == 'Q' || pkt->type == 'P') && relay_notify_enabled(client->pool);
 	if (track_notify && !pkt_complete(pkt) && pkt->len <= NOTIFY_QUERY_MAX)
 		return true;	/* it may be a LISTEN: read all of it (longer ones are not parsed) */
@@ -896,8 +896,10 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		return true;	/* paused: offered again once the pool's listener has its new channels */
 	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
 	client->pool->db->stats.total.bytes_received += pkt->len;
-	if (track_set && pkt_complete(pkt))
+	if (track_set)
 		relay_call(sets_note_query, server, pkt);
+	if (client->sets_learn_always)	/* a statement it prepared may change settings (session_set.h) */
+		server->sets_learn = true;
 	server_note_client_message(server, pkt->type);
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;

@@ -965,6 +965,14 @@ void pool_release_server(struct server *server)
 		server_close(server, "replication client disconnected");
 		return;
 	}
+	if (server->internal == SV_INTERNAL_LEARN) {
+		/* Its client left while its session was learned: back here once learned (server_learn_session). */
+		server_unlink(server);
+		server_set_state(server, SV_USED);
+		return;
+	}
+	if (server->sets_learn)	/* released unlearned: what its client changed is reset for the next */
+		relay_call(sets_learn_dropped, server);
 	/* Judged while still linked: a client half-way through a message makes it unclean. */
 	bool clean = server_is_clean(server);
 	bool drain = !clean && !server->dirty && server_may_drain(server);

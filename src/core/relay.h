@@ -86,6 +86,7 @@ struct relay_hooks {
 
 	/* session SETs (session_set.h) */
 	bool (*sets_enabled)(const struct pool *pool);
+	/* A client's Query or Parse on its way to server: whole, or the start of one too long to read whole */
 	void (*sets_note_query)(struct server *server, const struct pkt *pkt);
 	void (*sets_note_complete)(struct server *server, const char *tag);
 	void (*sets_note_ready)(struct server *server);
@@ -96,6 +97,18 @@ struct relay_hooks {
 	void (*sets_cleared)(struct server *server);
 	void (*sets_client_free)(struct client *client);
 	void (*sets_server_free)(struct server *server);
+	/*
+	 * Learning a session (server->sets_learn): at the end of its client's
+	 * transaction, still linked, the server runs the query sets_learn_sql
+	 * builds (SV_INTERNAL_LEARN; the client paused meanwhile); its rows
+	 * and its end come back here, then it is released as usual. A server
+	 * released with sets_learn still set (its client left, or its answer
+	 * was swallowed) goes to sets_learn_dropped instead.
+	 */
+	void (*sets_learn_sql)(struct server *server, struct pktbuf *out);
+	void (*sets_learn_row)(struct server *server, const struct pkt *pkt);
+	void (*sets_learn_done)(struct server *server, bool failed);
+	void (*sets_learn_dropped)(struct server *server);
 
 	/* LISTEN/UNLISTEN in transaction and statement mode (notify.h) */
 	bool (*notify_enabled)(const struct pool *pool);

@@ -902,10 +902,12 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 		return server->state != SV_CLOSED;
 	}
 	if (server->link && server_is_clean(server)) {
-		if (mode != POOL_MODE_SESSION)
-			pool_release_server(server);	/* the client's boundary: client_unlinked */
-		else
+		if (mode == POOL_MODE_SESSION)
 			instance_client_at_boundary();
+		else if (server->sets_learn && !retry && relay_sets_enabled(server->pool))
+			server_learn_session(server);	/* released once learned */
+		else
+			pool_release_server(server);	/* the client's boundary: client_unlinked */
 	}
 	if (held && retry)
 		relay_call(balance_retry, held);
@@ -978,7 +980,7 @@ static int active_command_complete(struct server *server, const struct pkt *pkt,
 	if (!pkt_complete(pkt))
 		return true;	/* a few bytes: wait for all of them */
 	const char *tag = (const char *)pkt_body(pkt);
-	if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D'))
+	if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D' || tag[0] == 'C'))
 		relay_call(sets_note_complete, server, tag);
 	return SV_RELAY;
 }
@@ -1012,6 +1014,13 @@ static int active_data_row(struct server *server, const struct pkt *pkt)
 		return role_check_row(server, pkt);
 	if (server->internal == SV_INTERNAL_POSITION)
 		return position_row(server, pkt);
+	if (server->internal == SV_INTERNAL_LEARN) {
+		int w = whole_message(server, pkt);
+		if (w <= 0)
+			return w == 0;
+		relay_call(sets_learn_row, server, pkt);
+		return SV_RELAY;
+	}
 	if (server->internal == SV_INTERNAL_FEATURE) {
 		int w = whole_message(server, pkt);
 		if (w <= 0)

@@ -59,6 +59,7 @@ enum server_internal {
 	SV_INTERNAL_UNDO,		/* release_sql: what a feature left on the server, undone before reuse */
 	SV_INTERNAL_POSITION,		/* the read balancer's question after its client's transaction (position_for) */
 	SV_INTERNAL_FEATURE,		/* a feature's own query on an idle server (server_run_feature_query) */
+	SV_INTERNAL_LEARN,		/* session SETs: its session learned after its client's transaction (sets_learn) */
 };
 
 /* A feature's own query on a server: its rows (whole DataRows) and its end. */
@@ -120,6 +121,14 @@ struct server {
 	struct session_sets *sets;	/* the client SETs it carries (session_set.h) */
 	struct session_set_pending set_pending[SESSION_SET_PENDING_MAX];	/* SETs sent, replies not seen */
 	int set_pending_count;
+	/*
+	 * Session SETs (session_set.h): its client's transaction may have
+	 * changed the session in ways not followed from the text; before it
+	 * goes back to the pool, still linked, its settings are learned.
+	 */
+	bool sets_learn;
+	bool sets_opaque;		/* ... and changed it in ways learning cannot see whole: reset for others */
+	struct session_learn *sets_learning;	/* custom names to ask, rows so far */
 	struct welcome_param *params;	/* every ParameterStatus seen at login */
 	int param_count;
 	struct scram_client *scram;	/* during login only */
@@ -309,6 +318,8 @@ void server_run_internal(struct server *server, enum server_internal what, const
  * the server is ready for its pool again (closed if it left a transaction).
  */
 void server_run_feature_query(struct server *server, const struct server_query_ops *ops, const char *sql);
+/* Its client's transaction ended with server->sets_learn set: learn the session, still linked (relay.h). */
+void server_learn_session(struct server *server);
 /* Runs auth_query for client's user (extended protocol, the name as a parameter). */
 void server_run_auth_query(struct server *server, struct client *client);
 /* Brings the server's parameters in line with the client's; returns true if a query was sent. */

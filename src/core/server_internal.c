@@ -42,6 +42,34 @@ void server_run_feature_query(struct server *server, const struct server_query_o
 	server_run_internal(server, SV_INTERNAL_FEATURE, sql, (uint32_t)strlen(sql));
 }
 
+void server_learn_session(struct server *server)
+{
+	struct pktbuf b;
+	pktbuf_init(&b, 1024);
+	relay_call(sets_learn_sql, server, &b);
+	netbuf_pause(&server->link->nb);	/* its next transaction starts from what is learned */
+	server_run_internal(server, SV_INTERNAL_LEARN, (const char *)b.buf, b.len);
+	pktbuf_free(&b);
+}
+
+/* Learned, its client (if still there) goes on; the server goes back to the pool as after any transaction. */
+static void learn_session_done(struct server *server)
+{
+	struct client *client = server->link;
+	relay_call(sets_learn_done, server, server->internal_failed);
+	if (server->txn_status != 'I') {
+		if (client)
+			server_unlink(server);
+		server_close(server, "learning the session left a transaction open");
+	} else {
+		pool_release_server(server);
+	}
+	if (client && client->state != CL_CLOSED) {
+		client_ready_seen(client);
+		netbuf_resume(&client->nb);
+	}
+}
+
 void server_run_auth_query(struct server *server, struct client *client)
 {
 	const struct db_config *dc = client->pool->db->cfg;
@@ -378,6 +406,9 @@ void internal_query_done(struct server *server)
 		break;
 	case SV_INTERNAL_ROLE_CHECK:
 		role_check_done(server);
+		break;
+	case SV_INTERNAL_LEARN:
+		learn_session_done(server);
 		break;
 	case SV_INTERNAL_FEATURE:
 		server->query_ops->done(server, server->internal_failed);

@@ -243,6 +243,210 @@ static void server_sets_unknown(struct server *server)
 	server->synced_client_id = 0;
 }
 
+/* ---------------------------------------------------------------- what a transaction may have changed */
+
+/*
+ * Custom parameters (myapp.tenant) that PostgreSQL has only as
+ * placeholders are not listed in pg_settings: learning asks for each by
+ * name, those the client's text names this transaction and those its set
+ * carries already. Past SESSION_LEARN_NAMES_MAX, the rest are not learned
+ * (the server is then reset for others: learn_wanted's opaque).
+ */
+#define SESSION_LEARN_NAMES_MAX 32
+
+struct session_learn {
+	int name_count;
+	char *names[SESSION_LEARN_NAMES_MAX];
+	struct session_sets *rows;	/* learned so far (refs 1), NULL until the first */
+	uint32_t rows_cap;
+};
+
+static struct session_learn *learn_state(struct server *server)
+{
+	if (!server->sets_learning)
+		server->sets_learning = xcalloc(1, sizeof(*server->sets_learning));
+	return server->sets_learning;
+}
+
+/* The transaction may have changed the session: learn it at its end (opaque: and reset it for others). */
+static void learn_wanted(struct server *server, bool opaque)
+{
+	server->sets_learn = true;
+	if (opaque)
+		server->sets_opaque = true;
+}
+
+/* A custom parameter's name the client's text sets: asked for by name when learning. */
+static void learn_name(struct server *server, const char *name)
+{
+	if (!strchr(name, '.'))
+		return;	/* a parameter of PostgreSQL's own: pg_settings lists it */
+	struct session_learn *l = learn_state(server);
+	for (int i = 0; i < l->name_count; i++)
+		if (strcmp(l->names[i], name) == 0)
+			return;
+	if (l->name_count == SESSION_LEARN_NAMES_MAX) {
+		learn_wanted(server, true);
+		return;
+	}
+	l->names[l->name_count++] = xstrdup(name);
+}
+
+static void learn_forget(struct server *server)
+{
+	struct session_learn *l = server->sets_learning;
+	server->sets_learn = false;
+	server->sets_opaque = false;
+	if (!l)
+		return;
+	for (int i = 0; i < l->name_count; i++)
+		free(l->names[i]);
+	session_sets_unref(l->rows);
+	free(l);
+	server->sets_learning = NULL;
+}
+
+/* The value of a plain '...' string token (no E'', U&''), into out; false if not one or too long. */
+static bool plain_string_value(const struct sql_token *tok, char *out, size_t size)
+{
+	if (tok->kind != SQL_TOKEN_STRING || tok->unterminated || tok->len < 2 || tok->start[0] != '\'')
+		return false;
+	size_t n = 0;
+	for (size_t i = 1; i + 1 < tok->len; i++) {
+		if (tok->start[i] == '\\')
+			return false;	/* standard_conforming_strings off would read it otherwise */
+		if (tok->start[i] == '\'')
+			i++;	/* '' is one quote */
+		if (n + 1 >= size)
+			return false;
+		out[n++] = tok->start[i];
+	}
+	out[n] = '\0';
+	return true;
+}
+
+static void scan_text(struct server *server, const char *sql, size_t len, int depth);
+
+/* After "set_config": a literal first argument is a name to learn; anything else cannot be followed by name. */
+static void scan_set_config(struct server *server, struct sql_lexer *lx)
+{
+	struct sql_token tok;
+	char name[128];
+	learn_wanted(server, false);
+	if (sql_lex_next(lx, &tok) != SQL_TOKEN_OP || !sql_token_is_char(&tok, '(') ||
+	    !plain_string_value((sql_lex_next(lx, &tok), &tok), name, sizeof(name))) {
+		learn_wanted(server, true);
+		return;
+	}
+	for (char *c = name; *c; c++)
+		*c = (char)tolower((unsigned char)*c);	/* PostgreSQL folds a parameter's name */
+	learn_name(server, name);
+}
+
+/* After a statement's first word SET or RESET: its name, if a custom one, is learned. */
+static void scan_set_statement(struct server *server, struct sql_lexer *lx)
+{
+	char name[128];
+	struct sql_lexer at = *lx;
+	if (!next_word(&at, name, sizeof(name)))
+		return;
+	if (strcmp(name, "session") == 0 || strcmp(name, "local") == 0)
+		if (!next_word(&at, name, sizeof(name)))
+			return;
+	learn_name(server, name);
+}
+
+/* After DO: the body's own SETs and set_config() calls, read as SQL (PL/pgSQL lexes alike). */
+static void scan_do_body(struct server *server, struct sql_lexer *lx, int depth)
+{
+	struct sql_token tok;
+	learn_wanted(server, true);	/* and whatever it calls or EXECUTEs */
+	for (int i = 0; i < 3 && sql_lex_next(lx, &tok) != SQL_TOKEN_END; i++) {
+		if (tok.kind == SQL_TOKEN_DOLLAR && !tok.unterminated) {
+			const char *close = memchr(tok.start + 1, '$', tok.len - 1);	/* the end of the opening tag */
+			size_t tag = close ? (size_t)(close - tok.start) + 1 : tok.len;
+			if (tok.len >= 2 * tag && depth == 0)
+				scan_text(server, tok.start + tag, tok.len - 2 * tag, depth + 1);
+			return;
+		}
+		if (tok.kind == SQL_TOKEN_STRING || tok.kind == SQL_TOKEN_SEMICOLON)
+			return;	/* a '...' body: its quotes doubled, not worth reading */
+	}
+}
+
+/*
+ * Reads a text for what learning must ask by name: SET and RESET of
+ * custom parameters at the start of each statement, set_config() calls
+ * anywhere, DO bodies (one level).
+ */
+static void scan_text(struct server *server, const char *sql, size_t len, int depth)
+{
+	struct sql_lexer lx;
+	struct sql_token tok;
+	bool at_start = true;
+	sql_lex_init(&lx, sql, len, true);
+	while (sql_lex_next(&lx, &tok) != SQL_TOKEN_END) {
+		bool start = at_start;
+		at_start = tok.kind == SQL_TOKEN_SEMICOLON;
+		if (tok.kind != SQL_TOKEN_WORD)
+			continue;
+		if (sql_token_is(&tok, "set_config"))
+			scan_set_config(server, &lx);
+		else if (start && (sql_token_is(&tok, "set") || sql_token_is(&tok, "reset")))
+			scan_set_statement(server, &lx);
+		else if (start && sql_token_is(&tok, "do"))
+			scan_do_body(server, &lx, depth);
+		else if (start && (sql_token_is(&tok, "begin") || sql_token_is(&tok, "start")))
+			at_start = true;	/* PL/pgSQL's BEGIN opens a block whose first statement follows */
+	}
+	if (lx.unterminated)
+		learn_wanted(server, true);
+}
+
+/* Whether a text that does not start with SET, RESET, DISCARD or DO may still change settings: cheap, in place. */
+static bool text_may_set(const char *sql, size_t len)
+{
+	const char *end = sql + len;
+	for (const char *u = memchr(sql, '_', len); u; u = memchr(u + 1, '_', (size_t)(end - u - 1))) {
+		if (u - sql >= 3 && end - u >= 7 && strncasecmp(u - 3, "set_config", 10) == 0)
+			return true;
+		if (end - u <= 1)
+			break;
+	}
+	/* More than one statement: any of them may be a SET. */
+	const char *semi = memchr(sql, ';', len);
+	while (semi && semi < end && (isspace((unsigned char)*semi) || *semi == ';'))
+		semi++;
+	return semi && semi < end;
+}
+
+/*
+ * A Parse: a statement that may change settings is learned after the
+ * transaction; a named one may run again in later transactions, each of
+ * which is then learned (its client's sets_learn_always).
+ */
+static void note_parse(struct server *server, const struct pkt *pkt)
+{
+	const char *body = (const char *)pkt_body(pkt);
+	size_t len = pkt_body_len(pkt);
+	const char *name_end = memchr(body, '\0', len);
+	if (!name_end)
+		return;
+	const char *sql = name_end + 1;
+	size_t sql_len = strnlen(sql, len - (size_t)(sql - body));
+	const char *first = sql;
+	while (first < sql + sql_len && isspace((unsigned char)*first))
+		first++;
+	size_t rest = sql_len - (size_t)(first - sql);
+	bool candidate = rest > 0 && strchr("sSrRdD-/", first[0]);
+	if (!candidate && !text_may_set(first, rest))
+		return;
+	bool was = server->sets_learn;
+	scan_text(server, first, rest, 0);
+	if (!was && server->sets_learn && body[0] && server->link)
+		server->link->sets_learn_always = true;
+}
+
 /* Whether text[len] starts with keyword (lower case), in any case, followed by no identifier character. */
 static inline bool starts_with_keyword(const char *text, size_t len, const char *keyword, size_t n)
 {
@@ -256,10 +460,18 @@ static inline bool starts_with_keyword(const char *text, size_t len, const char 
 
 void session_set_note_query(struct server *server, const struct pkt *pkt)
 {
-	const char *sql = (const char *)pkt_body(pkt);
-	size_t len = pkt_body_len(pkt);
 	if (server->ignore_till_sync)
 		return;		/* discarded unanswered after an error in the extended batch before it */
+	if (!pkt_complete(pkt)) {
+		learn_wanted(server, true);	/* too long to read whole: learned, and reset for others */
+		return;
+	}
+	if (pkt->type == 'P') {
+		note_parse(server, pkt);
+		return;
+	}
+	const char *sql = (const char *)pkt_body(pkt);
+	size_t len = pkt_body_len(pkt);
 	/*
 	 * Cheap first test, in place: only SET, RESET and DISCARD (or a
 	 * comment before the statement) are parsed. A SELECT used to go
@@ -280,7 +492,7 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 		candidate = starts_with_keyword(first, rest, "reset", 5);
 		break;
 	case 'd':
-		candidate = starts_with_keyword(first, rest, "discard", 7);
+		candidate = starts_with_keyword(first, rest, "discard", 7) || starts_with_keyword(first, rest, "do", 2);
 		break;
 	case '-' | 0x20:
 	case '/' | 0x20:
@@ -289,8 +501,12 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 	default:
 		candidate = false;
 	}
-	if (!candidate)
+	if (!candidate) {
+		if (text_may_set(first, rest))
+			scan_text(server, first, rest, 0);
 		return;
+	}
+	scan_text(server, first, rest, 0);
 	char name[128];
 	enum session_set_kind kind = session_set_parse(sql, len, name, sizeof(name));
 	if (kind == SESSION_SET_NONE)
@@ -298,7 +514,7 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 	if ((kind == SESSION_SET_SET || kind == SESSION_SET_RESET) && !session_set_tracks(server, name))
 		kind = SESSION_SET_LOCAL;	/* its CommandComplete is expected, and changes nothing here */
 	if (server->set_pending_count >= SESSION_SET_PENDING_MAX) {
-		server_sets_unknown(server);	/* too many in flight to follow: reset it all afterwards */
+		learn_wanted(server, false);	/* too many in flight to follow: learned afterwards */
 		return;
 	}
 	struct session_set_pending *p = &server->set_pending[server->set_pending_count++];
@@ -322,15 +538,19 @@ void session_set_note_complete(struct server *server, const char *tag)
 {
 	/* One comparison for the tag that comes most (SELECT): by its first letter. */
 	const char *set_tag = tag[0] == 'S' ? "SET" : tag[0] == 'R' ? "RESET" : tag[0] == 'D' ? "DISCARD ALL" : NULL;
-	if (!set_tag || strcmp(tag, set_tag) != 0)
+	if (!set_tag || strcmp(tag, set_tag) != 0) {
+		/* A DO block or a procedure may have run SET or set_config() under any name. */
+		if (strcmp(tag, "DO") == 0 || strcmp(tag, "CALL") == 0)
+			learn_wanted(server, true);
 		return;
+	}
 	if (server->set_pending_count > 0 && server->set_pending[0].replies_before == 0 &&
 	    server->set_pending[0].kind != SESSION_SET_OPAQUE) {
 		server->set_pending[0].completed = true;
 		return;
 	}
-	/* A SET we did not parse (extended protocol, several statements, ...). */
-	server_sets_unknown(server);
+	/* A SET we did not parse (extended protocol, several statements, ...): learned afterwards. */
+	learn_wanted(server, false);
 }
 
 static void pending_free(struct session_set_pending *p)
@@ -385,11 +605,8 @@ static void pending_finish(struct server *server, struct session_set_pending *p)
 	case SESSION_SET_RESET: {
 		int idx = unreported_var(server, p->name);
 		if (!outside) {
-			/* May be committed or rolled back later: the server's value is unknown, the client keeps none. */
-			sets_put(&server->sets, p->name, NULL);
-			if (idx >= 0)
-				varcache_mark_unknown(&server->vars, idx);
-			server->synced_client_id = 0;
+			/* May be committed or rolled back later: what stays is learned when the transaction ends. */
+			learn_wanted(server, false);
 			break;
 		}
 		if (p->kind == SESSION_SET_SET) {
@@ -416,7 +633,7 @@ static void pending_finish(struct server *server, struct session_set_pending *p)
 	case SESSION_SET_RESET_ALL:
 	case SESSION_SET_DISCARD_ALL:
 		if (!outside) {
-			server_sets_unknown(server);
+			learn_wanted(server, false);
 			break;
 		}
 		session_sets_unref(client->sets);
@@ -427,7 +644,7 @@ static void pending_finish(struct server *server, struct session_set_pending *p)
 		/* The reported parameters came back as ParameterStatus: client and server agree on them. */
 		break;
 	case SESSION_SET_OPAQUE:
-		server_sets_unknown(server);
+		learn_wanted(server, false);
 		break;
 	case SESSION_SET_NONE:
 	case SESSION_SET_LOCAL:
@@ -548,6 +765,153 @@ void session_set_applied(struct server *server, const struct client *client)
 	}
 }
 
+/* ---------------------------------------------------------------- learning a session */
+
+/*
+ * The session-level settings, as PostgreSQL lists them (SET and
+ * set_config() by anyone: the client, a function, a DO block), and the
+ * two it does not list there; custom parameters by name.
+ */
+static void session_set_learn_sql(struct server *server, struct pktbuf *out)
+{
+	static const char head[] =
+		"SELECT 'session_authorization', pg_catalog.current_setting('session_authorization') "
+		"UNION ALL SELECT name, setting FROM pg_catalog.pg_settings WHERE source = 'session' "
+		"UNION ALL SELECT 'role', pg_catalog.current_setting('role')";
+	pktbuf_put_bytes(out, head, sizeof(head) - 1);
+	struct session_learn *l = learn_state(server);
+	const struct session_sets *has = server->link ? server->link->sets : NULL;
+	for (uint32_t i = 0; has && i < has->count; i++)
+		learn_name(server, has->e[i].name);	/* what it carries may be gone now */
+	for (int i = 0; i < l->name_count; i++) {
+		char lit[300];
+		if (!proto_quote_literal(l->names[i], lit, sizeof(lit)))
+			continue;
+		pktbuf_put_bytes(out, " UNION ALL SELECT ", 18);
+		pktbuf_put_bytes(out, lit, (uint32_t)strlen(lit));
+		pktbuf_put_bytes(out, ", pg_catalog.current_setting(", 29);
+		pktbuf_put_bytes(out, lit, (uint32_t)strlen(lit));
+		pktbuf_put_bytes(out, ", true)", 7);
+	}
+}
+
+/* The column at *r (length and bytes) into out, NUL-terminated: 1, 0 for NULL, -1 cut short or too long. */
+static int row_text(const uint8_t **r, const uint8_t *end, char *out, size_t size)
+{
+	if (end - *r < 4)
+		return -1;
+	int32_t n = (int32_t)proto_read_be32(*r);
+	*r += 4;
+	if (n == -1)
+		return 0;
+	if (n < 0 || (size_t)n >= size || end - *r < n)
+		return -1;
+	memcpy(out, *r, (size_t)n);
+	out[n] = '\0';
+	*r += n;
+	return 1;
+}
+
+/* Whether a learned (name, value) is the client's own, to be carried: not a default, not varcache's. */
+static bool learned_is_own(const struct server *server, const char *name, const char *value)
+{
+	if (strcmp(name, "role") == 0)
+		return strcmp(value, "none") != 0;
+	if (strcmp(name, "session_authorization") == 0)
+		return strcmp(value, server->pool->user) != 0;
+	return session_set_tracks(server, name);
+}
+
+static void session_set_learn_row(struct server *server, const struct pkt *pkt)
+{
+	const uint8_t *r = pkt_body(pkt), *end = r + pkt_body_len(pkt);
+	char name[256], value[4096], name_lit[300], value_lit[8200];
+	if (end - r < 2 || r[0] != 0 || r[1] != 2)
+		return;
+	r += 2;
+	int got = row_text(&r, end, name, sizeof(name));
+	if (got > 0)
+		got = row_text(&r, end, value, sizeof(value));
+	if (got < 0)
+		learn_wanted(server, true);	/* a name or value too long to carry: reset for others */
+	if (got <= 0)
+		return;	/* NULL: a custom parameter not set here */
+	if (!learned_is_own(server, name, value))
+		return;
+	struct session_learn *l = learn_state(server);
+	if (sets_find(l->rows, name) >= 0 || !proto_quote_literal(name, name_lit, sizeof(name_lit)) ||
+	    !proto_quote_literal(value, value_lit, sizeof(value_lit)))
+		return;
+	char *stmt = xmalloc(strlen(name_lit) + strlen(value_lit) + 64);
+	sprintf(stmt, "SELECT pg_catalog.set_config(%s, %s, false)", name_lit, value_lit);
+	if (!l->rows || l->rows->count == l->rows_cap) {
+		uint32_t cap = l->rows_cap ? l->rows_cap * 2 : 8;
+		l->rows = xrealloc(l->rows, sizeof(*l->rows) + cap * sizeof(l->rows->e[0]));
+		if (!l->rows_cap)
+			l->rows->refs = 1, l->rows->count = 0, l->rows->unknown_all = false;
+		l->rows_cap = cap;
+	}
+	l->rows->e[l->rows->count].name = xstrdup(name);
+	l->rows->e[l->rows->count].stmt = stmt;
+	l->rows->count++;
+}
+
+/* varcache's parameters the server does not report (search_path on 15): now as learned, for both. */
+static void learned_unreported(struct server *server, struct client *client, const struct session_sets *s)
+{
+	for (int idx = 0; idx < varcache_count(); idx++) {
+		if (!varcache_settable(idx) || (server->reported_mask & (UINT64_C(1) << idx)))
+			continue;
+		if (sets_find(s, varcache_name(idx)) >= 0) {	/* the set's statement is its value */
+			varcache_mark_unknown(&server->vars, idx);
+			varcache_mark_unknown(&client->vars, idx);
+		} else {	/* at the server's default */
+			if (varcache_get(server->vars, idx))
+				varcache_clear(&server->vars, idx);
+			if (varcache_get(client->vars, idx))
+				varcache_clear(&client->vars, idx);
+		}
+	}
+}
+
+/*
+ * The client's session is what was learned: its set from now on, and the
+ * server's. Where learning could not see everything (opaque), the server
+ * is marked for a reset before another client's transaction; its own
+ * client coming back finds it as it left it (synced to it).
+ */
+static void session_set_learn_done(struct server *server, bool failed)
+{
+	struct client *client = server->link;
+	struct session_learn *l = learn_state(server);
+	if (failed || !client) {
+		if (client)
+			client_log(LOG_LEVEL_WARNING, client, "could not learn the session settings its transaction changed");
+		server_sets_unknown(server);
+		learn_forget(server);
+		return;
+	}
+	struct session_sets *s = l->rows;
+	l->rows = NULL;
+	session_sets_unref(client->sets);
+	client->sets = s;
+	session_sets_unref(server->sets);
+	server->sets = session_sets_ref(s);
+	if (server->sets_opaque)
+		sets_mark_unknown_all(&server->sets);
+	learned_unreported(server, client, s);
+	client_sets_changed(client);
+	server->synced_client_id = client->id;
+	server->synced_vars_gen = client->vars_gen;
+	learn_forget(server);
+}
+
+static void session_set_learn_dropped(struct server *server)
+{
+	server_sets_unknown(server);
+	learn_forget(server);
+}
+
 static void session_set_client_free(struct client *client)
 {
 	session_sets_unref(client->sets);
@@ -557,6 +921,7 @@ static void session_set_server_free(struct server *server)
 {
 	session_sets_unref(server->sets);
 	session_set_pending_clear(server);
+	learn_forget(server);
 }
 
 void session_set_register(void)
@@ -571,4 +936,8 @@ void session_set_register(void)
 	relay_hooks.sets_cleared = session_set_cleared;
 	relay_hooks.sets_client_free = session_set_client_free;
 	relay_hooks.sets_server_free = session_set_server_free;
+	relay_hooks.sets_learn_sql = session_set_learn_sql;
+	relay_hooks.sets_learn_row = session_set_learn_row;
+	relay_hooks.sets_learn_done = session_set_learn_done;
+	relay_hooks.sets_learn_dropped = session_set_learn_dropped;
 }

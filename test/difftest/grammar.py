@@ -12,9 +12,10 @@ unknown names and aborted pipelines are all fair, but the pooling
 limitations pgvalve documents (doc/pgvalve.ini.5) are not generated:
 
   * statement mode: no transaction block left open at ReadyForQuery;
-  * transaction and statement mode: SET, RESET and DISCARD only alone in a
-    simple query outside a transaction block (not through the extended
-    protocol, not among other statements); SQL PREPARE, EXECUTE and
+  * transaction and statement mode: DISCARD only alone in a simple query
+    (SET and RESET anywhere: in transaction blocks, among other statements,
+    through the extended protocol, by set_config() and in DO blocks, since
+    pgvalve learns what they left; issue 55); SQL PREPARE, EXECUTE and
     DEALLOCATE only alone in their query, a SQL PREPARE of a name at most
     once per client, and never EXECUTE of the client's protocol-level name
     or Bind of its SQL-level name; no Bind of the unnamed statement parsed
@@ -127,7 +128,7 @@ class Rules:
             word, _ = first_word(msg[2])
             if self.mode == "statement" and opens_txn(msg[2]):
                 return "transaction block in statement mode"
-            if txn_mode and (word in SESSION_WORDS or word in SQLPREP_WORDS):
+            if txn_mode and (word == "DISCARD" or word in SQLPREP_WORDS):
                 return "session statement through the extended protocol"
         if kind in "BDC" and txn_mode:
             stmt = msg[2] if kind == "B" else (msg[2] if msg[1] == "S" else None)
@@ -138,15 +139,15 @@ class Rules:
         return None
 
     def _refuse_txn_mode_query(self, stmts):
-        special = [s for s in stmts if is_session_stmt(s) or first_word(s)[0] in SQLPREP_WORDS]
+        special = [s for s in stmts if first_word(s)[0] == "DISCARD" or first_word(s)[0] in SQLPREP_WORDS]
         if special and len(stmts) > 1:
             return "session statement among others"
         if not special:
             return None
         stmt = special[0]
         word, second = first_word(stmt)
-        if is_session_stmt(stmt) and self.in_txn:
-            return "SET inside a transaction block"
+        if word == "DISCARD" and self.in_txn:
+            return "DISCARD inside a transaction block"
         if word == "EXECUTE" and second.lower() in self.proto_names:
             return "EXECUTE of a protocol-level statement"
         return None
@@ -295,11 +296,24 @@ class ClientGen:
             f"SET difftest.tag = 'c{c}_{k}'",
             "SET DateStyle = 'bogus'",
             "SET LOCAL statement_timeout = '3s'",
-            r.choice(["RESET application_name", "RESET statement_timeout", "RESET DateStyle", "RESET ALL"]),
+            r.choice(["RESET application_name", "RESET statement_timeout", "RESET DateStyle", "RESET ALL",
+                      "RESET work_mem", "RESET difftest.tag"]),
             "DISCARD ALL",
             r.choice(["SHOW application_name", "SHOW statement_timeout", "SHOW DateStyle", "SHOW TimeZone",
-                      "SHOW IntervalStyle", "SHOW search_path", "SHOW work_mem"]),
+                      "SHOW IntervalStyle", "SHOW search_path", "SHOW work_mem",
+                      "SHOW default_transaction_isolation",
+                      "SELECT coalesce(current_setting('difftest.tag', true), '') AS tag"]),
+            # changes pgvalve learns after the transaction (issue 55)
+            f"SELECT set_config('work_mem', '{k + 10}MB', false) AS s",
+            f"SELECT set_config('difftest.tag', 'f{c}_{k}', false) AS s",
+            f"SELECT set_config('statement_timeout', '{k}min', true) AS s",
+            f"DO $$BEGIN SET work_mem = '{k + 20}MB'; END$$",
+            f"DO $$BEGIN PERFORM set_config('difftest.tag', 'd{c}_{k}', false); END$$",
+            f"SET work_mem = '{k + 30}MB'; SHOW work_mem",
+            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ",
         ])
+        if self.rules.in_txn and r.random() < 0.2:
+            sql = r.choice(["SAVEPOINT s1", "ROLLBACK TO SAVEPOINT s1"])
         return [["Q", sql]]
 
     def step_sqlprepare(self):
@@ -370,7 +384,10 @@ class ClientGen:
         if self.on("txn"):
             specs += [("BEGIN", []), ("COMMIT", [])]
         if self.on("set"):
-            specs.append(("SET application_name = 'ext'", []))
+            specs += [("SET application_name = 'ext'", []), ("SET work_mem = '3MB'", []),
+                      ("SET search_path = pg_catalog, public", []), ("RESET search_path", []),
+                      ("SELECT set_config('difftest.tag', 'ext', false) AS s", []), ("SHOW work_mem", []),
+                      ("SHOW search_path", [])]
         return specs
 
     def param(self, kind, binary):

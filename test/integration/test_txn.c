@@ -666,14 +666,19 @@ START_TEST(lifo_and_round_robin)
 }
 END_TEST
 
-/* server_reset_query runs in transaction mode only with server_reset_query_always. */
+/*
+ * server_reset_query runs in transaction mode only with
+ * server_reset_query_always. track_client_set = off, as PgBouncer: the
+ * client's set_config() stays on the server, where the reset query is the
+ * only thing that takes it away.
+ */
 START_TEST(reset_query_always)
 {
 	for (int always = 0; always <= 1; always++) {
 		struct pgv p;
-		char extra[160];
+		char extra[200];
 		snprintf(extra, sizeof(extra), TXN "default_pool_size = 1\nserver_reset_query = SELECT set_config('pgv.mark', '', false)\n"
-			 "server_reset_query_always = %d\n", always);
+			 "server_reset_query_always = %d\ntrack_client_set = off\n", always);
 		pgv_start(&p, extra, std_databases(), std_userlist());
 		PGconn *a = connect_ok(&p, "scram_user", "scram_pass");
 		exec_ok(a, "SELECT set_config('pgv.mark', 'left over', false)");

@@ -670,6 +670,160 @@ START_TEST(reported_search_path_follows_its_client)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- learned after the transaction */
+
+/* The client's way of sending one statement: PQexec (simple Query) or PQexecParams (Parse, Bind, Execute). */
+static void run_ok(PGconn *c, const char *sql, bool extended)
+{
+	PGresult *r = extended ? PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0) : PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+	ck_assert_msg(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s (%s): %s", sql,
+		      extended ? "extended" : "simple", PQerrorMessage(c));
+	PQclear(r);
+}
+
+/* Several statements, one by one through the extended protocol, or as one simple Query (joined by "; "). */
+static void run_all(PGconn *c, const char *const *sqls, bool extended)
+{
+	if (extended) {
+		for (int i = 0; sqls[i]; i++)
+			run_ok(c, sqls[i], true);
+		return;
+	}
+	char joined[1024] = "";
+	for (int i = 0; sqls[i]; i++) {
+		strncat(joined, sqls[i], sizeof(joined) - strlen(joined) - 3);
+		if (sqls[i + 1])
+			strcat(joined, "; ");
+	}
+	run_ok(c, joined, false);
+}
+
+/*
+ * a's value of what (SHOW or current_setting) is want, on its server and
+ * then on a new one, and b, on the one server before that, sees other.
+ */
+static void expect_own(struct pgv *p, PGconn *a, PGconn *b, const char *what, const char *want, const char *other)
+{
+	char *pid = value_of(a, "SELECT pg_backend_pid()");
+	expect_value(a, what, want);
+	expect_value(b, "SELECT pg_backend_pid()", pid);	/* the one server: what a left there */
+	expect_value(b, what, other);
+	expect_value(a, what, want);
+	end_server(p, pid);
+	expect_value(a, what, want);	/* a new server */
+	char *pid2 = value_of(a, "SELECT pg_backend_pid()");
+	ck_assert_str_ne(pid, pid2);
+	expect_value(b, what, other);
+	free(pid);
+	free(pid2);
+}
+
+struct learn_case {
+	const char *name;
+	const char *setup;	/* run alone before, or NULL */
+	const char *sqls[6];
+	bool simple_only;	/* several statements in one Query */
+	const char *show;
+	const char *want;
+	const char *other;
+};
+
+static const struct learn_case learn_cases[] = {
+	{ "set_config", NULL, { "SELECT set_config('work_mem', '7777kB', false)" }, false,
+	  "SHOW work_mem", "7777kB", "4MB" },
+	{ "DO", NULL, { "DO $$BEGIN SET work_mem = '7777kB'; END$$" }, false, "SHOW work_mem", "7777kB", "4MB" },
+	{ "committed", NULL, { "BEGIN", "SET work_mem = '7777kB'", "COMMIT" }, false, "SHOW work_mem", "7777kB", "4MB" },
+	{ "one query", NULL, { "SET work_mem = '7777kB'; SELECT 1" }, true, "SHOW work_mem", "7777kB", "4MB" },
+	{ "search_path", NULL, { "BEGIN", "SET search_path = pg_catalog, public", "COMMIT" }, false,
+	  "SHOW search_path", "pg_catalog, public", "\"$user\", public" },
+	{ "rolled back", "SET lock_timeout = '2s'", { "BEGIN", "SET lock_timeout = '7s'", "ROLLBACK" }, false,
+	  "SHOW lock_timeout", "2s", "0" },
+	{ "SET LOCAL", NULL, { "BEGIN", "SET statement_timeout = '11s'", "SET LOCAL statement_timeout = '12s'", "COMMIT" },
+	  false, "SHOW statement_timeout", "11s", "0" },
+	{ "savepoint", NULL, { "BEGIN", "SET work_mem = '5MB'", "SAVEPOINT s", "SET work_mem = '6MB'", "ROLLBACK TO s",
+	  "COMMIT" }, false, "SHOW work_mem", "5MB", "4MB" },
+	{ "RESET in a transaction", "SET work_mem = '5MB'", { "BEGIN", "RESET work_mem", "COMMIT" }, false,
+	  "SHOW work_mem", "4MB", "4MB" },
+	{ "role", NULL, { "BEGIN", "SET ROLE scram_user", "COMMIT" }, false, "SHOW role", "scram_user", "none" },
+	{ "characteristics", NULL, { "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE" }, false,
+	  "SHOW default_transaction_isolation", "serializable", "read committed" },
+	{ "custom set_config", NULL, { "BEGIN", "SELECT set_config('myapp.tenant', 't42', false)", "COMMIT" }, false,
+	  "SELECT coalesce(current_setting('myapp.tenant', true), '')", "t42", "" },
+	{ "custom SET", NULL, { "BEGIN", "SET myapp.tenant = 't43'", "COMMIT" }, false,
+	  "SELECT coalesce(current_setting('myapp.tenant', true), '')", "t43", "" },
+};
+
+/*
+ * Issue 55: every way a session setting changes (a SET in a transaction
+ * that commits, rolls back or has savepoints, SET LOCAL, a SET among other
+ * statements, set_config(), DO, SET ROLE, SESSION CHARACTERISTICS, custom
+ * parameters) leaves the client seeing what PostgreSQL shows it, on its
+ * server and on a new one, and the next client on that server sees none
+ * of it; through the simple and the extended protocol.
+ */
+START_TEST(session_changes_are_learned)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	for (int ext = 0; ext < 2; ext++) {
+		for (size_t i = 0; i < sizeof(learn_cases) / sizeof(learn_cases[0]); i++) {
+			const struct learn_case *lc = &learn_cases[i];
+			if (ext && lc->simple_only)
+				continue;
+			PGconn *a = connect_ok(&p);
+			PGconn *b = connect_ok(&p);
+			fprintf(stderr, "case %s (%s)\n", lc->name, ext ? "extended" : "simple");
+			if (lc->setup)
+				exec_ok(a, lc->setup);
+			run_all(a, lc->sqls, ext);
+			expect_own(&p, a, b, lc->show, lc->want, lc->other);
+			PQfinish(a);
+			PQfinish(b);
+		}
+	}
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A SET refused inside a transaction aborts it, as in PostgreSQL; the
+ * client's earlier settings stay, and the ones of the aborted transaction
+ * are gone.
+ */
+START_TEST(refused_set_in_a_transaction_keeps_earlier_settings)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	PGconn *b = connect_ok(&p);
+	exec_ok(a, "BEGIN; SET work_mem = '5MB'; COMMIT");
+	exec_ok(a, "BEGIN");
+	exec_ok(a, "SET lock_timeout = '9s'");
+	PGresult *r = PQexec(a, "SET work_mem = 'plenty'");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023");
+	PQclear(r);
+	r = PQexec(a, "SET no_such_parameter = 1");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25P02");
+	PQclear(r);
+	exec_ok(a, "ROLLBACK");
+	expect_own(&p, a, b, "SHOW work_mem", "5MB", "4MB");
+	expect_value(a, "SHOW lock_timeout", "0");
+	r = PQexec(a, "BEGIN; SET no_such_parameter = 1; COMMIT");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "42704");
+	PQclear(r);
+	ck_assert_int_eq(PQtransactionStatus(a), PQTRANS_INERROR);	/* the rest of the Query was not run */
+	exec_ok(a, "ROLLBACK");
+	expect_own(&p, a, b, "SHOW work_mem", "5MB", "4MB");
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *varstate_suite(void)
 {
 	Suite *s = suite_create("varstate");
@@ -689,6 +843,10 @@ static Suite *varstate_suite(void)
 	tcase_add_test(tc, unfollowed_set_never_leaks);
 	tcase_add_test(tc, client_set_tracking_off);
 	tcase_add_test(tc, reported_search_path_follows_its_client);
+	suite_add_tcase(s, tc);
+	tc = pgv_tcase_create("learned", 120);
+	tcase_add_test(tc, session_changes_are_learned);
+	tcase_add_test(tc, refused_set_in_a_transaction_keeps_earlier_settings);
 	suite_add_tcase(s, tc);
 	return s;
 }
