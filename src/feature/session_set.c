@@ -15,6 +15,7 @@
 #include "server.h"
 #include "sql_lex.h"
 #include "varcache.h"
+#include "volatility.h"
 
 #include <ctype.h>
 #include <strings.h>
@@ -403,6 +404,26 @@ static void scan_text(struct server *server, const char *sql, size_t len, int de
 		learn_wanted(server, true);
 }
 
+/*
+ * Whether a NUL-terminated text names a function of the database that may
+ * change a session setting (volatility_setters): learned, and reset for
+ * others (what it set under a custom name is not known). Costs nothing
+ * where the database has none.
+ */
+static void scan_setter_calls(struct server *server, const char *sql)
+{
+	size_t n;
+	if (!volatility_any_setters())
+		return;
+	const char *const *names = volatility_setters(server->pool->db, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (strcasestr(sql, names[i])) {
+			learn_wanted(server, true);
+			return;
+		}
+	}
+}
+
 /* Whether a text that does not start with SET, RESET, DISCARD or DO may still change settings: cheap, in place. */
 static bool text_may_set(const char *sql, size_t len)
 {
@@ -439,10 +460,11 @@ static void note_parse(struct server *server, const struct pkt *pkt)
 		first++;
 	size_t rest = sql_len - (size_t)(first - sql);
 	bool candidate = rest > 0 && strchr("sSrRdD-/", first[0]);
-	if (!candidate && !text_may_set(first, rest))
-		return;
 	bool was = server->sets_learn;
-	scan_text(server, first, rest, 0);
+	if (sql + sql_len < body + len)	/* NUL-terminated in the packet */
+		scan_setter_calls(server, first);
+	if (candidate || text_may_set(first, rest))
+		scan_text(server, first, rest, 0);
 	if (!was && server->sets_learn && body[0] && server->link)
 		server->link->sets_learn_always = true;
 }
@@ -504,6 +526,8 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 	if (!candidate) {
 		if (text_may_set(first, rest))
 			scan_text(server, first, rest, 0);
+		if (rest > 0 && first[rest - 1] == '\0')	/* the Query's own NUL */
+			scan_setter_calls(server, first);
 		return;
 	}
 	scan_text(server, first, rest, 0);

@@ -26,15 +26,30 @@
  *    usual case) or one with the same SETs gets the server next; here the
  *    work is done only when the next client differs, and then rides on
  *    the round trip that brings the tracked parameters in line anyway.
- *  - anything that changes the session unseen (a SET inside a transaction
- *    block, in a multi-statement query, through the extended protocol,
- *    SET SESSION CHARACTERISTICS) marks what the server carries as
- *    unknown: that name, or everything, and it is reset ("RESET name", or
- *    RESET SESSION AUTHORIZATION + RESET ALL) before anyone's next
- *    transaction, so it never reaches another client.
+ *  - anything else that may change the session (a SET or RESET inside a
+ *    transaction block, among other statements or through the extended
+ *    protocol; a CommandComplete SET, RESET, DISCARD ALL, DO or CALL not
+ *    followed above; set_config() in a Query or Parse; a call of a
+ *    function whose body changes settings, as volatility.h lists them;
+ *    a text too long to read) sets server->sets_learn: when the
+ *    transaction ends, after the client has its ReadyForQuery and before
+ *    the server goes back to the pool (still linked, the client paused
+ *    until then), the server's session-level settings are learned
+ *    (pg_settings where source = 'session', role, session_authorization,
+ *    custom parameters by the names the client's text and set gave) and
+ *    become the client's set, as PostgreSQL keeps them: committed, rolled
+ *    back, SET LOCAL gone, savepoints undone. One round trip on the
+ *    server, none on the client unless its next query comes before it.
+ *  - what learning cannot see whole (DO, CALL, a setting function, a
+ *    set_config() of a name not written out: custom parameters set there
+ *    under other names) marks the server for RESET ALL before another
+ *    client's transaction (opaque); the client keeps what was learned.
+ *    A named Parse with set_config() makes each later transaction of its
+ *    client learned (client->sets_learn_always).
  *
- * Not covered: set_config() or SET run inside functions (not seen at
- * all, as with PgBouncer).
+ * Not covered: a setting changed by a function the statement does not
+ * name (a trigger, a view, another function), or created after pg_proc
+ * was read: as in PgBouncer, it stays on the server.
  *
  * Sets are immutable, refcounted snapshots: a client and the servers that
  * carry its SETs share one, so the usual comparison is a pointer compare.

@@ -16,11 +16,18 @@
 /*
  * Each name none of whose functions (any schema, any arguments) is
  * VOLATILE ('s'), or whose VOLATILE ones are all PostgreSQL's own, in
- * pg_catalog ('c': volatility_catalog_only).
+ * pg_catalog ('c': volatility_catalog_only), or neither ('v'); and whether
+ * one of them may change a session setting (t): a body in SQL or a
+ * procedural language that calls set_config() or has a statement, or a
+ * dynamic one, starting with SET or RESET (volatility_setters). Names of
+ * the last kind only are listed with 'v'.
  */
-#define VOLATILITY_QUERY "SELECT proname, CASE WHEN bool_and(provolatile <> 'v') THEN 's' ELSE 'c' END " \
-	"FROM pg_catalog.pg_proc GROUP BY proname " \
-	"HAVING bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace)"
+#define SETTER_TEST "(prolang NOT IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('internal', 'c')) " \
+	"AND prosrc ~* '(set_config|(^|[;''(]|\\m(begin|then|else|loop|execute))\\s*(set|reset)\\M)')"
+#define VOLATILITY_QUERY "SELECT proname, CASE WHEN bool_and(provolatile <> 'v') THEN 's' " \
+	"WHEN bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) THEN 'c' ELSE 'v' END, " \
+	"bool_or(" SETTER_TEST ") FROM pg_catalog.pg_proc GROUP BY proname " \
+	"HAVING bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) OR bool_or(" SETTER_TEST ")"
 /* An ask whose server vanished is given up after this long. */
 #define VOLATILITY_ASK_TIMEOUT (60 * USEC_PER_SEC)
 /* Longest function name kept (PostgreSQL's NAMEDATALEN - 1 is 63). */
@@ -29,8 +36,10 @@
 struct vol_table {
 	struct vol_table *next;
 	char *dbname;
-	char **names;		/* sorted, for bsearch; each "name\0k", k 's' or 'c' (VOLATILITY_QUERY) */
+	char **names;		/* sorted, for bsearch; each "name\0ks", k 's', 'c' or 'v', s 't' or 'f' (VOLATILITY_QUERY) */
 	size_t count;
+	const char **setters;	/* the names whose s is 't', into names */
+	size_t setter_count;
 	bool known;
 	usec_t fetched;		/* last answer (or failure) */
 	uint64_t generation;	/* the config generation it was read under */
@@ -41,6 +50,8 @@ struct vol_table {
 };
 
 static struct vol_table *tables;
+/* Setters in all tables: a Query is looked at for their names only where there are some. */
+static size_t setters_known;
 
 static struct vol_table *table_find(const char *dbname)
 {
@@ -122,21 +133,52 @@ static void query_row(struct server *server, const struct pkt *pkt)
 	pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
 	uint16_t ncols = pkt_get_uint16(&r);
 	uint32_t len = pkt_get_uint32(&r);
-	if (!t || r.failed || ncols != 2 || len >= VOLATILITY_NAME_MAX || len + 5 > pkt_body_len(pkt) - r.pos)
+	if (!t || r.failed || ncols != 3 || len >= VOLATILITY_NAME_MAX || len + 10 > pkt_body_len(pkt) - r.pos)
 		return;
 	const uint8_t *at = pkt_body(pkt) + r.pos;
 	char kind = proto_read_be32(at + len) == 1 ? (char)at[len + 4] : 0;
-	if (kind != 's' && kind != 'c')
+	char setter = proto_read_be32(at + len + 5) == 1 ? (char)at[len + 9] : 0;
+	if ((kind != 's' && kind != 'c' && kind != 'v') || (setter != 't' && setter != 'f'))
 		return;
 	if (t->loading_count == t->loading_cap) {
 		t->loading_cap = t->loading_cap ? t->loading_cap * 2 : 1024;
 		t->loading = xrealloc(t->loading, t->loading_cap * sizeof(*t->loading));
 	}
-	char *name = xmalloc(len + 2);
+	char *name = xmalloc(len + 3);
 	memcpy(name, at, len);
 	name[len] = '\0';
 	name[len + 1] = kind;
+	name[len + 2] = setter;
 	t->loading[t->loading_count++] = name;
+}
+
+/* The names that may change a session setting, from a table just loaded. */
+static void list_setters(struct vol_table *t)
+{
+	setters_known -= t->setter_count;
+	free(t->setters);
+	t->setters = NULL;
+	t->setter_count = 0;
+	for (size_t i = 0; i < t->count; i++) {
+		const char *name = t->names[i];
+		if (name[strlen(name) + 2] != 't')
+			continue;
+		t->setters = xrealloc(t->setters, (t->setter_count + 1) * sizeof(*t->setters));
+		t->setters[t->setter_count++] = name;
+	}
+	setters_known += t->setter_count;
+}
+
+bool volatility_any_setters(void)
+{
+	return setters_known > 0;
+}
+
+const char *const *volatility_setters(const struct db *db, size_t *count)
+{
+	const struct vol_table *t = table_find(db->name);
+	*count = t && t->known ? t->setter_count : 0;
+	return *count ? t->setters : NULL;
 }
 
 static void query_done(struct server *server, bool failed)
@@ -147,7 +189,7 @@ static void query_done(struct server *server, bool failed)
 	t->asking = NULL;
 	t->fetched = now_usec();
 	if (failed) {
-		log_warning("database \"%s\": could not read pg_proc for load_balance_reads (%s); kept %s", t->dbname,
+		log_warning("database \"%s\": could not read pg_proc (%s); kept %s", t->dbname,
 			    server->internal_error, t->known ? "the last table" : "the built-in list");
 		names_free(t->loading, t->loading_count);
 	} else {
@@ -155,8 +197,10 @@ static void query_done(struct server *server, bool failed)
 		t->names = t->loading;
 		t->count = t->loading_count;
 		qsort(t->names, t->count, sizeof(*t->names), compare_names);
+		list_setters(t);
 		t->known = true;
-		log_debug("database \"%s\": %zu function names not VOLATILE (pg_proc)", t->dbname, t->count);
+		log_debug("database \"%s\": %zu function names from pg_proc, %zu that may change settings", t->dbname,
+			  t->count, t->setter_count);
 	}
 	t->loading = NULL;
 	t->loading_count = t->loading_cap = 0;
@@ -173,6 +217,19 @@ static bool db_auto(const struct db *db)
 	int tsa = db->cfg->target_session_attrs;
 	return db->cfg->load_balance_reads == LOAD_BALANCE_READS_AUTO && db->host_count >= 2 && !db->is_admin &&
 	       (tsa == TSA_READ_WRITE || tsa == TSA_PRIMARY);
+}
+
+/* A database whose clients' session SETs are followed (session_set.h): it asks for the functions that change them. */
+static bool db_tracks_sets(const struct db *db)
+{
+	if (!pgv.cfg->track_client_set || db->is_admin)
+		return false;
+	list_for_each(ppos, &db->pools) {
+		struct pool *pool = container_of(ppos, struct pool, node);
+		if (pool_effective_mode(pool) != POOL_MODE_SESSION)
+			return true;
+	}
+	return false;
 }
 
 /* An idle server of db's own pools (on its primary), or NULL. */
@@ -201,7 +258,7 @@ void volatility_tick(usec_t now)
 {
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
-		if (!db_auto(db) || db_paused(db))
+		if (!(db_auto(db) || db_tracks_sets(db)) || db_paused(db))
 			continue;
 		struct vol_table *t = table_get(db->name);
 		if (!table_due(t, now))
@@ -226,6 +283,8 @@ void volatility_cleanup(void)
 		tables = t->next;
 		names_free(t->names, t->count);
 		names_free(t->loading, t->loading_count);
+		free(t->setters);
+		setters_known -= t->setter_count;
 		free(t->dbname);
 		free(t);
 	}

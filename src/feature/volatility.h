@@ -1,7 +1,9 @@
 /*
  * volatility.h - which functions a database's primary says are not
  * VOLATILE (pg_proc.provolatile), for the read balancer's auto mode
- * (balance.h): a cache of function names per database.
+ * (balance.h), and which may change a session setting (their body calls
+ * set_config() or runs SET or RESET), for session SETs (session_set.h):
+ * a cache of function names per database.
  *
  * Contract:
  *  - A name is safe when no function of that name, in any schema and
@@ -12,7 +14,8 @@
  *    functions that are VOLATILE but never write, whether a name's
  *    VOLATILE functions are all in pg_catalog.
  *  - Read from the primary of each database with load_balance_reads =
- *    auto, by one pooler-internal query on an idle server of the
+ *    auto or whose session SETs are followed (track_client_set in
+ *    transaction or statement pooling), by one pooler-internal query on an idle server of the
  *    database's own pool (its servers are on the primary), from the
  *    janitor's tick: once the database is used, again after each RELOAD,
  *    and every load_balance_functions_refresh (0: only then). While none
@@ -45,6 +48,14 @@ void volatility_tick(usec_t now);
  * which a user's function of the same name elsewhere must not pass for.
  */
 bool volatility_catalog_only(const struct db *db, const char *name);
+/*
+ * The names (lower case, no schema) of db's functions that may change a
+ * session setting; *count of them (0, NULL: none, or none known yet).
+ * Valid until the next volatility_tick.
+ */
+const char *const *volatility_setters(const struct db *db, size_t *count);
+/* Whether any database has such a function (a cheap first test). */
+bool volatility_any_setters(void);
 /* How many names db's table holds (0: none known). */
 size_t volatility_count(const struct db *db);
 /* Frees every table (exit). */

@@ -824,6 +824,52 @@ START_TEST(refused_set_in_a_transaction_keeps_earlier_settings)
 }
 END_TEST
 
+/*
+ * A function of the database that changes a setting (its body calls
+ * set_config(), or runs SET), called from a plain SELECT: once pgvalve has
+ * read pg_proc (at the janitor's first tick with an idle server), the
+ * client keeps what it set, on its server and on a new one, and the next
+ * client on that server sees none of it; through both protocols.
+ */
+START_TEST(setting_functions_are_learned)
+{
+	PGconn *d = pg_direct();
+	exec_ok(d, "CREATE OR REPLACE FUNCTION varstate_set_mem(m text) RETURNS text LANGUAGE plpgsql AS "
+		   "$$BEGIN PERFORM set_config('work_mem', m, false); RETURN m; END$$");
+	exec_ok(d, "CREATE OR REPLACE FUNCTION varstate_set_path() RETURNS int LANGUAGE plpgsql AS "
+		   "$$BEGIN\n  SET search_path = pg_catalog, public;\n  RETURN 1;\nEND$$");
+	PQfinish(d);
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *a = connect_ok(&p);
+	PGconn *b = connect_ok(&p);
+	/*
+	 * Until pg_proc is read, the SET leaks as in PgBouncer: the janitor
+	 * asks at its first tick (1 s) with an idle server; 15 s leaves a
+	 * loaded machine plenty.
+	 */
+	bool known = false;
+	for (double deadline = now_s() + 15; !known && now_s() < deadline; sleep_ms(100)) {
+		exec_ok(a, "SELECT varstate_set_mem('6MB')");
+		char *other = value_of(b, "SHOW work_mem");
+		known = strcmp(other, "4MB") == 0;
+		free(other);
+		exec_ok(a, "RESET work_mem");
+	}
+	ck_assert_msg(known, "pg_proc's setting functions never read: %s", pgv_log_tail(&p, 1500));
+	for (int ext = 0; ext < 2; ext++) {
+		run_ok(a, "SELECT varstate_set_mem('7MB')", ext);
+		expect_own(&p, a, b, "SHOW work_mem", "7MB", "4MB");
+		run_ok(a, "SELECT VARSTATE_SET_PATH()", ext);
+		expect_own(&p, a, b, "SHOW search_path", "pg_catalog, public", "\"$user\", public");
+		exec_ok(a, "RESET ALL");
+	}
+	PQfinish(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 static Suite *varstate_suite(void)
 {
 	Suite *s = suite_create("varstate");
@@ -847,6 +893,7 @@ static Suite *varstate_suite(void)
 	tc = pgv_tcase_create("learned", 120);
 	tcase_add_test(tc, session_changes_are_learned);
 	tcase_add_test(tc, refused_set_in_a_transaction_keeps_earlier_settings);
+	tcase_add_test(tc, setting_functions_are_learned);
 	suite_add_tcase(s, tc);
 	return s;
 }
