@@ -9,6 +9,10 @@
 #include "common.h"
 #include "sql_lex.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>	/* sql_find_pair, sql_marks */
+#endif
+
 /* Character classes, as scan.l names them. */
 enum {
 	C_SPACE = 1,		/* [ \t\n\r\f\v] */
@@ -311,4 +315,66 @@ bool sql_token_name(const struct sql_token *tok, char *out, size_t size)
 	}
 	out[n] = '\0';
 	return n > 0;
+}
+
+const char *sql_find_pair(const char *text, size_t len, char a, char b)
+{
+	if (len < 2)
+		return NULL;
+	size_t last = len - 2, i = 0;	/* the last place a pair can start */
+#ifdef __SSE2__
+	if (last + 1 >= 16) {
+		const __m128i case_bit = _mm_set1_epi8(0x20), va = _mm_set1_epi8(a), vb = _mm_set1_epi8(b);
+		/* blocks of 16 places (reading text[i .. i + 16]); the last block ends at last, overlapping */
+		for (size_t next = 0; next <= last; next += 16) {
+			i = MIN(next, last + 1 - 16);
+			__m128i x = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(text + i)), case_bit);
+			__m128i y = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(text + i + 1)), case_bit);
+			unsigned m = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(y, vb)));
+			if (m)
+				return text + i + (size_t)__builtin_ctz(m);
+		}
+		return NULL;
+	}
+#endif
+	for (; i <= last; i++)
+		if ((text[i] | 0x20) == a && (text[i + 1] | 0x20) == b)
+			return text + i;
+	return NULL;
+}
+
+/* The marks of the pair text[i], text[i + 1], each with its 0x20 bit set. */
+static inline unsigned pair_marks(unsigned char x, unsigned char y)
+{
+	return (x == 'l' && y == 'i' ? SQL_MARK_LI : 0) | (x == ('_' | 0x20) && y == 'c' ? SQL_MARK_UNDERSCORE_C : 0) |
+	       (x == ';' ? SQL_MARK_SEMI_INSIDE : 0);
+}
+
+unsigned sql_marks(const char *text, size_t len)
+{
+	if (len < 2)
+		return 0;
+	size_t last = len - 2, i = 0;	/* the last place a pair starts */
+	unsigned marks = 0;
+#ifdef __SSE2__
+	if (last + 1 >= 16) {
+		const __m128i case_bit = _mm_set1_epi8(0x20), ell = _mm_set1_epi8('l'), eye = _mm_set1_epi8('i');
+		const __m128i under = _mm_set1_epi8('_' | 0x20), cee = _mm_set1_epi8('c'), semi = _mm_set1_epi8(';');
+		__m128i li = _mm_setzero_si128(), uc = li, si = li;
+		/* blocks of 16 places (reading text[i .. i + 16]); the last block ends at last, overlapping */
+		for (size_t next = 0; next <= last; next += 16) {
+			i = MIN(next, last + 1 - 16);
+			__m128i x = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(text + i)), case_bit);
+			__m128i y = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(text + i + 1)), case_bit);
+			li = _mm_or_si128(li, _mm_and_si128(_mm_cmpeq_epi8(x, ell), _mm_cmpeq_epi8(y, eye)));
+			uc = _mm_or_si128(uc, _mm_and_si128(_mm_cmpeq_epi8(x, under), _mm_cmpeq_epi8(y, cee)));
+			si = _mm_or_si128(si, _mm_cmpeq_epi8(x, semi));
+		}
+		return (_mm_movemask_epi8(li) ? SQL_MARK_LI : 0) | (_mm_movemask_epi8(uc) ? SQL_MARK_UNDERSCORE_C : 0) |
+		       (_mm_movemask_epi8(si) ? SQL_MARK_SEMI_INSIDE : 0);
+	}
+#endif
+	for (; i <= last; i++)
+		marks |= pair_marks((unsigned char)(text[i] | 0x20), (unsigned char)(text[i + 1] | 0x20));
+	return marks;
 }

@@ -84,4 +84,26 @@ static inline bool sql_token_is_char(const struct sql_token *tok, char c)
  */
 bool sql_token_name(const struct sql_token *tok, char *out, size_t size);
 
+/*
+ * The first place in text[0, len) where two bytes a, b follow each other,
+ * each compared with its 0x20 bit set (a letter in either case: pass it in
+ * lower case; '_' is 0x7f), or NULL. A raw byte search, quotes and
+ * comments not skipped: the recognisers' cheap first test, which every
+ * Query and Parse of a pool goes through (SSE2: sixteen places at once).
+ */
+const char *sql_find_pair(const char *text, size_t len, char a, char b);
+
+/*
+ * What one pass over a statement text shows the recognisers, before any
+ * of them lexes it (raw bytes: quotes and comments not skipped, so a mark
+ * may be a false alarm, never a miss):
+ */
+enum sql_mark {
+	SQL_MARK_LI = 1 << 0,		/* "li" in any case: maybe LISTEN, UNLISTEN (notify.c) */
+	SQL_MARK_UNDERSCORE_C = 1 << 1,	/* "_c" in any case: maybe set_config (session_set.c) */
+	SQL_MARK_SEMI_INSIDE = 1 << 2,	/* a ';' before the last byte: maybe more statements */
+};
+/* The marks of text[0, len) (enum sql_mark bits): every Query and Parse of a pooled client passes here. */
+unsigned sql_marks(const char *text, size_t len);
+
 #endif

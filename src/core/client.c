@@ -24,6 +24,7 @@
 #include "proto.h"
 #include "server.h"
 #include "relay.h"
+#include "sql_lex.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -819,6 +820,33 @@ static bool balance_route(struct client *client, const struct pkt *pkt)
 	return true;
 }
 
+bool relay_text_of(const struct pkt *pkt, struct relay_text *rt)
+{
+	const char *body = (const char *)pkt_body(pkt);
+	size_t len = pkt_body_len(pkt);
+	rt->named = false;
+	if (pkt->type == 'P') {	/* the statement name first */
+		size_t name_len = strnlen(body, len);
+		if (name_len >= len)
+			return false;
+		rt->named = name_len > 0;
+		body += name_len + 1;
+		len -= name_len + 1;
+	}
+	if (pkt->type == 'Q' && len > 0 && body[len - 1] == '\0') {
+		rt->len = len - 1;	/* the common case: the Query ends with its NUL */
+	} else if (pkt->type == 'P' && len >= 3 && body[len - 3] == '\0' && body[len - 2] == 0 && body[len - 1] == 0) {
+		rt->len = len - 3;	/* no parameter types: the text, its NUL, a zero count */
+	} else if (pkt->type == 'P' && len >= 7 && body[len - 7] == '\0' && body[len - 6] == 0 && body[len - 5] == 1) {
+		rt->len = len - 7;	/* one: the count 1, then the type's 4 bytes */
+	} else if ((rt->len = strnlen(body, len)) >= len) {
+		return false;
+	}
+	rt->sql = body;
+	rt->marks = sql_marks(body, rt->len);
+	return true;
+}
+
 static bool client_data_packet(struct client *client, const struct pkt *pkt)
 {
 	switch (pkt->type) {
@@ -892,12 +920,14 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	if (track && relay_prep_needs_whole(pkt->type) && relay_call(prep_client_waits, client, client->link, pkt))
 		return true;	/* paused: offered again once the server answered what the name hangs on */
 	struct server *server = client->link;
-	if (track_notify && pkt_complete(pkt) && relay_call(notify_note_client, client, server, pkt))
+	struct relay_text rt;
+	bool text = (track_notify || track_set) && pkt_complete(pkt) && relay_text_of(pkt, &rt);
+	if (track_notify && text && relay_call(notify_note_client, client, server, &rt))
 		return true;	/* paused: offered again once the pool's listener has its new channels */
 	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
 	client->pool->db->stats.total.bytes_received += pkt->len;
-	if (track_set)
-		relay_call(sets_note_query, server, pkt);
+	if (track_set && (text || !pkt_complete(pkt)))
+		relay_call(sets_note_query, server, pkt, text ? &rt : NULL);
 	if (client->sets_learn_always)	/* a statement it prepared may change settings (session_set.h) */
 		server->sets_learn = true;
 	server_note_client_message(server, pkt->type);

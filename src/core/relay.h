@@ -72,6 +72,20 @@ enum balance_take {
 /* Longest simple Query read whole to see whether it is a SET (longer ones are not parsed). */
 #define SESSION_SET_QUERY_MAX 8192
 
+/*
+ * A client's whole Query or Parse, its statement text cut once for every
+ * feature that reads it (relay_text_of).
+ */
+struct relay_text {
+	const char *sql;	/* the statement (a Parse's after its name); a NUL follows it in the message */
+	size_t len;		/* up to that NUL */
+	unsigned marks;		/* sql_marks() of it (sql_lex.h) */
+	bool named;		/* a Parse of a named statement */
+};
+
+/* Fills rt for a whole Query or Parse; false if its text has no NUL (PostgreSQL refuses it). */
+bool relay_text_of(const struct pkt *pkt, struct relay_text *rt);
+
 struct relay_hooks {
 	/* prepared statements (prepare.h) */
 	bool (*prep_enabled)(const struct pool *pool);
@@ -86,8 +100,8 @@ struct relay_hooks {
 
 	/* session SETs (session_set.h) */
 	bool (*sets_enabled)(const struct pool *pool);
-	/* A client's Query or Parse on its way to server: whole, or the start of one too long to read whole */
-	void (*sets_note_query)(struct server *server, const struct pkt *pkt);
+	/* A client's Query or Parse on its way to server: whole (rt), or the start of one too long to read whole (NULL) */
+	void (*sets_note_query)(struct server *server, const struct pkt *pkt, const struct relay_text *rt);
 	void (*sets_note_complete)(struct server *server, const char *tag);
 	void (*sets_note_ready)(struct server *server);
 	int (*sets_diff_sql)(const struct session_sets *client, const struct session_sets *server,
@@ -117,7 +131,7 @@ struct relay_hooks {
 	 * it must wait (the client was paused; the message is offered again
 	 * when the feature resumes it, and nothing of it was noted).
 	 */
-	bool (*notify_note_client)(struct client *client, struct server *server, const struct pkt *pkt);
+	bool (*notify_note_client)(struct client *client, struct server *server, const struct relay_text *rt);
 	/*
 	 * A whole CommandComplete, ErrorResponse, ReadyForQuery or
 	 * NotificationResponse for a client with client->notify set: what the

@@ -26,10 +26,6 @@
 #include <ctype.h>
 #include <event2/event.h>
 
-#ifdef __SSE2__
-#include <emmintrin.h>	/* mentions_listen */
-#endif
-
 #define CHANNEL_MAX 63		/* PostgreSQL's NAMEDATALEN - 1 */
 #define SENDERS_MAX 256		/* backends remembered for self-notifications, per pool */
 
@@ -206,38 +202,12 @@ static bool isten_at(const char *p)
 	       (p[4] | 0x20) == 'n';
 }
 
-/*
- * Whether "listen" appears anywhere in sql, in any case: every Query and
- * Parse of a pool with notify_support passes here, so the common answer
- * (no) must be cheap. With SSE2 (every x86-64) sixteen places are looked
- * at together for an l followed by an i (either case; rare in SQL), and
- * only those are checked for the rest of the word; other machines, and
- * the last few bytes, go byte by byte.
- */
+/* Whether "listen" appears anywhere in sql, in any case: every Query and Parse of a pool with notify_support passes here. */
 static bool mentions_listen(const char *sql, size_t len)
 {
-	if (len < 6)
-		return false;
-	size_t last = len - 6, i = 0;	/* the last place an l can start the word */
-#ifdef __SSE2__
-	if (last + 1 >= 16) {
-		const __m128i case_bit = _mm_set1_epi8(0x20), ell = _mm_set1_epi8('l'), eye = _mm_set1_epi8('i');
-		/* blocks of 16 places (reading sql[i .. i + 16]); the last block ends at last, overlapping */
-		for (size_t next = 0; next <= last; next += 16) {
-			i = MIN(next, last + 1 - 16);
-			__m128i a = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(sql + i)), case_bit);
-			__m128i b = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(sql + i + 1)), case_bit);
-			unsigned m = (unsigned)_mm_movemask_epi8(
-				_mm_and_si128(_mm_cmpeq_epi8(a, ell), _mm_cmpeq_epi8(b, eye)));
-			for (; m; m &= m - 1)
-				if (isten_at(sql + i + (size_t)__builtin_ctz(m) + 1))
-					return true;
-		}
-		return false;
-	}
-#endif
-	for (; i <= last; i++)
-		if ((sql[i] | 0x20) == 'l' && isten_at(sql + i + 1))
+	const char *end = sql + len;
+	for (const char *p = sql_find_pair(sql, len, 'l', 'i'); p; p = sql_find_pair(p + 1, (size_t)(end - p - 1), 'l', 'i'))
+		if (end - p >= 6 && isten_at(p + 1))
 			return true;
 	return false;
 }
@@ -778,20 +748,13 @@ static bool notify_enabled(const struct pool *pool)
 	return pgv.cfg->notify_support && pool_effective_mode(pool) != POOL_MODE_SESSION;
 }
 
-static bool notify_note_client(struct client *client, struct server *server, const struct pkt *pkt)
+static bool notify_note_client(struct client *client, struct server *server, const struct relay_text *rt)
 {
-	const char *sql = (const char *)pkt_body(pkt);
-	size_t len = pkt_body_len(pkt);
-	if (pkt->type == 'P') {	/* the statement name first */
-		size_t name_len = strnlen(sql, len);
-		if (name_len >= len)
-			return false;
-		sql += name_len + 1;
-		len -= name_len + 1;
-	}
+	const char *sql = rt->sql;
+	size_t len = rt->len;
 	struct notify_client *nc = nc_of(client);
 	int first = nc ? nc->npending : 0;
-	if (parse_statements(client, sql, len) > 0) {
+	if ((rt->marks & SQL_MARK_LI) && parse_statements(client, sql, len) > 0) {
 		if (early_listens(nc_of(client), server, first))
 			return true;
 		if (server)

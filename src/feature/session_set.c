@@ -244,6 +244,41 @@ static void server_sets_unknown(struct server *server)
 	server->synced_client_id = 0;
 }
 
+/* Whether text[len] starts with keyword (lower case), in any case, followed by no identifier character. */
+static inline bool starts_with_keyword(const char *text, size_t len, const char *keyword, size_t n)
+{
+	if (len < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (((unsigned char)text[i] | 0x20) != (unsigned char)keyword[i])
+			return false;	/* | 0x20: the ASCII lower case of a letter, and no other byte maps to one */
+	return len == n || !(isalnum((unsigned char)text[n]) || text[n] == '_' || text[n] == '$');
+}
+
+/*
+ * Whether a text (blanks skipped) starts with SET, RESET, DISCARD, DO or a
+ * comment: the statements parsed, looked at in place by their first word.
+ * A SELECT used to go through session_set_parse() for its first letter
+ * (~350 instructions per query, the plain relay's largest extra over
+ * PgBouncer).
+ */
+static inline __attribute__((always_inline)) bool starts_like_set(const char *first, size_t rest)
+{
+	switch (rest > 0 ? first[0] | 0x20 : 0) {
+	case 's':
+		return starts_with_keyword(first, rest, "set", 3);
+	case 'r':
+		return starts_with_keyword(first, rest, "reset", 5);
+	case 'd':
+		return starts_with_keyword(first, rest, "discard", 7) || starts_with_keyword(first, rest, "do", 2);
+	case '-' | 0x20:
+	case '/' | 0x20:
+		return first[0] == '-' || first[0] == '/';	/* a comment first: the parser skips it */
+	default:
+		return false;
+	}
+}
+
 /* ---------------------------------------------------------------- what a transaction may have changed */
 
 /*
@@ -413,8 +448,6 @@ static void scan_text(struct server *server, const char *sql, size_t len, int de
 static void scan_setter_calls(struct server *server, const char *sql)
 {
 	size_t n;
-	if (!volatility_any_setters())
-		return;
 	const char *const *names = volatility_setters(server->pool->db, &n);
 	for (size_t i = 0; i < n; i++) {
 		if (strcasestr(sql, names[i])) {
@@ -424,21 +457,30 @@ static void scan_setter_calls(struct server *server, const char *sql)
 	}
 }
 
-/* Whether a text that does not start with SET, RESET, DISCARD or DO may still change settings: cheap, in place. */
-static bool text_may_set(const char *sql, size_t len)
+/*
+ * Whether a text that does not start with SET, RESET, DISCARD or DO may
+ * still change settings: it calls set_config(), or has more than one
+ * statement. The marks (sql_lex.h) answer no for most texts at no cost.
+ */
+static bool text_may_set_slow(const struct relay_text *rt)
 {
-	const char *end = sql + len;
-	for (const char *u = memchr(sql, '_', len); u; u = memchr(u + 1, '_', (size_t)(end - u - 1))) {
-		if (u - sql >= 3 && end - u >= 7 && strncasecmp(u - 3, "set_config", 10) == 0)
-			return true;
-		if (end - u <= 1)
-			break;
-	}
-	/* More than one statement: any of them may be a SET. */
-	const char *semi = memchr(sql, ';', len);
-	while (semi && semi < end && (isspace((unsigned char)*semi) || *semi == ';'))
+	const char *sql = rt->sql, *end = rt->sql + rt->len;
+	if (rt->marks & SQL_MARK_UNDERSCORE_C)
+		for (const char *p = sql_find_pair(sql, rt->len, '_' | 0x20, 'c'); p;
+		     p = sql_find_pair(p + 1, (size_t)(end - p - 1), '_' | 0x20, 'c'))
+			if (p - sql >= 3 && end - p >= 7 && strncasecmp(p - 3, "set_config", 10) == 0)
+				return true;
+	if (!(rt->marks & SQL_MARK_SEMI_INSIDE))
+		return false;
+	const char *semi = memchr(sql, ';', rt->len);
+	while (semi && semi < end && (*semi == ';' || isspace((unsigned char)*semi)))
 		semi++;
-	return semi && semi < end;
+	return semi && semi < end;	/* more than one statement: any of them may be a SET */
+}
+
+static inline bool text_may_set(const struct relay_text *rt)
+{
+	return (rt->marks & (SQL_MARK_UNDERSCORE_C | SQL_MARK_SEMI_INSIDE)) && text_may_set_slow(rt);
 }
 
 /*
@@ -446,87 +488,44 @@ static bool text_may_set(const char *sql, size_t len)
  * transaction; a named one may run again in later transactions, each of
  * which is then learned (its client's sets_learn_always).
  */
-static void note_parse(struct server *server, const struct pkt *pkt)
+static void note_parse(struct server *server, const struct relay_text *rt)
 {
-	const char *body = (const char *)pkt_body(pkt);
-	size_t len = pkt_body_len(pkt);
-	const char *name_end = memchr(body, '\0', len);
-	if (!name_end)
-		return;
-	const char *sql = name_end + 1;
-	size_t sql_len = strnlen(sql, len - (size_t)(sql - body));
-	const char *first = sql;
-	while (first < sql + sql_len && isspace((unsigned char)*first))
+	const char *first = rt->sql;
+	while (isspace((unsigned char)*first))
 		first++;
-	size_t rest = sql_len - (size_t)(first - sql);
-	bool candidate = rest > 0 && strchr("sSrRdD-/", first[0]);
+	size_t rest = rt->len - (size_t)(first - rt->sql);
 	bool was = server->sets_learn;
-	if (sql + sql_len < body + len)	/* NUL-terminated in the packet */
+	if (volatility_any_setters())
 		scan_setter_calls(server, first);
-	if (candidate || text_may_set(first, rest))
+	if (starts_like_set(first, rest) || text_may_set(rt))
 		scan_text(server, first, rest, 0);
-	if (!was && server->sets_learn && body[0] && server->link)
+	if (!was && server->sets_learn && rt->named && server->link)
 		server->link->sets_learn_always = true;
 }
 
-/* Whether text[len] starts with keyword (lower case), in any case, followed by no identifier character. */
-static inline bool starts_with_keyword(const char *text, size_t len, const char *keyword, size_t n)
-{
-	if (len < n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (((unsigned char)text[i] | 0x20) != (unsigned char)keyword[i])
-			return false;	/* | 0x20: the ASCII lower case of a letter, and no other byte maps to one */
-	return len == n || !(isalnum((unsigned char)text[n]) || text[n] == '_' || text[n] == '$');
-}
-
-void session_set_note_query(struct server *server, const struct pkt *pkt)
+void session_set_note_query(struct server *server, const struct pkt *pkt, const struct relay_text *rt)
 {
 	if (server->ignore_till_sync)
 		return;		/* discarded unanswered after an error in the extended batch before it */
-	if (!pkt_complete(pkt)) {
+	if (!rt) {
 		learn_wanted(server, true);	/* too long to read whole: learned, and reset for others */
 		return;
 	}
 	if (pkt->type == 'P') {
-		note_parse(server, pkt);
+		note_parse(server, rt);
 		return;
 	}
-	const char *sql = (const char *)pkt_body(pkt);
-	size_t len = pkt_body_len(pkt);
-	/*
-	 * Cheap first test, in place: only SET, RESET and DISCARD (or a
-	 * comment before the statement) are parsed. A SELECT used to go
-	 * through session_set_parse() for its first letter (~350 instructions
-	 * per query, the plain relay's largest extra over PgBouncer).
-	 */
+	const char *sql = rt->sql;
+	size_t len = rt->len;
 	size_t i = 0;
 	while (i < len && isspace((unsigned char)sql[i]))
 		i++;
 	const char *first = sql + i;
 	size_t rest = len - i;
-	bool candidate;
-	switch (rest > 0 ? first[0] | 0x20 : 0) {
-	case 's':
-		candidate = starts_with_keyword(first, rest, "set", 3);
-		break;
-	case 'r':
-		candidate = starts_with_keyword(first, rest, "reset", 5);
-		break;
-	case 'd':
-		candidate = starts_with_keyword(first, rest, "discard", 7) || starts_with_keyword(first, rest, "do", 2);
-		break;
-	case '-' | 0x20:
-	case '/' | 0x20:
-		candidate = first[0] == '-' || first[0] == '/';	/* a comment first: the parser skips it */
-		break;
-	default:
-		candidate = false;
-	}
-	if (!candidate) {
-		if (text_may_set(first, rest))
+	if (!starts_like_set(first, rest)) {
+		if (text_may_set(rt))
 			scan_text(server, first, rest, 0);
-		if (rest > 0 && first[rest - 1] == '\0')	/* the Query's own NUL */
+		if (volatility_any_setters())
 			scan_setter_calls(server, first);
 		return;
 	}
@@ -560,14 +559,31 @@ void session_set_note_query(struct server *server, const struct pkt *pkt)
 
 void session_set_note_complete(struct server *server, const char *tag)
 {
-	/* One comparison for the tag that comes most (SELECT): by its first letter. */
-	const char *set_tag = tag[0] == 'S' ? "SET" : tag[0] == 'R' ? "RESET" : tag[0] == 'D' ? "DISCARD ALL" : NULL;
-	if (!set_tag || strcmp(tag, set_tag) != 0) {
-		/* A DO block or a procedure may have run SET or set_config() under any name. */
-		if (strcmp(tag, "DO") == 0 || strcmp(tag, "CALL") == 0)
-			learn_wanted(server, true);
+	/* The tag that comes most (SELECT n) is told apart by its first letters, no strcmp. */
+	bool set_tag;
+	switch (tag[0]) {
+	case 'S':
+		set_tag = tag[1] == 'E' && tag[2] == 'T' && tag[3] == '\0';
+		break;
+	case 'R':
+		set_tag = strcmp(tag, "RESET") == 0;
+		break;
+	case 'D':
+		if (tag[1] == 'O' && tag[2] == '\0') {
+			learn_wanted(server, true);	/* a DO block may have run SET or set_config() under any name */
+			return;
+		}
+		set_tag = strcmp(tag, "DISCARD ALL") == 0;
+		break;
+	case 'C':
+		if (tag[1] == 'A' && strcmp(tag, "CALL") == 0)
+			learn_wanted(server, true);	/* and so may a procedure */
+		return;
+	default:
 		return;
 	}
+	if (!set_tag)
+		return;
 	if (server->set_pending_count > 0 && server->set_pending[0].replies_before == 0 &&
 	    server->set_pending[0].kind != SESSION_SET_OPAQUE) {
 		server->set_pending[0].completed = true;

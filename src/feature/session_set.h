@@ -114,8 +114,8 @@ bool session_set_enabled(const struct pool *pool);
  */
 enum session_set_kind session_set_parse(const char *sql, size_t len, char *name, size_t name_size);
 
-/* The client sent a simple Query (complete packet) to its server: track it if it is a SET. */
-void session_set_note_query(struct server *server, const struct pkt *pkt);
+/* The client sent a Query or Parse to its server (relay_hooks.sets_note_query): track a SET, or note what to learn. */
+void session_set_note_query(struct server *server, const struct pkt *pkt, const struct relay_text *rt);
 /* A CommandComplete from the server (not of pgvalve's own queries). */
 void session_set_note_complete(struct server *server, const char *tag);
 /* A ReadyForQuery from the server for a client's message (status already stored). */

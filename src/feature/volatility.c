@@ -22,12 +22,16 @@
  * dynamic one, starting with SET or RESET (volatility_setters). Names of
  * the last kind only are listed with 'v'.
  */
-#define SETTER_TEST "(prolang NOT IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('internal', 'c')) " \
+#define SETTER_TEST "(pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) " \
+	"AND prolang NOT IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('internal', 'c')) " \
 	"AND prosrc ~* '(set_config|(^|[;''(]|\\m(begin|then|else|loop|execute))\\s*(set|reset)\\M)')"
-#define VOLATILITY_QUERY "SELECT proname, CASE WHEN bool_and(provolatile <> 'v') THEN 's' " \
+#define VOLATILITY_SELECT "SELECT proname, CASE WHEN bool_and(provolatile <> 'v') THEN 's' " \
 	"WHEN bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) THEN 'c' ELSE 'v' END, " \
-	"bool_or(" SETTER_TEST ") FROM pg_catalog.pg_proc GROUP BY proname " \
-	"HAVING bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) OR bool_or(" SETTER_TEST ")"
+	"bool_or(" SETTER_TEST ") FROM pg_catalog.pg_proc GROUP BY proname HAVING "
+#define VOLATILITY_QUERY VOLATILITY_SELECT \
+	"bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) OR bool_or(" SETTER_TEST ")"
+/* Where only session SETs ask (no read balancing): the few names that may change settings. */
+#define SETTERS_QUERY VOLATILITY_SELECT "bool_or(" SETTER_TEST ")"
 /* An ask whose server vanished is given up after this long. */
 #define VOLATILITY_ASK_TIMEOUT (60 * USEC_PER_SEC)
 /* Longest function name kept (PostgreSQL's NAMEDATALEN - 1 is 63). */
@@ -95,7 +99,7 @@ bool volatility_known(const struct db *db)
 static char name_kind(const struct db *db, const char *name)
 {
 	const struct vol_table *t = table_find(db->name);
-	if (!t || !t->known)
+	if (!t || !t->known || !t->count)
 		return 0;
 	char **found = bsearch(&name, t->names, t->count, sizeof(*t->names), compare_names);
 	return found ? (*found)[strlen(*found) + 1] : 0;
@@ -196,7 +200,8 @@ static void query_done(struct server *server, bool failed)
 		names_free(t->names, t->count);
 		t->names = t->loading;
 		t->count = t->loading_count;
-		qsort(t->names, t->count, sizeof(*t->names), compare_names);
+		if (t->count)	/* none: loading is NULL, which qsort may not be given */
+			qsort(t->names, t->count, sizeof(*t->names), compare_names);
 		list_setters(t);
 		t->known = true;
 		log_debug("database \"%s\": %zu function names from pg_proc, %zu that may change settings", t->dbname,
@@ -272,7 +277,7 @@ void volatility_tick(usec_t now)
 		t->asking = server;
 		t->asked = now;
 		t->generation = pgv.config_generation;
-		server_run_feature_query(server, &volatility_ops, VOLATILITY_QUERY);
+		server_run_feature_query(server, &volatility_ops, db_auto(db) ? VOLATILITY_QUERY : SETTERS_QUERY);
 	}
 }
 

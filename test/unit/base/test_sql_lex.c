@@ -162,6 +162,47 @@ START_TEST(one_megabyte)
 }
 END_TEST
 
+/* sql_marks and sql_find_pair at every length and offset: the SSE2 blocks (with their overlapping last one) and the byte loop agree. */
+START_TEST(marks_and_pairs)
+{
+	ck_assert_uint_eq(sql_marks("SELECT 4711::int AS aid, 0 AS abalance;", 39), 0);
+	ck_assert_uint_eq(sql_marks("SELECT 1;", 9), 0);
+	ck_assert_uint_eq(sql_marks("SELECT 1; ", 10), SQL_MARK_SEMI_INSIDE);	/* a false alarm, looked at closer */
+	ck_assert_uint_eq(sql_marks("BEGIN; SET a.b = 1", 18), SQL_MARK_SEMI_INSIDE);
+	ck_assert_uint_eq(sql_marks("SELECT 1;SELECT 2", 17), SQL_MARK_SEMI_INSIDE);
+	ck_assert_uint_eq(sql_marks("select SET_CONFIG('a', 'b', false)", 34), SQL_MARK_UNDERSCORE_C);
+	ck_assert_uint_eq(sql_marks("UNLISTEN *", 10), SQL_MARK_LI);
+	ck_assert_uint_eq(sql_marks("x", 1), 0);
+	ck_assert_ptr_null(sql_find_pair("abc", 3, 'c', 'd'));
+	char buf[80];
+	for (size_t len = 2; len < sizeof(buf); len++) {
+		for (size_t at = 0; at + 1 < len; at++) {
+			memset(buf, 'x', len);
+			buf[at] = 'L', buf[at + 1] = 'I';
+			ck_assert_msg(sql_marks(buf, len) == SQL_MARK_LI, "li at %zu of %zu", at, len);
+			ck_assert_ptr_eq(sql_find_pair(buf, len, 'l', 'i'), buf + at);
+			buf[at] = '_', buf[at + 1] = 'c';
+			ck_assert_msg(sql_marks(buf, len) == SQL_MARK_UNDERSCORE_C, "_c at %zu of %zu", at, len);
+			ck_assert_ptr_eq(sql_find_pair(buf, len, '_' | 0x20, 'c'), buf + at);
+			buf[at] = ';';
+			ck_assert_msg(sql_marks(buf, len) == SQL_MARK_SEMI_INSIDE, "; at %zu of %zu", at, len);
+			buf[at + 1] = ' ';
+			ck_assert_msg(sql_marks(buf, len) == SQL_MARK_SEMI_INSIDE, "'; ' at %zu of %zu", at, len);
+			ck_assert_ptr_null(sql_find_pair(buf, len, 'l', 'i'));
+			buf[at] = 'x';
+			ck_assert_msg(sql_marks(buf, len) == 0, "nothing at %zu of %zu", at, len);
+		}
+		/* a pair that would straddle the end is not read, nor a ';' last */
+		memset(buf, 'x', sizeof(buf));
+		buf[len - 1] = 'l', buf[len] = 'i';
+		ck_assert_uint_eq(sql_marks(buf, len), 0);
+		buf[len - 1] = ';';
+		ck_assert_uint_eq(sql_marks(buf, len), 0);
+		ck_assert_ptr_null(sql_find_pair(buf, len, 'l', 'i'));
+	}
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("sql_lex");
@@ -173,6 +214,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, dollar_quotes);
 	tcase_add_test(tc, statements_and_nul);
 	tcase_add_test(tc, one_megabyte);
+	tcase_add_test(tc, marks_and_pairs);
 	suite_add_tcase(s, tc);
 	return s;
 }
