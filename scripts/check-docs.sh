@@ -25,13 +25,16 @@
 # behind (test-suite.log, drivers/, difftest-failures/...) and are not
 # checked.
 # Make targets: the words after `make` (or `make -C DIR`) that are no
-# option, no VAR=value and no shell expansion: a rule of Makefile.am, a
+# option, no VAR=value and no shell expansion (after a # in a code block,
+# the first only: English follows there): a rule of Makefile.am, a
 # target automake makes (all, check, install, dist, clean, ...), or a
 # program Makefile.am builds (make src/pgvalve).
 #
-# Exits 0 when everything named is there, 1 when something is not; 77
-# (skipped) outside a git checkout: a release tarball holds only part of
-# the tree the documentation names.
+# A self-test on a made-up page comes first (2 if its misses are not found
+# exactly). CHECK_DOCS_VERBOSE=1 lists everything checked. Exits 0 when
+# everything named is there, 1 when something is not; 77 (skipped) outside
+# a git checkout: a release tarball holds only part of the tree the
+# documentation names.
 set -euo pipefail
 
 src=${abs_top_srcdir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -42,7 +45,7 @@ fi
 command -v python3 >/dev/null || { echo "check-docs: python3 is missing" >&2; exit 2; }
 
 checker=$(cat <<'EOF'
-import glob, os, re, shlex, sys
+import glob, os, re, shlex, sys, tempfile
 
 src = sys.argv[1]
 os.chdir(src)
@@ -101,6 +104,9 @@ def make_words(words, first_only):
     out, j = [], 0
     while j < len(words):
         w = words[j]
+        if not w:
+            j += 1
+            continue
         if w in (';', '&&', '||', '|', ')') or w[0] in '#>' or w.startswith('2>'):
             break
         if w in ('-C', '-f', '-I', '-o', '-W'):
@@ -140,9 +146,33 @@ def check_target(t):
         return None
     return 'no such make target in Makefile.am'
 
+def split_code(s, n, open_span):
+    """Cuts line n (text s) at its backticks: ([(line, kind, text)], the
+    code span left open at its end). kind is 'code' for a code span (one
+    opened on an earlier line, open_span, is joined to its end here) and
+    'prose' for the rest."""
+    out = []
+    parts = s.split('`')
+    in_code = open_span is not None
+    for k, part in enumerate(parts):
+        last = k == len(parts) - 1
+        if in_code:
+            open_span = (open_span[0], open_span[1] + ' ' + part) if open_span else (n, part)
+            if not last:
+                out.append((open_span[0], 'code', open_span[1]))
+                open_span = None
+        else:
+            out.append((n, 'prose', part))
+        if not last:
+            in_code = not in_code
+    if in_code and open_span is None:
+        open_span = (n, '')
+    return out, open_span
+
 def scan_md(path):
-    """(line, kind, text) of a Markdown file: code spans (joined across a
-    line break), fenced lines, and prose."""
+    """(line, kind, text) of a Markdown file: 'code' for code spans and
+    fenced lines (a shell line continued with a backslash joined to the
+    next), 'prose' for the rest."""
     fence = None
     open_span = None     # (line, text) of an inline code span still open
     cont = None          # (line, text) of a fenced line ending in a backslash
@@ -153,7 +183,7 @@ def scan_md(path):
             fence = None if fence else m.group(1)
             continue
         if fence:
-            if cont:                          # a shell line continued with \\
+            if cont:
                 s = cont[1] + ' ' + s
                 n = cont[0]
             cont = (n, s[:-1]) if s.endswith('\\') else None
@@ -161,30 +191,14 @@ def scan_md(path):
                 yield n, 'code', s
             continue
         if not s.strip():
-            open_span = None
+            open_span = None     # a code span does not cross a paragraph
             continue
-        parts = s.split('`')
-        in_code = open_span is not None
-        for k, part in enumerate(parts):
-            last = k == len(parts) - 1
-            if in_code:
-                if open_span is not None:
-                    open_span = (open_span[0], open_span[1] + ' ' + part)
-                else:
-                    open_span = (n, part)
-                if not last:
-                    yield open_span[0], 'code', open_span[1]
-                    open_span = None
-            else:
-                yield n, 'prose', part
-            if not last:
-                in_code = not in_code
-        if in_code and open_span is None:
-            open_span = (n, '')
+        pieces, open_span = split_code(s, n, open_span)
+        yield from pieces
 
 def scan_sh(path):
-    """(line, kind, text) of a script's usage header: every line is 'header',
-    and its inline code spans (joined across lines) are 'code'."""
+    """(line, kind, text) of a script's usage header (the comment lines at
+    its top): 'header' for each line, 'code' for its code spans."""
     open_span = None
     for n, line in enumerate(open(path), 1):
         s = line.rstrip('\n')
@@ -194,25 +208,14 @@ def scan_sh(path):
             return
         s = re.sub(r'^#+ ?', '', s)
         yield n, 'header', s
-        parts = s.split('`')
-        in_code = open_span is not None
-        for k, part in enumerate(parts):
-            last = k == len(parts) - 1
-            if in_code:
-                open_span = (open_span[0], open_span[1] + ' ' + part) if open_span else (n, part)
-                if not last:
-                    yield open_span[0], 'code', open_span[1]
-                    open_span = None
-            if not last:
-                in_code = not in_code
-        if in_code and open_span is None:
-            open_span = (n, '')
+        pieces, open_span = split_code(s, n, open_span)
+        yield from (p for p in pieces if p[1] == 'code')
 
 def check_file(path, counts):
     errors = []
     scan = scan_md if path.endswith('.md') else scan_sh
     for n, kind, text in scan(path):
-        if kind in ('code', 'header') and (kind == 'header' or path.endswith('.md')):
+        if kind == 'header' or (kind == 'code' and path.endswith('.md')):
             for m in PATH_RE.finditer(text):
                 counts['paths'] += 1
                 why = check_path(m.group(0))
@@ -241,16 +244,17 @@ def check_file(path, counts):
 # Self-test first: a page with two misses among things that are there must
 # give exactly those two, so that a broken extraction cannot pass for clean
 # documentation.
-import tempfile
 with tempfile.TemporaryDirectory() as tmp:
     page = os.path.join(tmp, 'selftest.md')
     with open(page, 'w') as f:
         f.write('Run `scripts/test.sh` or\n`make -C build\ncheck`, then `make no-such-target`.\n\n'
-                '```sh\nbuild/test/unit/base/test_config   # and src/no_such_file.c\n```\n')
+                '```sh\nbuild/test/unit/base/test_config   # and src/no_such_file.c\n```\n'
+                'See [the guide](%s/doc/install.md#quick-start) and [this](nowhere.md).\n' % src)
     got = check_file(page, {'paths': 0, 'targets': 0, 'links': 0})
     want = ['%s:%d: %s' % (page, n, w) for n, w in
             ((3, 'make no-such-target: no such make target in Makefile.am'),
-             (6, 'src/no_such_file.c: no such file, nor a program of Makefile.am'))]
+             (6, 'src/no_such_file.c: no such file, nor a program of Makefile.am'),
+             (8, 'link nowhere.md: no such file %s/nowhere.md' % tmp))]
     if got != want:
         print('check-docs: self-test failed: got %r, want %r' % (got, want), file=sys.stderr)
         sys.exit(2)
