@@ -8,7 +8,7 @@
 # names them and stops. Exits with make check's status.
 #
 #   ./scripts/test.sh                 everything
-#   TESTS='test/unit/test_config' ./scripts/test.sh     a subset (automake's TESTS)
+#   TESTS='test/unit/base/test_config' ./scripts/test.sh   a subset (automake's TESTS)
 #   PGV_CHECK_JOBS=1 ./scripts/test.sh                  one test binary at a time (default 2, 1 on one core)
 set -euo pipefail
 
