@@ -341,6 +341,18 @@ by_key=$(($(logged "sent cancel request to peer 0 (0: by key address)") - by_key
 check "they went to the address in their key ($by_key forwards logged)" [ "$by_key" -ge 6 ]
 
 # ---------------------------------------------------------------- rolling drain under pgbench
+# HAProxy sends new connections to a drained instance until its next
+# health check (300 ms here) sees /ready fail, so connections reach it as
+# it closes its listeners. pgvalve keeps accepting for 200 ms with
+# TCP_DEFER_ACCEPT off and holds its exit for a client whose startup
+# packet is still on its way (test_drain's
+# drain_takes_in_a_connection_held_for_its_first_bytes and
+# drain_waits_for_a_startup_packet_on_its_way); before, one such
+# connection now and then, completed by the kernel but not yet accepted,
+# was reset and its pgbench client aborted with "server closed the
+# connection unexpectedly". What is left is the kernel's: a handshake that
+# completes in the microseconds between the last accept() and close() is
+# reset (PgBouncer's too), rare enough that 0 failures is still the bar.
 PGPASSWORD=app_pass "$PGBIN/pgbench" -n -C -c 8 -j 2 -T "$seconds" -h 127.0.0.1 -p "$lb_port" -U app appdb \
 	>"$work/pgbench.log" 2>&1 &
 bench=$!
