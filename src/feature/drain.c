@@ -48,6 +48,7 @@ static struct {
 	struct event *grace_ev;		/* one sweep when the first-request grace has passed */
 	struct event *deadline_ev;	/* drain_timeout; NULL when there is no limit */
 	usec_t started;
+	bool exiting;			/* the loop is told to exit: said once */
 } dr;
 
 /* Clients chosen by one sweep: closed only after the lists have been walked. */
@@ -185,8 +186,9 @@ static int clients_left(void)
 static void check_done(void)
 {
 	/* Not while handing the port off: exiting would reset what the kernel queued for us. */
-	if (!drain_active() || clients_left() > 0 || listener_handing_off())
+	if (!drain_active() || dr.exiting || clients_left() > 0 || listener_handing_off())
 		return;
+	dr.exiting = true;	/* a sweep and a leaving client in the same loop turn both get here */
 	log_info("drain: the last client has left after %.1f s, exiting",
 		 (double)(now_usec() - dr.started) / USEC_PER_SEC);
 	event_base_loopexit(pgv.base, NULL);
@@ -257,6 +259,7 @@ bool drain_begin(const char *why)
 	pgv.shutdown_mode = SHUTDOWN_DRAIN;
 	pgv.shutting_down = true;
 	dr.started = now_usec();
+	dr.exiting = false;
 	/*
 	 * The Unix socket stays: the console must stay reachable. The TCP
 	 * listeners close after a moment, so that connections the kernel
