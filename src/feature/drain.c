@@ -48,6 +48,7 @@ static struct {
 	struct event *grace_ev;		/* one sweep when the first-request grace has passed */
 	struct event *deadline_ev;	/* drain_timeout; NULL when there is no limit */
 	usec_t started;
+	bool exiting;			/* the loop is told to exit: said once */
 } dr;
 
 /* Clients chosen by one sweep: closed only after the lists have been walked. */
@@ -74,12 +75,27 @@ static bool awaiting_first_request(const struct client *c, usec_t now)
 }
 
 /*
+ * A client whose startup packet has not come yet (an SSLRequest may come
+ * first, and a client behind a load balancer sends nothing until it is
+ * connected): a pooled client to be, unless it came through the Unix
+ * socket during the shutdown (the console's, or refused on its startup
+ * packet). It holds the exit like a pooled client: exiting would reset a
+ * connection that was never told anything.
+ */
+static bool before_startup(const struct client *c)
+{
+	return !c->pool && c->state == CL_LOGIN && !c->accepted_in_shutdown;
+}
+
+/*
  * Whether closing c now cuts nothing: no transaction of its own is open
  * and no request of it has been read, and it is not a new client about
  * to send its first. Console clients are never chosen.
  */
 static bool at_boundary(const struct client *c, usec_t now)
 {
+	if (before_startup(c))
+		return !awaiting_first_request(c, now);
 	if (client_is_console(c) || !c->pool)
 		return false;	/* the console stays; no pool: not admitted, refused on its startup packet */
 	if (c->kind == CLIENT_REPLICATION)
@@ -117,7 +133,7 @@ static void collect(struct victims *vs, const struct list *l, bool force, usec_t
 {
 	list_for_each(pos, l) {
 		struct client *c = container_of(pos, struct client, node);
-		if (c->pool && !client_is_console(c) && (force || at_boundary(c, now)))
+		if ((before_startup(c) || (c->pool && !client_is_console(c))) && (force || at_boundary(c, now)))
 			victims_add(vs, c);
 	}
 }
@@ -151,10 +167,14 @@ static void sweep(bool force)
 
 /* ---------------------------------------------------------------- the end */
 
-/* Pooled and replication clients still here; the console's do not count. */
+/* Pooled and replication clients still here, and those before their startup packet; the console's do not count. */
 static int clients_left(void)
 {
 	int n = 0;
+	list_for_each(pos, &pgv.login_clients) {
+		if (before_startup(container_of(pos, struct client, node)))
+			n++;
+	}
 	list_for_each(dpos, &pgv.databases) {
 		const struct db *db = container_of(dpos, struct db, node);
 		if (!db->is_admin)
@@ -166,8 +186,9 @@ static int clients_left(void)
 static void check_done(void)
 {
 	/* Not while handing the port off: exiting would reset what the kernel queued for us. */
-	if (!drain_active() || clients_left() > 0 || listener_handing_off())
+	if (!drain_active() || dr.exiting || clients_left() > 0 || listener_handing_off())
 		return;
+	dr.exiting = true;	/* a sweep and a leaving client in the same loop turn both get here */
 	log_info("drain: the last client has left after %.1f s, exiting",
 		 (double)(now_usec() - dr.started) / USEC_PER_SEC);
 	event_base_loopexit(pgv.base, NULL);
@@ -213,10 +234,9 @@ static void start_watching(void)
 	struct timeval every = { SWEEP_INTERVAL_SEC, 0 };
 	dr.sweep_ev = event_new(pgv.base, -1, EV_PERSIST, sweep_cb, NULL);
 	event_add(dr.sweep_ev, &every);
-	/* Clients accepted before the drain all reach the end of their grace by then. */
-	struct timeval grace = { 0, 0 };
-	grace.tv_sec = (time_t)(FIRST_REQUEST_GRACE_USEC / USEC_PER_SEC);
-	grace.tv_usec = 50 * 1000;
+	/* Clients accepted before the TCP listeners closed all reach the end of their grace by then. */
+	usec_t last_grace = FIRST_REQUEST_GRACE_USEC + LISTENER_CLOSE_LINGER_USEC + 50 * 1000;
+	struct timeval grace = { (time_t)(last_grace / USEC_PER_SEC), (suseconds_t)(last_grace % USEC_PER_SEC) };
 	dr.grace_ev = evtimer_new(pgv.base, sweep_cb, NULL);
 	event_add(dr.grace_ev, &grace);
 	usec_t limit = pgv.cfg->drain_timeout;
@@ -239,8 +259,15 @@ bool drain_begin(const char *why)
 	pgv.shutdown_mode = SHUTDOWN_DRAIN;
 	pgv.shutting_down = true;
 	dr.started = now_usec();
-	if (listening)
-		listener_close_tcp();	/* the Unix socket stays: the console must stay reachable */
+	dr.exiting = false;
+	/*
+	 * The Unix socket stays: the console must stay reachable. The TCP
+	 * listeners close after a moment, so that connections the kernel
+	 * holds back until their first bytes (TCP_DEFER_ACCEPT) are taken in
+	 * rather than reset; check_done waits for it.
+	 */
+	if (listening && !listener_close_tcp_soon(check_done))
+		listener_close_tcp();
 	if (pgv.cfg->drain_timeout > 0)
 		log_info("%s: draining, each client is closed at its next transaction boundary; "
 			 "drain_timeout %g s", why, (double)pgv.cfg->drain_timeout / USEC_PER_SEC);

@@ -5,8 +5,12 @@
  *
  * Started by the console's DRAIN and, with shutdown_drain = 1, by SIGTERM
  * (loop.c). From then on pgvalve
- *   - stops accepting: the TCP listeners close (connections the kernel had
- *     queued are taken in first); the Unix socket stays for the console;
+ *   - stops accepting: the TCP listeners close 200 ms later (listener.h's
+ *     LISTENER_CLOSE_LINGER_USEC), TCP_DEFER_ACCEPT off meanwhile, and
+ *     connections the kernel had queued are taken in first: none the
+ *     kernel completed is reset, but for one whose handshake ends in the
+ *     microseconds between the last accept() and close(), which only the
+ *     kernel could save; the Unix socket stays for the console;
  *   - refuses new logins with 57P03 (over the Unix socket, the only one
  *     left open); a TCP connection accepted before, or taken from the
  *     kernel's queue as the listeners close, may log in (and is closed
@@ -28,8 +32,11 @@
  *     its health check saw the drain. Its first transaction runs, and it
  *     is closed at that boundary; if it sends nothing in those 2 s, it is
  *     closed then;
- *   - exits once no pooled or replication client is left, or when
- *     drain_timeout (0 = no limit) has passed, closing the rest with 57P01.
+ *   - exits once no pooled or replication client is left, nor a client
+ *     accepted before the listeners closed whose startup packet has not
+ *     come yet (after an SSLRequest's answer, or from a load balancer: it
+ *     gets the same 2 s, then 57P01), or when drain_timeout (0 = no
+ *     limit) has passed, closing the rest with 57P01.
  * Console clients are never closed by the drain and do not hold it up.
  * The drain cuts no transaction itself; only drain_timeout does.
  *

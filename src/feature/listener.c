@@ -37,12 +37,6 @@
 
 /* Connections queued in the kernel that a closing TCP listener still takes in. */
 #define DRAIN_MAX 4096
-/*
- * so_reuseport hand-off: how long a stopping process keeps accepting with
- * TCP_DEFER_ACCEPT off before it closes its TCP listeners (see
- * listener_hand_off_tcp).
- */
-#define HANDOFF_LINGER_USEC (USEC_PER_SEC / 5)
 
 struct listener {
 	int fd;
@@ -56,7 +50,7 @@ static struct {
 	struct listener list[MAX_LISTENERS];
 	int count;
 	struct event *resume_timer;	/* after running out of file descriptors */
-	struct event *handoff_timer;	/* pending while handing off (so_reuseport) */
+	struct event *handoff_timer;	/* pending while closing soon (a drain, a so_reuseport hand-off) */
 	void (*handoff_done)(void);
 } lst;
 
@@ -376,14 +370,20 @@ static void handoff_cb(evutil_socket_t fd, short what, void *arg)
 	event_free(lst.handoff_timer);
 	lst.handoff_timer = NULL;
 	listener_close_tcp();
+	log_info("the TCP listeners are closed");
 	if (lst.handoff_done)
 		lst.handoff_done();
 }
 
-bool listener_hand_off_tcp(void (*closed)(void))
+/*
+ * Stops TCP_DEFER_ACCEPT on the TCP listeners and closes them after
+ * LISTENER_CLOSE_LINGER_USEC, accepting meanwhile; false (nothing done)
+ * when there is no TCP listener or a closing is under way already.
+ */
+static bool close_tcp_soon(void (*closed)(void))
 {
 	int tcp = 0, off = 0;
-	if (!pgv.cfg->so_reuseport || lst.handoff_timer)
+	if (lst.handoff_timer)
 		return false;
 	for (int i = 0; i < lst.count; i++) {
 		if (lst.list[i].is_unix)
@@ -398,8 +398,28 @@ bool listener_hand_off_tcp(void (*closed)(void))
 	}
 	if (!tcp)
 		return false;
+	struct timeval tv = { 0, LISTENER_CLOSE_LINGER_USEC };
+	lst.handoff_done = closed;
+	lst.handoff_timer = evtimer_new(pgv.base, handoff_cb, NULL);
+	event_add(lst.handoff_timer, &tv);
+	return true;
+}
+
+bool listener_close_tcp_soon(void (*closed)(void))
+{
+	if (!close_tcp_soon(closed))
+		return false;
+	log_info("closing the TCP listeners in %d ms (connections under way are taken in first)",
+		 (int)(LISTENER_CLOSE_LINGER_USEC / 1000));
+	return true;
+}
+
+bool listener_hand_off_tcp(void (*closed)(void))
+{
+	if (!pgv.cfg->so_reuseport || !close_tcp_soon(closed))
+		return false;
 	log_info("so_reuseport: handing the port off, closing the TCP listeners in %d ms",
-		 (int)(HANDOFF_LINGER_USEC / 1000));
+		 (int)(LISTENER_CLOSE_LINGER_USEC / 1000));
 	/*
 	 * Draining right before close() leaves Linux a window of microseconds
 	 * to queue one more connection on the closing socket and reset it;
@@ -408,10 +428,6 @@ bool listener_hand_off_tcp(void (*closed)(void))
 	if (tcp_sysctl("tcp_migrate_req", -1) == 0)
 		log_warning("so_reuseport: net.ipv4.tcp_migrate_req is 0, so a client connecting at the instant "
 			    "the listeners close can be reset; set it to 1 for rolling restarts");
-	struct timeval tv = { 0, HANDOFF_LINGER_USEC };
-	lst.handoff_done = closed;
-	lst.handoff_timer = evtimer_new(pgv.base, handoff_cb, NULL);
-	event_add(lst.handoff_timer, &tv);
 	return true;
 }
 

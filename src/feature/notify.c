@@ -227,10 +227,8 @@ static void pending_add(struct notify_client *nc, const struct notify_op *op)
  * PostgreSQL's to refuse: its transaction fails, nothing is recorded.
  * Returns how many were found.
  */
-static int parse_statements(struct client *client, const char *sql, size_t len)
+static __attribute__((noinline)) int parse_listens(struct client *client, const char *sql, size_t len)
 {
-	if (!mentions_listen(sql, len))
-		return 0;
 	struct sql_lexer lx;
 	struct sql_token tok;
 	int n = 0;
@@ -249,6 +247,15 @@ static int parse_statements(struct client *client, const char *sql, size_t len)
 		}
 	} while (sql_lex_skip_statement(&lx));
 	return n;
+}
+
+/*
+ * The same, the usual answer first: most statements do not mention
+ * listen, and lexing's stack frame is not set up for them.
+ */
+static int parse_statements(struct client *client, const char *sql, size_t len)
+{
+	return mentions_listen(sql, len) ? parse_listens(client, sql, len) : 0;
 }
 
 /* ---------------------------------------------------------------- clients closed from the loop */

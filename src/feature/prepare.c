@@ -595,12 +595,31 @@ static bool sql_deallocate(struct client *client, struct server *server, const s
  * for protocol-level statements. Anything else (several statements,
  * DEALLOCATE ALL) goes as it is.
  */
+/*
+ * Whether a NUL-terminated Query text may start with PREPARE, EXECUTE or
+ * DEALLOCATE: by its first letter, inline (every Query of a pool with
+ * prepared statements asks, and most start otherwise).
+ */
+static bool may_name_statement(const char *text)
+{
+	while (sql_space(*text))
+		text++;
+	switch (*text | 0x20) {	/* | 0x20: a letter's lower case; only P, E, D map to p, e, d */
+	case 'p':
+	case 'e':
+	case 'd':
+		return true;
+	default:
+		return false;
+	}
+}
+
 static bool handle_query(struct client *client, struct server *server, const struct pkt *pkt)
 {
 	const char *text = (const char *)pkt_body(pkt);
 	uint32_t len = pkt_body_len(pkt);
 	struct prep_server *ps = prep_server_state(server);
-	if (len > 0 && text[len - 1] == '\0' && memchr("PpEeDd", text[strspn(text, " \t\r\n\f")], 6)) {
+	if (len > 0 && text[len - 1] == '\0' && may_name_statement(text)) {
 		struct sql_scan sc = { .p = text, .end = text + len - 1 };
 		while (sc.end > sc.p && (sql_space(sc.end[-1]) || sc.end[-1] == ';'))
 			sc.end--;

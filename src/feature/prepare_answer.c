@@ -161,10 +161,15 @@ static void pending_pop(struct server *server)
 {
 	struct prep_server *ps = server->prep;
 	struct prep_pending *p = &ps->ring[ps->ring_head];
-	prep_stmt_unref(p->stmt);
-	free(p->long_name);
-	p->stmt = NULL;
-	p->long_name = NULL;
+	/* Tested here: most awaited answers (a Query's, a Sync's) hold neither, and this runs for each. */
+	if (p->stmt) {
+		prep_stmt_unref(p->stmt);
+		p->stmt = NULL;
+	}
+	if (p->long_name) {
+		free(p->long_name);
+		p->long_name = NULL;
+	}
 	ps->ring_head = (ps->ring_head + 1) & (ps->ring_cap - 1);
 	ps->ring_len--;
 	if ((PEND_RISKY >> p->kind) & 1) {
@@ -187,17 +192,20 @@ static void pending_clear(struct server *server)
 		pending_pop(server);
 }
 
-/* Answers pgvalve owes the client, once everything before them was answered. */
-void prepare_server_answer_owed(struct server *server)
+static bool pending_is_owed(const struct prep_pending *p)
 {
-	struct prep_server *ps = server->prep;
+	return p->kind == PEND_CLOSE_OWED || p->kind == PEND_DESCRIBE_OWED;
+}
+
+static __attribute__((noinline)) void answer_owed(struct server *server, struct prep_server *ps)
+{
 	struct prep_pending *p;
-	if (ps && ps->owed_error) {
+	if (ps->owed_error) {
 		netbuf_insert(&server->nb, ps->owed_error, ps->owed_error_len);
 		free(ps->owed_error);
 		ps->owed_error = NULL;
 	}
-	while (ps && (p = pending_head(ps)) && (p->kind == PEND_CLOSE_OWED || p->kind == PEND_DESCRIBE_OWED)) {
+	while ((p = pending_head(ps)) && pending_is_owed(p)) {
 		static const uint8_t close_complete[5] = { '3', 0, 0, 0, 4 };
 		static const uint8_t no_data[5] = { 'n', 0, 0, 0, 4 };
 		if (p->kind == PEND_CLOSE_OWED) {
@@ -208,6 +216,19 @@ void prepare_server_answer_owed(struct server *server)
 		}
 		pending_pop(server);
 	}
+}
+
+/*
+ * Answers pgvalve owes the client, once everything before them was
+ * answered. Called after every server message prepared statements watch,
+ * and mostly nothing is owed: that answer takes a few loads, the work is
+ * answer_owed's.
+ */
+void prepare_server_answer_owed(struct server *server)
+{
+	struct prep_server *ps = server->prep;
+	if (ps && (ps->owed_error || (ps->ring_len && pending_is_owed(&ps->ring[ps->ring_head]))))
+		answer_owed(server, ps);
 }
 
 /*
@@ -326,7 +347,7 @@ static enum prepare_verdict query_tag(struct prep_pending *p)
 	default:
 		break;
 	}
-	if (through) {
+	if (through && p->stmt) {	/* a plain Query's holds none */
 		prep_stmt_unref(p->stmt);
 		p->stmt = NULL;
 	}
@@ -440,8 +461,13 @@ enum prepare_verdict prepare_server_message(struct server *server, const struct 
 		return v;
 	}
 	case 'Z':
-		/* What is still awaited before the Sync or Query it answers was discarded after an error. */
-		pending_fail_segment(server, true);
+		/*
+		 * What is still awaited before the Sync or Query it answers was
+		 * discarded after an error (nothing when that Sync or Query is
+		 * the head, as for every lone Query).
+		 */
+		if (head->kind != PEND_SYNC && !pending_is_query(head))
+			pending_fail_segment(server, true);
 		if (pending_head(ps))
 			pending_pop(server);
 		if (ps->ring_len && server->expect_ready <= 1 && !server->unsynced) {

@@ -5,19 +5,25 @@ pgvalve (pool_size = 1, several clients interleaved), must give each client
 the same backend messages (normalize.py says what may differ), and a
 client waiting for the server must get it as soon as it is free.
 
-Run by `make difftest` / `make difftest-long` (test/difftest/run.sh), or by
+Run by `make difftest`, `make difftest-explore` and `make difftest-long`
+(test/difftest/run.sh), or by
 hand: started without PGV_TEST_DIR it re-executes itself under
 test/integration/run.sh, which provides the PostgreSQL cluster.
 
   difftest.py [--modes session,transaction,statement] [--seed N]
               [--sequences N] [--seconds S] [--exclude named,pipeline,...]
-              [--replay FILE.json] [--no-corpus] (--help for the rest)
+              [--seeds-file FILE] [--replay FILE.json] [--no-corpus]
+              (--help for the rest)
 
 Settings also come from the environment (DIFFTEST_SEED, DIFFTEST_MODES,
 DIFFTEST_SEQUENCES, DIFFTEST_SECONDS, DIFFTEST_EXCLUDE, DIFFTEST_WAIT_MS,
-DIFFTEST_INI_EXTRA, DIFFTEST_OUT, DIFFTEST_SHRINK_SECONDS, ...). Each mode
-first replays corpus/ (defects found before), then runs random sequences
-from the seed on. On a failure it prints the seed, the smallest failing
+DIFFTEST_INI_EXTRA, DIFFTEST_OUT, DIFFTEST_SHRINK_SECONDS,
+DIFFTEST_SEEDS_FILE, ...). Each mode first replays corpus/ (defects found
+before), then runs sequences: with --seeds-file (`make difftest`, CI) the
+fixed blocks of seeds.txt, every one of them, whatever the time, so that
+a run's verdict depends on pgvalve alone; without it (`make
+difftest-explore`) sequences from the seed on (the clock's when none is
+given) until --sequences or --seconds runs out. On a failure it prints the seed, the smallest failing
 sequence it can find, the diff of the message streams, and writes the
 sequence to DIFFTEST_OUT as JSON for --replay; each distinct failure is
 shrunk and reported once per mode (DIFFTEST_MAX_FAILURES of them, then the
@@ -75,6 +81,9 @@ def parse_args(argv):
                     help="distinct failures per mode before the mode stops")
     ap.add_argument("--stop-first", dest="keep_going", action="store_false",
                     default=env("DIFFTEST_KEEP_GOING", "1") == "1", help="stop a mode at its first failure")
+    ap.add_argument("--seeds-file", default=env("DIFFTEST_SEEDS_FILE", ""),
+                    help="run the seeds this file lists for each mode (seeds.txt), not --seed, "
+                         "--sequences and --seconds")
     ap.add_argument("--replay", default=env("DIFFTEST_REPLAY", ""))
     ap.add_argument("--no-corpus", dest="corpus", action="store_false", default=env("DIFFTEST_CORPUS", "1") == "1",
                     help="skip the sequences of test/difftest/corpus/")
@@ -89,7 +98,24 @@ def parse_args(argv):
             ap.error(f"unknown feature {f}; known: {', '.join(grammar.FEATURES)}")
     if not args.seed:
         args.seed = int(time.time()) % 1000000 * 1000
+    args.fixed = load_seeds(args.seeds_file, ap.error) if args.seeds_file else None
     return args
+
+
+def load_seeds(path, error):
+    """{mode: [seed, ...]} from a seeds file: lines "MODE FIRST COUNT", the COUNT seeds from
+    FIRST on; "#" starts a comment."""
+    fixed = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) != 3 or words[0] not in grammar.MODES or not all(w.isdigit() for w in words[1:]):
+                error(f"{path}:{lineno}: not \"MODE FIRST COUNT\": {line.strip()}")
+            first, count = int(words[1]), int(words[2])
+            fixed.setdefault(words[0], []).extend(range(first, first + count))
+    return fixed
 
 
 def reexec_under_fixture(argv):
@@ -214,7 +240,7 @@ class Difftest:
         say(f"replay: test/difftest/run.sh --replay {path}")
         say(f"regenerate: DIFFTEST_MODES={mode} DIFFTEST_SEED={seed} DIFFTEST_SEQUENCES=1"
             + (f" DIFFTEST_EXCLUDE={','.join(sorted(self.args.exclude))}" if self.args.exclude else "")
-            + " make -C build difftest")
+            + " make -C build difftest-explore")
         self.failures.append((mode, seed, final, path))
         return signature(final)
 
@@ -284,11 +310,13 @@ class Difftest:
             started = time.monotonic()
             n = 0
             next_progress = time.monotonic() + PROGRESS_EVERY
-            while n < args.sequences and time.monotonic() - started < seconds:
+            for seed in self.seeds(mode):
+                if args.fixed is None and (n >= args.sequences or time.monotonic() - started >= seconds):
+                    break
                 if time.monotonic() > next_progress:
                     next_progress += PROGRESS_EVERY
                     say(f"difftest [{mode}]: {n} sequences, {stats['failed']} failed so far")
-                program = grammar.generate(args.seed + n, mode, args.exclude, MAX_CLIENTS)
+                program = grammar.generate(seed, mode, args.exclude, MAX_CLIENTS)
                 n += 1
                 stats["sequences"] += 1
                 failure = self.run_program(program, stats)
@@ -317,6 +345,16 @@ class Difftest:
             for report in self.pgv.sanitizer_reports:
                 say(f"sanitizer report from pgvalve ({mode} mode):\n{report[-4000:]}")
                 self.failures.append((mode, "pgvalve's stderr", {"kind": "sanitizer", "summary": report[:200]}, None))
+
+    def seeds(self, mode):
+        """The seeds of mode's sequences: seeds.txt's, or the seed on and on."""
+        if self.args.fixed is not None:
+            yield from self.args.fixed.get(mode, [])
+            return
+        n = 0
+        while True:
+            yield self.args.seed + n
+            n += 1
 
     def replay(self, path):
         """Runs a saved program (every mode a corpus file names) on a fresh pgvalve."""
@@ -426,8 +464,13 @@ def main():
         return 99
     if args.replay:
         return t.replay(args.replay)
-    say(f"difftest: seed {args.seed}, modes {','.join(args.modes)}, up to {args.sequences} sequences "
-          f"per mode in {args.seconds:.0f} s, excluded: {','.join(sorted(args.exclude)) or 'nothing'}")
+    excluded = ','.join(sorted(args.exclude)) or 'nothing'
+    if args.fixed is not None:
+        say(f"difftest: the fixed seeds of {args.seeds_file} ("
+            + ", ".join(f"{len(args.fixed.get(m, []))} {m}" for m in args.modes) + f"), excluded: {excluded}")
+    else:
+        say(f"difftest: seed {args.seed}, modes {','.join(args.modes)}, up to {args.sequences} sequences "
+            f"per mode in {args.seconds:.0f} s, excluded: {excluded}")
     total = time.monotonic()
     lines = []
     for mode in args.modes:
@@ -445,6 +488,13 @@ def main():
         what = seed if isinstance(seed, str) else f"seed {seed}"
         print(f"FAILED [{mode}] {what}: {failure['kind']}: {failure.get('summary', '')}"
               + (f"\n    replay: test/difftest/run.sh --replay {path}" if path else ""))
+    found = [(mode, seed, path) for mode, seed, _, path in t.failures if path]
+    if found:
+        print("\nEach failure above, once understood and fixed, goes into the corpus, which every run "
+              "replays first: copy its sequence there under a name that says what it shows, and add "
+              '"modes", "needs" and "note" (what PostgreSQL answers):')
+        for mode, seed, path in found:
+            print(f"    [{mode}] seed {seed}: cp {path} test/difftest/corpus/<what-it-shows>.json")
     print(f"difftest: {len(t.failures)} failures in {time.monotonic() - total:.0f} s")
     return 1 if t.failures else 0
 

@@ -341,6 +341,18 @@ by_key=$(($(logged "sent cancel request to peer 0 (0: by key address)") - by_key
 check "they went to the address in their key ($by_key forwards logged)" [ "$by_key" -ge 6 ]
 
 # ---------------------------------------------------------------- rolling drain under pgbench
+# HAProxy sends new connections to a drained instance until its next
+# health check (300 ms here) sees /ready fail, so connections reach it as
+# it closes its listeners. pgvalve keeps accepting for 200 ms with
+# TCP_DEFER_ACCEPT off and holds its exit for a client whose startup
+# packet is still on its way (test_drain's
+# drain_takes_in_a_connection_held_for_its_first_bytes and
+# drain_waits_for_a_startup_packet_on_its_way); before, one such
+# connection now and then, completed by the kernel but not yet accepted,
+# was reset and its pgbench client aborted with "server closed the
+# connection unexpectedly". What is left is the kernel's: a handshake that
+# completes in the microseconds between the last accept() and close() is
+# reset (PgBouncer's too), rare enough that 0 failures is still the bar.
 PGPASSWORD=app_pass "$PGBIN/pgbench" -n -C -c 8 -j 2 -T "$seconds" -h 127.0.0.1 -p "$lb_port" -U app appdb \
 	>"$work/pgbench.log" 2>&1 &
 bench=$!
@@ -348,18 +360,26 @@ sleep 5
 restarted_ok=0
 for i in "${instances[@]}"; do
 	echo "test/fleet: draining instance $i"
-	before=$(grep -c "login attempt" "$work/i$i/pgvalve.log" || true)
 	kill -TERM "${pgv_pid[$i]}"
+	# drain_timeout (20 s) bounds the drain; 5 s more to exit
 	if wait_for 25 bash -c "! kill -0 ${pgv_pid[$i]} 2>/dev/null"; then
 		wait "${pgv_pid[$i]}" 2>/dev/null || true
 	else
 		echo "test/fleet: instance $i still running 25 s after SIGTERM" >&2
 	fi
+	# counted once the drained process is gone: its own last logins (it accepts for 200 ms) are not the new one's
+	before=$(grep -c "login attempt" "$work/i$i/pgvalve.log" || true)
 	start_instance "$i"
 	wait_for 10 ready "$i" || echo "test/fleet: instance $i not ready after its restart" >&2
-	sleep 3
-	after=$(grep -c "login attempt" "$work/i$i/pgvalve.log" || true)
-	[ "$after" -gt "$before" ] && restarted_ok=$((restarted_ok + 1))
+	# Served again: HAProxy sends it connections once two health checks pass
+	# (rise 2, inter 300 ms), and pgbench -C opens hundreds a second. The
+	# bound, 10 s, is over ten times that, for a loaded machine; it used to
+	# be a fixed 3 s sleep before counting.
+	if wait_for 10 bash -c "[ \$(grep -c 'login attempt' '$work/i$i/pgvalve.log') -gt $before ]"; then
+		restarted_ok=$((restarted_ok + 1))
+	fi
+	# pacing, no bound: pgbench runs on all three instances for a while between drains
+	sleep 2
 done
 bench_status=0
 wait "$bench" || bench_status=$?
@@ -370,9 +390,10 @@ processed=$(awk -F': ' '/number of transactions actually processed/ { split($2, 
 check "transactions went through ($processed)" [ "${processed:-0}" -gt 100 ]
 check "every instance drained, restarted and served again ($restarted_ok of 3)" [ "$restarted_ok" -eq 3 ]
 for i in "${instances[@]}"; do
+	# (said once: a sweep and a leaving client in one loop turn used to log it twice)
 	check "instance $i drained on SIGTERM and exited after its last client" \
 		bash -c "grep -q 'draining, each client is closed at its next transaction boundary' '$work/i$i/pgvalve.log' &&
-			grep -q 'drain: the last client has left' '$work/i$i/pgvalve.log'"
+			[ \$(grep -c 'drain: the last client has left' '$work/i$i/pgvalve.log') -eq 1 ]"
 done
 
 echo "test/fleet: $failures failed, $(($(date +%s) - started)) s"
