@@ -826,7 +826,7 @@ bool relay_text_of(const struct pkt *pkt, struct relay_text *rt)
 	size_t len = pkt_body_len(pkt);
 	rt->named = false;
 	if (pkt->type == 'P') {	/* the statement name first */
-		size_t name_len = strnlen(body, len);
+		size_t name_len = len > 0 && body[0] == '\0' ? 0 : strnlen(body, len);
 		if (name_len >= len)
 			return false;
 		rt->named = name_len > 0;
@@ -921,15 +921,20 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		return true;	/* paused: offered again once the server answered what the name hangs on */
 	struct server *server = client->link;
 	struct relay_text rt;
-	bool text = (track_notify || track_set) && pkt_complete(pkt) && relay_text_of(pkt, &rt);
-	if (track_notify && text && relay_call(notify_note_client, client, server, &rt))
-		return true;	/* paused: offered again once the pool's listener has its new channels */
+	bool text = false;
+	if (track_notify | track_set) {	/* a Query or Parse: its text cut once for both */
+		text = pkt_complete(pkt) && relay_text_of(pkt, &rt);
+		if (track_notify && text && relay_call(notify_note_client, client, server, &rt))
+			return true;	/* paused: offered again once the pool's listener has its new channels */
+	}
 	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
 	client->pool->db->stats.total.bytes_received += pkt->len;
-	if (track_set && (text || !pkt_complete(pkt)))
-		relay_call(sets_note_query, server, pkt, text ? &rt : NULL);
-	if (client->sets_learn_always)	/* a statement it prepared may change settings (session_set.h) */
-		server->sets_learn = true;
+	if (track_set) {
+		if (text || !pkt_complete(pkt))
+			relay_call(sets_note_query, server, pkt, text ? &rt : NULL);
+		if (client->sets_learn_always)	/* a statement it prepared may change settings (session_set.h) */
+			server->sets_learn = true;
+	}
 	server_note_client_message(server, pkt->type);
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;

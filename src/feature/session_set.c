@@ -265,8 +265,9 @@ static inline bool starts_with_keyword(const char *text, size_t len, const char 
 static inline __attribute__((always_inline)) bool starts_like_set(const char *first, size_t rest)
 {
 	switch (rest > 0 ? first[0] | 0x20 : 0) {
-	case 's':
-		return starts_with_keyword(first, rest, "set", 3);
+	case 's':	/* SELECT's case: unrolled, it differs at the third letter */
+		return rest >= 3 && (first[1] | 0x20) == 'e' && (first[2] | 0x20) == 't' &&
+		       starts_with_keyword(first, rest, "set", 3);
 	case 'r':
 		return starts_with_keyword(first, rest, "reset", 5);
 	case 'd':
@@ -415,7 +416,7 @@ static void scan_do_body(struct server *server, struct sql_lexer *lx, int depth)
  * custom parameters at the start of each statement, set_config() calls
  * anywhere, DO bodies (one level).
  */
-static void scan_text(struct server *server, const char *sql, size_t len, int depth)
+static __attribute__((noinline)) void scan_text(struct server *server, const char *sql, size_t len, int depth)
 {
 	struct sql_lexer lx;
 	struct sql_token tok;
@@ -445,7 +446,7 @@ static void scan_text(struct server *server, const char *sql, size_t len, int de
  * others (what it set under a custom name is not known). Costs nothing
  * where the database has none.
  */
-static void scan_setter_calls(struct server *server, const char *sql)
+static __attribute__((noinline)) void scan_setter_calls(struct server *server, const char *sql)
 {
 	size_t n;
 	const char *const *names = volatility_setters(server->pool->db, &n);
@@ -462,7 +463,7 @@ static void scan_setter_calls(struct server *server, const char *sql)
  * still change settings: it calls set_config(), or has more than one
  * statement. The marks (sql_lex.h) answer no for most texts at no cost.
  */
-static bool text_may_set_slow(const struct relay_text *rt)
+static __attribute__((noinline)) bool text_may_set_slow(const struct relay_text *rt)
 {
 	const char *sql = rt->sql, *end = rt->sql + rt->len;
 	if (rt->marks & SQL_MARK_UNDERSCORE_C)
@@ -491,7 +492,7 @@ static inline bool text_may_set(const struct relay_text *rt)
 static void note_parse(struct server *server, const struct relay_text *rt)
 {
 	const char *first = rt->sql;
-	while (isspace((unsigned char)*first))
+	while (*first == ' ' || (*first >= '\t' && *first <= '\r'))	/* isspace() in C's locale, inline */
 		first++;
 	size_t rest = rt->len - (size_t)(first - rt->sql);
 	bool was = server->sets_learn;
@@ -503,32 +504,10 @@ static void note_parse(struct server *server, const struct relay_text *rt)
 		server->link->sets_learn_always = true;
 }
 
-void session_set_note_query(struct server *server, const struct pkt *pkt, const struct relay_text *rt)
+/* A Query whose first word is SET, RESET, DISCARD or DO (or a comment): parsed, and followed if one SET. */
+static __attribute__((noinline)) void note_set_statement(struct server *server, const char *sql, size_t len,
+							  const char *first, size_t rest)
 {
-	if (server->ignore_till_sync)
-		return;		/* discarded unanswered after an error in the extended batch before it */
-	if (!rt) {
-		learn_wanted(server, true);	/* too long to read whole: learned, and reset for others */
-		return;
-	}
-	if (pkt->type == 'P') {
-		note_parse(server, rt);
-		return;
-	}
-	const char *sql = rt->sql;
-	size_t len = rt->len;
-	size_t i = 0;
-	while (i < len && isspace((unsigned char)sql[i]))
-		i++;
-	const char *first = sql + i;
-	size_t rest = len - i;
-	if (!starts_like_set(first, rest)) {
-		if (text_may_set(rt))
-			scan_text(server, first, rest, 0);
-		if (volatility_any_setters())
-			scan_setter_calls(server, first);
-		return;
-	}
 	scan_text(server, first, rest, 0);
 	char name[128];
 	enum session_set_kind kind = session_set_parse(sql, len, name, sizeof(name));
@@ -555,6 +534,35 @@ void session_set_note_query(struct server *server, const struct pkt *pkt, const 
 		memcpy(p->stmt, sql, n);
 		p->stmt[n] = '\0';
 	}
+}
+
+void session_set_note_query(struct server *server, const struct pkt *pkt, const struct relay_text *rt)
+{
+	if (server->ignore_till_sync)
+		return;		/* discarded unanswered after an error in the extended batch before it */
+	if (!rt) {
+		learn_wanted(server, true);	/* too long to read whole: learned, and reset for others */
+		return;
+	}
+	if (pkt->type == 'P') {
+		note_parse(server, rt);
+		return;
+	}
+	const char *sql = rt->sql;
+	size_t len = rt->len;
+	size_t i = 0;
+	while (i < len && (sql[i] == ' ' || (sql[i] >= '\t' && sql[i] <= '\r')))	/* isspace(), inline */
+		i++;
+	const char *first = sql + i;
+	size_t rest = len - i;
+	if (!starts_like_set(first, rest)) {
+		if (text_may_set(rt))
+			scan_text(server, first, rest, 0);
+		if (volatility_any_setters())
+			scan_setter_calls(server, first);
+		return;
+	}
+	note_set_statement(server, sql, len, first, rest);
 }
 
 void session_set_note_complete(struct server *server, const char *tag)
