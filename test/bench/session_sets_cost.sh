@@ -7,7 +7,15 @@
 # applications do at connect), against the same run without them, at a
 # fixed rate.
 #
-#   session_sets_cost.sh [--duration S] [--rounds N] [--rate TPS] [--clients N]
+#   session_sets_cost.sh [--duration S] [--rounds N] [--rate TPS] [--clients N] [--in-transaction]
+#
+# --in-transaction: what learning a transaction's settings costs (issue
+# 55): both run BEGIN; SET search_path; the SELECT; COMMIT, whose SET
+# pgvalve learns from the server after the COMMIT is answered, against
+# the same with track_client_set = off (nothing learned: PgBouncer's
+# behaviour). Besides CPU, each round prints both runs' latency average
+# (pgbench's, at the same rate): learning is one round trip on the server
+# after the client has its answer, and must not show in the latency.
 #
 # Two identical pgvalve processes (pool of 20) run side by side, each with
 # its own pgbench at the same rate (more clients than servers, so clients
@@ -20,14 +28,16 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-duration=20 rounds=5 rate=2000 clients=50
+duration=20 rounds=5 rate=2000 clients=50 in_txn=0
 while [ $# -gt 0 ]; do
 	case $1 in
+	--in-transaction) in_txn=1; shift ;;
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
 	--clients) clients=$2; shift 2 ;;
-	*) echo "usage: session_sets_cost.sh [--duration S] [--rounds N] [--rate TPS] [--clients N]" >&2; exit 2 ;;
+	*) echo "usage: session_sets_cost.sh [--duration S] [--rounds N] [--rate TPS] [--clients N] [--in-transaction]" >&2
+		exit 2 ;;
 	esac
 done
 # shellcheck source=lib.sh
@@ -45,12 +55,19 @@ trap cost_cleanup EXIT
 # once per client (pgbench keeps a client's variables across its runs).
 select_sql='\set aid random(1, 100000 * :scale)
 SELECT abalance FROM pgbench_accounts WHERE aid = :aid;'
-printf '%s\n' "$select_sql" >"$tmp/plain.sql"
-{
-	printf '%s\n' '\if :did_set = 0' "SET statement_timeout = '30s';" "SET lock_timeout = '10s';" \
-		'SET search_path = public;' '\set did_set 1' '\endif'
-	printf '%s\n' "$select_sql"
-} >"$tmp/sets.sql"
+plain_ini=
+if [ "$in_txn" = 1 ]; then
+	printf '%s\n' 'BEGIN;' 'SET search_path = public;' "$select_sql" 'COMMIT;' >"$tmp/sets.sql"
+	cp "$tmp/sets.sql" "$tmp/plain.sql"
+	plain_ini='track_client_set = 0'
+else
+	printf '%s\n' "$select_sql" >"$tmp/plain.sql"
+	{
+		printf '%s\n' '\if :did_set = 0' "SET statement_timeout = '30s';" "SET lock_timeout = '10s';" \
+			'SET search_path = public;' '\set did_set 1' '\endif'
+		printf '%s\n' "$select_sql"
+	} >"$tmp/sets.sql"
+fi
 
 pgbench_at() {
 	PGPASSWORD=bench PGSSLMODE=disable "$PGBIN/pgbench" -n -M simple -R "$rate" -c "$clients" -j 1 \
@@ -65,7 +82,7 @@ plain_port=$(pgv_free_port $((pgport + 1)))
 sets_port=$(pgv_free_port $((plain_port + 1)))
 ratios=
 for round in $(seq "$rounds"); do
-	plain_pid=$(bench_start_named plain "$plain_port" "")
+	plain_pid=$(bench_start_named plain "$plain_port" "$plain_ini")
 	sets_pid=$(bench_start_named sets "$sets_port" "")
 	bench_wait_ready "$plain_port" && bench_wait_ready "$sets_port" || exit 1
 	a0=$(bench_cpu_ticks "$plain_pid") b0=$(bench_cpu_ticks "$sets_pid")
@@ -78,7 +95,9 @@ for round in $(seq "$rounds"); do
 	pgv_kill_pids "$plain_pid" "$sets_pid"
 	plain_pid= sets_pid=
 	line=$(bench_cpu_ratio_line without $((a1 - a0)) "$n_plain" with $((b1 - b0)) "$n_sets")
-	echo "${0##*/}: round $round: $line"
+	lat_plain=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$tmp/run.plain.out")
+	lat_sets=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$tmp/run.sets.out")
+	echo "${0##*/}: round $round: $line; latency average without ${lat_plain:-?} ms, with ${lat_sets:-?} ms"
 	ratios="$ratios ${line##* }"
 done
 printf '%s\n' $ratios | median | awk '{ printf "session_sets_cost.sh: median CPU per transaction, with SETs / without: %.3f\n", $1 }'
