@@ -239,6 +239,7 @@ struct client {
 	bool balance_state : 1;		/* the read balancer keeps positions for it (balance_fresh.h) */
 	bool asks_standby : 1;		/* options -c target_session_attrs=read-only, standby or prefer-standby */
 	bool held_for_ready : 1;	/* lent, paused at its next transaction until its server answered (balance.h) */
+	bool balance_control_only : 1;	/* its transaction on the primary ran only BEGIN/COMMIT so far (balance.h) */
 	struct balance_retry *balance_retry;	/* a standby's statement kept until answered (balance.c) */
 };
 
