@@ -63,7 +63,7 @@ struct slot {
 struct table_head {
 	pthread_mutex_t dir_lock;
 	uint32_t full_logged;
-	uint64_t welcome_asks;	/* bumped by every ask for a pool's welcome: the others look (share_welcomes) */
+	uint64_t welcome_asks;	/* bumped by every ask for a pool's welcome: the others look (tick_cb) */
 };
 
 /*
@@ -94,7 +94,7 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
-	uint64_t welcome_asks_seen;	/* head->welcome_asks when share_welcomes last looked */
+	uint64_t welcome_asks_seen;	/* head->welcome_asks when the tick last looked */
 } sp;
 
 static void depart(struct server *server);
@@ -535,7 +535,7 @@ static uint32_t wanted_slot(const struct pool *pool, enum budget_answer short_of
  * A pool whose logins here wait for its welcome (the parameters its first
  * server reports), while the budget leaves no server to learn them: any
  * worker holding the pool's servers knows them and sends them
- * (share_welcomes, handover_send_welcome), so that no login waits for a
+ * (share_welcome, handover_send_welcome), so that no login waits for a
  * server another worker holds, busy or idle. Its clients then wait for a
  * server as logged-in clients (and ask for one) as in one process.
  */
@@ -945,35 +945,21 @@ static void share_welcome(struct pool *pool)
 	}
 }
 
-/* Pools whose welcome another worker waits for: theirs sent, when someone asked since the last look. */
-static void share_welcomes(void)
-{
-	uint64_t asks = __atomic_load_n(&sp.head->welcome_asks, __ATOMIC_ACQUIRE);
-	if (asks == sp.welcome_asks_seen)
-		return;
-	sp.welcome_asks_seen = asks;
-	list_for_each(dpos, &pgv.databases) {
-		struct db *db = container_of(dpos, struct db, node);
-		if (db->is_admin)
-			continue;
-		list_for_each(ppos, &db->pools) {
-			struct pool *pool = container_of(ppos, struct pool, node);
-			if (pool->welcome_ready && !pool->standby_reads)
-				share_welcome(pool);
-		}
-	}
-}
-
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
-	share_welcomes();
+	/* Someone asked for a pool's welcome since the last look: the pools that have one send it. */
+	uint64_t asks = __atomic_load_n(&sp.head->welcome_asks, __ATOMIC_ACQUIRE);
+	bool share = asks != sp.welcome_asks_seen;
+	sp.welcome_asks_seen = asks;
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		if (db->is_admin)
 			continue;
 		list_for_each_safe(ppos, ptmp, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
+			if (share && pool->welcome_ready && !pool->standby_reads)
+				share_welcome(pool);
 			if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
 				pool_after_change(pool);	/* takes what was given back, or asks again */
 			else
