@@ -451,14 +451,15 @@ static uint8_t get_byte(struct reader *r)
 	return (uint8_t)*r->p++;
 }
 
-static struct pool *find_pool(const char *db_name, const char *user)
+/* The pool of db_name and user; with home, not a read balancer's standby pool (its welcome differs). */
+static struct pool *find_pool(const char *db_name, const char *user, bool home)
 {
 	struct db *db = pool_find_db(db_name);
 	if (!db || db->removed)
 		return NULL;
 	list_for_each(pos, &db->pools) {
 		struct pool *pool = container_of(pos, struct pool, node);
-		if (strcmp(pool->user, user) == 0)
+		if (strcmp(pool->user, user) == 0 && !(home && pool->standby_reads))
 			return pool;
 	}
 	return NULL;
@@ -527,7 +528,7 @@ static void take(const struct wire *w, struct reader *r, int fd)
 		values[i] = get_str(r);
 	}
 	adopt(w);
-	struct pool *pool = r->bad ? NULL : find_pool(db_name, user);
+	struct pool *pool = r->bad ? NULL : find_pool(db_name, user, false);
 	if (!pool || fd < 0 || w->addrlen > sizeof(w->addr)) {
 		log_warning("a server of %s/%s handed over by worker %u has no pool here: closed", db_name, user, w->from);
 		if (fd >= 0)
@@ -562,7 +563,7 @@ static void take_welcome(const struct wire *w, struct reader *r)
 		params[i].name = (char *)get_str(r);
 		params[i].value = (char *)get_str(r);
 	}
-	struct pool *pool = r->bad ? NULL : find_pool(db_name, user);
+	struct pool *pool = r->bad ? NULL : find_pool(db_name, user, true);
 	if (!pool || pool->welcome_ready)
 		return;		/* gone, or it learned them from a server of its own meanwhile */
 	log_info("%s/%s: server parameters learned from worker %u, no server needed for the logins waiting", db_name,
