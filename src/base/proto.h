@@ -18,8 +18,14 @@
 #define PROTO_GSSENC_REQUEST	80877104
 #define PROTO_STARTUP_MAX	10000		/* PostgreSQL's MAX_STARTUP_PACKET_LENGTH */
 #define PROTO_HEADER_LEN	5		/* type byte + int32 length */
-/* The longest password or SASL message of a login: PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH, and the type byte. */
-#define PROTO_AUTH_MSG_MAX	(65535 + 1)
+/*
+ * The longest password or SASL message of a login, whole: a body of
+ * PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH (65535 bytes, which it checks
+ * against the length less its own 4 bytes), with the type byte and the
+ * length. A password longer than pgvalve takes (AUTH_SECRET_MAX) is then a
+ * wrong password, as in PgBouncer, not a bad packet.
+ */
+#define PROTO_AUTH_MSG_MAX	(65535 + PROTO_HEADER_LEN)
 #define PROTO_STARTUP_HEADER_LEN 8		/* int32 length + int32 code */
 
 /* Authentication request codes (the int32 after 'R'). */

@@ -253,3 +253,51 @@ enum sql_begin sql_classify_begin(const char *text, size_t len)
 		return SQL_BEGIN_READ_WRITE;
 	return b;
 }
+
+/* ---------------------------------------------------------------- transaction control alone */
+
+/* Whether tok, after a transaction control statement's first word, is one of its keywords or modes. */
+static bool control_word(const struct sql_token *tok)
+{
+	static const char *const words[] = {
+		"and", "chain", "committed", "deferrable", "isolation", "level", "no", "not", "only", "read",
+		"repeatable", "serializable", "transaction", "uncommitted", "work", "write",
+	};
+	if (sql_token_is_char(tok, ','))
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (sql_token_is(tok, words[i]))
+			return true;
+	return false;
+}
+
+bool sql_classify_control_only(const char *text, size_t len)
+{
+	static const char *const starts[] = { "begin", "start", "commit", "end", "rollback", "abort" };
+	struct sql_lexer lx;
+	struct sql_token tok;
+	bool any = false;
+	sql_lex_init(&lx, text, len, true);
+	for (;;) {
+		enum sql_token_kind k = sql_lex_next(&lx, &tok);
+		if (k == SQL_TOKEN_END)
+			return any && !lx.unterminated;
+		if (k == SQL_TOKEN_SEMICOLON)
+			continue;	/* an empty statement */
+		bool known = false;
+		for (size_t i = 0; i < ARRAY_SIZE(starts) && !known; i++)
+			known = sql_token_is(&tok, starts[i]);
+		if (!known)
+			return false;
+		bool start = sql_token_is(&tok, "start");
+		k = sql_lex_next(&lx, &tok);
+		if (start && !sql_token_is(&tok, "transaction"))
+			return false;	/* START alone, or START REPLICATION ... */
+		for (; k != SQL_TOKEN_END && k != SQL_TOKEN_SEMICOLON; k = sql_lex_next(&lx, &tok))
+			if (!control_word(&tok))
+				return false;	/* PREPARED 'x', TO SAVEPOINT, a string, anything else */
+		any = true;
+		if (k == SQL_TOKEN_END)
+			return !lx.unterminated;
+	}
+}

@@ -33,6 +33,14 @@
  * do not end the transaction nor change its mode (COMMIT, END, ROLLBACK,
  * ABORT, PREPARE, SET).
  *
+ * Transaction control alone (sql_classify_control_only): every statement
+ * of the text begins or ends a transaction, with no other word than its
+ * modes: BEGIN [WORK | TRANSACTION], START TRANSACTION, COMMIT, END,
+ * ROLLBACK, ABORT, their modes and AND [NO] CHAIN; not COMMIT PREPARED,
+ * ROLLBACK PREPARED (another transaction's end), ROLLBACK TO SAVEPOINT,
+ * PREPARE TRANSACTION, nor anything quoted. A transaction made of only
+ * those wrote nothing (the read balancer's empty transaction).
+ *
  * Pure: no allocation, no state, no logging.
  */
 #ifndef PGVALVE_SQL_CLASSIFY_H
@@ -54,5 +62,8 @@ enum sql_begin {
 
 /* Whether the first statement of text starts a transaction block, and how. */
 enum sql_begin sql_classify_begin(const char *text, size_t len);
+
+/* Whether text has a statement and each of its statements only begins or ends a transaction. */
+bool sql_classify_control_only(const char *text, size_t len);
 
 #endif

@@ -914,6 +914,12 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 		if (client->nb.paused)
 			return true;	/* linked, server is applying our parameters first */
 	}
+	if (client->balance_control_only && starts_statement(pkt->type)) {
+		/* the read balancer: an empty transaction (BEGIN, COMMIT) is a read; its texts are short */
+		if (!pkt_complete(pkt) && pkt->len <= BALANCE_QUERY_MAX)
+			return true;
+		relay_call(balance_statement, client, pkt);
+	}
 	bool track = relay_prep_enabled(client->pool);
 	if (track && relay_prep_needs_whole(pkt->type) && !pkt_complete(pkt))
 		return true;	/* statement names are rewritten: the whole message first */

@@ -240,6 +240,7 @@ struct client {
 	bool asks_standby : 1;		/* options -c target_session_attrs=read-only, standby or prefer-standby */
 	bool held_for_ready : 1;	/* lent, paused at its next transaction until its server answered (balance.h) */
 	bool sets_learn_always : 1;	/* prepared a statement that may change settings: each transaction is learned (session_set.h) */
+	bool balance_control_only : 1;	/* its transaction on the primary ran only BEGIN/COMMIT so far (balance.h) */
 	struct balance_retry *balance_retry;	/* a standby's statement kept until answered (balance.c) */
 };
 

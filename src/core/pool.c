@@ -1043,16 +1043,16 @@ void pool_release_server(struct server *server)
 
 /* ---------------------------------------------------------------- login */
 
-void pool_learn_welcome(struct pool *pool, const struct server *server)
+void pool_learn_welcome(struct pool *pool, const struct welcome_param *params, int count)
 {
-	pool->welcome = xcalloc((size_t)server->param_count + 1, sizeof(*pool->welcome));
-	for (int i = 0; i < server->param_count; i++) {
-		pool->welcome[i].name = xstrdup(server->params[i].name);
-		pool->welcome[i].value = xstrdup(server->params[i].value);
-		pool->welcome[i].var_idx = varcache_index(server->params[i].name);
-		varcache_set_by_name(&pool->welcome_vars, server->params[i].name, server->params[i].value);
+	pool->welcome = xcalloc((size_t)count + 1, sizeof(*pool->welcome));
+	for (int i = 0; i < count; i++) {
+		pool->welcome[i].name = xstrdup(params[i].name);
+		pool->welcome[i].value = xstrdup(params[i].value);
+		pool->welcome[i].var_idx = varcache_index(params[i].name);
+		varcache_set_by_name(&pool->welcome_vars, params[i].name, params[i].value);
 	}
-	pool->welcome_count = server->param_count;
+	pool->welcome_count = count;
 	pool->welcome_ready = true;
 	list_for_each_safe(pos, tmp, &pool->welcome_clients) {
 		struct client *client = container_of(pos, struct client, node);

@@ -288,7 +288,12 @@ void pool_launch_servers(struct pool *pool);
 /* Called after a server or client left, to keep things moving. */
 void pool_after_change(struct pool *pool);
 
-void pool_learn_welcome(struct pool *pool, const struct server *server);
+/*
+ * The pool's welcome (what a login is told) from a server's ParameterStatus
+ * pairs: its first server's here, or with workers = N another worker's
+ * (shared_pool.h); the logins waiting for it go on.
+ */
+void pool_learn_welcome(struct pool *pool, const struct welcome_param *params, int count);
 /* A login needs its secret looked up with auth_query on a server of this (auth_user) pool. */
 void pool_queue_auth_query(struct pool *pool, struct client *client);
 /* The login gave up (closed) while waiting for or running its lookup. */

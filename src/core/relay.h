@@ -185,6 +185,12 @@ struct relay_hooks {
 	/* Its server was lost before answering anything: true to unlink it (not close it) and balance_retry it */
 	bool (*balance_server_lost)(const struct client *client);
 	void (*balance_client_free)(struct client *client);
+	/*
+	 * A whole Query, Parse or Bind (or a FunctionCall) of a client with
+	 * balance_control_only set, before it goes to its server: the bit is
+	 * cleared unless the message only begins or ends the transaction.
+	 */
+	void (*balance_statement)(struct client *client, const struct pkt *pkt);
 };
 
 /* Filled at start-up (prepare_register, session_set_register), read-only after. */

@@ -505,7 +505,7 @@ struct server *server_take_over(struct pool *pool, const struct server_transfer 
 	netbuf_accept(&server->nb, t->fd);
 	pool->last_login_failure = 0;
 	if (!pool->welcome_ready)
-		pool_learn_welcome(pool, server);
+		pool_learn_welcome(pool, server->params, server->param_count);
 	server_note_hot_standby(server);
 	pool_server_ready(server);
 	return server;

@@ -288,7 +288,7 @@ void server_login_continue(struct server *server)
 	pool->last_login_failure = 0;
 	pool->servers_lost = false;
 	if (!pool->welcome_ready)
-		pool_learn_welcome(pool, server);
+		pool_learn_welcome(pool, server->params, server->param_count);
 	server_note_hot_standby(server);
 	/* connect_query: before any client may use the server (as PgBouncer). */
 	const char *cq = pool->db->cfg->connect_query;

@@ -519,6 +519,33 @@ static void note_start(struct client *client, const struct pkt *pkt, bool type_q
 	size_t len = 0;
 	const char *text = pkt->type == 'Q' || pkt->type == 'P' ? packet_text(pkt, &len) : NULL;
 	balance_fresh_start(client, text ? text : "", len, type_query, read);
+	/*
+	 * A transaction begun by a Query or an unnamed Parse of BEGIN: watched
+	 * (balance_statement) until something else runs in it; if nothing
+	 * does, it wrote nothing and counts as a read. (A Query drops the
+	 * unnamed statement, and a Parse of it is watched: every Bind of the
+	 * unnamed statement in such a transaction binds a text seen here.)
+	 */
+	client->balance_control_only = !read && text && (pkt->type == 'Q' || !*(const char *)pkt_body(pkt)) &&
+				       sql_classify_control_only(text, len);
+}
+
+/*
+ * A statement message of a transaction that ran only BEGIN/COMMIT so far
+ * (relay_hooks.balance_statement): whether it too only begins or ends one.
+ */
+static void balance_statement(struct client *client, const struct pkt *pkt)
+{
+	size_t len = 0;
+	const char *text = NULL, *name;
+	if (pkt_complete(pkt) && (pkt->type == 'Q' || pkt->type == 'P'))
+		text = packet_text(pkt, &len);
+	else if (pkt_complete(pkt) && pkt->type == 'B' && (name = used_statement(pkt)) && !name[0])
+		return;		/* the unnamed statement: a Parse of this transaction, seen here */
+	else if (pkt_complete(pkt) && pkt->type == 'B')
+		text = bound_text(client, pkt, &len);
+	if (!text || !sql_classify_control_only(text, len))
+		client->balance_control_only = false;
 }
 
 static struct pool *balance_pick(struct client *client, const struct pkt *pkt)
@@ -574,4 +601,5 @@ void balance_register(void)
 	relay_hooks.balance_retry = balance_retry;
 	relay_hooks.balance_server_lost = balance_server_lost;
 	relay_hooks.balance_client_free = client_gone;
+	relay_hooks.balance_statement = balance_statement;
 }

@@ -70,6 +70,14 @@
  * PostgreSQL's own that never write (while no user's VOLATILE function
  * has the name; alone until the primary has answered).
  *
+ * An empty transaction (BEGIN then COMMIT or ROLLBACK, in one Query or
+ * several, or through the extended protocol: what a driver sends for a
+ * transaction block with nothing in it) runs on the primary, as its BEGIN
+ * cannot tell, and counts as a read there: it wrote nothing, so the
+ * client's next reads need no newer standby (client->balance_control_only,
+ * watched through relay_hooks.balance_statement until anything else runs;
+ * sql_classify_control_only).
+ *
  * A read goes to the companion only as far as the client's freshness
  * allows (balance_fresh.h: read your writes, monotonic reads,
  * pgvalve.min_lsn; the counters SHOW HOSTS and /metrics show).

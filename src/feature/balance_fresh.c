@@ -366,8 +366,9 @@ void balance_host_counts(const struct db *db, int idx, struct balance_counts *ou
 static void fresh_released(struct client *client, struct server *server)
 {
 	struct balance_client *b = state_get(client);
-	bool read = b->read, kept = b->kept;
+	bool read = b->read || client->balance_control_only, kept = b->kept;	/* BEGIN; COMMIT wrote nothing */
 	b->read = b->kept = false;
+	client->balance_control_only = false;
 	count(server->pool->db, server->host_idx, client->lent, kept);
 	if (client->lent) {
 		b->read_pos = MAX(b->read_pos, roles_server_replayed(server));

@@ -5,7 +5,7 @@
  *
  * Read your writes. When a transaction of a client of a balancing pool
  * ends on the primary (anything not started as a read, explicit or
- * auto), its server, released clean, is asked the primary's WAL insert
+ * auto, unless it ran only BEGIN and COMMIT: balance.h), its server, released clean, is asked the primary's WAL insert
  * position (POSITION_SQL, SV_INTERNAL_POSITION) before it goes back to the
  * pool: the client has its ReadyForQuery already and goes on. Until the
  * answer is in, and after a question that failed (its server closed)

@@ -32,6 +32,7 @@
 #define MSG_MAX 16384
 #define MSG_MAGIC 0x70677648u	/* "pgvH" */
 #define ASK_MAGIC 0x70677641u	/* "pgvA": a wake-up, no server */
+#define WELCOME_MAGIC 0x70677657u	/* "pgvW": a pool's welcome, no server (handover_send_welcome) */
 /* Messages read per wake-up: hand-overs are rare, and the loop has other work. */
 #define READS_PER_WAKE 16
 
@@ -389,6 +390,38 @@ void handover_on_wake(void (*fn)(void))
 	ho.on_ask = fn;
 }
 
+/* ---------------------------------------------------------------- a pool's welcome */
+
+bool handover_send_welcome(int worker, const struct pool *pool)
+{
+	static struct msg m;
+	struct worker_status st;
+	if (!ho.locks || worker < 1 || worker > ho.count || worker == workers_self() || !pool->welcome_ready)
+		return false;
+	workers_read(worker, &st);
+	if (st.pid <= 0 || st.state != WORKER_STATE_RUNNING)
+		return false;
+	struct wire w = {
+		.magic = WELCOME_MAGIC,
+		.from = (uint32_t)workers_self(),
+		.from_pid = (uint32_t)getpid(),
+		.sent = monotonic_usec(),
+		.param_count = (uint32_t)pool->welcome_count,
+	};
+	m.len = 0;
+	m.full = false;
+	put(&m, &w, sizeof(w));
+	put_str(&m, pool->db->name);
+	put_str(&m, pool->user);
+	for (int i = 0; i < pool->welcome_count; i++) {
+		put_str(&m, pool->welcome[i].name);
+		put_str(&m, pool->welcome[i].value);
+	}
+	if (m.full)
+		return false;
+	return send(ho.fds[worker - 1][1], m.buf, m.len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)m.len;
+}
+
 /* ---------------------------------------------------------------- receiving */
 
 struct reader {
@@ -418,14 +451,15 @@ static uint8_t get_byte(struct reader *r)
 	return (uint8_t)*r->p++;
 }
 
-static struct pool *find_pool(const char *db_name, const char *user)
+/* The pool of db_name and user; with home, not a read balancer's standby pool (its welcome differs). */
+static struct pool *find_pool(const char *db_name, const char *user, bool home)
 {
 	struct db *db = pool_find_db(db_name);
 	if (!db || db->removed)
 		return NULL;
 	list_for_each(pos, &db->pools) {
 		struct pool *pool = container_of(pos, struct pool, node);
-		if (strcmp(pool->user, user) == 0)
+		if (strcmp(pool->user, user) == 0 && !(home && pool->standby_reads))
 			return pool;
 	}
 	return NULL;
@@ -494,7 +528,7 @@ static void take(const struct wire *w, struct reader *r, int fd)
 		values[i] = get_str(r);
 	}
 	adopt(w);
-	struct pool *pool = r->bad ? NULL : find_pool(db_name, user);
+	struct pool *pool = r->bad ? NULL : find_pool(db_name, user, false);
 	if (!pool || fd < 0 || w->addrlen > sizeof(w->addr)) {
 		log_warning("a server of %s/%s handed over by worker %u has no pool here: closed", db_name, user, w->from);
 		if (fd >= 0)
@@ -519,6 +553,24 @@ static void take(const struct wire *w, struct reader *r, int fd)
 		 (long long)(now - w->sent));
 }
 
+/* Another worker's welcome for a pool whose logins here wait for one (handover_send_welcome). */
+static void take_welcome(const struct wire *w, struct reader *r)
+{
+	static struct welcome_param params[LIST_MAX];
+	const char *db_name = get_str(r), *user = get_str(r);
+	uint32_t np = MIN(w->param_count, (uint32_t)LIST_MAX);
+	for (uint32_t i = 0; i < np; i++) {
+		params[i].name = (char *)get_str(r);
+		params[i].value = (char *)get_str(r);
+	}
+	struct pool *pool = r->bad ? NULL : find_pool(db_name, user, true);
+	if (!pool || pool->welcome_ready)
+		return;		/* gone, or it learned them from a server of its own meanwhile */
+	log_info("%s/%s: server parameters learned from worker %u, no server needed for the logins waiting", db_name,
+		 user, w->from);
+	pool_learn_welcome(pool, params, (int)np);
+}
+
 static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what; (void)arg;
@@ -534,6 +586,12 @@ static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 			continue;
 		}
 		struct wire w;
+		if ((size_t)n >= sizeof(w) && passed < 0 && memcmp(buf, &(uint32_t){ WELCOME_MAGIC }, sizeof(uint32_t)) == 0) {
+			memcpy(&w, buf, sizeof(w));
+			struct reader r = { buf + sizeof(w), buf + n, false };
+			take_welcome(&w, &r);
+			continue;
+		}
 		if ((size_t)n < sizeof(w) || memcmp(buf, &(uint32_t){ MSG_MAGIC }, sizeof(uint32_t)) != 0) {
 			log_warning("a malformed hand-over message (%zd bytes) was dropped", n);
 			if (passed >= 0)

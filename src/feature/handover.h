@@ -37,6 +37,10 @@
  * receiver that cannot use a server (its pool is gone) closes it, and its
  * count with it.
  *
+ * A pool's welcome (its first server's parameters) travels the same way,
+ * a message with no socket, for a worker whose logins wait for it
+ * (handover_send_welcome, shared_pool.h).
+ *
  * With workers = 1 nothing here runs.
  */
 #ifndef PGVALVE_HANDOVER_H
@@ -45,6 +49,7 @@
 #include "common.h"
 
 struct server;
+struct pool;
 
 /* Supervisor, before any fork: the inboxes of count workers. */
 void handover_create(int count);
@@ -62,6 +67,15 @@ void handover_stop(void);
  */
 bool handover_wake(int worker);
 void handover_on_wake(void (*fn)(void));
+
+/*
+ * A pool's welcome (the ParameterStatus pairs its first server reported)
+ * for worker k, whose logins of that pool wait for them while this worker
+ * holds the pool's servers (shared_pool.h): a message with no server, on
+ * which k learns them (pool_learn_welcome) unless it has them. False if
+ * k does not run or its inbox is full.
+ */
+bool handover_send_welcome(int worker, const struct pool *pool);
 
 /* Whether server may move to another worker (see above). */
 bool handover_eligible(const struct server *server);

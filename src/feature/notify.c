@@ -76,6 +76,7 @@ struct notify_client {
 	struct notify_op *pending;	/* LISTEN/UNLISTEN of the open transaction */
 	int npending, pending_size;
 	bool failed;			/* an error since the last ReadyForQuery 'I' */
+	bool notifying;			/* ... a NOTIFY (its tag) or a text naming notify: it may notify itself */
 	uint8_t ended;			/* the last COMMIT or ROLLBACK since then (enum txn_end) */
 	struct server *held;		/* its ReadyForQuery waits for the listener */
 	uint64_t wait_seq;
@@ -212,6 +213,20 @@ static bool mentions_listen(const char *sql, size_t len)
 	return false;
 }
 
+/*
+ * Whether "notify" appears anywhere in sql, in any case (a NOTIFY, a
+ * pg_notify() call): asked only of a listening client's statements.
+ */
+static bool mentions_notify(const char *sql, size_t len)
+{
+	const char *end = sql + len;
+	for (const char *p = sql_find_pair(sql, len, 'n', 'o'); p; p = sql_find_pair(p + 1, (size_t)(end - p - 1), 'n', 'o'))
+		if (end - p >= 6 && (p[2] | 0x20) == 't' && (p[3] | 0x20) == 'i' && (p[4] | 0x20) == 'f' &&
+		    (p[5] | 0x20) == 'y')
+			return true;
+	return false;
+}
+
 static void pending_add(struct notify_client *nc, const struct notify_op *op)
 {
 	if (nc->npending == nc->pending_size) {
@@ -320,6 +335,21 @@ static uint64_t listener_query(struct notify_pool *np, const char *verb, const c
 	else
 		pktbuf_put_bytes(&np->out, b.buf, b.len);
 	pktbuf_free(&b);
+	return ++np->sent_seq;
+}
+
+/*
+ * A Sync for the listener, which answers it with a ReadyForQuery: a
+ * notification committed before it was sent reaches pgvalve before that
+ * answer (PostgreSQL signals the listening backends before its commit is
+ * answered, and a backend sends what it was signalled for before it reads
+ * its next message). Only for a listener logged in. Returns its sequence
+ * number.
+ */
+static uint64_t listener_sync(struct notify_pool *np)
+{
+	static const uint8_t sync[5] = { 'S', 0, 0, 0, 4 };
+	netbuf_send(&np->listener->nb, sync, sizeof(sync));
 	return ++np->sent_seq;
 }
 
@@ -761,6 +791,8 @@ static bool notify_note_client(struct client *client, struct server *server, con
 	size_t len = rt->len;
 	struct notify_client *nc = nc_of(client);
 	int first = nc ? nc->npending : 0;
+	if (nc && nc->nchannels > 0 && !nc->notifying && mentions_notify(sql, len))
+		nc->notifying = true;	/* its ReadyForQuery may wait for its own notifications (notify_note_server) */
 	if ((rt->marks & SQL_MARK_LI) && parse_statements(client, sql, len) > 0) {
 		if (early_listens(nc_of(client), server, first))
 			return true;
@@ -817,6 +849,20 @@ static enum notify_verdict own_server_notification(struct notify_client *nc, str
 }
 
 /*
+ * The notifications held during the client's transaction go out before
+ * the ReadyForQuery that ends it (about to be forwarded from server), as
+ * PostgreSQL sends those it got during a transaction: its own NOTIFYs'
+ * copies from the listener among them.
+ */
+static void deliver_before_ready(struct notify_client *nc, struct server *server)
+{
+	if (nc->doomed || nc->queue.len == 0 || over_limit(nc))
+		return;
+	netbuf_insert(&server->nb, nc->queue.buf, nc->queue.len);
+	pktbuf_reset(&nc->queue);
+}
+
+/*
  * Whether the transaction that just ended (ReadyForQuery 'I') committed:
  * a transaction block by its last COMMIT or ROLLBACK, so that one that
  * recovered from an error or a ROLLBACK TO SAVEPOINT and committed keeps
@@ -848,6 +894,8 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 		 */
 		if (len >= 7 && memcmp(body, "COMMIT", 7) == 0)
 			nc->ended = END_COMMIT;
+		else if (len >= 7 && memcmp(body, "NOTIFY", 7) == 0)
+			nc->notifying = true;	/* a prepared NOTIFY, whose text was not seen */
 		else if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
 			nc->ended = END_ROLLBACK;
 	} else if (pkt->type == 'Z') {
@@ -855,25 +903,31 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 			if (nc->doomed || !nc->np || nc->wait_seq <= nc->np->done_seq) {
 				nc->held = NULL;
 				nc->wait_seq = 0;
+				deliver_before_ready(nc, server);
 				return NOTIFY_PASS;
 			}
 			return NOTIFY_HOLD;
 		}
 		if (len < 1 || body[0] != 'I')
 			return NOTIFY_PASS;
+		bool notified = nc->notifying && committed(nc);
 		if (nc->npending > 0 && committed(nc) && !nc->doomed)
 			apply_pending(nc, server);
 		nc->npending = 0;
 		nc->failed = false;
+		nc->notifying = false;
 		nc->ended = END_NONE;
 		early_release(nc);
 		if (nc->np && nc->np->listener == server)
 			nc->wait_seq = 0;	/* its own server becomes the listener: it has listened since the commit */
+		else if (notified && nc->np && nc->np->ready && nc->nchannels > 0 && !nc->doomed)
+			nc->wait_seq = MAX(nc->wait_seq, listener_sync(nc->np));	/* its own notifications first */
 		if (nc->np && !nc->doomed && nc->wait_seq > nc->np->done_seq) {
 			nc->held = server;
 			return NOTIFY_HOLD;
 		}
 		nc->wait_seq = 0;
+		deliver_before_ready(nc, server);
 	}
 	return NOTIFY_PASS;
 }

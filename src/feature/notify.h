@@ -54,7 +54,17 @@
  *  - NOTIFY and pg_notify() run on the client's server: PostgreSQL sends
  *    them at commit, atomic with the data, once.
  *  - Delivery: to an idle client at once; to a client with a server (in a
- *    transaction, or waiting for one) when it is back between transactions.
+ *    transaction, or waiting for one) just before the ReadyForQuery that
+ *    ends its transaction, as PostgreSQL sends what came during one.
+ *  - A client's own notifications come before the ReadyForQuery of the
+ *    transaction that sent them, as on a direct connection: when a
+ *    listening client's transaction committed a NOTIFY (its command tag)
+ *    or a statement whose text names notify (pg_notify()), its
+ *    ReadyForQuery waits for a Sync round trip on the listener, which
+ *    PostgreSQL answers only after the notifications it was signalled for
+ *    (the listener lost: its clients are closed, which ends the wait). A
+ *    notification sent by a trigger or function whose call does not name
+ *    notify may still come just after that ReadyForQuery.
  *    The PID in a notification is the sending backend's, except that a
  *    client gets its own login PID (BackendKeyData) for notifications sent
  *    by a backend whose last Query or Parse (of any client of the pool) was

@@ -55,6 +55,7 @@ struct slot {
 	int64_t want_any;	/* the latest want of any worker, 0 = none since the last look */
 	int64_t trim_at;	/* when trim_by last claimed closing servers over the limit */
 	int32_t trim_by;	/* that worker's 0-based column */
+	uint64_t welcome_wanted;	/* a pool's: workers (bit w = column w) whose logins wait for its welcome */
 	char key[KEY_MAX];
 } __attribute__((aligned(8)));
 
@@ -62,6 +63,7 @@ struct slot {
 struct table_head {
 	pthread_mutex_t dir_lock;
 	uint32_t full_logged;
+	uint64_t welcome_asks;	/* bumped by every ask for a pool's welcome: the others look (tick_cb) */
 };
 
 /*
@@ -92,6 +94,7 @@ static struct {
 	usec_t last_want_at;
 	struct budget_ops ops;
 	struct list departing;		/* struct departing */
+	uint64_t welcome_asks_seen;	/* head->welcome_asks when the tick last looked */
 } sp;
 
 static void depart(struct server *server);
@@ -528,6 +531,31 @@ static uint32_t wanted_slot(const struct pool *pool, enum budget_answer short_of
 	return pool_slot(pool, true);
 }
 
+/*
+ * A pool whose logins here wait for its welcome (the parameters its first
+ * server reports), while the budget leaves no server to learn them: any
+ * worker holding the pool's servers knows them and sends them
+ * (share_welcome, handover_send_welcome), so that no login waits for a
+ * server another worker holds, busy or idle. Its clients then wait for a
+ * server as logged-in clients (and ask for one) as in one process.
+ */
+static void welcome_wanted(const struct pool *pool)
+{
+	uint32_t p = pool_slot(pool, true);
+	if (!p || sp.self >= 64)
+		return;
+	struct slot *s = slot_at(p);
+	uint64_t bit = UINT64_C(1) << sp.self, nudge = 0;
+	slot_lock(s);
+	if (!(s->welcome_wanted & bit)) {
+		s->welcome_wanted |= bit;
+		nudge = holders_of(s);
+	}
+	slot_unlock(s);
+	__atomic_add_fetch(&sp.head->welcome_asks, 1, __ATOMIC_RELEASE);
+	nudge_workers(nudge);
+}
+
 static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 {
 	usec_t now = monotonic_usec();
@@ -537,6 +565,8 @@ static void server_wanted(const struct pool *pool, enum budget_answer short_of)
 	sp.last_want_pool = pool;
 	sp.last_want_kind = short_of;
 	sp.last_want_at = now;
+	if (!pool->welcome_ready)
+		welcome_wanted(pool);
 	uint64_t nudge = 0;
 	uint32_t i = wanted_slot(pool, short_of);
 	if (i) {
@@ -893,15 +923,43 @@ static void give_back_idle(struct pool *pool)
 							 : "given back for another worker's waiting clients");
 }
 
+/* The welcome of pool for the workers whose logins wait for it, if any ask (welcome_wanted). */
+static void share_welcome(struct pool *pool)
+{
+	uint32_t p = pool_slot(pool, false);
+	uint64_t self = sp.self < 64 ? UINT64_C(1) << sp.self : 0;
+	if (!p || !(__atomic_load_n(&slot_at(p)->welcome_wanted, __ATOMIC_RELAXED) & ~self))
+		return;
+	struct slot *s = slot_at(p);
+	slot_lock(s);
+	uint64_t mask = s->welcome_wanted & ~self;
+	s->welcome_wanted &= ~mask;
+	slot_unlock(s);
+	for (int w = 0; w < sp.workers && w < 64; w++) {
+		if (!(mask & UINT64_C(1) << w) || handover_send_welcome(w + 1, pool))
+			continue;
+		slot_lock(s);	/* not sent (its inbox full): asked again at the next tick */
+		s->welcome_wanted |= UINT64_C(1) << w;
+		slot_unlock(s);
+		sp.welcome_asks_seen--;
+	}
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd; (void)what; (void)arg;
+	/* Someone asked for a pool's welcome since the last look: the pools that have one send it. */
+	uint64_t asks = __atomic_load_n(&sp.head->welcome_asks, __ATOMIC_ACQUIRE);
+	bool share = asks != sp.welcome_asks_seen;
+	sp.welcome_asks_seen = asks;
 	list_for_each(dpos, &pgv.databases) {
 		struct db *db = container_of(dpos, struct db, node);
 		if (db->is_admin)
 			continue;
 		list_for_each_safe(ppos, ptmp, &db->pools) {
 			struct pool *pool = container_of(ppos, struct pool, node);
+			if (share && pool->welcome_ready && !pool->standby_reads)
+				share_welcome(pool);
 			if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
 				pool_after_change(pool);	/* takes what was given back, or asks again */
 			else
@@ -973,6 +1031,8 @@ void shared_pool_reclaim(int worker)
 		reserved_of(s)[w] = 0;
 		wants_of(s)[w] = 0;
 		waited_of(s)[w] = 0;
+		if (w < 64)
+			s->welcome_wanted &= ~(UINT64_C(1) << w);
 		slot_unlock(s);
 	}
 	if (servers || clients)

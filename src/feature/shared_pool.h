@@ -47,6 +47,19 @@
  * ticks remain the fallback: two ticks plus the login); one held busy,
  * within SHARED_POOL_HOLD_USEC more.
  *
+ * A login waits for its pool's welcome (the parameters the pool's first
+ * server reports) only while no worker knows it: a worker whose pool has
+ * none yet and cannot open a server (the budget is held elsewhere) marks
+ * the pool's slot (welcome_wanted, one bit per worker) and wakes the
+ * holders; a worker that knows the pool's welcome sends it over the
+ * asker's inbox (handover_send_welcome) at its next tick. The logins go
+ * on and their clients wait for a server as any logged-in client does,
+ * asking for one as above. Without it a worker started (or restarted)
+ * while the others held the whole budget busy kept its logins waiting
+ * for a server, and a client program that connects synchronously in a
+ * thread with open transactions (pgbench -C) held those transactions,
+ * and the servers, until client_login_timeout.
+ *
  * max_db_connections and max_user_connections are handed on the same way,
  * as PgBouncer evicts within one process: a worker refused at one of them
  * first closes its own longest-idle server of another pool of the

@@ -351,7 +351,7 @@ static void auth_query_roles(bool create)
 static void drop_auth_query_roles(void)
 {
 	PGconn *c = pg_direct();
-	PQclear(PQexec(c, "DROP ROLE IF EXISTS auth_lookup, aq_user, \"o'brien\""));
+	PQclear(PQexec(c, "DROP ROLE IF EXISTS auth_lookup, aq_user, \"o'brien\", longpass"));
 	PQfinish(c);
 }
 
@@ -451,6 +451,43 @@ START_TEST(auth_query_md5_user)
 	cp_init(&cp, &p, "md5_user", "md5_pass", "disable");
 	expect_login(&p, &cp, "md5_user", "md5_user known only through auth_query (md5 secret)");
 	pgv_stop(&p);
+	auth_query_roles(false);
+}
+END_TEST
+
+/*
+ * PgBouncer's test_auth_query_login_large_packets: auth_type plain,
+ * auth_query, pkt_buf = 75. The longest password PgBouncer takes (65,530
+ * bytes, checked against the role's md5 secret in pg_authid) logs in; one byte longer
+ * (a PasswordMessage of 65,532 bytes' body, under PostgreSQL's 65,535)
+ * is a wrong password, not a bad packet.
+ */
+START_TEST(auth_query_longest_password_small_pkt_buf)
+{
+	struct pgv p;
+	struct cparams cp;
+	char extra[512], databases[512];
+	static char pw[65532], sql[65700];
+	memset(pw + 1, 'a', 65530);
+	pw[0] = 'X';
+	pw[65531] = '\0';
+	auth_query_roles(true);
+	pg_exec("DROP ROLE IF EXISTS longpass");
+	pg_exec("SET password_encryption = 'md5'");
+	snprintf(sql, sizeof(sql), "CREATE ROLE longpass LOGIN PASSWORD '%s'", pw + 1);
+	pg_exec(sql);
+	pg_exec("RESET password_encryption");
+	/* pgvtest over the Unix socket (local trust): the server login needs no password of pgvalve's */
+	snprintf(databases, sizeof(databases), "%sauthdb = host=127.0.0.1 port=%s dbname=postgres\n",
+		 std_databases_unix(), getenv("PGV_TEST_PGPORT"));
+	snprintf(extra, sizeof(extra), "auth_type = plain\nauth_user = auth_lookup\nauth_dbname = authdb\npkt_buf = 75\n");
+	start_dbs(&p, extra, databases, "\"auth_lookup\" \"" LOOKUP_PW "\"\n");
+	cp_init(&cp, &p, "longpass", pw + 1, "disable");
+	expect_login(&p, &cp, "longpass", "a 65,530-byte password, pkt_buf 75");
+	cp_init(&cp, &p, "longpass", pw, "disable");
+	expect_auth_failed(&p, &cp, "longpass", "a 65,531-byte wrong password, pkt_buf 75");
+	pgv_stop(&p);
+	pg_exec("DROP ROLE IF EXISTS longpass");
 	auth_query_roles(false);
 }
 END_TEST
@@ -810,6 +847,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, NULL, drop_auth_query_roles);
 	tcase_add_loop_test(tc, auth_query_users, 0, 2);
 	tcase_add_test(tc, auth_query_md5_user);
+	tcase_add_test(tc, auth_query_longest_password_small_pkt_buf);
 	tcase_add_test(tc, auth_query_server_unreachable);
 	suite_add_tcase(s, tc);
 

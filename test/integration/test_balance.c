@@ -545,10 +545,51 @@ static void reads_see_write(struct pgv *p, PGconn *w, int a, const char *begin)
 	}
 }
 
+/* c's text through the extended protocol (Parse, Bind, Describe, Execute, Sync), which must succeed. */
+static void exec_params_ok(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/*
+ * An empty transaction is a read (a driver's empty `with
+ * conn.transaction()`): BEGIN and COMMIT as two Queries, as one, through
+ * the extended protocol, and a ROLLBACK, each on a client of its own
+ * that never wrote, with replay paused and the primary ahead of the
+ * replicas: that client's next reads still go to the replicas.
+ */
+static void empty_transactions_read(struct pgv *p)
+{
+	for (int k = 0; k < 4; k++) {
+		PGconn *e = balance_connect(p, "au", NULL);
+		if (k == 0) {
+			exec_ok(e, "BEGIN");
+			exec_ok(e, "COMMIT");
+		} else if (k == 1) {
+			exec_ok(e, "BEGIN; COMMIT");
+		} else if (k == 2) {
+			exec_params_ok(e, "BEGIN");
+			exec_params_ok(e, "COMMIT");
+		} else {
+			exec_ok(e, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+			exec_ok(e, "ROLLBACK");
+		}
+		for (int i = 0; i < 20; i++) {
+			const char *s = seen(e, 100, NULL);
+			ck_assert_msg(strcmp(s, "0|127.0.0.3|true") == 0 || strcmp(s, "0|127.0.0.4|true") == 0,
+				      "empty transaction %d: read %d ran on %s\n%s", k, i, s, pgv_log_tail(p, 2000));
+		}
+		PQfinish(e);
+	}
+}
+
 /*
  * With replay paused on both replicas, a client that wrote reads its row
  * back 1,000 times (auto, and explicit with BEGIN READ ONLY), while a
- * client that never wrote keeps reading on the replicas (without it);
+ * client that never wrote keeps reading on the replicas (without it),
+ * and so does one whose transactions were empty (BEGIN; COMMIT);
  * SET pgvalve.min_lsn makes a reader wait for a position it was given;
  * once one replica replays again the writer reads there, and a reader
  * that read there never goes back to the other, still paused; after both
@@ -600,6 +641,7 @@ START_TEST(reads_your_writes)
 		ck_assert_msg(strcmp(s, "0|127.0.0.3|true") == 0 || strcmp(s, "0|127.0.0.4|true") == 0,
 			      "a client that never wrote read on %s", s);
 	}
+	empty_transactions_read(&p);
 	long long kept = host_count(&p, "au", "127.0.0.2", "reads_kept_fresh");
 	ck_assert_msg(kept >= 1000, "au: %lld reads kept on the primary", kept);
 	ck_assert_int_ge(host_count(&p, "ex", "127.0.0.2", "reads_kept_fresh"), 1000);

@@ -516,6 +516,51 @@ START_TEST(show_listeners)
 }
 END_TEST
 
+/*
+ * A client's own notification on a channel it listens to arrives before
+ * the ReadyForQuery that ends its NOTIFY (or the COMMIT of the block that
+ * has it), as PostgreSQL sends it: PQnotifies right after PQexec returns
+ * has it, every time (psycopg 3's test_pgconn.py::test_notify). The
+ * listener's copy used to come just after the ReadyForQuery (14 of 30
+ * runs). A NOTIFY, pg_notify(), one in a block sent as one Query, and
+ * BEGIN, NOTIFY, COMMIT as three.
+ */
+START_TEST(own_notification_before_ready)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *c = conn(&p);
+	exec_ok(&p, c, "LISTEN own");
+	for (int i = 0; i < 80; i++) {
+		char sql[80], payload[16];
+		snprintf(payload, sizeof(payload), "n%d", i);
+		if (i % 4 == 0)
+			snprintf(sql, sizeof(sql), "NOTIFY own, 'n%d'", i);
+		else if (i % 4 == 1)
+			snprintf(sql, sizeof(sql), "SELECT pg_notify('own', 'n%d')", i);
+		else
+			snprintf(sql, sizeof(sql), "BEGIN; NOTIFY own, 'n%d'; COMMIT", i);
+		if (i % 4 == 3) {	/* three Queries */
+			snprintf(sql, sizeof(sql), "NOTIFY own, 'n%d'", i);
+			exec_ok(&p, c, "BEGIN");
+			exec_ok(&p, c, sql);
+			exec_ok(&p, c, "COMMIT");
+		} else {
+			exec_ok(&p, c, sql);
+		}
+		PGnotify *n = PQnotifies(c);
+		ck_assert_msg(n != NULL, "run %d (%s): the notification was not there when PQexec returned\n%s", i, sql,
+			      pgv_log_tail(&p, 1500));
+		ck_assert_str_eq(n->relname, "own");
+		ck_assert_str_eq(n->extra, payload);
+		ck_assert_int_eq(n->be_pid, PQbackendPID(c));
+		PQfreemem(n);
+	}
+	PQfinish(c);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* A client in a transaction gets a notification when its transaction ends, as from PostgreSQL. */
 START_TEST(delivered_after_transaction)
 {
@@ -1074,6 +1119,7 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, slow_client_cut_off);
 	tcase_add_test(tc, listen_and_notify_in_one_transaction);
 	tcase_add_test(tc, show_listeners);
+	tcase_add_test(tc, own_notification_before_ready);
 	tcase_add_test(tc, delivered_after_transaction);
 	tcase_add_test(tc, notify_support_off);
 	tcase_add_test(tc, reconnect_closes_listener);

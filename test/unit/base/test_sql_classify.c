@@ -194,6 +194,36 @@ START_TEST(transaction_starts)
 }
 END_TEST
 
+static bool control(const char *sql)
+{
+	return sql_classify_control_only(sql, strlen(sql));
+}
+
+START_TEST(transaction_control_alone)
+{
+	ck_assert(control("BEGIN"));
+	ck_assert(control("BEGIN; COMMIT"));
+	ck_assert(control("begin work;\n end transaction;"));
+	ck_assert(control("START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ WRITE; ROLLBACK AND NO CHAIN;"));
+	ck_assert(control("/* x */ COMMIT AND CHAIN"));
+	ck_assert(control("ABORT"));
+	ck_assert(!control(""));
+	ck_assert(!control(";"));
+	ck_assert(!control("BEGIN; SELECT 1; COMMIT"));
+	ck_assert(!control("COMMIT PREPARED 'x'"));
+	ck_assert(!control("ROLLBACK PREPARED 'x'"));
+	ck_assert(!control("PREPARE TRANSACTION 'x'"));
+	ck_assert(!control("ROLLBACK TO SAVEPOINT a"));
+	ck_assert(!control("ROLLBACK TO a"));
+	ck_assert(!control("SAVEPOINT a"));
+	ck_assert(!control("START"));
+	ck_assert(!control("BEGIN; INSERT INTO t VALUES (1)"));
+	ck_assert(!control("BEGIN /*"));
+	ck_assert(!control("END \"x\""));
+	ck_assert(!control("COMMIT; VACUUM"));
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("sql_classify");
@@ -203,6 +233,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, hostile_texts);
 	tcase_add_test(tc, one_megabyte);
 	tcase_add_test(tc, transaction_starts);
+	tcase_add_test(tc, transaction_control_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }
