@@ -972,7 +972,7 @@ static int active_internal_error(struct server *server, const struct pkt *pkt)
 	return SV_RELAY;
 }
 
-/* CommandComplete: a client's SET/RESET/DISCARD may have changed the session (relay.h). */
+/* CommandComplete: a client's SET/RESET/DISCARD, DO, CALL or a write may have changed the session (relay.h). */
 static int active_command_complete(struct server *server, const struct pkt *pkt, bool internal)
 {
 	if (internal || !server->link || !relay_sets_enabled(server->pool))
@@ -980,7 +980,8 @@ static int active_command_complete(struct server *server, const struct pkt *pkt,
 	if (!pkt_complete(pkt))
 		return true;	/* a few bytes: wait for all of them */
 	const char *tag = (const char *)pkt_body(pkt);
-	if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D' || tag[0] == 'C'))
+	if (memchr(tag, '\0', pkt_body_len(pkt)) && (tag[0] == 'S' || tag[0] == 'R' || tag[0] == 'D' || tag[0] == 'C' ||
+						   tag[0] == 'I' || tag[0] == 'U' || tag[0] == 'M' || tag[0] == 'A'))
 		relay_call(sets_note_complete, server, tag);
 	return SV_RELAY;
 }

@@ -565,6 +565,22 @@ void session_set_note_query(struct server *server, const struct pkt *pkt, const 
 	note_set_statement(server, sql, len, first, rest);
 }
 
+/* A write ran: a trigger or a column default may have changed settings where the database has such (volatility.h). */
+static void note_write(struct server *server)
+{
+	if (volatility_setters_on_writes(server->pool->db))
+		learn_wanted(server, true);
+}
+
+/* CREATE or ALTER of what may change settings when called: pg_proc is read again (volatility.h). */
+static void note_ddl(struct server *server, const char *tag)
+{
+	const char *what = strchr(tag, ' ');
+	if (what && (strcmp(what, " FUNCTION") == 0 || strcmp(what, " PROCEDURE") == 0 || strcmp(what, " VIEW") == 0 ||
+		     strcmp(what, " TRIGGER") == 0 || strcmp(what, " RULE") == 0))
+		volatility_stale(server->pool->db);
+}
+
 void session_set_note_complete(struct server *server, const char *tag)
 {
 	/* The tag that comes most (SELECT n) is told apart by its first letters, no strcmp. */
@@ -582,12 +598,22 @@ void session_set_note_complete(struct server *server, const char *tag)
 			return;
 		}
 		set_tag = strcmp(tag, "DISCARD ALL") == 0;
+		if (!set_tag)
+			note_write(server);	/* DELETE */
 		break;
 	case 'C':
 		if (tag[1] == 'A' && strcmp(tag, "CALL") == 0)
 			learn_wanted(server, true);	/* and so may a procedure */
+		else if (tag[1] == 'R')
+			note_ddl(server, tag);	/* CREATE ... */
+		else
+			note_write(server);	/* COPY */
+		return;
+	case 'A':
+		note_ddl(server, tag);	/* ALTER ... */
 		return;
 	default:
+		note_write(server);	/* INSERT, UPDATE, MERGE */
 		return;
 	}
 	if (!set_tag)

@@ -29,9 +29,10 @@
  *  - anything else that may change the session (a SET or RESET inside a
  *    transaction block, among other statements or through the extended
  *    protocol; a CommandComplete SET, RESET, DISCARD ALL, DO or CALL not
- *    followed above; set_config() in a Query or Parse; a call of a
- *    function whose body changes settings, as volatility.h lists them;
- *    a text too long to read) sets server->sets_learn: when the
+ *    followed above; set_config() in a Query or Parse; a function or view
+ *    named in the text that changes settings, or a write where a trigger
+ *    or a column default does, as volatility.h lists them; a text too
+ *    long to read) sets server->sets_learn: when the
  *    transaction ends, after the client has its ReadyForQuery and before
  *    the server goes back to the pool (still linked, the client paused
  *    until then), the server's session-level settings are learned
@@ -47,9 +48,10 @@
  *    A named Parse with set_config() makes each later transaction of its
  *    client learned (client->sets_learn_always).
  *
- * Not covered: a setting changed by a function the statement does not
- * name (a trigger, a view, another function), or created after pg_proc
- * was read: as in PgBouncer, it stays on the server.
+ * Not covered: a setting changed by C code, by a function created since
+ * pg_proc was read, or reached in ways pg_proc does not show (a name
+ * built at run time, an event trigger, a rule): as in PgBouncer, it stays
+ * on the server.
  *
  * Sets are immutable, refcounted snapshots: a client and the servers that
  * carry its SETs share one, so the usual comparison is a pointer compare.

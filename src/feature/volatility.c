@@ -17,21 +17,40 @@
  * Each name none of whose functions (any schema, any arguments) is
  * VOLATILE ('s'), or whose VOLATILE ones are all PostgreSQL's own, in
  * pg_catalog ('c': volatility_catalog_only), or neither ('v'); and whether
- * one of them may change a session setting (t): a body in SQL or a
- * procedural language that calls set_config() or has a statement, or a
- * dynamic one, starting with SET or RESET (volatility_setters). Names of
- * the last kind only are listed with 'v'.
+ * one of them may change a session setting (t: volatility_setters). A
+ * setter is user code (SQL or a procedural language, outside PostgreSQL's
+ * schemas) whose body calls set_config() or has a statement, or a dynamic
+ * one, starting with SET or RESET, or names another setter; a view that
+ * calls one is listed as a setter too ('v', t). Names of these two kinds
+ * only are listed with 'v'. Last, a row named "" whose t says whether a
+ * trigger or a column default calls a setter: then any write may change
+ * a setting (volatility_setters_on_writes).
  */
-#define SETTER_TEST "(pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) " \
-	"AND prolang NOT IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('internal', 'c')) " \
-	"AND prosrc ~* '(set_config|(^|[;''(]|\\m(begin|then|else|loop|execute))\\s*(set|reset)\\M)')"
-#define VOLATILITY_SELECT "SELECT proname, CASE WHEN bool_and(provolatile <> 'v') THEN 's' " \
+#define USER_CODE "pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) " \
+	"AND prolang NOT IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('internal', 'c'))"
+#define SETTER_TEST USER_CODE \
+	" AND prosrc ~* '(set_config|(^|[;''(]|\\m(begin|then|else|loop|execute))\\s*(set|reset)\\M)'"
+#define SETTERS_CTE "WITH RECURSIVE setters(oid, name) AS (" \
+	"SELECT oid, lower(proname) FROM pg_catalog.pg_proc WHERE " SETTER_TEST " UNION " \
+	"SELECT p.oid, lower(p.proname) FROM (SELECT oid, proname, lower(prosrc) AS src FROM pg_catalog.pg_proc " \
+	"WHERE " USER_CODE ") p JOIN setters s ON position(s.name IN p.src) > 0) "
+#define IS_SETTER "oid IN (SELECT oid FROM setters)"
+#define VOLATILITY_SELECT SETTERS_CTE "SELECT proname, CASE WHEN bool_and(provolatile <> 'v') THEN 's' " \
 	"WHEN bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) THEN 'c' ELSE 'v' END, " \
-	"bool_or(" SETTER_TEST ") FROM pg_catalog.pg_proc GROUP BY proname HAVING "
+	"bool_or(" IS_SETTER ") FROM pg_catalog.pg_proc GROUP BY proname HAVING "
+#define SETTER_ROWS " UNION ALL SELECT c.relname, 'v', true FROM pg_catalog.pg_rewrite r " \
+	"JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = r.oid " \
+	"AND d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid IN (SELECT oid FROM setters) " \
+	"JOIN pg_catalog.pg_class c ON c.oid = r.ev_class " \
+	"WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.proname = c.relname) GROUP BY c.relname " \
+	"UNION ALL SELECT '', 'v', EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE " IS_SETTER \
+	" AND prorettype = 'pg_catalog.trigger'::regtype) OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend " \
+	"WHERE classid = 'pg_catalog.pg_attrdef'::regclass AND refclassid = 'pg_catalog.pg_proc'::regclass " \
+	"AND refobjid IN (SELECT oid FROM setters))"
 #define VOLATILITY_QUERY VOLATILITY_SELECT \
-	"bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) OR bool_or(" SETTER_TEST ")"
+	"bool_and(provolatile <> 'v' OR pronamespace = 'pg_catalog'::regnamespace) OR bool_or(" IS_SETTER ")" SETTER_ROWS
 /* Where only session SETs ask (no read balancing): the few names that may change settings. */
-#define SETTERS_QUERY VOLATILITY_SELECT "bool_or(" SETTER_TEST ")"
+#define SETTERS_QUERY VOLATILITY_SELECT "bool_or(" IS_SETTER ")" SETTER_ROWS
 /* An ask whose server vanished is given up after this long. */
 #define VOLATILITY_ASK_TIMEOUT (60 * USEC_PER_SEC)
 /* Longest function name kept (PostgreSQL's NAMEDATALEN - 1 is 63). */
@@ -44,6 +63,8 @@ struct vol_table {
 	size_t count;
 	const char **setters;	/* the names whose s is 't', into names */
 	size_t setter_count;
+	bool setters_on_writes;	/* the "" row's t: a trigger or default calls a setter */
+	bool stale;		/* a client created or changed a function, view or trigger: read again */
 	bool known;
 	usec_t fetched;		/* last answer (or failure) */
 	uint64_t generation;	/* the config generation it was read under */
@@ -56,6 +77,8 @@ struct vol_table {
 static struct vol_table *tables;
 /* Setters in all tables: a Query is looked at for their names only where there are some. */
 static size_t setters_known;
+/* Tables whose setters_on_writes is set: a write is looked at only where there are some. */
+static size_t on_writes_known;
 
 static struct vol_table *table_find(const char *dbname)
 {
@@ -160,17 +183,39 @@ static void query_row(struct server *server, const struct pkt *pkt)
 static void list_setters(struct vol_table *t)
 {
 	setters_known -= t->setter_count;
+	on_writes_known -= t->setters_on_writes;
 	free(t->setters);
 	t->setters = NULL;
 	t->setter_count = 0;
+	t->setters_on_writes = false;
 	for (size_t i = 0; i < t->count; i++) {
 		const char *name = t->names[i];
 		if (name[strlen(name) + 2] != 't')
 			continue;
+		if (!name[0]) {	/* the "" row: triggers or defaults */
+			t->setters_on_writes = true;
+			continue;
+		}
 		t->setters = xrealloc(t->setters, (t->setter_count + 1) * sizeof(*t->setters));
 		t->setters[t->setter_count++] = name;
 	}
 	setters_known += t->setter_count;
+	on_writes_known += t->setters_on_writes;
+}
+
+bool volatility_setters_on_writes(const struct db *db)
+{
+	if (!on_writes_known)
+		return false;
+	const struct vol_table *t = table_find(db->name);
+	return t && t->known && t->setters_on_writes;
+}
+
+void volatility_stale(const struct db *db)
+{
+	struct vol_table *t = table_find(db->name);
+	if (t)
+		t->stale = true;
 }
 
 bool volatility_any_setters(void)
@@ -256,7 +301,8 @@ static bool table_due(const struct vol_table *t, usec_t now)
 	if (t->asking)
 		return now - t->asked >= VOLATILITY_ASK_TIMEOUT;
 	usec_t period = pgv.cfg->load_balance_functions_refresh;
-	return !t->fetched || t->generation != pgv.config_generation || (period > 0 && now - t->fetched >= period);
+	return !t->fetched || t->stale || t->generation != pgv.config_generation ||
+	       (period > 0 && now - t->fetched >= period);
 }
 
 void volatility_tick(usec_t now)
@@ -276,6 +322,7 @@ void volatility_tick(usec_t now)
 		t->loading_count = t->loading_cap = 0;
 		t->asking = server;
 		t->asked = now;
+		t->stale = false;
 		t->generation = pgv.config_generation;
 		server_run_feature_query(server, &volatility_ops, db_auto(db) ? VOLATILITY_QUERY : SETTERS_QUERY);
 	}
@@ -290,6 +337,7 @@ void volatility_cleanup(void)
 		names_free(t->loading, t->loading_count);
 		free(t->setters);
 		setters_known -= t->setter_count;
+		on_writes_known -= t->setters_on_writes;
 		free(t->dbname);
 		free(t);
 	}

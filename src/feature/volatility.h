@@ -2,8 +2,9 @@
  * volatility.h - which functions a database's primary says are not
  * VOLATILE (pg_proc.provolatile), for the read balancer's auto mode
  * (balance.h), and which may change a session setting (their body calls
- * set_config() or runs SET or RESET), for session SETs (session_set.h):
- * a cache of function names per database.
+ * set_config(), runs SET or RESET, or calls a function that does; views
+ * that call one; whether a trigger or a column default does), for
+ * session SETs (session_set.h): a cache of function names per database.
  *
  * Contract:
  *  - A name is safe when no function of that name, in any schema and
@@ -18,7 +19,9 @@
  *    transaction or statement pooling), by one pooler-internal query on an idle server of the
  *    database's own pool (its servers are on the primary), from the
  *    janitor's tick: once the database is used, again after each RELOAD,
- *    and every load_balance_functions_refresh (0: only then). While none
+ *    every load_balance_functions_refresh (0: only then), and at the
+ *    next tick after a client's CREATE or ALTER of a function, procedure,
+ *    view, trigger or rule (volatility_stale). While none
  *    is known (or a database was never asked) volatility_known() says so
  *    and the balancer keeps its static list.
  *  - Stale between refreshes: a function made VOLATILE since is still
@@ -54,6 +57,10 @@ bool volatility_catalog_only(const struct db *db, const char *name);
  * Valid until the next volatility_tick.
  */
 const char *const *volatility_setters(const struct db *db, size_t *count);
+/* Whether a trigger or a column default of db calls such a function: any write may change a setting. */
+bool volatility_setters_on_writes(const struct db *db);
+/* A client created or changed a function, view or trigger of db: its table is read again at the next tick. */
+void volatility_stale(const struct db *db);
 /* Whether any database has such a function (a cheap first test). */
 bool volatility_any_setters(void);
 /* How many names db's table holds (0: none known). */

@@ -826,11 +826,32 @@ END_TEST
 
 /*
  * A function of the database that changes a setting (its body calls
- * set_config(), or runs SET), called from a plain SELECT: once pgvalve has
- * read pg_proc (at the janitor's first tick with an idle server), the
- * client keeps what it set, on its server and on a new one, and the next
- * client on that server sees none of it; through both protocols.
+ * set_config(), or runs SET), called from a plain SELECT, by another
+ * function, through a view or as a trigger: once pgvalve has read pg_proc
+ * (at the janitor's first tick with an idle server), the client keeps
+ * what it set, on its server and on a new one, and the next client on
+ * that server sees none of it; through both protocols.
  */
+/*
+ * Until pgvalve has read pg_proc, a setting function's SET leaks as in
+ * PgBouncer: call (a SELECT of the function, with the value 6MB) until the
+ * next client on the one server no longer sees it. The janitor reads
+ * pg_proc at its next tick (1 s) with an idle server; 15 s leaves a loaded
+ * machine plenty, and is far below load_balance_functions_refresh (300 s).
+ */
+static void wait_setter_known(struct pgv *p, PGconn *a, PGconn *b, const char *call)
+{
+	bool known = false;
+	for (double deadline = now_s() + 15; !known && now_s() < deadline; sleep_ms(100)) {
+		exec_ok(a, call);
+		char *other = value_of(b, "SHOW work_mem");
+		known = strcmp(other, "4MB") == 0;
+		free(other);
+		exec_ok(a, "RESET work_mem");
+	}
+	ck_assert_msg(known, "%s: the setting function never known: %s", call, pgv_log_tail(p, 1500));
+}
+
 START_TEST(setting_functions_are_learned)
 {
 	PGconn *d = pg_direct();
@@ -838,32 +859,45 @@ START_TEST(setting_functions_are_learned)
 		   "$$BEGIN PERFORM set_config('work_mem', m, false); RETURN m; END$$");
 	exec_ok(d, "CREATE OR REPLACE FUNCTION varstate_set_path() RETURNS int LANGUAGE plpgsql AS "
 		   "$$BEGIN\n  SET search_path = pg_catalog, public;\n  RETURN 1;\nEND$$");
+	/* one that calls a setter, a view that calls one, a trigger that is one */
+	exec_ok(d, "CREATE OR REPLACE FUNCTION varstate_outer() RETURNS text LANGUAGE sql AS "
+		   "'SELECT varstate_set_mem(''8MB'')'");
+	exec_ok(d, "CREATE OR REPLACE VIEW varstate_mem_view AS SELECT varstate_set_mem('9MB') AS m");
+	exec_ok(d, "GRANT SELECT ON varstate_mem_view TO PUBLIC");
+	exec_ok(d, "CREATE TABLE IF NOT EXISTS varstate_trig (x int)");
+	exec_ok(d, "GRANT ALL ON varstate_trig TO PUBLIC");
+	exec_ok(d, "CREATE OR REPLACE FUNCTION varstate_trig_fn() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN PERFORM set_config('lock_timeout', '4s', false); RETURN NEW; END$$");
+	exec_ok(d, "CREATE OR REPLACE TRIGGER varstate_trig_set BEFORE INSERT ON varstate_trig "
+		   "FOR EACH ROW EXECUTE FUNCTION varstate_trig_fn()");
 	PQfinish(d);
 	struct pgv p;
 	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
 	PGconn *a = connect_ok(&p);
 	PGconn *b = connect_ok(&p);
-	/*
-	 * Until pg_proc is read, the SET leaks as in PgBouncer: the janitor
-	 * asks at its first tick (1 s) with an idle server; 15 s leaves a
-	 * loaded machine plenty.
-	 */
-	bool known = false;
-	for (double deadline = now_s() + 15; !known && now_s() < deadline; sleep_ms(100)) {
-		exec_ok(a, "SELECT varstate_set_mem('6MB')");
-		char *other = value_of(b, "SHOW work_mem");
-		known = strcmp(other, "4MB") == 0;
-		free(other);
-		exec_ok(a, "RESET work_mem");
-	}
-	ck_assert_msg(known, "pg_proc's setting functions never read: %s", pgv_log_tail(&p, 1500));
+	wait_setter_known(&p, a, b, "SELECT varstate_set_mem('6MB')");
 	for (int ext = 0; ext < 2; ext++) {
 		run_ok(a, "SELECT varstate_set_mem('7MB')", ext);
 		expect_own(&p, a, b, "SHOW work_mem", "7MB", "4MB");
 		run_ok(a, "SELECT VARSTATE_SET_PATH()", ext);
 		expect_own(&p, a, b, "SHOW search_path", "pg_catalog, public", "\"$user\", public");
+		run_ok(a, "SELECT varstate_outer()", ext);
+		expect_own(&p, a, b, "SHOW work_mem", "8MB", "4MB");
+		run_ok(a, "SELECT m FROM varstate_mem_view", ext);
+		expect_own(&p, a, b, "SHOW work_mem", "9MB", "4MB");
+		run_ok(a, "INSERT INTO varstate_trig VALUES (1)", ext);
+		expect_own(&p, a, b, "SHOW lock_timeout", "4s", "0");
 		exec_ok(a, "RESET ALL");
 	}
+	/* made through pgvalve: read again at the next tick, not load_balance_functions_refresh (300 s) later */
+	d = pg_direct();
+	exec_ok(d, "GRANT CREATE ON SCHEMA public TO scram_user");
+	PQfinish(d);
+	exec_ok(a, "CREATE OR REPLACE FUNCTION varstate_late(m text) RETURNS text LANGUAGE plpgsql AS "
+		   "$$BEGIN PERFORM set_config('work_mem', m, false); RETURN m; END$$");
+	wait_setter_known(&p, a, b, "SELECT varstate_late('6MB')");
+	exec_ok(a, "SELECT varstate_late('3MB')");
+	expect_own(&p, a, b, "SHOW work_mem", "3MB", "4MB");
 	PQfinish(a);
 	PQfinish(b);
 	pgv_stop(&p);
