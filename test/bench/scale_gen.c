@@ -21,13 +21,15 @@
  *   login         the other clients log in while the active ones go on;
  *   hold          --duration s with every client connected;
  *   storm         --storm new clients connect at once (TLS with --tls or
- *                 --storm-tls, the login the pooler asks for), while the active
- *                 clients go on; it ends when the last one is in or has failed.
+ *                 --storm-tls, the login the pooler asks for), from processes of
+ *                 their own, while the active clients go on; it ends when the
+ *                 last one is in or has failed.
  * Each: logins and failures by cause, login time p50/p99/max, the pooler's
  * processes' RSS and CPU (--pooler-pid: those and their descendants;
  * --pooler-pgrep: command lines containing the pattern), the kernel's
- * socket figures (/proc/net/sockstat), transaction latency p50/p99/p99.9
- * and the longest any active client waited. The last line is the summary:
+ * socket figures (/proc/net/sockstat), the generator's own CPU (on 2 cores
+ * it competes with the pooler), transaction latency p50/p99/p99.9 and the
+ * longest any active client waited. The last line is the summary:
  *
  *   bench-scale: pooler=NAME clients=N logged_in=N failed=N bytes_per_client=B
  *     base_p99_ms=X p99_ms=X longest_wait_ms=X storm_clients=N storm_failed=N
@@ -176,20 +178,24 @@ static void on_signal(int sig)
 
 static void start_children(void)
 {
-	struct rlimit rl;
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	long total = opt.clients + opt.storm;
-	nchildren = (int)((total + opt.per_proc - 1) / opt.per_proc);
+	/* the storm's clients get processes of their own: their handshakes do not delay the active clients' loop */
+	int nheld = (int)((opt.clients + opt.per_proc - 1) / opt.per_proc);
+	int nstorm = (int)((opt.storm + opt.per_proc - 1) / opt.per_proc);
+	nchildren = nheld + nstorm;
 	children = xcalloc((size_t)nchildren, sizeof(*children));
 	for (int k = 0; k < nchildren; k++) {
 		struct scale_share *s = &children[k].share;
-		s->held = share_of(opt.clients, k, nchildren);
-		s->active = share_of(opt.active, k, nchildren);
-		s->storm = share_of(opt.storm, k, nchildren);
-		s->rate = opt.active ? opt.rate * (double)s->active / (double)opt.active : 0;
+		if (k < nheld) {
+			s->held = share_of(opt.clients, k, nheld);
+			s->active = share_of(opt.active, k, nheld);
+			s->rate = opt.active ? opt.rate * (double)s->active / (double)opt.active : 0;
+		} else
+			s->storm = share_of(opt.storm, k - nheld, nstorm);
 		if ((rlim_t)(s->held + s->storm + FD_HEADROOM) > rl.rlim_cur) {
 			fprintf(stderr, "scale_gen: %ld clients per process do not fit in %llu descriptors; lower --per-proc\n",
 				s->held + s->storm, (unsigned long long)rl.rlim_cur);
@@ -293,13 +299,25 @@ struct phase {
 	const char *name;
 	double t0;
 	struct pooler_sample p0;
+	double gen_cpu0;
 };
+
+/* The generator's own CPU so far: the parent and every child. */
+static double generator_cpu(void)
+{
+	double t = scale_sys_proc_cpu(getpid());
+	for (int k = 0; k < nchildren; k++)
+		if (children[k].pid > 0)
+			t += scale_sys_proc_cpu(children[k].pid);
+	return t;
+}
 
 static void phase_begin(struct phase *ph, const char *name)
 {
 	ph->name = name;
 	ph->t0 = now_s();
 	scale_sys_pooler(opt.pooler_pids, opt.pooler_pgrep, &ph->p0);
+	ph->gen_cpu0 = generator_cpu();
 }
 
 /* The pooler's and the kernel's figures at the end of a phase; returns the pooler's RSS. */
@@ -315,6 +333,9 @@ static uint64_t phase_machine(const struct phase *ph, double secs)
 		       secs > 0 ? (p1.cpu_s - ph->p0.cpu_s) * 100 / secs : 0);
 	else
 		printf("  pooler: not measured%s\n", opt.pooler_pids || opt.pooler_pgrep ? " (no process found)" : "");
+	double gen = generator_cpu();
+	printf("  generator: cpu %.2f s (%.0f%% of a core; the machine's cores are shared with the pooler)\n",
+	       gen - ph->gen_cpu0, secs > 0 ? (gen - ph->gen_cpu0) * 100 / secs : 0);
 	if (scale_sys_sockets(&ss))
 		printf("  kernel: sockets used %ld, tcp inuse %ld alloc %ld orphan %ld tw %ld, tcp mem %.1f MB\n",
 		       ss.sockets_used, ss.tcp_inuse, ss.tcp_alloc, ss.tcp_orphan, ss.tcp_tw,

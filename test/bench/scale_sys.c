@@ -113,6 +113,13 @@ static void add_proc(int pid, struct pooler_sample *out)
 	out->cpu_s += (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+double scale_sys_proc_cpu(int pid)
+{
+	struct pooler_sample one = { 0 };
+	add_proc(pid, &one);
+	return one.cpu_s;
+}
+
 void scale_sys_pooler(const char *pids, const char *pattern, struct pooler_sample *out)
 {
 	int roots[64], nroots = 0, self = getpid();

@@ -25,5 +25,7 @@ struct sock_sample {
 /* pids: "123,456" (each with its descendants) or NULL; pattern: a substring of the command line, or NULL. */
 void scale_sys_pooler(const char *pids, const char *pattern, struct pooler_sample *out);
 bool scale_sys_sockets(struct sock_sample *out);
+/* One process's utime + stime in seconds; 0 if it is gone. */
+double scale_sys_proc_cpu(int pid);
 
 #endif
