@@ -67,11 +67,12 @@ bench_scale=0 duration=$duration
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-gen_pid= pgb_procs=()
+gen_pid= tail_pid= pgb_procs=()
 stop_scale() {
 	[ -n "$gen_pid" ] && pgv_kill_pids "$gen_pid"
+	[ -n "$tail_pid" ] && pgv_kill_pids "$tail_pid"
 	[ ${#pgb_procs[@]} -gt 0 ] && pgv_kill_pids "${pgb_procs[@]}"
-	gen_pid= pgb_procs=()
+	gen_pid= tail_pid= pgb_procs=()
 }
 trap 'stop_scale; bench_cleanup' EXIT
 
@@ -108,10 +109,12 @@ run_gen() {
 		--clients "$clients" --active "$active" --rate "$rate" --duration "$duration" --storm "$storm" \
 		$tls $storm_tls >"$tmp/gen-$1.out" 2>&1 &
 	gen_pid=$!
-	tail -n +1 -f --pid="$gen_pid" "$tmp/gen-$1.out"
-	wait "$gen_pid"
+	tail -n +1 -f --pid="$gen_pid" "$tmp/gen-$1.out" &
+	tail_pid=$!
+	wait "$gen_pid"	# a builtin wait, so a signal to this script is handled at once (the trap stops the generator)
 	local rc=$?
-	gen_pid=
+	wait "$tail_pid"
+	gen_pid= tail_pid=
 	[ "$rc" -eq 0 ] || echo "${0##*/}: $1: the generator exited with $rc (failed logins or lost clients: see above)"
 	summaries+=("$(grep '^bench-scale: ' "$tmp/gen-$1.out" || echo "bench-scale: pooler=$1 (no summary: the generator failed)")")
 }
