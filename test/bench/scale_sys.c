@@ -19,6 +19,20 @@ struct proc_row {
 	int pid, ppid;
 };
 
+/* /proc/PID/NAME into buf, NUL-terminated; its length, or -1 when the process is gone. */
+static long read_proc_file(int pid, const char *name, char *buf, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t len = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[len] = 0;
+	return (long)len;
+}
+
 /* Every process's pid and parent: a snapshot of /proc. */
 static int read_procs(struct proc_row *rows, int cap)
 {
@@ -30,14 +44,9 @@ static int read_procs(struct proc_row *rows, int cap)
 	while ((e = readdir(d)) && n < cap) {
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
-		char path[64], buf[512];
-		snprintf(path, sizeof(path), "/proc/%d/stat", atoi(e->d_name));
-		FILE *f = fopen(path, "r");
-		if (!f)
+		char buf[512];
+		if (read_proc_file(atoi(e->d_name), "stat", buf, sizeof(buf)) < 0)
 			continue;
-		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[len] = 0;
 		char *p = strrchr(buf, ')');
 		int ppid;
 		if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
@@ -52,18 +61,12 @@ static int read_procs(struct proc_row *rows, int cap)
 
 static bool cmdline_has(int pid, const char *pattern)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	for (size_t i = 0; i + 1 < len; i++)
+	char buf[4096];
+	long len = read_proc_file(pid, "cmdline", buf, sizeof(buf));
+	for (long i = 0; i + 1 < len; i++)
 		if (buf[i] == 0)
-			buf[i] = ' ';
-	buf[len] = 0;
-	return strstr(buf, pattern) != NULL;
+			buf[i] = ' ';	/* the arguments, as pgrep -f joins them */
+	return len > 0 && strstr(buf, pattern) != NULL;
 }
 
 /* Is pid one of roots or below one of them (through the parent links of rows)? */
@@ -86,23 +89,15 @@ static bool under(const struct proc_row *rows, int n, int pid, const int *roots,
 
 static void add_proc(int pid, struct pooler_sample *out)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return;
+	char buf[4096];
 	unsigned long long kb = 0;
-	while (fgets(buf, sizeof(buf), f))
-		if (sscanf(buf, "VmRSS: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
+	if (read_proc_file(pid, "status", buf, sizeof(buf)) < 0)
 		return;
-	size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[len] = 0;
+	const char *rss = strstr(buf, "\nVmRSS:");
+	if (rss)
+		sscanf(rss, "\nVmRSS: %llu kB", &kb);	/* none for a zombie */
+	if (read_proc_file(pid, "stat", buf, sizeof(buf)) < 0)
+		return;
 	char *p = strrchr(buf, ')');
 	unsigned long long ut, st;
 	/* after the comm: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
