@@ -31,7 +31,7 @@ END_TEST
 START_TEST(test_value_in_bucket)
 {
 	uint64_t v = 1;
-	for (int i = 0; i < 200000; i++) {
+	for (int i = 0; i < 20000; i++) {
 		v = v * 6364136223846793005ull + 1442695040888963407ull;
 		uint64_t x = v >> (24 + (unsigned)(i % 40));
 		unsigned idx = hist_index(x);
@@ -83,7 +83,7 @@ START_TEST(test_merge)
 	for (int k = 0; k < 4; k++)
 		hist_reset(&parts[k]);
 	uint64_t v = 42;
-	for (int i = 0; i < 100000; i++) {
+	for (int i = 0; i < 20000; i++) {
 		v = v * 6364136223846793005ull + 1442695040888963407ull;
 		uint64_t x = (v >> 33) % (i % 100 == 0 ? 5000000 : 20000);	/* a tail of slow ones */
 		hist_add(&parts[i % 4], x);
