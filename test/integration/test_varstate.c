@@ -120,6 +120,15 @@ static void exec_ok(PGconn *c, const char *sql)
 	PQclear(r);
 }
 
+/* sql fails with PostgreSQL's error sqlstate. */
+static void exec_fails(PGconn *c, const char *sql, const char *sqlstate)
+{
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s: went through", sql);
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), sqlstate);
+	PQclear(r);
+}
+
 /* query_value() copies into one static buffer: keep a result across the next query. */
 static char *value_of(PGconn *c, const char *sql)
 {
@@ -557,10 +566,7 @@ START_TEST(client_set_follows_its_client_only)
 		free(pid2);
 	}
 	/* a's timeout is really in force for a, and not for b */
-	PGresult *r = PQexec(a, "SELECT pg_sleep(2)");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
-	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "57014");
-	PQclear(r);
+	exec_fails(a, "SELECT pg_sleep(2)", "57014");
 	exec_ok(b, "SELECT pg_sleep(1.5)");
 	exec_ok(a, "RESET work_mem");
 	expect_value(a, "SHOW work_mem", "4MB");
@@ -800,21 +806,12 @@ START_TEST(refused_set_in_a_transaction_keeps_earlier_settings)
 	exec_ok(a, "BEGIN; SET work_mem = '5MB'; COMMIT");
 	exec_ok(a, "BEGIN");
 	exec_ok(a, "SET lock_timeout = '9s'");
-	PGresult *r = PQexec(a, "SET work_mem = 'plenty'");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
-	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023");
-	PQclear(r);
-	r = PQexec(a, "SET no_such_parameter = 1");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
-	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "25P02");
-	PQclear(r);
+	exec_fails(a, "SET work_mem = 'plenty'", "22023");
+	exec_fails(a, "SET no_such_parameter = 1", "25P02");
 	exec_ok(a, "ROLLBACK");
 	expect_own(&p, a, b, "SHOW work_mem", "5MB", "4MB");
 	expect_value(a, "SHOW lock_timeout", "0");
-	r = PQexec(a, "BEGIN; SET no_such_parameter = 1; COMMIT");
-	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
-	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "42704");
-	PQclear(r);
+	exec_fails(a, "BEGIN; SET no_such_parameter = 1; COMMIT", "42704");
 	ck_assert_int_eq(PQtransactionStatus(a), PQTRANS_INERROR);	/* the rest of the Query was not run */
 	exec_ok(a, "ROLLBACK");
 	expect_own(&p, a, b, "SHOW work_mem", "5MB", "4MB");
