@@ -378,10 +378,20 @@ static void sync_events(struct netbuf *nb)
 		event_del(&nb->ev);
 	if (want) {
 		event_assign(&nb->ev, nbg.base, nb->fd, want | EV_PERSIST, netbuf_event_cb, nb);
+		if (nb->limit <= NETBUF_LIMIT_AUTH)	/* a client logging in: after established traffic */
+			event_priority_set(&nb->ev, NETBUF_PRIORITY_LOGIN);
 		if (event_add(&nb->ev, NULL) < 0)
 			log_error("event_add failed on fd %d", nb->fd);
 	}
 	nb->ev_registered = (uint8_t)want;
+}
+
+void netbuf_set_limit(struct netbuf *nb, enum netbuf_limit limit)
+{
+	bool was_login = nb->limit <= NETBUF_LIMIT_AUTH, login = limit <= NETBUF_LIMIT_AUTH;
+	nb->limit = limit;
+	if (was_login != login && nb->ev_registered)	/* not active: its callback is running, or it waits */
+		event_priority_set(&nb->ev, login ? NETBUF_PRIORITY_LOGIN : NETBUF_PRIORITIES / 2);
 }
 
 /* ---------------------------------------------------------------- socket I/O (plain or TLS) */

@@ -70,6 +70,21 @@ enum netbuf_limit {
 };
 
 /*
+ * The loop's event priorities (loop.c sets them up): a client's login
+ * (its accept, TLS handshake, startup and password messages) runs after
+ * established traffic, and only NETBUF_LOGIN_CALLBACKS of its callbacks
+ * run before the loop looks for established traffic again, so that a
+ * storm of logins does not stall the clients already in. Everything else
+ * runs at libevent's default, the middle one.
+ */
+#define NETBUF_PRIORITIES 3
+#define NETBUF_PRIORITY_LOGIN 2
+#define NETBUF_LOGIN_CALLBACKS 8
+
+/* A client's login is over (or begins its passwords): its limit, and its events' priority with it. */
+void netbuf_set_limit(struct netbuf *nb, enum netbuf_limit limit);
+
+/*
  * Tens of thousands of idle clients each carry one, so it holds only what
  * an idle socket needs: buffers, queues, the peers it is forwarding with
  * and TLS state live in a side structure (netbuf.c's struct netbuf_io),

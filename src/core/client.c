@@ -617,7 +617,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 			return false;
 		}
 		client->nb.startup = false;
-		client->nb.limit = NETBUF_LIMIT_AUTH;	/* passwords up to 65,530 bytes (PgBouncer 1.26) */
+		netbuf_set_limit(&client->nb, NETBUF_LIMIT_AUTH);	/* passwords up to 65,530 bytes (PgBouncer 1.26) */
 		handle_startup(client, &sp);
 		return client->state != CL_CLOSED;
 	}
@@ -699,7 +699,7 @@ static void send_welcome(struct client *client, const struct welcome_param *para
 	pktbuf_free(&b);
 
 	client->pool->db->stats.total.client_login_count++;
-	client->nb.limit = NETBUF_LIMIT_CLIENT;
+	netbuf_set_limit(&client->nb, NETBUF_LIMIT_CLIENT);	/* and out of the login priority (netbuf.h) */
 	client->request_time = now_usec();
 }
 

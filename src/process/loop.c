@@ -15,6 +15,7 @@
 #include "config.h"
 #include "drain.h"
 #include "log.h"
+#include "netbuf.h"
 #include "peer.h"
 #include "pool.h"
 #include "reap.h"
@@ -165,8 +166,14 @@ void loop_init(void)
 	 * millisecond precision; statistics read the clock themselves
 	 * (now_usec(), a vDSO call).
 	 */
-	pgv.base = event_base_new();
-	if (!pgv.base)
+	struct event_config *ecfg = event_config_new();
+	if (!ecfg)
+		die("could not create the event loop");
+	/* Logins after established traffic, a few at a time (netbuf.h). */
+	event_config_set_max_dispatch_interval(ecfg, NULL, NETBUF_LOGIN_CALLBACKS, NETBUF_PRIORITY_LOGIN);
+	pgv.base = event_base_new_with_config(ecfg);
+	event_config_free(ecfg);
+	if (!pgv.base || event_base_priority_init(pgv.base, NETBUF_PRIORITIES) < 0)
 		die("could not create the event loop");
 	signal(SIGPIPE, SIG_IGN);
 	reap_init(pgv.base, free_dead_connections);
