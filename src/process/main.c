@@ -48,6 +48,7 @@
 #include <openssl/crypto.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -417,6 +418,47 @@ static void log_open_early(const struct cli *cli, const char *logfile)
 	}
 }
 
+/* Descriptors a process needs besides its clients and servers: listeners, logs, pipes, DNS, the console. */
+#define FD_OVERHEAD 64
+
+/*
+ * The descriptor limit against max_client_conn, as PgBouncer logs it at
+ * start: the soft limit is raised to the hard one first, then a process's
+ * expected use (its share of max_client_conn with workers, every
+ * database's servers at full pool and reserve) is logged, with a warning
+ * when the limit cannot hold it. With workers, SO_REUSEPORT spreads
+ * clients about evenly, not exactly: the estimate allows a quarter more.
+ */
+static void check_descriptor_limit(const struct config *cfg, int workers)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit raised = { rl.rlim_max, rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+			rl.rlim_cur = rl.rlim_max;
+	}
+	long long clients = cfg->max_client_conn;
+	if (workers > 1)
+		clients = (clients + workers - 1) / workers * 5 / 4;
+	long long servers = 0;
+	for (const struct db_config *dc = cfg->databases; dc; dc = dc->next) {
+		int pool = dc->pool_size >= 0 ? dc->pool_size : cfg->default_pool_size;
+		int reserve = dc->reserve_pool_size >= 0 ? dc->reserve_pool_size : cfg->reserve_pool_size;
+		int cap = dc->max_db_connections >= 0 ? dc->max_db_connections : cfg->max_db_connections;
+		servers += cap > 0 && cap < pool + reserve ? cap : pool + reserve;
+	}
+	long long need = clients + servers + FD_OVERHEAD;
+	log_info("kernel file descriptor limit: %llu (hard: %llu); max_client_conn: %d, workers: %d, "
+		 "expected use per process: %lld", (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+		 cfg->max_client_conn, workers, need);
+	if (rl.rlim_cur != RLIM_INFINITY && (unsigned long long)need > (unsigned long long)rl.rlim_cur)
+		log_warning("max_client_conn %d needs about %lld file descriptors per process, more than the limit %llu: "
+			    "clients past it are refused; raise LimitNOFILE (ulimit -n), or workers",
+			    cfg->max_client_conn, need, (unsigned long long)rl.rlim_cur);
+}
+
 int main(int argc, char **argv)
 {
 	struct cli cli;
@@ -443,6 +485,7 @@ int main(int argc, char **argv)
 	pgv.cfg = cfg;
 	pgv.config_path = cli.config_path;
 	pgv.config_generation = 1;
+	check_descriptor_limit(cfg, workers);
 	become_the_instance(&cli, cfg);
 
 	/* Before the fork, so every worker gives an unknown name the same mock salt. */

@@ -195,6 +195,25 @@ START_TEST(unix_socket_and_pidfile)
 }
 END_TEST
 
+/*
+ * The descriptor limit at start (issue 56): logged as PgBouncer logs it,
+ * with a warning when max_client_conn cannot be held by one process (the
+ * test machine's limit is 20,000 at most), and none once workers share it.
+ */
+START_TEST(descriptor_limit_at_start)
+{
+	struct pgv p;
+	pgv_start(&p, "auth_type = md5\nmax_client_conn = 100000\n", std_databases(), std_userlist());
+	pgv_expect_log(&p, "kernel file descriptor limit: ", 5);
+	pgv_expect_log(&p, "max_client_conn 100000 needs about", 5);
+	pgv_stop(&p);
+	pgv_start(&p, "auth_type = md5\nmax_client_conn = 10000\nworkers = 2\n", std_databases(), std_userlist());
+	pgv_expect_log(&p, "workers: 2, expected use per process: ", 5);
+	ck_assert_int_eq(pgv_log_count(&p, "needs about"), 0);
+	pgv_stop(&p);
+}
+END_TEST
+
 static void wait_exit(struct pgv *p, double seconds)
 {
 	double t0 = now_s();
@@ -340,6 +359,7 @@ static Suite *process_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("lifecycle", 30);
 	tcase_add_test(tc, unix_socket_and_pidfile);
+	tcase_add_test(tc, descriptor_limit_at_start);
 	tcase_add_test(tc, sigterm_waits_for_clients);
 	tcase_add_test(tc, second_sigterm_exits_now);
 	tcase_add_test(tc, sigquit_exits_now);
