@@ -121,7 +121,10 @@ static void both_set(const char *sql)
 	exec_ok(standby, sql);
 }
 
-/* Until the standby has replayed everything the primary wrote so far (inserted: commits may not flush). */
+/*
+ * Until the standby has replayed everything the primary wrote so far (inserted: commits may not flush).
+ * Replay on a local standby takes milliseconds; 30 s leaves a loaded 2-core machine running three clusters a wide margin.
+ */
 static void wait_replayed(void)
 {
 	char lsn[64], sql[160];
@@ -315,7 +318,10 @@ static const char *ran_on(PGconn *c, const char *begin)
 	return where;
 }
 
-/* Until c's transactions begun with begin run on a replica (the balancer learns the hosts' roles first). */
+/*
+ * Until c's transactions begun with begin run on a replica (the balancer learns the hosts' roles first,
+ * from its first servers' logins and a replay check: a second or two; 30 s covers a loaded machine).
+ */
 static void wait_on_replica(struct pgv *p, PGconn *c, const char *begin)
 {
 	for (double until = now_s() + 30; !strstr(ran_on(c, begin), "|true"); sleep_ms(100))
@@ -498,6 +504,7 @@ static void replay_pause(PGconn *const replicas[2], bool pause)
 {
 	for (int i = 0; i < 2; i++) {
 		exec_ok(replicas[i], pause ? "SELECT pg_wal_replay_pause()" : "SELECT pg_wal_replay_resume()");
+		/* the startup process acts on the request at its next record or wake-up: milliseconds; 30 s is slack */
 		for (double until = now_s() + 30;
 		     strcmp(query_value(replicas[i], "SELECT pg_get_wal_replay_pause_state()"), pause ? "paused" : "not paused");
 		     sleep_ms(20))
@@ -605,6 +612,7 @@ START_TEST(reads_your_writes)
 	standby = roles_cluster_connect(2);
 	PGconn *replicas[2] = { standby, roles_cluster_connect(3) };
 	setup_schema(primary);
+	/* Replay on a local standby takes milliseconds; 30 s leaves a loaded 2-core machine running three clusters a wide margin. */
 	for (double until = now_s() + 30; !replayed_now(replicas[0]) || !replayed_now(replicas[1]); sleep_ms(50))
 		ck_assert_msg(now_s() < until, "the replicas did not replay the schema");
 #define LINE(name, extra) name " = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write " \
@@ -664,6 +672,7 @@ START_TEST(reads_your_writes)
 
 	/* one replica replays again: the writer reads there, and so does a reader that once did */
 	exec_ok(replicas[0], "SELECT pg_wal_replay_resume()");
+	/* until the replica has caught up and pgvalve has seen it (its replay check): seconds; 30 s on a loaded machine */
 	double until = now_s() + 30;
 	while (strcmp(seen(w, 100, NULL), "1|127.0.0.3|true") != 0) {
 		ck_assert_msg(now_s() < until, "the writer's reads stay on %s\n%s", seen(w, 100, NULL), pgv_log_tail(&p, 3000));
@@ -682,7 +691,7 @@ START_TEST(reads_your_writes)
 
 	/* both replay again: the writer's reads go back to both replicas */
 	exec_ok(replicas[1], "SELECT pg_wal_replay_resume()");
-	until = now_s() + 30;
+	until = now_s() + 30;	/* the same wait as above, for the second replica */
 	bool on4 = false;
 	while (!on4) {
 		const char *s = seen(w, 100, NULL);
@@ -740,6 +749,7 @@ static void wait_replayed_on(PGconn *c)
 	char lsn[64], sql[160];
 	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
 	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
+	/* Replay on a local standby takes milliseconds; 30 s leaves a loaded 2-core machine running three clusters a wide margin. */
 	for (double until = now_s() + 30; strcmp(query_value(c, sql), "t") != 0; sleep_ms(50))
 		ck_assert_msg(now_s() < until, "a standby did not replay up to %s in 30 s", lsn);
 }
@@ -853,13 +863,17 @@ START_TEST(reads_wait_for_their_standby)
 			"server_reset_query = SELECT pg_sleep(1)\nserver_reset_query_always = 1\n");
 	PGconn *c[2] = { balance_connect(&p, "au", NULL), balance_connect(&p, "au", NULL) };
 	wait_on_replica(&p, c[0], NULL);
-	sleep_ms(1200);		/* its reset done */
+	/*
+	 * its reset (pg_sleep(1)) done. A fixed wait: if a loaded machine lets the
+	 * reset run past it, the reads below wait for it, slower but not wrong.
+	 */
+	sleep_ms(1200);
 	reads_held_at_once(c, 2, NULL);	/* two servers, one on each replica */
 	for (int i = 0; i < 2; i++) {
 		exec_ok(c[i], "COMMIT");
 		PQfinish(c[i]);
 	}
-	sleep_ms(1200);
+	sleep_ms(1200);		/* both resets (pg_sleep(1)) done, as above */
 	PGconn *r = balance_connect(&p, "au", NULL);
 	char first[64];
 	snprintf(first, sizeof(first), "%s", ran_on(r, NULL));
@@ -872,6 +886,11 @@ START_TEST(reads_wait_for_their_standby)
 	/* its server killed during the reset, while the next read waits for it */
 	PGconn *there = strcmp(first, "127.0.0.3|true") == 0 ? standby : standby2;
 	ck_assert_int_eq(PQsendQuery(r, "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery()"), 1);
+	/*
+	 * So the read reaches pgvalve and waits before the kill. The kill must find
+	 * the 1 s reset still running: 200 ms leaves 800 ms for the round trips, on
+	 * a loaded machine the tightest margin in this file (see the count below).
+	 */
 	sleep_ms(200);
 	ck_assert_str_eq(query_value(there, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
 				   "WHERE query = 'SELECT pg_sleep(1)' AND pid <> pg_backend_pid()"), "1");
@@ -1032,6 +1051,7 @@ static void raw_reads_on_replica(struct pgv *p, int fd)
 	wait_replayed_on(standby2);
 	char where[64] = "";
 	struct raw_error err = { 0 };
+	/* until the balancer places the raw reads on a replica again: 30 s, as in wait_on_replica */
 	for (double until = now_s() + 30;; sleep_ms(100)) {
 		ck_assert_msg(raw_query(fd, WHERE_SQL, where, sizeof(where), &err) == 0, "raw read: %s", err.message);
 		if (on_replica(where))
@@ -1269,7 +1289,11 @@ static const char *call_ran_on(PGconn *c, const char *fn)
 	return query_value(c, sql);
 }
 
-/* Until c's auto reads calling fn run on a replica (true) or on the primary (false). */
+/*
+ * Until c's auto reads calling fn run on a replica (true) or on the primary (false):
+ * the functions' table is read again every load_balance_functions_refresh second (1 here)
+ * or at a RELOAD, then replayed; 30 s leaves a loaded machine many rounds.
+ */
 static void wait_call_on(struct pgv *p, PGconn *c, const char *fn, bool replica)
 {
 	for (double until = now_s() + 30; on_replica(call_ran_on(c, fn)) != replica; sleep_ms(100))
@@ -1302,6 +1326,7 @@ START_TEST(functions_from_pg_proc)
 	exec_ok(primary, "CREATE FUNCTION bal.later() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'");
 	wait_replayed_on(standby);
 	wait_replayed_on(standby2);
+	/* A negative check: with no refresh, 5 calls over 1.5 s stay on the primary (a refresh every second would move them). */
 	for (int i = 0; i < 5; i++, sleep_ms(300))
 		ck_assert_str_eq(call_ran_on(c, "bal.later()"), "127.0.0.2|false");
 	pgv_ini_replace(&p, "load_balance_functions_refresh = 0", "load_balance_functions_refresh = 1");
@@ -1399,6 +1424,7 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 	for (int k = 0; k < 3; k++) {
 		ck_assert(PQsendQuery(c[0], "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() FROM bal.slow"));
 		int killed = 0;
+		/* until the read runs on a standby (one round trip; bal.slow keeps it there long enough): 10 s on a loaded machine */
 		for (double until = now_s() + 10; !killed; sleep_ms(20)) {
 			ck_assert_msg(now_s() < until, "the slow read never showed up on a standby");
 			for (int i = 0; i < 2 && !killed; i++)
@@ -1427,7 +1453,10 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 	pid_t promote = roles_cluster_background("promote", 2);
 	during += reads_while(&p, c, 4, promote, 0, where);
 	stop_program(promote);
-	/* node2's servers learn it is a primary (in_hot_standby): from then on no read there as a standby */
+	/*
+	 * node2's servers learn it is a primary (in_hot_standby): from then on no read there as a standby.
+	 * The ParameterStatus comes with the promotion; 30 s covers the promotion's checkpoint on a loaded machine.
+	 */
 	for (double until = now_s() + 30;; sleep_ms(100)) {
 		memset(where, 0, sizeof(where));
 		reads_while(&p, c, 4, 0, 10, where);
@@ -1454,7 +1483,7 @@ START_TEST(session_pooling_placed_at_login)
 	struct pgv p;
 	start_balancing(&p, "se", "load_balance_reads=explicit pool_mode=session", "");
 
-	/* until the roles are known, a read-only session may land on the primary: a new one each time */
+	/* until the roles are known, a read-only session may land on the primary: a new one each time (30 s, as in wait_on_replica) */
 	for (double until = now_s() + 30;; sleep_ms(100)) {
 		PGconn *c = balance_connect(&p, "se", "-c default_transaction_read_only=on");
 		bool replica = on_replica(ran_on(c, NULL));

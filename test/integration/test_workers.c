@@ -108,7 +108,11 @@ static int read_workers(PGconn *c, struct wrow *rows)
 	return n;
 }
 
-/* Until every one of n workers runs (the harness only waits for the first listener). */
+/*
+ * Until every one of n workers runs (the harness only waits for the first
+ * listener). A worker is a fork that opens its listener in milliseconds;
+ * 10 s covers a restart after a kill too on a loaded 2-core machine.
+ */
 static void wait_running(struct pgv *p, int n, struct wrow *rows)
 {
 	double deadline = now_s() + 10;
@@ -159,7 +163,11 @@ static void append_ini(struct pgv *p, const char *line)
 	fclose(f);
 }
 
-/* Until worker k's SHOW CONFIG says key = value (5 s). */
+/*
+ * Until worker k's SHOW CONFIG says key = value: the supervisor passes the
+ * SIGHUP on at once and a reload takes milliseconds, so 5 s is slack for a
+ * loaded machine's scheduling, not for the work.
+ */
 static void wait_worker_config(struct pgv *p, int k, const char *key, const char *value)
 {
 	double deadline = now_s() + 5;
@@ -213,7 +221,7 @@ START_TEST(two_workers_share_the_port)
 		ck_assert_msg(PQstatus(clients[i]) == CONNECTION_OK, "client %d: %s", i, PQerrorMessage(clients[i]));
 		ck_assert_str_eq(query_value(clients[i], "SELECT 1"), "1");
 	}
-	/* Counters are published every janitor tick (a third of a second). */
+	/* Counters are published every janitor tick (a third of a second): 5 s is 15 ticks. */
 	double deadline = now_s() + 5;
 	for (;;) {
 		PGconn *c = console(&p);
@@ -365,6 +373,7 @@ START_TEST(console_reload_and_shutdown_reach_all)
 	PQclear(r);
 	PQfinish(c2);
 	PQfinish(c1);
+	/* Idle workers exit within milliseconds of the order; 5 s is the bound pgv_stop gives before SIGKILL. */
 	double deadline = now_s() + 5;
 	while (pgv_running(&p) || pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
 		ck_assert_msg(now_s() < deadline, "instance still up 5 s after SHUTDOWN on worker 2\n%s",
@@ -391,6 +400,7 @@ START_TEST(sigint_stops_all)
 
 	int sup = p.pid;
 	ck_assert_int_eq(kill(sup, SIGINT), 0);
+	/* No clients: the shutdown is immediate; 5 s is pgv_stop's own bound before SIGKILL. */
 	double deadline = now_s() + 5;
 	while (pgv_running(&p) || pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
 		ck_assert_msg(now_s() < deadline, "still running 5 s after SIGINT: supervisor %d, workers %d %d",
@@ -411,6 +421,7 @@ START_TEST(workers_follow_a_killed_supervisor)
 	pgv_start(&p, BASE "workers = 2\n", std_databases(), std_userlist());
 	wait_running(&p, 2, w);
 	ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
+	/* The workers see the supervisor's end at once (PR_SET_PDEATHSIG or their pipe); 5 s is slack for scheduling. */
 	double deadline = now_s() + 5;
 	while (pid_alive(w[0].pid) || pid_alive(w[1].pid)) {
 		ck_assert_msg(now_s() < deadline, "workers outlived the supervisor by 5 s");
@@ -496,10 +507,16 @@ START_TEST(rolling_restart_under_load)
 				 "-p", port, "-U", USER, DB, NULL };
 		_exit(run_program(argv, env, out, 60));
 	}
+	/*
+	 * Pacing, not a verdict: the hand-over happens 4 to 5 s into pgbench's
+	 * 12 s run, so reconnecting clients hit both instances' listeners before,
+	 * during and after it; a slower machine shifts the moment, not the result.
+	 */
 	sleep_ms(4000);
 	pgv_start_ex(&b, extra, std_databases_unix(), std_userlist(), NULL, a.port);
 	sleep_ms(1000);
 	ck_assert_int_eq(kill(a.pid, SIGTERM), 0);
+	/* A finishes the transactions in flight (milliseconds each) and exits; 10 s under 50 clients' load. */
 	double deadline = now_s() + 10;
 	while (pgv_running(&a)) {
 		ck_assert_msg(now_s() < deadline, "A still running 10 s after SIGTERM\n%s", pgv_log_tail(&a, 1500));
@@ -533,7 +550,12 @@ START_TEST(rolling_restart_under_load)
 }
 END_TEST
 
-/* SHOW STATE's paused value on worker k, waiting up to 10 s for it to become want. */
+/*
+ * SHOW STATE's paused value on worker k, waiting up to 10 s (200 x 50 ms)
+ * for it to become want: the supervisor forwards the signal at once, and a
+ * restarted worker takes the state from it as it starts; 10 s allows for the
+ * restart on a loaded machine.
+ */
 static void wait_paused(struct pgv *p, int k, const char *want)
 {
 	char got[16] = "";
@@ -704,6 +726,7 @@ END_TEST
 
 /* ---------------------------------------------------------------- cancel across workers */
 
+/* Until n pg_sleep(30) queries run: logins and a round trip each, 15 s as pg_wait_running allows. */
 static void wait_sleepers(int n)
 {
 	PGconn *pgc = pg_direct();
@@ -748,6 +771,11 @@ START_TEST(cancel_reaches_the_right_worker)
 			ck_assert_msg(PQcancel(cancel, errbuf, sizeof(errbuf)) == 1, "PQcancel %d: %s", i, errbuf);
 			PQfreeCancel(cancel);
 			PGresult *r;
+			/*
+			 * The bound checked: the cancel ends the query well before its 30 s.
+			 * It is one forward and a postmaster fork, tens of milliseconds;
+			 * 2 s leaves a loaded machine a wide margin.
+			 */
 			while (PQisBusy(conns[i]) && now_s() - t0 < 2.0) {
 				sleep_ms(5);
 				ck_assert(PQconsumeInput(conns[i]));
@@ -909,7 +937,8 @@ START_TEST(giver_killed_mid_handover_keeps_the_count)
 	PQclear(PQexec(pg, sql));
 	PQfinish(pg);
 	ck_assert_int_eq(pg_wait_backends(USER, 0, 5), 0);
-	double deadline = now_s() + 5;	/* until worker 1 has seen its idle server's end */
+	/* until worker 1 has seen its idle server's end: the socket's EOF wakes it at once, 5 s is slack */
+	double deadline = now_s() + 5;
 	do {
 		console_server_counts(&p, &servers, &pools);
 		if (servers)
@@ -968,6 +997,11 @@ START_TEST(restarted_worker_logins_wait_for_no_server)
 	ck_assert_msg(now_s() - t0 < 3, "the login took %.1f s", now_s() - t0);
 	ck_assert(pgv_log_contains(&p, "server parameters learned from worker 1"));
 	ck_assert_int_eq(PQsendQuery(c, "SELECT 2"), 1);
+	/*
+	 * So the query waits for a server before the COMMIT frees one; does not
+	 * decide the verdict: if a loaded machine delays it past the COMMIT, it
+	 * still gets a server and passes (the check is only weaker then).
+	 */
 	sleep_ms(300);
 	ck_assert_str_eq(query_value(a[0], "COMMIT; SELECT 3"), "3");
 	ExecStatusType st;
