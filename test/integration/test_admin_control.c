@@ -36,6 +36,11 @@ static void expect_dropped(PGconn *c, const char *reason)
 	ck_assert_int_eq(PQstatus(c), CONNECTION_BAD);
 }
 
+/*
+ * Whether p exits within seconds. Callers wait for an exit that follows at
+ * once from what they did (the last client or server gone, SHUTDOWN): a
+ * few milliseconds; 3 to 5 s leave a loaded machine scheduling slack.
+ */
 static bool wait_exit(struct pgv *p, double seconds)
 {
 	double t0 = now_s();
@@ -66,7 +71,10 @@ static pid_t background_query(struct pgv *p, const char *sql, const char *expect
 	return pid;
 }
 
-/* The child's exit code, or -1 if it is still running after ms. */
+/*
+ * The child's exit code, or -1 if it is still running after ms: used both
+ * ways, a window in which it must not finish and a bound by which it must.
+ */
 static int child_done_within(pid_t pid, int ms)
 {
 	double deadline = now_s() + ms / 1000.0;
@@ -214,6 +222,11 @@ START_TEST(kill_database)
 
 	/* a new client (in a child process: it may wait in login or in its query) */
 	pid_t w = background_query(&p, "SELECT 'late'", "late");
+	/*
+	 * A negative window: the paused database holds the new client for 800 ms
+	 * (a wrongly served one would finish in tens). After RESUME the child's
+	 * login and query: 5 s leaves a loaded machine plenty.
+	 */
 	ck_assert_int_eq(child_done_within(w, 800), -1);
 	admin_ok(a, "RESUME pgvtest", "RESUME");
 	ck_assert_int_eq(child_done_within(w, 5000), 0);
@@ -273,6 +286,7 @@ START_TEST(reconnect_and_wait_close)
 	PGconn *direct = pg_direct();
 	char sql[128];
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid_busy);
+	/* pgvalve closed it at COMMIT; the backend exits in milliseconds, 3 s is slack for a loaded machine */
 	double deadline = now_s() + 3;
 	while (strcmp(query_value(direct, sql), "0") != 0 && now_s() < deadline)
 		usleep(50 * 1000);
@@ -330,6 +344,7 @@ START_TEST(kill_client_by_id)
 	PGconn *direct = pg_direct();
 	const char *sql = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'scram_user' "
 			  "AND state LIKE 'idle in transaction%'";
+	/* closed with the killed client: the backend exits in milliseconds, 3 s is slack for a loaded machine */
 	double deadline = now_s() + 3;
 	while (strcmp(query_value(direct, sql), "0") != 0 && now_s() < deadline)
 		usleep(50 * 1000);
@@ -430,6 +445,7 @@ START_TEST(sigusr1_pause_sigusr2_resume)
 	exec_ok(h, "BEGIN");
 
 	ck_assert_int_eq(kill(p.pid, SIGUSR1), 0);
+	/* the signal is handled at the loop's next turn: milliseconds; 2 s is slack even on a loaded machine */
 	double deadline = now_s() + 2;
 	while (strcmp(state_value(a, "paused"), "yes") != 0 && now_s() < deadline)
 		usleep(20 * 1000);
@@ -462,6 +478,11 @@ START_TEST(shutdown_wait_for_clients)
 	PGconn *c = client_conn(&p);
 	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
 	admin_ok(a, "SHUTDOWN WAIT_FOR_CLIENTS", "SHUTDOWN");
+	/*
+	 * A negative window: a wrong exit would follow the command at once, so
+	 * 300 ms catches it. The TCP listeners are already closed: that happens
+	 * in the same callback as the reply.
+	 */
 	usleep(300 * 1000);
 	ck_assert_msg(pgv_running(&p), "exited with clients connected");
 	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
@@ -495,7 +516,7 @@ START_TEST(shutdown_wait_for_servers)
 	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
 	PQclear(r);
 	ck_assert_msg(strstr(PQerrorMessage(w), "server shutting down"), "%s", PQerrorMessage(w));
-	usleep(300 * 1000);
+	usleep(300 * 1000);	/* a negative window, as in shutdown_wait_for_clients */
 	ck_assert_msg(pgv_running(&p), "exited with a server in a transaction");
 	ck_assert_str_eq(state_value(a, "paused"), "yes");
 	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
@@ -540,6 +561,7 @@ START_TEST(sigint_shutdown_ignores_sigusr2)
 	PGconn *h = client_conn(&p);
 	exec_ok(h, "BEGIN");
 	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	/* negative windows: a wrong exit would follow each signal within milliseconds; 300 ms catches it */
 	usleep(300 * 1000);
 	ck_assert(pgv_running(&p));
 	ck_assert_int_eq(kill(p.pid, SIGUSR2), 0);
@@ -611,6 +633,11 @@ START_TEST(reload_under_pgbench)
 				 "-p", port, "-U", "pgbench_user", DB, NULL };
 		_exit(run_program(argv, env, out, 90) == 0 ? 0 : 1);
 	}
+	/*
+	 * Pacing: a SIGHUP every 1.5 s over pgbench's 20 s. The pool is sampled
+	 * from 1 s after the reload to 8 until pgbench ends: a reload late on a
+	 * loaded machine still leaves over ten seconds for the pool to grow.
+	 */
 	int sent = 0, most_before = 0, most_after = 0, status = 0;
 	double next = now_s() + 1.5, grown_from = 0;
 	for (;;) {
@@ -740,6 +767,7 @@ START_TEST(reload_broken_config_keeps_old)
 	/* SIGHUP with the same broken file: still running, still the old config */
 	int errors = pgv_log_count(&p, where);
 	ck_assert_int_eq(kill(p.pid, SIGHUP), 0);
+	/* a reload is milliseconds of parsing; 3 s for the error's log line is slack on a loaded machine */
 	double deadline = now_s() + 3;
 	while (pgv_log_count(&p, where) == errors && now_s() < deadline)
 		usleep(50 * 1000);
@@ -879,7 +907,7 @@ START_TEST(spec_shutdown_keeps_unix_socket)
 	PGconn *a = admin_conn(&p);
 	PGconn *c = client_conn(&p);
 	admin_ok(a, "SHUTDOWN WAIT_FOR_CLIENTS", "SHUTDOWN");
-	usleep(200 * 1000);
+	usleep(200 * 1000);	/* margin only: the listeners close in the same callback as the reply */
 	PGconn *late = pgv_connect(&p, DB, "scram_user", "scram_pass");
 	ck_assert_int_eq(PQstatus(late), CONNECTION_BAD);	/* TCP is closed */
 	PQfinish(late);
