@@ -60,6 +60,7 @@ static PGconn *worker_login(struct pgv *p, int k, const char *dbname)
 /* Worker k's pid from SHOW WORKERS once all n run (0 while not yet). */
 static void wait_running(struct pgv *p, int n, int *pids)
 {
+	/* a worker is a fork that listens in milliseconds; 10 s covers a restart too on a loaded 2-core machine */
 	double deadline = now_s() + 10;
 	for (;;) {
 		PGconn *c = login_at("127.0.0.1", p->port, "pgbouncer");
@@ -356,9 +357,17 @@ START_TEST(handed_over_to_a_dying_worker)
 	int handed = pgv_log_count(&p, "handed over to worker 2");
 	ck_assert_int_eq(kill(pids[0], SIGSTOP), 0);
 	ck_assert_int_eq(PQsendQuery(b, "SELECT 'b'"), 1);
-	sleep_ms(150);		/* worker 2 asks, and keeps asking every tick */
+	/*
+	 * worker 2 asks, and keeps asking every tick. A fixed wait the verdict
+	 * rests on: if a loaded machine keeps worker 2 from asking within 150 ms,
+	 * it is stopped with nothing asked and worker 1 hands nothing over. No
+	 * log line or console row shows the ask; 150 ms is many times the
+	 * milliseconds it takes.
+	 */
+	sleep_ms(150);
 	ck_assert_int_eq(kill(pids[1], SIGSTOP), 0);
 	ck_assert_int_eq(kill(pids[0], SIGCONT), 0);
+	/* worker 1 sees the ask at its next tick (a third of a second); 5 s leaves a loaded machine plenty */
 	double deadline = now_s() + 5;
 	while (pgv_log_count(&p, "handed over to worker 2") == handed && now_s() < deadline)
 		sleep_ms(10);
@@ -479,6 +488,7 @@ START_TEST(busy_database_limit_is_shared)
 	wait_running(&p, 2, pids);
 	worker_dir(&p, 1, dir, sizeof(dir));
 	pid_t bench = pgbench_start(&p, dir, "8", "5");
+	/* pacing: pgbench (5 s) holds both servers by then; on a loaded machine later, which the bound below allows */
 	sleep_ms(1500);
 	double t0 = now_s();
 	PGconn *b = worker_login(&p, 2, DB);
@@ -488,7 +498,7 @@ START_TEST(busy_database_limit_is_shared)
 	for (int round = 0; round < 3; round++) {
 		served_at_once(&p, b, 2, "from worker 2");
 		ck_assert_int_le(pg_count_backends(USER), 2);
-		sleep_ms(300);
+		sleep_ms(300);	/* pacing: three rounds spread over pgbench's run */
 	}
 	pgbench_finish(&p, bench, &most);
 	ck_assert_msg(most <= 2, "PostgreSQL saw %d connections at max_db_connections = 2", most);
@@ -540,6 +550,7 @@ START_TEST(max_client_conn_holds_for_the_instance)
 	PQfinish(admin);
 	/* One leaves: one more may come, through any worker. */
 	PQfinish(c[0]);
+	/* the count is shared at the worker's next tick (a third of a second); 5 s leaves a loaded machine plenty */
 	double deadline = now_s() + 5;
 	PGconn *again;
 	for (;;) {
@@ -569,7 +580,8 @@ START_TEST(min_pool_size_once_for_the_instance)
 	pgv_start(&p, BASE "workers = 4\nmin_pool_size = 2\ndefault_pool_size = 5\n", dbs, std_userlist());
 	wait_running(&p, 4, pids);
 	ck_assert_int_eq(pg_wait_backends(USER, 2, 10), 2);
-	sleep_ms(1500);		/* several janitor ticks of every worker */
+	/* a negative window: 1.5 s is four janitor ticks of every worker, any of which would open a surplus server */
+	sleep_ms(1500);
 	ck_assert_msg(pg_count_backends(USER) == 2, "%d server connections\n%s", pg_count_backends(USER),
 		      pgv_log_tail(&p, 2000));
 	pgv_stop(&p);
@@ -660,6 +672,7 @@ START_TEST(killed_worker_under_load)
 		most = n > most ? n : most;
 		if (killed && now_s() - t0 > 5.5)
 			most_after = n > most_after ? n : most_after;
+		/* pacing over pgbench's 8 s: the kill at 2.5 s, the count after 5.5 s once the restarted worker has settled */
 		if (!killed && now_s() - t0 > 2.5) {
 			ck_assert_int_eq(kill(pids[1], SIGKILL), 0);
 			killed = true;
@@ -737,9 +750,10 @@ START_TEST(reload_lowering_pool_size_single_process)
 	pgv_ini_replace(&p, "default_pool_size = 3", "default_pool_size = 1");
 	pgv_reload(&p);
 	/* pool_size 1 + reserve_pool_size 1 */
+	/* surplus servers close at the janitor's next tick (a third of a second): 5 s on a loaded machine */
 	ck_assert_msg(pg_wait_backends(USER, 2, 5) == 2, "%d server connections 5 s after the reload\n%s",
 		      pg_count_backends(USER), pgv_log_tail(&p, 2000));
-	sleep_ms(1500);
+	sleep_ms(1500);	/* a negative window: four janitor ticks in which no server may be reopened or closed */
 	ck_assert_int_eq(pg_count_backends(USER), 2);
 	for (int i = 0; i < 3; i++)
 		ck_assert_str_eq(query_value(c[i], "SELECT 'after'"), "after");
