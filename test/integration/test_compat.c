@@ -174,6 +174,7 @@ START_TEST(server_fast_close_session)
 	char notice[512] = "";
 	PQsetNoticeReceiver(t, record_notice, notice);
 	PQclear(PQexec(t, "COMMIT"));
+	/* the janitor's next pass, a third of a second; 5 s leaves a loaded machine plenty */
 	double t0 = now_s();
 	while (!strstr(notice, "database configuration changed") && now_s() - t0 < 5) {
 		bool open = PQconsumeInput(t);
@@ -229,6 +230,7 @@ END_TEST
 
 /* ================================================================ 15: shutdown */
 
+/* Whether p exits within seconds: callers wait for an exit that follows at once (milliseconds); 5 s is slack. */
 static bool wait_exit(struct pgv *p, double seconds)
 {
 	double t0 = now_s();
@@ -278,6 +280,7 @@ static void second_signal_exits(int first, int second, const char *line)
 	ck_assert_str_eq(query_value(h, "SELECT 1"), "1");
 	kill(p.pid, first);
 	pgv_expect_log(&p, first == SIGINT ? "got SIGINT" : "got SIGTERM", 5);
+	/* a negative window: a wrong exit follows the signal's log line at once; 300 ms catches it */
 	sleep_ms(300);
 	ck_assert_msg(pgv_running(&p), "exited with a session client still there");
 	kill(p.pid, second);
@@ -427,7 +430,7 @@ static void hammer(int port, const char *db, const char *path)
 		fprintf(out, "%.6f %d %s\n", t0, ok, msg);
 		PQclear(r);
 		PQfinish(c);
-		sleep_ms(20);
+		sleep_ms(20);	/* pacing the logins */
 	}
 	fclose(out);
 	_exit(0);
@@ -496,10 +499,15 @@ START_TEST(restart_refusals_not_cached)
 			if (kids[k] == 0)
 				hammer(p.port, k ? "two" : "one", path[k]);
 		}
-		sleep_ms(300);
+		sleep_ms(300);	/* pacing: the hammers log in before the restart too */
 		pg_restart(modes[m]);
 		double ready = now_s();
-		sleep_ms(2500);	/* past server_login_retry, twice */
+		/*
+		 * past server_login_retry (1 s), twice: a lower bound, which a loaded
+		 * machine only lengthens; the 3 logins asked of each hammer take
+		 * tens of milliseconds each.
+		 */
+		sleep_ms(2500);
 		for (int k = 0; k < 2; k++) {
 			kill(kids[k], SIGKILL);
 			waitpid(kids[k], NULL, 0);
@@ -545,6 +553,7 @@ START_TEST(nologin_role_refused_with_postgres_words)
 	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
 	PQclear(r);
 	PQfinish(d);
+	/* until the terminated backends are gone (milliseconds; 5 s on a loaded machine) */
 	double t0 = now_s();
 	while (pg_count_backends("pgv_nologin") > 0 && now_s() - t0 < 5)
 		sleep_ms(50);
@@ -559,7 +568,7 @@ START_TEST(nologin_role_refused_with_postgres_words)
 		PQfinish(a);
 	}
 	direct_exec("ALTER ROLE pgv_nologin LOGIN");
-	sleep_ms(300);	/* past server_login_retry */
+	sleep_ms(300);	/* past server_login_retry (0.2 s): a lower bound, which a loaded machine only lengthens */
 	a = pgv_connect(&p, "nl", "pgv_nologin", "nl_pass");
 	ck_assert_msg(PQstatus(a) == CONNECTION_OK, "%s", PQerrorMessage(a));
 	ck_assert_str_eq(query_value(a, "SELECT 1"), "1");
@@ -658,6 +667,7 @@ START_TEST(forced_user_min_pool_size)
 	ck_assert_int_eq(pg_count_backends("pgbench_user"), 0);
 	struct pgv p;
 	pgv_start(&p, "auth_type = md5\nadmin_users = admin_u\n", dbs, userlist());
+	/* min_pool_size's servers open at the janitor's first tick: two logins; 5 s on a loaded machine */
 	double t0 = now_s();
 	while (pg_count_backends("pgbench_user") < 2 && now_s() - t0 < 5)
 		sleep_ms(100);
@@ -671,7 +681,7 @@ START_TEST(forced_user_min_pool_size)
 	ck_assert_msg(found, "no forced/pgbench_user pool");
 	PQfinish(admin);
 	pgv_stop(&p);
-	t0 = now_s();
+	t0 = now_s();	/* clean-up for the next test: the backends leave with pgvalve */
 	while (pg_count_backends("pgbench_user") > 0 && now_s() - t0 < 5)
 		sleep_ms(100);
 }

@@ -155,7 +155,12 @@ START_TEST(routes_by_role)
 	ck_assert_str_eq(PQparameterStatus(ps, "in_hot_standby"), "on");
 	roles_cluster("stop", 2);
 	roles_cluster("stop", 3);
-	sleep_ms(300);	/* the replicas' idle servers see their FATAL and close */
+	/*
+	 * the replicas' idle servers see their FATAL and close: pg_ctl stop has
+	 * waited for the exit, so the FATALs are already in the sockets and
+	 * pgvalve reads them in milliseconds; the fallback's own bound is below.
+	 */
+	sleep_ms(300);
 	double t0 = now_s();
 	ck_assert_str_eq(where(ps), "127.0.0.2|false");
 	ck_assert_msg(now_s() - t0 < 10, "the fallback took %.1f s", now_s() - t0);
@@ -243,7 +248,7 @@ static void writer(struct pgv *p, const char *out, double seconds)
 			PQclear(r);
 			fflush(f);
 		}
-		sleep_ms(5);
+		sleep_ms(5);	/* pacing the writes */
 	}
 	fclose(f);
 	_exit(0);
@@ -439,16 +444,19 @@ START_TEST(lagging_replica_is_skipped)
 	/* a commit node3 replays at once: the last before the delay, what the seconds count from */
 	query_value(n1, "INSERT INTO t VALUES (199999) RETURNING id");
 	double t0 = now_s();
+	/* until node3 has replayed it (milliseconds; 10 s on a loaded machine, the checks below then fail visibly) */
 	while (strcmp(query_value(n3, "SELECT count(*) FROM t WHERE id = 199999"), "1") != 0 && now_s() - t0 < 10)
 		sleep_ms(100);
 	roles_cluster("delay", 3);
 	query_value(n1, "INSERT INTO t VALUES (200000) RETURNING id");	/* its commit holds node3's replay */
 	query_value(n1, "INSERT INTO t SELECT g FROM generate_series(200001, 210000) g RETURNING id");
+	/* until node3 has received what it holds back (streaming: milliseconds; 10 s on a loaded machine) */
 	t0 = now_s();
 	while (atoll(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"))
 	       < 100000 && now_s() - t0 < 10)
 		sleep_ms(100);
-	sleep_ms(1200);	/* over a second since that last replayed commit */
+	/* over a second since that last replayed commit: a lower bound, which a loaded machine only lengthens */
+	sleep_ms(1200);
 
 	const char *names[] = { "ro", "ros" };
 	const char *tsas[] = { "standby", "standby" };
@@ -464,7 +472,7 @@ START_TEST(lagging_replica_is_skipped)
 			ck_assert_msg(on3 == 4 && on4 == 0, "%s, round %d: %d on node2, %d on the lagging node3\n%s",
 				      names[d], round, on3, on4, pgv_log_tail(&p, 3000));
 		}
-		sleep_ms(700);
+		sleep_ms(700);	/* pacing: the rounds span two seconds of lag checks, each must leave node3 out */
 	}
 	ck_assert_msg(atof(host_value(&p, "ros", "127.0.0.4", "lag_seconds")) > 1, "ros: node3 lags %s s",
 		      host_value(&p, "ros", "127.0.0.4", "lag_seconds"));
@@ -489,10 +497,12 @@ START_TEST(lagging_replica_is_skipped)
 
 	/* caught up: used again */
 	roles_cluster("undelay", 3);
+	/* until node3 has replayed what it held (a restart of its replay: seconds; 10 s on a loaded machine) */
 	t0 = now_s();
 	while (atoll(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"))
 	       > 0 && now_s() - t0 < 10)
 		sleep_ms(100);
+	/* until the next lag check sees node3 caught up (about a second); 15 s leaves a loaded machine plenty */
 	on4 = 0;
 	t0 = now_s();
 	while (on4 == 0 && now_s() - t0 < 15) {
@@ -521,6 +531,7 @@ START_TEST(lag_is_measured_against_the_primary)
 	PGconn *n3 = roles_cluster_connect(3);
 	command_ok(n3, "ALTER SYSTEM SET primary_conninfo = ''");
 	query_value(n3, "SELECT pg_reload_conf()");
+	/* until node3's WAL receiver has stopped (at the reload: milliseconds; 10 s on a loaded machine) */
 	double t0 = now_s();
 	while (strcmp(query_value(n3, "SELECT count(*) FROM pg_stat_wal_receiver"), "0") != 0 && now_s() - t0 < 10)
 		sleep_ms(100);
@@ -534,13 +545,19 @@ START_TEST(lag_is_measured_against_the_primary)
 	/* node3 by itself: nothing received is left to replay */
 	ck_assert_str_eq(query_value(n3, "SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"),
 			 "0");
-	sleep_ms(1000);	/* the janitor asks the primary's idle server for its position */
+	/*
+	 * the janitor asks the primary's idle server for its position. A fixed
+	 * wait the verdict rests on (the lag must be known before the reads);
+	 * waiting for SHOW HOSTS' lag instead would need node3's servers, which
+	 * only the reads open. A second is three janitor ticks.
+	 */
+	sleep_ms(1000);
 	int on3, on4;
 	for (int round = 0; round < 2; round++) {
 		spread(&p, "ro", 4, &on3, &on4);
 		ck_assert_msg(on3 == 4 && on4 == 0, "round %d: %d on node2, %d on node3, which lags the primary\n%s",
 			      round, on3, on4, pgv_log_tail(&p, 3000));
-		sleep_ms(500);
+		sleep_ms(500);	/* pacing: the second round after the next lag check */
 	}
 	ck_assert_msg(atoll(host_value(&p, "ro", "127.0.0.4", "lag")) > 8192, "node3's lag: %s",
 		      host_value(&p, "ro", "127.0.0.4", "lag"));
