@@ -292,10 +292,10 @@ START_TEST(pool_idle_timeout_126)
 	PGconn *a = admin_conn(&p);
 	double t0 = now_s();
 	while (!pools_has(a, "forced", "md5_user") && now_s() - t0 < 3)
-		sleep_ms(100);	/* made at the janitor's next tick */
+		sleep_ms(100);	/* made at the janitor's next tick (a third of a second); 3 s on a loaded machine */
 	ck_assert(pools_has(a, "forced", "md5_user"));
 	/* the server stays 2 s (server_idle_timeout): the pool is in use until it goes, then idle for 1 s */
-	t0 = now_s();
+	t0 = now_s();	/* 3 s by the settings; 8 s leaves a loaded machine's janitor 5 s late */
 	while (pools_has(a, DB, "scram_user") && now_s() - t0 < 8)
 		sleep_ms(100);
 	double took = now_s() - t0;
@@ -380,6 +380,7 @@ START_TEST(query_timeout_only_running)
 	PGconn *c = client_conn(&p);
 	exec_ok(c, "BEGIN");
 	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	/* idle in the transaction past query_timeout (1 s), twice: a lower bound, which a loaded machine only lengthens */
 	sleep_ms(2500);
 	ck_assert_str_eq(query_value(c, "SELECT 2"), "2");
 	exec_ok(c, "COMMIT");
@@ -388,7 +389,7 @@ START_TEST(query_timeout_only_running)
 	PGresult *r = PQexecParams(c, "SELECT $1::int", 1, NULL, (const char *const[]){ "3" }, NULL, NULL, 0);
 	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
 	PQclear(r);
-	sleep_ms(2500);
+	sleep_ms(2500);	/* the same lower bound */
 	r = PQexecParams(c, "SELECT $1::int", 1, NULL, (const char *const[]){ "4" }, NULL, NULL, 0);
 	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
 	PQclear(r);
@@ -426,7 +427,7 @@ static void copy_in_pieces(PGconn *c, int first, int n, bool extended)
 		int len = snprintf(row, sizeof(row), "%d\n", i);
 		ck_assert_int_eq(PQputCopyData(c, row, len), 1);
 		ck_assert_int_eq(PQflush(c), 0);
-		sleep_ms(100);
+		sleep_ms(100);	/* pacing: each row its own packet */
 	}
 	ck_assert_int_eq(PQputCopyEnd(c, NULL), 1);
 	r = PQgetResult(c);
@@ -449,7 +450,8 @@ static void copy_error_before_copy_done(PGconn *c)
 	PQclear(r);
 	ck_assert_int_eq(PQputCopyData(c, "x\n", 2), 1);
 	ck_assert_int_eq(PQflush(c), 0);
-	sleep_ms(700);	/* the error and ReadyForQuery arrive meanwhile */
+	/* the error and ReadyForQuery arrive meanwhile (if later on a loaded machine, the check is weaker, not wrong) */
+	sleep_ms(700);
 	ck_assert_int_eq(PQputCopyData(c, "5\n", 2), 1);
 	ck_assert_int_eq(PQputCopyEnd(c, NULL), 1);
 	r = PQgetResult(c);
@@ -508,6 +510,7 @@ START_TEST(copy_transaction_mode)
 	PQfinish(other);
 	PQfinish(c);
 	/* PQfinish does not wait for pgvalve: its close lines come a moment later */
+	/* 50 x 100 ms: 5 s for two log lines written at once */
 	for (int i = 0; i < 50 && pgv_log_count(&p, "closing because: client close request") < 2; i++)
 		sleep_ms(100);
 	/* the one server served everything: none was closed or opened again */
@@ -1225,6 +1228,7 @@ START_TEST(no_auth_query_for_missing_db)
 	memset(&err, 0, sizeof(err));
 	ck_assert_int_eq(raw_login(p.port, "nosuchdb", "md5_user", "md5_pass", &err), -1);
 	ck_assert_str_eq(err.message, "no such database: nosuchdb");
+	/* a negative window: a lookup's server login would be logged within milliseconds of the refusal; 300 ms catches it */
 	sleep_ms(300);
 	ck_assert_msg(!pgv_log_contains(&p, "new connection to server"), "auth_query ran:\n%s", pgv_log_tail(&p, 2000));
 	/* the same lookup for an existing database does run */
@@ -1275,7 +1279,7 @@ static void split_relay(int listen_fd, int pg_port)
 					_exit(0);
 				from_server += (size_t)n;
 				if (from_server < 4096)
-					usleep(500);
+					usleep(500);	/* pacing: the login's bytes one at a time */
 			}
 		}
 	}
