@@ -93,6 +93,7 @@ static int walsenders(void)
 	return n;
 }
 
+/* Until PostgreSQL runs expected walsenders of repl_user: a login and a start each, 10 s on a loaded machine. */
 static void wait_walsenders(int expected)
 {
 	double deadline = now_s() + 10;
@@ -366,6 +367,7 @@ START_TEST(pool_size_counts_across_workers)
 			 "host=%s/pgvalve-%d-%d-w%d port=%d dbname=small user=repl_user password=repl_pass"
 			 " replication=database connect_timeout=10", p.dir, p.port, (int)p.pid, k + 1, p.port);
 	PGconn *first = NULL;
+	/* until worker 1 listens and logs the client in: a fork and a login, 10 s on a loaded machine */
 	for (double until = now_s() + 10; !first || PQstatus(first) != CONNECTION_OK; sleep_ms(100)) {
 		ck_assert_msg(now_s() < until, "worker 1 never took a replication client: %s\n%s",
 			      first ? PQerrorMessage(first) : "", pgv_log_tail(&p, 1500));
@@ -415,7 +417,7 @@ START_TEST(served_in_turn_with_a_busy_pool)
 			 "-h", "127.0.0.1", "-p", port, "-U", "repl_user", "small", NULL };
 	setenv("PGPASSWORD", "repl_pass", 1);
 	pid_t load = run_program_background(argv, out);
-	sleep_ms(1000);		/* the queue is never empty from here on */
+	sleep_ms(1000);		/* pacing: pgbench's 16 clients are in, the queue is never empty from here on */
 	double t0 = now_s();
 	PGconn *c = logical(&p, "");
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
@@ -520,6 +522,7 @@ START_TEST(pg_receivewal_through_pgvalve)
 	char *argv[] = { pgbin_path("pg_receivewal"), "-d", dsn, "--slot=pgv_rw", "-D", dir, "--no-sync",
 			 "--no-loop", NULL };
 	pid_t pid = run_program_background(argv, out);
+	/* its first segment file: a login, a slot and a start; 15 s on a loaded machine */
 	double until = now_s() + 15;
 	while (now_s() < until && count_entries(dir) == 0)
 		sleep_ms(100);
@@ -532,7 +535,7 @@ START_TEST(pg_receivewal_through_pgvalve)
 	kill(pid, SIGINT);
 	int status = -1;
 	pid_t done = 0;
-	until = now_s() + 10;
+	until = now_s() + 10;	/* pg_receivewal exits at SIGINT in milliseconds; 10 s, then it is stopped */
 	while (now_s() < until && (done = waitpid(pid, &status, WNOHANG)) == 0)
 		sleep_ms(50);
 	if (done != pid)
@@ -572,6 +575,10 @@ static void sub_exec(const char *sql)
 	PQfinish(c);
 }
 
+/*
+ * Until the subscriber has expected rows: a logical apply worker starts
+ * (its table sync first), seconds; 20 s on a loaded machine.
+ */
 static void wait_sub_count(int expected)
 {
 	double until = now_s() + 20;
