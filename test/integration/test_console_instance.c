@@ -24,7 +24,10 @@
 #define NCONSOLES 6
 #define CUSER "scram_user"
 
-/* Until every worker runs (the harness waits for the first listener only); their pids. */
+/*
+ * Until every worker runs (the harness waits for the first listener only); their pids.
+ * Forks that listen in milliseconds: 15 s covers a restart too on a loaded 2-core machine.
+ */
 static void wait_workers(struct pgv *p, int pids[WORKERS])
 {
 	double deadline = now_s() + 15;
@@ -411,6 +414,7 @@ START_TEST(dead_worker_is_left_out)
 	PQclear(r);
 	int victim = mine == WORKERS ? 1 : WORKERS;
 	ck_assert_int_eq(kill(pids[victim - 1], SIGKILL), 0);
+	/* margin for the kernel to close the dead worker's sockets; if later, SHOW waits its 2 s bound, still under 3 s */
 	sleep_ms(50);
 	double t0 = now_s();
 	r = show(a, "SHOW POOLS");
@@ -456,6 +460,7 @@ START_TEST(stopped_worker_times_out)
 	/* a console that leaves while its command waits on the stopped worker leaves nothing behind */
 	PGconn *b = unix_console(&p);	/* worker 1's, so not the stopped one */
 	send_query(b, "SHOW POOLS");
+	/* so the command waits on the stopped worker, then its close is seen; later on a loaded machine, a weaker check */
 	sleep_ms(200);
 	PQfinish(b);
 	sleep_ms(100);
@@ -483,6 +488,7 @@ static int restart_worker(struct pgv *p, int pids[WORKERS], int k)
 {
 	int old = pids[k - 1];
 	ck_assert_int_eq(kill(old, SIGKILL), 0);
+	/* the supervisor restarts it within a second or two; 15 s on a loaded machine */
 	double deadline = now_s() + 15;
 	do {
 		ck_assert_msg(now_s() < deadline, "worker %d not restarted\n%s", k, pgv_log_tail(p, 1500));

@@ -432,6 +432,7 @@ START_TEST(prometheus_scrapes_pgvalve)
 		c[i] = login(&p, DB);
 	const char *req = "GET /api/v1/query?query=sum(pgbouncer_pools_client_active_connections%7Bdatabase%3D%22"
 			  DB "%22%7D) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+	/* Prometheus starts, scrapes and answers its query: a few scrape intervals; 40 s on a loaded machine */
 	bool seen = false;
 	char last[2048] = "";
 	for (double end = now_s() + 40; now_s() < end && !seen; sleep_ms(500)) {
@@ -696,6 +697,7 @@ START_TEST(saturation_cancel_and_connect_failures)
 
 	ck_assert_int_eq(PQsendQuery(queued, "SELECT 2"), 1);
 	bool waiting = false;
+	/* the query is queued as it arrives (milliseconds); 5 s on a loaded machine */
 	for (double end = now_s() + 5; now_s() < end && !waiting; sleep_ms(50)) {
 		body = scrape(mport);
 		waiting = metric(body, "pgvalve_clients_waiting") == 1 &&
@@ -703,6 +705,7 @@ START_TEST(saturation_cancel_and_connect_failures)
 		free(body);
 	}
 	ck_assert_msg(waiting, "the queued client never showed as waiting");
+	/* the wait's sum checked below is at least this: a lower bound, which a loaded machine only lengthens */
 	sleep_ms(300);
 	exec_ok(holder, "COMMIT");
 	PGresult *r;
@@ -716,7 +719,8 @@ START_TEST(saturation_cancel_and_connect_failures)
 
 	/* a cancel request reaches PostgreSQL through pgvalve */
 	ck_assert_int_eq(PQsendQuery(holder, "SELECT pg_sleep(10)"), 1);
-	sleep_ms(300);
+	/* a cancel sent before the query runs would leave it its 10 s */
+	pg_wait_running("SELECT pg_sleep(10)", 1);
 	PGcancel *cancel = PQgetCancel(holder);
 	char errbuf[256];
 	ck_assert_int_eq(PQcancel(cancel, errbuf, sizeof(errbuf)), 1);
@@ -754,6 +758,7 @@ static PGconn *worker_console(struct pgv *p, int k)
 	return c;
 }
 
+/* Until n workers answer on the metrics port: forks that listen in milliseconds; 15 s on a loaded machine. */
 static void wait_workers_up(int mport, int n)
 {
 	for (double end = now_s() + 15;; sleep_ms(200)) {
@@ -832,6 +837,7 @@ START_TEST(workers_totals_are_the_sum)
 	ck_assert_int_eq(kill(pid2, SIGKILL), 0);
 	double last = total;
 	bool restarted = false;
+	/* the supervisor restarts a worker within a second or two of its death; 20 s on a loaded machine */
 	for (double end = now_s() + 20; now_s() < end && !restarted; sleep_ms(100)) {
 		body = scrape(mport);
 		double t = metric(body, "pgbouncer_stats_queries_pooled_total{database=\"" DB "\"}"), v;
@@ -857,6 +863,7 @@ START_TEST(workers_totals_are_the_sum)
 	ck_assert_int_gt(pid1, 0);
 	ck_assert_int_eq(kill(pid1, SIGKILL), 0);
 	restarted = false;
+	/* the same bound for worker 1, which also owns the metrics listener */
 	for (double end = now_s() + 20; now_s() < end && !restarted; sleep_ms(200)) {
 		int fd = try_connect(mport);
 		if (fd < 0)

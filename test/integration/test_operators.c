@@ -80,7 +80,7 @@ static void pg_allow_cert_login(const char *dbname, const char *user)
 	pg_exec_ok(c, sql);
 	pg_exec_ok(c, "SELECT pg_reload_conf()");
 	PQfinish(c);
-	/* the postmaster re-reads its files a moment later: new sessions show it */
+	/* the postmaster re-reads its files a moment later: new sessions show it (50 x 100 ms, 5 s on a loaded machine) */
 	for (int i = 0; i < 50; i++) {
 		c = pg_direct();
 		bool done = strcmp(query_value(c, "SHOW ssl_ca_file"), pgv_cert("ca.crt")) == 0;
@@ -425,11 +425,12 @@ START_TEST(cloudnativepg_pooler)
 	ck_assert_int_ne(PQstatus(bad), CONNECTION_OK);
 	PQfinish(bad);
 	kill(p.pid, SIGHUP);
-	sleep_ms(500);
+	sleep_ms(500);	/* pacing: the reload's lines among those parsed below; the verdict does not count on them */
 	PQfinish(app);
 
 	/* SIGINT: the operator's stop; PgBouncer's safe shutdown, which ends once no client is left */
 	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	/* the last client has gone: the exit is at once; 10 s on a loaded machine */
 	double deadline = now_s() + 10;
 	while (pgv_running(&p) && now_s() < deadline)
 		sleep_ms(50);
@@ -549,6 +550,7 @@ START_TEST(crunchy_pgo)
 
 	/* client TLS is required: a plain client is refused, a TLS one gets in (server side verify-full) */
 	PGconn *c = NULL;
+	/* until the pgbouncer started just above listens: a process start, 10 s on a loaded machine */
 	for (double deadline = now_s() + 10; now_s() < deadline; sleep_ms(100)) {
 		c = pgo_client(&p, "require");
 		if (PQstatus(c) == CONNECTION_OK)
@@ -574,6 +576,7 @@ START_TEST(crunchy_pgo)
 	fputs("admin_users = md5_user\ndefault_pool_size = 7\n", f);
 	fclose(f);
 	pkill_hup_exact_pgbouncer();
+	/* a reload is milliseconds; 5 s on a loaded machine */
 	double deadline = now_s() + 5;
 	while (strcmp(config_value(admin, "default_pool_size"), "7") != 0 && now_s() < deadline)
 		sleep_ms(100);

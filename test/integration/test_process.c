@@ -214,6 +214,7 @@ START_TEST(descriptor_limit_at_start)
 }
 END_TEST
 
+/* Until p exits (seconds at most): callers wait for an exit that follows at once (milliseconds). */
 static void wait_exit(struct pgv *p, double seconds)
 {
 	double t0 = now_s();
@@ -232,6 +233,7 @@ START_TEST(sigterm_waits_for_clients)
 
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
 	pgv_expect_log(&p, "got SIGTERM", 5);
+	/* a negative window: a wrong exit follows the signal's log line at once; 300 ms catches it */
 	usleep(300 * 1000);
 	ck_assert_msg(pgv_running(&p), "pgvalve exited with a client still connected");
 	PGconn *late = pgv_connect(&p, DB, "md5_user", "md5_pass");
@@ -254,7 +256,7 @@ START_TEST(second_sigterm_exits_now)
 	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
 	pgv_expect_log(&p, "got SIGTERM", 5);	/* two pending SIGTERMs would be one */
-	usleep(200 * 1000);
+	usleep(200 * 1000);	/* a negative window, as above */
 	ck_assert(pgv_running(&p));
 	ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
 	wait_exit(&p, 3);
@@ -294,6 +296,7 @@ START_TEST(sigint_waits_for_servers)
 	ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
 	PQclear(r);
 	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	/* a negative window: a wrong exit would follow the signal within milliseconds; 300 ms catches it */
 	usleep(300 * 1000);
 	ck_assert_msg(pgv_running(&p), "pgvalve exited while a server was in a transaction");
 	ck_assert_str_eq(query_value(c, "SELECT 'inside'"), "inside");
@@ -322,6 +325,7 @@ START_TEST(daemon_mode)
 	char *args_user[] = { (char *)binary(), "-d", p.ini, NULL };
 	int rc = run_pgvalve(runas && *runas ? args_root : args_user, out);
 	ck_assert_msg(rc == 0, "pgvalve -d exited %d: %s", rc, read_file_tail(out, 2000));
+	/* the daemon writes its pidfile and then listens as it starts: 50 x 100 ms, 5 s on a loaded machine each */
 	pid_t pid = 0;
 	for (int i = 0; i < 50 && pid <= 0; i++) {
 		pid = (pid_t)atoi(read_file_tail(pidfile, 64));
@@ -342,6 +346,7 @@ START_TEST(daemon_mode)
 	ck_assert_str_eq(query_value(c, "SELECT 'daemon'"), "daemon");
 	PQfinish(c);
 	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	/* no clients left: the exit is at once; 5 s on a loaded machine */
 	for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
 		usleep(100 * 1000);
 	ck_assert_msg(kill(pid, 0) != 0, "daemon still running");
