@@ -248,6 +248,7 @@ stop_instance() { # stop_instance N: SIGQUIT, now
 	local p=${pgv_pid[$1]:-}
 	[ -n "$p" ] || return 0
 	kill -QUIT "$p" 2>/dev/null || true
+	# SIGQUIT exits at once; 10 s on a loaded machine, then SIGKILL
 	wait_for 10 bash -c "! kill -0 $p 2>/dev/null" || kill -KILL "$p" 2>/dev/null || true
 	wait "$p" 2>/dev/null || true
 	pgv_pid[$1]=
@@ -259,6 +260,7 @@ restart_pgvalve() { # restart_pgvalve TIMEOUTS_FUNCTION: both instances afresh w
 		write_ini "$i" "$1"
 		start_instance "$i"
 	done
+	# a process start and a server login each: a second at most; 15 s on a loaded 2-core machine
 	for i in "${instances[@]}"; do
 		wait_for 15 serves "$i" || { tail "$work/p$i/stderr.log" "$work/p$i/pgvalve.log"; setup_failed "pgvalve $i does not serve"; }
 	done
@@ -275,7 +277,7 @@ fault_terminate() { # fault_terminate SECONDS: a random pgvalve backend twice a 
 	while [ "$SECONDS" -lt "$end" ]; do
 		n=$((n + $(psql_admin -d postgres -c "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
 			WHERE client_addr = '$host_addr' AND backend_type = 'client backend' ORDER BY random() LIMIT 1) s" 2>/dev/null || echo 0)))
-		sleep 0.5
+		sleep 0.5	# pacing: the fault's rate, twice a second
 	done
 	echo "test/faults:   terminated $n backends"
 	add_unknowns "$n"
@@ -294,7 +296,7 @@ table inet pgvfaults {
 	chain out { type filter hook output priority 0; policy accept; tcp sport $pg_port drop; }
 }
 EOF
-	sleep "$1"
+	sleep "$1"	# the fault's length: the clients' bound is checked by ledger.py, not by this sleep
 	nft_ns delete table inet pgvfaults
 	add_unknowns "$clients"
 }
@@ -306,7 +308,7 @@ table inet pgvfaults {
 	chain out { type filter hook output priority 0; policy accept; tcp sport $pg_port drop; }
 }
 EOF
-	sleep 1
+	sleep 1	# the fault's shape: the restart a second into the blackhole, the rest of it after
 	pg_ctl_ns -m immediate -w -t 60 restart >/dev/null 2>&1 || echo "test/faults:   pg_ctl restart failed" >&2
 	sleep $(($1 - 1))
 	nft_ns delete table inet pgvfaults
@@ -318,7 +320,7 @@ fault_sigstop() { # fault_sigstop SECONDS
 	echo "test/faults:   SIGSTOP for $1 s"
 	# shellcheck disable=SC2086
 	kill -STOP $pids
-	sleep "$1"
+	sleep "$1"	# the fault's length
 	# shellcheck disable=SC2086
 	kill -CONT $pids
 	add_unknowns "$clients"
@@ -326,7 +328,7 @@ fault_sigstop() { # fault_sigstop SECONDS
 reload_loop() { # every second, RELOAD on each instance
 	while :; do
 		for i in "${instances[@]}"; do console "$i" RELOAD >/dev/null 2>&1 || true; done
-		sleep 1
+		sleep 1	# pacing
 	done
 }
 fault_rolling() { # fault_rolling drain|kill: each instance in turn, while reloads run
@@ -338,11 +340,13 @@ fault_rolling() { # fault_rolling drain|kill: each instance in turn, while reloa
 		p=${pgv_pid[$i]}
 		echo "test/faults:   rolling restart ($how) of instance $i"
 		if [ "$how" = drain ]; then kill -TERM "$p"; else kill -KILL "$p"; fi
+		# a drain ends at the clients' next transaction boundary (drain_timeout 20 s at most); 25 s leaves 5 of slack
 		wait_for 25 bash -c "! kill -0 $p 2>/dev/null" || echo "test/faults:   instance $i still up 25 s after SIGTERM" >&2
 		{ wait "$p"; } 2>/dev/null || true
 		start_instance "$i"
+		# a process start and a login: a second at most; 10 s on a loaded machine
 		wait_for 10 serves "$i" || echo "test/faults:   instance $i does not serve after its restart" >&2
-		sleep 1
+		sleep 1	# pacing: the next instance a second later
 	done
 	kill "$rl" 2>/dev/null && wait "$rl" 2>/dev/null || true
 	# a drain cuts no COMMIT in flight; a SIGKILL may cut every client's
@@ -373,7 +377,7 @@ ledger_run() {
 		"host=127.0.0.1 port=$pgv_port user=app password=app_pass dbname=appdb_s:$clients_sess" $lie \
 		>"$out/run.log" 2>&1 &
 	local clients_pid=$!
-	sleep 2
+	sleep 2	# pacing: the faults begin once the clients run (a later start only shortens the faulted part)
 	for f in "$@"; do eval "$f"; done
 	wait "$clients_pid" || true
 	sed 's/^/test\/faults:   /' "$out/run.log"
@@ -384,9 +388,11 @@ ledger_run() {
 		# the pool serves again, with no server PostgreSQL does not know
 		t0=$SECONDS
 		healed=0
+		# the pool heals at the janitor's ticks and the next logins: seconds; 15 s on a loaded machine
 		wait_for 15 serves_all && healed=1
 		check "$name: both instances serve again ($((SECONDS - t0)) s after the clients stopped)" [ "$healed" = 1 ]
 		t0=$SECONDS
+		# dead servers are found at their next use or the janitor's check: seconds; 10 s on a loaded machine
 		wait_for 10 pool_matches_postgres || true
 		check "$name: SHOW SERVERS and pg_stat_activity agree after $((SECONDS - t0)) s (no dead server pooled, no orphan backend)" \
 			pool_matches_postgres_verbose
@@ -429,7 +435,7 @@ ledger_run rolling-kill "fail:unknown outcomes, more than" good_timeouts 10 "fau
 async_commit() {
 	psql_admin -d postgres -c "ALTER SYSTEM SET synchronous_commit = off" -c "ALTER SYSTEM SET wal_writer_delay = '10s'" \
 		-c "SELECT pg_reload_conf()" >/dev/null
-	sleep 4
+	sleep 4	# commits pile up unflushed (wal_writer_delay 10 s): a loaded machine only makes more of them
 }
 ledger_run restart-async-commit "fail:committed ids missing" good_timeouts 8 "async_commit" "fault_restart"
 psql_admin -d postgres -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null

@@ -205,6 +205,7 @@ for i in "${instances[@]}"; do
 	write_ini "$i"
 	start_instance "$i"
 done
+# a process start and its first server login: a second at most; 10 s on a loaded 2-core machine
 for i in "${instances[@]}"; do
 	wait_for 10 ready "$i" || { cat "$work/i$i/stderr.log" "$work/i$i/pgvalve.log"; setup_failed "instance $i not ready"; }
 done
@@ -235,18 +236,31 @@ haproxy_pid=$!
 lb_psql() { PGPASSWORD=app_pass "$PGBIN/psql" -X -q -t -A -h 127.0.0.1 -p "$lb_port" -U app -d appdb "$@"; }
 wait_for 10 bash -c "$(declare -f lb_psql); PGBIN='$PGBIN' lb_port=$lb_port lb_psql -c 'SELECT 1' >/dev/null 2>&1" ||
 	{ cat "$work/haproxy.log"; setup_failed "no query through HAProxy"; }
+# margin: HAProxy takes its servers as up from the start; a second is three rounds of health checks (inter 300 ms)
 sleep 1
 
 # ---------------------------------------------------------------- cancels through HAProxy
 # Each query lands on the next instance (round-robin), each cancel on the
 # one after it: a cancel reaches its owner only by way of [peers].
-cancel_one() { # cancel_one K: a pg_sleep through HAProxy, SIGINT to psql after 1 s; true if it was cancelled
-	local out="$work/cancel-$1.out" p
+cancel_one() { # cancel_one K: a pg_sleep through HAProxy, SIGINT to psql once it runs; true if it was cancelled
+	local out="$work/cancel-$1.out" p running=0
 	PGPASSWORD=app_pass "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$lb_port" -U app -d appdb \
-		-c "SELECT pg_sleep(20)" >"$out" 2>&1 &
+		-c "SELECT pg_sleep(20), $1" >"$out" 2>&1 &
 	p=$!
-	sleep 1
+	# Until its query runs: a SIGINT before that ends psql instead of
+	# cancelling. A psql start and two logins (pgvalve's and PostgreSQL's):
+	# well under a second, which a fixed 1 s sleep assumed; 10 s on a loaded
+	# machine. The K in the query tells this one from a previous one still
+	# running after its psql was killed.
+	local ran_by=$((SECONDS + 10))
+	while [ "$SECONDS" -lt "$ran_by" ]; do
+		running=$(psql_admin -d postgres -c "SELECT count(*) FROM pg_stat_activity
+			WHERE query = 'SELECT pg_sleep(20), $1' AND state = 'active'" 2>/dev/null || echo 0)
+		[ "$running" -ge 1 ] 2>/dev/null && break
+		sleep 0.1
+	done
 	kill -INT "$p"
+	# the cancel is a forward and a postmaster fork: milliseconds; 5 s on a loaded machine
 	local deadline=$((SECONDS + 5))
 	while kill -0 "$p" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
 	kill -KILL "$p" 2>/dev/null || true
@@ -356,7 +370,7 @@ check "they went to the address in their key ($by_key forwards logged)" [ "$by_k
 PGPASSWORD=app_pass "$PGBIN/pgbench" -n -C -c 8 -j 2 -T "$seconds" -h 127.0.0.1 -p "$lb_port" -U app appdb \
 	>"$work/pgbench.log" 2>&1 &
 bench=$!
-sleep 5
+sleep 5	# pacing: pgbench runs on all three instances before the first drain
 restarted_ok=0
 for i in "${instances[@]}"; do
 	echo "test/fleet: draining instance $i"
@@ -370,6 +384,7 @@ for i in "${instances[@]}"; do
 	# counted once the drained process is gone: its own last logins (it accepts for 200 ms) are not the new one's
 	before=$(grep -c "login attempt" "$work/i$i/pgvalve.log" || true)
 	start_instance "$i"
+	# a process start and a login: a second at most; 10 s on a loaded machine
 	wait_for 10 ready "$i" || echo "test/fleet: instance $i not ready after its restart" >&2
 	# Served again: HAProxy sends it connections once two health checks pass
 	# (rise 2, inter 300 ms), and pgbench -C opens hundreds a second. The
