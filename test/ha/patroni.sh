@@ -67,6 +67,7 @@ cleanup() {
 	# Patroni stops its PostgreSQL on SIGTERM; what is left is ended by path below
 	for p in "${patroni_pid[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${patroni_pid[@]}"; do
+		# Patroni stops PostgreSQL (fast) and exits: seconds; 10 s, then SIGKILL
 		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null || true
 	done
@@ -84,6 +85,7 @@ runuser -u pgvtest -- etcd --name e1 --data-dir "$work/etcd" \
 	--listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
 	--initial-cluster "e1=http://127.0.0.1:$etcd_peer" --log-level warn >"$work/etcd.log" 2>&1 &
 etcd_pid=$!
+# etcd starts in a second or two; 20 s on a loaded machine
 wait_for 20 $py -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$etcd_port/health', timeout=2)" || {
 	tail "$work/etcd.log"
 	setup_failed "etcd"
@@ -147,6 +149,8 @@ start_patroni() { # start_patroni N
 	patroni_pid[$1]=$!
 }
 start_patroni 1
+# pacing: node 1 takes the leader key and bootstraps first; a later start of the
+# others is harmless (they wait for a leader to clone from)
 sleep 3
 start_patroni 2
 start_patroni 3
@@ -159,6 +163,8 @@ for m in json.load(sys.stdin):
 streaming_replicas() { patronictl_ list -f json 2>/dev/null | $py -c '
 import json, sys
 print(sum(1 for m in json.load(sys.stdin) if m.get("Role") in ("Replica", "Sync Standby") and m.get("State") in ("running", "streaming")))'; }
+# an initdb, a bootstrap and two base backups: under a minute on a loaded
+# 2-core machine; 90 s each
 wait_for 90 bash -c "[ -n \"\$($(declare -f patronictl_ leader); py=$py work=$work leader)\" ]" || {
 	tail -20 "$work/patroni1.log"
 	setup_failed "no Patroni leader"
@@ -200,6 +206,7 @@ chown -R pgvtest: "$work/pgv"
 "$binary" -u pgvtest "$work/pgv/pgvalve.ini" >"$work/pgv/stderr.log" 2>&1 &
 pgvalve_pid=$!
 dsn="host=127.0.0.1 port=$pgv_port dbname=appdb user=app password=app_pass connect_timeout=5"
+# a process start and a server login: a second at most; 10 s on a loaded machine
 wait_for 10 "$PGBIN/psql" "$dsn" -c "SELECT 1" || { cat "$work/pgv/stderr.log"; setup_failed "pgvalve"; }
 
 # ---------------------------------------------------------------- the writers
@@ -265,7 +272,7 @@ threads[-1].join()
 EOF
 $py "$work/writer.py" "$dsn" "$work" 4 >"$work/writer.out" 2>&1 &
 writer_pid=$!
-sleep "$settle"
+sleep "$settle"	# pacing: the writers run before the switchover
 
 # ---------------------------------------------------------------- 1. switchover
 from=$(leader)
@@ -275,11 +282,12 @@ echo "test/ha: switchover $from -> $to"
 t_switch=$(date +%s.%N)
 patronictl_ switchover --leader "$from" --candidate "$to" --force >"$work/switchover.log" 2>&1 ||
 	{ cat "$work/switchover.log"; echo "test/ha: switchover command failed" >&2; }
+# a switchover is a checkpoint and a promotion, seconds; 60 s on a loaded machine
 wait_for 60 bash -c "[ \"\$($(declare -f patronictl_ leader); py=$py work=$work leader)\" = $to ]" ||
 	echo "test/ha: $to did not become leader" >&2
-sleep "$settle"
+sleep "$settle"	# pacing: the writers run on the new leader
 kill -USR1 "$writer_pid"
-sleep 1
+sleep 1	# pacing: the idle client's second transaction, before the kill
 
 # ---------------------------------------------------------------- 2. kill -9 of the primary's postmaster
 victim=$(leader)
@@ -288,10 +296,17 @@ postmaster=$(head -1 "$work/pg$vn/postmaster.pid")
 echo "test/ha: kill -9 of $victim's postmaster ($postmaster)"
 t_kill=$(date +%s.%N)
 kill -KILL "$postmaster"
+# pacing: the writers run through Patroni's recovery (a restart or a failover,
+# ttl 20 s at most) and after it
 sleep "$((settle + 10))"
 kill -TERM "$writer_pid"
 wait "$writer_pid" || true
 writer_pid=""
+# The invariants are read on the leader. On a loaded machine the recovery
+# may outlast the pacing above: wait for a leader (60 s, as for the
+# switchover) rather than read from none.
+wait_for 60 bash -c "[ -n \"\$($(declare -f patronictl_ leader); py=$py work=$work leader)\" ]" ||
+	echo "test/ha: no leader after the kill" >&2
 
 # ---------------------------------------------------------------- the invariants
 final=$(leader)

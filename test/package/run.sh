@@ -197,6 +197,7 @@ with open(sys.argv[2], "a", buffering=1) as out:
         out.write(s.recv(4096).decode().replace("\n", "|") + "\n")
 EOF
 pids+=($!)
+# until the listener above has bound its socket (a python start): 5 s on a loaded machine
 for _ in $(seq 50); do [ -S "$notify_sock" ] && break; sleep 0.1; done
 
 # The unit's User, Environment, EnvironmentFile, UMask and ExecStart, as
@@ -242,7 +243,11 @@ start_as_unit() { # start_as_unit UNIT [WRAPPER...]: pid of the started pgvalve 
 	pgvalve_pid=$!
 	pids+=("$pgvalve_pid")
 }
-wait_for() { # wait_for SECONDS COMMAND...: true once the command succeeds
+# wait_for SECONDS COMMAND...: true once the command succeeds. The bounds
+# below (5 to 15 s) wait for a process start, a reload, a log line or an
+# exit, each well under a second on an idle machine: a loaded 2-core
+# machine has plenty.
+wait_for() {
 	local i n=$(($1 * 10))
 	shift
 	for ((i = 0; i < n; i++)); do
@@ -264,7 +269,7 @@ if pgv_free_port 6432 | grep -qx 6432; then
 	shipped_pid=$!
 	pids+=("$shipped_pid")
 	check "READY=1 with /etc/pgvalve/pgvalve.ini" wait_for 10 grep -q '^READY=1|' "$notify_log"
-	sleep 2
+	sleep 2	# a negative window: a start-up that fails after READY (a worker, a listener) shows within it
 	check "still up 2 s later" kill -0 "$shipped_pid"
 	check "listening on /run/pgvalve/.s.PGSQL.6432" test -S /run/pgvalve/.s.PGSQL.6432
 	kill -INT "$shipped_pid"
@@ -310,6 +315,7 @@ check "still serving after the reloads" \
 	test "$(psql_app "host=127.0.0.1 port=$port dbname=pkgtest user=pkgtest application_name=after_rotate" -c 'SELECT 1')" = 1
 check "pgvalve logs to the new pgvalve.log (0640 pgvalve)" \
 	bash -c "grep -q 'pkgtest' /var/log/pgvalve/pgvalve.log && test \"\$(stat -c '%U:%G %a' /var/log/pgvalve/pgvalve.log)\" = 'pgvalve:pgvalve 640'"
+# STATUS is sent every 5 s (STATUS_PERIOD_SEC): 8 s is one period and 3 s of slack for a loaded machine
 check "STATUS shows live counts" wait_for 8 grep -Eq '^STATUS=[0-9]+ clients, [1-9][0-9]* servers$' "$notify_log"
 
 step "stop (KillSignal=SIGINT)"
@@ -381,14 +387,14 @@ check "pgvalve@a ready" wait_for 10 grep -q '^READY=1|' "$notify_log"
 	echo "$n $bad" >"$work/rolling.result"
 ) &
 clients=$!
-sleep 1
+sleep 1	# pacing: clients run before b starts
 start_as_unit pgvalve@b.service
 b_pid=$pgvalve_pid
 check "pgvalve@b ready beside a" wait_for 10 bash -c "[ \$(grep -c '^READY=1|' '$notify_log') -ge 2 ]"
 kill -"$(unit_value pgvalve@a.service KillSignal | sed 's/^SIG//')" "$a_pid"
 check "pgvalve@a exits after handing off" wait_for 10 bash -c "! kill -0 $a_pid"
 stop_pid "$a_pid"
-sleep 1
+sleep 1	# pacing: clients run after a has gone
 touch "$work/rolling.stop"
 wait "$clients" || true
 read -r n bad <"$work/rolling.result"
