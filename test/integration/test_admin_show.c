@@ -518,7 +518,7 @@ START_TEST(show_reflects_known_state)
 	PQfinish(ca);
 	PQfinish(cb);
 	PQfinish(cc);
-	/* clients gone: the pool shows none */
+	/* clients gone: the pool shows none (their closes are read at once; 2 s is slack even on a loaded machine) */
 	double deadline = now_s() + 2;
 	long long left = -1;
 	while (now_s() < deadline) {
@@ -1080,6 +1080,7 @@ START_TEST(log_stats_per_database)
 	struct pgv p;
 	pgv_start(&p, TXN "stats_period = 1\n", std_databases(), userlist());
 	PGconn *c = client_conn(&p);
+	/* the first line comes at the end of the first 1 s period; 3.5 s leaves a loaded machine 2.5 s of slack */
 	double deadline = now_s() + 3.5;
 	bool seen = false;
 	while (!seen && now_s() < deadline) {

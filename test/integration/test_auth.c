@@ -734,7 +734,7 @@ static void fake_server_absurd_iterations(int listen_fd, const char *iterations)
 	int fd = accept(listen_fd, NULL, NULL);
 	if (fd < 0)
 		_exit(2);
-	double deadline = now_s() + 20;
+	double deadline = now_s() + 20;	/* pgvalve's server login comes with the client's, in well under a second */
 	for (;;) {	/* an SSLRequest first (server_tls_sslmode prefer) gets 'N' */
 		if (!raw_read_exact(fd, buf, 4, deadline) || raw_get_u32(buf) < 8 || raw_get_u32(buf) > sizeof(buf) ||
 		    !raw_read_exact(fd, buf + 4, raw_get_u32(buf) - 4, deadline))

@@ -450,6 +450,7 @@ START_TEST(long_keys_across_workers)
 	int forwarded = 0, rounds = 0;
 
 	start_at(&p, "workers = 2\n");
+	/* margin for worker 2 to listen (the harness waits for the first); the rounds below retry if all land on one */
 	sleep_ms(500);
 	while (rounds < 4 && forwarded == 0) {
 		struct login32 l[N];
@@ -531,8 +532,11 @@ START_TEST(own_key_of_gone_client)
 
 	start_at(&a, SECRET);
 	login_ok(&a, V32, NULL, &l);
+	int eofs = pgv_log_count(&a, "client unexpected eof");
 	close(l.fd);
-	sleep_ms(200);
+	/* until pgvalve has seen the close (else the cancel would find the client): milliseconds, 5 s on a loaded machine */
+	for (double until = now_s() + 5; pgv_log_count(&a, "client unexpected eof") == eofs; sleep_ms(20))
+		ck_assert_msg(now_s() < until, "the client's close was not seen\n%s", pgv_log_tail(&a, 1500));
 	send_cancel(&a, a.port, l.pid, l.key, l.key_len);
 	pgv_expect_log(&a, "cancel request for a client of this instance that is gone", 2);
 	ck_assert_int_eq(pgv_log_count(&a, "forwarding cancel request"), 0);
@@ -580,6 +584,7 @@ START_TEST(dns_peers_get_30_cancels)
 	unsigned char nokey[4] = { 0x12, 0x34, 0x56, 0x7b };
 	send_cancel_at(&b, "127.0.0.3", port, 0x01020304, nokey, 4);
 	pgv_expect_log(&a, "cancel request sent on by another instance, for no client here: ignored", 3);
+	/* a negative window: a wrong send on would follow A's log line within milliseconds; 300 ms catches it */
 	sleep_ms(300);
 	ck_assert_int_eq(pgv_log_count(&b, "cancel request sent on by another instance"), 0);
 	ck_assert_int_eq(pgv_log_count(&a, "sending cancel request to the instances"), 0);
@@ -614,7 +619,7 @@ START_TEST(dns_peers_follow_the_name)
 
 	/* A joins the Service; after dns_max_ttl B's next cancel reaches it. */
 	pgv_dns_set_hosts(&d, FLEET_HOSTS);
-	sleep_ms(1500);
+	sleep_ms(1500);	/* past dns_max_ttl (1 s): a lower bound, which a loaded machine only lengthens */
 	send_cancel_at(&b, "127.0.0.3", port, l.pid, l.key, l.key_len);
 	expect_cancelled(&l, &a);
 	close(l.fd);

@@ -247,7 +247,7 @@ START_TEST(zone_serial_change_reresolves)
 	PQfinish(c);	/* its server stays, idle */
 	ck_assert_int_eq(servers_at(a, "named", "127.0.0.1"), 1);
 
-	/* the first check learns the serial */
+	/* the first check learns the serial (dns_zone_check_period 1 s; 10 s on a loaded machine) */
 	double deadline = now_s() + 10;
 	while (!(show_lookup(a, "SHOW DNS_ZONES", "zonename", "pgv.test", "serial", v, sizeof(v)) &&
 		 strtoll(v, NULL, 10) > 0)) {
@@ -256,9 +256,10 @@ START_TEST(zone_serial_change_reresolves)
 	}
 	long long serial = strtoll(v, NULL, 10);
 
-	/* dnsmasq's serial is the time of its last reload, in seconds */
+	/* dnsmasq's serial is the time of its last reload, in seconds: a lower bound, which a loaded machine only lengthens */
 	sleep_s(dns_started + 1.2 - now_s());
 	pgv_dns_set_hosts(&d, "127.0.0.2 db1.pgv.test\n");
+	/* the next zone check (a second) sees the new serial and looks the host up again; 10 s on a loaded machine */
 	deadline = now_s() + 10;
 	while (!(show_lookup(a, "SHOW DNS_HOSTS", "hostname", "db1.pgv.test", "addrs", v, sizeof(v)) &&
 		 strcmp(v, "127.0.0.2") == 0)) {
@@ -269,7 +270,7 @@ START_TEST(zone_serial_change_reresolves)
 	ck_assert(show_lookup(a, "SHOW DNS_ZONES", "zonename", "pgv.test", "serial", v, sizeof(v)));
 	ck_assert_msg(strtoll(v, NULL, 10) != serial, "serial still %s", v);
 	ck_assert_msg(pgv_log_contains(&p, "zone pgv.test has a new serial"), "%s", pgv_log_tail(&p, 2000));
-	/* the idle server to the old address is gone */
+	/* the idle server to the old address is gone (closed with the new address; 5 s on a loaded machine) */
 	deadline = now_s() + 5;
 	while (servers_at(a, "named", "127.0.0.1") != 0) {
 		ck_assert_msg(now_s() < deadline, "server to the old address still there");

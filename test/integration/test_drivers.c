@@ -289,6 +289,7 @@ static const struct setup_failure {
 };
 
 /* Until something accepts on 127.0.0.1:port (fails the test after timeout_s). */
+/* Until something listens on port (callers: a process start, 10 s on a loaded machine). */
 static void wait_listening(int port, double timeout_s)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };

@@ -135,6 +135,7 @@ static pid_t kdc_start(void)
 	for (int attempt = 0; attempt < 3; attempt++) {
 		realm_conf(kdc_port());
 		pid_t pid = run_program_background(argv, out);
+		/* the KDC starts in well under a second; 10 s on a loaded machine, then another port */
 		double deadline = now_s() + 10;
 		while (now_s() < deadline) {
 			if (sh("echo krb_scram_pw | kinit scram_user >/dev/null") == 0)
@@ -277,6 +278,7 @@ START_TEST(gss_no_or_expired_ticket)
 	kinit("scram_user", "krb_scram_pw", "5s");
 	const char *err = login(&p, "scram_user");
 	ck_assert_msg(!err, "with a fresh 5 s ticket: %s", err);
+	/* a 5 s ticket: 30 s leaves a loaded machine 25 s of slack */
 	double deadline = now_s() + 30;
 	while (sh("klist -s") == 0) {
 		ck_assert_msg(now_s() < deadline, "a 5 s ticket still valid after 30 s");

@@ -120,7 +120,7 @@ START_TEST(large_startup_packets)
 	int fd = raw_connect(p.port);
 	for (size_t off = 0; off < s.len; off += 1000) {
 		ck_assert(raw_send(fd, s.buf + off, s.len - off < 1000 ? s.len - off : 1000));
-		sleep_ms(20);
+		sleep_ms(20);	/* pacing: each piece its own read */
 	}
 	unsigned char body[512];
 	char type = 0;
@@ -399,6 +399,7 @@ START_TEST(failed_logins_leave_nothing)
 		ck_assert_msg(raw_wait_closed(held[i], 8000), "a login was not ended by client_login_timeout");
 		close(held[i]);
 	}
+	/* the closes are read at once; 5 s on a loaded machine */
 	double t0 = now_s();
 	while (used_clients(admin) > 1 && now_s() - t0 < 5)
 		sleep_ms(100);
@@ -490,7 +491,7 @@ START_TEST(pre_login_flood_does_not_starve)
 			double t0 = now_s();
 			ck_assert_int_eq(raw_query(fd, "SELECT 1", value, sizeof(value), &err), 0);
 			lat[nlat++] = (now_s() - t0) * 1000;
-			sleep_ms(10);
+			sleep_ms(10);	/* pacing the samples */
 		}
 	}
 	double during = median(lat, nlat);
