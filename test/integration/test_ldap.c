@@ -114,6 +114,7 @@ static void slapd_start(struct slapd *d)
 			 d->tls_port, d->tls_port);
 	char *argv[] = { SLAPD, "-f", conf, "-h", url, "-d", "stats", NULL };	/* stats: connections, TLS, binds */
 	d->pid = run_program_background(argv, out);
+	/* slapd starts in well under a second; 15 s on a loaded machine */
 	double deadline = now_s() + 15;
 	while (!port_accepts(d->port)) {
 		ck_assert_msg(now_s() < deadline, "slapd does not accept on port %d: %s", d->port,
@@ -490,7 +491,7 @@ START_TEST(directory_stops)
 	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
 	double t0 = now_s();
 	logins_start(&l, &p, 8, DB, "scram_user", "scram_pass");	/* more than auth_ldap_max_concurrent */
-	sleep_ms(300);
+	sleep_ms(300);	/* pacing: the LDAP logins are stuck on the stopped directory by then (later: a weaker check) */
 	double t1 = now_s();
 	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");
 	ck_assert_str_eq(query_value(open, "SELECT 41 + 1"), "42");
@@ -567,7 +568,7 @@ START_TEST(hung_tls_directory)
 	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
 	double t0 = now_s();
 	logins_start(&l, &p, 4, DB, "scram_user", "scram_pass");
-	sleep_ms(300);
+	sleep_ms(300);	/* pacing, as above */
 	double t1 = now_s();
 	login_ok(&p, DB, "md5_user", "md5_pass", "disable", "md5_user");
 	ck_assert_str_eq(query_value(open, "SELECT 6 * 7"), "42");

@@ -431,6 +431,7 @@ START_TEST(peer_pool_size_queues)
 		ck_assert_int_ge(held[i], 0);
 		ck_assert(raw_send_cancel(held[i], key));
 	}
+	/* the requests queue as they arrive (milliseconds); 3 s, as long as cancel_wait_timeout keeps them queued */
 	double deadline = now_s() + 3;
 	while (peer_pool_value(a, 5, "cl_waiting_cancel_req") != 2 && now_s() < deadline)
 		usleep(50 * 1000);
@@ -478,6 +479,7 @@ START_TEST(requester_closed_before_forward_ends)
 	/* both forwards outlive their requesters */
 	ck_assert_int_eq(peer_pool_value(a, 5, "sv_active_cancel"), 1);
 	ck_assert_int_eq(peer_pool_value(a, 5, "cl_waiting_cancel_req"), 1);
+	/* until cancel_wait_timeout (4 s here, begun over a second ago) ends both forwards; 5 s leaves slack */
 	double deadline = now_s() + 5;
 	while (peer_pool_value(a, 5, "sv_active_cancel") + peer_pool_value(a, 5, "cl_waiting_cancel_req") > 0 &&
 	       now_s() < deadline)

@@ -171,7 +171,7 @@ static void flow_error_then_late_sync(struct pgv *p, int fd)
 	raw_put_flush(&m);
 	raw_put_query(&m, "SELECT 5");
 	raw_send_msgs(fd, &m);
-	sleep_ms(100);
+	sleep_ms(100);	/* the Sync late, in its own packet (if a loaded machine reads both at once, a weaker check) */
 	raw_put_sync(&m);
 	expect(p, fd, &m, 1, "Z", NULL);
 	/* "late" was discarded with the rest: as in PostgreSQL it does not exist. */
@@ -375,7 +375,8 @@ START_TEST(abandoned_long_query)
 	int fd = client(&p);
 	int pid = backend_pid(&p, fd);
 	ck_assert_msg(raw_send_query(fd, "SELECT pg_sleep(60)"), "send failed");
-	usleep(200 * 1000);
+	/* a close before the query runs would leave an idle server, which the next client would get */
+	pg_wait_running("SELECT pg_sleep(60)", 1);
 	close(fd);
 	int next = client(&p);
 	double t0 = now_s();

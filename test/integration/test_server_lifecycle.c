@@ -453,6 +453,7 @@ START_TEST(pool_idle_timeout_frees_unused_pools)
 	PQfinish(c);
 	PGconn *a = pgv_connect(&p, "pgbouncer", "md5_user", "md5_pass");
 	ck_assert(pools_list_user(a, "scram_user"));	/* just used: still there */
+	/* server_idle_timeout, pool_idle_timeout, a janitor tick, and 3 s of slack for a loaded machine */
 	double t0 = now_s();
 	while (pools_list_user(a, "scram_user") && now_s() - t0 < 1 + 1 + 0.34 + 3)
 		usleep(100 * 1000);

@@ -312,6 +312,7 @@ START_TEST(max_client_conn_enforced)
 	/* the two still work, and a slot frees up when one leaves */
 	ck_assert_str_eq(query_value(c2, "SELECT 3"), "3");
 	PQfinish(c1);
+	/* the close is read at once; 3 s of retries is slack on a loaded machine */
 	deadline = now_s() + 3;
 	while (now_s() < deadline) {
 		c4 = pgv_connect(&p, DB, "scram_user", "scram_pass");
@@ -437,10 +438,12 @@ START_TEST(server_killed_under_client)
 	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s)", pid);
 	ck_assert_str_eq(query_value(admin, sql), "t");
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid);
+	/* the backend exits in milliseconds; 5 s on a loaded machine */
 	deadline = now_s() + 5;
 	while (strcmp(query_value(admin, sql), "0") != 0 && now_s() < deadline)
 		usleep(50 * 1000);
 	PQfinish(admin);
+	/* margin for pgvalve to read the FATAL; if later, the query goes to the dead server and fails all the same */
 	usleep(200 * 1000);
 
 	r = PQexec(c, "SELECT 1");

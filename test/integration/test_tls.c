@@ -355,7 +355,7 @@ START_TEST(ssl_request_with_trailing_data)
 	raw_put_u32(pkt + start_at + 4, 196608);
 	int fd = raw_connect(p.port);
 	ck_assert(raw_send(fd, pkt, off));
-	double deadline = now_s() + 5;
+	double deadline = now_s() + 5;	/* an answer in milliseconds; 5 s on a loaded machine */
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int left = (int)((deadline - now_s()) * 1000);

@@ -150,7 +150,7 @@ static void terminate_backend(const char *pid)
 	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s)", pid);
 	expect_value(d, sql, "t");
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid);
-	for (int i = 0; i < 100 && strcmp(query_value(d, sql), "0") != 0; i++)
+	for (int i = 0; i < 100 && strcmp(query_value(d, sql), "0") != 0; i++)	/* gone in milliseconds; 5 s */
 		sleep_ms(50);
 	PQfinish(d);
 }
@@ -161,7 +161,7 @@ static void end_server(struct pgv *p, const char *pid)
 	static const char closed[] = "terminating connection due to administrator command";
 	int before = pgv_log_count(p, closed);
 	terminate_backend(pid);
-	for (int i = 0; i < 100 && pgv_log_count(p, closed) == before; i++)
+	for (int i = 0; i < 100 && pgv_log_count(p, closed) == before; i++)	/* logged as read; 5 s */
 		sleep_ms(50);
 	ck_assert_msg(pgv_log_count(p, closed) > before, "%s", pgv_log_tail(p, 1500));
 }
@@ -456,7 +456,7 @@ START_TEST(server_lost_while_applying)
 
 	ck_assert_int_eq(kill(p.pid, SIGSTOP), 0);
 	ck_assert_int_eq(PQsendQuery(b, "SHOW DateStyle"), 1);
-	sleep_ms(200);
+	sleep_ms(200);	/* margin: the query sits in pgvalve's socket as soon as the local send returns */
 	terminate_backend(pid_a);
 	ck_assert_int_eq(kill(p.pid, SIGCONT), 0);
 
