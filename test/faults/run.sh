@@ -340,7 +340,8 @@ fault_rolling() { # fault_rolling drain|kill: each instance in turn, while reloa
 		p=${pgv_pid[$i]}
 		echo "test/faults:   rolling restart ($how) of instance $i"
 		if [ "$how" = drain ]; then kill -TERM "$p"; else kill -KILL "$p"; fi
-		# a drain ends at the clients' next transaction boundary (drain_timeout 20 s at most); 25 s leaves 5 of slack
+		# a drain ends at the clients' next transaction boundary (drain_timeout 20 s at most);
+		# 25 s leaves 5 of slack
 		wait_for 25 bash -c "! kill -0 $p 2>/dev/null" || echo "test/faults:   instance $i still up 25 s after SIGTERM" >&2
 		{ wait "$p"; } 2>/dev/null || true
 		start_instance "$i"

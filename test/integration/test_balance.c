@@ -123,7 +123,7 @@ static void both_set(const char *sql)
 
 /*
  * Until the standby has replayed everything the primary wrote so far (inserted: commits may not flush).
- * Replay on a local standby takes milliseconds; 30 s leaves a loaded 2-core machine running three clusters a wide margin.
+ * Local replay takes milliseconds; 30 s is wide on a loaded machine running three clusters.
  */
 static void wait_replayed(void)
 {
@@ -612,7 +612,7 @@ START_TEST(reads_your_writes)
 	standby = roles_cluster_connect(2);
 	PGconn *replicas[2] = { standby, roles_cluster_connect(3) };
 	setup_schema(primary);
-	/* Replay on a local standby takes milliseconds; 30 s leaves a loaded 2-core machine running three clusters a wide margin. */
+	/* Local replay takes milliseconds; 30 s is wide on a loaded machine running three clusters. */
 	for (double until = now_s() + 30; !replayed_now(replicas[0]) || !replayed_now(replicas[1]); sleep_ms(50))
 		ck_assert_msg(now_s() < until, "the replicas did not replay the schema");
 #define LINE(name, extra) name " = " HOSTS " port=%d dbname=postgres user=pgvadmin target_session_attrs=read-write " \
@@ -749,7 +749,7 @@ static void wait_replayed_on(PGconn *c)
 	char lsn[64], sql[160];
 	snprintf(lsn, sizeof(lsn), "%s", query_value(primary, "SELECT pg_catalog.pg_current_wal_insert_lsn()"));
 	snprintf(sql, sizeof(sql), "SELECT pg_catalog.pg_last_wal_replay_lsn() >= '%s'", lsn);
-	/* Replay on a local standby takes milliseconds; 30 s leaves a loaded 2-core machine running three clusters a wide margin. */
+	/* Local replay takes milliseconds; 30 s is wide on a loaded machine running three clusters. */
 	for (double until = now_s() + 30; strcmp(query_value(c, sql), "t") != 0; sleep_ms(50))
 		ck_assert_msg(now_s() < until, "a standby did not replay up to %s in 30 s", lsn);
 }
@@ -1326,7 +1326,7 @@ START_TEST(functions_from_pg_proc)
 	exec_ok(primary, "CREATE FUNCTION bal.later() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'");
 	wait_replayed_on(standby);
 	wait_replayed_on(standby2);
-	/* A negative check: with no refresh, 5 calls over 1.5 s stay on the primary (a refresh every second would move them). */
+	/* A negative window: with no refresh, 5 calls over 1.5 s stay on the primary (a refresh would move them). */
 	for (int i = 0; i < 5; i++, sleep_ms(300))
 		ck_assert_str_eq(call_ran_on(c, "bal.later()"), "127.0.0.2|false");
 	pgv_ini_replace(&p, "load_balance_functions_refresh = 0", "load_balance_functions_refresh = 1");
@@ -1424,7 +1424,7 @@ START_TEST(standby_stopped_or_promoted_mid_run)
 	for (int k = 0; k < 3; k++) {
 		ck_assert(PQsendQuery(c[0], "SELECT host(inet_server_addr()) || '|' || pg_is_in_recovery() FROM bal.slow"));
 		int killed = 0;
-		/* until the read runs on a standby (one round trip; bal.slow keeps it there long enough): 10 s on a loaded machine */
+		/* until the read runs on a standby (bal.slow keeps it there long enough): 10 s on a loaded machine */
 		for (double until = now_s() + 10; !killed; sleep_ms(20)) {
 			ck_assert_msg(now_s() < until, "the slow read never showed up on a standby");
 			for (int i = 0; i < 2 && !killed; i++)
@@ -1483,7 +1483,10 @@ START_TEST(session_pooling_placed_at_login)
 	struct pgv p;
 	start_balancing(&p, "se", "load_balance_reads=explicit pool_mode=session", "");
 
-	/* until the roles are known, a read-only session may land on the primary: a new one each time (30 s, as in wait_on_replica) */
+	/*
+	 * until the roles are known, a read-only session may land on the primary: a new one each time
+	 * (30 s, as in wait_on_replica)
+	 */
 	for (double until = now_s() + 30;; sleep_ms(100)) {
 		PGconn *c = balance_connect(&p, "se", "-c default_transaction_read_only=on");
 		bool replica = on_replica(ran_on(c, NULL));

@@ -303,7 +303,7 @@ START_TEST(drain_session_mode)
 	insert_marker(intx, aid);
 	int sleeper = raw_client(&p);
 	ck_assert(raw_send_query(sleeper, "SELECT pg_sleep(0.7)::text || 'slept'"));
-	/* running before the drain; if later on a loaded machine, it is served in its first-request grace (weaker, not wrong) */
+	/* running before the drain; if later, it is served in its first-request grace (weaker, not wrong) */
 	sleep_ms(100);
 
 	admin_ok(a, "DRAIN", "DRAIN");
