@@ -847,6 +847,27 @@ bool relay_text_of(const struct pkt *pkt, struct relay_text *rt)
 	return true;
 }
 
+/*
+ * A Query or Parse on its way to server, its text cut once for the
+ * features that read it: notifications (true: the client was paused, the
+ * message is offered again later, nothing of it noted) and session SETs.
+ */
+static bool notes_statement_waits(struct client *client, struct server *server, const struct pkt *pkt,
+				  bool track_notify, bool track_set)
+{
+	struct relay_text rt;
+	bool text = pkt_complete(pkt) && relay_text_of(pkt, &rt);
+	if (track_notify && text && relay_call(notify_note_client, client, server, &rt))
+		return true;
+	if (track_set) {
+		if (text || !pkt_complete(pkt))
+			relay_call(sets_note_query, server, pkt, text ? &rt : NULL);
+		if (client->sets_learn_always)	/* a statement it prepared may change settings (session_set.h) */
+			server->sets_learn = true;
+	}
+	return false;
+}
+
 static bool client_data_packet(struct client *client, const struct pkt *pkt)
 {
 	switch (pkt->type) {
@@ -926,21 +947,10 @@ static bool client_data_packet(struct client *client, const struct pkt *pkt)
 	if (track && relay_prep_needs_whole(pkt->type) && relay_call(prep_client_waits, client, client->link, pkt))
 		return true;	/* paused: offered again once the server answered what the name hangs on */
 	struct server *server = client->link;
-	struct relay_text rt;
-	bool text = false;
-	if (track_notify | track_set) {	/* a Query or Parse: its text cut once for both */
-		text = pkt_complete(pkt) && relay_text_of(pkt, &rt);
-		if (track_notify && text && relay_call(notify_note_client, client, server, &rt))
-			return true;	/* paused: offered again once the pool's listener has its new channels */
-	}
+	if ((track_notify | track_set) && notes_statement_waits(client, server, pkt, track_notify, track_set))
+		return true;	/* paused: offered again once the pool's listener has its new channels */
 	/* Parses and Binds are counted by prepare.c: the named statements it manages only, as PgBouncer. */
 	client->pool->db->stats.total.bytes_received += pkt->len;
-	if (track_set) {
-		if (text || !pkt_complete(pkt))
-			relay_call(sets_note_query, server, pkt, text ? &rt : NULL);
-		if (client->sets_learn_always)	/* a statement it prepared may change settings (session_set.h) */
-			server->sets_learn = true;
-	}
 	server_note_client_message(server, pkt->type);
 	if (track && relay_call(prep_client_message, client, server, pkt))
 		return client->state != CL_CLOSED;
