@@ -174,7 +174,7 @@ static struct session_sets *sets_copy_without(const struct session_sets *old, co
 		if (name && strcmp(old->e[i].name, name) == 0)
 			continue;
 		s->e[s->count].name = xstrdup(old->e[i].name);
-		s->e[s->count].stmt = old->e[i].stmt ? xstrdup(old->e[i].stmt) : NULL;
+		s->e[s->count].stmt = xstrdup(old->e[i].stmt);
 		s->count++;
 	}
 	if (!room && s->count == 0 && !s->unknown_all) {
@@ -184,12 +184,12 @@ static struct session_sets *sets_copy_without(const struct session_sets *old, co
 	return s;
 }
 
-/* *sp with name set to stmt (NULL: unknown value). The old snapshot is released. */
+/* *sp with name set to stmt. The old snapshot is released. */
 static void sets_put(struct session_sets **sp, const char *name, const char *stmt)
 {
 	struct session_sets *s = sets_copy_without(*sp, name, true);
 	s->e[s->count].name = xstrdup(name);
-	s->e[s->count].stmt = stmt ? xstrdup(stmt) : NULL;
+	s->e[s->count].stmt = xstrdup(stmt);
 	s->count++;
 	session_sets_unref(*sp);
 	*sp = s;
@@ -799,7 +799,7 @@ int session_set_diff_sql(const struct session_sets *client, const struct session
 	for (uint32_t i = 0; client && i < client->count; i++) {
 		const struct session_set_entry *e = &client->e[i];
 		int j = sets_find(server, e->name);
-		if (j >= 0 && server->e[j].stmt && strcmp(server->e[j].stmt, e->stmt) == 0)
+		if (j >= 0 && strcmp(server->e[j].stmt, e->stmt) == 0)
 			continue;	/* the same statement ran there already */
 		put_stmt(replay, e->stmt, NULL);
 		n++;

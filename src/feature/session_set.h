@@ -72,7 +72,7 @@ struct server;
 
 struct session_set_entry {
 	char *name;			/* normalized: lower case, "timezone", "role", ... */
-	char *stmt;			/* as the client wrote it; NULL: changed, value unknown (server only) */
+	char *stmt;			/* as the client wrote it, or the set_config() of a learned value */
 };
 
 struct session_sets {
