@@ -150,7 +150,7 @@ static const struct param_def params[] = {
 	P_STR(job_name, "pgbouncer", RESTART, IMPL),	/* Windows service name in PgBouncer: no effect here either */
 	P_STR(krb_srvname, "postgres", RELOAD, IMPL),	/* pgvalve extension (gss), PostgreSQL's name */
 	P_STR(listen_addr, "", RESTART, IMPL),
-	P_INT(listen_backlog, "128", RESTART, IMPL, 0, INT_MAX),
+	P_INT(listen_backlog, "4096", RESTART, IMPL, 0, INT_MAX),
 	P_INT(listen_port, "6432", RESTART, IMPL, 1, 65535),
 	/* pgvalve extension: how often auto reloads which functions are not VOLATILE (volatility.h) */
 	P_TIME(load_balance_functions_refresh, "300", RELOAD, IMPL),

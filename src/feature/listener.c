@@ -168,7 +168,7 @@ static int listen_tcp(const struct sockaddr *sa, socklen_t salen, const char *wh
 		close(fd);
 		return -1;
 	}
-	if (listen(fd, cfg->listen_backlog > 0 ? cfg->listen_backlog : 128) < 0) {
+	if (listen(fd, cfg->listen_backlog > 0 ? cfg->listen_backlog : 4096) < 0) {
 		log_error("listen() on %s failed: %s", what, strerror(errno));
 		close(fd);
 		return -1;
@@ -253,7 +253,7 @@ static int listen_unix(const char *dir, int port)
 		unlink(sun.sun_path);
 		return -1;
 	}
-	if (listen(fd, pgv.cfg->listen_backlog > 0 ? pgv.cfg->listen_backlog : 128) < 0) {
+	if (listen(fd, pgv.cfg->listen_backlog > 0 ? pgv.cfg->listen_backlog : 4096) < 0) {
 		log_error("listen() on %s failed: %s", sun.sun_path, strerror(errno));
 		close(fd);
 		unlink(sun.sun_path);

@@ -694,7 +694,7 @@ static const struct config_key spec_config[] = {
 	{ "job_name", "pgbouncer", false },
 	{ "krb_srvname", "postgres", true },	/* pgvalve extension (gss), in alphabetical place */
 	{ "listen_addr", "", false },
-	{ "listen_backlog", "128", false },
+	{ "listen_backlog", "4096", false },	/* deliberately larger than PgBouncer's 128 */
 	{ "listen_port", "6432", false },
 	{ "load_balance_functions_refresh", "300", true },	/* pgvalve extension (the read balancer's pg_proc cache) */
 	{ "load_balance_hosts", "round-robin", true },	/* pgvalve extension (roles): [databases] default */

@@ -126,7 +126,7 @@ START_TEST(test_defaults_match_pgbouncer)
 	struct config *cfg = config_defaults();
 
 	ck_assert_int_eq(cfg->listen_port, 6432);
-	ck_assert_int_eq(cfg->listen_backlog, 128);
+	ck_assert_int_eq(cfg->listen_backlog, 4096);	/* deliberately larger: a login storm is not dropped */
 	ck_assert_int_eq(cfg->default_pool_size, 20);
 	ck_assert_int_eq(cfg->max_client_conn, 100);
 	ck_assert_int_eq(cfg->pool_mode, POOL_MODE_SESSION);
