@@ -15,6 +15,7 @@
 #include "common.h"
 #include "netbuf.h"
 #include "log.h"
+#include "tls_record.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -52,7 +53,8 @@ struct netbuf_io {
 	struct outq *out;
 	struct netbuf *feeder;		/* a source with unsent forwarded bytes for us */
 	struct netbuf *blocked_src;	/* a source paused until our queue drains */
-	SSL *ssl;			/* NULL: plain text */
+	SSL *ssl;			/* OpenSSL's TLS; NULL: plain text, or rec */
+	struct tls_record *rec;		/* TLS 1.3 after the handshake, without OpenSSL (tls_record.h) */
 	short tls_want;			/* handshake: events it waits for */
 };
 
@@ -82,8 +84,17 @@ static inline struct netbuf *nb_blocked_src(const struct netbuf *nb)
  */
 static bool tls_pending(const struct netbuf *nb)
 {
-	SSL *ssl = nb->io ? nb->io->ssl : NULL;
-	return ssl && nb->fd >= 0 && !nb->tls_handshaking && SSL_pending(ssl) > 0;
+	if (!nb->io || nb->fd < 0 || nb->tls_handshaking)
+		return false;
+	if (nb->io->rec)
+		return tls_record_pending(nb->io->rec) > 0;
+	return nb->io->ssl && SSL_pending(nb->io->ssl) > 0;
+}
+
+/* TLS, by OpenSSL or by tls_record. */
+static inline bool nb_is_tls(const struct netbuf *nb)
+{
+	return nb->io && (nb->io->ssl || nb->io->rec);
 }
 
 /* Up to this many distinct handlers (owners: client, server, cancel requests, ...). */
@@ -242,6 +253,37 @@ SSL *netbuf_ssl(const struct netbuf *nb)
 	return nb->io ? nb->io->ssl : NULL;
 }
 
+bool netbuf_is_tls(const struct netbuf *nb)
+{
+	return nb_is_tls(nb);
+}
+
+void netbuf_tls_describe(const struct netbuf *nb, char *buf, size_t size)
+{
+	if (nb->io && nb->io->rec)
+		snprintf(buf, size, "%s", tls_record_describe(nb->io->rec));
+	else
+		tls_describe(netbuf_ssl(nb), buf, size);
+}
+
+bool netbuf_tls_alpn_postgresql(const struct netbuf *nb)
+{
+	if (nb->io && nb->io->rec)
+		return tls_record_alpn_postgresql(nb->io->rec);
+	const unsigned char *alpn = NULL;
+	unsigned int alpn_len = 0;
+	if (netbuf_ssl(nb))
+		SSL_get0_alpn_selected(netbuf_ssl(nb), &alpn, &alpn_len);
+	return alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
+}
+
+size_t netbuf_tls_server_end_point(const struct netbuf *nb, uint8_t out[TLS_END_POINT_MAX])
+{
+	if (nb->io && nb->io->rec)
+		return tls_record_server_end_point(nb->io->rec, out);
+	return tls_server_end_point(netbuf_ssl(nb), out);
+}
+
 /* nb's side structure, attached if it had none. */
 static struct netbuf_io *nb_io(struct netbuf *nb)
 {
@@ -261,7 +303,7 @@ static struct netbuf_io *nb_io(struct netbuf *nb)
 static void io_trim(struct netbuf *nb)
 {
 	struct netbuf_io *io = nb->io;
-	if (!io || io->in || io->out || io->feeder || io->blocked_src || io->ssl || io->tls_want)
+	if (!io || io->in || io->out || io->feeder || io->blocked_src || io->ssl || io->rec || io->tls_want)
 		return;
 	nb->io = NULL;
 	io->next_free = nbg.io_free_list;
@@ -399,6 +441,8 @@ void netbuf_set_limit(struct netbuf *nb, enum netbuf_limit limit)
 /* recv() semantics: >0 bytes, 0 end of stream, -1 with errno (EAGAIN: try later). */
 static ssize_t nb_read(struct netbuf *nb, void *buf, size_t len)
 {
+	if (nb->io && nb->io->rec)
+		return tls_record_read(nb->io->rec, nb->fd, buf, len);
 	SSL *ssl = netbuf_ssl(nb);
 	if (!ssl)
 		return recv(nb->fd, buf, len, 0);
@@ -458,6 +502,8 @@ static ssize_t send_chunked(int fd, const uint8_t *buf, size_t len)
 /* send() semantics, partial writes allowed. */
 static ssize_t nb_write(struct netbuf *nb, const void *buf, size_t len)
 {
+	if (nb->io && nb->io->rec)
+		return tls_record_write(nb->io->rec, nb->fd, buf, len);
 	SSL *ssl = netbuf_ssl(nb);
 	if (!ssl && nbg.write_chunk && len > nbg.write_chunk)
 		return send_chunked(nb->fd, buf, len);
@@ -617,7 +663,7 @@ static void deliver_iov(struct netbuf *dst, struct iovec *iov, int cnt, struct n
 		total += iov[i].iov_len;
 	struct outq *q = nb_out(dst);
 	bool queue_empty = !q || q->end == q->start;
-	bool tls = netbuf_ssl(dst) != NULL;
+	bool tls = nb_is_tls(dst);
 	if (tls && queue_empty && !dst->tls_handshaking && cnt > 1 && total <= TLS_JOIN_MAX) {
 		uint8_t joined[TLS_JOIN_MAX];
 		size_t at = 0;
@@ -1078,7 +1124,7 @@ static bool read_input(struct netbuf *nb)
 		if (!process_input(nb))
 			return false;
 		/* Decrypted bytes left inside OpenSSL raise no socket event: come back for them. */
-		if (netbuf_ssl(nb) && nb->fd >= 0 && SSL_pending(nb->io->ssl) > 0)
+		if (tls_pending(nb))
 			runq_add(nb, RUN_READ);
 	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 		if (n < 0)
@@ -1100,6 +1146,12 @@ static void tls_handshake_step(struct netbuf *nb)
 	ERR_clear_error();
 	int r = SSL_do_handshake(ssl);
 	if (r == 1) {
+		struct tls_record *rec = SSL_is_server(ssl) ? tls_record_adopt(ssl) : NULL;
+		if (rec) {	/* an accepted TLS 1.3 client: OpenSSL's part is over */
+			SSL_free(ssl);
+			nb->io->ssl = NULL;
+			nb->io->rec = rec;
+		}
 		nb->tls_handshaking = false;
 		nb->io->tls_want = 0;
 		sync_events(nb);
@@ -1258,7 +1310,7 @@ static void run_queue_cb(evutil_socket_t fd, short what, void *arg)
 				continue;
 			release_input_if_empty(nb);
 		}
-		if ((flags & RUN_READ) && nb->fd >= 0 && !nb->paused && !nb->blocked && netbuf_ssl(nb))
+		if ((flags & RUN_READ) && nb->fd >= 0 && !nb->paused && !nb->blocked && nb_is_tls(nb))
 			read_input(nb);
 	}
 	nbg.runq_len = 0;
@@ -1290,11 +1342,12 @@ void netbuf_close(struct netbuf *nb)
 		nb->dst = NULL;
 	}
 	SSL *ssl = netbuf_ssl(nb);
+	bool tls = nb_is_tls(nb);
 	if (nb->fd >= 0) {
 		/* Best effort: a final error message queued for this peer. */
 		struct outq *q = nb_out(nb);
 		if (q && q->end > q->start && !nb->send_failed) {
-			ssize_t n = ssl ? (nb->tls_handshaking ? -1 : nb_write(nb, q->data + q->start, q->end - q->start)) :
+			ssize_t n = tls ? (nb->tls_handshaking ? -1 : nb_write(nb, q->data + q->start, q->end - q->start)) :
 				send(nb->fd, q->data + q->start, q->end - q->start, MSG_NOSIGNAL | MSG_DONTWAIT);
 			(void)n;
 		}
@@ -1303,6 +1356,8 @@ void netbuf_close(struct netbuf *nb)
 		nb->ev_registered = 0;
 		if (ssl && !nb->tls_handshaking && !nb->send_failed)
 			SSL_shutdown(ssl);	/* a close_notify, best effort, never waited for */
+		else if (nb->io && nb->io->rec && !nb->send_failed)
+			tls_record_close_notify(nb->io->rec, nb->fd);
 		close(nb->fd);
 		nb->fd = -1;
 	}
@@ -1310,6 +1365,7 @@ void netbuf_close(struct netbuf *nb)
 	if (io) {
 		if (io->ssl)
 			SSL_free(io->ssl);
+		tls_record_free(io->rec);
 		if (io->in)
 			iobuf_put(io->in);
 		free(io->out);

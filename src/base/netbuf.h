@@ -32,6 +32,7 @@
 
 #include "common.h"
 #include "proto.h"
+#include "tls.h"
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -192,8 +193,18 @@ uint32_t netbuf_queue_len(const struct netbuf *nb);
 uint32_t netbuf_buffered(const struct netbuf *nb);
 /* Pushes out forwarded bytes still held in nb's buffer (before a release or a generated reply). */
 void netbuf_flush_forwarded(struct netbuf *nb);
-/* The TLS connection, NULL on plain text. */
+/*
+ * OpenSSL's connection while OpenSSL has it: NULL on plain text, and for
+ * a TLS 1.3 client once tls_record.h took its record layer over after the
+ * handshake (which it does only without a client certificate).
+ */
 SSL *netbuf_ssl(const struct netbuf *nb);
+/* Whether the connection is TLS, whoever runs its record layer. */
+bool netbuf_is_tls(const struct netbuf *nb);
+/* tls_describe()'s text, the ALPN check and tls_server_end_point(), for either kind. */
+void netbuf_tls_describe(const struct netbuf *nb, char *buf, size_t size);
+bool netbuf_tls_alpn_postgresql(const struct netbuf *nb);
+size_t netbuf_tls_server_end_point(const struct netbuf *nb, uint8_t out[TLS_END_POINT_MAX]);
 /* Why the last TLS handshake failed: valid during the TLS_FAILED event. */
 const char *netbuf_tls_error(void);
 /* The handler nb was made with (netbuf_init). */

@@ -12,6 +12,7 @@
  */
 #include "common.h"
 #include "tls.h"
+#include "tls_record.h"
 #include "config.h"
 #include "log.h"
 
@@ -227,6 +228,7 @@ static SSL_CTX *build_client_ctx(const struct config *cfg, bool *ready, char *er
 	}
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	end_point_attach(ctx);
+	tls_record_prepare_ctx(ctx);	/* TLS 1.3 clients leave OpenSSL after the handshake (tls_record.h) */
 	*ready = true;
 	return ctx;
 fail:
@@ -379,8 +381,12 @@ size_t tls_server_end_point(SSL *ssl, uint8_t out[TLS_END_POINT_MAX])
 		return 0;
 	if (!SSL_is_server(ssl))	/* towards PostgreSQL: its certificate, per server connection */
 		return end_point_hash(SSL_get0_peer_certificate(ssl), out);
-	const struct end_point *ep = end_point_index < 0 ? NULL :
-		SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), end_point_index);
+	return tls_ctx_server_end_point(SSL_get_SSL_CTX(ssl), out);
+}
+
+size_t tls_ctx_server_end_point(SSL_CTX *ctx, uint8_t out[TLS_END_POINT_MAX])
+{
+	const struct end_point *ep = end_point_index < 0 || !ctx ? NULL : SSL_CTX_get_ex_data(ctx, end_point_index);
 	if (!ep || !ep->len)
 		return 0;
 	memcpy(out, ep->hash, ep->len);

@@ -42,5 +42,7 @@ bool tls_peer_common_name(SSL *ssl, char *buf, size_t size);
  * hash of its own, as Ed25519).
  */
 size_t tls_server_end_point(SSL *ssl, uint8_t out[TLS_END_POINT_MAX]);
+/* The same for a connection accepted through ctx (the client side's context). */
+size_t tls_ctx_server_end_point(SSL_CTX *ctx, uint8_t out[TLS_END_POINT_MAX]);
 
 #endif

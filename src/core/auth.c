@@ -142,7 +142,7 @@ static void start_scram(struct client *client)
 	scram_server_init(login->scram, &secret, NULL);
 	OPENSSL_cleanse(&secret, sizeof(secret));
 	uint8_t end_point[TLS_END_POINT_MAX];
-	scram_server_set_channel_binding(login->scram, end_point, tls_server_end_point(netbuf_ssl(&client->nb), end_point));
+	scram_server_set_channel_binding(login->scram, end_point, netbuf_tls_server_end_point(&client->nb, end_point));
 	login->secret_from_scram = s && s->type == SECRET_SCRAM;
 	login->phase = LOGIN_SASL_INITIAL;
 	char mechanisms[64];
@@ -300,7 +300,7 @@ static int hba_method(struct client *client)
 	bool tcp = client_sockaddr(client, &ss);
 	struct hba_request req = {
 		.is_unix = client->is_unix,
-		.is_tls = netbuf_ssl(&client->nb) != NULL,
+		.is_tls = netbuf_is_tls(&client->nb),
 		.addr = tcp ? (const struct sockaddr *)&ss : NULL,
 		.dbname = login->dbname,
 		.user = login->user,
@@ -319,7 +319,7 @@ static int hba_method(struct client *client)
 		if (tcp)
 			sockaddr_ip_text((const struct sockaddr *)&ss, host, sizeof(host), NULL);
 		char msg[400];
-		const char *tls = netbuf_ssl(&client->nb) ? "SSL encryption" : "no encryption";
+		const char *tls = netbuf_is_tls(&client->nb) ? "SSL encryption" : "no encryption";
 		/* PostgreSQL's wording, so operators recognise it (a physical replication connection names no database) */
 		if (req.physical_replication)
 			snprintf(msg, sizeof(msg), m.line ? "pg_hba.conf rejects replication connection for host \"%s\", user \"%s\", %s" :
@@ -468,7 +468,8 @@ static void auth_proceed(struct client *client)
 		return;
 	}
 	case AUTH_TYPE_CERT: {
-		/* The verified client certificate's common name must be the user name (or mapped to it). */
+		/* The verified client certificate's common name must be the user name (or mapped to it); a client
+		 * with a certificate stays with OpenSSL (tls_record.h), so netbuf_ssl() has it */
 		char cn[256];
 		if (!netbuf_ssl(&client->nb) || !tls_peer_common_name(netbuf_ssl(&client->nb), cn, sizeof(cn)) ||
 		    !identity_allowed(login->hba_map, cn, login->user)) {

@@ -298,10 +298,7 @@ static void handle_ssl_request(struct client *client, bool gssenc)
 static void client_tls_ready(struct client *client)
 {
 	if (client->direct_tls) {
-		const unsigned char *alpn = NULL;
-		unsigned int alpn_len = 0;
-		SSL_get0_alpn_selected(netbuf_ssl(&client->nb), &alpn, &alpn_len);
-		if (alpn_len != 10 || memcmp(alpn, "postgresql", 10) != 0) {
+		if (!netbuf_tls_alpn_postgresql(&client->nb)) {
 			client_close(client, "08P01", "direct TLS connection without ALPN \"postgresql\"");
 			return;
 		}
@@ -526,7 +523,7 @@ static void handle_startup(struct client *client, const struct startup_params *s
 		return;
 	if (pgv.cfg->log_connections) {
 		char tls[160];
-		tls_describe(netbuf_ssl(&client->nb), tls, sizeof(tls));
+		netbuf_tls_describe(&client->nb, tls, sizeof(tls));
 		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s replication=%s", dbname, user,
 			   tls[0] ? tls : "no", login_replication(client, sp));
 	}
@@ -589,7 +586,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		netbuf_skip(&client->nb, pkt->len);
 
 		if (code == PROTO_SSL_REQUEST || code == PROTO_GSSENC_REQUEST) {
-			if (pkt->len != 8 || netbuf_ssl(&client->nb)) {
+			if (pkt->len != 8 || netbuf_is_tls(&client->nb)) {
 				client_close(client, "08P01", "bad SSL request");
 				return false;
 			}
@@ -598,7 +595,7 @@ static bool client_login_packet(struct client *client, const struct pkt *pkt)
 		}
 		if (code == PROTO_CANCEL_REQUEST)
 			return client_cancel_packet(client, pkt);
-		if (!netbuf_ssl(&client->nb) && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
+		if (!netbuf_is_tls(&client->nb) && !client->is_unix && pgv.cfg->client_tls_sslmode >= TLS_SSLMODE_REQUIRE) {
 			metrics_count_authentication_failure(pgv.cfg->auth_type, METRICS_AUTH_TLS_REQUIRED);
 			client_close(client, "28000", "SSL required");
 			return false;

@@ -413,7 +413,7 @@ static void client_row(struct admin_result *r, const struct client *client, cons
 	cell_ptr(&c, client);
 	cell_ptr(&c, client->link);
 	cell_int(&c, 0);
-	tls_describe(netbuf_ssl(&client->nb), c.buf[c.n], sizeof(c.buf[0]));
+	netbuf_tls_describe(&client->nb, c.buf[c.n], sizeof(c.buf[0]));
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
@@ -461,7 +461,7 @@ static void server_row(struct admin_result *r, const struct server *server, cons
 	cell_ptr(&c, server);
 	cell_ptr(&c, server->link);
 	cell_int(&c, (long long)server->be_pid);
-	tls_describe(netbuf_ssl(&server->nb), c.buf[c.n], sizeof(c.buf[0]));
+	netbuf_tls_describe(&server->nb, c.buf[c.n], sizeof(c.buf[0]));
 	c.v[c.n] = c.buf[c.n];
 	c.n++;
 	cell_str(&c, appname ? appname : "");
