@@ -28,7 +28,7 @@ cd "$root"
 # shellcheck source=scripts/deps.sh
 . "$root/scripts/deps.sh"
 
-integration=${VALGRIND_INTEGRATION-test_wire test_txn test_session:auth test_session:robustness test_replication:logical_connection test_replication:physical_connection test_prepared test_varstate:learned}
+integration=${VALGRIND_INTEGRATION-test_wire test_txn test_session:auth test_session:robustness test_replication:logical_connection test_replication:physical_connection test_prepared test_varstate:learned test_channel_binding:client}
 
 pgv_deps_ensure test || exit 2
 pgv_deps_ensure valgrind || exit 2
