@@ -7,12 +7,14 @@
  * KILL, DISABLE / ENABLE and SET act on every worker; a worker killed
  * with SIGKILL is left out with a NOTICE within the fan-out's 2 s bound,
  * and its replacement starts paused, disabled and SET as the console left
- * the instance.
+ * the instance. SHOW CLIENTS with 5,000 clients is streamed worker by
+ * worker and survives a reader that stops past the fan-out's bound.
  * A console on a worker's private socket still sees that worker alone.
  */
 #include "admin_console.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +217,88 @@ START_TEST(show_views_are_instance_wide)
 	}
 	ck_assert_int_eq(sum, NCLIENTS);
 	close_clients(c);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * SHOW CLIENTS with thousands of clients is streamed worker by worker
+ * (admin_fanout.c): a console that reads the first part, stops for longer
+ * than the fan-out's 2 s bound and then reads on gets every row, in
+ * worker order, each with its worker, and no worker left out.
+ */
+START_TEST(large_show_clients_is_streamed)
+{
+	enum { MANY = 5000 };
+	struct rlimit rl;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	struct pgv p;
+	int pids[WORKERS];
+	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\nworkers = 4\nmax_client_conn = 5500\n"
+		  "log_connections = 0\nlog_disconnections = 0\n", std_databases(), userlist());
+	wait_workers(&p, pids);
+	static int fds[MANY];
+	for (int i = 0; i < MANY; i++) {
+		struct raw_error err = { 0 };
+		ck_assert_msg(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &fds[i]) == 0,
+			      "client %d: %s", i, err.message);
+	}
+	int con = -1;
+	struct raw_error err = { 0 };
+	ck_assert_int_eq(raw_login_ex(p.port, "pgbouncer", "admin_u", "admin_pass", NULL, &err, &con), 0);
+	ck_assert(raw_send_query(con, "SHOW CLIENTS"));
+	/* the first rows, then a pause past FANOUT_TIMEOUT with the rest unread */
+	char type;
+	static unsigned char body[65536];
+	size_t len;
+	int rows = 0, last_worker = 0, worker_col = -1, ncols = 0, notices = 0;
+	bool paused = false, done = false;
+	while (!done) {
+		ck_assert_msg(raw_read_message(con, &type, body, sizeof(body), &len, 10000), "SHOW CLIENTS stalled");
+		if (type == 'T') {
+			ncols = body[0] << 8 | body[1];
+			size_t at = 2;
+			for (int c = 0; c < ncols; c++) {
+				if (strcmp((const char *)body + at, "worker") == 0)
+					worker_col = c;
+				at += strlen((const char *)body + at) + 1 + 18;
+			}
+			ck_assert_int_eq(worker_col, ncols - 1);
+		} else if (type == 'D') {
+			ck_assert_int_eq(body[0] << 8 | body[1], ncols);
+			size_t at = 2;
+			for (int c = 0; c < worker_col; c++) {
+				uint32_t n = raw_get_u32(body + at);
+				at += 4 + (n == 0xFFFFFFFFu ? 0 : n);
+			}
+			uint32_t n = raw_get_u32(body + at);
+			char w[16] = "";
+			memcpy(w, body + at + 4, n < sizeof(w) ? n : sizeof(w) - 1);
+			int worker = atoi(w);
+			ck_assert_msg(worker >= last_worker && worker >= 1 && worker <= WORKERS,
+				      "row %d from worker %d after worker %d", rows, worker, last_worker);
+			last_worker = worker;
+			rows++;
+			if (rows == 200 && !paused) {
+				paused = true;
+				sleep_ms(3000);	/* longer than FANOUT_TIMEOUT (2 s), the answer half sent */
+			}
+		} else if (type == 'N') {
+			notices++;	/* a worker left out */
+		} else if (type == 'E') {
+			ck_abort_msg("SHOW CLIENTS failed: %s", body);
+		} else if (type == 'Z') {
+			done = true;
+		}
+	}
+	ck_assert_msg(rows == MANY + 1, "%d rows for %d clients and the console", rows, MANY);
+	ck_assert_int_eq(notices, 0);
+	ck_assert_int_eq(last_worker, WORKERS);	/* rows from the last worker too (so_reuseport spreads 5,000 over all) */
+	close(con);
+	for (int i = 0; i < MANY; i++)
+		close(fds[i]);
 	pgv_stop(&p);
 }
 END_TEST
@@ -569,6 +653,7 @@ int main(void)
 	tcase_add_test(tc, dead_worker_is_left_out);
 	tcase_add_test(tc, stopped_worker_times_out);
 	tcase_add_test(tc, console_changes_outlive_a_worker_restart);
+	tcase_add_test(tc, large_show_clients_is_streamed);
 	suite_add_tcase(s, tc);
 	return pgv_run_suite(s);
 }

@@ -37,7 +37,11 @@
  * worker dying under them closes its leg, which ends its wait.
  *
  * Merging (admin_merge.c): CLIENTS, SERVERS, SOCKETS, ACTIVE_SOCKETS: the
- * rows of every worker, in worker order, with a last column "worker".
+ * rows of every worker, in worker order, with a last column "worker",
+ * streamed: one worker's rows go to the client as they arrive while the
+ * next workers' wait unread, paced by the client's unsent bytes, so the
+ * answer for a million clients is never held whole (a worker whose turn
+ * has not come, or whose rows are under way, is not cut by the bound).
  * POOLS, STATS*, DATABASES, USERS, MEM, HOSTS, LISTENERS: one row per key
  * (database / user / ...); counts and totals summed, averages of rates
  * summed, average times weighted by their count rate, maxwait the longest
@@ -71,6 +75,11 @@
 
 #define FANOUT_TIMEOUT (2 * USEC_PER_SEC)
 #define LEG_MAX_PACKET (1024 * 1024)
+/* A streamed answer waits while the asking client has this much unsent, until it is down to the low mark. */
+#define STREAM_HIGH (1024 * 1024)
+#define STREAM_LOW (256 * 1024)
+#define STREAM_POLL_MS 5
+#define ADMIN_MAX_COLUMNS 64	/* more than any SHOW has */
 
 /* ---------------------------------------------------------------- legs */
 
@@ -83,6 +92,7 @@ struct leg {
 	struct fanout *fo;
 	int worker;
 	enum leg_state state;
+	bool answering;			/* a streamed answer has begun to arrive (or waits for its turn) */
 	struct admin_answer res;
 	char failure[512];		/* why it gave no answer (LEG_FAILED) */
 };
@@ -93,6 +103,16 @@ struct fanout {
 	const struct admin_view *view;	/* NULL: a control command */
 	bool waits;			/* the command may wait on a worker: no answer deadline */
 	bool starting;			/* legs still being set up: do not finish yet */
+	/*
+	 * Per-worker views (CLIENTS, SERVERS, SOCKETS, ACTIVE_SOCKETS) are
+	 * streamed: worker `turn`'s rows go to the client as they arrive, the
+	 * later workers' wait unread in their sockets, so a million clients'
+	 * rows never sit in one process at once. The client's queue paces it.
+	 */
+	bool stream, header_sent;
+	int turn, ncols;
+	int col_type, col_user, col_app;	/* to leave out the fan-outs' own connections; -1: absent */
+	struct event *drain_timer;
 	char *query;
 	char *undo;			/* what undoes the command if the client cancels it (PAUSE db: RESUME db) */
 	struct event *timer;
@@ -226,6 +246,156 @@ static bool read_datarow(struct admin_answer *res, struct pkt_reader *r)
 	return !r->failed;
 }
 
+/* ---------------------------------------------------------------- streamed answers */
+
+static int col_index(const struct admin_answer *res, const char *name)
+{
+	for (int i = 0; i < res->ncols; i++)
+		if (strcmp(res->names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* The first worker's columns and a last "worker" column, as admin_merge gives them. */
+static void stream_header(struct fanout *fo, const struct admin_answer *ref)
+{
+	char types[ADMIN_MAX_COLUMNS + 2];
+	const char **names = xcalloc((size_t)ref->ncols + 1, sizeof(*names));
+	int i;
+	for (i = 0; i < ref->ncols && i < ADMIN_MAX_COLUMNS; i++) {
+		types[i] = ref->oids[i] == 20 ? 'q' : ref->oids[i] == 23 ? 'i' : ref->oids[i] == 1700 ? 'N' : 's';
+		names[i] = ref->names[i];
+	}
+	types[i] = 'i';
+	names[i++] = "worker";
+	types[i] = '\0';
+	struct admin_result r;
+	admin_result_init(&r, 1024);
+	admin_result_begin(&r, types, names);
+	netbuf_send(&fo->client->nb, r.b.buf, r.b.len);
+	pktbuf_free(&r.b);
+	free(names);
+	fo->ncols = ref->ncols;
+	fo->col_type = col_index(ref, "type");
+	fo->col_user = col_index(ref, "user");
+	fo->col_app = col_index(ref, "application_name");
+	fo->header_sent = true;
+}
+
+static bool stream_rowdesc(struct fanout *fo, struct leg *leg, struct pkt_reader *r)
+{
+	if (!read_rowdesc(&leg->res, r))
+		return false;
+	if (leg->res.ncols > ADMIN_MAX_COLUMNS)
+		return false;
+	if (!fo->header_sent)
+		stream_header(fo, &leg->res);
+	return leg->res.ncols == fo->ncols;	/* another version's columns: that worker is left out */
+}
+
+/* Field i of a DataRow body: its bytes and length (-1: NULL); false if the row is short. */
+static bool row_field(const uint8_t *body, uint32_t len, int i, const uint8_t **val, int32_t *vlen)
+{
+	uint32_t at = 2;
+	for (int k = 0;; k++) {
+		if (at + 4 > len)
+			return false;
+		uint32_t n = (uint32_t)body[at] << 24 | (uint32_t)body[at + 1] << 16 | (uint32_t)body[at + 2] << 8 | body[at + 3];
+		at += 4;
+		if (n != 0xFFFFFFFFu && n > len - at)
+			return false;
+		if (k == i) {
+			*val = body + at;
+			*vlen = n == 0xFFFFFFFFu ? -1 : (int32_t)n;
+			return true;
+		}
+		if (n != 0xFFFFFFFFu)
+			at += n;
+	}
+}
+
+static bool field_is(const uint8_t *body, uint32_t len, int col, const char *want)
+{
+	const uint8_t *v;
+	int32_t n;
+	return col >= 0 && row_field(body, len, col, &v, &n) && n == (int32_t)strlen(want) && memcmp(v, want, (size_t)n) == 0;
+}
+
+static void stream_resume_check(evutil_socket_t fd, short what, void *arg);
+
+/* One worker's row, with its worker number, to the client; the fan-outs' own connections left out. */
+static bool stream_row(struct fanout *fo, struct leg *leg, const uint8_t *body, uint32_t len)
+{
+	if (len < 2 || ((uint32_t)body[0] << 8 | body[1]) != (uint32_t)fo->ncols)
+		return false;
+	const uint8_t *v;
+	int32_t n;
+	if (!row_field(body, len, fo->ncols - 1, &v, &n))
+		return false;
+	if (field_is(body, len, fo->col_type, "C") && field_is(body, len, fo->col_user, "pgbouncer") &&
+	    field_is(body, len, fo->col_app, ADMIN_FANOUT_APPNAME))
+		return true;
+	char worker[16];
+	int wlen = snprintf(worker, sizeof(worker), "%d", leg->worker);
+	struct pktbuf b;
+	pktbuf_init(&b, len + 32);
+	pktbuf_begin(&b, 'D');
+	pktbuf_put_uint16(&b, (uint16_t)(fo->ncols + 1));
+	pktbuf_put_bytes(&b, body + 2, len - 2);
+	pktbuf_put_uint32(&b, (uint32_t)wlen);
+	pktbuf_put_bytes(&b, worker, (uint32_t)wlen);
+	pktbuf_end(&b);
+	netbuf_send(&fo->client->nb, b.buf, b.len);
+	pktbuf_free(&b);
+	if (netbuf_queue_len(&fo->client->nb) > STREAM_HIGH) {
+		netbuf_pause(&leg->nb);	/* the client reads slower than the workers answer */
+		if (!fo->drain_timer)
+			fo->drain_timer = evtimer_new(pgv.base, stream_resume_check, fo);
+		struct timeval tv = { 0, STREAM_POLL_MS * 1000 };
+		evtimer_add(fo->drain_timer, &tv);
+	}
+	return true;
+}
+
+/* The worker whose turn it is reads again once the client has taken most of what it was sent. */
+static void stream_resume_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct fanout *fo = arg;
+	(void)fd;
+	(void)what;
+	if (fo->turn >= fo->nlegs)
+		return;
+	if (netbuf_queue_len(&fo->client->nb) > STREAM_LOW) {
+		struct timeval tv = { 0, STREAM_POLL_MS * 1000 };
+		evtimer_add(fo->drain_timer, &tv);
+		return;
+	}
+	netbuf_resume(&fo->legs[fo->turn].nb);
+}
+
+/* Whether leg may be read now: a streamed answer's rows are taken one worker after the other. */
+static bool stream_my_turn(struct fanout *fo, struct leg *leg)
+{
+	if (!fo->stream || leg->state != LEG_QUERY)
+		return true;
+	leg->answering = true;
+	if (leg == &fo->legs[fo->turn])
+		return true;
+	netbuf_pause(&leg->nb);	/* its packet stays in its buffer until its turn */
+	return false;
+}
+
+/* Past the workers that are done, to the next, which is read from where it stopped. */
+static void stream_advance(struct fanout *fo)
+{
+	while (fo->turn < fo->nlegs &&
+	       (fo->legs[fo->turn].state == LEG_DONE || fo->legs[fo->turn].state == LEG_FAILED))
+		fo->turn++;
+	if (fo->turn < fo->nlegs && fo->legs[fo->turn].state == LEG_QUERY &&
+	    (!fo->drain_timer || !evtimer_pending(fo->drain_timer, NULL)))
+		netbuf_resume(&fo->legs[fo->turn].nb);
+}
+
 /* One whole message from the worker; false if it makes no sense (the leg is dropped). */
 static bool leg_message(struct leg *leg, uint8_t type, struct pkt_reader *r)
 {
@@ -245,8 +415,12 @@ static bool leg_message(struct leg *leg, uint8_t type, struct pkt_reader *r)
 		}
 		return true;
 	case 'T':
+		if (leg->fo->stream)
+			return leg->state == LEG_QUERY && stream_rowdesc(leg->fo, leg, r);
 		return leg->state == LEG_QUERY && read_rowdesc(res, r);
 	case 'D':
+		if (leg->fo->stream)
+			return leg->state == LEG_QUERY && stream_row(leg->fo, leg, r->data, r->len);
 		return leg->state == LEG_QUERY && read_datarow(res, r);
 	case 'C': {
 		const char *tag = pkt_get_string(r);
@@ -276,6 +450,8 @@ static bool leg_handler(struct netbuf *nb, enum netbuf_event ev, const struct pk
 		break;
 	case NETBUF_EV_PACKET: {
 		if (!pkt_complete(pkt))
+			return true;
+		if (!stream_my_turn(fo, leg))
 			return true;
 		struct pkt_reader r;
 		pkt_reader_init(&r, pkt_body(pkt), pkt_body_len(pkt));
@@ -349,6 +525,8 @@ static void fanout_free(struct fanout *fo)
 	}
 	if (fo->timer)
 		event_free(fo->timer);
+	if (fo->drain_timer)
+		event_free(fo->drain_timer);
 	free(fo->legs);
 	free(fo->query);
 	free(fo->undo);
@@ -364,8 +542,9 @@ static void fanout_timeout(evutil_socket_t fd, short what, void *arg)
 	fo->starting = true;	/* finish once, after the loop */
 	for (int i = 0; i < fo->nlegs; i++) {
 		struct leg *leg = &fo->legs[i];
-		if (leg->state == LEG_CONNECTING || leg->state == LEG_LOGIN || (leg->state == LEG_QUERY && !fo->waits))
-			leg_fail(leg, why);
+		if (leg->state == LEG_CONNECTING || leg->state == LEG_LOGIN ||
+		    (leg->state == LEG_QUERY && !fo->waits && !leg->answering))
+			leg_fail(leg, why);	/* a streamed answer under way (or waiting its turn) is not cut */
 	}
 	fo->starting = false;
 	fanout_check(fo);
@@ -379,6 +558,7 @@ static void fanout_begin(struct client *client, const char *query, const struct 
 	fo->client = client;
 	fo->view = view;
 	fo->waits = waits;
+	fo->stream = view && admin_merge_per_worker(view);
 	fo->query = xstrdup(query);
 	fo->nlegs = only_worker ? 1 : workers_count();
 	fo->legs = xcalloc((size_t)fo->nlegs, sizeof(*fo->legs));
@@ -497,14 +677,20 @@ static void log_fanout_outcome(const struct fanout *fo)
 	}
 }
 
+static void stream_finish(struct fanout *fo);
+
 static void fanout_check(struct fanout *fo)
 {
+	if (fo->stream && !fo->starting)
+		stream_advance(fo);
 	if (fo->starting || fo->pending > 0)
 		return;
 	list_remove(&fanouts, &fo->node);
 	struct client *client = fo->client;
 	if (!client)
 		log_fanout_outcome(fo);
+	else if (fo->stream)
+		stream_finish(fo);
 	else if (fo->view)
 		reply_show(fo);
 	else
@@ -541,6 +727,29 @@ static void reply_show(struct fanout *fo)
 		admin_reply_errorf(fo->client, "no worker answered: %s", fo->legs[0].failure);
 	}
 	free(answers);
+}
+
+/* A streamed answer's end: the workers left out, and the tag; or the error if no rows came at all. */
+static void stream_finish(struct fanout *fo)
+{
+	send_leg_notices(fo, fo->header_sent);	/* with rows sent, a worker's error can only be a notice */
+	if (fo->header_sent) {
+		struct pktbuf b;
+		pktbuf_init(&b, 64);
+		pktbuf_begin(&b, 'C');
+		pktbuf_put_string(&b, "SHOW");
+		pktbuf_end(&b);
+		proto_put_ready(&b, 'I');
+		netbuf_send(&fo->client->nb, b.buf, b.len);
+		pktbuf_free(&b);
+		return;
+	}
+	for (int i = 0; i < fo->nlegs; i++)
+		if (fo->legs[i].state == LEG_DONE && fo->legs[i].res.has_error) {
+			admin_reply_errorf(fo->client, "%s", fo->legs[i].res.message);
+			return;
+		}
+	admin_reply_errorf(fo->client, "no worker answered: %s", fo->legs[0].failure);
 }
 
 /* ---------------------------------------------------------------- entry points */

@@ -117,6 +117,8 @@ void admin_answer_free(struct admin_answer *a);
 /* How a SHOW view is merged (admin_merge.c's views[]); NULL: the view is answered by one worker. */
 struct admin_view;
 const struct admin_view *admin_merge_find(const char *what);
+/* Every worker's rows with a worker column (CLIENTS, SERVERS, ...): streamed worker by worker, not merged. */
+bool admin_merge_per_worker(const struct admin_view *view);
 /*
  * answers[0..n), each from a different worker in worker order, merged
  * into r (begun here): per-worker views get a last column "worker"; the

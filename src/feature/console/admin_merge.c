@@ -359,6 +359,11 @@ void admin_answer_free(struct admin_answer *a)
 	memset(a, 0, sizeof(*a));
 }
 
+bool admin_merge_per_worker(const struct admin_view *view)
+{
+	return view->shape == VIEW_PER_WORKER;
+}
+
 const struct admin_view *admin_merge_find(const char *what)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++)
