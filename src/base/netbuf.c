@@ -277,6 +277,13 @@ bool netbuf_tls_alpn_postgresql(const struct netbuf *nb)
 	return alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
 }
 
+const char *netbuf_tls_servername(const struct netbuf *nb)
+{
+	if (nb->io && nb->io->rec)
+		return tls_record_servername(nb->io->rec);
+	return netbuf_ssl(nb) ? SSL_get_servername(netbuf_ssl(nb), TLSEXT_NAMETYPE_host_name) : NULL;
+}
+
 size_t netbuf_tls_server_end_point(const struct netbuf *nb, uint8_t out[TLS_END_POINT_MAX])
 {
 	if (nb->io && nb->io->rec)

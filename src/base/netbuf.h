@@ -204,6 +204,8 @@ bool netbuf_is_tls(const struct netbuf *nb);
 /* tls_describe()'s text, the ALPN check and tls_server_end_point(), for either kind. */
 void netbuf_tls_describe(const struct netbuf *nb, char *buf, size_t size);
 bool netbuf_tls_alpn_postgresql(const struct netbuf *nb);
+/* The SNI host name a TLS client sent, NULL without one (or without TLS). */
+const char *netbuf_tls_servername(const struct netbuf *nb);
 size_t netbuf_tls_server_end_point(const struct netbuf *nb, uint8_t out[TLS_END_POINT_MAX]);
 /* Why the last TLS handshake failed: valid during the TLS_FAILED event. */
 const char *netbuf_tls_error(void);

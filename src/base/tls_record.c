@@ -49,6 +49,7 @@ struct tls_record {
 	uint8_t key_len, hash_len;
 	bool alpn_postgresql, owe_key_update, closed;
 	SSL_CTX *ctx;			/* for the channel binding data (one reference held) */
+	char *servername;		/* the client's SNI host name, NULL without one */
 	struct rec_buf raw;		/* ciphertext of a record not all arrived */
 	struct rec_buf plain;		/* decrypted, not yet taken */
 	struct rec_buf out;		/* encrypted, not yet sent */
@@ -232,6 +233,8 @@ struct tls_record *tls_record_adopt(SSL *ssl)
 	SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
 	r->alpn_postgresql = alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
 	tls_describe(ssl, r->describe, sizeof(r->describe));
+	const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	r->servername = sni ? xstrdup(sni) : NULL;
 	r->ctx = SSL_get_SSL_CTX(ssl);
 	SSL_CTX_up_ref(r->ctx);
 	return r;
@@ -244,6 +247,7 @@ void tls_record_free(struct tls_record *r)
 	EVP_CIPHER_CTX_free(r->rd.aead);
 	EVP_CIPHER_CTX_free(r->wr.aead);
 	SSL_CTX_free(r->ctx);
+	free(r->servername);
 	free(r->raw.data);
 	free(r->plain.data);
 	free(r->out.data);
@@ -254,6 +258,11 @@ void tls_record_free(struct tls_record *r)
 const char *tls_record_describe(const struct tls_record *r)
 {
 	return r->describe;
+}
+
+const char *tls_record_servername(const struct tls_record *r)
+{
+	return r->servername;
 }
 
 bool tls_record_alpn_postgresql(const struct tls_record *r)

@@ -55,6 +55,8 @@ void tls_record_close_notify(struct tls_record *r, int fd);
 /* What the handshake settled, kept for SHOW CLIENTS, the log and the login. */
 const char *tls_record_describe(const struct tls_record *r);
 bool tls_record_alpn_postgresql(const struct tls_record *r);
+/* The SNI host name the client sent, NULL without one. */
+const char *tls_record_servername(const struct tls_record *r);
 /* tls-server-end-point channel binding data (tls_server_end_point()'s, for this connection). */
 size_t tls_record_server_end_point(const struct tls_record *r, uint8_t *out);
 

@@ -71,6 +71,7 @@ static void pair_open(struct pair *p, const char *suite, int max_version)
 	if (suite)
 		ck_assert_int_eq(SSL_CTX_set_ciphersuites(p->client_ctx, suite), 1);
 	p->client = SSL_new(p->client_ctx);
+	SSL_set_tlsext_host_name(p->client, "t42.db.example.com");	/* kept for routing by SNI */
 	SSL *server = SSL_new(server_ctx);
 	SSL_set_fd(p->client, p->cfd);
 	SSL_set_fd(server, p->sfd);
@@ -174,6 +175,7 @@ START_TEST(both_ways_each_suite)
 	ck_assert_ptr_nonnull(p.rec);
 	ck_assert_msg(strstr(tls_record_describe(p.rec), "TLSv1.3/") != NULL, "%s", tls_record_describe(p.rec));
 	ck_assert_msg(strstr(tls_record_describe(p.rec), suites[_i]) != NULL, "%s", tls_record_describe(p.rec));
+	ck_assert_str_eq(tls_record_servername(p.rec), "t42.db.example.com");
 	client_to_server(&p, 1);
 	client_to_server(&p, 300000);
 	server_to_client(&p, 1);
