@@ -6,7 +6,7 @@
 # --pgbouncer. `make bench-scale` runs it.
 #
 #   [PGBOUNCER=/path/to/pgbouncer] scale.sh [--clients N] [--active N] [--rate TPS] [--storm N]
-#            [--tls] [--storm-tls] [--duration S] [--auth scram|md5] [--backlog N] [--pgbouncer]
+#            [--tls] [--storm-tls] [--duration S] [--auth scram|md5] [--backlog N] [--login-rate N] [--pgbouncer]
 #
 # A throwaway PostgreSQL (lib.sh), then pgvalve with workers =
 # ceil((clients + storm) / 15000) + 1 (a worker holds fewer than the
@@ -31,8 +31,8 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srcdir=${abs_top_srcdir:-$(cd "$here/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir/build}
-clients=1000 active=100 rate=500 storm=0 duration=10 tls= storm_tls= auth=scram backlog= with_pgbouncer=0
-usage="usage: scale.sh [--clients N] [--active N] [--rate TPS] [--storm N] [--tls] [--storm-tls] [--duration S] [--auth scram|md5] [--backlog N] [--pgbouncer]"
+clients=1000 active=100 rate=500 storm=0 duration=10 tls= storm_tls= auth=scram backlog= with_pgbouncer=0 login_rate=0
+usage="usage: scale.sh [--clients N] [--active N] [--rate TPS] [--storm N] [--tls] [--storm-tls] [--duration S] [--auth scram|md5] [--backlog N] [--login-rate N] [--pgbouncer]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--clients) clients=$2; shift 2 ;;
@@ -44,6 +44,7 @@ while [ $# -gt 0 ]; do
 	--storm-tls) storm_tls=--storm-tls; shift ;;
 	--auth) auth=$2; shift 2 ;;
 	--backlog) backlog=$2; shift 2 ;;
+	--login-rate) login_rate=$2; shift 2 ;;
 	--pgbouncer) with_pgbouncer=1; shift ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
@@ -107,6 +108,7 @@ run_gen() {
 	: >"$tmp/gen-$1.out"
 	"$gen" --port "$2" --user "$user" --password bench --dbname bench --name "$1" --pooler-pid "$3" \
 		--clients "$clients" --active "$active" --rate "$rate" --duration "$duration" --storm "$storm" \
+		--login-rate "$login_rate" \
 		$tls $storm_tls >"$tmp/gen-$1.out" 2>&1 &
 	gen_pid=$!
 	tail -n +1 -f --pid="$gen_pid" "$tmp/gen-$1.out" &

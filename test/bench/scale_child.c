@@ -68,6 +68,8 @@ static size_t query_len;
 /* The logins of the current LOGIN or STORM command. */
 static struct {
 	bool open, burst;
+	uint64_t started_at;	/* when the batch began: login_rate counts from it */
+	long started;		/* logins started in this batch */
 	long next, end;		/* conns[next..end) are still to start */
 	long inflight;
 	struct conn *head, *tail;
@@ -564,6 +566,8 @@ static void on_command(void)
 	case CMD_LOGIN:
 		batch.open = true;
 		batch.burst = false;
+		batch.started_at = now_us();
+		batch.started = 0;
 		batch.next = next_held;
 		batch.end = MIN(share.held, next_held + cmd.n);
 		next_held = batch.end;
@@ -587,6 +591,11 @@ static void on_command(void)
 	case CMD_SNAPSHOT:
 		snapshot();
 		break;
+	case CMD_RESTART:
+		txns.dropped += sched.pcount;
+		sched.pcount = 0;
+		sched.next_due = now_us();
+		break;
 	case CMD_QUIT:
 	default:
 		quit();
@@ -598,8 +607,13 @@ static void batch_progress(void)
 {
 	if (!batch.open)
 		return;
-	while (batch.next < batch.end && (batch.burst || batch.inflight < opt->login_window))
+	long allowed = LONG_MAX;
+	if (!batch.burst && share.login_rate > 0)
+		allowed = (long)((double)(now_us() - batch.started_at) * share.login_rate / 1e6) + 1;
+	while (batch.next < batch.end && (batch.burst || (batch.inflight < opt->login_window && batch.started < allowed))) {
+		batch.started++;
 		conn_start(&conns[batch.next++]);
+	}
 	if (batch.next == batch.end && batch.inflight == 0) {
 		batch.open = false;
 		send_report(&logins, REPORT_LOGINS);
@@ -638,6 +652,11 @@ static struct timespec sleep_for(uint64_t now)
 		uint64_t t = batch.head->t0 + (uint64_t)(opt->login_timeout * 1e6) + 1;
 		if (t < until)
 			until = t;
+	}
+	if (batch.open && !batch.burst && share.login_rate > 0 && batch.next < batch.end) {
+		uint64_t t = batch.started_at + (uint64_t)((double)batch.started * 1e6 / share.login_rate);
+		if (t < until)
+			until = t;	/* the next login the rate allows */
 	}
 	uint64_t d = until > now ? until - now : 0;
 	return (struct timespec){ .tv_sec = (time_t)(d / 1000000), .tv_nsec = (long)(d % 1000000) * 1000 };

@@ -25,6 +25,7 @@ struct scale_opts {
 	double rate, duration;
 	long per_proc;			/* clients (held + storm) per child process */
 	long login_window;		/* logins in flight per child in the held phases */
+	double login_rate;		/* held logins a second, all children together (0: as fast as the window allows) */
 	double login_timeout;		/* seconds from connect to ReadyForQuery */
 	bool tls, storm_tls;
 	const char *pooler_pids, *pooler_pgrep;
@@ -34,6 +35,7 @@ struct scale_opts {
 struct scale_share {
 	long held, active, storm;
 	double rate;
+	double login_rate;	/* this child's held logins a second, 0: no limit */
 };
 
 enum scale_cmd_op {
@@ -41,6 +43,7 @@ enum scale_cmd_op {
 	CMD_STORM = 'S',	/* log in n storm clients, all at once */
 	CMD_RATE = 'R',		/* start the active clients' schedule */
 	CMD_SNAPSHOT = 'P',	/* report the transactions since the last snapshot */
+	CMD_RESTART = 'X',	/* drop the transactions due and not started (counted as dropped), schedule from now */
 	CMD_QUIT = 'Q',
 };
 
