@@ -14,6 +14,7 @@
  */
 #include "common.h"
 #include "netbuf.h"
+#include "login_gate.h"
 #include "log.h"
 #include "tls_record.h"
 
@@ -56,6 +57,7 @@ struct netbuf_io {
 	SSL *ssl;			/* OpenSSL's TLS; NULL: plain text, or rec */
 	struct tls_record *rec;		/* TLS 1.3 after the handshake, without OpenSSL (tls_record.h) */
 	short tls_want;			/* handshake: events it waits for */
+	struct login_gate_entry *gate;	/* parked by the login gate (nb->gated) */
 };
 
 static inline struct iobuf *nb_in(const struct netbuf *nb)
@@ -155,6 +157,7 @@ static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg);
 static void sync_events(struct netbuf *nb);
 static void runq_add(struct netbuf *nb, uint8_t what);
 static void run_queue_cb(evutil_socket_t fd, short what, void *arg);
+static void gate_run(void *owner, short what);
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -170,8 +173,10 @@ void netbuf_global_init(struct event_base *base, uint32_t buf_size)
 	nbg.buf_size = buf_size < 1024 ? 1024 : buf_size;
 	/* A slow reader may hold this much forwarded data before its source stops reading. */
 	nbg.queue_limit = MAX(nbg.buf_size * 4, 64 * 1024);
-	if (!nbg.run_ev)
+	if (!nbg.run_ev) {
 		nbg.run_ev = event_new(base, -1, 0, run_queue_cb, NULL);
+		login_gate_init(base, NETBUF_PRIORITY_NEW_LOGINS, gate_run);
+	}
 }
 
 void netbuf_set_loopcnt(int loopcnt)
@@ -202,8 +207,10 @@ void netbuf_global_cleanup(void)
 		nbg.io_free_list = io->next_free;
 		free(io);
 	}
-	if (nbg.run_ev)
+	if (nbg.run_ev) {
 		event_free(nbg.run_ev);
+		login_gate_cleanup();
+	}
 	nbg.run_ev = NULL;
 	free(nbg.runq);
 	nbg.runq = NULL;
@@ -306,7 +313,8 @@ static struct netbuf_io *nb_io(struct netbuf *nb)
 static void io_trim(struct netbuf *nb)
 {
 	struct netbuf_io *io = nb->io;
-	if (!io || io->in || io->out || io->feeder || io->blocked_src || io->ssl || io->rec || io->tls_want)
+	if (!io || io->in || io->out || io->feeder || io->blocked_src || io->ssl || io->rec || io->tls_want ||
+	    io->gate)
 		return;
 	nb->io = NULL;
 	io->next_free = nbg.io_free_list;
@@ -393,7 +401,7 @@ static void sync_events(struct netbuf *nb)
 {
 	short want = 0;
 
-	if (nb->fd < 0)
+	if (nb->fd < 0 || nb->gated)	/* parked: the login gate puts its event back */
 		return;
 	if (nb->connecting) {
 		want = EV_WRITE;
@@ -1145,6 +1153,7 @@ static bool read_input(struct netbuf *nb)
 /* Drives a non-blocking handshake; reports TLS_READY or TLS_FAILED to the owner. */
 static void tls_handshake_step(struct netbuf *nb)
 {
+	nb->tls_hello = false;	/* its ClientHello came: the rest is a login under way */
 	SSL *ssl = nb->io->ssl;
 	ERR_clear_error();
 	int r = SSL_do_handshake(ssl);
@@ -1204,6 +1213,17 @@ int netbuf_start_tls(struct netbuf *nb, SSL *ssl, bool accept)
 	else
 		SSL_set_connect_state(ssl);
 	nb->tls_handshaking = true;
+	if (accept && nb->limit <= NETBUF_LIMIT_AUTH) {
+		/*
+		 * A client's first step waits for its event, even a direct TLS
+		 * one whose ClientHello is already here: that step is most of a
+		 * login's work, and the login gate decides when it runs.
+		 */
+		nb->tls_hello = true;
+		nb->io->tls_want = EV_READ;
+		sync_events(nb);
+		return 0;
+	}
 	tls_handshake_step(nb);
 	return 0;
 }
@@ -1216,12 +1236,38 @@ void netbuf_read_now(struct netbuf *nb)
 
 static void netbuf_event_run(struct netbuf *nb, short what);
 
+/* A login's event the login gate holds back: off the loop, parked until its turn. */
+static void gate_park(struct netbuf *nb, short what, enum login_gate_queue q)
+{
+	if (nb->ev_registered)
+		event_del(&nb->ev);
+	nb->ev_registered = 0;
+	nb->gated = true;
+	nb_io(nb)->gate = login_gate_park(nb, what, q);
+}
+
+/* Its turn (login_gate.h): its event back on the loop, and the one it had, replayed. */
+static void gate_run(void *owner, short what)
+{
+	struct netbuf *nb = owner;
+	nb->io->gate = NULL;
+	nb->gated = false;
+	io_trim(nb);
+	sync_events(nb);
+	netbuf_event_run(nb, what);
+}
+
 /* A socket's event: its handlers see one clock reading (common.h: clock_cache_begin). */
 static void netbuf_event_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct netbuf *nb = arg;
 	(void)fd;
 	clock_cache_begin();
-	netbuf_event_run(arg, what);
+	enum login_gate_queue q = nb->tls_hello ? LOGIN_GATE_NEW : LOGIN_GATE_STARTED;
+	if (nb->limit <= NETBUF_LIMIT_AUTH && !login_gate_admit(q))
+		gate_park(nb, what, q);
+	else
+		netbuf_event_run(nb, what);
 	clock_cache_end();
 }
 
@@ -1370,6 +1416,9 @@ void netbuf_close(struct netbuf *nb)
 	}
 	struct netbuf_io *io = nb->io;
 	if (io) {
+		if (io->gate)
+			login_gate_unpark(io->gate);
+		nb->gated = false;
 		if (io->ssl)
 			SSL_free(io->ssl);
 		tls_record_free(io->rec);

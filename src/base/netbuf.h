@@ -71,16 +71,17 @@ enum netbuf_limit {
 };
 
 /*
- * The loop's event priorities (loop.c sets them up): a client's login
- * (its accept, TLS handshake, startup and password messages) runs after
- * established traffic, and only NETBUF_LOGIN_CALLBACKS of its callbacks
- * run before the loop looks for established traffic again, so that a
- * storm of logins does not stall the clients already in. Everything else
- * runs at libevent's default, the middle one.
+ * The loop's event priorities (loop.c sets them up; libevent runs the
+ * lowest number first, one priority a turn of the loop): everything but
+ * logins at libevent's default, the middle one (NETBUF_PRIORITIES / 2),
+ * so established traffic first; then a login's socket events (its TLS
+ * handshake, startup and password messages); last the listeners'
+ * accepts and the login gate's turns (login_gate.h), which in a storm
+ * decides which logins run and in what order.
  */
-#define NETBUF_PRIORITIES 3
-#define NETBUF_PRIORITY_LOGIN 2
-#define NETBUF_LOGIN_CALLBACKS 8
+#define NETBUF_PRIORITIES 5
+#define NETBUF_PRIORITY_LOGIN (NETBUF_PRIORITIES / 2 + 1)
+#define NETBUF_PRIORITY_NEW_LOGINS (NETBUF_PRIORITIES / 2 + 2)
 
 /* A client's login is over (or begins its passwords): its limit, and its events' priority with it. */
 void netbuf_set_limit(struct netbuf *nb, enum netbuf_limit limit);
@@ -113,6 +114,8 @@ struct netbuf {
 	bool detect_tls : 1;		/* peek the first byte of a new client for a TLS ClientHello */
 	bool expect_byte : 1;		/* offer the next single byte as a 1-byte message (SSLRequest answer) */
 	bool tls_handshaking : 1;
+	bool tls_hello : 1;		/* an accepted client's handshake waits for its ClientHello (login_gate.h) */
+	bool gated : 1;			/* a login's event parked by the login gate: off the loop until its turn */
 	bool tls_read_wants_write : 1;	/* SSL_read needs the socket writable */
 	bool tls_write_wants_read : 1;	/* SSL_write needs the socket readable */
 	bool pkt_forward : 1;		/* the rest of the message is forwarded (else skipped) */

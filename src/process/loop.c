@@ -169,8 +169,11 @@ void loop_init(void)
 	struct event_config *ecfg = event_config_new();
 	if (!ecfg)
 		die("could not create the event loop");
-	/* Logins after established traffic, a few at a time (netbuf.h). */
-	event_config_set_max_dispatch_interval(ecfg, NULL, NETBUF_LOGIN_CALLBACKS, NETBUF_PRIORITY_LOGIN);
+	/*
+	 * No cap on the callbacks of a turn: a login event held back in
+	 * libevent stays ready in epoll and is reported again at every turn;
+	 * the login gate parks the ones it holds back instead (login_gate.h).
+	 */
 	pgv.base = event_base_new_with_config(ecfg);
 	event_config_free(ecfg);
 	if (!pgv.base || event_base_priority_init(pgv.base, NETBUF_PRIORITIES) < 0)
