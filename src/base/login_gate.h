@@ -36,7 +36,7 @@
 #include <event2/event.h>
 
 #define LOGIN_GATE_TURN_USEC 500	/* login work a turn: about one TLS ClientHello and the cheap steps around it */
-#define LOGIN_GATE_CALM 64		/* ready events at most, when a login's event comes, for it to run at once */
+#define LOGIN_GATE_CALM 8		/* ready events at most, when a login's event comes, for it to run at once */
 
 enum login_gate_queue {
 	LOGIN_GATE_STARTED,		/* a login under way: its next step */
