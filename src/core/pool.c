@@ -51,6 +51,7 @@ static struct pool *pool_new(struct db *db, const char *user)
 	list_init(&pool->waiting_clients);
 	list_init(&pool->welcome_clients);
 	list_init(&pool->auth_waiters);
+	list_init(&pool->query_waiters);
 	list_init(&pool->active_servers);
 	list_init(&pool->idle_servers);
 	list_init(&pool->used_servers);
@@ -428,7 +429,7 @@ void pool_launch_servers(struct pool *pool)
 	if (pool->standby_reads)
 		standby_waiters_recheck(pool);
 	launch_kind_servers(pool);	/* first: they cannot use anyone else's server */
-	int waiters = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
+	int waiters = (int)(pool->waiting_clients.count + pool_lookups_waiting(pool));
 	/* No waiter but a login held for the first server's parameters: one server is wanted. */
 	int demand = waiters > 0 ? waiters : welcome_awaited(pool) ? 1 : 0;
 	if (demand == 0)
@@ -480,7 +481,7 @@ void pool_launch_servers(struct pool *pool)
 
 void pool_after_change(struct pool *pool)
 {
-	if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
+	if (pool->waiting_clients.count || pool_lookups_waiting(pool) || pool->welcome_clients.count)
 		pool_launch_servers(pool);
 }
 
@@ -558,7 +559,7 @@ const char *pool_client_limit_reached(const struct db *db, const char *user, uin
 static bool pool_unused(const struct pool *pool)
 {
 	return !pool_server_count(pool) && !pool->active_clients.count && !pool->idle_clients.count &&
-	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool->auth_waiters.count;
+	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool_lookups_waiting(pool);
 }
 
 /* A login still choosing or authenticating holds its pool without being in any of its lists. */
@@ -926,7 +927,7 @@ void pool_server_ready(struct server *server)
 		return;
 	}
 	if (server->budget_token && pgv.budget &&
-	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool->auth_waiters.count ||
+	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool_lookups_waiting(pool) ||
 							 pool->welcome_clients.count)) {
 		server_close(server, server->handed_over ? "handed over to another worker"
 							 : "given back for another worker's waiting clients");
@@ -939,6 +940,14 @@ void pool_server_ready(struct server *server)
 		list_remove(&pool->auth_waiters, a);
 		login->auth_server = server;
 		server_run_auth_query(server, login->client);
+		return;
+	}
+	struct list_node *q = list_first(&pool->query_waiters);
+	if (q) {
+		struct pool_query_waiter *w = container_of(q, struct pool_query_waiter, node);
+		list_remove(&pool->query_waiters, q);
+		w->pool = NULL;
+		w->run(w, server);
 		return;
 	}
 	if (!list_empty(&pool->welcome_clients) && kind_claims_server(pool)) {
@@ -1076,6 +1085,37 @@ void pool_queue_auth_query(struct pool *pool, struct client *client)
 	pool_launch_servers(pool);
 }
 
+void pool_queue_query(struct pool *pool, struct pool_query_waiter *w)
+{
+	w->pool = pool;
+	list_append(&pool->query_waiters, &w->node);
+	struct server *server = take_idle_server(pool);
+	if (server) {
+		pool_server_ready(server);
+		return;
+	}
+	pool_launch_servers(pool);
+}
+
+void pool_cancel_query(struct pool_query_waiter *w)
+{
+	if (w->pool)
+		list_remove(&w->pool->query_waiters, &w->node);
+	w->pool = NULL;
+}
+
+/* The pool cannot give its query waiters a server: each hears why, once. */
+static void fail_query_waiters(struct pool *pool, const char *sqlstate, const char *message)
+{
+	struct list_node *n;
+	while ((n = list_first(&pool->query_waiters))) {
+		struct pool_query_waiter *w = container_of(n, struct pool_query_waiter, node);
+		list_remove(&pool->query_waiters, n);
+		w->pool = NULL;
+		w->failed(w, sqlstate, message);
+	}
+}
+
 void pool_cancel_auth_query(struct client *client)
 {
 	struct client_login *login = client_login_state(client);
@@ -1188,6 +1228,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	}
 	while ((n = list_first(&pool->auth_waiters)))
 		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
+	fail_query_waiters(pool, sqlstate, message);
 	if (!pool_has_usable_server(pool)) {
 		while ((n = list_first(&pool->waiting_clients)))
 			client_close(container_of(n, struct client, node), sqlstate, message);
@@ -1315,6 +1356,7 @@ void pool_destroy(struct pool *pool)
 		login->auth_pool = NULL;
 		auth_query_answer(login->client, NULL, "the auth_user pool was removed");
 	}
+	fail_query_waiters(pool, "08006", "the pool was removed");
 	list_remove(&pool->db->pools, &pool->node);
 	pool_free(pool);
 }
