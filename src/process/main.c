@@ -36,6 +36,7 @@
 #include "session_set.h"
 #include "roles.h"
 #include "volatility.h"
+#include "tenant.h"
 #include "balance.h"
 #include "notify.h"
 #include "workers.h"
@@ -182,6 +183,7 @@ static void pooler_teardown(void)
 	netbuf_global_cleanup();
 	prepare_global_cleanup();
 	volatility_cleanup();
+	tenant_cleanup();
 	balance_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)
@@ -218,6 +220,7 @@ static int run_pooler(bool single, unsigned restarts)
 	roles_register();
 	balance_register();
 	notify_register();
+	tenant_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

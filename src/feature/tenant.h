@@ -1,0 +1,67 @@
+/*
+ * tenant.h - tenants looked up in a database (issue 58): a login names
+ * its tenant, pgvalve reads the tenant's row with tenant_query from
+ * tenant_source, and the login goes to a database made from that row.
+ *
+ * Contract:
+ *  - On only while tenant_source and tenant_from are both set. A pooled
+ *    login's tenant id comes from the sources tenant_from lists: "user"
+ *    (the user name's part after its last dot: alice.t42 logs in as alice
+ *    to tenant t42), "options" (-c pgvalve.tenant=t42, or Supavisor's bare
+ *    reference=t42; the words are taken out of options) and "sni" (the
+ *    first label of the TLS server name, if it has a dot). Sources that
+ *    disagree refuse the login; a login naming no tenant goes by its
+ *    database name as without tenants. The admin console and replication
+ *    logins are never routed.
+ *  - The row: tenant_query with the id as $1, a bound parameter of the
+ *    extended protocol (never spliced into SQL), on a server of
+ *    tenant_source's pool, on the loop (the loop never waits for it).
+ *    Columns by name: host, port, dbname required; pool_size,
+ *    max_db_connections, max_client_conn, pool_mode, auth_user optional,
+ *    each checked as a [databases] key; other columns are ignored; the
+ *    first row counts.
+ *  - The tenant's database (pool.h's routed database, named "tenant:<id>")
+ *    is reached only through its tenant, never by name. Its servers log in
+ *    as the client's user; logins authenticate as for a configured
+ *    database (auth_file, or auth_query on the tenant's own database with
+ *    its auth_user or the global one).
+ *  - Cache: a row is trusted for tenant_cache_ttl; after that the next
+ *    login is served from it while one lookup refreshes it (a changed row
+ *    replaces servers as a reload would). An absent or invalid row is
+ *    remembered for min(tenant_cache_ttl, 5 s): such logins are refused,
+ *    an unknown tenant with SQLSTATE 3D000, an invalid row with the reason
+ *    logged. Logins of a tenant not known yet wait for one lookup, not
+ *    one each; a lookup not answered within query_wait_timeout (or that
+ *    fails) refuses them with the reason, and a known tenant keeps its
+ *    last row.
+ */
+#ifndef PGVALVE_TENANT_H
+#define PGVALVE_TENANT_H
+
+#include "common.h"
+
+/* Longest tenant id taken (longer ones are refused before any lookup). */
+#define TENANT_ID_MAX 255
+
+/* Start-up: the login route (client.h) is registered. */
+void tenant_register(void);
+/* Shutdown: every tenant, lookup and timer is freed (the databases go with the pool's). */
+void tenant_cleanup(void);
+
+/* One tenant as SHOW TENANTS lists it. */
+struct tenant_view {
+	const char *id;
+	const char *state;		/* "ok", "unknown", "invalid", "looking up" */
+	const char *database;		/* the row's dbname, NULL before any row */
+	const char *host;
+	int port;
+	int clients;
+	int servers;
+	int waiting;			/* clients queued for a server, and logins waiting for the lookup */
+	long long age;			/* seconds since the last answer, -1 if none yet */
+};
+
+/* Calls fn for every tenant known, in no particular order. */
+void tenant_foreach(void (*fn)(void *arg, const struct tenant_view *view), void *arg);
+
+#endif

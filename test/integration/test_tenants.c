@@ -1,0 +1,434 @@
+/*
+ * test_tenants.c - tenants looked up in a database (tenant.h), end to
+ * end: a metadata database tenant_meta with a tenants table, three tenant
+ * databases, and logins that name their tenant by the user name's
+ * suffix, by options and by the TLS server name. current_database()
+ * says where each login landed; the lookups table (written by
+ * tenant_query's function) says how many lookups ran and with which id.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * tenant_query's function: every lookup leaves its id in lookups (as
+ * bound, so a hostile id shows there verbatim) and takes 0.3 s, so that
+ * logins arriving together overlap one lookup.
+ */
+static const char *const meta_setup[] = {
+	"CREATE TABLE tenants (id text PRIMARY KEY, host text, port text, dbname text, pool_size text, "
+	"pool_mode text)",
+	"CREATE TABLE lookups (id text, at timestamptz DEFAULT clock_timestamp())",
+	"CREATE FUNCTION tenant_row(tid text) RETURNS SETOF tenants LANGUAGE plpgsql SECURITY DEFINER AS $$ "
+	"BEGIN INSERT INTO lookups (id) VALUES (tid); PERFORM pg_sleep(0.3); "
+	"RETURN QUERY SELECT * FROM tenants WHERE id = tid; END $$",
+	"GRANT EXECUTE ON FUNCTION tenant_row(text) TO md5_user",
+};
+
+/* PostgreSQL's port (run.sh's PGV_TEST_PGPORT). */
+static int pg_port(void)
+{
+	return atoi(getenv("PGV_TEST_PGPORT"));
+}
+
+static void exec_ok(PGconn *conn, const char *sql)
+{
+	PGresult *res = PQexec(conn, sql);
+	ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK,
+		      "%s: %s", sql, PQerrorMessage(conn));
+	PQclear(res);
+}
+
+/* A superuser connection to database db of the test cluster, over its Unix socket. */
+static PGconn *pg_db(const char *db)
+{
+	char conninfo[700];
+	snprintf(conninfo, sizeof(conninfo), "host=%s port=%d dbname=%s user=pgvadmin", getenv("PGV_TEST_PGSOCKDIR"),
+		 pg_port(), db);
+	PGconn *conn = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(conn) == CONNECTION_OK, "%s: %s", db, PQerrorMessage(conn));
+	return conn;
+}
+
+/* The databases, made once per cluster (the tests of this binary share it); the tenants' rows reset each test. */
+static void tenants_setup(void)
+{
+	PGconn *pg = pg_direct();
+	const char *dbs[] = { "tenant_meta", "tenant_a", "tenant_b", "tenant_c" };
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		char sql[200];
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_database WHERE datname = '%s'", dbs[i]);
+		if (strcmp(query_value(pg, sql), "0") == 0) {
+			snprintf(sql, sizeof(sql), "CREATE DATABASE %s", dbs[i]);
+			exec_ok(pg, sql);
+			if (i == 0) {
+				PGconn *meta = pg_db("tenant_meta");
+				for (size_t j = 0; j < sizeof(meta_setup) / sizeof(meta_setup[0]); j++)
+					exec_ok(meta, meta_setup[j]);
+				PQfinish(meta);
+			}
+		}
+	}
+	exec_ok(pg, "ALTER DATABASE tenant_meta ALLOW_CONNECTIONS true");
+	PQfinish(pg);
+	PGconn *meta = pg_db("tenant_meta");
+	char sql[600];
+	exec_ok(meta, "TRUNCATE tenants, lookups");
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO tenants VALUES ('t1', '127.0.0.1', '%d', 'tenant_a', NULL, NULL), "
+		 "('t2', '127.0.0.1', '%d', 'tenant_b', '2', 'transaction'), "
+		 "('t3', '127.0.0.1', '%d', 'tenant_c', NULL, NULL), "
+		 "('tbad', '127.0.0.1', '%d', 'tenant_a', NULL, 'bogus')",
+		 pg_port(), pg_port(), pg_port(), pg_port());
+	exec_ok(meta, sql);
+	PQfinish(meta);
+}
+
+/* A pgvalve routing tenants (extra: more settings, later ones win). */
+static void start_tenants(struct pgv *p, const char *extra)
+{
+	char conf[2048];
+	tenants_setup();
+	snprintf(conf, sizeof(conf),
+		 "auth_type = md5\nadmin_users = md5_user\npool_mode = transaction\n"
+		 "tenant_source = host=127.0.0.1 port=%d dbname=tenant_meta user=md5_user\n"
+		 "tenant_query = SELECT * FROM tenant_row($1)\n"
+		 "tenant_from = user, options, sni\ntenant_cache_ttl = 60\nquery_wait_timeout = 3\n"
+		 "client_tls_sslmode = allow\nclient_tls_cert_file = %s\nclient_tls_key_file = %s\n%s",
+		 pg_port(), pgv_cert("server.crt"), pgv_cert("server.key"), extra ? extra : "");
+	pgv_start(p, conf, std_databases(), "\"md5_user\" \"md5_pass\"\n");
+}
+
+/* A libpq login as user (with options, or TLS to server name sni, if given); never NULL. */
+static PGconn *tenant_connect(struct pgv *p, const char *dbname, const char *user, const char *options,
+			      const char *sni)
+{
+	const char *kw[16], *val[16];
+	char port[16];
+	int n = 0;
+	snprintf(port, sizeof(port), "%d", p->port);
+	kw[n] = "host", val[n++] = sni ? sni : "127.0.0.1";
+	kw[n] = "hostaddr", val[n++] = "127.0.0.1";
+	kw[n] = "port", val[n++] = port;
+	kw[n] = "dbname", val[n++] = dbname;
+	kw[n] = "user", val[n++] = user;
+	kw[n] = "password", val[n++] = "md5_pass";
+	kw[n] = "sslmode", val[n++] = sni ? "require" : "disable";
+	kw[n] = "gssencmode", val[n++] = "disable";
+	kw[n] = "connect_timeout", val[n++] = "10";
+	if (options)
+		kw[n] = "options", val[n++] = options;
+	kw[n] = NULL, val[n] = NULL;
+	PGconn *conn = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(conn != NULL, "libpq out of memory");
+	return conn;
+}
+
+/* The database a login lands in (fails the test if it cannot log in). */
+static char *landed(struct pgv *p, const char *dbname, const char *user, const char *options, const char *sni)
+{
+	PGconn *conn = tenant_connect(p, dbname, user, options, sni);
+	ck_assert_msg(PQstatus(conn) == CONNECTION_OK, "%s%s%s: %s\n%s", user, options ? " options " : "",
+		      options ? options : "", PQerrorMessage(conn), pgv_log_tail(p, 2000));
+	char *db = strdup(query_value(conn, "SELECT current_database()"));
+	PQfinish(conn);
+	return db;
+}
+
+/* The lookups tenant_query ran with this id (as bound). */
+static int lookups_of(const char *id)
+{
+	PGconn *meta = pg_db("tenant_meta");
+	const char *params[1] = { id };
+	PGresult *res = PQexecParams(meta, "SELECT count(*) FROM lookups WHERE id = $1", 1, NULL, params, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s", PQerrorMessage(meta));
+	int n = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	PQfinish(meta);
+	return n;
+}
+
+#define ck_landed(db, want) do { char *_d = (db); ck_assert_str_eq(_d, want); free(_d); } while (0)
+
+/* alice.t42 logs in as alice to tenant t42, whatever database it names. */
+START_TEST(routes_by_user_suffix)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+	ck_landed(landed(&p, "pgvtest", "md5_user.t2", NULL, NULL), "tenant_b");
+	/* The second login of t1 is served from the cache: one lookup. */
+	ck_landed(landed(&p, "tenant_b", "md5_user.t1", NULL, NULL), "tenant_a");
+	ck_assert_int_eq(lookups_of("t1"), 1);
+	/* No tenant named: the login goes by its database name, as without tenants. */
+	ck_landed(landed(&p, "pgvtest", "md5_user", NULL, NULL), "pgvtest");
+	/* A tenant's database is reached through its tenant only, never by its name. */
+	PGconn *conn = tenant_connect(&p, "tenant:t1", "md5_user", NULL, NULL);
+	ck_assert_msg(PQstatus(conn) != CONNECTION_OK, "database tenant:t1 reached by name");
+	PQfinish(conn);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* -c pgvalve.tenant=t2 and Supavisor's reference=t3; the other settings of options still apply. */
+START_TEST(routes_by_options)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	ck_landed(landed(&p, "pgvtest", "md5_user", "-c pgvalve.tenant=t2", NULL), "tenant_b");
+	ck_landed(landed(&p, "pgvtest", "md5_user", "reference=t3", NULL), "tenant_c");
+	PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user", "-c DateStyle=German --pgvalve.tenant=t1", NULL);
+	ck_assert_msg(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));
+	ck_assert_str_eq(query_value(conn, "SELECT current_database()"), "tenant_a");
+	ck_assert_str_eq(query_value(conn, "SHOW DateStyle"), "German, DMY");
+	PQfinish(conn);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Under client TLS, the server name's first label (libpq sends host= as SNI). */
+START_TEST(routes_by_sni)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	ck_landed(landed(&p, "pgvtest", "md5_user", NULL, "t1.tenants.test"), "tenant_a");
+	ck_landed(landed(&p, "pgvtest", "md5_user", NULL, "t3.tenants.test"), "tenant_c");
+	/* A server name and a user name naming different tenants: refused. */
+	PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user.t2", NULL, "t1.tenants.test");
+	ck_assert_msg(PQstatus(conn) != CONNECTION_OK, "t1 by SNI and t2 by user name: logged in");
+	ck_assert_msg(strstr(PQerrorMessage(conn), "tenant ids") != NULL, "%s", PQerrorMessage(conn));
+	PQfinish(conn);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* t2's row says pool_size 2: six clients' transactions at once never hold more than two servers. */
+START_TEST(tenant_pool_size_holds)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	PGconn *conns[6];
+	for (int i = 0; i < 6; i++) {
+		conns[i] = tenant_connect(&p, "pgvtest", "md5_user.t2", NULL, NULL);
+		ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "%s", PQerrorMessage(conns[i]));
+	}
+	for (int i = 0; i < 6; i++)
+		ck_assert(PQsendQuery(conns[i], "SELECT pg_sleep(0.4), current_database()"));
+	PGconn *pg = pg_direct();
+	int most = 0;
+	for (double end = now_s() + 1.5; now_s() < end; sleep_ms(50)) {
+		int n = atoi(query_value(pg, "SELECT count(*) FROM pg_stat_activity WHERE datname = 'tenant_b' "
+					     "AND usename = 'md5_user'"));
+		most = n > most ? n : most;
+	}
+	PQfinish(pg);
+	for (int i = 0; i < 6; i++) {
+		PGresult *res = PQgetResult(conns[i]);
+		ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s", PQerrorMessage(conns[i]));
+		ck_assert_str_eq(PQgetvalue(res, 0, 1), "tenant_b");
+		PQclear(res);
+		while ((res = PQgetResult(conns[i])))
+			PQclear(res);
+		PQfinish(conns[i]);
+	}
+	ck_assert_msg(most == 2, "tenant t2 (pool_size 2) held %d servers at most", most);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* An unknown tenant: PostgreSQL's "database does not exist" SQLSTATE, and remembered briefly. */
+START_TEST(unknown_tenant_refused)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	struct raw_error err = { 0 };
+	ck_assert_int_eq(raw_login(p.port, "pgvtest", "md5_user.nosuch", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.sqlstate, "3D000");
+	ck_assert_msg(strstr(err.message, "nosuch") != NULL, "%s", err.message);
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(raw_login(p.port, "pgvtest", "md5_user.nosuch", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.sqlstate, "3D000");
+	ck_assert_int_eq(lookups_of("nosuch"), 1);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Escapes id for options as PostgreSQL splits it: a backslash before white space and backslashes. */
+static void options_escape(const char *prefix, const char *id, char *out, size_t size)
+{
+	size_t n = (size_t)snprintf(out, size, "%s", prefix);
+	for (const char *c = id; *c && n + 3 < size; c++) {
+		if (*c == ' ' || *c == '\\')
+			out[n++] = '\\';
+		out[n++] = *c;
+	}
+	out[n] = '\0';
+}
+
+/* Quotes, backslashes, SQL and long ids: bound as they are, the tenants table intact, others served. */
+START_TEST(hostile_tenant_ids)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	const char *ids[] = {
+		"t1'; DROP TABLE tenants; --",
+		"x' OR '1'='1",
+		"back\\slash\\'",
+		"q\"uo\"te",
+		"$1$$; DELETE FROM tenants",
+	};
+	char opts[12000], user[128];
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		struct raw_error err = { 0 };
+		snprintf(user, sizeof(user), "md5_user.%s", ids[i]);
+		ck_assert_int_eq(raw_login(p.port, "pgvtest", user, "md5_pass", &err), -1);
+		ck_assert_msg(strcmp(err.sqlstate, "3D000") == 0, "%s: %s %s", ids[i], err.sqlstate, err.message);
+		ck_assert_msg(lookups_of(ids[i]) == 1, "%s: not looked up as bound", ids[i]);
+		options_escape("-c pgvalve.tenant=", ids[i], opts, sizeof(opts));
+		PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user", opts, NULL);
+		ck_assert_msg(PQstatus(conn) != CONNECTION_OK && strstr(PQerrorMessage(conn), "does not exist"),
+			      "%s by options: %s", ids[i], PQerrorMessage(conn));
+		PQfinish(conn);
+	}
+	/* 200 bytes of SQL is looked up; 9,000 bytes is refused before any lookup. */
+	char longid[9001];
+	memset(longid, 'x', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	const char *sql = "'); DROP TABLE tenants; SELECT ('";
+	memcpy(longid, sql, strlen(sql));
+	longid[200] = '\0';
+	options_escape("reference=", longid, opts, sizeof(opts));
+	PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user", opts, NULL);
+	ck_assert_msg(strstr(PQerrorMessage(conn), "does not exist"), "%s", PQerrorMessage(conn));
+	PQfinish(conn);
+	ck_assert_int_eq(lookups_of(longid), 1);
+	longid[200] = 'x';
+	options_escape("reference=", longid, opts, sizeof(opts));
+	conn = tenant_connect(&p, "pgvtest", "md5_user", opts, NULL);
+	ck_assert_msg(strstr(PQerrorMessage(conn), "tenant id too long"), "%s", PQerrorMessage(conn));
+	PQfinish(conn);
+	PGconn *meta = pg_db("tenant_meta");
+	ck_assert_str_eq(query_value(meta, "SELECT count(*) FROM tenants"), "4");
+	PQfinish(meta);
+	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+	pgv_stop(&p);
+}
+END_TEST
+
+/* A row with an invalid value: that tenant is refused with the reason logged, the others are served. */
+START_TEST(bad_row_refused)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user.tbad", NULL, NULL);
+	ck_assert_msg(PQstatus(conn) != CONNECTION_OK, "tenant tbad (pool_mode bogus) logged in");
+	ck_assert_msg(strstr(PQerrorMessage(conn), "row is invalid"), "%s", PQerrorMessage(conn));
+	PQfinish(conn);
+	ck_assert_msg(pgv_log_contains(&p, "tenant \"tbad\": its row is refused") && pgv_log_contains(&p, "bogus"),
+		      "%s", pgv_log_tail(&p, 2000));
+	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * Logins of one tenant not known yet, all at once: one lookup, and all of
+ * them land. SHOW TENANTS lists it afterwards.
+ */
+START_TEST(concurrent_logins_one_lookup)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	enum { N = 8 };
+	PGconn *conns[N];
+	const char *kw[16], *val[16];
+	char port[16];
+	pgv_conn_params(&p, "pgvtest", "md5_user.t3", "md5_pass", kw, val, port);
+	for (int i = 0; i < N; i++)
+		conns[i] = PQconnectStartParams(kw, val, 0);
+	for (int pending = N; pending > 0;) {
+		pending = 0;
+		for (int i = 0; i < N; i++) {
+			PostgresPollingStatusType st = PQconnectPoll(conns[i]);
+			if (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+				pending++;
+		}
+		sleep_ms(10);
+	}
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "%s", PQerrorMessage(conns[i]));
+		ck_assert_str_eq(query_value(conns[i], "SELECT current_database()"), "tenant_c");
+	}
+	ck_assert_int_eq(lookups_of("t3"), 1);
+	PGconn *admin = pgv_connect(&p, "pgbouncer", "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(admin) == CONNECTION_OK, "%s", PQerrorMessage(admin));
+	PGresult *res = PQexec(admin, "SHOW TENANTS");
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s", PQerrorMessage(admin));
+	ck_assert_int_eq(PQntuples(res), 1);
+	ck_assert_str_eq(PQgetvalue(res, 0, PQfnumber(res, "tenant")), "t3");
+	ck_assert_str_eq(PQgetvalue(res, 0, PQfnumber(res, "state")), "ok");
+	ck_assert_str_eq(PQgetvalue(res, 0, PQfnumber(res, "database")), "tenant_c");
+	ck_assert_int_eq(atoi(PQgetvalue(res, 0, PQfnumber(res, "clients"))), N);
+	PQclear(res);
+	PQfinish(admin);
+	for (int i = 0; i < N; i++)
+		PQfinish(conns[i]);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * The metadata database refuses connections (and its sessions are cut):
+ * a cached tenant, its row past tenant_cache_ttl, is still served at once;
+ * an unknown one is refused with a clear error within query_wait_timeout.
+ */
+START_TEST(metadata_down)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, "tenant_cache_ttl = 1\n");
+	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+	PGconn *pg = pg_direct();
+	exec_ok(pg, "ALTER DATABASE tenant_meta ALLOW_CONNECTIONS false");
+	exec_ok(pg, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'tenant_meta'");
+	sleep_ms(1200);	/* t1's row is stale now */
+	for (int i = 0; i < 3; i++) {
+		double t0 = now_s();
+		ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+		ck_assert_msg(now_s() - t0 < pgv_time_bound(1.0, 2.5), "a cached tenant waited %.1f s", now_s() - t0);
+	}
+	for (int i = 0; i < 2; i++) {
+		double t0 = now_s();
+		PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user.t2", NULL, NULL);
+		double took = now_s() - t0;
+		ck_assert_msg(PQstatus(conn) != CONNECTION_OK, "t2 logged in with the metadata database down");
+		ck_assert_msg(strstr(PQerrorMessage(conn), "tenant lookup failed") ||
+			      strstr(PQerrorMessage(conn), "cannot be looked up"), "%s", PQerrorMessage(conn));
+		ck_assert_msg(took < 3.0 + 1.5, "refused after %.1f s (query_wait_timeout 3)", took);
+		PQfinish(conn);
+	}
+	exec_ok(pg, "ALTER DATABASE tenant_meta ALLOW_CONNECTIONS true");
+	PQfinish(pg);
+	pgv_stop(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("tenants");
+	TCase *tc = pgv_tcase_create("routing", 60);
+	tcase_add_test(tc, routes_by_user_suffix);
+	tcase_add_test(tc, routes_by_options);
+	tcase_add_test(tc, routes_by_sni);
+	tcase_add_test(tc, tenant_pool_size_holds);
+	tcase_add_test(tc, concurrent_logins_one_lookup);
+	suite_add_tcase(s, tc);
+	TCase *bad = pgv_tcase_create("refusals", 60);
+	tcase_add_test(bad, unknown_tenant_refused);
+	tcase_add_test(bad, hostile_tenant_ids);
+	tcase_add_test(bad, bad_row_refused);
+	tcase_add_test(bad, metadata_down);
+	suite_add_tcase(s, bad);
+	return pgv_run_suite(s);
+}
