@@ -1070,13 +1070,9 @@ void pool_learn_welcome(struct pool *pool, const struct welcome_param *params, i
 	}
 }
 
-void pool_queue_auth_query(struct pool *pool, struct client *client)
+/* A lookup was queued: an idle server answers it now (take_idle_server may start checks instead), else one opens. */
+static void serve_lookups(struct pool *pool)
 {
-	struct client_login *login = client->login;
-	login->client = client;
-	login->auth_pool = pool;
-	list_append(&pool->auth_waiters, &login->wait_node);
-	/* An idle server can answer now (take_idle_server may start checks instead). */
 	struct server *server = take_idle_server(pool);
 	if (server) {
 		pool_server_ready(server);
@@ -1085,16 +1081,20 @@ void pool_queue_auth_query(struct pool *pool, struct client *client)
 	pool_launch_servers(pool);
 }
 
+void pool_queue_auth_query(struct pool *pool, struct client *client)
+{
+	struct client_login *login = client->login;
+	login->client = client;
+	login->auth_pool = pool;
+	list_append(&pool->auth_waiters, &login->wait_node);
+	serve_lookups(pool);
+}
+
 void pool_queue_query(struct pool *pool, struct pool_query_waiter *w)
 {
 	w->pool = pool;
 	list_append(&pool->query_waiters, &w->node);
-	struct server *server = take_idle_server(pool);
-	if (server) {
-		pool_server_ready(server);
-		return;
-	}
-	pool_launch_servers(pool);
+	serve_lookups(pool);
 }
 
 void pool_cancel_query(struct pool_query_waiter *w)
