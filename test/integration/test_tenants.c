@@ -19,7 +19,7 @@
  */
 static const char *const meta_setup[] = {
 	"CREATE TABLE tenants (id text PRIMARY KEY, host text, port text, dbname text, pool_size text, "
-	"pool_mode text)",
+	"pool_mode text, max_client_conn text, auth_user text)",
 	"CREATE TABLE lookups (id text, at timestamptz DEFAULT clock_timestamp())",
 	"CREATE FUNCTION tenant_row(tid text) RETURNS SETOF tenants LANGUAGE plpgsql SECURITY DEFINER AS $$ "
 	"BEGIN INSERT INTO lookups (id) VALUES (tid); PERFORM pg_sleep(0.3); "
@@ -73,14 +73,19 @@ static void tenants_setup(void)
 	}
 	exec_ok(pg, "ALTER DATABASE tenant_meta ALLOW_CONNECTIONS true");
 	PQfinish(pg);
+	/* auth_query's function, in tenant_a only: a login it serves was looked up in its tenant's database. */
+	PGconn *a = pg_db("tenant_a");
+	exec_ok(a, "CREATE OR REPLACE FUNCTION pgv_auth(u text, OUT usename name, OUT passwd text) LANGUAGE sql "
+		   "SECURITY DEFINER AS $$ SELECT usename, passwd FROM pg_catalog.pg_shadow WHERE usename = u $$");
+	PQfinish(a);
 	PGconn *meta = pg_db("tenant_meta");
 	char sql[600];
 	exec_ok(meta, "TRUNCATE tenants, lookups");
 	snprintf(sql, sizeof(sql),
-		 "INSERT INTO tenants VALUES ('t1', '127.0.0.1', '%d', 'tenant_a', NULL, NULL), "
-		 "('t2', '127.0.0.1', '%d', 'tenant_b', '2', 'transaction'), "
-		 "('t3', '127.0.0.1', '%d', 'tenant_c', NULL, NULL), "
-		 "('tbad', '127.0.0.1', '%d', 'tenant_a', NULL, 'bogus')",
+		 "INSERT INTO tenants VALUES ('t1', '127.0.0.1', '%d', 'tenant_a', NULL, NULL, NULL, 'md5_user'), "
+		 "('t2', '127.0.0.1', '%d', 'tenant_b', '2', 'transaction', '6', NULL), "
+		 "('t3', '127.0.0.1', '%d', 'tenant_c', NULL, NULL, NULL, NULL), "
+		 "('tbad', '127.0.0.1', '%d', 'tenant_a', NULL, 'bogus', NULL, NULL)",
 		 pg_port(), pg_port(), pg_port(), pg_port());
 	exec_ok(meta, sql);
 	PQfinish(meta);
@@ -214,6 +219,12 @@ START_TEST(tenant_pool_size_holds)
 		conns[i] = tenant_connect(&p, "pgvtest", "md5_user.t2", NULL, NULL);
 		ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "%s", PQerrorMessage(conns[i]));
 	}
+	/* Its row's max_client_conn is 6: a seventh client is refused, a client of another tenant is not. */
+	PGconn *seventh = tenant_connect(&p, "pgvtest", "md5_user.t2", NULL, NULL);
+	ck_assert_msg(PQstatus(seventh) != CONNECTION_OK && strstr(PQerrorMessage(seventh), "max_db_client_connections"),
+		      "a seventh client of t2: %s", PQerrorMessage(seventh));
+	PQfinish(seventh);
+	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
 	for (int i = 0; i < 6; i++)
 		ck_assert(PQsendQuery(conns[i], "SELECT pg_sleep(0.4), current_database()"));
 	PGconn *pg = pg_direct();
@@ -234,6 +245,34 @@ START_TEST(tenant_pool_size_holds)
 		PQfinish(conns[i]);
 	}
 	ck_assert_msg(most == 2, "tenant t2 (pool_size 2) held %d servers at most", most);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * A user not in auth_file: auth_query runs in its tenant's own database
+ * (pgv_auth exists only in tenant_a), as the row's auth_user; SCRAM's keys
+ * then log the server in, as for a configured database. t3's row has no
+ * auth_user (and there is no global one): its logins cannot be checked.
+ */
+START_TEST(auth_query_in_tenant_database)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, "auth_query = SELECT * FROM pgv_auth($1)\n");
+	const char *kw[10], *val[10];
+	char port[16];
+	pgv_conn_params(&p, "pgvtest", "scram_user.t1", "scram_pass", kw, val, port);
+	const char *msg = pgv_login_message(kw, val, "scram_user");
+	ck_assert_msg(msg == NULL, "scram_user.t1: %s\n%s", msg, pgv_log_tail(&p, 2000));
+	PGconn *conn = PQconnectdbParams(kw, val, 0);
+	ck_assert_msg(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));
+	ck_assert_str_eq(query_value(conn, "SELECT current_database() || ' ' || current_user"), "tenant_a scram_user");
+	PQfinish(conn);
+	pgv_conn_params(&p, "pgvtest", "scram_user.t1", "wrong", kw, val, port);
+	ck_assert_ptr_nonnull(pgv_login_message(kw, val, "scram_user"));
+	pgv_conn_params(&p, "pgvtest", "scram_user.t3", "scram_pass", kw, val, port);
+	msg = pgv_login_message(kw, val, "scram_user");
+	ck_assert_msg(msg && strstr(msg, "authentication failed"), "scram_user.t3: %s", msg ? msg : "logged in");
 	pgv_stop(&p);
 }
 END_TEST
@@ -423,6 +462,7 @@ int main(void)
 	tcase_add_test(tc, routes_by_sni);
 	tcase_add_test(tc, tenant_pool_size_holds);
 	tcase_add_test(tc, concurrent_logins_one_lookup);
+	tcase_add_test(tc, auth_query_in_tenant_database);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);
