@@ -62,6 +62,8 @@ struct tenant {
 	usec_t failed;			/* the last lookup that got no answer (0: none since the last answer) */
 	struct db *db;			/* made from the first row found; kept while the process runs */
 	struct tenant_lookup *lookup;	/* under way, or NULL */
+	bool banned;			/* BAN TENANT: logins refused */
+	bool reconnect;			/* RECONNECT TENANT: servers replaced once the lookup under way ends */
 };
 
 /* One lookup of a tenant's row, and the logins waiting for it. */
@@ -442,6 +444,14 @@ static void lookup_release_clients(struct tenant_lookup *lk, struct db *db, cons
 	free(clients);
 }
 
+/* RECONNECT TENANT asked for it: the servers go as they are released, now that the row was read again. */
+static void reconnect_if_asked(struct tenant *t)
+{
+	if (t->reconnect && t->db)
+		pool_db_reconnect(t->db);
+	t->reconnect = false;
+}
+
 /* The lookup got no answer (error, timeout, no server): known tenants keep their row, waiting logins hear why. */
 static void lookup_failed(struct tenant_lookup *lk, const char *reason)
 {
@@ -452,6 +462,7 @@ static void lookup_failed(struct tenant_lookup *lk, const char *reason)
 	snprintf(msg, sizeof(msg), "tenant lookup failed: %s", reason);
 	struct db *db = t->state == TENANT_FOUND ? t->db : NULL;
 	lookup_release_clients(lk, db, "08006", msg);
+	reconnect_if_asked(t);
 	lookup_free(lk);
 }
 
@@ -489,6 +500,7 @@ static void lookup_done(struct server *server, bool failed)
 			  t->db->cfg->port);
 		lookup_release_clients(lk, t->db, NULL, NULL);
 	}
+	reconnect_if_asked(t);
 	lookup_free(lk);
 }
 
@@ -579,6 +591,13 @@ static usec_t negative_ttl(void)
 static struct db *tenant_resolve(struct client *client)
 {
 	struct tenant *t = tenant_get(client->login->route);
+	char idbuf[80], msg[320];
+	id_text(t->id, idbuf, sizeof(idbuf));
+	if (t->banned) {
+		snprintf(msg, sizeof(msg), "tenant \"%s\" is banned", idbuf);
+		client_close(client, "08P01", msg);
+		return NULL;
+	}
 	usec_t now = now_usec();
 	usec_t age = now - t->answered;
 	bool retry_due = !t->failed || now - t->failed >= negative_ttl();
@@ -590,8 +609,6 @@ static struct db *tenant_resolve(struct client *client)
 		client->login->route = NULL;
 		return t->db;
 	}
-	char idbuf[80], msg[320];
-	id_text(t->id, idbuf, sizeof(idbuf));
 	if (t->state != TENANT_NEW && age < negative_ttl()) {
 		if (t->state == TENANT_UNKNOWN) {
 			snprintf(msg, sizeof(msg), "tenant \"%s\" does not exist", idbuf);
@@ -637,10 +654,44 @@ void tenant_register(void)
 	client_register_route(&tenant_route_ops);
 }
 
+/* ---------------------------------------------------------------- the console's verbs */
+
+void tenant_ban(const char *id, bool banned)
+{
+	struct tenant *t = tenant_get(id);
+	char idbuf[80], msg[320];
+	id_text(id, idbuf, sizeof(idbuf));
+	log_info("tenant \"%s\": %s", idbuf, banned ? "banned" : "no longer banned");
+	t->banned = banned;
+	if (!banned)
+		return;
+	snprintf(msg, sizeof(msg), "tenant \"%s\" is banned", idbuf);
+	if (t->lookup)
+		lookup_release_clients(t->lookup, NULL, "08P01", msg);
+	if (t->db)
+		pool_close_db(t->db, msg);
+}
+
+bool tenant_reconnect(const char *id)
+{
+	struct tenant *t = *tenant_slot(id);
+	if (!t)
+		return false;
+	t->reconnect = true;
+	t->failed = 0;	/* asked for: the lookup runs now, whatever failed a moment ago */
+	if (!t->lookup)
+		(void)lookup_start(t);
+	if (!t->lookup)	/* none could start: the servers go now, with the row there is */
+		reconnect_if_asked(t);
+	return true;
+}
+
 /* ---------------------------------------------------------------- SHOW TENANTS */
 
 static const char *state_name(const struct tenant *t)
 {
+	if (t->banned)
+		return "banned";
 	if (t->lookup && t->state == TENANT_NEW)
 		return "looking up";
 	switch (t->state) {

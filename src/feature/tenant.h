@@ -48,10 +48,23 @@ void tenant_register(void);
 /* Shutdown: every tenant, lookup and timer is freed (the databases go with the pool's). */
 void tenant_cleanup(void);
 
+/*
+ * BAN TENANT id (banned) / UNBAN TENANT id: a banned tenant's clients and
+ * logins are closed and new logins refused ("tenant ... is banned"),
+ * until UNBAN; this process only, and a tenant not seen yet may be banned.
+ */
+void tenant_ban(const char *id, bool banned);
+/*
+ * RECONNECT TENANT id: the tenant's row is read again now and, once it is
+ * answered (or the lookup failed), its servers are replaced as they are
+ * released. False if no tenant of that id is known.
+ */
+bool tenant_reconnect(const char *id);
+
 /* One tenant as SHOW TENANTS lists it. */
 struct tenant_view {
 	const char *id;
-	const char *state;		/* "ok", "unknown", "invalid", "looking up" */
+	const char *state;		/* "ok", "unknown", "invalid", "looking up", "failed", "banned" */
 	const char *database;		/* the row's dbname, NULL before any row */
 	const char *host;
 	int port;

@@ -277,6 +277,112 @@ START_TEST(auth_query_in_tenant_database)
 }
 END_TEST
 
+/* The console as md5_user (an admin_users entry); never NULL. */
+static PGconn *console(struct pgv *p)
+{
+	PGconn *admin = pgv_connect(p, "pgbouncer", "md5_user", "md5_pass");
+	ck_assert_msg(PQstatus(admin) == CONNECTION_OK, "%s", PQerrorMessage(admin));
+	return admin;
+}
+
+/* A console command's outcome: NULL if it worked, else its error message (static buffer). */
+static const char *console_run(PGconn *admin, const char *command)
+{
+	static char msg[512];
+	PGresult *res = PQexec(admin, command);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+	snprintf(msg, sizeof(msg), "%s", PQerrorMessage(admin));
+	PQclear(res);
+	return ok ? NULL : msg;
+}
+
+/*
+ * A tenant moved to another database: within tenant_cache_ttl its logins
+ * still land where the cached row says; RECONNECT TENANT reads the row
+ * again and from then on new logins and the next transaction of a client
+ * already there go to the new database.
+ */
+START_TEST(moved_tenant_reconnect)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	PGconn *early = tenant_connect(&p, "pgvtest", "md5_user.t1", NULL, NULL);
+	ck_assert_msg(PQstatus(early) == CONNECTION_OK, "%s", PQerrorMessage(early));
+	ck_assert_str_eq(query_value(early, "SELECT current_database()"), "tenant_a");
+	PGconn *meta = pg_db("tenant_meta");
+	exec_ok(meta, "UPDATE tenants SET dbname = 'tenant_b' WHERE id = 't1'");
+	PQfinish(meta);
+	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+	PGconn *admin = console(&p);
+	const char *err = console_run(admin, "RECONNECT TENANT t1");
+	ck_assert_msg(err == NULL, "RECONNECT TENANT t1: %s", err);
+	err = console_run(admin, "RECONNECT TENANT nosuch");
+	ck_assert_msg(err && strstr(err, "no such tenant"), "RECONNECT TENANT nosuch: %s", err ? err : "ok");
+	char *db = NULL;
+	for (double end = now_s() + 5; now_s() < end; sleep_ms(100)) {
+		free(db);
+		db = landed(&p, "pgvtest", "md5_user.t1", NULL, NULL);
+		if (strcmp(db, "tenant_b") == 0)
+			break;
+	}
+	ck_landed(db, "tenant_b");
+	ck_assert_str_eq(query_value(early, "SELECT current_database()"), "tenant_b");
+	PQfinish(early);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * BAN TENANT closes the tenant's clients and refuses its logins with a
+ * message of its own, other tenants go on; UNBAN TENANT lets it in again.
+ * A tenant banned before its first login is never looked up.
+ */
+START_TEST(ban_tenant)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	PGconn *c3 = tenant_connect(&p, "pgvtest", "md5_user.t3", NULL, NULL);
+	PGconn *c1 = tenant_connect(&p, "pgvtest", "md5_user.t1", NULL, NULL);
+	ck_assert_msg(PQstatus(c3) == CONNECTION_OK && PQstatus(c1) == CONNECTION_OK, "%s %s", PQerrorMessage(c3),
+		      PQerrorMessage(c1));
+	PGconn *admin = console(&p);
+	const char *err = console_run(admin, "BAN TENANT t3");
+	ck_assert_msg(err == NULL, "BAN TENANT t3: %s", err);
+	PGresult *res = PQexec(c3, "SELECT current_database()");
+	ck_assert_msg(PQresultStatus(res) != PGRES_TUPLES_OK && strstr(PQerrorMessage(c3), "banned"),
+		      "t3's client after BAN: %s", PQerrorMessage(c3));
+	PQclear(res);
+	PQfinish(c3);
+	PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user.t3", NULL, NULL);
+	ck_assert_msg(PQstatus(conn) != CONNECTION_OK && strstr(PQerrorMessage(conn), "tenant \"t3\" is banned"),
+		      "a login of t3 after BAN: %s", PQerrorMessage(conn));
+	PQfinish(conn);
+	ck_assert_str_eq(query_value(c1, "SELECT current_database()"), "tenant_a");
+	res = PQexec(admin, "SHOW TENANTS");
+	bool listed = false;
+	for (int i = 0; i < PQntuples(res); i++)
+		if (strcmp(PQgetvalue(res, i, 0), "t3") == 0)
+			listed = strcmp(PQgetvalue(res, i, PQfnumber(res, "state")), "banned") == 0;
+	PQclear(res);
+	ck_assert_msg(listed, "SHOW TENANTS does not list t3 as banned");
+	ck_assert_ptr_null(console_run(admin, "UNBAN TENANT t3"));
+	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
+	/* Banned before its first login (a quoted id): refused without a lookup. */
+	ck_assert_ptr_null(console_run(admin, "BAN TENANT \"t-new\""));
+	conn = tenant_connect(&p, "pgvtest", "md5_user.t-new", NULL, NULL);
+	ck_assert_msg(strstr(PQerrorMessage(conn), "banned"), "%s", PQerrorMessage(conn));
+	PQfinish(conn);
+	ck_assert_int_eq(lookups_of("t-new"), 0);
+	/* TENANT after any other verb is no command. */
+	err = console_run(admin, "PAUSE TENANT t1");
+	ck_assert_msg(err && strstr(err, "invalid command"), "PAUSE TENANT t1: %s", err ? err : "ok");
+	PQfinish(c1);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* An unknown tenant: PostgreSQL's "database does not exist" SQLSTATE, and remembered briefly. */
 START_TEST(unknown_tenant_refused)
 {
@@ -463,6 +569,8 @@ int main(void)
 	tcase_add_test(tc, tenant_pool_size_holds);
 	tcase_add_test(tc, concurrent_logins_one_lookup);
 	tcase_add_test(tc, auth_query_in_tenant_database);
+	tcase_add_test(tc, moved_tenant_reconnect);
+	tcase_add_test(tc, ban_tenant);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);

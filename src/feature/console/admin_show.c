@@ -1030,6 +1030,7 @@ static const char help_text[] =
 	"\n\tDISABLE <db>"
 	"\n\tENABLE <db>"
 	"\n\tRECONNECT [<db>]"
+	"\n\tRECONNECT|BAN|UNBAN TENANT <id>"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
 	"\n\tSHUTDOWN"
