@@ -32,6 +32,7 @@
 static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
+static bool fast_fail_message(const struct pool *pool, char *msg, size_t size);
 static void standby_waiters_home(struct pool *pool);
 static void standby_waiters_recheck(struct pool *pool);
 static int recheck_idle_servers(struct pool *pool, int wanted);
@@ -1092,6 +1093,12 @@ void pool_queue_auth_query(struct pool *pool, struct client *client)
 
 void pool_queue_query(struct pool *pool, struct pool_query_waiter *w)
 {
+	char msg[400];
+	if (fast_fail_message(pool, msg, sizeof(msg))) {	/* as a client would be (pool_fast_fail) */
+		w->pool = NULL;
+		w->failed(w, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
+		return;
+	}
 	w->pool = pool;
 	list_append(&pool->query_waiters, &w->node);
 	serve_lookups(pool);
@@ -1243,6 +1250,15 @@ void pool_server_connect_failed(struct pool *pool)
 	standby_waiters_home(pool);
 }
 
+/* The error pool_fast_fail gives, into msg; false if the pool is not failing fast. */
+static bool fast_fail_message(const struct pool *pool, char *msg, size_t size)
+{
+	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pooled_server_count(pool))
+		return false;
+	snprintf(msg, size, "server login has been failing, cached error: %s (server_login_retry)", pool->last_error);
+	return true;
+}
+
 /*
  * As PgBouncer: while server logins fail with an error and the pool has no
  * server at all, a client that needs one is failed at once with that error
@@ -1250,11 +1266,9 @@ void pool_server_connect_failed(struct pool *pool)
  */
 static bool pool_fast_fail(struct pool *pool, struct client *client)
 {
-	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pooled_server_count(pool))
-		return false;
 	char msg[400];
-	snprintf(msg, sizeof(msg), "server login has been failing, cached error: %s (server_login_retry)",
-		 pool->last_error);
+	if (!fast_fail_message(pool, msg, sizeof(msg)))
+		return false;
 	client_close(client, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
 	return true;
 }

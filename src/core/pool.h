@@ -317,7 +317,9 @@ void pool_cancel_auth_query(struct client *client);
  * queued like an auth_query, given the first server the pool has ready
  * (one is opened if need be). run() gets the server, out of the queue,
  * and sends its query (server_run_feature_query_params); failed() hears
- * that the pool gave up (a server login failed, the pool was removed).
+ * that the pool gave up (a server login failed, the pool was removed), at
+ * once from pool_queue_query while its server logins fail with an error
+ * (as a client's request would, PgBouncer's cached error).
  * The waiter is the feature's memory; pool is set while it is queued.
  */
 struct pool_query_waiter {

@@ -538,8 +538,22 @@ static void lookup_timeout(evutil_socket_t fd, short what, void *arg)
 	lookup_failed(arg, "no answer from tenant_source within query_wait_timeout");
 }
 
-/* Starts the tenant's lookup. False (the tenant marked failed, logged) if it cannot start. */
-static bool lookup_start(struct tenant *t)
+static void lookup_add_client(struct tenant_lookup *lk, struct client *client)
+{
+	if (lk->client_count == lk->client_cap) {
+		lk->client_cap = lk->client_cap ? 2 * lk->client_cap : 4;
+		lk->clients = xrealloc(lk->clients, lk->client_cap * sizeof(*lk->clients));
+	}
+	lk->clients[lk->client_count++] = client;
+}
+
+/*
+ * Starts the tenant's lookup, client (unless NULL) its first login
+ * waiting. False (the tenant marked failed, logged) if it cannot start.
+ * tenant_source's pool may fail it at once (its server logins failing):
+ * the client is then closed with the reason.
+ */
+static bool lookup_start(struct tenant *t, struct client *client)
 {
 	char why[256], idbuf[80];
 	struct pool *pool = pgv.cfg->tenant_query[0] ? source_pool(why, sizeof(why)) : NULL;
@@ -562,23 +576,18 @@ static bool lookup_start(struct tenant *t)
 	lk->next = lookups;
 	lookups = lk;
 	t->lookup = lk;
+	if (client)
+		lookup_add_client(lk, client);
 	pool_queue_query(pool, &lk->waiter);	/* may fail it at once (lookup_pool_failed) */
 	return true;
 }
 
-/* A login waits for the tenant's lookup (started if need be). False if none could start. */
+/* A login waits for the tenant's lookup (started if need be; it may be closed at once). False if none could start. */
 static bool lookup_wait(struct tenant *t, struct client *client)
 {
-	if (!t->lookup && !lookup_start(t))
-		return false;
-	struct tenant_lookup *lk = t->lookup;
-	if (!lk)
-		return false;	/* tenant_source's pool failed it at once */
-	if (lk->client_count == lk->client_cap) {
-		lk->client_cap = lk->client_cap ? 2 * lk->client_cap : 4;
-		lk->clients = xrealloc(lk->clients, lk->client_cap * sizeof(*lk->clients));
-	}
-	lk->clients[lk->client_count++] = client;
+	if (!t->lookup)
+		return lookup_start(t, client);
+	lookup_add_client(t->lookup, client);
 	return true;
 }
 
@@ -604,7 +613,7 @@ static struct db *tenant_resolve(struct client *client)
 	if (t->state == TENANT_FOUND) {
 		/* Stale: served from the row while one lookup refreshes it (the metadata database may be down). */
 		if (age >= pgv.cfg->tenant_cache_ttl && !t->lookup && retry_due)
-			(void)lookup_start(t);
+			(void)lookup_start(t, NULL);
 		free(client->login->route);
 		client->login->route = NULL;
 		return t->db;
@@ -680,7 +689,7 @@ bool tenant_reconnect(const char *id)
 	t->reconnect = true;
 	t->failed = 0;	/* asked for: the lookup runs now, whatever failed a moment ago */
 	if (!t->lookup)
-		(void)lookup_start(t);
+		(void)lookup_start(t, NULL);
 	if (!t->lookup)	/* none could start: the servers go now, with the row there is */
 		reconnect_if_asked(t);
 	return true;
