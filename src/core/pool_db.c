@@ -201,6 +201,9 @@ static void db_take_config(struct db *db, const struct db_config *dc)
 void pool_update_routed_db(struct db *db, const struct db_config *cfg)
 {
 	db_take_config(db, cfg);
+	/* Its pools' cached mode (pool_effective_mode) is of the old settings; config_generation starts at 1. */
+	list_for_each(pos, &db->pools)
+		container_of(pos, struct pool, node)->mode_cached_gen = 0;
 }
 
 void pool_apply_config(void)

@@ -314,7 +314,7 @@ START_TEST(moved_tenant_reconnect)
 	ck_assert_msg(PQstatus(early) == CONNECTION_OK, "%s", PQerrorMessage(early));
 	ck_assert_str_eq(query_value(early, "SELECT current_database()"), "tenant_a");
 	PGconn *meta = pg_db("tenant_meta");
-	exec_ok(meta, "UPDATE tenants SET dbname = 'tenant_b' WHERE id = 't1'");
+	exec_ok(meta, "UPDATE tenants SET dbname = 'tenant_b', pool_mode = 'session' WHERE id = 't1'");
 	PQfinish(meta);
 	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
 	PGconn *admin = console(&p);
@@ -331,6 +331,14 @@ START_TEST(moved_tenant_reconnect)
 	}
 	ck_landed(db, "tenant_b");
 	ck_assert_str_eq(query_value(early, "SELECT current_database()"), "tenant_b");
+	/* The row's new pool_mode holds for the tenant's pool (no cached mode of the old row). */
+	PGresult *res = PQexec(admin, "SHOW POOLS");
+	const char *mode = NULL;
+	for (int i = 0; i < PQntuples(res); i++)
+		if (strcmp(PQgetvalue(res, i, PQfnumber(res, "database")), "tenant:t1") == 0)
+			mode = PQgetvalue(res, i, PQfnumber(res, "pool_mode"));
+	ck_assert_msg(mode && strcmp(mode, "session") == 0, "tenant:t1's pool_mode: %s", mode ? mode : "no pool");
+	PQclear(res);
 	PQfinish(early);
 	PQfinish(admin);
 	pgv_stop(&p);
