@@ -645,19 +645,36 @@ void pool_close_db(struct db *db, const char *reason)
 		pool_destroy(container_of(n, struct pool, node));
 }
 
-void pool_drop_idle_autodb(struct db *db, usec_t now)
+/* Unused for autodb_idle_timeout: no client or server in any pool, no console waiting on it (that keeps it). */
+static bool db_idle(const struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->autodb_idle_timeout;
-	if (!db->is_autodb || timeout <= 0 || now - db->last_used < timeout)
-		return;
+	if (timeout <= 0 || now - db->last_used < timeout || db->console_waits)
+		return false;
 	list_for_each(pos, &db->pools)
 		if (!pool_unused(container_of(pos, struct pool, node)))
-			return;
-	/* A console waiting on this database keeps it. */
-	if (db->console_waits)
+			return false;
+	return true;
+}
+
+void pool_drop_idle_autodb(struct db *db, usec_t now)
+{
+	if (!db->is_autodb || !db_idle(db, now))
 		return;
-	log_info("auto-database %s unused for %lld s, dropped", db->name, (long long)(timeout / USEC_PER_SEC));
+	log_info("auto-database %s unused for %lld s, dropped", db->name,
+		 (long long)(pgv.cfg->autodb_idle_timeout / USEC_PER_SEC));
 	db_free(db);
+}
+
+bool pool_drop_idle_routed_db(struct db *db, usec_t now)
+{
+	/* A login still authenticating is counted in client_count, not yet in a pool's lists. */
+	if (!db->is_routed || db->client_count || !db_idle(db, now))
+		return false;
+	log_info("database %s unused for %lld s, dropped", db->name,
+		 (long long)(pgv.cfg->autodb_idle_timeout / USEC_PER_SEC));
+	db_free(db);
+	return true;
 }
 
 struct db *pool_fake_db(const char *name)
@@ -1377,6 +1394,12 @@ void pool_destroy(struct pool *pool)
 
 static void pool_free(struct pool *pool)
 {
+	/* Queued features' queries are theirs to free: they are just no longer queued here. */
+	struct list_node *n;
+	while ((n = list_first(&pool->query_waiters))) {
+		list_remove(&pool->query_waiters, n);
+		container_of(n, struct pool_query_waiter, node)->pool = NULL;
+	}
 	for (int i = 0; i < pool->welcome_count; i++) {
 		free(pool->welcome[i].name);
 		free(pool->welcome[i].value);

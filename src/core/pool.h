@@ -171,11 +171,18 @@ struct db *pool_find_db(const char *name);
 struct db *pool_find_or_autodb(const char *name);
 /*
  * A database a login route made from its own data (tenant.h): is_routed,
- * taking a copy of cfg. Kept until the process ends.
+ * taking a copy of cfg. Kept until the route drops it (pool_drop_idle_routed_db)
+ * or the process ends.
  */
 struct db *pool_add_routed_db(const struct db_config *cfg, const char *name);
 /* Its route's new settings: servers whose connection settings changed are replaced (as on reload). */
 void pool_update_routed_db(struct db *db, const struct db_config *cfg);
+/*
+ * autodb_idle_timeout for a routed database, asked by its route: freed
+ * (true; its pointer is then dead) once it had no client, server or
+ * console waiting for that long, as an auto-database is.
+ */
+bool pool_drop_idle_routed_db(struct db *db, usec_t now);
 struct pool *pool_get(struct db *db, const char *client_user);
 /*
  * A login chose its database and user: the pool, made provisional if it

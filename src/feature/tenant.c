@@ -30,6 +30,8 @@
 /* A lookup waits this long for its answer when query_wait_timeout is 0 (no limit there). */
 #define TENANT_LOOKUP_DEFAULT_WAIT (60 * USEC_PER_SEC)
 #define TENANT_BUCKETS 1024
+/* How often tenants nothing needs any more are looked for (autodb_idle_timeout and the negative TTL decide which). */
+#define TENANT_SWEEP_PERIOD_USEC USEC_PER_SEC
 /* The name of the database made from a tenant_source connection string (routed: no login reaches it). */
 #define TENANT_SOURCE_DB "pgvalve.tenant_source"
 
@@ -81,6 +83,7 @@ struct tenant_lookup {
 };
 
 static struct tenant *buckets[TENANT_BUCKETS];
+static struct event *sweep_ev;		/* tenant_sweep, from the first tenant on */
 static struct tenant_lookup *lookups;
 /* tenant_source as last made into a database (a connection string), and that database. */
 static char *source_text;
@@ -96,9 +99,16 @@ static struct tenant **tenant_slot(const char *id)
 	return slot;
 }
 
+static void tenant_sweep(evutil_socket_t fd, short what, void *arg);
+
 static struct tenant *tenant_get(const char *id)
 {
 	struct tenant **slot = tenant_slot(id);
+	if (!sweep_ev) {
+		struct timeval tv = { .tv_sec = TENANT_SWEEP_PERIOD_USEC / USEC_PER_SEC };
+		sweep_ev = event_new(pgv.base, -1, EV_PERSIST, tenant_sweep, NULL);
+		event_add(sweep_ev, &tv);
+	}
 	if (!*slot) {
 		*slot = xcalloc(1, sizeof(**slot));
 		(*slot)->id = xstrdup(id);
@@ -663,6 +673,50 @@ void tenant_register(void)
 	client_register_route(&tenant_route_ops);
 }
 
+/* ---------------------------------------------------------------- forgetting */
+
+/*
+ * Whether nothing needs the tenant any more: no lookup under way, not
+ * banned, and either its database was unused for autodb_idle_timeout
+ * (then dropped here, with its pools), or it has none and what its last
+ * answer (or failed lookup) said is no longer remembered. Its next login
+ * looks it up again.
+ */
+static bool tenant_forgettable(struct tenant *t, usec_t now)
+{
+	if (t->lookup || t->banned)
+		return false;
+	if (t->db) {
+		if (!pool_drop_idle_routed_db(t->db, now))
+			return false;
+		t->db = NULL;
+		return true;
+	}
+	return now - MAX(t->answered, t->failed) >= negative_ttl();
+}
+
+/* Every second: the tenants nothing needs are freed, so that idle ones and a storm of unknown ids cost nothing. */
+static void tenant_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	usec_t now = now_usec();
+	for (size_t b = 0; b < TENANT_BUCKETS; b++) {
+		struct tenant **slot = &buckets[b];
+		while (*slot) {
+			struct tenant *t = *slot;
+			if (!tenant_forgettable(t, now)) {
+				slot = &t->next;
+				continue;
+			}
+			*slot = t->next;
+			free(t->id);
+			free(t);
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- the console's verbs */
 
 void tenant_ban(const char *id, bool banned)
@@ -716,32 +770,58 @@ static const char *state_name(const struct tenant *t)
 	return "failed";
 }
 
+static void tenant_view_of(const struct tenant *t, usec_t now, struct tenant_view *v)
+{
+	*v = (struct tenant_view){ .id = t->id, .state = state_name(t), .age = -1 };
+	if (t->answered)
+		v->age = (long long)((now - t->answered) / USEC_PER_SEC);
+	if (t->db) {
+		v->database = t->db->cfg->dbname;
+		v->host = t->db->cfg->host;
+		v->port = t->db->cfg->port;
+		v->clients = t->db->client_count;
+		v->servers = t->db->server_count;
+		list_for_each(pos, &t->db->pools)
+			v->waiting += (int)container_of(pos, struct pool, node)->waiting_clients.count;
+	}
+	if (t->lookup)
+		v->waiting += (int)t->lookup->client_count;
+}
+
+static int compare_ids(const void *a, const void *b)
+{
+	return strcmp((*(const struct tenant *const *)a)->id, (*(const struct tenant *const *)b)->id);
+}
+
 void tenant_foreach(void (*fn)(void *arg, const struct tenant_view *view), void *arg)
 {
-	usec_t now = now_usec();
+	size_t n = 0, cap = 0;
+	const struct tenant **all = NULL;
 	for (size_t b = 0; b < TENANT_BUCKETS; b++) {
 		for (const struct tenant *t = buckets[b]; t; t = t->next) {
-			struct tenant_view v = { .id = t->id, .state = state_name(t), .age = -1 };
-			if (t->answered)
-				v.age = (long long)((now - t->answered) / USEC_PER_SEC);
-			if (t->db) {
-				v.database = t->db->cfg->dbname;
-				v.host = t->db->cfg->host;
-				v.port = t->db->cfg->port;
-				v.clients = t->db->client_count;
-				v.servers = t->db->server_count;
-				list_for_each(pos, &t->db->pools)
-					v.waiting += (int)container_of(pos, struct pool, node)->waiting_clients.count;
+			if (n == cap) {
+				cap = cap ? 2 * cap : 64;
+				all = xrealloc(all, cap * sizeof(*all));
 			}
-			if (t->lookup)
-				v.waiting += (int)t->lookup->client_count;
-			fn(arg, &v);
+			all[n++] = t;
 		}
 	}
+	if (n)	/* by id, as PgBouncer lists databases by name */
+		qsort(all, n, sizeof(*all), compare_ids);
+	usec_t now = now_usec();
+	for (size_t i = 0; i < n; i++) {
+		struct tenant_view v;
+		tenant_view_of(all[i], now, &v);
+		fn(arg, &v);
+	}
+	free(all);
 }
 
 void tenant_cleanup(void)
 {
+	if (sweep_ev)
+		event_free(sweep_ev);
+	sweep_ev = NULL;
 	while (lookups)
 		lookup_free(lookups);
 	for (size_t b = 0; b < TENANT_BUCKETS; b++) {

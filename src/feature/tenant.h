@@ -34,6 +34,10 @@
  *    one each; a lookup not answered within query_wait_timeout (or that
  *    fails) refuses them with the reason, and a known tenant keeps its
  *    last row.
+ *  - Forgetting: a tenant whose database had no client and no server for
+ *    autodb_idle_timeout is freed with its database (a sweep every
+ *    second), and so is an unknown or invalid one once it is no longer
+ *    remembered; banned tenants are kept.
  */
 #ifndef PGVALVE_TENANT_H
 #define PGVALVE_TENANT_H
@@ -74,7 +78,7 @@ struct tenant_view {
 	long long age;			/* seconds since the last answer, -1 if none yet */
 };
 
-/* Calls fn for every tenant known, in no particular order. */
+/* Calls fn for every tenant known, in the byte order of their ids. */
 void tenant_foreach(void (*fn)(void *arg, const struct tenant_view *view), void *arg);
 
 #endif

@@ -177,13 +177,13 @@ static void pooler_teardown(void)
 	shared_pool_stop();
 	listener_close();
 	loop_cleanup();
+	tenant_cleanup();	/* before the pools its lookups may be queued on */
 	pool_free_all();
 	roles_free_all();
 	dns_shutdown();
 	netbuf_global_cleanup();
 	prepare_global_cleanup();
 	volatility_cleanup();
-	tenant_cleanup();
 	balance_cleanup();
 	varcache_configure(NULL);
 	if (pgv.auth)

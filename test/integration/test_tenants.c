@@ -386,10 +386,58 @@ START_TEST(ban_tenant)
 	ck_assert_msg(strstr(PQerrorMessage(conn), "banned"), "%s", PQerrorMessage(conn));
 	PQfinish(conn);
 	ck_assert_int_eq(lookups_of("t-new"), 0);
+	/* SHOW TENANTS lists them by id: t-new, t1, t3. */
+	res = PQexec(admin, "SHOW TENANTS");
+	ck_assert_int_eq(PQntuples(res), 3);
+	ck_assert_str_eq(PQgetvalue(res, 0, 0), "t-new");
+	ck_assert_str_eq(PQgetvalue(res, 1, 0), "t1");
+	ck_assert_str_eq(PQgetvalue(res, 2, 0), "t3");
+	PQclear(res);
 	/* TENANT after any other verb is no command. */
 	err = console_run(admin, "PAUSE TENANT t1");
 	ck_assert_msg(err && strstr(err, "invalid command"), "PAUSE TENANT t1: %s", err ? err : "ok");
 	PQfinish(c1);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
+/* Rows of a console SHOW whose first column is value. */
+static int show_rows_with(PGconn *admin, const char *show, const char *value)
+{
+	PGresult *res = PQexec(admin, show);
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", show, PQerrorMessage(admin));
+	int n = 0;
+	for (int i = 0; i < PQntuples(res); i++)
+		n += strcmp(PQgetvalue(res, i, 0), value) == 0;
+	PQclear(res);
+	return n;
+}
+
+/*
+ * A tenant unused for autodb_idle_timeout is forgotten with its database
+ * (and an unknown one once no longer remembered): SHOW TENANTS and SHOW
+ * DATABASES drop them, and the next login looks the tenant up again.
+ */
+START_TEST(idle_tenant_forgotten)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, "autodb_idle_timeout = 1\nserver_idle_timeout = 1\ntenant_cache_ttl = 2\n");
+	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
+	struct raw_error err = { 0 };
+	ck_assert_int_eq(raw_login(p.port, "pgvtest", "md5_user.gone", "md5_pass", &err), -1);
+	PGconn *admin = console(&p);
+	ck_assert_int_eq(show_rows_with(admin, "SHOW TENANTS", "t3"), 1);
+	ck_assert_int_eq(show_rows_with(admin, "SHOW DATABASES", "tenant:t3"), 1);
+	double end = now_s() + 10;
+	while ((show_rows_with(admin, "SHOW TENANTS", "t3") || show_rows_with(admin, "SHOW TENANTS", "gone")) &&
+	       now_s() < end)
+		sleep_ms(200);
+	ck_assert_int_eq(show_rows_with(admin, "SHOW TENANTS", "t3"), 0);
+	ck_assert_int_eq(show_rows_with(admin, "SHOW TENANTS", "gone"), 0);
+	ck_assert_int_eq(show_rows_with(admin, "SHOW DATABASES", "tenant:t3"), 0);
+	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
+	ck_assert_int_eq(lookups_of("t3"), 2);
 	PQfinish(admin);
 	pgv_stop(&p);
 }
@@ -627,6 +675,7 @@ int main(void)
 	tcase_add_test(tc, auth_query_in_tenant_database);
 	tcase_add_test(tc, moved_tenant_reconnect);
 	tcase_add_test(tc, ban_tenant);
+	tcase_add_test(tc, idle_tenant_forgotten);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);
