@@ -596,8 +596,11 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	if (db) {	/* known: on at once */
 		client->login->phase = LOGIN_STARTUP;
 		login_continue(client, db);
-	} else if (client->state != CL_CLOSED) {
-		netbuf_pause(&client->nb);	/* nothing may arrive before the authentication request */
+	} else {
+		/* Held (unless the route closed it, or already handed it on with client_route_done) */
+		const struct client_login *login = client_login_state(client);
+		if (client->state != CL_CLOSED && login && login->phase == LOGIN_ROUTE)
+			netbuf_pause(&client->nb);	/* nothing may arrive before the authentication request */
 	}
 }
 

@@ -151,7 +151,8 @@ struct login_route_ops {
 	int (*route)(struct client *client, const struct startup_params *sp, char **options);
 	/*
 	 * A routed login, its startup parameters taken: its database now, or
-	 * NULL, the route holding it (client_route_done later) or having closed it.
+	 * NULL, the route holding it (client_route_done later, or already
+	 * from inside resolve) or having closed it.
 	 */
 	struct db *(*resolve)(struct client *client);
 	/* A routed login closes before the route gave its database: drop login->route. */

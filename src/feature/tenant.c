@@ -621,9 +621,14 @@ static struct db *tenant_resolve(struct client *client)
 	usec_t age = now - t->answered;
 	bool retry_due = !t->failed || now - t->failed >= negative_ttl();
 	if (t->state == TENANT_FOUND) {
-		/* Stale: served from the row while one lookup refreshes it (the metadata database may be down). */
-		if (age >= pgv.cfg->tenant_cache_ttl && !t->lookup && retry_due)
-			(void)lookup_start(t, NULL);
+		/*
+		 * Stale: the login waits for the row read again (a tenant moved
+		 * is reached where it is now); a lookup that fails, or failed a
+		 * moment ago, leaves it on the last row (the metadata database
+		 * may be down). Such a failure may hand the login on at once.
+		 */
+		if (age >= pgv.cfg->tenant_cache_ttl && (t->lookup || retry_due) && lookup_wait(t, client))
+			return NULL;
 		free(client->login->route);
 		client->login->route = NULL;
 		return t->db;
@@ -695,7 +700,24 @@ static bool tenant_forgettable(struct tenant *t, usec_t now)
 	return now - MAX(t->answered, t->failed) >= negative_ttl();
 }
 
-/* Every second: the tenants nothing needs are freed, so that idle ones and a storm of unknown ids cost nothing. */
+/*
+ * A tenant with clients whose row is past tenant_cache_ttl is read again
+ * without waiting for a login: a row that moved it reaches its clients'
+ * next transactions (their servers are replaced as they are released).
+ */
+static void refresh_if_due(struct tenant *t, usec_t now)
+{
+	if (t->state != TENANT_FOUND || t->lookup || !t->db || !t->db->client_count ||
+	    now - t->answered < pgv.cfg->tenant_cache_ttl || (t->failed && now - t->failed < negative_ttl()))
+		return;
+	(void)lookup_start(t, NULL);
+}
+
+/*
+ * Every second: the tenants nothing needs are freed, so that idle ones
+ * and a storm of unknown ids cost nothing; the rows of tenants in use are
+ * read again once stale.
+ */
 static void tenant_sweep(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -707,6 +729,7 @@ static void tenant_sweep(evutil_socket_t fd, short what, void *arg)
 		while (*slot) {
 			struct tenant *t = *slot;
 			if (!tenant_forgettable(t, now)) {
+				refresh_if_due(t, now);
 				slot = &t->next;
 				continue;
 			}

@@ -26,8 +26,10 @@
  *    database (auth_file, or auth_query on the tenant's own database with
  *    its auth_user or the global one).
  *  - Cache: a row is trusted for tenant_cache_ttl; after that the next
- *    login is served from it while one lookup refreshes it (a changed row
- *    replaces servers as a reload would). An absent or invalid row is
+ *    logins wait for one lookup that reads it again, and a tenant with
+ *    clients has it read again by the sweep (a changed row replaces
+ *    servers as a reload would). A lookup that fails (or failed within
+ *    the negative TTL) leaves the tenant on its last row. An absent or invalid row is
  *    remembered for min(tenant_cache_ttl, 5 s): such logins are refused,
  *    an unknown tenant with SQLSTATE 3D000, an invalid row with the reason
  *    logged. Logins of a tenant not known yet wait for one lookup, not

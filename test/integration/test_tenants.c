@@ -663,6 +663,62 @@ START_TEST(silent_metadata_server)
 }
 END_TEST
 
+/* A login as md5_user.<tenant> to one instance, over its own Unix socket; never NULL. */
+static PGconn *instance_connect(struct pgv *p, const char *tenant)
+{
+	char conninfo[1024];
+	snprintf(conninfo, sizeof(conninfo), "host=%s port=%d dbname=pgvtest user=md5_user.%s password=md5_pass", p->dir,
+		 p->port, tenant);
+	PGconn *conn = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(conn) == CONNECTION_OK, "%s: %s", p->dir, PQerrorMessage(conn));
+	return conn;
+}
+
+/*
+ * Two instances on one port (so_reuseport), the table their one source of
+ * truth: t1 moved to tenant_b is reached there by both once its row is
+ * past tenant_cache_ttl, by a new login (which waits for the row read
+ * again) and by a client already there (the row of a tenant in use is
+ * read again without a login, its servers replaced).
+ */
+START_TEST(fleet_follows_the_table)
+{
+	int port = pgv_pick_port();
+	struct pgv a = { 0 }, b = { 0 };
+	const char *extra = "so_reuseport = 1\ntenant_cache_ttl = 1\n";
+	tenants_setup();
+	char conf[2048];
+	snprintf(conf, sizeof(conf),
+		 "auth_type = md5\nadmin_users = md5_user\npool_mode = transaction\n"
+		 "tenant_source = host=127.0.0.1 port=%d dbname=tenant_meta user=md5_user\n"
+		 "tenant_query = SELECT * FROM tenant_row($1)\ntenant_from = user\nquery_wait_timeout = 3\n%s",
+		 pg_port(), extra);
+	pgv_start_on_port(&a, port, conf, std_databases(), "\"md5_user\" \"md5_pass\"\n");
+	pgv_start_on_port(&b, port, conf, std_databases(), "\"md5_user\" \"md5_pass\"\n");
+	PGconn *on_a = instance_connect(&a, "t1"), *on_b = instance_connect(&b, "t1");
+	ck_assert_str_eq(query_value(on_a, "SELECT current_database()"), "tenant_a");
+	ck_assert_str_eq(query_value(on_b, "SELECT current_database()"), "tenant_a");
+	PQfinish(on_a);
+	PGconn *meta = pg_db("tenant_meta");
+	exec_ok(meta, "UPDATE tenants SET dbname = 'tenant_b' WHERE id = 't1'");
+	PQfinish(meta);
+	sleep_ms(1200);	/* past tenant_cache_ttl */
+	on_a = instance_connect(&a, "t1");
+	ck_assert_str_eq(query_value(on_a, "SELECT current_database()"), "tenant_b");
+	PQfinish(on_a);
+	const char *db = "";
+	for (double end = now_s() + 5; now_s() < end; sleep_ms(100))
+		if (strcmp(db = query_value(on_b, "SELECT current_database()"), "tenant_b") == 0)
+			break;
+	ck_assert_str_eq(db, "tenant_b");
+	PQfinish(on_b);
+	for (int i = 0; i < 6; i++)	/* the shared port: either instance */
+		ck_landed(landed(&a, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_b");
+	pgv_stop(&b);
+	pgv_stop(&a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tenants");
@@ -676,6 +732,7 @@ int main(void)
 	tcase_add_test(tc, moved_tenant_reconnect);
 	tcase_add_test(tc, ban_tenant);
 	tcase_add_test(tc, idle_tenant_forgotten);
+	tcase_add_test(tc, fleet_follows_the_table);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);
