@@ -49,6 +49,9 @@ static const struct {
 	{ "max_client_conn", "max_db_client_connections", false },
 	{ "pool_mode", "pool_mode", false },
 	{ "auth_user", "auth_user", false },
+	{ "auth_dbname", "auth_dbname", false },
+	{ "target_session_attrs", "target_session_attrs", false },
+	{ "load_balance_reads", "load_balance_reads", false },
 };
 #define TENANT_COLUMNS ARRAY_SIZE(columns)
 

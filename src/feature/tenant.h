@@ -17,7 +17,8 @@
  *    extended protocol (never spliced into SQL), on a server of
  *    tenant_source's pool, on the loop (the loop never waits for it).
  *    Columns by name: host, port, dbname required; pool_size,
- *    max_db_connections, max_client_conn, pool_mode, auth_user optional,
+ *    max_db_connections, max_client_conn, pool_mode, auth_user,
+ *    auth_dbname, target_session_attrs, load_balance_reads optional,
  *    each checked as a [databases] key; other columns are ignored; the
  *    first row counts.
  *  - The tenant's database (pool.h's routed database, named "tenant:<id>")

@@ -23,7 +23,7 @@
  */
 static const char *const meta_setup[] = {
 	"CREATE TABLE tenants (id text PRIMARY KEY, host text, port text, dbname text, pool_size text, "
-	"pool_mode text, max_client_conn text, auth_user text)",
+	"pool_mode text, max_client_conn text, auth_user text, target_session_attrs text)",
 	"CREATE TABLE lookups (id text, at timestamptz DEFAULT clock_timestamp())",
 	"CREATE FUNCTION tenant_row(tid text) RETURNS SETOF tenants LANGUAGE plpgsql SECURITY DEFINER AS $$ "
 	"BEGIN INSERT INTO lookups (id) VALUES (tid); PERFORM pg_sleep(0.3); "
@@ -86,11 +86,12 @@ static void tenants_setup(void)
 	char sql[600];
 	exec_ok(meta, "TRUNCATE tenants, lookups");
 	snprintf(sql, sizeof(sql),
-		 "INSERT INTO tenants VALUES ('t1', '127.0.0.1', '%d', 'tenant_a', NULL, NULL, NULL, 'md5_user'), "
-		 "('t2', '127.0.0.1', '%d', 'tenant_b', '2', 'transaction', '6', NULL), "
-		 "('t3', '127.0.0.1', '%d', 'tenant_c', NULL, NULL, NULL, NULL), "
-		 "('tbad', '127.0.0.1', '%d', 'tenant_a', NULL, 'bogus', NULL, NULL)",
-		 pg_port(), pg_port(), pg_port(), pg_port());
+		 "INSERT INTO tenants VALUES ('t1', '127.0.0.1', '%d', 'tenant_a', NULL, NULL, NULL, 'md5_user', NULL), "
+		 "('t2', '127.0.0.1', '%d', 'tenant_b', '2', 'transaction', '6', NULL, NULL), "
+		 "('t3', '127.0.0.1', '%d', 'tenant_c', NULL, NULL, NULL, NULL, 'read-write'), "
+		 "('tbad', '127.0.0.1', '%d', 'tenant_a', NULL, 'bogus', NULL, NULL, NULL), "
+		 "('tbad2', '127.0.0.1', '%d', 'tenant_a', NULL, NULL, NULL, NULL, 'master')",
+		 pg_port(), pg_port(), pg_port(), pg_port(), pg_port());
 	exec_ok(meta, sql);
 	PQfinish(meta);
 }
@@ -515,7 +516,7 @@ START_TEST(hostile_tenant_ids)
 	ck_assert_msg(strstr(PQerrorMessage(conn), "tenant id too long"), "%s", PQerrorMessage(conn));
 	PQfinish(conn);
 	PGconn *meta = pg_db("tenant_meta");
-	ck_assert_str_eq(query_value(meta, "SELECT count(*) FROM tenants"), "4");
+	ck_assert_str_eq(query_value(meta, "SELECT count(*) FROM tenants"), "5");
 	PQfinish(meta);
 	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
 	pgv_stop(&p);
@@ -534,6 +535,13 @@ START_TEST(bad_row_refused)
 	ck_assert_msg(pgv_log_contains(&p, "tenant \"tbad\": its row is refused") && pgv_log_contains(&p, "bogus"),
 		      "%s", pgv_log_tail(&p, 2000));
 	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
+	/* target_session_attrs is checked too: 'master' is no value of it (t3's 'read-write' is). */
+	conn = tenant_connect(&p, "pgvtest", "md5_user.tbad2", NULL, NULL);
+	ck_assert_msg(PQstatus(conn) != CONNECTION_OK && strstr(PQerrorMessage(conn), "row is invalid"), "%s",
+		      PQerrorMessage(conn));
+	PQfinish(conn);
+	ck_assert_msg(pgv_log_contains(&p, "tenant \"tbad2\": its row is refused") &&
+		      pgv_log_contains(&p, "target_session_attrs"), "%s", pgv_log_tail(&p, 2000));
 	pgv_stop(&p);
 }
 END_TEST
