@@ -210,9 +210,11 @@ static const char *sni_id(struct client *client, char *buf, size_t size)
 	return buf;
 }
 
-/* A tenant id pgvalve looks up: not too long, no control characters. NULL if fine, else why not. */
+/* A tenant id pgvalve looks up: not empty, not too long, no control characters. NULL if fine, else why not. */
 static const char *id_refused(const char *id)
 {
+	if (!id[0])
+		return "empty tenant id";	/* -c pgvalve.tenant= names none */
 	if (strlen(id) > TENANT_ID_MAX)
 		return "tenant id too long";
 	for (const unsigned char *c = (const unsigned char *)id; *c; c++)

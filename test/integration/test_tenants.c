@@ -515,6 +515,9 @@ START_TEST(hostile_tenant_ids)
 	conn = tenant_connect(&p, "pgvtest", "md5_user", opts, NULL);
 	ck_assert_msg(strstr(PQerrorMessage(conn), "tenant id too long"), "%s", PQerrorMessage(conn));
 	PQfinish(conn);
+	conn = tenant_connect(&p, "pgvtest", "md5_user", "-c pgvalve.tenant=", NULL);
+	ck_assert_msg(strstr(PQerrorMessage(conn), "empty tenant id"), "%s", PQerrorMessage(conn));
+	PQfinish(conn);
 	PGconn *meta = pg_db("tenant_meta");
 	ck_assert_str_eq(query_value(meta, "SELECT count(*) FROM tenants"), "5");
 	PQfinish(meta);
