@@ -19,6 +19,17 @@
 #include "relay.h"
 #include "proto.h"
 
+/* Sends b (freed), pgvalve's own query `what`, one ReadyForQuery owed: its answer is read as that query's. */
+static void send_internal(struct server *server, enum server_internal what, struct pktbuf *b)
+{
+	server->internal = what;
+	server->internal_failed = false;
+	server->expect_ready++;
+	netbuf_send(&server->nb, b->buf, b->len);
+	pktbuf_free(b);
+	netbuf_resume(&server->nb);
+}
+
 void server_run_internal(struct server *server, enum server_internal what, const char *sql, uint32_t sql_len)
 {
 	struct pktbuf b;
@@ -27,12 +38,7 @@ void server_run_internal(struct server *server, enum server_internal what, const
 	pktbuf_put_bytes(&b, sql, sql_len);
 	pktbuf_put_byte(&b, 0);
 	pktbuf_end(&b);
-	server->internal = what;
-	server->internal_failed = false;
-	server->expect_ready++;
-	netbuf_send(&server->nb, b.buf, b.len);
-	pktbuf_free(&b);
-	netbuf_resume(&server->nb);
+	send_internal(server, what, &b);
 }
 
 void server_run_feature_query(struct server *server, const struct server_query_ops *ops, const char *sql)
@@ -117,12 +123,7 @@ void server_run_feature_query_params(struct server *server, const struct server_
 	put_bound_query(&b, sql, nparams, values, true);
 	server_set_state(server, SV_TESTED);
 	server->query_ops = ops;
-	server->internal = SV_INTERNAL_FEATURE;
-	server->internal_failed = false;
-	server->expect_ready++;
-	netbuf_send(&server->nb, b.buf, b.len);
-	pktbuf_free(&b);
-	netbuf_resume(&server->nb);
+	send_internal(server, SV_INTERNAL_FEATURE, &b);
 }
 
 void server_run_auth_query(struct server *server, struct client *client)
@@ -134,16 +135,11 @@ void server_run_auth_query(struct server *server, struct client *client)
 	pktbuf_init(&b, 256 + (uint32_t)strlen(query));
 	put_bound_query(&b, query, 1, &user, false);
 	server_set_state(server, SV_TESTED);
-	server->internal = SV_INTERNAL_AUTH_QUERY;
-	server->internal_failed = false;
 	server->auth_client = client;
 	free(server->auth_result);
 	server->auth_result = NULL;
 	server->auth_null = true;
-	server->expect_ready++;
-	netbuf_send(&server->nb, b.buf, b.len);
-	pktbuf_free(&b);
-	netbuf_resume(&server->nb);
+	send_internal(server, SV_INTERNAL_AUTH_QUERY, &b);
 }
 
 /* The first DataRow of auth_query: (name, secret). */
