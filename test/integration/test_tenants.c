@@ -301,6 +301,34 @@ static const char *console_run(PGconn *admin, const char *command)
 	return ok ? NULL : msg;
 }
 
+/* Rows of a console SHOW whose first column is value. */
+static int show_rows_with(PGconn *admin, const char *show, const char *value)
+{
+	PGresult *res = PQexec(admin, show);
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", show, PQerrorMessage(admin));
+	int n = 0;
+	for (int i = 0; i < PQntuples(res); i++)
+		n += strcmp(PQgetvalue(res, i, 0), value) == 0;
+	PQclear(res);
+	return n;
+}
+
+/* Column col of the row of a console SHOW whose first column is key: NULL if there is none (static buffer). */
+static const char *show_cell(PGconn *admin, const char *show, const char *key, const char *col)
+{
+	static char value[256];
+	PGresult *res = PQexec(admin, show);
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", show, PQerrorMessage(admin));
+	bool found = false;
+	for (int i = 0; i < PQntuples(res) && !found; i++) {
+		found = strcmp(PQgetvalue(res, i, 0), key) == 0;
+		if (found)
+			snprintf(value, sizeof(value), "%s", PQgetvalue(res, i, PQfnumber(res, col)));
+	}
+	PQclear(res);
+	return found ? value : NULL;
+}
+
 /*
  * A tenant moved to another database: within tenant_cache_ttl its logins
  * still land where the cached row says; RECONNECT TENANT reads the row
@@ -333,13 +361,8 @@ START_TEST(moved_tenant_reconnect)
 	ck_landed(db, "tenant_b");
 	ck_assert_str_eq(query_value(early, "SELECT current_database()"), "tenant_b");
 	/* The row's new pool_mode holds for the tenant's pool (no cached mode of the old row). */
-	PGresult *res = PQexec(admin, "SHOW POOLS");
-	const char *mode = NULL;
-	for (int i = 0; i < PQntuples(res); i++)
-		if (strcmp(PQgetvalue(res, i, PQfnumber(res, "database")), "tenant:t1") == 0)
-			mode = PQgetvalue(res, i, PQfnumber(res, "pool_mode"));
+	const char *mode = show_cell(admin, "SHOW POOLS", "tenant:t1", "pool_mode");
 	ck_assert_msg(mode && strcmp(mode, "session") == 0, "tenant:t1's pool_mode: %s", mode ? mode : "no pool");
-	PQclear(res);
 	PQfinish(early);
 	PQfinish(admin);
 	pgv_stop(&p);
@@ -372,13 +395,8 @@ START_TEST(ban_tenant)
 		      "a login of t3 after BAN: %s", PQerrorMessage(conn));
 	PQfinish(conn);
 	ck_assert_str_eq(query_value(c1, "SELECT current_database()"), "tenant_a");
-	res = PQexec(admin, "SHOW TENANTS");
-	bool listed = false;
-	for (int i = 0; i < PQntuples(res); i++)
-		if (strcmp(PQgetvalue(res, i, 0), "t3") == 0)
-			listed = strcmp(PQgetvalue(res, i, PQfnumber(res, "state")), "banned") == 0;
-	PQclear(res);
-	ck_assert_msg(listed, "SHOW TENANTS does not list t3 as banned");
+	const char *state = show_cell(admin, "SHOW TENANTS", "t3", "state");
+	ck_assert_msg(state && strcmp(state, "banned") == 0, "SHOW TENANTS: t3 %s", state ? state : "not listed");
 	ck_assert_ptr_null(console_run(admin, "UNBAN TENANT t3"));
 	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
 	/* Banned before its first login (a quoted id): refused without a lookup. */
@@ -402,18 +420,6 @@ START_TEST(ban_tenant)
 	pgv_stop(&p);
 }
 END_TEST
-
-/* Rows of a console SHOW whose first column is value. */
-static int show_rows_with(PGconn *admin, const char *show, const char *value)
-{
-	PGresult *res = PQexec(admin, show);
-	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", show, PQerrorMessage(admin));
-	int n = 0;
-	for (int i = 0; i < PQntuples(res); i++)
-		n += strcmp(PQgetvalue(res, i, 0), value) == 0;
-	PQclear(res);
-	return n;
-}
 
 /*
  * A tenant unused for autodb_idle_timeout is forgotten with its database
