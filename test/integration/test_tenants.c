@@ -19,14 +19,14 @@
 /*
  * tenant_query's function: every lookup leaves its id in lookups (as
  * bound, so a hostile id shows there verbatim) and takes 0.3 s, so that
- * logins arriving together overlap one lookup.
+ * logins arriving together overlap one lookup (tslow's 2 s: a slow one).
  */
 static const char *const meta_setup[] = {
 	"CREATE TABLE tenants (id text PRIMARY KEY, host text, port text, dbname text, pool_size text, "
 	"pool_mode text, max_client_conn text, auth_user text, target_session_attrs text)",
 	"CREATE TABLE lookups (id text, at timestamptz DEFAULT clock_timestamp())",
 	"CREATE FUNCTION tenant_row(tid text) RETURNS SETOF tenants LANGUAGE plpgsql SECURITY DEFINER AS $$ "
-	"BEGIN INSERT INTO lookups (id) VALUES (tid); PERFORM pg_sleep(0.3); "
+	"BEGIN INSERT INTO lookups (id) VALUES (tid); PERFORM pg_sleep(CASE tid WHEN 'tslow' THEN 2 ELSE 0.3 END); "
 	"RETURN QUERY SELECT * FROM tenants WHERE id = tid; END $$",
 	"GRANT EXECUTE ON FUNCTION tenant_row(text) TO md5_user",
 };
@@ -90,8 +90,9 @@ static void tenants_setup(void)
 		 "('t2', '127.0.0.1', '%d', 'tenant_b', '2', 'transaction', '6', NULL, NULL), "
 		 "('t3', '127.0.0.1', '%d', 'tenant_c', NULL, NULL, NULL, NULL, 'read-write'), "
 		 "('tbad', '127.0.0.1', '%d', 'tenant_a', NULL, 'bogus', NULL, NULL, NULL), "
-		 "('tbad2', '127.0.0.1', '%d', 'tenant_a', NULL, NULL, NULL, NULL, 'master')",
-		 pg_port(), pg_port(), pg_port(), pg_port(), pg_port());
+		 "('tbad2', '127.0.0.1', '%d', 'tenant_a', NULL, NULL, NULL, NULL, 'master'), "
+		 "('tslow', '127.0.0.1', '%d', 'tenant_c', NULL, NULL, NULL, NULL, NULL)",
+		 pg_port(), pg_port(), pg_port(), pg_port(), pg_port(), pg_port());
 	exec_ok(meta, sql);
 	PQfinish(meta);
 }
@@ -450,6 +451,54 @@ START_TEST(idle_tenant_forgotten)
 }
 END_TEST
 
+/* Drives the started logins until each is logged in or failed, or until deadline (now_s()). */
+static void poll_logins(PGconn **conns, int n, double deadline)
+{
+	for (int pending = n; pending > 0 && now_s() < deadline; sleep_ms(10)) {
+		pending = 0;
+		for (int i = 0; i < n; i++) {
+			PostgresPollingStatusType st = PQconnectPoll(conns[i]);
+			pending += st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED;
+		}
+	}
+}
+
+/*
+ * A storm of logins of a tenant whose lookup is slow (2 s): they wait for
+ * one lookup, while a cached tenant's logins go on at once meanwhile.
+ */
+START_TEST(slow_lookup_storm)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, NULL);
+	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+	enum { N = 20 };
+	PGconn *slow[N];
+	const char *kw[16], *val[16];
+	char port[16];
+	pgv_conn_params(&p, "pgvtest", "md5_user.tslow", "md5_pass", kw, val, port);
+	double t0 = now_s();
+	for (int i = 0; i < N; i++)
+		slow[i] = PQconnectStartParams(kw, val, 0);
+	poll_logins(slow, N, now_s() + 0.3);	/* their startup packets are in */
+	for (int i = 0; i < 5; i++) {
+		double t1 = now_s();
+		ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
+		ck_assert_msg(now_s() - t1 < pgv_time_bound(0.5, 1.5), "a cached tenant's login took %.1f s beside a "
+			      "slow lookup", now_s() - t1);
+	}
+	poll_logins(slow, N, now_s() + 10);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(PQstatus(slow[i]) == CONNECTION_OK, "%s", PQerrorMessage(slow[i]));
+		ck_assert_str_eq(query_value(slow[i], "SELECT current_database()"), "tenant_c");
+		PQfinish(slow[i]);
+	}
+	ck_assert_msg(now_s() - t0 >= 1.8, "the slow lookup's logins were served in %.1f s", now_s() - t0);
+	ck_assert_int_eq(lookups_of("tslow"), 1);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* An unknown tenant: PostgreSQL's "database does not exist" SQLSTATE, and remembered briefly. */
 START_TEST(unknown_tenant_refused)
 {
@@ -525,7 +574,7 @@ START_TEST(hostile_tenant_ids)
 	ck_assert_msg(strstr(PQerrorMessage(conn), "empty tenant id"), "%s", PQerrorMessage(conn));
 	PQfinish(conn);
 	PGconn *meta = pg_db("tenant_meta");
-	ck_assert_str_eq(query_value(meta, "SELECT count(*) FROM tenants"), "5");
+	ck_assert_str_eq(query_value(meta, "SELECT count(*) FROM tenants"), "6");
 	PQfinish(meta);
 	ck_landed(landed(&p, "pgvtest", "md5_user.t1", NULL, NULL), "tenant_a");
 	pgv_stop(&p);
@@ -570,15 +619,7 @@ START_TEST(concurrent_logins_one_lookup)
 	pgv_conn_params(&p, "pgvtest", "md5_user.t3", "md5_pass", kw, val, port);
 	for (int i = 0; i < N; i++)
 		conns[i] = PQconnectStartParams(kw, val, 0);
-	for (int pending = N; pending > 0;) {
-		pending = 0;
-		for (int i = 0; i < N; i++) {
-			PostgresPollingStatusType st = PQconnectPoll(conns[i]);
-			if (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
-				pending++;
-		}
-		sleep_ms(10);
-	}
+	poll_logins(conns, N, now_s() + 20);
 	for (int i = 0; i < N; i++) {
 		ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "%s", PQerrorMessage(conns[i]));
 		ck_assert_str_eq(query_value(conns[i], "SELECT current_database()"), "tenant_c");
@@ -750,6 +791,7 @@ int main(void)
 	tcase_add_test(tc, ban_tenant);
 	tcase_add_test(tc, idle_tenant_forgotten);
 	tcase_add_test(tc, fleet_follows_the_table);
+	tcase_add_test(tc, slow_lookup_storm);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);
