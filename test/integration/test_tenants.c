@@ -777,6 +777,39 @@ START_TEST(fleet_follows_the_table)
 }
 END_TEST
 
+/*
+ * workers = 2: each worker looks its tenants up; the console on the port
+ * merges SHOW TENANTS by tenant (one row each, clients summed), and BAN
+ * TENANT reaches every worker.
+ */
+START_TEST(workers_share_the_console)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, "workers = 2\n");
+	enum { N = 6 };
+	PGconn *conns[N];
+	for (int i = 0; i < N; i++) {
+		conns[i] = tenant_connect(&p, "pgvtest", i % 2 ? "md5_user.t1" : "md5_user.t3", NULL, NULL);
+		ck_assert_msg(PQstatus(conns[i]) == CONNECTION_OK, "%s", PQerrorMessage(conns[i]));
+		ck_assert_str_eq(query_value(conns[i], "SELECT current_database()"), i % 2 ? "tenant_a" : "tenant_c");
+	}
+	PGconn *admin = console(&p);
+	ck_assert_int_eq(show_rows_with(admin, "SHOW TENANTS", "t1"), 1);
+	const char *clients = show_cell(admin, "SHOW TENANTS", "t1", "clients");
+	ck_assert_msg(clients && atoi(clients) == N / 2, "SHOW TENANTS: t1 has %s clients", clients ? clients : "no row");
+	ck_assert_ptr_null(console_run(admin, "BAN TENANT t3"));
+	for (int i = 0; i < 4; i++) {	/* whichever worker takes it */
+		PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user.t3", NULL, NULL);
+		ck_assert_msg(strstr(PQerrorMessage(conn), "banned"), "%s", PQerrorMessage(conn));
+		PQfinish(conn);
+	}
+	for (int i = 0; i < N; i++)
+		PQfinish(conns[i]);
+	PQfinish(admin);
+	pgv_stop(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tenants");
@@ -792,6 +825,7 @@ int main(void)
 	tcase_add_test(tc, idle_tenant_forgotten);
 	tcase_add_test(tc, fleet_follows_the_table);
 	tcase_add_test(tc, slow_lookup_storm);
+	tcase_add_test(tc, workers_share_the_console);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);
