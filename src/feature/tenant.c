@@ -22,6 +22,7 @@
 #include "server.h"
 
 #include <ctype.h>
+#include <strings.h>
 #include <event2/event.h>
 #include <openssl/ssl.h>
 
@@ -35,7 +36,7 @@
 /* The name of the database made from a tenant_source connection string (routed: no login reaches it). */
 #define TENANT_SOURCE_DB "pgvalve.tenant_source"
 
-/* The row's columns pgvalve reads, by name, and the [databases] key each one sets. */
+/* The row's columns pgvalve reads, by name, and the [databases] key each one sets (NULL: none, read apart). */
 static const struct {
 	const char *column;
 	const char *key;
@@ -52,6 +53,7 @@ static const struct {
 	{ "auth_dbname", "auth_dbname", false },
 	{ "target_session_attrs", "target_session_attrs", false },
 	{ "load_balance_reads", "load_balance_reads", false },
+	{ "banned", NULL, false },	/* true: the tenant's clients are closed and its logins refused */
 };
 #define TENANT_COLUMNS ARRAY_SIZE(columns)
 
@@ -68,6 +70,7 @@ struct tenant {
 	struct db *db;			/* made from the first row found; kept while the process runs */
 	struct tenant_lookup *lookup;	/* under way, or NULL */
 	bool banned;			/* BAN TENANT: logins refused */
+	bool row_banned;		/* its row's banned column says so (as long as the row is trusted) */
 	bool reconnect;			/* RECONNECT TENANT: servers replaced once the lookup under way ends */
 };
 
@@ -400,6 +403,8 @@ static struct db_config *row_config(const struct tenant_lookup *lk, const char *
 	dc->load_balance_reads = pgv.cfg->load_balance_reads;
 	for (size_t c = 0; c < TENANT_COLUMNS; c++) {
 		const char *v = lk->values[c];
+		if (!columns[c].key)
+			continue;
 		if ((!v || !v[0]) && columns[c].required) {
 			snprintf(why, size, "column %s is %s", columns[c].column,
 				 lk->col[c] < 0 ? "missing from tenant_query's answer" : "empty");
@@ -412,6 +417,18 @@ static struct db_config *row_config(const struct tenant_lookup *lk, const char *
 		}
 	}
 	return dc;
+}
+
+/* The row's banned column, as PostgreSQL writes a boolean (t), or its other spellings of true. */
+static bool row_says_banned(const struct tenant_lookup *lk)
+{
+	for (size_t c = 0; c < TENANT_COLUMNS; c++) {
+		const char *v = lk->values[c];
+		if (strcmp(columns[c].column, "banned") == 0 && v)
+			return strcmp(v, "t") == 0 || strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0 ||
+			       strcasecmp(v, "on") == 0 || strcasecmp(v, "yes") == 0;
+	}
+	return false;
 }
 
 /* A row was found: the tenant's database made or brought up to date. False with why if the row is invalid. */
@@ -475,7 +492,7 @@ static void lookup_failed(struct tenant_lookup *lk, const char *reason)
 	log_warning("tenant \"%s\": lookup failed: %s", id_text(t->id, idbuf, sizeof(idbuf)), reason);
 	t->failed = now_usec();
 	snprintf(msg, sizeof(msg), "tenant lookup failed: %s", reason);
-	struct db *db = t->state == TENANT_FOUND ? t->db : NULL;
+	struct db *db = t->state == TENANT_FOUND && !t->row_banned ? t->db : NULL;
 	lookup_release_clients(lk, db, "08006", msg);
 	reconnect_if_asked(t);
 	lookup_free(lk);
@@ -497,11 +514,14 @@ static void lookup_done(struct server *server, bool failed)
 	char idbuf[80], why[256], msg[320];
 	t->answered = now_usec();
 	t->failed = 0;
+	t->row_banned = false;	/* until a valid row says so */
 	id_text(t->id, idbuf, sizeof(idbuf));
 	if (!lk->have_row) {
-		t->state = TENANT_UNKNOWN;
 		log_info("tenant \"%s\": no such tenant", idbuf);
 		snprintf(msg, sizeof(msg), "tenant \"%s\" does not exist", idbuf);
+		if (t->state == TENANT_FOUND && t->db)	/* removed from the table: its clients go too */
+			pool_close_db(t->db, msg);
+		t->state = TENANT_UNKNOWN;
 		lookup_release_clients(lk, NULL, "3D000", msg);
 	} else if (!tenant_take_row(t, lk, why, sizeof(why))) {
 		t->state = TENANT_INVALID;
@@ -511,9 +531,16 @@ static void lookup_done(struct server *server, bool failed)
 		lookup_release_clients(lk, NULL, "08P01", msg);
 	} else {
 		t->state = TENANT_FOUND;
-		log_debug("tenant \"%s\": database %s on %s:%d", idbuf, t->db->cfg->dbname, t->db->cfg->host,
-			  t->db->cfg->port);
-		lookup_release_clients(lk, t->db, NULL, NULL);
+		t->row_banned = row_says_banned(lk);
+		log_debug("tenant \"%s\": database %s on %s:%d%s", idbuf, t->db->cfg->dbname, t->db->cfg->host,
+			  t->db->cfg->port, t->row_banned ? ", banned" : "");
+		if (t->row_banned) {
+			snprintf(msg, sizeof(msg), "tenant \"%s\" is banned", idbuf);
+			pool_close_db(t->db, msg);
+			lookup_release_clients(lk, NULL, "08P01", msg);
+		} else {
+			lookup_release_clients(lk, t->db, NULL, NULL);
+		}
 	}
 	reconnect_if_asked(t);
 	lookup_free(lk);
@@ -625,6 +652,12 @@ static struct db *tenant_resolve(struct client *client)
 	usec_t now = now_usec();
 	usec_t age = now - t->answered;
 	bool retry_due = !t->failed || now - t->failed >= negative_ttl();
+	/* Banned by its row: refused while the row is trusted; past it, the login waits for the row read again. */
+	if (t->row_banned && (age < pgv.cfg->tenant_cache_ttl || !retry_due)) {
+		snprintf(msg, sizeof(msg), "tenant \"%s\" is banned", idbuf);
+		client_close(client, "08P01", msg);
+		return NULL;
+	}
 	if (t->state == TENANT_FOUND) {
 		/*
 		 * Stale: the login waits for the row read again (a tenant moved
@@ -781,7 +814,7 @@ bool tenant_reconnect(const char *id)
 
 static const char *state_name(const struct tenant *t)
 {
-	if (t->banned)
+	if (t->banned || (t->row_banned && t->state == TENANT_FOUND))
 		return "banned";
 	if (t->lookup && t->state == TENANT_NEW)
 		return "looking up";

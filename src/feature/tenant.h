@@ -19,6 +19,8 @@
  *    Columns by name: host, port, dbname required; pool_size,
  *    max_db_connections, max_client_conn, pool_mode, auth_user,
  *    auth_dbname, target_session_attrs, load_balance_reads optional,
+ *    and banned (true: clients closed, logins refused, while the row is
+ *    trusted),
  *    each checked as a [databases] key; other columns are ignored; the
  *    first row counts.
  *  - The tenant's database (pool.h's routed database, named "tenant:<id>")
@@ -29,9 +31,10 @@
  *  - Cache: a row is trusted for tenant_cache_ttl; after that the next
  *    logins wait for one lookup that reads it again, and a tenant with
  *    clients has it read again by the sweep (a changed row replaces
- *    servers as a reload would). A lookup that fails (or failed within
- *    the negative TTL) leaves the tenant on its last row. An absent or invalid row is
- *    remembered for min(tenant_cache_ttl, 5 s): such logins are refused,
+ *    servers as a reload would; a row gone closes the tenant's clients).
+ *    A lookup that fails (or failed within the negative TTL) leaves the
+ *    tenant on its last row. An absent or invalid row is remembered for
+ *    min(tenant_cache_ttl, 5 s): such logins are refused,
  *    an unknown tenant with SQLSTATE 3D000, an invalid row with the reason
  *    logged. Logins of a tenant not known yet wait for one lookup, not
  *    one each; a lookup not answered within query_wait_timeout (or that

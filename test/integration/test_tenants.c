@@ -23,7 +23,8 @@
  */
 static const char *const meta_setup[] = {
 	"CREATE TABLE tenants (id text PRIMARY KEY, host text, port text, dbname text, pool_size text, "
-	"pool_mode text, max_client_conn text, auth_user text, target_session_attrs text)",
+	"pool_mode text, max_client_conn text, auth_user text, target_session_attrs text, "
+	"banned boolean DEFAULT false)",
 	"CREATE TABLE lookups (id text, at timestamptz DEFAULT clock_timestamp())",
 	"CREATE FUNCTION tenant_row(tid text) RETURNS SETOF tenants LANGUAGE plpgsql SECURITY DEFINER AS $$ "
 	"BEGIN INSERT INTO lookups (id) VALUES (tid); PERFORM pg_sleep(CASE tid WHEN 'tslow' THEN 2 ELSE 0.3 END); "
@@ -777,6 +778,59 @@ START_TEST(fleet_follows_the_table)
 }
 END_TEST
 
+/* Runs SELECT 1 on conn until it fails (up to 5 s): libpq's message then, else NULL (static buffer). */
+static const char *until_closed(PGconn *conn)
+{
+	static char msg[512];
+	for (double end = now_s() + 5; now_s() < end; sleep_ms(100)) {
+		PGresult *res = PQexec(conn, "SELECT 1");
+		bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		PQclear(res);
+		if (!ok) {
+			snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
+			return msg;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The table decides: a tenant deleted from it, or whose row says banned,
+ * has its clients closed once its row is read again (tenant_cache_ttl 1,
+ * no login needed) and its logins refused, each with its own message;
+ * the row unbanned lets it in again.
+ */
+START_TEST(removed_or_banned_by_row)
+{
+	struct pgv p = { 0 };
+	start_tenants(&p, "tenant_cache_ttl = 1\n");
+	PGconn *c2 = tenant_connect(&p, "pgvtest", "md5_user.t2", NULL, NULL);
+	PGconn *c3 = tenant_connect(&p, "pgvtest", "md5_user.t3", NULL, NULL);
+	ck_assert_msg(PQstatus(c2) == CONNECTION_OK && PQstatus(c3) == CONNECTION_OK, "%s %s", PQerrorMessage(c2),
+		      PQerrorMessage(c3));
+	PGconn *meta = pg_db("tenant_meta");
+	exec_ok(meta, "UPDATE tenants SET banned = true WHERE id = 't3'");
+	exec_ok(meta, "DELETE FROM tenants WHERE id = 't2'");
+	const char *msg = until_closed(c3);
+	ck_assert_msg(msg && strstr(msg, "tenant \"t3\" is banned"), "t3's client: %s", msg ? msg : "still served");
+	msg = until_closed(c2);
+	ck_assert_msg(msg && strstr(msg, "tenant \"t2\" does not exist"), "t2's client: %s", msg ? msg : "still served");
+	PQfinish(c2);
+	PQfinish(c3);
+	PGconn *conn = tenant_connect(&p, "pgvtest", "md5_user.t3", NULL, NULL);
+	ck_assert_msg(strstr(PQerrorMessage(conn), "is banned"), "a login of t3: %s", PQerrorMessage(conn));
+	PQfinish(conn);
+	struct raw_error err = { 0 };
+	ck_assert_int_eq(raw_login(p.port, "pgvtest", "md5_user.t2", "md5_pass", &err), -1);
+	ck_assert_str_eq(err.sqlstate, "3D000");
+	exec_ok(meta, "UPDATE tenants SET banned = false WHERE id = 't3'");
+	PQfinish(meta);
+	sleep_ms(1200);	/* past tenant_cache_ttl: the next login reads the row again */
+	ck_landed(landed(&p, "pgvtest", "md5_user.t3", NULL, NULL), "tenant_c");
+	pgv_stop(&p);
+}
+END_TEST
+
 /*
  * workers = 2: each worker looks its tenants up; the console on the port
  * merges SHOW TENANTS by tenant (one row each, clients summed), and BAN
@@ -826,6 +880,7 @@ int main(void)
 	tcase_add_test(tc, fleet_follows_the_table);
 	tcase_add_test(tc, slow_lookup_storm);
 	tcase_add_test(tc, workers_share_the_console);
+	tcase_add_test(tc, removed_or_banned_by_row);
 	suite_add_tcase(s, tc);
 	TCase *bad = pgv_tcase_create("refusals", 60);
 	tcase_add_test(bad, unknown_tenant_refused);
