@@ -243,6 +243,11 @@ static const struct param_def params[] = {
 	P_INT(tcp_keepintvl, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(tcp_socket_buffer, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(tcp_user_timeout, "0", RELOAD, IMPL, 0, INT_MAX),
+	/* pgvalve extension: tenants looked up in a database (tenant.h) */
+	P_TIME(tenant_cache_ttl, "60", RELOAD, IMPL),
+	P_STR(tenant_from, "", RELOAD, IMPL),
+	P_STR(tenant_query, "", RELOAD, IMPL),
+	P_STR(tenant_source, "", RELOAD, IMPL),
 	/*
 	 * pgvalve extension: a client's own SETs follow it in transaction/statement
 	 * mode (session_set.h). Restart only: turned on by a reload, servers
@@ -707,6 +712,11 @@ static int db_setter(void *t, const char *k, const char *v, char *e, size_t n) {
 static int user_setter(void *t, const char *k, const char *v, char *e, size_t n) { return user_set_key(t, k, v, e, n); }
 static int peer_setter(void *t, const char *k, const char *v, char *e, size_t n) { return peer_set_key(t, k, v, e, n); }
 
+int config_db_set(struct db_config *db, const char *key, const char *value, char *errbuf, size_t errsize)
+{
+	return db_set_key(db, key, value, errbuf, errsize);
+}
+
 int config_parse_db_string(const char *str, struct db_config *db, char *errbuf, size_t errsize)
 {
 	return parse_cstr(str, db, db_setter, errbuf, errsize);
@@ -939,6 +949,29 @@ static const char *closest_param(const char *key)
 	return best;
 }
 
+/* tenant_from: a list of user, sni and options (tenant.h), each at most once. */
+static bool tenant_from_valid(const char *value, char *why, size_t size)
+{
+	static const char *const words[] = { "user", "sni", "options" };
+	const char *p = value;
+	while (*p) {
+		while (*p == ',' || isspace((unsigned char)*p))
+			p++;
+		size_t len = strcspn(p, ", \t\r\n");
+		if (!len)
+			break;
+		bool known = false;
+		for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+			known |= strlen(words[i]) == len && memcmp(words[i], p, len) == 0;
+		if (!known) {
+			snprintf(why, size, "unknown source \"%.*s\" (user, sni or options)", (int)MIN(len, 32), p);
+			return false;
+		}
+		p += len;
+	}
+	return true;
+}
+
 static int set_main_key(struct loader *ld, const struct position *pos, const char *key, const char *value)
 {
 	const struct param_def *p = config_find_param(key);
@@ -963,6 +996,9 @@ static int set_main_key(struct loader *ld, const struct position *pos, const cha
 				  p->name);
 	if (strcmp(p->name, "auth_ldap_options") == 0 && value[0] && !ldap_auth_check_options(value, why, sizeof(why)))
 		return load_error(ld, pos, "auth_ldap_options: %s", why);
+	/* A source of tenant ids pgvalve does not know would silently route nobody. */
+	if (strcmp(p->name, "tenant_from") == 0 && !tenant_from_valid(value, why, sizeof(why)))
+		return load_error(ld, pos, "tenant_from: %s", why);
 	if (!p->implemented && !ld->warned[p - params]) {
 		ld->warned[p - params] = true;
 		log_warning("%s:%d: parameter \"%s\" is not supported yet, ignored", pos->file, pos->line, p->name);

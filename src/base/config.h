@@ -339,6 +339,11 @@ struct config {
 	int metrics_port;
 	char *metrics_auth_token;	/* "" = no Authorization needed */
 	bool metrics_tls;		/* HTTPS with the client_tls_* certificate */
+	/* tenants (tenant.h): routing is on when tenant_source and tenant_from are both set */
+	char *tenant_source;		/* a connection string, or the name of a [databases] entry */
+	char *tenant_query;		/* the tenant id as $1 (a bound parameter), one row */
+	usec_t tenant_cache_ttl;	/* how long a row (or its absence, at most 5 s) is trusted */
+	char *tenant_from;		/* user, sni, options: where a login's tenant id may come from */
 	/* drain (drain.h) */
 	bool shutdown_drain;		/* SIGTERM drains instead of SHUTDOWN WAIT_FOR_CLIENTS */
 	usec_t drain_timeout;		/* 0 = no limit */
@@ -398,6 +403,12 @@ void config_db_free(struct db_config *db);
  * filled. db must come from config_db_new().
  */
 int config_parse_db_string(const char *str, struct db_config *db, char *errbuf, size_t errsize);
+
+/*
+ * Sets one key of a [databases] entry from text, checked as in the file
+ * (a tenant's row, tenant.c). Returns 0, or -1 with errbuf set.
+ */
+int config_db_set(struct db_config *db, const char *key, const char *value, char *errbuf, size_t errsize);
 
 /* Whether a comma/space separated list (admin_users, ignore_startup_parameters...) holds name.
  * Exact, case-sensitive comparison. */

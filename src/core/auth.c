@@ -249,6 +249,9 @@ static bool auth_query_target(const struct client *client, const char **user, co
 static struct db *auth_query_db(struct client *client, const char *auth_dbname)
 {
 	char msg[300];
+	/* A routed database (a tenant's) answers for its own logins, though no name reaches it. */
+	if (client->pool->db->is_routed && strcmp(auth_dbname, client->pool->db->name) == 0)
+		return client->pool->db;
 	if (config_is_admin_dbname(auth_dbname)) {
 		client_log(LOG_LEVEL_WARNING, client, "cannot use the reserved \"%s\" database as an auth_dbname",
 			   auth_dbname);
@@ -518,7 +521,8 @@ static bool stored_md5(const struct client_login *login, char out[36])
 		return true;
 	}
 	if (login->stored.type == SECRET_PLAIN) {
-		crypto_md5_password(login->stored.secret, login->user, out);
+		/* The client salted with the name it sent (alice.t42), not the one a login route made of it. */
+		crypto_md5_password(login->stored.secret, login->startup_user[0] ? login->startup_user : login->user, out);
 		return true;
 	}
 	return false;

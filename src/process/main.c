@@ -36,6 +36,7 @@
 #include "session_set.h"
 #include "roles.h"
 #include "volatility.h"
+#include "tenant.h"
 #include "balance.h"
 #include "notify.h"
 #include "workers.h"
@@ -176,6 +177,7 @@ static void pooler_teardown(void)
 	shared_pool_stop();
 	listener_close();
 	loop_cleanup();
+	tenant_cleanup();	/* before the pools its lookups may be queued on */
 	pool_free_all();
 	roles_free_all();
 	dns_shutdown();
@@ -218,6 +220,7 @@ static int run_pooler(bool single, unsigned restarts)
 	roles_register();
 	balance_register();
 	notify_register();
+	tenant_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);
