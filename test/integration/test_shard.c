@@ -6,8 +6,10 @@
  * ordinary databases, a broken sharded entry stops the start with the
  * file, line and reason, and a reload with one keeps the running
  * configuration and says why; a sharded entry added by a reload is
- * refused the same way.
+ * refused the same way. Built without libpg_query (--without-pg-query),
+ * a sharded entry stops the start instead, saying why.
  */
+#include "autoconf.h"
 #include "harness.h"
 
 #include <stdio.h>
@@ -16,6 +18,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* pgvalve started on text exits 1 and says "<ini>:<line>: <want>". */
+static void expect_start_failure(const char *text, int line, const char *want)
+{
+	char ini[600], out[600];
+	snprintf(ini, sizeof(ini), "%s/shard-bad.ini.%d", getenv("PGV_TEST_DIR"), (int)getpid());
+	snprintf(out, sizeof(out), "%s/shard-bad.out.%d", getenv("PGV_TEST_DIR"), (int)getpid());
+	FILE *f = fopen(ini, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(ini, 0644);
+	const char *runas = getenv("PGV_TEST_RUNAS");
+	char *args[] = { getenv("PGV_BINARY"), "-u", runas && *runas ? (char *)runas : "nobody", ini, NULL };
+	int rc = run_program(args, NULL, out, 20);
+	const char *said = read_file_tail(out, 4000);
+	char needle[1200];
+	snprintf(needle, sizeof(needle), "%s:%d: %s", ini, line, want);
+	ck_assert_msg(rc == 1 && strstr(said, needle), "exit %d, expected \"%s\" in:\n%s", rc, needle, said);
+}
+
+#ifdef HAVE_PG_QUERY
 /* Two shards on run.sh's cluster (both on pgvtest: routing is not the point here) and the sharded entry. */
 static const char *sharded_databases(void)
 {
@@ -66,21 +89,8 @@ END_TEST
 
 START_TEST(bad_sharded_entry_stops_start)
 {
-	char ini[600], out[600];
-	snprintf(ini, sizeof(ini), "%s/shard-bad.ini.%d", getenv("PGV_TEST_DIR"), (int)getpid());
-	snprintf(out, sizeof(out), "%s/shard-bad.out.%d", getenv("PGV_TEST_DIR"), (int)getpid());
-	FILE *f = fopen(ini, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("[databases]\napp_s0 = host=127.0.0.1\napp = shards=app_s0,app_s7 sharding_key=id\n[pgvalve]\n", f);
-	fclose(f);
-	chmod(ini, 0644);
-	const char *runas = getenv("PGV_TEST_RUNAS");
-	char *args[] = { getenv("PGV_BINARY"), "-u", runas && *runas ? (char *)runas : "nobody", ini, NULL };
-	int rc = run_program(args, NULL, out, 20);
-	const char *text = read_file_tail(out, 4000);
-	char want[800];
-	snprintf(want, sizeof(want), "%s:3: database \"app\": shard \"app_s7\" is not a [databases] entry", ini);
-	ck_assert_msg(rc == 1 && strstr(text, want), "exit %d, expected \"%s\" in:\n%s", rc, want, text);
+	expect_start_failure("[databases]\napp_s0 = host=127.0.0.1\napp = shards=app_s0,app_s7 sharding_key=id\n[pgvalve]\n",
+			     3, "database \"app\": shard \"app_s7\" is not a [databases] entry");
 }
 END_TEST
 
@@ -113,13 +123,26 @@ START_TEST(reload_checks_sharded_entries)
 }
 END_TEST
 
+#else
+START_TEST(sharded_entry_needs_pg_query)
+{
+	expect_start_failure("[databases]\napp_s0 = host=127.0.0.1\napp = shards=app_s0 sharding_key=id\n[pgvalve]\n", 3,
+			     "database \"app\": sharded databases (shards=) need pgvalve built with libpg_query");
+}
+END_TEST
+#endif
+
 static Suite *shard_suite(void)
 {
 	Suite *s = suite_create("shard");
 	TCase *tc = pgv_tcase_create("sharded databases", 60);
+#ifdef HAVE_PG_QUERY
 	tcase_add_test(tc, login_refused_shards_serve);
 	tcase_add_test(tc, bad_sharded_entry_stops_start);
 	tcase_add_test(tc, reload_checks_sharded_entries);
+#else
+	tcase_add_test(tc, sharded_entry_needs_pg_query);
+#endif
 	suite_add_tcase(s, tc);
 	return s;
 }
