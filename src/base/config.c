@@ -1266,7 +1266,7 @@ static int load_text(const char *text, size_t len, const char *origin, struct co
 	}
 	db_defaults(ld.cfg);
 	char why[sizeof(err->message)];
-	if (config_shard_check(ld.cfg, why, sizeof(why)) < 0) {
+	if ((ld.cfg->sharded_databases = config_shard_check(ld.cfg, why, sizeof(why))) < 0) {
 		if (err)
 			snprintf(err->message, sizeof(err->message), "%s", why);
 		goto fail;

@@ -348,6 +348,7 @@ struct config {
 
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */
+	int sharded_databases;		/* how many of them have shards= (config_shard.h): 0 spares logins the lookup */
 	struct user_config *users;
 	struct peer_config *peers;
 

@@ -287,6 +287,7 @@ static const char *check_entry(const struct config *cfg, const struct db_config 
 int config_shard_check(const struct config *cfg, char *errbuf, size_t errsize)
 {
 	char why[256];
+	int sharded = 0;
 	for (const struct db_config *db = cfg->databases; db; db = db->next) {
 		if (!db->sharding)
 			continue;
@@ -295,6 +296,7 @@ int config_shard_check(const struct config *cfg, char *errbuf, size_t errsize)
 			snprintf(errbuf, errsize, "%s: database \"%.100s\": %s", db->origin, db->name, msg);
 			return -1;
 		}
+		sharded++;
 	}
-	return 0;
+	return sharded;
 }

@@ -53,8 +53,9 @@ int config_shard_parse_keys(struct shard_config **sc, const char *value, char *e
 struct shard_config *config_shard_clone(const struct shard_config *sc);	/* NULL for NULL */
 void config_shard_free(struct shard_config *sc);
 
-/* The whole file's rules for its sharded entries: 0, or -1 with errbuf set
- * to "file:line: database ...: why" (the first offending entry's line). */
+/* The whole file's rules for its sharded entries: how many there are, or -1
+ * with errbuf set to "file:line: database ...: why" (the first offending
+ * entry's line). */
 int config_shard_check(const struct config *cfg, char *errbuf, size_t errsize);
 
 /* Whether this build can shard (libpg_query, configure --with-pg-query). */

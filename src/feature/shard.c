@@ -12,6 +12,8 @@
 
 static int shard_claim(struct client *client, const struct startup_params *sp, const char *dbname)
 {
+	if (!pgv.cfg->sharded_databases)
+		return 0;	/* the common case: no lookup per login */
 	const struct db_config *db = config_find_db(pgv.cfg, dbname);
 	if (!db || !db->sharding)
 		return 0;

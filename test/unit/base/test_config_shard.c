@@ -61,6 +61,7 @@ START_TEST(sharded_entry_read)
 	ck_assert_str_eq(sc->keys[2].column, "tenant_id");
 	ck_assert_int_eq(app->pool_mode, POOL_MODE_TRANSACTION);
 	ck_assert_ptr_null(config_find_db(cfg, "app_s0")->sharding);
+	ck_assert_int_eq(cfg->sharded_databases, 1);
 
 	/* an entry's copy (a reload's, a pool's) carries its own copy of the sharding */
 	struct db_config *copy = config_db_clone(app, "app");
@@ -147,6 +148,7 @@ START_TEST(whole_file_rules)
 	/* a later line for the same name replaces the whole entry, sharding too */
 	struct config *cfg = load_ok(SHARDS "app = shards=app_s0 sharding_key=id\napp = host=z\n[pgbouncer]\n");
 	ck_assert_ptr_null(config_find_db(cfg, "app")->sharding);
+	ck_assert_int_eq(cfg->sharded_databases, 0);
 	config_free(cfg);
 }
 END_TEST
