@@ -1,7 +1,7 @@
 /*
  * test_shard_hash.c - src/base/shard_hash.c against PostgreSQL 15 itself:
  * for many keys of each sharding key type (bigint, integer, smallint,
- * text, uuid: zero, negatives, the types' bounds, the 32-bit bounds where
+ * text, varchar, text under an ICU collation, uuid: zero, negatives, the types' bounds, the 32-bit bounds where
  * bigint's hash folds, empty and non-ASCII text, text of every length up
  * to 40 bytes, random values) and every modulus from 1 to 8, the
  * remainder shard_hash computes is the one remainder for which
@@ -27,7 +27,8 @@
 
 struct keyset {
 	enum shard_key_type type;
-	const char *sql_type;
+	const char *sql_type;	/* of the values */
+	const char *column_type;	/* of the partition key: sql_type, with a collation maybe */
 	char keys[NKEYS][KEY_MAX];
 	int n;
 };
@@ -211,18 +212,19 @@ static void create_tables(PGconn *pg, const struct keyset *ks, const char *table
 		 "CREATE TABLE %1$s_rows_1 PARTITION OF %1$s_rows FOR VALUES WITH (MODULUS 4, REMAINDER 1);"
 		 "CREATE TABLE %1$s_rows_2 PARTITION OF %1$s_rows FOR VALUES WITH (MODULUS 4, REMAINDER 2);"
 		 "CREATE TABLE %1$s_rows_3 PARTITION OF %1$s_rows FOR VALUES WITH (MODULUS 4, REMAINDER 3);",
-		 table, ks->sql_type);
+		 table, ks->column_type);
 	PGresult *r = PQexec(pg, sql);
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
 	PQclear(r);
 }
 
-static void check_type(enum shard_key_type type, const char *sql_type, const char *table)
+static void check_column(enum shard_key_type type, const char *sql_type, const char *column_type, const char *table)
 {
 	static struct keyset ks;
 	memset(&ks, 0, sizeof(ks));
 	ks.type = type;
 	ks.sql_type = sql_type;
+	ks.column_type = column_type;
 	switch (type) {
 	case SHARD_KEY_INT8:
 		integer_keys(&ks, INT64_MIN, INT64_MAX);
@@ -245,6 +247,11 @@ static void check_type(enum shard_key_type type, const char *sql_type, const cha
 	check_moduli(pg, &ks, table);
 	check_table(pg, &ks, table);
 	PQfinish(pg);
+}
+
+static void check_type(enum shard_key_type type, const char *sql_type, const char *table)
+{
+	check_column(type, sql_type, sql_type, table);
 }
 
 START_TEST(bigint_keys)
@@ -277,6 +284,13 @@ START_TEST(varchar_keys)
 }
 END_TEST
 
+/* Any deterministic collation hashes the bytes: an ICU one as C does. */
+START_TEST(text_icu_keys)
+{
+	check_column(SHARD_KEY_TEXT, "text", "text COLLATE \"und-x-icu\"", "shard_hash_text_icu");
+}
+END_TEST
+
 START_TEST(uuid_keys_)
 {
 	check_type(SHARD_KEY_UUID, "uuid", "shard_hash_uuid");
@@ -292,6 +306,7 @@ static Suite *shard_hash_suite(void)
 	tcase_add_test(tc, smallint_keys);
 	tcase_add_test(tc, text_keys_);
 	tcase_add_test(tc, varchar_keys);
+	tcase_add_test(tc, text_icu_keys);
 	tcase_add_test(tc, uuid_keys_);
 	suite_add_tcase(s, tc);
 	return s;
