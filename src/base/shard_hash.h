@@ -64,7 +64,8 @@ uint64_t shard_hash_uuid(const uint8_t uuid[16]);
 uint64_t shard_hash_bytes(const void *k, size_t len, uint64_t seed);
 
 /* A row's hash with one more (non-NULL) key column: start from 0, add each
- * column in the key's order. A NULL column is skipped, as PostgreSQL skips it. */
+ * column in the key's order. A NULL column is skipped, as PostgreSQL skips
+ * it: a row whose key is NULL hashes to 0, remainder 0. */
 uint64_t shard_hash_combine(uint64_t row_hash, uint64_t column_hash);
 
 /* The remainder (the shard number) of a row hash for modulus (> 0). */

@@ -85,6 +85,7 @@ struct analysis {
 	int *value_table;	/* beside out->values: the table each value restricts */
 	int values_cap;		/* room in out->values and value_table */
 	const char *nested_what;	/* how a sharded table out of the statement's own FROM is named in a refusal */
+	const PgQuery__RangeVar *into;	/* SELECT INTO's new table: no table to look up */
 };
 
 static void refuse(struct analysis *a, const char *fmt, ...) PRINTF_LIKE(2, 3);
@@ -354,16 +355,24 @@ static void with_clause(struct analysis *a, const PgQuery__WithClause *with)
 
 static bool own_table(const struct analysis *a, const ProtobufCMessage *m)
 {
+	if (m == (const ProtobufCMessage *)a->into)
+		return true;
 	for (int i = 0; i < a->n_tables; i++)
 		if ((const ProtobufCMessage *)a->tables[i].rv == m)
 			return true;
 	return false;
 }
 
-/* What any message says wherever it is: a sharded table out of the statement's own FROM, window functions, DISTINCT aggregates. */
+/* What any message says wherever it is: a write, a sharded table out of the statement's own FROM, window functions, DISTINCT aggregates. */
 static void look_at(struct analysis *a, const ProtobufCMessage *m)
 {
-	if (m->descriptor == &pg_query__range_var__descriptor) {
+	if (m->descriptor == &pg_query__insert_stmt__descriptor || m->descriptor == &pg_query__update_stmt__descriptor ||
+	    m->descriptor == &pg_query__delete_stmt__descriptor) {
+		a->out->writes = true;
+	} else if (m->descriptor == &pg_query__select_stmt__descriptor) {
+		const PgQuery__SelectStmt *s = (const PgQuery__SelectStmt *)m;
+		a->out->writes |= s->into_clause != NULL || s->n_locking_clause > 0;
+	} else if (m->descriptor == &pg_query__range_var__descriptor) {
 		const PgQuery__RangeVar *rv = (const PgQuery__RangeVar *)m;
 		if (!own_table(a, m) && !is_cte(a, rv) && key_column(a, rv))
 			refuse(a, "%s on sharded table \"%.63s\" is not supported", a->nested_what, rv->relname);
@@ -484,6 +493,7 @@ static void select_stmt(struct analysis *a, const PgQuery__SelectStmt *s)
 	with_clause(a, s->with_clause);
 	if (s->op != PG_QUERY__SET_OPERATION__SETOP_NONE)
 		a->nested_what = "UNION, INTERSECT or EXCEPT";
+	a->into = s->into_clause ? s->into_clause->rel : NULL;
 	from_where(a, s->from_clause, s->n_from_clause, s->where_clause, &s->base);
 }
 

@@ -17,8 +17,10 @@
  *                       column list asked of the catalog (column_position);
  *   SHARD_PARSE_ALL     no key restricts it: every shard (reference_only:
  *                       only tables without a key, so a read may go to any
- *                       one shard and a write must go to all); also every
- *                       statement that is not SELECT/INSERT/UPDATE/DELETE;
+ *                       one shard and what writes (writes: also a SELECT
+ *                       with a data-modifying WITH, SELECT INTO, FOR
+ *                       UPDATE) must go to all); also every statement that
+ *                       is not SELECT/INSERT/UPDATE/DELETE;
  *   SHARD_PARSE_REFUSED what the router cannot answer exactly, with the
  *                       reason for the client: a join of sharded tables not
  *                       on their keys, a subquery, CTE or set operation on
@@ -100,6 +102,8 @@ struct shard_parse_result {
 	enum shard_statement statement;
 	bool per_row;		/* INSERT ... VALUES: values[i] is row i's key */
 	bool reference_only;	/* ALL: only tables without a sharding key (or none) */
+	bool writes;		/* changes or locks rows (INSERT, UPDATE, DELETE, also in a WITH; SELECT INTO, FOR UPDATE):
+				 * on reference tables, every shard's copy, never just one */
 	int n_values;
 	struct shard_value *values;
 	char cross_shard[160];	/* "": exact on any number of shards; else why only on one */

@@ -4,8 +4,9 @@
  * database may send. Nothing may crash, leak or overflow the stack (the
  * depth bound must hold whatever the text), and the result must be
  * consistent: a key only with values, each naming its table and column;
- * rows only for an INSERT; no values with ALL, REFUSED or ERROR, which
- * carry a reason; a text the depth bound calls too deep is refused.
+ * rows only for an INSERT; INSERT, UPDATE and DELETE write; no values with
+ * ALL, REFUSED or ERROR, which carry a reason; a text the depth bound
+ * calls too deep is refused.
  */
 #include "fuzz.h"
 #include "config_shard.h"
@@ -71,6 +72,9 @@ static void check(const char *text, const struct shard_parse_result *r)
 	default:
 		FUZZ_CHECK(false);
 	}
+	if (r->verdict != SHARD_PARSE_REFUSED && (r->statement == SHARD_STMT_INSERT ||
+						   r->statement == SHARD_STMT_UPDATE || r->statement == SHARD_STMT_DELETE))
+		FUZZ_CHECK(r->writes);
 	if (shard_parse_too_deep(text, strlen(text)))
 		FUZZ_CHECK(r->verdict == SHARD_PARSE_REFUSED);
 }

@@ -143,6 +143,9 @@ START_TEST(shards)
 	ck_assert_uint_eq(shard_hash_shard(parsed(SHARD_KEY_UUID, "00000000-0000-0000-0000-000000000000"), 5), 0);
 	ck_assert_uint_eq(shard_hash_shard(parsed(SHARD_KEY_UUID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), 5), 1);
 	ck_assert_uint_eq(shard_hash_shard(parsed(SHARD_KEY_UUID, "ffffffff-ffff-ffff-ffff-ffffffffffff"), 5), 3);
+	/* a NULL key adds nothing to the row hash (0): remainder 0, where PostgreSQL put a NULL bigint */
+	ck_assert_uint_eq(shard_hash_remainder(0, 4), 0);
+	ck_assert_uint_eq(shard_hash_remainder(0, 7), 0);
 	/* one shard takes everything; a row hash folds columns in order */
 	ck_assert_uint_eq(shard_hash_shard(shard_hash_int8(42), 1), 0);
 	ck_assert_uint_eq(shard_hash_combine(0, 5), 5 + UINT64_C(0x49a0f4dd15e5a8e3));

@@ -92,7 +92,9 @@ static const char *summary(const struct shard_parse_result *r)
 			put(out, sizeof(out), &n, " [one shard only: %s]", r->cross_shard);
 		break;
 	case SHARD_PARSE_ALL:
-		put(out, sizeof(out), &n, "all %s%s", statements[r->statement], r->reference_only ? " ref" : "");
+		put(out, sizeof(out), &n, "all %s%s%s", statements[r->statement], r->reference_only ? " ref" : "",
+		    r->writes && r->statement != SHARD_STMT_INSERT && r->statement != SHARD_STMT_UPDATE &&
+		    r->statement != SHARD_STMT_DELETE ? " writes" : "");
 		break;
 	case SHARD_PARSE_REFUSED:
 		put(out, sizeof(out), &n, "refused: %s", r->reason);
@@ -148,6 +150,12 @@ START_TEST(select_keys)
 	EXPECT("SELECT * FROM refs", "all select ref");
 	EXPECT("SELECT 1", "all select ref");
 	EXPECT("SELECT count(DISTINCT label), row_number() OVER () FROM refs", "all select ref");
+	/* reads that write or lock: on reference tables, every copy */
+	EXPECT("WITH d AS (DELETE FROM refs WHERE code = 'a' RETURNING *) SELECT * FROM d", "all select ref writes");
+	EXPECT("WITH n AS (INSERT INTO refs VALUES ('a', 'b') RETURNING *) SELECT 1", "all select ref writes");
+	EXPECT("SELECT * FROM refs FOR UPDATE", "all select ref writes");
+	EXPECT("SELECT * INTO refs_copy FROM refs", "all select ref writes");
+	EXPECT("SELECT * FROM refs WHERE code IN (SELECT code FROM refs FOR SHARE)", "all select ref writes");
 }
 END_TEST
 
