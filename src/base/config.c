@@ -13,6 +13,7 @@
 #include "common.h"
 #include "config.h"
 #include "config_value.h"
+#include "config_shard.h"
 #include "ldap_auth.h"
 #include "log.h"
 
@@ -362,6 +363,7 @@ struct db_config *config_db_clone(const struct db_config *src, const char *name)
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++)
 		*DB_STRING(db, i) = xstrdup(*DB_STRING(src, i));
 	db->origin = xstrdup(src->origin);
+	db->sharding = config_shard_clone(src->sharding);
 	return db;
 }
 
@@ -372,6 +374,7 @@ void config_db_free(struct db_config *db)
 	free(db->name);
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++)
 		free(*DB_STRING(db, i));
+	config_shard_free(db->sharding);
 	free(db->origin);
 	free(db);
 }
@@ -644,6 +647,10 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_enum(key, val, target_session_attrs_names, &db->target_session_attrs, errbuf, errsize);
 	if (strcmp(key, "load_balance_reads") == 0)
 		return cstr_enum(key, val, load_balance_reads_names, &db->load_balance_reads, errbuf, errsize);
+	if (strcmp(key, "shards") == 0)
+		return config_shard_parse_shards(&db->sharding, val, errbuf, errsize);
+	if (strcmp(key, "sharding_key") == 0)
+		return config_shard_parse_keys(&db->sharding, val, errbuf, errsize);
 	unknown_key("database", key, errbuf, errsize);
 	return -1;
 }
@@ -1294,6 +1301,12 @@ static int load_text(const char *text, size_t len, const char *origin, struct co
 		goto fail;
 	}
 	db_defaults(ld.cfg);
+	char why[sizeof(err->message)];
+	if ((ld.cfg->sharded_databases = config_shard_check(ld.cfg, why, sizeof(why))) < 0) {
+		if (err)
+			snprintf(err->message, sizeof(err->message), "%s", why);
+		goto fail;
+	}
 	if (!ld.saw_main) {
 		if (err)
 			snprintf(err->message, sizeof(err->message),

@@ -102,6 +102,8 @@ enum tls_sslmode {
 	TLS_SSLMODE_VERIFY_FULL,
 };
 
+struct shard_config;
+
 /*
  * One [databases] entry. Ints are -1 when not given (use the global value),
  * strings "" when not given. Create with config_db_new().
@@ -141,6 +143,7 @@ struct db_config {
 	char *datestyle;
 	char *timezone;
 	char *application_name;
+	struct shard_config *sharding;	/* shards= and sharding_key= (config_shard.h); NULL: not sharded */
 	char *origin;		/* "file:line" where it was defined, for messages */
 };
 
@@ -350,6 +353,7 @@ struct config {
 
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */
+	int sharded_databases;		/* how many of them have shards= (config_shard.h): 0 spares logins the lookup */
 	struct user_config *users;
 	struct peer_config *peers;
 

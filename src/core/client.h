@@ -80,13 +80,15 @@ struct db;
 /*
  * Client kinds. A login is pooled unless a kind registered at start-up
  * claims it: the admin console (admin.c) its database name, replication
- * connections (replication.c) the startup parameter "replication". The
+ * connections (replication.c) the startup parameter "replication", a
+ * sharded database (shard.c) its database name. The
  * core asks a kind's table at the few points where the kind behaves
  * differently and never names the module behind it; a NULL slot means
  * "as a pooled client".
  */
 enum client_kind {
 	CLIENT_POOLED,
+	CLIENT_SHARDED,		/* claims first: a sharded database's logins, replication ones too */
 	CLIENT_REPLICATION,	/* claims before the console: it must refuse a replication login to the console */
 	CLIENT_CONSOLE,
 	CLIENT_KINDS,
@@ -258,7 +260,7 @@ struct client {
 	unsigned vars_apply_failures : 2;	/* servers that failed to take its parameters in a row */
 	bool is_ipv6 : 1;		/* addr is IPv6 (else IPv4) */
 	bool is_unix : 1;
-	enum client_kind kind : 2;	/* set once, when the startup packet is read */
+	enum client_kind kind : 3;	/* set once, when the startup packet is read */
 	bool logged_in : 1;
 	bool in_cancel_index : 1;
 	bool admin_superuser : 1;	/* user pgbouncer over the Unix socket, same OS user */

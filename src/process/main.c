@@ -28,6 +28,7 @@
 #include "readiness.h"
 #include "reload.h"
 #include "replication.h"
+#include "shard.h"
 #include "sdnotify.h"
 #include "supervisor.h"
 #include "shared_pool.h"
@@ -215,6 +216,7 @@ static int run_pooler(bool single, unsigned restarts)
 	peer_register();
 	admin_register();
 	replication_register();
+	shard_register();
 	prepare_register();
 	session_set_register();
 	roles_register();
