@@ -12,6 +12,7 @@
 #define _GNU_SOURCE 1	/* unshare() */
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -212,6 +213,19 @@ const char *pgv_log_tail(struct pgv *p, size_t bytes)
 	else
 		snprintf(out, sizeof(out), "--- end of %s:\n%s\n--- end of %s:\n%s", p->log, logbuf, errpath, errbuf);
 	return out;
+}
+
+int dir_entry_count(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
 }
 
 bool pgv_log_contains(struct pgv *p, const char *needle)

@@ -106,6 +106,8 @@ int pg_wait_backends(const char *usename, int want, double timeout_s);
 void pg_restart(const char *mode);
 
 bool pgv_log_contains(struct pgv *p, const char *needle);
+/* Entries of a directory, "." and ".." left out (0 if it cannot be read): files written, /proc/PID/fd. */
+int dir_entry_count(const char *dir);
 /* The last `bytes` of pgvalve's logfile and stderr, for failure messages (static buffer). */
 const char *pgv_log_tail(struct pgv *p, size_t bytes);
 

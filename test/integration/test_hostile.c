@@ -18,7 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -520,20 +519,12 @@ START_TEST(pre_login_flood_does_not_starve)
 }
 END_TEST
 
-/* Descriptors pgvalve holds now (its /proc entry), -1 if unreadable. */
+/* Descriptors pgvalve holds now (its /proc entry). */
 static int pgv_open_fds(const struct pgv *p)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)p->pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -1;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	return dir_entry_count(path);
 }
 
 /* Median milliseconds of n fresh md5 logins (each connects, logs in, closes). */

@@ -463,19 +463,6 @@ END_TEST
 /* ================================================================ real tools */
 
 
-static int count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /*
  * pg_basebackup (with its second, WAL-streaming connection) copies the
  * cluster through pgvalve; loop 1 with tcp_socket_buffer = 4096, where the
@@ -500,7 +487,7 @@ START_TEST(pg_basebackup_through_pgvalve)
 	snprintf(f, sizeof(f), "%s/backup_label", target);
 	ck_assert_msg(stat(f, &sb) == 0, "no backup_label in the backup");
 	snprintf(f, sizeof(f), "%s/pg_wal", target);
-	ck_assert_int_gt(count_entries(f), 1);	/* the WAL it streamed alongside */
+	ck_assert_int_gt(dir_entry_count(f), 1);	/* the WAL it streamed alongside */
 	wait_walsenders(0);
 	pgv_stop(&p);
 }
@@ -524,9 +511,9 @@ START_TEST(pg_receivewal_through_pgvalve)
 	pid_t pid = run_program_background(argv, out);
 	/* its first segment file: a login, a slot and a start; 15 s on a loaded machine */
 	double until = now_s() + 15;
-	while (now_s() < until && count_entries(dir) == 0)
+	while (now_s() < until && dir_entry_count(dir) == 0)
 		sleep_ms(100);
-	ck_assert_msg(count_entries(dir) > 0, "pg_receivewal wrote nothing: %s\n%s", read_file_tail(out, 2000),
+	ck_assert_msg(dir_entry_count(dir) > 0, "pg_receivewal wrote nothing: %s\n%s", read_file_tail(out, 2000),
 		      pgv_log_tail(&p, 2000));
 	ck_assert_int_eq(walsenders(), 1);
 	PGconn *d = pg_direct();
