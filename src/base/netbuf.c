@@ -287,7 +287,7 @@ const char *netbuf_tls_servername(const struct netbuf *nb)
 size_t netbuf_tls_server_end_point(const struct netbuf *nb, uint8_t out[TLS_END_POINT_MAX])
 {
 	if (nb->io && nb->io->rec)
-		return tls_record_server_end_point(nb->io->rec, out);
+		return tls_ctx_server_end_point(tls_record_ctx(nb->io->rec), out);
 	return tls_server_end_point(netbuf_ssl(nb), out);
 }
 
@@ -1153,7 +1153,10 @@ static void tls_handshake_step(struct netbuf *nb)
 	ERR_clear_error();
 	int r = SSL_do_handshake(ssl);
 	if (r == 1) {
-		struct tls_record *rec = SSL_is_server(ssl) ? tls_record_adopt(ssl) : NULL;
+		char describe[64] = "";
+		if (SSL_is_server(ssl))
+			tls_describe(ssl, describe, sizeof(describe));
+		struct tls_record *rec = SSL_is_server(ssl) ? tls_record_adopt(ssl, describe) : NULL;
 		if (rec) {	/* an accepted TLS 1.3 client: OpenSSL's part is over */
 			SSL_free(ssl);
 			nb->io->ssl = NULL;

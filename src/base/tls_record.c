@@ -15,7 +15,6 @@
  * for, ciphertext the socket did not take), each freed once used up.
  */
 #include "tls_record.h"
-#include "tls.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -204,7 +203,7 @@ static void nonce_of(const struct rec_dir *d, uint8_t nonce[12])
 		nonce[11 - i] ^= (uint8_t)(d->seq >> (8 * i));
 }
 
-struct tls_record *tls_record_adopt(SSL *ssl)
+struct tls_record *tls_record_adopt(SSL *ssl, const char *describe)
 {
 	struct rec_secrets *s = recg.secrets_index < 0 ? NULL : SSL_get_ex_data(ssl, recg.secrets_index);
 	const SSL_CIPHER *c = SSL_get_current_cipher(ssl);
@@ -232,7 +231,7 @@ struct tls_record *tls_record_adopt(SSL *ssl)
 	unsigned int alpn_len = 0;
 	SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
 	r->alpn_postgresql = alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
-	tls_describe(ssl, r->describe, sizeof(r->describe));
+	snprintf(r->describe, sizeof(r->describe), "%s", describe);
 	const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	r->servername = sni ? xstrdup(sni) : NULL;
 	r->ctx = SSL_get_SSL_CTX(ssl);
@@ -270,9 +269,9 @@ bool tls_record_alpn_postgresql(const struct tls_record *r)
 	return r->alpn_postgresql;
 }
 
-size_t tls_record_server_end_point(const struct tls_record *r, uint8_t *out)
+SSL_CTX *tls_record_ctx(const struct tls_record *r)
 {
-	return tls_ctx_server_end_point(r->ctx, out);
+	return r->ctx;
 }
 
 size_t tls_record_pending(const struct tls_record *r)

@@ -14,7 +14,7 @@
  *     before its first handshake: it keeps the traffic secrets OpenSSL
  *     derives (its key log callback) and turns session tickets off, so
  *     nothing is written with the application keys before the handover.
- *   - tls_record_adopt(ssl) right after the server side's handshake
+ *   - tls_record_adopt(ssl, describe) right after the server side's handshake
  *     returned 1 and before anything else is read or written: a state, or
  *     NULL when the connection must stay with OpenSSL (TLS 1.2, a cipher
  *     other than AES-GCM or ChaCha20-Poly1305, a client certificate,
@@ -43,7 +43,8 @@
 struct tls_record;
 
 void tls_record_prepare_ctx(SSL_CTX *ctx);
-struct tls_record *tls_record_adopt(SSL *ssl);
+/* describe: tls_describe()'s text for the connection, kept for SHOW CLIENTS and the log (this module calls nothing of tls.c: tls.c calls it). */
+struct tls_record *tls_record_adopt(SSL *ssl, const char *describe);
 void tls_record_free(struct tls_record *r);
 
 ssize_t tls_record_read(struct tls_record *r, int fd, void *buf, size_t len);
@@ -57,7 +58,7 @@ const char *tls_record_describe(const struct tls_record *r);
 bool tls_record_alpn_postgresql(const struct tls_record *r);
 /* The SNI host name the client sent, NULL without one. */
 const char *tls_record_servername(const struct tls_record *r);
-/* tls-server-end-point channel binding data (tls_server_end_point()'s, for this connection). */
-size_t tls_record_server_end_point(const struct tls_record *r, uint8_t *out);
+/* The context the connection was accepted through (its channel binding data: tls_ctx_server_end_point()). */
+SSL_CTX *tls_record_ctx(const struct tls_record *r);
 
 #endif

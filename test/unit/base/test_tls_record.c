@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "tls.h"
 #include "tls_record.h"
 #include "../check_main.h"
 
@@ -85,7 +86,9 @@ static void pair_open(struct pair *p, const char *suite, int max_version)
 			done |= 2;
 	}
 	ck_assert_int_eq(done, 3);
-	p->rec = tls_record_adopt(server);
+	char describe[64];
+	tls_describe(server, describe, sizeof(describe));
+	p->rec = tls_record_adopt(server, describe);
 	SSL_free(server);
 }
 
