@@ -270,11 +270,7 @@ bool netbuf_tls_alpn_postgresql(const struct netbuf *nb)
 {
 	if (nb->io && nb->io->rec)
 		return tls_record_alpn_postgresql(nb->io->rec);
-	const unsigned char *alpn = NULL;
-	unsigned int alpn_len = 0;
-	if (netbuf_ssl(nb))
-		SSL_get0_alpn_selected(netbuf_ssl(nb), &alpn, &alpn_len);
-	return alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
+	return tls_alpn_postgresql(netbuf_ssl(nb));
 }
 
 const char *netbuf_tls_servername(const struct netbuf *nb)
@@ -1153,14 +1149,15 @@ static void tls_handshake_step(struct netbuf *nb)
 	ERR_clear_error();
 	int r = SSL_do_handshake(ssl);
 	if (r == 1) {
-		char describe[64] = "";
-		if (SSL_is_server(ssl))
+		if (SSL_is_server(ssl)) {	/* an accepted client: TLS 1.3 leaves OpenSSL here (tls_record.h) */
+			char describe[64];
 			tls_describe(ssl, describe, sizeof(describe));
-		struct tls_record *rec = SSL_is_server(ssl) ? tls_record_adopt(ssl, describe) : NULL;
-		if (rec) {	/* an accepted TLS 1.3 client: OpenSSL's part is over */
-			SSL_free(ssl);
-			nb->io->ssl = NULL;
-			nb->io->rec = rec;
+			struct tls_record *rec = tls_record_adopt(ssl, describe, tls_alpn_postgresql(ssl));
+			if (rec) {	/* OpenSSL's part is over */
+				SSL_free(ssl);
+				nb->io->ssl = NULL;
+				nb->io->rec = rec;
+			}
 		}
 		nb->tls_handshaking = false;
 		nb->io->tls_want = 0;

@@ -363,6 +363,15 @@ void tls_describe(SSL *ssl, char *buf, size_t size)
 	snprintf(buf, size, "%s/%s%s", SSL_get_version(ssl), SSL_get_cipher_name(ssl), kx);
 }
 
+bool tls_alpn_postgresql(const SSL *ssl)
+{
+	const unsigned char *alpn = NULL;
+	unsigned int alpn_len = 0;
+	if (ssl)
+		SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+	return alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
+}
+
 bool tls_peer_common_name(SSL *ssl, char *buf, size_t size)
 {
 	if (!ssl || SSL_get_verify_result(ssl) != X509_V_OK)

@@ -30,6 +30,8 @@ SSL *tls_new_server_ssl(const char *host);
 
 /* "TLSv1.3/TLS_AES_256_GCM_SHA384/ECDH=X25519" as SHOW CLIENTS prints it; "" without TLS. */
 void tls_describe(SSL *ssl, char *buf, size_t size);
+/* Whether the handshake selected ALPN "postgresql" (PostgreSQL 17's direct TLS asks for it). */
+bool tls_alpn_postgresql(const SSL *ssl);
 /* The common name of the peer's verified certificate, or NULL. */
 bool tls_peer_common_name(SSL *ssl, char *buf, size_t size);
 

@@ -203,7 +203,7 @@ static void nonce_of(const struct rec_dir *d, uint8_t nonce[12])
 		nonce[11 - i] ^= (uint8_t)(d->seq >> (8 * i));
 }
 
-struct tls_record *tls_record_adopt(SSL *ssl, const char *describe)
+struct tls_record *tls_record_adopt(SSL *ssl, const char *describe, bool alpn_postgresql)
 {
 	struct rec_secrets *s = recg.secrets_index < 0 ? NULL : SSL_get_ex_data(ssl, recg.secrets_index);
 	const SSL_CIPHER *c = SSL_get_current_cipher(ssl);
@@ -227,10 +227,7 @@ struct tls_record *tls_record_adopt(SSL *ssl, const char *describe)
 		tls_record_free(r);
 		return NULL;
 	}
-	const unsigned char *alpn = NULL;
-	unsigned int alpn_len = 0;
-	SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
-	r->alpn_postgresql = alpn_len == 10 && memcmp(alpn, "postgresql", 10) == 0;
+	r->alpn_postgresql = alpn_postgresql;
 	snprintf(r->describe, sizeof(r->describe), "%s", describe);
 	const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	r->servername = sni ? xstrdup(sni) : NULL;

@@ -14,7 +14,7 @@
  *     before its first handshake: it keeps the traffic secrets OpenSSL
  *     derives (its key log callback) and turns session tickets off, so
  *     nothing is written with the application keys before the handover.
- *   - tls_record_adopt(ssl, describe) right after the server side's handshake
+ *   - tls_record_adopt(ssl, ...) right after the server side's handshake
  *     returned 1 and before anything else is read or written: a state, or
  *     NULL when the connection must stay with OpenSSL (TLS 1.2, a cipher
  *     other than AES-GCM or ChaCha20-Poly1305, a client certificate,
@@ -43,8 +43,12 @@
 struct tls_record;
 
 void tls_record_prepare_ctx(SSL_CTX *ctx);
-/* describe: tls_describe()'s text for the connection, kept for SHOW CLIENTS and the log (this module calls nothing of tls.c: tls.c calls it). */
-struct tls_record *tls_record_adopt(SSL *ssl, const char *describe);
+/*
+ * describe and alpn_postgresql: tls_describe()'s text and tls_alpn_postgresql()'s
+ * answer for the connection, kept for SHOW CLIENTS, the log and the login
+ * (this module calls nothing of tls.c: tls.c calls it).
+ */
+struct tls_record *tls_record_adopt(SSL *ssl, const char *describe, bool alpn_postgresql);
 void tls_record_free(struct tls_record *r);
 
 ssize_t tls_record_read(struct tls_record *r, int fd, void *buf, size_t len);

@@ -13,6 +13,7 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -226,6 +227,16 @@ int dir_entry_count(const char *dir)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+void raise_descriptor_limit(unsigned long need)
+{
+	struct rlimit rl;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	getrlimit(RLIMIT_NOFILE, &rl);
+	ck_assert_msg(rl.rlim_cur >= need, "RLIMIT_NOFILE %lu too low (%lu needed)", (unsigned long)rl.rlim_cur, need);
 }
 
 bool pgv_log_contains(struct pgv *p, const char *needle)

@@ -108,6 +108,8 @@ void pg_restart(const char *mode);
 bool pgv_log_contains(struct pgv *p, const char *needle);
 /* Entries of a directory, "." and ".." left out (0 if it cannot be read): files written, /proc/PID/fd. */
 int dir_entry_count(const char *dir);
+/* Raises this process's descriptor limit to its hard limit; fails the test if that holds fewer than need. */
+void raise_descriptor_limit(unsigned long need);
 /* The last `bytes` of pgvalve's logfile and stderr, for failure messages (static buffer). */
 const char *pgv_log_tail(struct pgv *p, size_t bytes);
 

@@ -14,7 +14,6 @@
 #include "admin_console.h"
 
 #include <signal.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,10 +229,7 @@ END_TEST
 START_TEST(large_show_clients_is_streamed)
 {
 	enum { MANY = 5000 };
-	struct rlimit rl;
-	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
+	raise_descriptor_limit(MANY + 100);
 	struct pgv p;
 	int pids[WORKERS];
 	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\nworkers = 4\nmax_client_conn = 5500\n"

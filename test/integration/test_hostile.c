@@ -18,7 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 
 #define DB "pgvtest"
@@ -452,12 +451,7 @@ static double query_latency_ms(int fd, int rounds)
 START_TEST(pre_login_flood_does_not_starve)
 {
 	enum { SILENT = 4900, SLOW = 100 };	/* the 5,000 of issue 13 */
-	struct rlimit rl;
-	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-	getrlimit(RLIMIT_NOFILE, &rl);
-	ck_assert_msg(rl.rlim_cur >= SILENT + SLOW + 100, "RLIMIT_NOFILE %lu too low", (unsigned long)rl.rlim_cur);
+	raise_descriptor_limit(SILENT + SLOW + 100);
 	struct pgv p;
 	pgv_start(&p, "auth_type = md5\nmax_client_conn = 5200\nclient_login_timeout = 4\ntcp_defer_accept = 0\n"
 		  /* a burst of 4,900 connects must not overflow the accept queue (the kernel would delay some) */
@@ -552,12 +546,7 @@ static double login_latency_ms(int port, int n)
 START_TEST(half_tls_handshake_storm)
 {
 	enum { HALF = 3000, SILENT = 1500 };
-	struct rlimit rl;
-	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-	getrlimit(RLIMIT_NOFILE, &rl);
-	ck_assert_msg(rl.rlim_cur >= HALF + SILENT + 100, "RLIMIT_NOFILE %lu too low", (unsigned long)rl.rlim_cur);
+	raise_descriptor_limit(HALF + SILENT + 100);
 	const char *certs = getenv("PGV_TEST_CERTDIR");
 	ck_assert_ptr_nonnull(certs);
 	char ini[1024];

@@ -261,14 +261,10 @@ static void stream_header(struct fanout *fo, const struct admin_answer *ref)
 {
 	char types[ADMIN_MAX_COLUMNS + 2];
 	const char **names = xcalloc((size_t)ref->ncols + 1, sizeof(*names));
-	int i;
-	for (i = 0; i < ref->ncols && i < ADMIN_MAX_COLUMNS; i++) {
-		types[i] = ref->oids[i] == 20 ? 'q' : ref->oids[i] == 23 ? 'i' : ref->oids[i] == 1700 ? 'N' : 's';
+	admin_merge_result_types(ref, types, true);	/* stream_rowdesc keeps ncols within ADMIN_MAX_COLUMNS */
+	for (int i = 0; i < ref->ncols; i++)
 		names[i] = ref->names[i];
-	}
-	types[i] = 'i';
-	names[i++] = "worker";
-	types[i] = '\0';
+	names[ref->ncols] = "worker";
 	struct admin_result r;
 	admin_result_init(&r, 1024);
 	admin_result_begin(&r, types, names);

@@ -119,6 +119,8 @@ struct admin_view;
 const struct admin_view *admin_merge_find(const char *what);
 /* Every worker's rows with a worker column (CLIENTS, SERVERS, ...): streamed worker by worker, not merged. */
 bool admin_merge_per_worker(const struct admin_view *view);
+/* RowDescription letters (admin_result) for ref's column types, and an int4 "worker" last if asked: types has ncols + 2 bytes. */
+void admin_merge_result_types(const struct admin_answer *ref, char *types, bool worker_col);
 /*
  * answers[0..n), each from a different worker in worker order, merged
  * into r (begun here): per-worker views get a last column "worker"; the

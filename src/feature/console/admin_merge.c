@@ -257,8 +257,7 @@ static const char *merge_cell(const struct member *g, int n, int col, const stru
 	return buf;
 }
 
-/* RowDescription letters (admin_result) for the workers' column types. */
-static void result_types(const struct admin_answer *ref, char *types, bool worker_col)
+void admin_merge_result_types(const struct admin_answer *ref, char *types, bool worker_col)
 {
 	int i;
 	for (i = 0; i < ref->ncols; i++)
@@ -409,7 +408,7 @@ void admin_merge(const struct admin_view *view, struct admin_answer *const *answ
 	for (int c = 0; c < ncols; c++)
 		names[c] = mg.ref->names[c];
 	names[ncols] = "worker";
-	result_types(mg.ref, types, worker_col);
+	admin_merge_result_types(mg.ref, types, worker_col);
 	admin_result_begin(r, types, names);
 	if (worker_col)
 		merge_per_worker(&mg, r);

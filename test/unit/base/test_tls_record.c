@@ -88,7 +88,7 @@ static void pair_open(struct pair *p, const char *suite, int max_version)
 	ck_assert_int_eq(done, 3);
 	char describe[64];
 	tls_describe(server, describe, sizeof(describe));
-	p->rec = tls_record_adopt(server, describe);
+	p->rec = tls_record_adopt(server, describe, tls_alpn_postgresql(server));
 	SSL_free(server);
 }
 
