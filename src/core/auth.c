@@ -216,6 +216,7 @@ void auth_login_free(struct client_login *login)
 	auth_secret_clear(&login->stored);
 	ldap_auth_cancel(login->ldap);
 	free(login->ldap_options);
+	free(login->startup_user);
 	if (login->ldap_password) {
 		OPENSSL_cleanse(login->ldap_password, strlen(login->ldap_password));
 		free(login->ldap_password);
@@ -522,7 +523,7 @@ static bool stored_md5(const struct client_login *login, char out[36])
 	}
 	if (login->stored.type == SECRET_PLAIN) {
 		/* The client salted with the name it sent (alice.t42), not the one a login route made of it. */
-		crypto_md5_password(login->stored.secret, login->startup_user[0] ? login->startup_user : login->user, out);
+		crypto_md5_password(login->stored.secret, login->startup_user ? login->startup_user : login->user, out);
 		return true;
 	}
 	return false;

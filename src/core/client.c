@@ -388,7 +388,6 @@ static bool startup_names(struct client *client, const struct startup_params *sp
 		return false;
 	}
 	strlcpy_s(login->user, user, sizeof(login->user));
-	strlcpy_s(login->startup_user, user, sizeof(login->startup_user));
 	strlcpy_s(login->dbname, dbname, sizeof(login->dbname));
 	return true;
 }
@@ -514,9 +513,10 @@ static struct db *startup_admit(struct client *client, struct db *routed, const 
 /* The replication= of PgBouncer 1.26's "login attempt" line: no, database (logical) or yes (physical). */
 static const char *login_replication(const struct client *client, const struct startup_params *sp)
 {
+	if (client->kind != CLIENT_REPLICATION)
+		return "no";	/* without looking: a pooled login pays for no search of its parameters */
 	const char *value = startup_param(sp, "replication");
-
-	if (client->kind != CLIENT_REPLICATION || value == NULL)
+	if (value == NULL)
 		return "no";
 	return strcmp(value, "database") == 0 ? "database" : "yes";
 }

@@ -168,11 +168,6 @@ void client_route_done(struct client *client, struct db *db);
 /* Data needed only while logging in; freed once the client is ACTIVE. */
 struct client_login {
 	char user[AUTH_NAME_MAX];
-	/*
-	 * The user name as the startup packet gave it, before a login route
-	 * took its tenant suffix off: what the client salts an md5 response with.
-	 */
-	char startup_user[AUTH_NAME_MAX];
 	char dbname[AUTH_NAME_MAX];
 	uint8_t md5_salt[4];
 	enum {
@@ -207,6 +202,13 @@ struct client_login {
 	uint8_t proto_minor;		/* the protocol agreed: 3.0 or 3.2 (long cancel keys) */
 	const char *replication_word;	/* "no", "database" or "yes", for the login attempt's log line */
 	void *route;			/* the login route's state until it picks the database (NULL: not routed) */
+	/*
+	 * The user name as the startup packet gave it when a login route took
+	 * a tenant suffix off it (malloc'ed; NULL if user is that name): what
+	 * the client salts an md5 response with. A pointer, not an array: the
+	 * login state, cleared whole at its end, stays as small as unrouted.
+	 */
+	char *startup_user;
 	/* auth_type ldap: the hba line's options, the check under way, the password it checks */
 	char *ldap_options;
 	struct ldap_auth_req *ldap;

@@ -32,7 +32,8 @@
 static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
-static bool fast_fail_message(const struct pool *pool, char *msg, size_t size);
+static bool fast_failing(const struct pool *pool);
+static void fast_fail_message(const struct pool *pool, char *msg, size_t size);
 static void standby_waiters_home(struct pool *pool);
 static void standby_waiters_recheck(struct pool *pool);
 static int recheck_idle_servers(struct pool *pool, int wanted);
@@ -1110,8 +1111,9 @@ void pool_queue_auth_query(struct pool *pool, struct client *client)
 
 void pool_queue_query(struct pool *pool, struct pool_query_waiter *w)
 {
-	char msg[400];
-	if (fast_fail_message(pool, msg, sizeof(msg))) {	/* as a client would be (pool_fast_fail) */
+	if (fast_failing(pool)) {	/* as a client would be (pool_fast_fail) */
+		char msg[400];
+		fast_fail_message(pool, msg, sizeof(msg));
 		w->pool = NULL;
 		w->failed(w, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
 		return;
@@ -1267,13 +1269,16 @@ void pool_server_connect_failed(struct pool *pool)
 	standby_waiters_home(pool);
 }
 
-/* The error pool_fast_fail gives, into msg; false if the pool is not failing fast. */
-static bool fast_fail_message(const struct pool *pool, char *msg, size_t size)
+/* Server logins fail with an error and the pool has no server at all: who needs one fails at once. */
+static bool fast_failing(const struct pool *pool)
 {
-	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pooled_server_count(pool))
-		return false;
+	return pool->last_error[0] && pool_login_retry_pending(pool, now_usec()) && !pooled_server_count(pool);
+}
+
+/* The error pool_fast_fail gives, into msg. */
+static void fast_fail_message(const struct pool *pool, char *msg, size_t size)
+{
 	snprintf(msg, size, "server login has been failing, cached error: %s (server_login_retry)", pool->last_error);
-	return true;
 }
 
 /*
@@ -1283,9 +1288,10 @@ static bool fast_fail_message(const struct pool *pool, char *msg, size_t size)
  */
 static bool pool_fast_fail(struct pool *pool, struct client *client)
 {
-	char msg[400];
-	if (!fast_fail_message(pool, msg, sizeof(msg)))
+	if (!fast_failing(pool))
 		return false;
+	char msg[400];
+	fast_fail_message(pool, msg, sizeof(msg));
 	client_close(client, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
 	return true;
 }

@@ -10,10 +10,9 @@
 #include "config.h"
 #include "instance.h"
 
-static int shard_claim(struct client *client, const struct startup_params *sp, const char *dbname)
+/* A login to a sharded database, if dbname is one: refused for now. */
+static __attribute__((noinline)) int claim_sharded(struct client *client, const char *dbname)
 {
-	if (!pgv.cfg->sharded_databases)
-		return 0;	/* the common case: no lookup per login */
 	const struct db_config *db = config_find_db(pgv.cfg, dbname);
 	if (!db || !db->sharding)
 		return 0;
@@ -23,6 +22,13 @@ static int shard_claim(struct client *client, const struct startup_params *sp, c
 		 "connect to one of its shards' databases instead", dbname);
 	client_close(client, "0A000", msg);
 	return -1;
+}
+
+static int shard_claim(struct client *client, const struct startup_params *sp, const char *dbname)
+{
+	if (!pgv.cfg->sharded_databases)
+		return 0;	/* the common case: no lookup per login */
+	return claim_sharded(client, dbname);
 }
 
 static const struct client_kind_ops shard_kind = {

@@ -237,10 +237,9 @@ static bool id_agrees(char **id, const char *found)
 }
 
 /* login_route_ops.route: the tenant id of a login, from the sources tenant_from lists. */
-static int tenant_route(struct client *client, const struct startup_params *sp, char **options)
+static __attribute__((noinline)) int route_by_tenant(struct client *client, const struct startup_params *sp,
+						     char **options)
 {
-	if (!tenants_on())
-		return 0;
 	const char *from = pgv.cfg->tenant_from;
 	struct client_login *login = client->login;
 	char *id = NULL, sni[256];
@@ -251,6 +250,8 @@ static int tenant_route(struct client *client, const struct startup_params *sp, 
 	char *dot = config_list_contains(from, "user") ? strrchr(login->user, '.') : NULL;
 	if (ok && dot && dot != login->user && dot[1]) {
 		ok = id_agrees(&id, dot + 1);
+		free(login->startup_user);
+		login->startup_user = xstrdup(login->user);	/* md5 is salted with what the client sent */
 		*dot = '\0';	/* alice.t42 logs in as alice */
 	}
 	if (ok && config_list_contains(from, "sni"))
@@ -270,6 +271,12 @@ static int tenant_route(struct client *client, const struct startup_params *sp, 
 	}
 	login->route = id;
 	return 1;
+}
+
+/* Every pooled login asks: without tenants it costs the one test (the cost guard's md5 login). */
+static int tenant_route(struct client *client, const struct startup_params *sp, char **options)
+{
+	return tenants_on() ? route_by_tenant(client, sp, options) : 0;
 }
 
 /* ---------------------------------------------------------------- tenant_source */
