@@ -87,7 +87,7 @@ bool auth_secret_parse(const char *user, const char *secret, struct auth_secret 
 		out->type = SECRET_NONE;
 	} else if (strncmp(secret, SCRAM_PREFIX, strlen(SCRAM_PREFIX)) == 0) {
 		if (!parse_scram_secret(secret, &out->scram)) {
-			OPENSSL_cleanse(out, sizeof(*out));
+			secret_clear(out, sizeof(*out));
 			return false;
 		}
 		out->type = SECRET_SCRAM;
@@ -110,10 +110,10 @@ void auth_secret_copy(struct auth_secret *dst, const struct auth_secret *src)
 void auth_secret_clear(struct auth_secret *s)
 {
 	if (s->secret) {
-		OPENSSL_cleanse(s->secret, strlen(s->secret));
+		secret_clear(s->secret, strlen(s->secret));
 		free(s->secret);
 	}
-	OPENSSL_cleanse(s, sizeof(*s));
+	secret_clear(s, sizeof(*s));
 }
 
 /* ------------------------------------------------------------ hash index */
@@ -281,7 +281,7 @@ static bool parse_line(const char *p, const char *end, struct auth_secret *out, 
 	*why = read_quoted(&p, end, secret, AUTH_SECRET_MAX, "secret too long");
 	if (!*why && !auth_secret_parse(user, secret, out))
 		*why = "invalid SCRAM secret";
-	OPENSSL_cleanse(secret, strnlen(secret, AUTH_SECRET_MAX));
+	secret_clear(secret, strnlen(secret, AUTH_SECRET_MAX));
 	return *why == NULL;
 }
 
@@ -349,7 +349,7 @@ static char *read_file(const char *path, size_t *lenp)
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			OPENSSL_cleanse(buf, len);
+			secret_clear(buf, len);
 			free(buf);
 			close(fd);
 			errno = e;
@@ -374,7 +374,7 @@ struct auth_store *auth_file_load(const char *path)
 		return NULL;
 	}
 	struct auth_store *store = auth_file_parse(text, len, path);
-	OPENSSL_cleanse(text, len);
+	secret_clear(text, len);
 	free(text);
 	return store;
 }

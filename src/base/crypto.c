@@ -108,7 +108,7 @@ static struct {
 
 static void random_drop_block(void)
 {
-	OPENSSL_cleanse(rnd.block, sizeof(rnd.block));
+	secret_clear(rnd.block, sizeof(rnd.block));
 	rnd.left = 0;
 }
 
@@ -143,7 +143,7 @@ void crypto_random(void *buf, size_t len)
 	}
 	uint8_t *from = rnd.block + sizeof(rnd.block) - rnd.left;
 	memcpy(buf, from, len);
-	OPENSSL_cleanse(from, len);
+	secret_clear(from, len);
 	rnd.left -= len;
 }
 
@@ -254,9 +254,9 @@ void crypto_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *msg, s
 	for (int i = 0; i < SHA256_BLOCK_LEN; i++)
 		pad[i] = k[i] ^ 0x5c;
 	sha256_of_two(pad, sizeof(pad), inner, sizeof(inner), out);
-	OPENSSL_cleanse(k, sizeof(k));
-	OPENSSL_cleanse(pad, sizeof(pad));
-	OPENSSL_cleanse(inner, sizeof(inner));
+	secret_clear(k, sizeof(k));
+	secret_clear(pad, sizeof(pad));
+	secret_clear(inner, sizeof(inner));
 }
 
 void crypto_sha256(const uint8_t *msg, size_t len, uint8_t out[32])

@@ -265,7 +265,7 @@ bool ldap_auth_check_options(const char *options, char *why, size_t size)
 {
 	struct ldap_opts *o = xcalloc(1, sizeof(*o));
 	bool ok = opts_parse(options, o, why, size);
-	OPENSSL_cleanse(o, sizeof(*o));
+	secret_clear(o, sizeof(*o));
 	free(o);
 	return ok;
 }
@@ -328,10 +328,10 @@ static void req_free(struct ldap_auth_req *req)
 	if (req->ld)
 		ldap_unbind_ext(req->ld, NULL, NULL);	/* the socket is non-blocking: no wait */
 	if (req->password) {
-		OPENSSL_cleanse(req->password, strlen(req->password));
+		secret_clear(req->password, strlen(req->password));
 		free(req->password);
 	}
-	OPENSSL_cleanse(req, sizeof(*req));
+	secret_clear(req, sizeof(*req));
 	free(req);
 }
 

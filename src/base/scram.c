@@ -305,7 +305,7 @@ int scram_client_final(struct scram_client *sc, const char *password,
 		memcpy(client_key, keys.client_key, SCRAM_KEY_LEN);
 		memcpy(stored_key, keys.stored_key, SCRAM_KEY_LEN);
 		memcpy(sc->server_key, keys.server_key, SCRAM_KEY_LEN);
-		OPENSSL_cleanse(&keys, sizeof(keys));
+		secret_clear(&keys, sizeof(keys));
 	}
 	crypto_hmac_sha256(stored_key, SCRAM_KEY_LEN, (const uint8_t *)auth_message, (size_t)amlen, client_sig);
 	xor32(proof, client_key, client_sig);
@@ -314,9 +314,9 @@ int scram_client_final(struct scram_client *sc, const char *password,
 	crypto_b64_encode(sc->server_signature, SCRAM_KEY_LEN, sc->server_signature_b64,
 			  sizeof(sc->server_signature_b64));
 	crypto_b64_encode(proof, SCRAM_KEY_LEN, proof_b64, sizeof(proof_b64));
-	OPENSSL_cleanse(client_key, sizeof(client_key));
-	OPENSSL_cleanse(stored_key, sizeof(stored_key));
-	OPENSSL_cleanse(proof, sizeof(proof));
+	secret_clear(client_key, sizeof(client_key));
+	secret_clear(stored_key, sizeof(stored_key));
+	secret_clear(proof, sizeof(proof));
 
 	n = snprintf(out, outsize, "%s,p=%s", final_wo_proof, proof_b64);
 	if (n < 0 || (size_t)n >= outsize) {
@@ -373,7 +373,7 @@ void scram_keys_derive(const char *password, const uint8_t *salt, size_t saltlen
 	crypto_scram_salted_password(scram_prep_password(password), salt, saltlen, iterations, salted);
 	keys_from_salted(salted, out->client_key, out->server_key);
 	crypto_sha256(out->client_key, SCRAM_KEY_LEN, out->stored_key);
-	OPENSSL_cleanse(salted, sizeof(salted));
+	secret_clear(salted, sizeof(salted));
 }
 
 void scram_secret_from_password(const char *password, int iterations,
@@ -390,7 +390,7 @@ void scram_secret_from_password(const char *password, int iterations,
 	scram_keys_derive(password, salt, saltlen, iterations, &keys);
 	memcpy(out->stored_key, keys.stored_key, SCRAM_KEY_LEN);
 	memcpy(out->server_key, keys.server_key, SCRAM_KEY_LEN);
-	OPENSSL_cleanse(&keys, sizeof(keys));
+	secret_clear(&keys, sizeof(keys));
 }
 
 int scram_secret_format(const struct scram_secret *secret, char *out, size_t outsize)
@@ -418,7 +418,7 @@ int scram_build_secret(const char *password, int iterations, char *out, size_t o
 	crypto_random(salt, sizeof(salt));
 	scram_secret_from_password(password, iterations, salt, sizeof(salt), &secret);
 	int n = scram_secret_format(&secret, out, outsize);
-	OPENSSL_cleanse(&secret, sizeof(secret));
+	secret_clear(&secret, sizeof(secret));
 	return n;
 }
 
@@ -435,7 +435,7 @@ bool scram_verify_proof(const struct scram_secret *secret, const char *auth_mess
 	bool ok = secure_equal(stored, secret->stored_key, SCRAM_KEY_LEN);
 	if (ok && client_key)
 		memcpy(client_key, key, SCRAM_KEY_LEN);
-	OPENSSL_cleanse(key, sizeof(key));
+	secret_clear(key, sizeof(key));
 	return ok;
 }
 

@@ -65,13 +65,13 @@ static void keyed_hash(const char *label, const void *data, size_t len, uint8_t 
 		uint8_t digest[CRYPTO_SHA256_LEN];
 		crypto_sha256(data, len, digest);
 		keyed_hash(label, digest, sizeof(digest), out);
-		OPENSSL_cleanse(digest, sizeof(digest));
+		secret_clear(digest, sizeof(digest));
 		return;
 	}
 	memcpy(msg, label, llen);
 	memcpy(msg + llen, data, len);
 	crypto_hmac_sha256(cache.secret, sizeof(cache.secret), msg, llen + len, out);
-	OPENSSL_cleanse(msg, llen + len);
+	secret_clear(msg, llen + len);
 }
 
 void scram_cache_mock_salt(const char *user, uint8_t salt[SCRAM_MOCK_SALT_LEN])
@@ -115,7 +115,7 @@ static void entry_free(struct cache_entry *e)
 {
 	unlink_from_bucket(e);
 	list_remove(&cache.lru, &e->lru);
-	OPENSSL_cleanse(e, sizeof(*e) + strlen(e->owner));
+	secret_clear(e, sizeof(*e) + strlen(e->owner));
 	free(e);
 }
 
@@ -172,7 +172,7 @@ void scram_cache_get_keys(enum scram_cache_kind kind, const char *owner, const c
 		list_remove(&cache.lru, &e->lru);
 		list_append(&cache.lru, &e->lru);
 		*out = e->keys;
-		OPENSSL_cleanse(fp, sizeof(fp));
+		secret_clear(fp, sizeof(fp));
 		return;
 	}
 	/* A changed password for this owner, salt and count replaces the old keys. */
@@ -198,7 +198,7 @@ void scram_cache_get_keys(enum scram_cache_kind kind, const char *owner, const c
 	e->next = *bucket_of(hash);
 	*bucket_of(hash) = e;
 	list_append(&cache.lru, &e->lru);
-	OPENSSL_cleanse(fp, sizeof(fp));
+	secret_clear(fp, sizeof(fp));
 }
 
 void scram_cache_server_keys(void *arg, const char *password, const uint8_t *salt, size_t saltlen,

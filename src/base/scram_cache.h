@@ -20,7 +20,7 @@
  * iterations). They are kept here per owner (a user name, for client or for
  * server logins) and that salt and count, with a fingerprint of the
  * password, and derived again when any of them changes. Entries are wiped
- * (OPENSSL_cleanse) when replaced, evicted (least recently used, above
+ * (secret_clear) when replaced, evicted (least recently used, above
  * SCRAM_CACHE_MAX) or cleared (reload), and never logged.
  *
  * Process state; one thread. Nothing here verifies a proof: callers still

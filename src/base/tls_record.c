@@ -89,7 +89,7 @@ static void secrets_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, l
 	(void)argl;
 	(void)argp;
 	if (ptr)
-		OPENSSL_cleanse(ptr, sizeof(struct rec_secrets));
+		secret_clear(ptr, sizeof(struct rec_secrets));
 	free(ptr);
 }
 
@@ -166,7 +166,7 @@ static bool expand_label(const EVP_MD *md, const uint8_t *secret, size_t secret_
 	if (!HMAC(md, secret, (int)secret_len, info, at, mac, &mac_len) || mac_len < len)
 		return false;
 	memcpy(out, mac, len);
-	OPENSSL_cleanse(mac, sizeof(mac));
+	secret_clear(mac, sizeof(mac));
 	return true;
 }
 
@@ -181,7 +181,7 @@ static bool dir_set_secret(struct tls_record *r, struct rec_dir *d, const uint8_
 	if (!d->aead)
 		d->aead = EVP_CIPHER_CTX_new();
 	bool ok = d->aead && EVP_CipherInit_ex2(d->aead, r->cipher, key, NULL, encrypt ? 1 : 0, NULL) == 1;
-	OPENSSL_cleanse(key, sizeof(key));
+	secret_clear(key, sizeof(key));
 	d->seq = 0;
 	return ok;
 }
@@ -192,7 +192,7 @@ static bool dir_update(struct tls_record *r, struct rec_dir *d, bool encrypt)
 	uint8_t next[EVP_MAX_MD_SIZE];
 	bool ok = expand_label(r->md, d->secret, r->hash_len, "traffic upd", next, r->hash_len) &&
 		  dir_set_secret(r, d, next, encrypt);
-	OPENSSL_cleanse(next, sizeof(next));
+	secret_clear(next, sizeof(next));
 	return ok;
 }
 
@@ -247,7 +247,7 @@ void tls_record_free(struct tls_record *r)
 	free(r->raw.data);
 	free(r->plain.data);
 	free(r->out.data);
-	OPENSSL_cleanse(r, sizeof(*r));
+	secret_clear(r, sizeof(*r));
 	free(r);
 }
 

@@ -130,7 +130,7 @@ static void start_scram(struct client *client)
 					     SCRAM_MOCK_SALT_LEN, secret.iterations, &keys);
 			memcpy(secret.stored_key, keys.stored_key, sizeof(secret.stored_key));
 			memcpy(secret.server_key, keys.server_key, sizeof(secret.server_key));
-			OPENSSL_cleanse(&keys, sizeof(keys));
+			secret_clear(&keys, sizeof(keys));
 		} else {
 			/* no usable secret: random keys, so no proof can match */
 			crypto_random(secret.stored_key, sizeof(secret.stored_key));
@@ -140,7 +140,7 @@ static void start_scram(struct client *client)
 	}
 	login->scram = xcalloc(1, sizeof(*login->scram));
 	scram_server_init(login->scram, &secret, NULL);
-	OPENSSL_cleanse(&secret, sizeof(secret));
+	secret_clear(&secret, sizeof(secret));
 	uint8_t end_point[TLS_END_POINT_MAX];
 	scram_server_set_channel_binding(login->scram, end_point, netbuf_tls_server_end_point(&client->nb, end_point));
 	login->secret_from_scram = s && s->type == SECRET_SCRAM;
@@ -209,7 +209,7 @@ void auth_login_free(struct client_login *login)
 	if (!login)
 		return;
 	if (login->scram) {
-		OPENSSL_cleanse(login->scram, sizeof(*login->scram));
+		secret_clear(login->scram, sizeof(*login->scram));
 		free(login->scram);
 	}
 	gss_auth_free(login->gss);
@@ -218,10 +218,10 @@ void auth_login_free(struct client_login *login)
 	free(login->ldap_options);
 	free(login->startup_user);
 	if (login->ldap_password) {
-		OPENSSL_cleanse(login->ldap_password, strlen(login->ldap_password));
+		secret_clear(login->ldap_password, strlen(login->ldap_password));
 		free(login->ldap_password);
 	}
-	OPENSSL_cleanse(login, sizeof(*login));
+	secret_clear(login, sizeof(*login));
 	free(login);
 }
 

@@ -571,7 +571,7 @@ void server_send_startup(struct server *server)
 void server_free_login_state(struct server *server)
 {
 	if (server->scram) {
-		OPENSSL_cleanse(server->scram, sizeof(*server->scram));
+		secret_clear(server->scram, sizeof(*server->scram));
 		free(server->scram);
 		server->scram = NULL;
 	}

@@ -458,7 +458,7 @@ void internal_query_done(struct server *server)
 			auth_query_answer(client, server->auth_null ? NULL : server->auth_result,
 					  server->internal_failed ? "the query returned an error" : NULL);
 		if (server->auth_result) {
-			OPENSSL_cleanse(server->auth_result, strlen(server->auth_result));
+			secret_clear(server->auth_result, strlen(server->auth_result));
 			free(server->auth_result);
 			server->auth_result = NULL;
 		}

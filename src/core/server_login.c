@@ -112,7 +112,7 @@ static void send_sasl(struct server *server, const char *mechanism, const char *
 	pktbuf_put_bytes(&b, data, (uint32_t)len);
 	pktbuf_end(&b);
 	netbuf_send(&server->nb, b.buf, b.len);
-	OPENSSL_cleanse(b.buf, b.len);
+	secret_clear(b.buf, b.len);
 	pktbuf_free(&b);
 }
 
@@ -131,7 +131,7 @@ static void send_cleartext_password(struct server *server, const char *password)
 	pktbuf_init(&b, 64 + (uint32_t)strlen(password));
 	proto_put_password(&b, password);
 	netbuf_send(&server->nb, b.buf, b.len);
-	OPENSSL_cleanse(b.buf, b.len);
+	secret_clear(b.buf, b.len);
 	pktbuf_free(&b);
 }
 
@@ -157,7 +157,7 @@ static void send_md5_password(struct server *server, const char *password, struc
 	pktbuf_init_fixed(&b, mem, sizeof(mem));
 	proto_put_password(&b, response);
 	netbuf_send(&server->nb, b.buf, b.len);
-	OPENSSL_cleanse(secret, sizeof(secret));
+	secret_clear(secret, sizeof(secret));
 }
 
 /*
@@ -229,7 +229,7 @@ static void continue_scram(struct server *server, const char *password, const st
 		return;
 	}
 	send_sasl(server, NULL, msg, len);
-	OPENSSL_cleanse(msg, sizeof(msg));
+	secret_clear(msg, sizeof(msg));
 }
 
 static void finish_scram(struct server *server, const struct pkt *pkt)
