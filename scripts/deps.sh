@@ -48,6 +48,8 @@ libssl-dev|pkg-config --exists 'openssl >= 1.1.1'
 libc-ares-dev|pkg-config --exists 'libcares >= 1.16'
 libkrb5-dev|pkg-config --exists krb5-gssapi
 libldap-dev|test -f /usr/include/ldap.h
+libpg-query-dev|test -f /usr/include/pg_query.h
+libprotobuf-c-dev|test -f /usr/include/protobuf-c/protobuf-c.h
 EOF
 	case $mode in
 	quickstart | test | package | bench | cost | container | fleet | ha | exporter | faults)

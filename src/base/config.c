@@ -13,6 +13,7 @@
 #include "common.h"
 #include "config.h"
 #include "config_value.h"
+#include "config_shard.h"
 #include "ldap_auth.h"
 #include "log.h"
 
@@ -243,6 +244,11 @@ static const struct param_def params[] = {
 	P_INT(tcp_keepintvl, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(tcp_socket_buffer, "0", RELOAD, IMPL, 0, INT_MAX),
 	P_INT(tcp_user_timeout, "0", RELOAD, IMPL, 0, INT_MAX),
+	/* pgvalve extension: tenants looked up in a database (tenant.h) */
+	P_TIME(tenant_cache_ttl, "60", RELOAD, IMPL),
+	P_STR(tenant_from, "", RELOAD, IMPL),
+	P_STR(tenant_query, "", RELOAD, IMPL),
+	P_STR(tenant_source, "", RELOAD, IMPL),
 	/*
 	 * pgvalve extension: a client's own SETs follow it in transaction/statement
 	 * mode (session_set.h). Restart only: turned on by a reload, servers
@@ -357,6 +363,7 @@ struct db_config *config_db_clone(const struct db_config *src, const char *name)
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++)
 		*DB_STRING(db, i) = xstrdup(*DB_STRING(src, i));
 	db->origin = xstrdup(src->origin);
+	db->sharding = config_shard_clone(src->sharding);
 	return db;
 }
 
@@ -367,6 +374,7 @@ void config_db_free(struct db_config *db)
 	free(db->name);
 	for (size_t i = 0; i < ARRAY_SIZE(db_strings); i++)
 		free(*DB_STRING(db, i));
+	config_shard_free(db->sharding);
 	free(db->origin);
 	free(db);
 }
@@ -639,6 +647,10 @@ static int db_set_key(struct db_config *db, const char *key, const char *val, ch
 		return cstr_enum(key, val, target_session_attrs_names, &db->target_session_attrs, errbuf, errsize);
 	if (strcmp(key, "load_balance_reads") == 0)
 		return cstr_enum(key, val, load_balance_reads_names, &db->load_balance_reads, errbuf, errsize);
+	if (strcmp(key, "shards") == 0)
+		return config_shard_parse_shards(&db->sharding, val, errbuf, errsize);
+	if (strcmp(key, "sharding_key") == 0)
+		return config_shard_parse_keys(&db->sharding, val, errbuf, errsize);
 	unknown_key("database", key, errbuf, errsize);
 	return -1;
 }
@@ -706,6 +718,11 @@ static int parse_cstr(const char *str, void *target, cstr_setter set, char *errb
 static int db_setter(void *t, const char *k, const char *v, char *e, size_t n) { return db_set_key(t, k, v, e, n); }
 static int user_setter(void *t, const char *k, const char *v, char *e, size_t n) { return user_set_key(t, k, v, e, n); }
 static int peer_setter(void *t, const char *k, const char *v, char *e, size_t n) { return peer_set_key(t, k, v, e, n); }
+
+int config_db_set(struct db_config *db, const char *key, const char *value, char *errbuf, size_t errsize)
+{
+	return db_set_key(db, key, value, errbuf, errsize);
+}
 
 int config_parse_db_string(const char *str, struct db_config *db, char *errbuf, size_t errsize)
 {
@@ -939,6 +956,29 @@ static const char *closest_param(const char *key)
 	return best;
 }
 
+/* tenant_from: a list of user, sni and options (tenant.h), each at most once. */
+static bool tenant_from_valid(const char *value, char *why, size_t size)
+{
+	static const char *const words[] = { "user", "sni", "options" };
+	const char *p = value;
+	while (*p) {
+		while (*p == ',' || isspace((unsigned char)*p))
+			p++;
+		size_t len = strcspn(p, ", \t\r\n");
+		if (!len)
+			break;
+		bool known = false;
+		for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+			known |= strlen(words[i]) == len && memcmp(words[i], p, len) == 0;
+		if (!known) {
+			snprintf(why, size, "unknown source \"%.*s\" (user, sni or options)", (int)MIN(len, 32), p);
+			return false;
+		}
+		p += len;
+	}
+	return true;
+}
+
 static int set_main_key(struct loader *ld, const struct position *pos, const char *key, const char *value)
 {
 	const struct param_def *p = config_find_param(key);
@@ -963,6 +1003,9 @@ static int set_main_key(struct loader *ld, const struct position *pos, const cha
 				  p->name);
 	if (strcmp(p->name, "auth_ldap_options") == 0 && value[0] && !ldap_auth_check_options(value, why, sizeof(why)))
 		return load_error(ld, pos, "auth_ldap_options: %s", why);
+	/* A source of tenant ids pgvalve does not know would silently route nobody. */
+	if (strcmp(p->name, "tenant_from") == 0 && !tenant_from_valid(value, why, sizeof(why)))
+		return load_error(ld, pos, "tenant_from: %s", why);
 	if (!p->implemented && !ld->warned[p - params]) {
 		ld->warned[p - params] = true;
 		log_warning("%s:%d: parameter \"%s\" is not supported yet, ignored", pos->file, pos->line, p->name);
@@ -1258,6 +1301,12 @@ static int load_text(const char *text, size_t len, const char *origin, struct co
 		goto fail;
 	}
 	db_defaults(ld.cfg);
+	char why[sizeof(err->message)];
+	if ((ld.cfg->sharded_databases = config_shard_check(ld.cfg, why, sizeof(why))) < 0) {
+		if (err)
+			snprintf(err->message, sizeof(err->message), "%s", why);
+		goto fail;
+	}
 	if (!ld.saw_main) {
 		if (err)
 			snprintf(err->message, sizeof(err->message),

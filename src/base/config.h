@@ -102,6 +102,8 @@ enum tls_sslmode {
 	TLS_SSLMODE_VERIFY_FULL,
 };
 
+struct shard_config;
+
 /*
  * One [databases] entry. Ints are -1 when not given (use the global value),
  * strings "" when not given. Create with config_db_new().
@@ -141,6 +143,7 @@ struct db_config {
 	char *datestyle;
 	char *timezone;
 	char *application_name;
+	struct shard_config *sharding;	/* shards= and sharding_key= (config_shard.h); NULL: not sharded */
 	char *origin;		/* "file:line" where it was defined, for messages */
 };
 
@@ -339,12 +342,18 @@ struct config {
 	int metrics_port;
 	char *metrics_auth_token;	/* "" = no Authorization needed */
 	bool metrics_tls;		/* HTTPS with the client_tls_* certificate */
+	/* tenants (tenant.h): routing is on when tenant_source and tenant_from are both set */
+	char *tenant_source;		/* a connection string, or the name of a [databases] entry */
+	char *tenant_query;		/* the tenant id as $1 (a bound parameter), one row */
+	usec_t tenant_cache_ttl;	/* how long a row (or its absence, at most 5 s) is trusted */
+	char *tenant_from;		/* user, sni, options: where a login's tenant id may come from */
 	/* drain (drain.h) */
 	bool shutdown_drain;		/* SIGTERM drains instead of SHUTDOWN WAIT_FOR_CLIENTS */
 	usec_t drain_timeout;		/* 0 = no limit */
 
 	/* Sections. */
 	struct db_config *databases;	/* in file order; a repeated name replaces the entry in place */
+	int sharded_databases;		/* how many of them have shards= (config_shard.h): 0 spares logins the lookup */
 	struct user_config *users;
 	struct peer_config *peers;
 
@@ -398,6 +407,12 @@ void config_db_free(struct db_config *db);
  * filled. db must come from config_db_new().
  */
 int config_parse_db_string(const char *str, struct db_config *db, char *errbuf, size_t errsize);
+
+/*
+ * Sets one key of a [databases] entry from text, checked as in the file
+ * (a tenant's row, tenant.c). Returns 0, or -1 with errbuf set.
+ */
+int config_db_set(struct db_config *db, const char *key, const char *value, char *errbuf, size_t errsize);
 
 /* Whether a comma/space separated list (admin_users, ignore_startup_parameters...) holds name.
  * Exact, case-sensitive comparison. */

@@ -216,6 +216,7 @@ void auth_login_free(struct client_login *login)
 	auth_secret_clear(&login->stored);
 	ldap_auth_cancel(login->ldap);
 	free(login->ldap_options);
+	free(login->startup_user);
 	if (login->ldap_password) {
 		secret_clear(login->ldap_password, strlen(login->ldap_password));
 		free(login->ldap_password);
@@ -249,6 +250,9 @@ static bool auth_query_target(const struct client *client, const char **user, co
 static struct db *auth_query_db(struct client *client, const char *auth_dbname)
 {
 	char msg[300];
+	/* A routed database (a tenant's) answers for its own logins, though no name reaches it. */
+	if (client->pool->db->is_routed && strcmp(auth_dbname, client->pool->db->name) == 0)
+		return client->pool->db;
 	if (config_is_admin_dbname(auth_dbname)) {
 		client_log(LOG_LEVEL_WARNING, client, "cannot use the reserved \"%s\" database as an auth_dbname",
 			   auth_dbname);
@@ -518,7 +522,8 @@ static bool stored_md5(const struct client_login *login, char out[36])
 		return true;
 	}
 	if (login->stored.type == SECRET_PLAIN) {
-		crypto_md5_password(login->stored.secret, login->user, out);
+		/* The client salted with the name it sent (alice.t42), not the one a login route made of it. */
+		crypto_md5_password(login->stored.secret, login->startup_user ? login->startup_user : login->user, out);
 		return true;
 	}
 	return false;

@@ -40,6 +40,14 @@ void client_register_kind(enum client_kind kind, const struct client_kind_ops *o
 	client_kinds[kind] = ops;
 }
 
+/* The login route (client.h), if a feature registered one. */
+static const struct login_route_ops *login_route;
+
+void client_register_route(const struct login_route_ops *ops)
+{
+	login_route = ops;
+}
+
 bool client_owns_netbuf(const struct netbuf *nb)
 {
 	return netbuf_handler(nb) == client_handler;
@@ -237,6 +245,8 @@ void client_close(struct client *client, const char *sqlstate, const char *reaso
 	if (client->quiet)
 		server_cancel_requester_gone(client);
 	pool_cancel_auth_query(client);
+	if (client->login && !client->logged_in && client->login->route && login_route && login_route->closing)
+		login_route->closing(client);
 	if (client->ucount)
 		client->ucount->clients--;	/* the reference, and so its name, stays until client_free */
 	if (client->counted_in_db)
@@ -427,9 +437,8 @@ static bool choose_kind(struct client *client, const struct startup_params *sp)
  * own server verbatim instead (replication.c). False if the client was
  * closed.
  */
-static bool startup_options(struct client *client, const struct startup_params *sp)
+static bool startup_options(struct client *client, const char *options)
 {
-	const char *options = startup_param(sp, "options");
 	if (!options || client->kind == CLIENT_REPLICATION)
 		return true;
 	char msg[256];
@@ -468,7 +477,8 @@ static bool startup_options(struct client *client, const struct startup_params *
  * while shutting down, not over max_client_conn or the database's and
  * user's client limits. NULL if the client was closed.
  */
-static struct db *startup_admit(struct client *client, const char *dbname, const char *user, bool *db_known)
+static struct db *startup_admit(struct client *client, struct db *routed, const char *dbname, const char *user,
+				 bool *db_known)
 {
 	bool console = client_is_console(client);
 	/*
@@ -488,8 +498,8 @@ static struct db *startup_admit(struct client *client, const char *dbname, const
 		client_close(client, "08P01", "no more connections allowed (max_client_conn)");
 		return NULL;
 	}
-	*db_known = console || pool_find_db(dbname);
-	struct db *db = console ? pgv.admin_db : pool_find_or_autodb(dbname);
+	*db_known = console || routed || pool_find_db(dbname);
+	struct db *db = console ? pgv.admin_db : routed ? routed : pool_find_or_autodb(dbname);
 	if (!db)
 		db = pool_fake_db(dbname);	/* authentication first; "no such database" after it */
 	const char *limit = pool_client_limit_reached(db, user, &client->budget_token);
@@ -503,38 +513,40 @@ static struct db *startup_admit(struct client *client, const char *dbname, const
 /* The replication= of PgBouncer 1.26's "login attempt" line: no, database (logical) or yes (physical). */
 static const char *login_replication(const struct client *client, const struct startup_params *sp)
 {
+	if (client->kind != CLIENT_REPLICATION)
+		return "no";	/* without looking: a pooled login pays for no search of its parameters */
 	const char *value = startup_param(sp, "replication");
-
-	if (client->kind != CLIENT_REPLICATION || value == NULL)
+	if (value == NULL)
 		return "no";
 	return strcmp(value, "database") == 0 ? "database" : "yes";
 }
 
-static void handle_startup(struct client *client, const struct startup_params *sp)
+/*
+ * A pooled login the route takes (client.h): 1 routed, 0 not, -1 the
+ * client was closed. *options: the options left for startup_options.
+ */
+static int route_login(struct client *client, const struct startup_params *sp, char **options)
 {
-	if (!startup_names(client, sp) || !startup_params_supported(client, sp) || !choose_kind(client, sp) ||
-	    !startup_options(client, sp))
-		return;
+	if (client->kind != CLIENT_POOLED || !login_route || !login_route->route)
+		return 0;
+	return login_route->route(client, sp, options);
+}
+
+/* Its database chosen (by name, or by its route): admitted, counted in its pool, and on to authentication. */
+static void login_continue(struct client *client, struct db *routed)
+{
 	const char *user = client->login->user;
 	const char *dbname = client->login->dbname;
 	bool db_known = false;
-	struct db *db = startup_admit(client, dbname, user, &db_known);
+	struct db *db = startup_admit(client, routed, dbname, user, &db_known);
 	if (!db)
 		return;
 	if (pgv.cfg->log_connections) {
 		char tls[160];
 		netbuf_tls_describe(&client->nb, tls, sizeof(tls));
-		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s replication=%s", dbname, user,
-			   tls[0] ? tls : "no", login_replication(client, sp));
+		client_log(LOG_LEVEL_INFO, client, "login attempt: db=%s user=%s tls=%s replication=%s", db->name, user,
+			   tls[0] ? tls : "no", client->login->replication_word);
 	}
-
-	/* Remember tracked parameters the client asked for (read-only ones are the server's to say). */
-	for (int i = 0; i < sp->count; i++) {
-		int idx = varcache_index(sp->names[i]);
-		if (varcache_settable(idx))
-			varcache_set(&client->vars, idx, sp->values[i]);
-	}
-
 	client->pool = pool_get_for_login(db, user, !db_known);
 	client->ucount = pool_user_ref(user);
 	client->ucount->clients++;
@@ -545,6 +557,48 @@ static void handle_startup(struct client *client, const struct startup_params *s
 	if (ops && ops->check_login && !ops->check_login(client, user))
 		return;
 	auth_begin(client);
+}
+
+void client_route_done(struct client *client, struct db *db)
+{
+	client->login->phase = LOGIN_STARTUP;	/* what auth_begin starts from */
+	netbuf_resume(&client->nb);
+	login_continue(client, db);
+}
+
+static void handle_startup(struct client *client, const struct startup_params *sp)
+{
+	if (!startup_names(client, sp) || !startup_params_supported(client, sp) || !choose_kind(client, sp))
+		return;
+	char *options = NULL;
+	int routed = route_login(client, sp, &options);
+	bool ok = routed >= 0 && startup_options(client, options ? options : startup_param(sp, "options"));
+	free(options);
+	if (!ok)
+		return;
+	client->login->replication_word = login_replication(client, sp);
+
+	/* Remember tracked parameters the client asked for (read-only ones are the server's to say). */
+	for (int i = 0; i < sp->count; i++) {
+		int idx = varcache_index(sp->names[i]);
+		if (varcache_settable(idx))
+			varcache_set(&client->vars, idx, sp->values[i]);
+	}
+	if (!routed) {
+		login_continue(client, NULL);
+		return;
+	}
+	client->login->phase = LOGIN_ROUTE;
+	struct db *db = login_route->resolve(client);
+	if (db) {	/* known: on at once */
+		client->login->phase = LOGIN_STARTUP;
+		login_continue(client, db);
+	} else {
+		/* Held (unless the route closed it, or already handed it on with client_route_done) */
+		const struct client_login *login = client_login_state(client);
+		if (client->state != CL_CLOSED && login && login->phase == LOGIN_ROUTE)
+			netbuf_pause(&client->nb);	/* nothing may arrive before the authentication request */
+	}
 }
 
 /*

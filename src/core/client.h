@@ -75,17 +75,20 @@ struct pkt;
 struct server;
 struct pool;
 struct cancel_request;
+struct db;
 
 /*
  * Client kinds. A login is pooled unless a kind registered at start-up
  * claims it: the admin console (admin.c) its database name, replication
- * connections (replication.c) the startup parameter "replication". The
+ * connections (replication.c) the startup parameter "replication", a
+ * sharded database (shard.c) its database name. The
  * core asks a kind's table at the few points where the kind behaves
  * differently and never names the module behind it; a NULL slot means
  * "as a pooled client".
  */
 enum client_kind {
 	CLIENT_POOLED,
+	CLIENT_SHARDED,		/* claims first: a sharded database's logins, replication ones too */
 	CLIENT_REPLICATION,	/* claims before the console: it must refuse a replication login to the console */
 	CLIENT_CONSOLE,
 	CLIENT_KINDS,
@@ -134,6 +137,34 @@ static inline const struct client_kind_ops *client_kind_ops(enum client_kind kin
 	return client_kinds[kind];
 }
 
+/*
+ * A login route: a feature that picks a pooled login's database from what
+ * the client sent (tenant.c: a tenant id in the user name, the options or
+ * the TLS server name) instead of by the database name. At most one,
+ * registered at start-up; NULL slots or none at all: logins go by name.
+ */
+struct login_route_ops {
+	/*
+	 * The startup packet of a pooled login was read: 1 if the route takes
+	 * the login (it may rewrite login->user, sets login->route, and may
+	 * hand back in *options, malloc'ed, the options string without its own
+	 * words), 0 if not, -1 if the client was closed.
+	 */
+	int (*route)(struct client *client, const struct startup_params *sp, char **options);
+	/*
+	 * A routed login, its startup parameters taken: its database now, or
+	 * NULL, the route holding it (client_route_done later, or already
+	 * from inside resolve) or having closed it.
+	 */
+	struct db *(*resolve)(struct client *client);
+	/* A routed login closes before the route gave its database: drop login->route. */
+	void (*closing)(struct client *client);
+};
+
+void client_register_route(const struct login_route_ops *ops);
+/* The route found the database of a login it held: the login goes on (admission, authentication). */
+void client_route_done(struct client *client, struct db *db);
+
 /* Data needed only while logging in; freed once the client is ACTIVE. */
 struct client_login {
 	char user[AUTH_NAME_MAX];
@@ -145,6 +176,7 @@ struct client_login {
 		LOGIN_SASL_INITIAL,	/* expecting SASLInitialResponse */
 		LOGIN_SASL_RESPONSE,	/* expecting SASLResponse */
 		LOGIN_GSS,		/* expecting GSSResponse (a Kerberos token) */
+		LOGIN_ROUTE,		/* waiting for the login route to pick its database (a tenant lookup) */
 		LOGIN_AUTH_QUERY,	/* waiting for auth_query to return the secret */
 		LOGIN_LDAP,		/* waiting for the directory to check the password (ldap_auth.h) */
 		LOGIN_DONE,
@@ -168,6 +200,15 @@ struct client_login {
 	uint32_t sasl_final_len;
 	bool auth_ok_sent;		/* AuthenticationOk went out before a check of its parameters */
 	uint8_t proto_minor;		/* the protocol agreed: 3.0 or 3.2 (long cancel keys) */
+	const char *replication_word;	/* "no", "database" or "yes", for the login attempt's log line */
+	void *route;			/* the login route's state until it picks the database (NULL: not routed) */
+	/*
+	 * The user name as the startup packet gave it when a login route took
+	 * a tenant suffix off it (malloc'ed; NULL if user is that name): what
+	 * the client salts an md5 response with. A pointer, not an array: the
+	 * login state, cleared whole at its end, stays as small as unrouted.
+	 */
+	char *startup_user;
 	/* auth_type ldap: the hba line's options, the check under way, the password it checks */
 	char *ldap_options;
 	struct ldap_auth_req *ldap;
@@ -221,7 +262,7 @@ struct client {
 	unsigned vars_apply_failures : 2;	/* servers that failed to take its parameters in a row */
 	bool is_ipv6 : 1;		/* addr is IPv6 (else IPv4) */
 	bool is_unix : 1;
-	enum client_kind kind : 2;	/* set once, when the startup packet is read */
+	enum client_kind kind : 3;	/* set once, when the startup packet is read */
 	bool logged_in : 1;
 	bool in_cancel_index : 1;
 	bool admin_superuser : 1;	/* user pgbouncer over the Unix socket, same OS user */

@@ -32,6 +32,8 @@
 static void pool_set_admin_welcome(struct pool *pool);
 static void pool_free(struct pool *pool);
 static bool pool_fast_fail(struct pool *pool, struct client *client);
+static bool fast_failing(const struct pool *pool);
+static void fast_fail_message(const struct pool *pool, char *msg, size_t size);
 static void standby_waiters_home(struct pool *pool);
 static void standby_waiters_recheck(struct pool *pool);
 static int recheck_idle_servers(struct pool *pool, int wanted);
@@ -51,6 +53,7 @@ static struct pool *pool_new(struct db *db, const char *user)
 	list_init(&pool->waiting_clients);
 	list_init(&pool->welcome_clients);
 	list_init(&pool->auth_waiters);
+	list_init(&pool->query_waiters);
 	list_init(&pool->active_servers);
 	list_init(&pool->idle_servers);
 	list_init(&pool->used_servers);
@@ -428,7 +431,7 @@ void pool_launch_servers(struct pool *pool)
 	if (pool->standby_reads)
 		standby_waiters_recheck(pool);
 	launch_kind_servers(pool);	/* first: they cannot use anyone else's server */
-	int waiters = (int)(pool->waiting_clients.count + pool->auth_waiters.count);
+	int waiters = (int)(pool->waiting_clients.count + pool_lookups_waiting(pool));
 	/* No waiter but a login held for the first server's parameters: one server is wanted. */
 	int demand = waiters > 0 ? waiters : welcome_awaited(pool) ? 1 : 0;
 	if (demand == 0)
@@ -480,7 +483,7 @@ void pool_launch_servers(struct pool *pool)
 
 void pool_after_change(struct pool *pool)
 {
-	if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
+	if (pool->waiting_clients.count || pool_lookups_waiting(pool) || pool->welcome_clients.count)
 		pool_launch_servers(pool);
 }
 
@@ -558,7 +561,7 @@ const char *pool_client_limit_reached(const struct db *db, const char *user, uin
 static bool pool_unused(const struct pool *pool)
 {
 	return !pool_server_count(pool) && !pool->active_clients.count && !pool->idle_clients.count &&
-	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool->auth_waiters.count;
+	       !pool->waiting_clients.count && !pool->welcome_clients.count && !pool_lookups_waiting(pool);
 }
 
 /* A login still choosing or authenticating holds its pool without being in any of its lists. */
@@ -643,19 +646,36 @@ void pool_close_db(struct db *db, const char *reason)
 		pool_destroy(container_of(n, struct pool, node));
 }
 
-void pool_drop_idle_autodb(struct db *db, usec_t now)
+/* Unused for autodb_idle_timeout: no client or server in any pool, no console waiting on it (that keeps it). */
+static bool db_idle(const struct db *db, usec_t now)
 {
 	usec_t timeout = pgv.cfg->autodb_idle_timeout;
-	if (!db->is_autodb || timeout <= 0 || now - db->last_used < timeout)
-		return;
+	if (timeout <= 0 || now - db->last_used < timeout || db->console_waits)
+		return false;
 	list_for_each(pos, &db->pools)
 		if (!pool_unused(container_of(pos, struct pool, node)))
-			return;
-	/* A console waiting on this database keeps it. */
-	if (db->console_waits)
+			return false;
+	return true;
+}
+
+void pool_drop_idle_autodb(struct db *db, usec_t now)
+{
+	if (!db->is_autodb || !db_idle(db, now))
 		return;
-	log_info("auto-database %s unused for %lld s, dropped", db->name, (long long)(timeout / USEC_PER_SEC));
+	log_info("auto-database %s unused for %lld s, dropped", db->name,
+		 (long long)(pgv.cfg->autodb_idle_timeout / USEC_PER_SEC));
 	db_free(db);
+}
+
+bool pool_drop_idle_routed_db(struct db *db, usec_t now)
+{
+	/* A login still authenticating is counted in client_count, not yet in a pool's lists. */
+	if (!db->is_routed || db->client_count || !db_idle(db, now))
+		return false;
+	log_info("database %s unused for %lld s, dropped", db->name,
+		 (long long)(pgv.cfg->autodb_idle_timeout / USEC_PER_SEC));
+	db_free(db);
+	return true;
 }
 
 struct db *pool_fake_db(const char *name)
@@ -926,7 +946,7 @@ void pool_server_ready(struct server *server)
 		return;
 	}
 	if (server->budget_token && pgv.budget &&
-	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool->auth_waiters.count ||
+	    pgv.budget->server_give_back(server, pool->waiting_clients.count || pool_lookups_waiting(pool) ||
 							 pool->welcome_clients.count)) {
 		server_close(server, server->handed_over ? "handed over to another worker"
 							 : "given back for another worker's waiting clients");
@@ -939,6 +959,14 @@ void pool_server_ready(struct server *server)
 		list_remove(&pool->auth_waiters, a);
 		login->auth_server = server;
 		server_run_auth_query(server, login->client);
+		return;
+	}
+	struct list_node *q = list_first(&pool->query_waiters);
+	if (q) {
+		struct pool_query_waiter *w = container_of(q, struct pool_query_waiter, node);
+		list_remove(&pool->query_waiters, q);
+		w->pool = NULL;
+		w->run(w, server);
 		return;
 	}
 	if (!list_empty(&pool->welcome_clients) && kind_claims_server(pool)) {
@@ -1061,19 +1089,57 @@ void pool_learn_welcome(struct pool *pool, const struct welcome_param *params, i
 	}
 }
 
-void pool_queue_auth_query(struct pool *pool, struct client *client)
+/* A lookup was queued: an idle server answers it now (take_idle_server may start checks instead), else one opens. */
+static void serve_lookups(struct pool *pool)
 {
-	struct client_login *login = client->login;
-	login->client = client;
-	login->auth_pool = pool;
-	list_append(&pool->auth_waiters, &login->wait_node);
-	/* An idle server can answer now (take_idle_server may start checks instead). */
 	struct server *server = take_idle_server(pool);
 	if (server) {
 		pool_server_ready(server);
 		return;
 	}
 	pool_launch_servers(pool);
+}
+
+void pool_queue_auth_query(struct pool *pool, struct client *client)
+{
+	struct client_login *login = client->login;
+	login->client = client;
+	login->auth_pool = pool;
+	list_append(&pool->auth_waiters, &login->wait_node);
+	serve_lookups(pool);
+}
+
+void pool_queue_query(struct pool *pool, struct pool_query_waiter *w)
+{
+	if (fast_failing(pool)) {	/* as a client would be (pool_fast_fail) */
+		char msg[400];
+		fast_fail_message(pool, msg, sizeof(msg));
+		w->pool = NULL;
+		w->failed(w, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
+		return;
+	}
+	w->pool = pool;
+	list_append(&pool->query_waiters, &w->node);
+	serve_lookups(pool);
+}
+
+void pool_cancel_query(struct pool_query_waiter *w)
+{
+	if (w->pool)
+		list_remove(&w->pool->query_waiters, &w->node);
+	w->pool = NULL;
+}
+
+/* The pool cannot give its query waiters a server: each hears why, once. */
+static void fail_query_waiters(struct pool *pool, const char *sqlstate, const char *message)
+{
+	struct list_node *n;
+	while ((n = list_first(&pool->query_waiters))) {
+		struct pool_query_waiter *w = container_of(n, struct pool_query_waiter, node);
+		list_remove(&pool->query_waiters, n);
+		w->pool = NULL;
+		w->failed(w, sqlstate, message);
+	}
 }
 
 void pool_cancel_auth_query(struct client *client)
@@ -1188,6 +1254,7 @@ void pool_server_login_failed(struct pool *pool, const char *sqlstate, const cha
 	}
 	while ((n = list_first(&pool->auth_waiters)))
 		client_close(container_of(n, struct client_login, wait_node)->client, sqlstate, message);
+	fail_query_waiters(pool, sqlstate, message);
 	if (!pool_has_usable_server(pool)) {
 		while ((n = list_first(&pool->waiting_clients)))
 			client_close(container_of(n, struct client, node), sqlstate, message);
@@ -1202,6 +1269,18 @@ void pool_server_connect_failed(struct pool *pool)
 	standby_waiters_home(pool);
 }
 
+/* Server logins fail with an error and the pool has no server at all: who needs one fails at once. */
+static bool fast_failing(const struct pool *pool)
+{
+	return pool->last_error[0] && pool_login_retry_pending(pool, now_usec()) && !pooled_server_count(pool);
+}
+
+/* The error pool_fast_fail gives, into msg. */
+static void fast_fail_message(const struct pool *pool, char *msg, size_t size)
+{
+	snprintf(msg, size, "server login has been failing, cached error: %s (server_login_retry)", pool->last_error);
+}
+
 /*
  * As PgBouncer: while server logins fail with an error and the pool has no
  * server at all, a client that needs one is failed at once with that error
@@ -1209,11 +1288,10 @@ void pool_server_connect_failed(struct pool *pool)
  */
 static bool pool_fast_fail(struct pool *pool, struct client *client)
 {
-	if (!pool->last_error[0] || !pool_login_retry_pending(pool, now_usec()) || pooled_server_count(pool))
+	if (!fast_failing(pool))
 		return false;
 	char msg[400];
-	snprintf(msg, sizeof(msg), "server login has been failing, cached error: %s (server_login_retry)",
-		 pool->last_error);
+	fast_fail_message(pool, msg, sizeof(msg));
 	client_close(client, pool->last_error_sqlstate[0] ? pool->last_error_sqlstate : "08P01", msg);
 	return true;
 }
@@ -1315,12 +1393,19 @@ void pool_destroy(struct pool *pool)
 		login->auth_pool = NULL;
 		auth_query_answer(login->client, NULL, "the auth_user pool was removed");
 	}
+	fail_query_waiters(pool, "08006", "the pool was removed");
 	list_remove(&pool->db->pools, &pool->node);
 	pool_free(pool);
 }
 
 static void pool_free(struct pool *pool)
 {
+	/* Queued features' queries are theirs to free: they are just no longer queued here. */
+	struct list_node *n;
+	while ((n = list_first(&pool->query_waiters))) {
+		list_remove(&pool->query_waiters, n);
+		container_of(n, struct pool_query_waiter, node)->pool = NULL;
+	}
 	for (int i = 0; i < pool->welcome_count; i++) {
 		free(pool->welcome[i].name);
 		free(pool->welcome[i].value);

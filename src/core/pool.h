@@ -59,6 +59,12 @@ struct db {
 	bool disabled;			/* DISABLE: new clients are refused */
 	bool provisional;		/* auto-database made by logins none of which has succeeded yet */
 	bool is_fake;			/* a name nothing matched: logins authenticate, then fail (not listed) */
+	/*
+	 * Made by a login route (client.h), not by the file: a login reaches
+	 * it only through that route, never by its name, and a reload leaves
+	 * its settings alone (the route updates them).
+	 */
+	bool is_routed;
 	struct list pools;
 	struct stats_period stats;
 	/* latency histograms for the metrics endpoint (metrics.h) */
@@ -91,6 +97,7 @@ struct pool {
 	struct list waiting_clients;	/* FIFO: want a server */
 	struct list welcome_clients;	/* authenticated, waiting for server parameters */
 	struct list auth_waiters;	/* logins of other pools waiting for auth_query here (login->wait_node) */
+	struct list query_waiters;	/* features' queries waiting for a server here (struct pool_query_waiter) */
 	/* servers by state */
 	struct list active_servers;	/* linked to a client */
 	struct list idle_servers;	/* ready */
@@ -162,6 +169,20 @@ void pool_apply_config(void);
 struct db *pool_find_db(const char *name);
 /* Finds a database, or makes one from the "*" entry. NULL if neither. */
 struct db *pool_find_or_autodb(const char *name);
+/*
+ * A database a login route made from its own data (tenant.h): is_routed,
+ * taking a copy of cfg. Kept until the route drops it (pool_drop_idle_routed_db)
+ * or the process ends.
+ */
+struct db *pool_add_routed_db(const struct db_config *cfg, const char *name);
+/* Its route's new settings: servers whose connection settings changed are replaced (as on reload). */
+void pool_update_routed_db(struct db *db, const struct db_config *cfg);
+/*
+ * autodb_idle_timeout for a routed database, asked by its route: freed
+ * (true; its pointer is then dead) once it had no client, server or
+ * console waiting for that long, as an auto-database is.
+ */
+bool pool_drop_idle_routed_db(struct db *db, usec_t now);
 struct pool *pool_get(struct db *db, const char *client_user);
 /*
  * A login chose its database and user: the pool, made provisional if it
@@ -298,6 +319,30 @@ void pool_learn_welcome(struct pool *pool, const struct welcome_param *params, i
 void pool_queue_auth_query(struct pool *pool, struct client *client);
 /* The login gave up (closed) while waiting for or running its lookup. */
 void pool_cancel_auth_query(struct client *client);
+/*
+ * A feature's query that needs a server of a pool (tenant lookups):
+ * queued like an auth_query, given the first server the pool has ready
+ * (one is opened if need be). run() gets the server, out of the queue,
+ * and sends its query (server_run_feature_query_params); failed() hears
+ * that the pool gave up (a server login failed, the pool was removed), at
+ * once from pool_queue_query while its server logins fail with an error
+ * (as a client's request would, PgBouncer's cached error).
+ * The waiter is the feature's memory; pool is set while it is queued.
+ */
+struct pool_query_waiter {
+	struct list_node node;
+	struct pool *pool;
+	void (*run)(struct pool_query_waiter *w, struct server *server);
+	void (*failed)(struct pool_query_waiter *w, const char *sqlstate, const char *message);
+};
+void pool_queue_query(struct pool *pool, struct pool_query_waiter *w);
+/* Takes a queued waiter out of its pool's queue (nothing if it is not queued). */
+void pool_cancel_query(struct pool_query_waiter *w);
+/* Lookups (auth_query logins, features' queries) waiting for a server of pool. */
+static inline uint32_t pool_lookups_waiting(const struct pool *pool)
+{
+	return pool->auth_waiters.count + pool->query_waiters.count;
+}
 /* An auth_query secret (plain or md5) also serves this pool's server logins, as in PgBouncer. */
 void pool_use_looked_up_secret(struct pool *pool, const char *user, const struct auth_secret *secret);
 /* Keeps keys recovered from a client's SCRAM proof for this pool's server logins. */

@@ -68,12 +68,19 @@ struct db *pool_find_or_autodb(const char *name)
 {
 	struct db *db = pool_find_db(name);
 	if (db)
-		return db->removed ? NULL : db;
+		return db->removed || db->is_routed ? NULL : db;
 	const struct db_config *fallback = config_find_db(pgv.cfg, "*");
 	if (!fallback)
 		return NULL;
 	db = db_create(fallback, name, true);
 	log_info("registered new auto-database: db=%s", name);
+	return db;
+}
+
+struct db *pool_add_routed_db(const struct db_config *cfg, const char *name)
+{
+	struct db *db = db_create(cfg, name, false);
+	db->is_routed = true;
 	return db;
 }
 
@@ -191,13 +198,21 @@ static void db_take_config(struct db *db, const struct db_config *dc)
 	}
 }
 
+void pool_update_routed_db(struct db *db, const struct db_config *cfg)
+{
+	db_take_config(db, cfg);
+	/* Its pools' cached mode (pool_effective_mode) is of the old settings; config_generation starts at 1. */
+	list_for_each(pos, &db->pools)
+		container_of(pos, struct pool, node)->mode_cached_gen = 0;
+}
+
 void pool_apply_config(void)
 {
 	const struct db_config *fallback = config_find_db(pgv.cfg, "*");
 
 	list_for_each_safe(pos, tmp, &pgv.databases) {
 		struct db *db = container_of(pos, struct db, node);
-		if (db->is_admin)
+		if (db->is_admin || db->is_routed)	/* a routed one's settings are its route's, not the file's */
 			continue;
 		const struct db_config *dc = config_find_db(pgv.cfg, db->name);
 		if (!dc && db->is_autodb)

@@ -1012,6 +1012,16 @@ static __attribute__((noinline)) int position_row(struct server *server, const s
 	return SV_RELAY;
 }
 
+/* The RowDescription of a feature's query, for the names of its columns. */
+static __attribute__((noinline)) int feature_columns(struct server *server, const struct pkt *pkt)
+{
+	int w = whole_message(server, pkt);
+	if (w <= 0)
+		return w == 0;
+	server->query_ops->columns(server, pkt);
+	return SV_RELAY;
+}
+
 static int active_data_row(struct server *server, const struct pkt *pkt)
 {
 	if (server->internal == SV_INTERNAL_NONE)	/* a client's rows: the common case */
@@ -1209,6 +1219,10 @@ static bool server_active_packet(struct server *server, const struct pkt *pkt)
 		break;
 	case 'D':
 		done = active_data_row(server, pkt);
+		break;
+	case 'T':
+		if (server->internal == SV_INTERNAL_FEATURE && server->query_ops->columns)
+			done = feature_columns(server, pkt);
 		break;
 	case 'G':	/* CopyInResponse: the client now streams CopyData */
 		if (!internal)

@@ -67,6 +67,8 @@ struct server_query_ops {
 	void (*row)(struct server *server, const struct pkt *pkt);
 	/* answered (failed: an error came); the server then goes back to its pool (or closes) */
 	void (*done)(struct server *server, bool failed);
+	/* the RowDescription of a query run with server_run_feature_query_params (NULL: not read) */
+	void (*columns)(struct server *server, const struct pkt *pkt);
 };
 
 /* What a server is, as far as target_session_attrs cares (roles.c sets it). */
@@ -318,6 +320,12 @@ void server_run_internal(struct server *server, enum server_internal what, const
  * the server is ready for its pool again (closed if it left a transaction).
  */
 void server_run_feature_query(struct server *server, const struct server_query_ops *ops, const char *sql);
+/*
+ * The same through the extended protocol: values (text) bound to $1..$n,
+ * never spliced into sql, and the portal described (ops->columns).
+ */
+void server_run_feature_query_params(struct server *server, const struct server_query_ops *ops, const char *sql,
+				     int nparams, const char *const *values);
 /* Its client's transaction ended with server->sets_learn set: learn the session, still linked (relay.h). */
 void server_learn_session(struct server *server);
 /* Runs auth_query for client's user (extended protocol, the name as a parameter). */

@@ -19,6 +19,17 @@
 #include "relay.h"
 #include "proto.h"
 
+/* Sends b (freed), pgvalve's own query `what`, one ReadyForQuery owed: its answer is read as that query's. */
+static void send_internal(struct server *server, enum server_internal what, struct pktbuf *b)
+{
+	server->internal = what;
+	server->internal_failed = false;
+	server->expect_ready++;
+	netbuf_send(&server->nb, b->buf, b->len);
+	pktbuf_free(b);
+	netbuf_resume(&server->nb);
+}
+
 void server_run_internal(struct server *server, enum server_internal what, const char *sql, uint32_t sql_len)
 {
 	struct pktbuf b;
@@ -27,12 +38,7 @@ void server_run_internal(struct server *server, enum server_internal what, const
 	pktbuf_put_bytes(&b, sql, sql_len);
 	pktbuf_put_byte(&b, 0);
 	pktbuf_end(&b);
-	server->internal = what;
-	server->internal_failed = false;
-	server->expect_ready++;
-	netbuf_send(&server->nb, b.buf, b.len);
-	pktbuf_free(&b);
-	netbuf_resume(&server->nb);
+	send_internal(server, what, &b);
 }
 
 void server_run_feature_query(struct server *server, const struct server_query_ops *ops, const char *sql)
@@ -70,6 +76,56 @@ static void learn_session_done(struct server *server)
 	}
 }
 
+/*
+ * Parse, Bind with values as $1..$n in text (never spliced into the SQL),
+ * [Describe the portal, for its RowDescription,] Execute, Sync.
+ */
+static void put_bound_query(struct pktbuf *b, const char *sql, int nparams, const char *const *values, bool describe)
+{
+	pktbuf_begin(b, 'P');
+	pktbuf_put_string(b, "");
+	pktbuf_put_string(b, sql);
+	pktbuf_put_uint16(b, 0);
+	pktbuf_end(b);
+	pktbuf_begin(b, 'B');
+	pktbuf_put_string(b, "");
+	pktbuf_put_string(b, "");
+	pktbuf_put_uint16(b, 0);
+	pktbuf_put_uint16(b, (uint16_t)nparams);
+	for (int i = 0; i < nparams; i++) {
+		pktbuf_put_uint32(b, (uint32_t)strlen(values[i]));
+		pktbuf_put_bytes(b, values[i], (uint32_t)strlen(values[i]));
+	}
+	pktbuf_put_uint16(b, 0);
+	pktbuf_end(b);
+	if (describe) {
+		pktbuf_begin(b, 'D');
+		pktbuf_put_byte(b, 'P');
+		pktbuf_put_string(b, "");
+		pktbuf_end(b);
+	}
+	pktbuf_begin(b, 'E');
+	pktbuf_put_string(b, "");
+	pktbuf_put_uint32(b, 0);
+	pktbuf_end(b);
+	pktbuf_begin(b, 'S');
+	pktbuf_end(b);
+}
+
+void server_run_feature_query_params(struct server *server, const struct server_query_ops *ops, const char *sql,
+				     int nparams, const char *const *values)
+{
+	uint32_t size = 256 + (uint32_t)strlen(sql);
+	for (int i = 0; i < nparams; i++)
+		size += 4 + (uint32_t)strlen(values[i]);
+	struct pktbuf b;
+	pktbuf_init(&b, size);
+	put_bound_query(&b, sql, nparams, values, true);
+	server_set_state(server, SV_TESTED);
+	server->query_ops = ops;
+	send_internal(server, SV_INTERNAL_FEATURE, &b);
+}
+
 void server_run_auth_query(struct server *server, struct client *client)
 {
 	const struct db_config *dc = client->pool->db->cfg;
@@ -77,38 +133,13 @@ void server_run_auth_query(struct server *server, struct client *client)
 	const char *user = client->login->user;
 	struct pktbuf b;
 	pktbuf_init(&b, 256 + (uint32_t)strlen(query));
-	/* Parse, Bind with the user name as $1 (never spliced into the SQL), Execute, Sync. */
-	pktbuf_begin(&b, 'P');
-	pktbuf_put_string(&b, "");
-	pktbuf_put_string(&b, query);
-	pktbuf_put_uint16(&b, 0);
-	pktbuf_end(&b);
-	pktbuf_begin(&b, 'B');
-	pktbuf_put_string(&b, "");
-	pktbuf_put_string(&b, "");
-	pktbuf_put_uint16(&b, 0);
-	pktbuf_put_uint16(&b, 1);
-	pktbuf_put_uint32(&b, (uint32_t)strlen(user));
-	pktbuf_put_bytes(&b, user, (uint32_t)strlen(user));
-	pktbuf_put_uint16(&b, 0);
-	pktbuf_end(&b);
-	pktbuf_begin(&b, 'E');
-	pktbuf_put_string(&b, "");
-	pktbuf_put_uint32(&b, 0);
-	pktbuf_end(&b);
-	pktbuf_begin(&b, 'S');
-	pktbuf_end(&b);
+	put_bound_query(&b, query, 1, &user, false);
 	server_set_state(server, SV_TESTED);
-	server->internal = SV_INTERNAL_AUTH_QUERY;
-	server->internal_failed = false;
 	server->auth_client = client;
 	free(server->auth_result);
 	server->auth_result = NULL;
 	server->auth_null = true;
-	server->expect_ready++;
-	netbuf_send(&server->nb, b.buf, b.len);
-	pktbuf_free(&b);
-	netbuf_resume(&server->nb);
+	send_internal(server, SV_INTERNAL_AUTH_QUERY, &b);
 }
 
 /* The first DataRow of auth_query: (name, secret). */

@@ -960,7 +960,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			struct pool *pool = container_of(ppos, struct pool, node);
 			if (share && pool->welcome_ready && !pool->standby_reads)
 				share_welcome(pool);
-			if (pool->waiting_clients.count || pool->auth_waiters.count || pool->welcome_clients.count)
+			if (pool->waiting_clients.count || pool_lookups_waiting(pool) || pool->welcome_clients.count)
 				pool_after_change(pool);	/* takes what was given back, or asks again */
 			else
 				give_back_idle(pool);

@@ -28,6 +28,7 @@
 #include "readiness.h"
 #include "reload.h"
 #include "replication.h"
+#include "shard.h"
 #include "sdnotify.h"
 #include "supervisor.h"
 #include "shared_pool.h"
@@ -36,6 +37,7 @@
 #include "session_set.h"
 #include "roles.h"
 #include "volatility.h"
+#include "tenant.h"
 #include "balance.h"
 #include "notify.h"
 #include "workers.h"
@@ -176,6 +178,7 @@ static void pooler_teardown(void)
 	shared_pool_stop();
 	listener_close();
 	loop_cleanup();
+	tenant_cleanup();	/* before the pools its lookups may be queued on */
 	pool_free_all();
 	roles_free_all();
 	dns_shutdown();
@@ -213,11 +216,13 @@ static int run_pooler(bool single, unsigned restarts)
 	peer_register();
 	admin_register();
 	replication_register();
+	shard_register();
 	prepare_register();
 	session_set_register();
 	roles_register();
 	balance_register();
 	notify_register();
+	tenant_register();
 
 	if (cfg->auth_file[0]) {
 		pgv.auth = auth_file_load(cfg->auth_file);

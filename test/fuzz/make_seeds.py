@@ -133,3 +133,12 @@ for i, q in enumerate(["SELECT count(*) FROM t WHERE a IN (1, 2) AND b = 'x'",
                        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1",
                        "START TRANSACTION READ ONLY; COMMIT; INSERT INTO t VALUES (1)"]):
     put("fuzz_sql_classify", "c%d" % i, q)
+for i, q in enumerate(["SELECT * FROM users u JOIN orders o ON o.user_id = u.id WHERE u.id IN (1, $2, '3'::bigint)",
+                       "INSERT INTO users (id, name) VALUES (1, 'a'), ($1, $2), (DEFAULT, 'x') ON CONFLICT (id) DO NOTHING",
+                       "INSERT INTO orders VALUES (1, -9223372036854775808, 2.5) RETURNING *",
+                       "UPDATE users SET name = o.total FROM orders o WHERE o.user_id = users.id AND users.id = 5",
+                       "DELETE FROM items WHERE tenant_id = E'a\\'' AND id IN (SELECT id FROM users)",
+                       "WITH x AS (SELECT * FROM items) SELECT count(DISTINCT id), row_number() OVER () FROM x",
+                       "SELECT id FROM users UNION SELECT user_id FROM orders; SELECT 1",
+                       "SELECT " + "1+" * 600 + "1", "SELECT " + "(" * 200 + "1" + ")" * 200]):
+    put("fuzz_shard_parse", "p%d" % i, q)

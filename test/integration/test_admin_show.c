@@ -592,7 +592,7 @@ static const char spec_help[] =
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
-	"\n\tSHOW WORKERS|LISTENERS"
+	"\n\tSHOW WORKERS|LISTENERS|TENANTS"
 	"\n\tSET key = arg"
 	"\n\tRELOAD"
 	"\n\tPAUSE [<db>]"
@@ -600,6 +600,7 @@ static const char spec_help[] =
 	"\n\tDISABLE <db>"
 	"\n\tENABLE <db>"
 	"\n\tRECONNECT [<db>]"
+	"\n\tRECONNECT|BAN|UNBAN TENANT <id>"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
 	"\n\tSHUTDOWN"
@@ -628,14 +629,14 @@ START_TEST(show_help_notice)
 	static const char *const lines[] = {
 		"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS", "\n\tPAUSE [<db>]", "\n\tKILL [<db>]",
 		"\n\tKILL_CLIENT <client_id>", "\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS", "\n\tWAIT_CLOSE [<db>]",
-		"\n\tSHOW WORKERS|LISTENERS", "\n\tDRAIN",
+		"\n\tSHOW WORKERS|LISTENERS|TENANTS", "\n\tDRAIN",
 	};
 	for (size_t i = 0; i < ARRAY_LEN(lines); i++)
 		ck_assert_msg(strstr(log.detail, lines[i]), "help lacks '%s':%s", lines[i] + 2, log.detail);
 	/* the console stays usable */
 	ck_assert_str_eq(state_value(a, "active"), "yes");
-	/* and the whole text is PgBouncer 1.26's, plus pgvalve's SHOW WORKERS and DRAIN */
-	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.26's + WORKERS and DRAIN:\n%s",
+	/* and the whole text is PgBouncer 1.26's, plus pgvalve's SHOW WORKERS, LISTENERS, TENANTS, DRAIN and TENANT verbs */
+	ck_assert_msg(strcmp(log.detail, spec_help) == 0, "help text differs from PgBouncer 1.26's + pgvalve's:\n%s",
 		      log.detail);
 	PQfinish(a);
 	pgv_stop(&p);
@@ -769,6 +770,10 @@ static const struct config_key spec_config[] = {
 	{ "tcp_keepintvl", "0", true },
 	{ "tcp_socket_buffer", "0", true },
 	{ "tcp_user_timeout", "0", true },
+	{ "tenant_cache_ttl", "60", true },	/* pgvalve extension (tenant.h), in alphabetical place */
+	{ "tenant_from", "", true },
+	{ "tenant_query", "", true },
+	{ "tenant_source", "", true },
 	{ "track_client_set", "1", false },	/* pgvalve extension, in alphabetical place */
 	{ "track_extra_parameters", "IntervalStyle", false },
 	{ "transaction_timeout", "0", true },

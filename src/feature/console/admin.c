@@ -124,7 +124,15 @@ enum admin_parse_result admin_parse_command(const char *q, struct admin_command 
 		if (!read_token(&p, 0, cmd->arg, sizeof(cmd->arg), &too_long))
 			return ADMIN_PARSE_INVALID;
 		cmd->has_arg = true;
+		const char *after_arg = p;
 		p = skip_ws(p);
+		/* COMMAND TENANT id: a second word only after TENANT */
+		if (*p && *p != ';' && p != after_arg && strcasecmp(cmd->arg, "tenant") == 0) {
+			if (!read_token(&p, 0, cmd->tenant, sizeof(cmd->tenant), &too_long))
+				return ADMIN_PARSE_INVALID;
+			cmd->has_tenant = true;
+			p = skip_ws(p);
+		}
 	}
 	if (*p == ';')
 		p = skip_ws(p + 1);

@@ -58,7 +58,8 @@ void admin_shutdown_wait_for_clients(void);
 
 /*
  * The console's command grammar, as PgBouncer's: COMMAND [ARG] [;] or
- * SET KEY (=|TO) VALUE [;]. A word is [0-9a-zA-Z_]+ or a double-quoted
+ * SET KEY (=|TO) VALUE [;]; and pgvalve's COMMAND TENANT ID [;] (BAN,
+ * UNBAN, RECONNECT: the id, a word or a quoted identifier, below 256). A word is [0-9a-zA-Z_]+ or a double-quoted
  * identifier ("" escapes a quote); a SET value may also be a single-quoted
  * string ('' escapes). Commands are below 16 bytes, arguments below 64, SET
  * values below 256. Pure: no state, no I/O (test/fuzz/fuzz_admin_command.c
@@ -69,6 +70,8 @@ struct admin_command {
 	char arg[64];
 	char key[64];
 	char value[256];
+	char tenant[256];	/* COMMAND TENANT id: the id (has_tenant) */
+	bool has_tenant;
 	bool has_arg;
 	bool is_set;
 };

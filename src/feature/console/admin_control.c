@@ -28,6 +28,7 @@
 #include "reload.h"
 #include "server.h"
 #include "stats.h"
+#include "tenant.h"
 #include "tls.h"
 #include "workers.h"
 
@@ -601,7 +602,12 @@ static void control_enable(struct client *client, const struct admin_command *cm
 static void control_reconnect(struct client *client, const struct admin_command *cmd)
 {
 	log_issued(cmd);
-	if (cmd->has_arg) {
+	if (cmd->has_tenant) {	/* RECONNECT TENANT id: its row read again, its servers replaced */
+		if (!tenant_reconnect(cmd->tenant)) {
+			admin_reply_errorf(client, "no such tenant: %s", cmd->tenant);
+			return;
+		}
+	} else if (cmd->has_arg) {
 		struct db *db = command_db(client, cmd, "reconnect");
 		if (!db)
 			return;
@@ -716,6 +722,15 @@ static void control_drain(struct client *client, const struct admin_command *cmd
 	drain_begin("DRAIN command");
 }
 
+/* BAN TENANT id / UNBAN TENANT id (pgvalve): a tenant's clients closed and its logins refused, or allowed again. */
+static void control_ban(struct client *client, const struct admin_command *cmd)
+{
+	bool ban = admin_word_is(cmd->verb, "BAN");
+	log_info("%s TENANT '%s' command issued", ban ? "BAN" : "UNBAN", cmd->tenant);
+	tenant_ban(cmd->tenant, ban);
+	admin_reply_complete(client, ban ? "BAN" : "UNBAN");
+}
+
 /* ---------------------------------------------------------------- the verb table */
 
 static bool args_set(const struct admin_command *cmd)
@@ -726,6 +741,11 @@ static bool args_set(const struct admin_command *cmd)
 static bool args_none(const struct admin_command *cmd)
 {
 	return !cmd->has_arg;
+}
+
+static bool args_tenant(const struct admin_command *cmd)
+{
+	return cmd->has_tenant;
 }
 
 static bool args_shutdown(const struct admin_command *cmd)
@@ -760,21 +780,24 @@ struct control_verb {
 	bool checks_rights;	/* the handler checks admin rights itself (SET: faked parameters are for anyone) */
 	void (*run)(struct client *client, const struct admin_command *cmd);
 	enum verb_scope scope;
+	bool takes_tenant;	/* VERB TENANT id is one of its forms (tenant.h) */
 };
 
 static const struct control_verb verbs[] = {
-	{ "SET", args_set, true, control_set, SCOPE_ALL },
-	{ "RELOAD", args_none, false, control_reload, SCOPE_ALL },
-	{ "PAUSE", NULL, false, control_pause, SCOPE_ALL_WAITS_WITH_DB },
-	{ "RESUME", NULL, false, control_resume, SCOPE_ALL_WITH_DB },
-	{ "DISABLE", NULL, false, control_disable, SCOPE_ALL },
-	{ "ENABLE", NULL, false, control_enable, SCOPE_ALL },
-	{ "RECONNECT", NULL, false, control_reconnect, SCOPE_ALL },
-	{ "KILL", NULL, false, control_kill, SCOPE_ALL },
-	{ "KILL_CLIENT", NULL, false, control_kill_client, SCOPE_OWNER },
-	{ "WAIT_CLOSE", NULL, false, control_wait_close, SCOPE_ALL_WAITS },
-	{ "SHUTDOWN", args_shutdown, false, control_shutdown, SCOPE_HERE },
-	{ "DRAIN", args_none, false, control_drain, SCOPE_HERE },	/* pgvalve extension */
+	{ "SET", args_set, true, control_set, SCOPE_ALL, false },
+	{ "RELOAD", args_none, false, control_reload, SCOPE_ALL, false },
+	{ "PAUSE", NULL, false, control_pause, SCOPE_ALL_WAITS_WITH_DB, false },
+	{ "RESUME", NULL, false, control_resume, SCOPE_ALL_WITH_DB, false },
+	{ "DISABLE", NULL, false, control_disable, SCOPE_ALL, false },
+	{ "ENABLE", NULL, false, control_enable, SCOPE_ALL, false },
+	{ "RECONNECT", NULL, false, control_reconnect, SCOPE_ALL, true },
+	{ "KILL", NULL, false, control_kill, SCOPE_ALL, false },
+	{ "KILL_CLIENT", NULL, false, control_kill_client, SCOPE_OWNER, false },
+	{ "WAIT_CLOSE", NULL, false, control_wait_close, SCOPE_ALL_WAITS, false },
+	{ "SHUTDOWN", args_shutdown, false, control_shutdown, SCOPE_HERE, false },
+	{ "DRAIN", args_none, false, control_drain, SCOPE_HERE, false },	/* pgvalve extension */
+	{ "BAN", args_tenant, false, control_ban, SCOPE_ALL, true },	/* pgvalve extension: BAN TENANT id */
+	{ "UNBAN", args_tenant, false, control_ban, SCOPE_ALL, true },	/* pgvalve extension: UNBAN TENANT id */
 };
 
 /* RESUME db as a query, the name quoted as the console's grammar reads it ("" for a quote). */
@@ -829,7 +852,7 @@ bool admin_control_run(struct client *client, const struct admin_command *cmd, c
 	for (size_t i = 0; i < ARRAY_SIZE(verbs) && !v; i++)
 		if (admin_word_is(cmd->verb, verbs[i].name))
 			v = &verbs[i];
-	if (!v || (v->args_ok && !v->args_ok(cmd)))
+	if (!v || (v->args_ok && !v->args_ok(cmd)) || (cmd->has_tenant && !v->takes_tenant))
 		return false;
 	if (!v->checks_rights && !user_is_admin(client)) {
 		admin_reply_errorf(client, "admin access needed");

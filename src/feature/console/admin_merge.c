@@ -98,6 +98,10 @@ static const struct col_def listeners_cols[] = {
 	{ "database", COL_KEY, NULL }, { "user", COL_KEY, NULL }, { "channel", COL_KEY, NULL },
 	{ "listeners", COL_SUM, NULL }, { NULL, 0, NULL },
 };
+static const struct col_def tenants_cols[] = {
+	{ "tenant", COL_KEY, NULL }, { "clients", COL_SUM, NULL }, { "servers", COL_SUM, NULL },
+	{ "waiting", COL_SUM, NULL }, { NULL, 0, NULL },
+};
 static const struct col_def no_cols[] = { { NULL, 0, NULL } };
 
 #define NO_LEGS { NULL, NULL, NULL }
@@ -115,6 +119,7 @@ static const struct admin_view views[] = {
 	{ "MEM", VIEW_KEYED, false, COL_SUM, mem_cols, NO_LEGS },
 	{ "HOSTS", VIEW_KEYED, false, COL_FIRST, hosts_cols, NO_LEGS },
 	{ "LISTENERS", VIEW_KEYED, false, COL_FIRST, listeners_cols, NO_LEGS },
+	{ "TENANTS", VIEW_KEYED, true, COL_FIRST, tenants_cols, NO_LEGS },
 	{ "CLIENTS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
 	{ "SERVERS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },
 	{ "SOCKETS", VIEW_PER_WORKER, false, COL_FIRST, no_cols, NO_LEGS },

@@ -27,6 +27,7 @@
 #include "replication.h"
 #include "server.h"
 #include "stats.h"
+#include "tenant.h"
 #include "tls.h"
 #include "varcache.h"
 #include "workers.h"
@@ -981,13 +982,47 @@ static void show_listeners(struct admin_result *r)
 	free(pv.v);
 }
 
+static void tenant_row(void *arg, const struct tenant_view *v)
+{
+	struct cells c;
+	cells_reset(&c);
+	cell_str(&c, v->id);
+	cell_str(&c, v->state);
+	if (v->database) {
+		cell_str(&c, v->database);
+		cell_str(&c, v->host);
+		cell_int(&c, v->port);
+	} else {
+		cell_null(&c);
+		cell_null(&c);
+		cell_null(&c);
+	}
+	cell_int(&c, v->clients);
+	cell_int(&c, v->servers);
+	cell_int(&c, v->waiting);
+	if (v->age >= 0)
+		cell_int(&c, v->age);
+	else
+		cell_null(&c);
+	admin_result_row(arg, c.v);
+}
+
+/* The tenants looked up so far (tenant.h), one row each. */
+static void show_tenants(struct admin_result *r)
+{
+	static const char *const names[] = { "tenant", "state", "database", "host", "port", "clients",
+					     "servers", "waiting", "age" };
+	admin_result_begin(r, "ssssiiiii", names);
+	tenant_foreach(tenant_row, r);
+}
+
 static const char help_text[] =
 	"\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
 	"\n\tSHOW PEERS|PEER_POOLS"
 	"\n\tSHOW SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 	"\n\tSHOW DNS_HOSTS|DNS_ZONES"
 	"\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
-	"\n\tSHOW WORKERS|LISTENERS"
+	"\n\tSHOW WORKERS|LISTENERS|TENANTS"
 	"\n\tSET key = arg"
 	"\n\tRELOAD"
 	"\n\tPAUSE [<db>]"
@@ -995,6 +1030,7 @@ static const char help_text[] =
 	"\n\tDISABLE <db>"
 	"\n\tENABLE <db>"
 	"\n\tRECONNECT [<db>]"
+	"\n\tRECONNECT|BAN|UNBAN TENANT <id>"
 	"\n\tKILL [<db>]"
 	"\n\tKILL_CLIENT <client_id>"
 	"\n\tSHUTDOWN"
@@ -1057,6 +1093,7 @@ static const struct show_entry shows[] = {
 	{ "STATE", show_state },
 	{ "WORKERS", show_workers },
 	{ "LISTENERS", show_listeners },
+	{ "TENANTS", show_tenants },
 };
 
 bool admin_show_run(struct client *client, const char *what)

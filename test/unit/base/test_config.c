@@ -295,6 +295,7 @@ static const char *const pgbouncer_125_params[] = {
 	"notify_support", "notify_buffer_limit",	/* pgvalve: LISTEN/NOTIFY in transaction mode (notify.h) */
 	"auth_krb_server_keyfile", "krb_srvname",	/* pgvalve: hba gss (gss_auth.h) */
 	"auth_ldap_timeout", "auth_ldap_max_concurrent",	/* pgvalve: LDAP checks (ldap_auth.h) */
+	"tenant_cache_ttl", "tenant_from", "tenant_query", "tenant_source",	/* pgvalve: tenants (tenant.h) */
 };
 
 static const char *const implemented_params[] = {
@@ -325,6 +326,7 @@ static const char *const implemented_params[] = {
 	"auth_ldap_timeout", "auth_ldap_max_concurrent",
 	"target_session_attrs", "load_balance_hosts", "load_balance_reads", "load_balance_functions_refresh",
 	"auth_krb_server_keyfile", "krb_srvname",
+	"tenant_cache_ttl", "tenant_from", "tenant_query", "tenant_source",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -424,6 +426,28 @@ START_TEST(test_role_routing_defaults)
 }
 END_TEST
 
+/* tenant_from: user, sni, options in any subset; any other word refuses the file. */
+START_TEST(test_tenant_from)
+{
+	struct config *cfg = load_ok("[pgbouncer]\ntenant_from = user, sni options\ntenant_cache_ttl = 2.5\n");
+	ck_assert_str_eq(cfg->tenant_from, "user, sni options");
+	ck_assert_int_eq(cfg->tenant_cache_ttl, 2500 * 1000);
+	config_free(cfg);
+	struct config_error err;
+	ck_assert_int_eq(config_load_string("[pgbouncer]\ntenant_from = user, host\n", "t.ini", &cfg, &err), -1);
+	ck_assert_msg(strstr(err.message, "tenant_from") && strstr(err.message, "\"host\""), "%s", err.message);
+	/* A [databases] key checked alone, as a tenant's row is. */
+	struct db_config *dc = config_db_new("t");
+	char why[256];
+	ck_assert_int_eq(config_db_set(dc, "pool_size", "7", why, sizeof(why)), 0);
+	ck_assert_int_eq(dc->pool_size, 7);
+	ck_assert_int_eq(config_db_set(dc, "pool_mode", "bogus", why, sizeof(why)), -1);
+	ck_assert_msg(strstr(why, "pool_mode"), "%s", why);
+	ck_assert_int_eq(config_db_set(dc, "port", "70000", why, sizeof(why)), -1);
+	config_db_free(dc);
+}
+END_TEST
+
 START_TEST(test_param_table)
 {
 	size_t n;
@@ -461,7 +485,7 @@ START_TEST(test_param_table)
 		if (ps[i].type == PARAM_ENUM)
 			ck_assert_ptr_nonnull(ps[i].enum_names);
 	}
-	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 125);
+	ck_assert_uint_eq(ARRAY_SIZE(implemented_params), 129);
 
 	/* restart-only parameters, as PgBouncer marks them */
 	static const char *const restart[] = {
@@ -1281,6 +1305,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, test_defaults_match_pgbouncer);
 	tcase_add_test(tc, test_strings_never_null);
 	tcase_add_test(tc, test_param_table);
+	tcase_add_test(tc, test_tenant_from);
 	tcase_add_test(tc, test_drain_params);
 	tcase_add_test(tc, test_main_section_names_equivalent);
 	tcase_add_test(tc, test_comments_blank_and_indented_lines);
