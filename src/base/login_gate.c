@@ -62,6 +62,11 @@ uint32_t login_gate_parked(void)
 	return (uint32_t)(gate.queue[LOGIN_GATE_STARTED].count + gate.queue[LOGIN_GATE_NEW].count);
 }
 
+bool login_gate_in_storm(void)
+{
+	return gate.storm;
+}
+
 /* The next turn, once the loop has nothing of higher priority ready. */
 static void turn_arm(void)
 {
@@ -126,8 +131,10 @@ static struct login_gate_entry *first_parked(void)
 
 /*
  * A turn: parked logins in order while the turn lasts (at least one, so
- * that every turn moves the queue), then either the next turn or, with
- * nothing parked and the loop calm, the storm's end.
+ * that every turn moves the queue), then the next turn, or with nothing
+ * parked the storm's end: the next login event judges the loop afresh.
+ * Nothing else keeps a storm on, so that a gate with nothing to do never
+ * arms its zero timer again (which would keep the loop from sleeping).
  */
 static void turn_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -145,12 +152,12 @@ static void turn_cb(evutil_socket_t fd, short what, void *arg)
 		gate.run(owner, ev);
 		clock_cache_end();
 	}
-	if (login_gate_parked() || event_base_get_num_events(gate.base, EVENT_BASE_COUNT_ACTIVE) > LOGIN_GATE_CALM) {
+	if (login_gate_parked()) {
 		turn_arm();
 		return;
 	}
 	gate.storm = false;
-	if (gate.storm_parked)
+	if (gate.storm_parked >= LOGIN_GATE_LOGGED)	/* a storm, not a busy moment */
 		log_info("login storm over after %.1f s: %llu login steps waited for their turn",
 			 (double)(monotonic_usec() - gate.storm_start) / USEC_PER_SEC,
 			 (unsigned long long)gate.storm_parked);

@@ -20,7 +20,8 @@
  *    login's work: the key exchange and the signature) is still unread.
  *    A login once started finishes before another starts, oldest first,
  *    instead of all of them sharing the CPU and finishing late together;
- *  - leaves the storm when a turn finds nothing parked and the loop calm.
+ *  - leaves the storm when a turn finds nothing parked, and logs it
+ *    ("login storm over") if LOGIN_GATE_LOGGED login steps or more waited.
  * Only ready work is queued: a client that sends nothing, or half a
  * handshake, holds no place in either queue.
  *
@@ -36,6 +37,7 @@
 #include <event2/event.h>
 
 #define LOGIN_GATE_TURN_USEC 500	/* login work a turn: about one TLS ClientHello and the cheap steps around it */
+#define LOGIN_GATE_LOGGED 100		/* parked steps that make a storm worth a log line */
 #define LOGIN_GATE_CALM 8		/* ready events at most, when a login's event comes, for it to run at once */
 
 enum login_gate_queue {
@@ -58,5 +60,7 @@ struct login_gate_entry *login_gate_park(void *owner, short what, enum login_gat
 void login_gate_unpark(struct login_gate_entry *e);
 /* Logins parked now, in both queues. */
 uint32_t login_gate_parked(void);
+/* Whether the gate is in a storm (its turns armed). */
+bool login_gate_in_storm(void);
 
 #endif

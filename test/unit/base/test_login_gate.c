@@ -3,7 +3,7 @@
  * run at once; in a storm, parked logins run in turns, those under way
  * before new ones and each queue in order; a turn ends after
  * LOGIN_GATE_TURN_USEC of work; a login closed while parked is dropped;
- * the storm ends once nothing is parked.
+ * the storm ends once nothing is parked, even on a busy loop.
  */
 #include <check.h>
 #include <time.h>
@@ -157,6 +157,20 @@ START_TEST(the_storm_ends_when_nothing_is_parked)
 }
 END_TEST
 
+/* A loop kept busy (the crowd ready again at every turn) still leaves the storm once nothing waits. */
+START_TEST(a_busy_loop_leaves_the_storm_when_nothing_waits)
+{
+	make_ready_crowd();
+	ck_assert(login_gate_admit(LOGIN_GATE_STARTED));
+	ck_assert(login_gate_in_storm());
+	for (int i = 0; i < 20 && login_gate_in_storm(); i++) {
+		make_ready_crowd();	/* still busy at every turn */
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	}
+	ck_assert_msg(!login_gate_in_storm(), "the gate kept its turns armed on a busy loop with nothing parked");
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("login_gate");
@@ -167,6 +181,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, a_turn_ends_after_its_time);
 	tcase_add_test(tc, a_login_closed_while_parked_never_runs);
 	tcase_add_test(tc, the_storm_ends_when_nothing_is_parked);
+	tcase_add_test(tc, a_busy_loop_leaves_the_storm_when_nothing_waits);
 	suite_add_tcase(s, tc);
 	return s;
 }
