@@ -10,9 +10,10 @@
  * turn of the loop (measured in a 50,000-client TLS storm on 5 workers:
  * 85% of each worker's CPU in epoll_wait polling them again, and not one
  * login finished in 60 s). In a storm the gate instead:
- *  - lets login work run in turns of LOGIN_GATE_TURN_USEC; a turn starts
- *    when the loop has nothing of higher priority ready (an event at the
- *    last priority), so established traffic runs between turns;
+ *  - lets login work run in turns of LOGIN_GATE_TURN_USEC; a turn is a
+ *    zero timer at the logins' priority, so it starts at a turn of the
+ *    loop in which no established traffic is ready, after the login
+ *    events that came with it: established traffic runs between turns;
  *  - parks a login whose event comes outside a turn, or behind others
  *    already parked: its socket's event leaves the loop (epoll stops
  *    reporting it) and the login waits in one of two FIFO queues, logins
@@ -48,7 +49,7 @@ enum login_gate_queue {
 
 struct login_gate_entry;
 
-/* At start-up, on each process's loop: turns run at `priority` (the last one); run replays a parked event. */
+/* At start-up, on each process's loop: turns run at `priority` (the logins'); run replays a parked event. */
 void login_gate_init(struct event_base *base, int priority, void (*run)(void *owner, short what));
 /* Frees what is still parked (the owners are being freed too). */
 void login_gate_cleanup(void);

@@ -73,15 +73,14 @@ enum netbuf_limit {
 /*
  * The loop's event priorities (loop.c sets them up; libevent runs the
  * lowest number first, one priority a turn of the loop): everything but
- * logins at libevent's default, the middle one (NETBUF_PRIORITIES / 2),
- * so established traffic first; then a login's socket events (its TLS
- * handshake, startup and password messages); last the listeners'
- * accepts and the login gate's turns (login_gate.h), which in a storm
- * decides which logins run and in what order.
+ * logins at libevent's default, the middle one, so established traffic
+ * first; then logins: a login's socket events (its TLS handshake, startup
+ * and password messages), the listeners' accepts and the login gate's
+ * turns (login_gate.h), which in a storm decides which logins run and in
+ * what order.
  */
-#define NETBUF_PRIORITIES 5
-#define NETBUF_PRIORITY_LOGIN (NETBUF_PRIORITIES / 2 + 1)
-#define NETBUF_PRIORITY_NEW_LOGINS (NETBUF_PRIORITIES / 2 + 2)
+#define NETBUF_PRIORITIES 3
+#define NETBUF_PRIORITY_LOGIN 2
 
 /* A client's login is over (or begins its passwords): its limit, and its events' priority with it. */
 void netbuf_set_limit(struct netbuf *nb, enum netbuf_limit limit);

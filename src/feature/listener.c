@@ -130,7 +130,7 @@ static struct listener *add_listener(int fd, bool is_unix)
 	l->fd = fd;
 	l->is_unix = is_unix;
 	l->ev = event_new(pgv.base, fd, EV_READ | EV_PERSIST, accept_cb, l);
-	event_priority_set(l->ev, NETBUF_PRIORITY_NEW_LOGINS);	/* new clients after everything else (netbuf.h) */
+	event_priority_set(l->ev, NETBUF_PRIORITY_LOGIN);	/* new clients after established traffic (netbuf.h) */
 	event_add(l->ev, NULL);
 	return l;
 }

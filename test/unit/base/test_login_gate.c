@@ -85,7 +85,9 @@ END_TEST
 START_TEST(storm_serves_started_logins_first_each_in_order)
 {
 	make_ready_crowd();
-	ck_assert(login_gate_admit(LOGIN_GATE_NEW));	/* a storm, but its first turn is still young */
+	/* a storm (whether this one may still run depends on the clock: under valgrind it may not) */
+	(void)login_gate_admit(LOGIN_GATE_NEW);
+	ck_assert(login_gate_in_storm());
 	park(1, LOGIN_GATE_NEW);
 	park(2, LOGIN_GATE_STARTED);
 	park(3, LOGIN_GATE_NEW);
@@ -105,7 +107,8 @@ END_TEST
 START_TEST(a_turn_ends_after_its_time)
 {
 	make_ready_crowd();
-	ck_assert(login_gate_admit(LOGIN_GATE_STARTED));
+	(void)login_gate_admit(LOGIN_GATE_STARTED);	/* enters the storm */
+	ck_assert(login_gate_in_storm());
 	for (int i = 1; i <= 6; i++)
 		park(i, LOGIN_GATE_STARTED);
 	/*
@@ -129,7 +132,8 @@ END_TEST
 START_TEST(a_login_closed_while_parked_never_runs)
 {
 	make_ready_crowd();
-	ck_assert(login_gate_admit(LOGIN_GATE_STARTED));
+	(void)login_gate_admit(LOGIN_GATE_STARTED);	/* enters the storm */
+	ck_assert(login_gate_in_storm());
 	park(1, LOGIN_GATE_STARTED);
 	struct login_gate_entry *gone = login_gate_park((void *)(intptr_t)2, EV_READ, LOGIN_GATE_NEW);
 	park(3, LOGIN_GATE_NEW);
@@ -145,7 +149,8 @@ END_TEST
 START_TEST(the_storm_ends_when_nothing_is_parked)
 {
 	make_ready_crowd();
-	ck_assert(login_gate_admit(LOGIN_GATE_STARTED));
+	(void)login_gate_admit(LOGIN_GATE_STARTED);	/* enters the storm */
+	ck_assert(login_gate_in_storm());
 	park(1, LOGIN_GATE_STARTED);
 	loop_until_drained();
 	/* the crowd is gone and a turn found nothing parked: calm, so a new login runs even past a turn's time */
@@ -161,7 +166,8 @@ END_TEST
 START_TEST(a_busy_loop_leaves_the_storm_when_nothing_waits)
 {
 	make_ready_crowd();
-	ck_assert(login_gate_admit(LOGIN_GATE_STARTED));
+	(void)login_gate_admit(LOGIN_GATE_STARTED);	/* enters the storm */
+	ck_assert(login_gate_in_storm());
 	ck_assert(login_gate_in_storm());
 	for (int i = 0; i < 20 && login_gate_in_storm(); i++) {
 		make_ready_crowd();	/* still busy at every turn */
