@@ -363,7 +363,8 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src)
 			varcache_set(dst, i, varcache_get(src, i));
 }
 
-void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask)
+void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask,
+			   const char *log_who)
 {
 	for (int i = 0; i < vtab.count; i++) {
 		if (vtab.read_only[i])
@@ -372,8 +373,13 @@ void varcache_sync_applied(struct varcache **server, struct varcache **client, u
 		const char *has = varcache_get(*server, i);
 		if (want && has && want != unknown_value && has != unknown_value && i < 64 &&
 		    (reported_mask & (UINT64_C(1) << i))) {
-			if (strcmp(want, has) != 0)
+			if (strcmp(want, has) != 0) {
+				/* PgBouncer's wording: operators' and its tests' greps find it */
+				if (log_who)
+					log_msg(LOG_LEVEL_DEBUG, "%s varcache_set_canonical: setting %s to its canonical version %s -> %s",
+						log_who, vtab.names[i], want, has);
 				varcache_set(client, i, has);	/* PostgreSQL's spelling of the client's value */
+			}
 		} else if (want)
 			varcache_set(server, i, want);
 		else
@@ -532,4 +538,54 @@ int varcache_diff_sql(const struct varcache *client, const struct varcache *serv
 		added++;
 	}
 	return added;
+}
+
+/* 'value' with quotes doubled, as a standard-conforming literal reads (for a log line only). */
+static bool quote_for_log(const char *value, char *dst, size_t size)
+{
+	size_t j = 0;
+	if (size < 3)
+		return false;
+	dst[j++] = '\'';
+	for (const char *c = value; *c; c++) {
+		if (j + 4 > size)
+			return false;
+		if (*c == '\'')
+			dst[j++] = '\'';
+		dst[j++] = *c;
+	}
+	dst[j++] = '\'';
+	dst[j] = '\0';
+	return true;
+}
+
+/*
+ * The diff as PgBouncer's verbose log spells it ("SET DateStyle='ISO';"),
+ * for the debug line operators grep for: what varcache_diff_sql applies,
+ * though it applies it through set_config(). Cut short (ending in "...")
+ * when dst is too small.
+ */
+void varcache_diff_describe(const struct varcache *client, const struct varcache *server, char *dst, size_t size)
+{
+	size_t used = 0;
+	char lit[1024];
+	if (size == 0)
+		return;
+	dst[0] = '\0';
+	for (int i = 0; i < vtab.count && used < size; i++) {
+		int n = 0;
+		if (needs_set(client, server, i) && quote_for_log(varcache_get(client, i), lit, sizeof(lit)))
+			n = snprintf(dst + used, size - used, "%sSET %s=%s;", used ? " " : "", vtab.names[i], lit);
+		else if (!vtab.read_only[i] && i != VARCACHE_CLIENT_ENCODING && !varcache_get(client, i) &&
+			 varcache_get(server, i))
+			n = snprintf(dst + used, size - used, "%sRESET %s;", used ? " " : "", vtab.names[i]);
+		if (n < 0)
+			break;
+		if ((size_t)n >= size - used) {
+			if (size > 4)
+				memcpy(dst + size - 4, "...", 4);
+			return;
+		}
+		used += (size_t)n;
+	}
 }

@@ -71,9 +71,17 @@ void varcache_copy_set(struct varcache **dst, const struct varcache *src);
  * ParameterStatus if the value changed, nothing if not) and is PostgreSQL's
  * own spelling of the client's ("ISO" is "ISO, MDY", "utf8" is "UTF8"):
  * the client takes that spelling, so it equals every server set the same
- * way and is not applied again at each server switch.
+ * way and is not applied again at each server switch. log_who (a client's
+ * log prefix, or NULL for no log) names the client in the debug line that
+ * says so, worded as PgBouncer's varcache_set_canonical.
  */
-void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask);
+void varcache_sync_applied(struct varcache **server, struct varcache **client, uint64_t reported_mask,
+			   const char *log_who);
+/*
+ * What varcache_diff_sql would apply, spelled as PgBouncer's verbose log
+ * does ("SET DateStyle='ISO';"), for a debug line.
+ */
+void varcache_diff_describe(const struct varcache *client, const struct varcache *server, char *dst, size_t size);
 /* Forgets the values whose bit is not in keep_mask (bit i = index i). */
 void varcache_forget_except(struct varcache **vc, uint64_t keep_mask);
 /* Forgets one value (the server's default, not known). */

@@ -278,6 +278,11 @@ bool server_apply_client_vars(struct server *server, struct client *client)
 			char pfx[256];
 			server_log(LOG_LEVEL_DEBUG, server, "bringing session parameters in line with %s",
 				   client_prefix(client, pfx, sizeof(pfx)));
+			if (n_enc || n_rest) {	/* PgBouncer's line, which its users grep for */
+				char applied[1024];
+				varcache_diff_describe(client->vars, server->vars, applied, sizeof(applied));
+				server_log(LOG_LEVEL_DEBUG, server, "varcache_apply: %s", applied);
+			}
 		}
 		server->internal = SV_INTERNAL_SET_PARAMS;
 		server->internal_failed = false;
@@ -339,7 +344,9 @@ static void set_params_done(struct server *server)
 		if (client->state == CL_PARAMS_CHECK)
 			varcache_accept(&server->pool->accepted_vars, client->vars, server->pool->welcome_vars);
 		/* parameters the server does not report (search_path on PostgreSQL 15) */
-		varcache_sync_applied(&server->vars, &client->vars, server->reported_mask);
+		char pfx[256];
+		varcache_sync_applied(&server->vars, &client->vars, server->reported_mask,
+				      log_enabled(LOG_LEVEL_DEBUG) ? client_prefix(client, pfx, sizeof(pfx)) : NULL);
 		if (relay_sets_enabled(server->pool))
 			relay_call(sets_applied, server, client);
 		client->vars_apply_failures = 0;

@@ -1208,6 +1208,32 @@ START_TEST(options_tracked_when_ignored)
 }
 END_TEST
 
+/*
+ * PgBouncer's test_equivalent_startup_param: a login's DateStyle=ISO is
+ * applied to the server once, with PgBouncer's debug line, and the client
+ * then takes PostgreSQL's spelling ("ISO, MDY", logged as PgBouncer logs
+ * it), so the next statement needs no SET. Its users grep for both lines.
+ */
+START_TEST(equivalent_startup_param_logged)
+{
+	struct pgv p;
+	pgv_start(&p, ADMIN_CFG "pool_mode = transaction\nverbose = 2\n", std_databases(), userlist());
+	char port[16];
+	snprintf(port, sizeof(port), "%d", p.port);
+	const char *const k[] = { "host", "port", "dbname", "user", "password", "sslmode", "options", NULL };
+	const char *const v[] = { "127.0.0.1", port, DB, "md5_user", "md5_pass", "disable", "-c DateStyle=ISO", NULL };
+	PGconn *c = PQconnectdbParams(k, v, 0);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	ck_assert_str_eq(query_value(c, "SHOW DateStyle"), "ISO, MDY");
+	ck_assert_str_eq(query_value(c, "SELECT 1"), "1");
+	PQfinish(c);
+	ck_assert_int_eq(pgv_log_count(&p, "varcache_apply: SET DateStyle='ISO';"), 1);
+	ck_assert_int_eq(pgv_log_count(&p, "varcache_set_canonical: setting DateStyle to its canonical version ISO -> ISO, MDY"), 1);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* ================================================================ 2: no auth_query for a database that does not exist */
 
 /*
@@ -1350,6 +1376,7 @@ int main(void)
 		{ "tls13_ciphers_invalid_set", tls13_ciphers_invalid_set, 20 },
 		{ "host_list_dns_failure", host_list_dns_failure, 30 },
 		{ "options_tracked_when_ignored", options_tracked_when_ignored, 20 },
+		{ "equivalent_startup_param_logged", equivalent_startup_param_logged, 20 },
 		{ "no_auth_query_for_missing_db", no_auth_query_for_missing_db, 20 },
 		{ "split_server_login_packets", split_server_login_packets, 30 },
 	};

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "proto.h"
@@ -147,6 +148,29 @@ START_TEST(same_values_need_no_diff)
 }
 END_TEST
 
+/* The debug line's spelling (PgBouncer's): quotes doubled, RESET for a value to drop, cut short with "...". */
+START_TEST(diff_described_as_pgbouncer_logs_it)
+{
+	varcache_configure(NULL);
+	struct varcache *client = one("DateStyle", "ISO");
+	varcache_set(&client, idx_of("application_name"), "it's");
+	struct varcache *server = one("TimeZone", "UTC");
+	char line[200];
+	varcache_diff_describe(client, server, line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "SET DateStyle='ISO';"));
+	ck_assert_ptr_nonnull(strstr(line, "SET application_name='it''s';"));
+	ck_assert_ptr_nonnull(strstr(line, "RESET TimeZone;"));
+	char small[16];
+	varcache_diff_describe(client, server, small, sizeof(small));
+	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+	ck_assert_str_eq(small + sizeof(small) - 4, "...");
+	varcache_diff_describe(client, client, line, sizeof(line));
+	ck_assert_str_eq(line, "");
+	varcache_unref(client);
+	varcache_unref(server);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
 	Suite *s = suite_create("varcache");
@@ -155,6 +179,7 @@ Suite *unit_suite(void)
 	tcase_add_test(tc, never_refused_or_never_applied_values_need_no_server);
 	tcase_add_test(tc, bounded_the_oldest_goes);
 	tcase_add_test(tc, same_values_need_no_diff);
+	tcase_add_test(tc, diff_described_as_pgbouncer_logs_it);
 	suite_add_tcase(s, tc);
 	return s;
 }
