@@ -529,7 +529,12 @@ static bool stored_md5(const struct client_login *login, char out[36])
 	return false;
 }
 
-static bool check_plain(const struct client_login *login, const char *given)
+/*
+ * A cleartext password against the stored secret. Checked against a SCRAM
+ * secret, it yields the ClientKey (client_key, else left alone), which
+ * logs in to a server that wants SCRAM as a SCRAM client's proof does.
+ */
+static bool check_plain(const struct client_login *login, const char *given, uint8_t client_key_out[32])
 {
 	size_t glen = strlen(given);
 	if (login->stored.type == SECRET_PLAIN) {
@@ -549,7 +554,12 @@ static bool check_plain(const struct client_login *login, const char *given)
 					     s->scram.iterations, salted);
 		crypto_hmac_sha256(salted, sizeof(salted), (const uint8_t *)"Client Key", 10, client_key);
 		crypto_sha256(client_key, sizeof(client_key), stored);
-		return secure_equal(stored, s->scram.stored_key, sizeof(stored));
+		bool ok = secure_equal(stored, s->scram.stored_key, sizeof(stored));
+		if (ok)
+			memcpy(client_key_out, client_key, sizeof(client_key));
+		secret_clear(salted, sizeof(salted));
+		secret_clear(client_key, sizeof(client_key));
+		return ok;
 	}
 	return false;
 }
@@ -684,7 +694,14 @@ void auth_handle_password(struct client *client, const uint8_t *body, uint32_t l
 
 	bool ok = false;
 	if (login->auth_method == AUTH_TYPE_PLAIN) {
-		ok = check_plain(login, given);
+		uint8_t client_key[32];
+		ok = check_plain(login, given, client_key);
+		/* a SCRAM secret (auth_query's, most often): its keys log in to the server, as pass-through */
+		if (ok && login->stored.type == SECRET_SCRAM) {
+			if (client->pool)
+				pool_remember_scram_keys(client->pool, client_key, login->stored.scram.server_key);
+			secret_clear(client_key, sizeof(client_key));
+		}
 	} else if (login->auth_method == AUTH_TYPE_MD5) {
 		char secret_md5[36], expected[36];
 		if (stored_md5(login, secret_md5) && strlen(given) == MD5_PASSWD_LEN) {

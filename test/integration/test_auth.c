@@ -50,7 +50,7 @@ struct method {
 	 *   P  08P01 password (or SASL) authentication failed, as PgBouncer says it
 	 *   W  28000 cannot do SCRAM authentication: wrong password type (the
 	 *      server wants SCRAM; pgvalve has an md5 secret, or a SCRAM
-	 *      secret but no keys because the client did not do SCRAM)
+	 *      secret but no keys because the client proved no password)
 	 *   N  28000 the server wants md5 and pgvalve holds only a SCRAM secret
 	 *   R  28000 pg_hba.conf rejects connection ...
 	 *   C  28000 certificate authentication failed (no TLS, no certificate)
@@ -61,15 +61,15 @@ struct method {
 static const struct method methods[] = {
 	/* password ignored; the server login needs a secret it can use */
 	{ "trust", "trust", NULL, { "OOOO", "WWOO", "WWNN" } },
-	/* checked against any secret kind; a cleartext check leaves no SCRAM keys */
-	{ "plain", "plain", NULL, { "OPOP", "WPOP", "WPNP" } },
+	/* checked against any secret kind; a cleartext password checked against a SCRAM secret gives its keys */
+	{ "plain", "plain", NULL, { "OPOP", "WPOP", "OPNP" } },
 	/* a SCRAM secret makes md5 fall back to SCRAM, which gives pass-through keys */
 	{ "md5", "md5", NULL, { "OPOP", "WPOP", "OPNP" } },
 	/* an md5 secret cannot serve SCRAM: even the right password fails */
 	{ "scram-sha-256", "scram-sha-256", NULL, { "OPOP", "PPPP", "OPNP" } },
 	{ "any", "any", NULL, { "OOOO", "WWOO", "WWNN" } },
 	{ "hba trust", "hba", "trust", { "OOOO", "WWOO", "WWNN" } },
-	{ "hba password", "hba", "password", { "OPOP", "WPOP", "WPNP" } },
+	{ "hba password", "hba", "password", { "OPOP", "WPOP", "OPNP" } },
 	{ "hba md5", "hba", "md5", { "OPOP", "WPOP", "OPNP" } },
 	{ "hba scram-sha-256", "hba", "scram-sha-256", { "OPOP", "PPPP", "OPNP" } },
 	{ "hba reject", "hba", "reject", { "RRRR", "RRRR", "RRRR" } },
@@ -368,7 +368,7 @@ static void start_auth_query(struct pgv *p, const char *auth_type)
 
 START_TEST(auth_query_users)
 {
-	static const char *const types[] = { "scram-sha-256", "md5" };
+	static const char *const types[] = { "scram-sha-256", "md5", "plain" };
 	struct pgv p;
 	struct cparams cp;
 	char what[128];
@@ -845,7 +845,7 @@ int main(void)
 
 	tc = pgv_tcase_create("auth_query", 40);
 	tcase_add_unchecked_fixture(tc, NULL, drop_auth_query_roles);
-	tcase_add_loop_test(tc, auth_query_users, 0, 2);
+	tcase_add_loop_test(tc, auth_query_users, 0, 3);
 	tcase_add_test(tc, auth_query_md5_user);
 	tcase_add_test(tc, auth_query_longest_password_small_pkt_buf);
 	tcase_add_test(tc, auth_query_server_unreachable);
