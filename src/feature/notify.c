@@ -76,7 +76,7 @@ struct notify_client {
 	struct notify_op *pending;	/* LISTEN/UNLISTEN of the open transaction */
 	int npending, pending_size;
 	bool failed;			/* an error since the last ReadyForQuery 'I' */
-	bool notifying;			/* ... a NOTIFY (its tag) or a text naming notify: it may notify itself */
+	bool notifying;			/* ... a statement that may have notified (runs_no_user_code) */
 	uint8_t ended;			/* the last COMMIT or ROLLBACK since then (enum txn_end) */
 	struct server *held;		/* its ReadyForQuery waits for the listener */
 	uint64_t wait_seq;
@@ -209,20 +209,6 @@ static bool mentions_listen(const char *sql, size_t len)
 	const char *end = sql + len;
 	for (const char *p = sql_find_pair(sql, len, 'l', 'i'); p; p = sql_find_pair(p + 1, (size_t)(end - p - 1), 'l', 'i'))
 		if (end - p >= 6 && isten_at(p + 1))
-			return true;
-	return false;
-}
-
-/*
- * Whether "notify" appears anywhere in sql, in any case (a NOTIFY, a
- * pg_notify() call): asked only of a listening client's statements.
- */
-static bool mentions_notify(const char *sql, size_t len)
-{
-	const char *end = sql + len;
-	for (const char *p = sql_find_pair(sql, len, 'n', 'o'); p; p = sql_find_pair(p + 1, (size_t)(end - p - 1), 'n', 'o'))
-		if (end - p >= 6 && (p[2] | 0x20) == 't' && (p[3] | 0x20) == 'i' && (p[4] | 0x20) == 'f' &&
-		    (p[5] | 0x20) == 'y')
 			return true;
 	return false;
 }
@@ -791,8 +777,6 @@ static bool notify_note_client(struct client *client, struct server *server, con
 	size_t len = rt->len;
 	struct notify_client *nc = nc_of(client);
 	int first = nc ? nc->npending : 0;
-	if (nc && nc->nchannels > 0 && !nc->notifying && mentions_notify(sql, len))
-		nc->notifying = true;	/* its ReadyForQuery may wait for its own notifications (notify_note_server) */
 	if ((rt->marks & SQL_MARK_LI) && parse_statements(client, sql, len) > 0) {
 		if (early_listens(nc_of(client), server, first))
 			return true;
@@ -869,6 +853,24 @@ static void deliver_before_ready(struct notify_client *nc, struct server *server
  * its LISTENs (all of them: those after the savepoint too, see notify.h);
  * a statement outside a block if no error came.
  */
+/*
+ * Whether a command tag names a statement that runs no function, trigger
+ * or rule of the user's, so cannot have sent a notification: anything
+ * else (a SELECT calling pg_notify(), an INSERT whose trigger notifies, a
+ * CALL, a DO) may have.
+ */
+static bool runs_no_user_code(const char *tag, uint32_t len)
+{
+	static const char *const quiet[] = { "LISTEN", "UNLISTEN", "BEGIN", "SAVEPOINT", "RELEASE", "SHOW", "SET",
+					     "RESET", "DEALLOCATE" };
+	for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+		size_t n = strlen(quiet[i]);
+		if (len >= n + 1 && memcmp(tag, quiet[i], n + 1) == 0)	/* the tag with its NUL */
+			return true;
+	}
+	return false;
+}
+
 static bool committed(const struct notify_client *nc)
 {
 	return nc->ended == END_COMMIT || (nc->ended == END_NONE && !nc->failed);
@@ -894,10 +896,10 @@ static enum notify_verdict notify_note_server(struct server *server, const struc
 		 */
 		if (len >= 7 && memcmp(body, "COMMIT", 7) == 0)
 			nc->ended = END_COMMIT;
-		else if (len >= 7 && memcmp(body, "NOTIFY", 7) == 0)
-			nc->notifying = true;	/* a prepared NOTIFY, whose text was not seen */
 		else if (len >= 8 && memcmp(body, "ROLLBACK", 8) == 0)
 			nc->ended = END_ROLLBACK;
+		else if (!runs_no_user_code(body, len))
+			nc->notifying = true;	/* a NOTIFY, or a function or trigger that may have sent one */
 	} else if (pkt->type == 'Z') {
 		if (nc->held == server) {
 			if (nc->doomed || !nc->np || nc->wait_seq <= nc->np->done_seq) {

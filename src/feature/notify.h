@@ -58,13 +58,14 @@
  *    ends its transaction, as PostgreSQL sends what came during one.
  *  - A client's own notifications come before the ReadyForQuery of the
  *    transaction that sent them, as on a direct connection: when a
- *    listening client's transaction committed a NOTIFY (its command tag)
- *    or a statement whose text names notify (pg_notify()), its
+ *    listening client's transaction committed a statement that may have
+ *    notified (any command tag but LISTEN, UNLISTEN, BEGIN, SAVEPOINT,
+ *    RELEASE, SHOW, SET, RESET, DEALLOCATE: a NOTIFY, a SELECT calling
+ *    pg_notify(), a write whose trigger notifies, a CALL, a DO), its
  *    ReadyForQuery waits for a Sync round trip on the listener, which
  *    PostgreSQL answers only after the notifications it was signalled for
- *    (the listener lost: its clients are closed, which ends the wait). A
- *    notification sent by a trigger or function whose call does not name
- *    notify may still come just after that ReadyForQuery.
+ *    (the listener lost: its clients are closed, which ends the wait).
+ *    Only listening clients pay that round trip.
  *    The PID in a notification is the sending backend's, except that a
  *    client gets its own login PID (BackendKeyData) for notifications sent
  *    by a backend whose last Query or Parse (of any client of the pool) was

@@ -16,7 +16,8 @@
 # with client-side TLS to the pooler, sslmode=require; no direct row: the
 # cluster serves plain text), lone (select by one client, -c 1: its tps is
 # the inverse of a round trip's latency through the pooler, so a ratio
-# above 1 is a shorter latency). Each round runs direct, then pgvalve and
+# above 1 is a shorter latency; lone_extended: the same with -M extended,
+# not run unless named). Each round runs direct, then pgvalve and
 # PgBouncer one after the other, pgvalve first in odd rounds and PgBouncer
 # first in even ones (on a 2-core machine the second of a pair measured
 # about 4% fewer tps at saturation, whichever pooler it was); prints, per scenario, the median tps over the rounds,
@@ -99,6 +100,7 @@ for scen in "${scen_list[@]}"; do
 	many) args=(-S -c 1000 -j 2) ;;
 	tls) args=(-S -M simple -c "$clients" -j 2) bench_sslmode=require ;;
 	lone) args=(-S -M simple -c 1 -j 1) ;;
+	lone_extended) args=(-S -M extended -c 1 -j 1) ;;
 	*) echo "bench.sh: unknown scenario $scen" >&2; continue ;;
 	esac
 	[ -n "$rate" ] && args+=(-R "$rate")

@@ -522,25 +522,39 @@ END_TEST
  * has it), as PostgreSQL sends it: PQnotifies right after PQexec returns
  * has it, every time (psycopg 3's test_pgconn.py::test_notify). The
  * listener's copy used to come just after the ReadyForQuery (14 of 30
- * runs). A NOTIFY, pg_notify(), one in a block sent as one Query, and
- * BEGIN, NOTIFY, COMMIT as three.
+ * runs). A NOTIFY, pg_notify(), one in a block sent as one Query,
+ * BEGIN, NOTIFY, COMMIT as three, an INSERT whose trigger notifies and a
+ * function that does, neither naming notify (their notifications came
+ * after the ReadyForQuery while only a text naming notify was held).
  */
 START_TEST(own_notification_before_ready)
 {
 	struct pgv p;
 	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
 	PGconn *c = conn(&p);
+	/* a trigger and a function whose calls do not name notify */
+	exec_ok(&p, c, "DROP TABLE IF EXISTS own_t");
+	exec_ok(&p, c, "CREATE TABLE own_t (v text)");
+	exec_ok(&p, c, "CREATE OR REPLACE FUNCTION own_tell(v text) RETURNS int LANGUAGE plpgsql AS "
+		       "$$BEGIN PERFORM pg_notify('own', v); RETURN 1; END$$");
+	exec_ok(&p, c, "CREATE OR REPLACE FUNCTION own_trig() RETURNS trigger LANGUAGE plpgsql AS "
+		       "$$BEGIN PERFORM own_tell(NEW.v); RETURN NEW; END$$");
+	exec_ok(&p, c, "CREATE TRIGGER own_after AFTER INSERT ON own_t FOR EACH ROW EXECUTE FUNCTION own_trig()");
 	exec_ok(&p, c, "LISTEN own");
-	for (int i = 0; i < 80; i++) {
+	for (int i = 0; i < 96; i++) {
 		char sql[80], payload[16];
 		snprintf(payload, sizeof(payload), "n%d", i);
-		if (i % 4 == 0)
+		if (i % 6 == 0)
 			snprintf(sql, sizeof(sql), "NOTIFY own, 'n%d'", i);
-		else if (i % 4 == 1)
+		else if (i % 6 == 1)
 			snprintf(sql, sizeof(sql), "SELECT pg_notify('own', 'n%d')", i);
+		else if (i % 6 == 4)
+			snprintf(sql, sizeof(sql), "INSERT INTO own_t VALUES ('n%d')", i);
+		else if (i % 6 == 5)
+			snprintf(sql, sizeof(sql), "SELECT own_tell('n%d')", i);
 		else
 			snprintf(sql, sizeof(sql), "BEGIN; NOTIFY own, 'n%d'; COMMIT", i);
-		if (i % 4 == 3) {	/* three Queries */
+		if (i % 6 == 3) {	/* three Queries */
 			snprintf(sql, sizeof(sql), "NOTIFY own, 'n%d'", i);
 			exec_ok(&p, c, "BEGIN");
 			exec_ok(&p, c, sql);
@@ -556,6 +570,8 @@ START_TEST(own_notification_before_ready)
 		ck_assert_int_eq(n->be_pid, PQbackendPID(c));
 		PQfreemem(n);
 	}
+	exec_ok(&p, c, "DROP TABLE own_t");
+	exec_ok(&p, c, "DROP FUNCTION own_trig(), own_tell(text)");
 	PQfinish(c);
 	pgv_stop(&p);
 }
