@@ -879,7 +879,8 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	server->copy_in = false;	/* a COPY that failed ends here; CopyData sent after it is dropped */
 	if (internal) {
 		netbuf_skip(&server->nb, pkt->len);
-		if (server->expect_ready == 0)
+		/* A learn's one ReadyForQuery ends it; its client's next messages may be queued behind it. */
+		if (server->expect_ready == 0 || server->internal == SV_INTERNAL_LEARN)
 			internal_query_done(server);
 		return server->state != SV_CLOSED;
 	}

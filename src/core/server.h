@@ -130,7 +130,13 @@ struct server {
 	 */
 	bool sets_learn;
 	bool sets_opaque;		/* ... and changed it in ways learning cannot see whole: reset for others */
-	struct session_learn *sets_learning;	/* custom names to ask, rows so far */
+	struct session_learn *sets_learning;	/* custom names to ask */
+	/*
+	 * The learn whose query is on its way (its rows so far): the client's
+	 * next transaction may follow it to the server at once, noting its
+	 * own sets_learn and sets_learning meanwhile.
+	 */
+	struct session_learn *sets_learn_in_flight;
 	struct welcome_param *params;	/* every ParameterStatus seen at login */
 	int param_count;
 	struct scram_client *scram;	/* during login only */

@@ -53,12 +53,22 @@ void server_learn_session(struct server *server)
 	struct pktbuf b;
 	pktbuf_init(&b, 1024);
 	relay_call(sets_learn_sql, server, &b);
-	netbuf_pause(&server->link->nb);	/* its next transaction starts from what is learned */
+	netbuf_flush_forwarded(&server->nb);	/* the client's ReadyForQuery first: it waits for nothing of this */
+	/*
+	 * The client is not held: its next transaction, if it comes before
+	 * the answer, follows this query to the same server, which runs them
+	 * in order (one round trip of PostgreSQL's work on the server, none
+	 * on the client's). server.c reads this query's one ReadyForQuery as
+	 * the learn's end, whatever the client sent after it.
+	 */
 	server_run_internal(server, SV_INTERNAL_LEARN, (const char *)b.buf, b.len);
 	pktbuf_free(&b);
 }
 
-/* Learned, its client (if still there) goes on; the server goes back to the pool as after any transaction. */
+/*
+ * Learned, its client (if still there) goes on; the server goes back to
+ * the pool as after any transaction, unless the client already sent more.
+ */
 static void learn_session_done(struct server *server)
 {
 	struct client *client = server->link;
@@ -67,9 +77,9 @@ static void learn_session_done(struct server *server)
 		if (client)
 			server_unlink(server);
 		server_close(server, "learning the session left a transaction open");
-	} else {
+	} else if (!client || server_is_clean(server)) {
 		pool_release_server(server);
-	}
+	}	/* else its client's next transaction is already on its way here: the server stays with it */
 	if (client && client->state != CL_CLOSED) {
 		client_ready_seen(client);
 		netbuf_resume(&client->nb);

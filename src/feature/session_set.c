@@ -294,8 +294,20 @@ static inline __attribute__((always_inline)) bool starts_like_set(const char *fi
 struct session_learn {
 	int name_count;
 	char *names[SESSION_LEARN_NAMES_MAX];
+	/*
+	 * The common case asked cheaply: a transaction whose only changes
+	 * were parsed SETs and RESETs (BEGIN; SET search_path ...; COMMIT as
+	 * separate statements, what drivers outside autocommit send) asks
+	 * current_setting() of those names alone, not pg_settings (a scan of
+	 * every parameter, about half a millisecond of the server's).
+	 */
+	int asked_count;
+	char *asked[SESSION_LEARN_NAMES_MAX];
+	bool unnamed;			/* something else wants learning: pg_settings, all of it */
+	bool by_name;			/* in flight: asked by name (merged into the client's set) */
 	struct session_sets *rows;	/* learned so far (refs 1), NULL until the first */
 	uint32_t rows_cap;
+	bool opaque;			/* in flight: its transaction's sets_opaque, or a row too long to carry */
 };
 
 static struct session_learn *learn_state(struct server *server)
@@ -309,8 +321,24 @@ static struct session_learn *learn_state(struct server *server)
 static void learn_wanted(struct server *server, bool opaque)
 {
 	server->sets_learn = true;
+	learn_state(server)->unnamed = true;
 	if (opaque)
 		server->sets_opaque = true;
+}
+
+/* A parsed SET or RESET of name (a parameter's own name) inside a transaction block: asked by name. */
+static void learn_named(struct server *server, const char *name)
+{
+	struct session_learn *l = learn_state(server);
+	server->sets_learn = true;
+	for (int i = 0; i < l->asked_count; i++)
+		if (strcmp(l->asked[i], name) == 0)
+			return;
+	if (l->asked_count == SESSION_LEARN_NAMES_MAX) {
+		l->unnamed = true;
+		return;
+	}
+	l->asked[l->asked_count++] = xstrdup(name);
 }
 
 /* A custom parameter's name the client's text sets: asked for by name when learning. */
@@ -329,18 +357,32 @@ static void learn_name(struct server *server, const char *name)
 	l->names[l->name_count++] = xstrdup(name);
 }
 
-static void learn_forget(struct server *server)
+static void learn_free(struct session_learn *l)
 {
-	struct session_learn *l = server->sets_learning;
-	server->sets_learn = false;
-	server->sets_opaque = false;
 	if (!l)
 		return;
 	for (int i = 0; i < l->name_count; i++)
 		free(l->names[i]);
+	for (int i = 0; i < l->asked_count; i++)
+		free(l->asked[i]);
 	session_sets_unref(l->rows);
 	free(l);
+}
+
+/* What the transaction under way noted for learning, forgotten. */
+static void learn_forget(struct server *server)
+{
+	server->sets_learn = false;
+	server->sets_opaque = false;
+	learn_free(server->sets_learning);
 	server->sets_learning = NULL;
+}
+
+/* The learn in flight (its query sent), done with. */
+static void learn_in_flight_forget(struct server *server)
+{
+	learn_free(server->sets_learn_in_flight);
+	server->sets_learn_in_flight = NULL;
 }
 
 /* The value of a plain '...' string token (no E'', U&''), into out; false if not one or too long. */
@@ -680,7 +722,7 @@ static void pending_finish(struct server *server, struct session_set_pending *p)
 		int idx = unreported_var(server, p->name);
 		if (!outside) {
 			/* May be committed or rolled back later: what stays is learned when the transaction ends. */
-			learn_wanted(server, false);
+			learn_named(server, p->name);
 			break;
 		}
 		if (p->kind == SESSION_SET_SET) {
@@ -846,20 +888,12 @@ void session_set_applied(struct server *server, const struct client *client)
  * set_config() by anyone: the client, a function, a DO block), and the
  * two it does not list there; custom parameters by name.
  */
-static void session_set_learn_sql(struct server *server, struct pktbuf *out)
+/* " UNION ALL SELECT 'name', current_setting('name', true)" for each of names. */
+static void put_asked(struct pktbuf *out, char *const *names, int count)
 {
-	static const char head[] =
-		"SELECT 'session_authorization', pg_catalog.current_setting('session_authorization') "
-		"UNION ALL SELECT name, setting FROM pg_catalog.pg_settings WHERE source = 'session' "
-		"UNION ALL SELECT 'role', pg_catalog.current_setting('role')";
-	pktbuf_put_bytes(out, head, sizeof(head) - 1);
-	struct session_learn *l = learn_state(server);
-	const struct session_sets *has = server->link ? server->link->sets : NULL;
-	for (uint32_t i = 0; has && i < has->count; i++)
-		learn_name(server, has->e[i].name);	/* what it carries may be gone now */
-	for (int i = 0; i < l->name_count; i++) {
+	for (int i = 0; i < count; i++) {
 		char lit[300];
-		if (!proto_quote_literal(l->names[i], lit, sizeof(lit)))
+		if (!proto_quote_literal(names[i], lit, sizeof(lit)))
 			continue;
 		pktbuf_put_bytes(out, " UNION ALL SELECT ", 18);
 		pktbuf_put_bytes(out, lit, (uint32_t)strlen(lit));
@@ -867,6 +901,39 @@ static void session_set_learn_sql(struct server *server, struct pktbuf *out)
 		pktbuf_put_bytes(out, lit, (uint32_t)strlen(lit));
 		pktbuf_put_bytes(out, ", true)", 7);
 	}
+}
+
+static void session_set_learn_sql(struct server *server, struct pktbuf *out)
+{
+	static const char head[] =
+		"SELECT 'session_authorization', pg_catalog.current_setting('session_authorization') "
+		"UNION ALL SELECT 'role', pg_catalog.current_setting('role')";
+	static const char all[] =
+		" UNION ALL SELECT name, setting FROM pg_catalog.pg_settings WHERE source = 'session'";
+	pktbuf_put_bytes(out, head, sizeof(head) - 1);
+	struct session_learn *l = learn_state(server);
+	/* (a statement the client prepared in an earlier transaction sets server->sets_learn alone) */
+	l->by_name = !l->unnamed && l->asked_count > 0 && !server->sets_opaque &&
+		     !(server->link && server->link->sets_learn_always);
+	if (l->by_name) {
+		put_asked(out, l->asked, l->asked_count);
+	} else {
+		pktbuf_put_bytes(out, all, sizeof(all) - 1);
+		const struct session_sets *has = server->link ? server->link->sets : NULL;
+		for (uint32_t i = 0; has && i < has->count; i++)
+			learn_name(server, has->e[i].name);	/* what it carries may be gone now */
+		put_asked(out, l->names, l->name_count);
+	}
+	/*
+	 * In flight from now on: the client's next transaction may reach the
+	 * server behind this query, and what it notes for learning is its own.
+	 */
+	l->opaque = server->sets_opaque;
+	learn_in_flight_forget(server);
+	server->sets_learn_in_flight = l;
+	server->sets_learning = NULL;
+	server->sets_learn = false;
+	server->sets_opaque = false;
 }
 
 /* The column at *r (length and bytes) into out, NUL-terminated: 1, 0 for NULL, -1 cut short or too long. */
@@ -906,13 +973,15 @@ static void session_set_learn_row(struct server *server, const struct pkt *pkt)
 	int got = row_text(&r, end, name, sizeof(name));
 	if (got > 0)
 		got = row_text(&r, end, value, sizeof(value));
+	struct session_learn *l = server->sets_learn_in_flight;
+	if (!l)
+		return;
 	if (got < 0)
-		learn_wanted(server, true);	/* a name or value too long to carry: reset for others */
+		l->opaque = true;	/* a name or value too long to carry: reset for others */
 	if (got <= 0)
 		return;	/* NULL: a custom parameter not set here */
 	if (!learned_is_own(server, name, value))
 		return;
-	struct session_learn *l = learn_state(server);
 	if (sets_find(l->rows, name) >= 0 || !proto_quote_literal(name, name_lit, sizeof(name_lit)) ||
 	    !proto_quote_literal(value, value_lit, sizeof(value_lit)))
 		return;
@@ -957,27 +1026,38 @@ static void learned_unreported(struct server *server, struct client *client, con
 static void session_set_learn_done(struct server *server, bool failed)
 {
 	struct client *client = server->link;
-	struct session_learn *l = learn_state(server);
-	if (failed || !client) {
+	struct session_learn *l = server->sets_learn_in_flight;
+	if (failed || !client || !l) {
 		if (client)
 			client_log(LOG_LEVEL_WARNING, client, "could not learn the session settings its transaction changed");
 		server_sets_unknown(server);
-		learn_forget(server);
+		learn_in_flight_forget(server);
 		return;
 	}
 	struct session_sets *s = l->rows;
 	l->rows = NULL;
+	if (l->by_name) {	/* the names asked are as learned; the rest of the client's set as it was */
+		struct session_sets *merged = session_sets_ref(client->sets);
+		sets_remove(&merged, "session_authorization");
+		sets_remove(&merged, "role");
+		for (int i = 0; i < l->asked_count; i++)
+			sets_remove(&merged, l->asked[i]);
+		for (uint32_t i = 0; s && i < s->count; i++)
+			sets_put(&merged, s->e[i].name, s->e[i].stmt);
+		session_sets_unref(s);
+		s = merged;
+	}
 	session_sets_unref(client->sets);
 	client->sets = s;
 	session_sets_unref(server->sets);
 	server->sets = session_sets_ref(s);
-	if (server->sets_opaque)
+	if (l->opaque)
 		sets_mark_unknown_all(&server->sets);
 	learned_unreported(server, client, s);
 	client_sets_changed(client);
 	server->synced_client_id = client->id;
 	server->synced_vars_gen = client->vars_gen;
-	learn_forget(server);
+	learn_in_flight_forget(server);
 }
 
 static void session_set_learn_dropped(struct server *server)
@@ -996,6 +1076,7 @@ static void session_set_server_free(struct server *server)
 	session_sets_unref(server->sets);
 	session_set_pending_clear(server);
 	learn_forget(server);
+	learn_in_flight_forget(server);
 }
 
 void session_set_register(void)

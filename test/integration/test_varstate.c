@@ -688,12 +688,21 @@ static void run_ok(PGconn *c, const char *sql, bool extended)
 	PQclear(r);
 }
 
-/* Several statements, one by one through the extended protocol, or as one simple Query (joined by "; "). */
-static void run_all(PGconn *c, const char *const *sqls, bool extended)
+/* How a case's statements are sent. */
+enum send_mode {
+	SEND_JOINED,		/* one simple Query, joined by "; " (SETs among statements: learned from pg_settings) */
+	SEND_EXTENDED,		/* one by one through the extended protocol */
+	SEND_SIMPLE_EACH,	/* one simple Query each (parsed SETs in a block: learned by name) */
+	SEND_MODES
+};
+static const char *const send_mode_names[] = { "simple, one Query", "extended", "simple, a Query each" };
+
+/* Several statements, as mode says. */
+static void run_all(PGconn *c, const char *const *sqls, enum send_mode mode)
 {
-	if (extended) {
+	if (mode != SEND_JOINED) {
 		for (int i = 0; sqls[i]; i++)
-			run_ok(c, sqls[i], true);
+			run_ok(c, sqls[i], mode == SEND_EXTENDED);
 		return;
 	}
 	char joined[1024] = "";
@@ -766,28 +775,68 @@ static const struct learn_case learn_cases[] = {
  * statements, set_config(), DO, SET ROLE, SESSION CHARACTERISTICS, custom
  * parameters) leaves the client seeing what PostgreSQL shows it, on its
  * server and on a new one, and the next client on that server sees none
- * of it; through the simple and the extended protocol.
+ * of it; through the simple protocol (statements joined in one Query, and
+ * one Query each: learned from pg_settings, and by name) and the extended.
  */
 START_TEST(session_changes_are_learned)
 {
 	struct pgv p;
 	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
-	for (int ext = 0; ext < 2; ext++) {
+	for (int mode = 0; mode < SEND_MODES; mode++) {
 		for (size_t i = 0; i < sizeof(learn_cases) / sizeof(learn_cases[0]); i++) {
 			const struct learn_case *lc = &learn_cases[i];
-			if (ext && lc->simple_only)
+			if (mode == SEND_EXTENDED && lc->simple_only)
 				continue;
 			PGconn *a = connect_ok(&p);
 			PGconn *b = connect_ok(&p);
-			fprintf(stderr, "case %s (%s)\n", lc->name, ext ? "extended" : "simple");
+			fprintf(stderr, "case %s (%s)\n", lc->name, send_mode_names[mode]);
 			if (lc->setup)
 				exec_ok(a, lc->setup);
-			run_all(a, lc->sqls, ext);
+			run_all(a, lc->sqls, (enum send_mode)mode);
 			expect_own(&p, a, b, lc->show, lc->want, lc->other);
 			PQfinish(a);
 			PQfinish(b);
 		}
 	}
+	pgv_stop(&p);
+}
+END_TEST
+
+/*
+ * The client's next transaction does not wait for its last one to be
+ * learned: sent as soon as the COMMIT is answered, it follows the learn to
+ * the same server (the learn from pg_settings takes the server about half
+ * a millisecond, so it usually arrives while the learn runs; either order
+ * must give the same answers). Its SHOW sees the committed value; the
+ * other client, on the one server next, sees none of it; both ways of
+ * learning, 20 rounds each.
+ */
+START_TEST(next_transaction_follows_the_learn)
+{
+	struct pgv p;
+	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
+	PGconn *b = connect_md5(&p);	/* a's pool */
+	struct raw_error err;
+	int a = -1;
+	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &a), 0);
+	char value[128];
+	for (int i = 0; i < 40; i++) {
+		char set[96], want[32];
+		snprintf(want, sizeof(want), "%dkB", 5000 + i);
+		/* even rounds: a SET among statements (pg_settings); odd: a parsed SET in a block (by name) */
+		snprintf(set, sizeof(set), i % 2 ? "SET work_mem = '%s'" : "SET work_mem = '%s'; SELECT 1", want);
+		ck_assert_int_eq(raw_query(a, "BEGIN", value, sizeof(value), &err), 0);
+		ck_assert_int_eq(raw_query(a, set, value, sizeof(value), &err), 0);
+		ck_assert_int_eq(raw_query(a, "COMMIT", value, sizeof(value), &err), 0);
+		ck_assert(raw_send_query(a, "SHOW work_mem"));	/* at once: behind the learn */
+		ck_assert_int_eq(raw_read_result(a, value, sizeof(value), &err, 10000), 0);
+		ck_assert_msg(strcmp(value, want) == 0, "round %d: SHOW work_mem gave %s, not %s", i, value, want);
+		expect_value(b, "SHOW work_mem", "4MB");
+		ck_assert_int_eq(raw_query(a, "SHOW work_mem", value, sizeof(value), &err), 0);
+		ck_assert_str_eq(value, want);
+	}
+	close(a);
+	PQfinish(b);
 	pgv_stop(&p);
 }
 END_TEST
@@ -923,6 +972,7 @@ static Suite *varstate_suite(void)
 	suite_add_tcase(s, tc);
 	tc = pgv_tcase_create("learned", 120);
 	tcase_add_test(tc, session_changes_are_learned);
+	tcase_add_test(tc, next_transaction_follows_the_learn);
 	tcase_add_test(tc, refused_set_in_a_transaction_keeps_earlier_settings);
 	tcase_add_test(tc, setting_functions_are_learned);
 	suite_add_tcase(s, tc);
