@@ -995,6 +995,9 @@ void pool_release_server(struct server *server)
 	}
 	if (server->internal == SV_INTERNAL_LEARN) {
 		/* Its client left while its session was learned: back here once learned (server_learn_session). */
+		struct client *client = server->link;
+		if (client && client->nb.pkt_remaining && client->nb.pkt_forward)
+			server->dirty = true;	/* half a message of its next transaction went behind the learn */
 		server_unlink(server);
 		server_set_state(server, SV_USED);
 		return;

@@ -675,11 +675,8 @@ void server_unlink(struct server *server)
 	client->link = NULL;
 	server->link = NULL;
 	client_unlinked(client);
-	if (server->internal == SV_INTERNAL_LEARN && client->state != CL_CLOSED) {
-		/* paused while its session was learned (server_learn_session): it goes on without */
-		client_ready_seen(client);
-		netbuf_resume(&client->nb);
-	}
+	if (server->internal == SV_INTERNAL_LEARN && client->state != CL_CLOSED)
+		client_ready_seen(client);	/* its session is learned without it */
 }
 
 /* A server that is going away takes its linked client with it (08P01, reason). */
@@ -879,9 +876,18 @@ static int active_ready(struct server *server, const struct pkt *pkt, bool inter
 	server->copy_in = false;	/* a COPY that failed ends here; CopyData sent after it is dropped */
 	if (internal) {
 		netbuf_skip(&server->nb, pkt->len);
-		/* A learn's one ReadyForQuery ends it; its client's next messages may be queued behind it. */
-		if (server->expect_ready == 0 || server->internal == SV_INTERNAL_LEARN)
+		if (server->internal == SV_INTERNAL_LEARN) {
+			/*
+			 * A learn's one ReadyForQuery ends it; its client's next
+			 * messages may be queued behind it, and the SETs among them
+			 * counted this reply as one owed before theirs.
+			 */
+			if (server->set_pending_count)
+				relay_call(sets_note_ready, server);
 			internal_query_done(server);
+		} else if (server->expect_ready == 0) {
+			internal_query_done(server);
+		}
 		return server->state != SV_CLOSED;
 	}
 	if (server->set_pending_count)

@@ -80,10 +80,8 @@ static void learn_session_done(struct server *server)
 	} else if (!client || server_is_clean(server)) {
 		pool_release_server(server);
 	}	/* else its client's next transaction is already on its way here: the server stays with it */
-	if (client && client->state != CL_CLOSED) {
-		client_ready_seen(client);
-		netbuf_resume(&client->nb);
-	}
+	if (client && client->state != CL_CLOSED)
+		client_ready_seen(client);	/* (the learn holds no client: anything else that paused it resumes it) */
 }
 
 /*

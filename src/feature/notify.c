@@ -465,8 +465,9 @@ static bool early_listens(struct notify_client *nc, struct server *server, int f
 	if (seq <= np->done_seq)
 		return false;
 	nc->npending = first;
-	nc->early_seq = seq;
-	list_append(&np->waiters, &nc->wait_node);
+	nc->early_seq = MAX(nc->early_seq, seq);
+	if (!list_node_linked(&nc->wait_node))	/* offered again while it waits: one place in the list */
+		list_append(&np->waiters, &nc->wait_node);
 	netbuf_pause(&nc->client->nb);
 	return true;
 }

@@ -577,6 +577,59 @@ START_TEST(own_notification_before_ready)
 }
 END_TEST
 
+/* Reads a's messages until a notification on channel (true), or 10 s (a generous ceiling; it comes in milliseconds). */
+static bool raw_wait_notification(int fd, const char *channel)
+{
+	char type;
+	unsigned char body[512];
+	size_t len;
+	while (raw_read_message(fd, &type, body, sizeof(body), &len, 10000)) {
+		if (type == 'A' && len > 4 && strcmp((const char *)body + 4, channel) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A LISTEN sent the moment a learned transaction's COMMIT is answered
+ * (session SETs: the server's settings are read before it goes back to
+ * the pool) waits for the listener while the learn is under way; the
+ * learn's end once resumed the client, which offered the LISTEN again and
+ * put it twice in the listener's waiting list, and the next walk of that
+ * list never ended. 20 rounds, each LISTEN a new channel that then gets
+ * its notification.
+ */
+START_TEST(listen_behind_a_learn)
+{
+	struct pgv p;
+	pgv_start(&p, TXN_INI, std_databases(), std_userlist());
+	PGconn *b = conn(&p);
+	struct raw_error err;
+	int a = -1;
+	char value[64], sql[96], channel[32];
+	ck_assert_int_eq(raw_login_ex(p.port, DB, USER, PASS, NULL, &err, &a), 0);
+	ck_assert_int_eq(raw_query(a, "LISTEN first", value, sizeof(value), &err), 0);
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(raw_query(a, "BEGIN", value, sizeof(value), &err), 0);
+		ck_assert_int_eq(raw_query(a, "SET work_mem = '5MB'; SELECT 1", value, sizeof(value), &err), 0);
+		ck_assert_int_eq(raw_query(a, "COMMIT", value, sizeof(value), &err), 0);
+		snprintf(channel, sizeof(channel), "behind%d", i);
+		snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+		ck_assert(raw_send_query(a, sql));	/* at once: while the learn runs */
+		ck_assert_msg(raw_read_result(a, value, sizeof(value), &err, 10000) == 0, "round %d: LISTEN\n%s", i,
+			      pgv_log_tail(&p, 1500));
+		snprintf(sql, sizeof(sql), "NOTIFY %s, 'x'", channel);
+		exec_ok(&p, b, sql);
+		ck_assert_msg(raw_wait_notification(a, channel), "round %d: no notification on %s\n%s", i, channel,
+			      pgv_log_tail(&p, 1500));
+	}
+	exec_ok(&p, b, "SELECT 1");
+	close(a);
+	PQfinish(b);
+	pgv_stop(&p);
+}
+END_TEST
+
 /* A client in a transaction gets a notification when its transaction ends, as from PostgreSQL. */
 START_TEST(delivered_after_transaction)
 {
@@ -1149,6 +1202,7 @@ static Suite *notify_suite(void)
 	tcase_add_test(tc, listen_and_notify_in_one_transaction);
 	tcase_add_test(tc, show_listeners);
 	tcase_add_test(tc, own_notification_before_ready);
+	tcase_add_test(tc, listen_behind_a_learn);
 	tcase_add_test(tc, delivered_after_transaction);
 	tcase_add_test(tc, notify_support_off);
 	tcase_add_test(tc, reconnect_closes_listener);
