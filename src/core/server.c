@@ -675,8 +675,11 @@ void server_unlink(struct server *server)
 	client->link = NULL;
 	server->link = NULL;
 	client_unlinked(client);
-	if (server->internal == SV_INTERNAL_LEARN && client->state != CL_CLOSED)
-		client_ready_seen(client);	/* its session is learned without it */
+	if (server->internal == SV_INTERNAL_LEARN && client->state != CL_CLOSED) {
+		/* paused while its session was learned (server_learn_session): it goes on without */
+		client_ready_seen(client);
+		netbuf_resume(&client->nb);
+	}
 }
 
 /* A server that is going away takes its linked client with it (08P01, reason). */
