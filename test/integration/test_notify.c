@@ -593,11 +593,12 @@ static bool raw_wait_notification(int fd, const char *channel)
 /*
  * A LISTEN sent the moment a learned transaction's COMMIT is answered
  * (session SETs: the server's settings are read before it goes back to
- * the pool) waits for the listener while the learn is under way; the
- * learn's end once resumed the client, which offered the LISTEN again and
- * put it twice in the listener's waiting list, and the next walk of that
- * list never ended. 20 rounds, each LISTEN a new channel that then gets
- * its notification.
+ * the pool) is answered, and its channel gets its notifications. At
+ * 3cff0e8, which let the client's next statement through while the learn
+ * ran, such a LISTEN waited for the listener, the learn's end resumed the
+ * client, the LISTEN was offered again and went twice into the listener's
+ * waiting list, whose next walk never ended (round 2 hung). 20 rounds,
+ * each LISTEN a new channel.
  */
 START_TEST(listen_behind_a_learn)
 {

@@ -802,33 +802,51 @@ START_TEST(session_changes_are_learned)
 }
 END_TEST
 
+/* A raw client a (md5_user, over the one server of ONE_SERVER) and a libpq client b of the same pool. */
+static int raw_and_libpq_clients(struct pgv *p, PGconn **b)
+{
+	struct raw_error err;
+	int a = -1;
+	pgv_start(p, ONE_SERVER, std_databases(), std_userlist());
+	*b = connect_md5(p);
+	ck_assert_int_eq(raw_login_ex(p->port, DB, "md5_user", "md5_pass", NULL, &err, &a), 0);
+	return a;
+}
+
+/* BEGIN, set, COMMIT on raw client a, each answered: a transaction whose settings are learned. */
+static void raw_learned_transaction(int a, const char *set)
+{
+	struct raw_error err;
+	char value[128];
+	ck_assert_int_eq(raw_query(a, "BEGIN", value, sizeof(value), &err), 0);
+	ck_assert_int_eq(raw_query(a, set, value, sizeof(value), &err), 0);
+	ck_assert_int_eq(raw_query(a, "COMMIT", value, sizeof(value), &err), 0);
+}
+
 /*
- * The client's next transaction does not wait for its last one to be
- * learned: sent as soon as the COMMIT is answered, it follows the learn to
- * the same server (the learn from pg_settings takes the server about half
- * a millisecond, so it usually arrives while the learn runs; either order
- * must give the same answers). Its SHOW sees the committed value; the
- * other client, on the one server next, sees none of it; both ways of
- * learning, 20 rounds each.
+ * The client's next transaction, sent the moment the COMMIT is answered,
+ * comes while its last one is learned (from pg_settings that takes the
+ * server about half a millisecond): it waits for the learn's answer (let
+ * through behind it, a client sending transaction after transaction kept
+ * its server from the pool for good), and either order must give the
+ * same answers. Its SHOW sees the committed value; the other client, on
+ * the one server next, sees none of it; both ways of learning, 20 rounds
+ * each.
  */
 START_TEST(next_transaction_follows_the_learn)
 {
 	struct pgv p;
-	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
-	PGconn *b = connect_md5(&p);	/* a's pool */
+	PGconn *b;
+	int a = raw_and_libpq_clients(&p, &b);
 	struct raw_error err;
-	int a = -1;
-	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &a), 0);
 	char value[128];
 	for (int i = 0; i < 40; i++) {
 		char set[96], want[32];
 		snprintf(want, sizeof(want), "%dkB", 5000 + i);
 		/* even rounds: a SET among statements (pg_settings); odd: a parsed SET in a block (by name) */
 		snprintf(set, sizeof(set), i % 2 ? "SET work_mem = '%s'" : "SET work_mem = '%s'; SELECT 1", want);
-		ck_assert_int_eq(raw_query(a, "BEGIN", value, sizeof(value), &err), 0);
-		ck_assert_int_eq(raw_query(a, set, value, sizeof(value), &err), 0);
-		ck_assert_int_eq(raw_query(a, "COMMIT", value, sizeof(value), &err), 0);
-		ck_assert(raw_send_query(a, "SHOW work_mem"));	/* at once: behind the learn */
+		raw_learned_transaction(a, set);
+		ck_assert(raw_send_query(a, "SHOW work_mem"));	/* at once: while the learn runs */
 		ck_assert_int_eq(raw_read_result(a, value, sizeof(value), &err, 10000), 0);
 		ck_assert_msg(strcmp(value, want) == 0, "round %d: SHOW work_mem gave %s, not %s", i, value, want);
 		expect_value(b, "SHOW work_mem", "4MB");
@@ -842,31 +860,28 @@ START_TEST(next_transaction_follows_the_learn)
 END_TEST
 
 /*
- * A plain SET sent behind a learn (the moment the COMMIT is answered) is
- * its client's: its reply is matched after the learn's, and nothing of it
- * is left on the server for the next client, whose own SET is its own.
- * (The learn's reply once went uncounted: the SET was matched one reply
- * late, stayed queued on the server, and the next client's SET took its
- * statement, on PostgreSQL 15 where search_path is not reported.)
+ * A plain SET sent the moment the COMMIT is answered (while the learn
+ * runs) is its client's, and nothing of it is left on the server for the
+ * next client, whose own SET is its own. (When such a SET went to the
+ * server behind the learn, the learn's reply went uncounted: the SET was
+ * matched one reply late, stayed queued on the server, and the next
+ * client's SET took its statement, on PostgreSQL 15 where search_path is
+ * not reported.)
  */
 START_TEST(set_behind_the_learn_stays_its_own)
 {
 	struct pgv p;
-	pgv_start(&p, ONE_SERVER, std_databases(), std_userlist());
-	PGconn *b = connect_md5(&p);	/* a's pool */
+	PGconn *b;
+	int a = raw_and_libpq_clients(&p, &b);
 	struct raw_error err;
-	int a = -1;
-	ck_assert_int_eq(raw_login_ex(p.port, DB, "md5_user", "md5_pass", NULL, &err, &a), 0);
 	char value[128];
 	for (int i = 0; i < 10; i++) {
 		char sql[96], a_path[32], b_path[32];
 		snprintf(a_path, sizeof(a_path), "a%d, public", i);
 		snprintf(b_path, sizeof(b_path), "b%d, public", i);
-		ck_assert_int_eq(raw_query(a, "BEGIN", value, sizeof(value), &err), 0);
-		ck_assert_int_eq(raw_query(a, "SET search_path = pg_catalog", value, sizeof(value), &err), 0);
-		ck_assert_int_eq(raw_query(a, "COMMIT", value, sizeof(value), &err), 0);
+		raw_learned_transaction(a, "SET search_path = pg_catalog");
 		snprintf(sql, sizeof(sql), "SET search_path = %s", a_path);
-		ck_assert(raw_send_query(a, sql));	/* at once: behind the learn */
+		ck_assert(raw_send_query(a, sql));	/* at once: while the learn runs */
 		ck_assert_int_eq(raw_read_result(a, value, sizeof(value), &err, 10000), 0);
 		snprintf(sql, sizeof(sql), "SET search_path = %s", b_path);
 		exec_ok(b, sql);
